@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs galley's build and test dependencies from Debian packages.
+# Idempotent: packages already present are left alone; apt runs only when
+# something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config
+  libturbojpeg0-dev libexif-dev
+  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  libboost-dev libtbb-dev
+  nlohmann-json3-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
+  pybind11-dev python3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3-torch python3-torchvision python3-numpy python3-pytest
+  python3-matplotlib python3-pil
+  dataset-fashion-mnist
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
