@@ -1,0 +1,126 @@
+// Micro-benchmarks of the cache library: tier hits and misses, puts that
+// evict, demand updates that re-rank resident entries, and a planner run.
+// Items/s is the figure to read; absolute numbers drift on shared machines.
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "galley/cache/partition_planner.h"
+#include "galley/cache/tiered_cache.h"
+
+namespace galley::cache {
+namespace {
+
+constexpr Key kResident = 100'000;
+
+BlobPtr SmallBlob() {
+  auto blob = std::make_shared<Blob>();
+  blob->bytes.resize(64);
+  return blob;
+}
+
+std::unique_ptr<EvictionPolicy> PolicyFor(const benchmark::State& state) {
+  return MakeEvictionPolicy(state.range(0) == 0 ? "lru" : "refcount");
+}
+
+// A tier holding exactly kResident small entries.
+std::unique_ptr<Tier> FullTier(std::unique_ptr<EvictionPolicy> policy) {
+  BlobPtr blob = SmallBlob();
+  auto tier = std::make_unique<Tier>("bench", kResident * ChargedBytes(*blob), std::move(policy));
+  for (Key key = 0; key < kResident; ++key) tier->Put(key, blob, 1);
+  return tier;
+}
+
+void BM_TierGetHit(benchmark::State& state) {
+  static std::unique_ptr<Tier> tier;
+  if (state.thread_index() == 0) tier = FullTier(PolicyFor(state));
+  Key key = static_cast<Key>(state.thread_index()) * 7919;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(tier->Get(key));
+    key = (key + 104'729) % kResident;  // stride over the table, not one hot line
+  }
+  state.SetItemsProcessed(state.iterations());
+  if (state.thread_index() == 0) state.counters["hits"] = static_cast<double>(tier->Stats().hits);
+}
+BENCHMARK(BM_TierGetHit)->ArgName("refcount")->Arg(0)->Arg(1)->ThreadRange(1, 4)->UseRealTime();
+
+void BM_TierGetMiss(benchmark::State& state) {
+  auto tier = FullTier(PolicyFor(state));
+  Key key = kResident;
+  for (auto _ : state) benchmark::DoNotOptimize(tier->Get(key++));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_TierGetMiss)->ArgName("refcount")->Arg(0)->Arg(1);
+
+// Every Put finds the tier full and evicts one entry; the newcomer's demand
+// rises so RefCountEviction admits it.
+void BM_TierPutWithEviction(benchmark::State& state) {
+  auto tier = FullTier(PolicyFor(state));
+  BlobPtr blob = SmallBlob();
+  Key key = kResident;
+  uint32_t demand = 2;
+  for (auto _ : state) benchmark::DoNotOptimize(tier->Put(key++, blob, demand++));
+  state.SetItemsProcessed(state.iterations());
+  state.counters["evictions"] = static_cast<double>(tier->Stats().evictions);
+}
+BENCHMARK(BM_TierPutWithEviction)->ArgName("refcount")->Arg(0)->Arg(1);
+
+// A job's epoch through the full facade: AddDemand over its subset, then one
+// ConsumeDemand per item, each pushed to both tiers holding the item.
+void BM_DemandUpdate(benchmark::State& state) {
+  CacheOptions options;
+  options.cache_bytes = 4 * kResident * ChargedBytes(*SmallBlob());
+  options.split = {50, 50, 0};
+  auto cache = TieredCache::Create(options);
+  std::vector<Key> subset(static_cast<size_t>(state.range(0)));
+  std::iota(subset.begin(), subset.end(), Key{0});
+  BlobPtr blob = SmallBlob();
+  cache->demand().AddDemand(subset);
+  for (Key key : subset) {
+    cache->encoded().Put(key, blob);
+    cache->decoded().Put(key, blob);
+  }
+  for (auto _ : state) {
+    cache->demand().AddDemand(subset);
+    for (Key key : subset) cache->demand().ConsumeDemand(key);
+  }
+  // Each item counts an add and a consume.
+  state.SetItemsProcessed(state.iterations() * 2 * state.range(0));
+}
+BENCHMARK(BM_DemandUpdate)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
+
+// One full 1% grid search (5,151 splits).
+void BM_PlannerRun(benchmark::State& state) {
+  PlannerInputs in;
+  in.storage_bytes_per_s = 500e6;
+  in.decode_augment_per_core_per_s = 800;
+  in.augment_per_core_per_s = 6000;
+  in.cores = 16;
+  in.memory_bytes_per_s = 10e9;
+  in.dataset_items = 1'281'167;
+  in.encoded_item_bytes = 110e3;
+  in.inflation = 6.5;
+  in.augmented_item_bytes = 150'528;
+  in.cache_bytes = uint64_t{64} << 30;
+  in.identical_pipeline_jobs = 2;
+  ModelDrivenPlanner planner;
+  Plan plan;
+  for (auto _ : state) {
+    plan = planner.MakePlan(in);
+    benchmark::DoNotOptimize(plan);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["splits_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 5151, benchmark::Counter::kIsRate);
+  state.counters["x_E"] = plan.encoded_pct;
+  state.counters["x_D"] = plan.decoded_pct;
+  state.counters["x_A"] = plan.augmented_pct;
+}
+BENCHMARK(BM_PlannerRun)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace galley::cache
+
+BENCHMARK_MAIN();

@@ -1,0 +1,58 @@
+// Blob: one cached value, and the key and byte-charge conventions every tier
+// shares.
+//
+// A Blob is immutable once it is in a tier and is handed out as
+// std::shared_ptr<const Blob>: a reader keeps its value alive however long it
+// needs it, so evicting or erasing an entry never invalidates a value in use.
+// Blobs are plain values; sharing a BlobPtr between threads is safe.
+#ifndef GALLEY_CACHE_BLOB_H_
+#define GALLEY_CACHE_BLOB_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace galley::cache {
+
+// An item across all datasets: the daemon packs (dataset << 32) | item_id.
+using Key = uint64_t;
+
+// Identifies a registered job; assigned by the daemon, never reused while the
+// job's entries may still be resident.
+using JobId = uint64_t;
+
+inline constexpr Key MakeKey(uint32_t dataset, uint32_t item) {
+  return (static_cast<Key>(dataset) << 32) | item;
+}
+
+// Encoded tier: `bytes` are the file's bytes and the dimensions are 0.
+// Decoded tier: RGB uint8 pixels, height x width x channels (HWC).
+// Augmented tier: one transformed output sample with its dimensions.
+struct Blob {
+  std::vector<uint8_t> bytes;
+  uint32_t width = 0;
+  uint32_t height = 0;
+  uint32_t channels = 0;
+};
+
+using BlobPtr = std::shared_ptr<const Blob>;
+
+// Bytes every resident entry is charged on top of its payload. It stands for
+// the bookkeeping an entry costs outside its pixel buffer, measured against
+// libstdc++ on x86-64: the hash-map node holding the key and the BlobPtr
+// (~48 B plus its bucket slot), the shared_ptr control block fused with the
+// Blob header by make_shared (~56 B), and the eviction policy's index node and
+// ordering node (~48 B + ~64 B). Rounded up to 256 so the budget is an upper
+// bound on what the cache really holds, not an optimistic guess.
+inline constexpr uint64_t kEntryOverheadBytes = 256;
+
+// What a tier charges against its budget for holding `blob`. The payload is
+// the vector's capacity, not its size: capacity is what the allocator holds.
+inline uint64_t ChargedBytes(const Blob& blob) {
+  return kEntryOverheadBytes + static_cast<uint64_t>(blob.bytes.capacity());
+}
+
+}  // namespace galley::cache
+
+#endif  // GALLEY_CACHE_BLOB_H_

@@ -1,0 +1,102 @@
+// TieredCache: galleyd's cache: one byte budget split into the encoded,
+// decoded and augmented tiers, plus the demand counts that drive eviction.
+//
+// The facade owns a DemandTracker and the three tiers, which subscribe to it;
+// callers use the tiers directly (encoded().Get(...), decoded().Put(...)) and
+// report demand through demand(). Between a job receiving an item and the
+// item being offered to a tier, consume the demand first: admission then sees
+// how many jobs still need the item, which is what its value is.
+//
+// Thread-safe: every member is. SetSplit and SetCacheBytes re-budget the
+// tiers one after the other (each tier shrinks before the next one grows, so
+// the total never exceeds cache_bytes even mid-change); serialise them with
+// split_mu_.
+#ifndef GALLEY_CACHE_TIERED_CACHE_H_
+#define GALLEY_CACHE_TIERED_CACHE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "galley/cache/augmented_tier.h"
+#include "galley/cache/demand_tracker.h"
+#include "galley/cache/split.h"
+#include "galley/cache/tier.h"
+
+namespace galley::cache {
+
+struct CacheOptions {
+  // Total bytes all three tiers may charge together. Default 2 GiB: small
+  // enough for any training node; operators size it to the node's spare RAM.
+  uint64_t cache_bytes = uint64_t{2} << 30;
+
+  // Initial split. The daemon replaces it with the planner's (or the admin's)
+  // split; until then half encoded, half decoded, as augmented entries only
+  // pay off for jobs with identical pipelines.
+  Split split;
+
+  // Times an augmented entry may be served to jobs other than its producer
+  // before it is dropped. 1 keeps each finished sample in at most two jobs'
+  // streams; raise it when many jobs share one pipeline and seed. 0 turns the
+  // augmented tier off.
+  size_t augmented_reuse_limit = 1;
+
+  // "refcount" (default: lowest remaining demand first, no churn) or "lru"
+  // (the baseline; thrashes under random per-epoch access).
+  std::string eviction = "refcount";
+};
+
+struct CacheStats {
+  uint64_t cache_bytes = 0;
+  Split split;
+  TierStats encoded;
+  TierStats decoded;
+  AugmentedTierStats augmented;
+  uint64_t keys_with_demand = 0;
+  uint64_t total_demand = 0;
+};
+
+class TieredCache {
+ public:
+  // Returns nullptr, with the reason in *error when given, if the options are
+  // invalid (unknown eviction policy, split over 100%).
+  static std::unique_ptr<TieredCache> Create(const CacheOptions& options,
+                                             std::string* error = nullptr);
+  TieredCache(const TieredCache&) = delete;
+  TieredCache& operator=(const TieredCache&) = delete;
+
+  DemandTracker& demand() { return demand_; }
+  Tier& encoded() { return *encoded_; }
+  Tier& decoded() { return *decoded_; }
+  AugmentedTier& augmented() { return *augmented_; }
+
+  // Re-budgets the tiers; shrinking tiers evict before this returns. Returns
+  // false, changing nothing, when `split` is invalid.
+  bool SetSplit(const Split& split);
+  // Changes the total budget, keeping the split.
+  void SetCacheBytes(uint64_t cache_bytes);
+
+  Split split() const;
+  uint64_t cache_bytes() const;
+  CacheStats Stats() const;
+
+ private:
+  explicit TieredCache(const CacheOptions& options);
+  void ApplyBudgetsLocked();  // requires split_mu_
+
+  // Declared first so it outlives the tiers that subscribe to it.
+  DemandTracker demand_;
+  std::unique_ptr<Tier> encoded_;
+  std::unique_ptr<Tier> decoded_;
+  std::unique_ptr<AugmentedTier> augmented_;
+
+  mutable std::mutex split_mu_;
+  Split split_;           // GUARDED_BY(split_mu_)
+  uint64_t cache_bytes_;  // GUARDED_BY(split_mu_)
+};
+
+}  // namespace galley::cache
+
+#endif  // GALLEY_CACHE_TIERED_CACHE_H_

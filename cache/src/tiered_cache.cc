@@ -1,0 +1,89 @@
+#include "galley/cache/tiered_cache.h"
+
+#include <utility>
+
+#include "galley/cache/eviction_policy.h"
+
+namespace galley::cache {
+
+std::unique_ptr<TieredCache> TieredCache::Create(const CacheOptions& options, std::string* error) {
+  auto fail = [error](std::string message) -> std::unique_ptr<TieredCache> {
+    if (error != nullptr) *error = std::move(message);
+    return nullptr;
+  };
+  if (MakeEvictionPolicy(options.eviction) == nullptr) {
+    return fail("unknown eviction policy \"" + options.eviction + "\" (want refcount or lru)");
+  }
+  if (!options.split.IsValid()) {
+    return fail("cache split must be three shares of 0..100 adding up to at most 100");
+  }
+  return std::unique_ptr<TieredCache>(new TieredCache(options));
+}
+
+TieredCache::TieredCache(const CacheOptions& options)
+    : encoded_(std::make_unique<Tier>("encoded",
+                                      ShareOf(options.cache_bytes, options.split.encoded_pct),
+                                      MakeEvictionPolicy(options.eviction), &demand_)),
+      decoded_(std::make_unique<Tier>("decoded",
+                                      ShareOf(options.cache_bytes, options.split.decoded_pct),
+                                      MakeEvictionPolicy(options.eviction), &demand_)),
+      augmented_(std::make_unique<AugmentedTier>(
+          ShareOf(options.cache_bytes, options.split.augmented_pct), options.augmented_reuse_limit,
+          MakeEvictionPolicy(options.eviction), &demand_)),
+      split_(options.split),
+      cache_bytes_(options.cache_bytes) {}
+
+bool TieredCache::SetSplit(const Split& split) {
+  if (!split.IsValid()) return false;
+  std::lock_guard lock(split_mu_);
+  split_ = split;
+  ApplyBudgetsLocked();
+  return true;
+}
+
+void TieredCache::SetCacheBytes(uint64_t cache_bytes) {
+  std::lock_guard lock(split_mu_);
+  cache_bytes_ = cache_bytes;
+  ApplyBudgetsLocked();
+}
+
+void TieredCache::ApplyBudgetsLocked() {
+  const uint64_t encoded = ShareOf(cache_bytes_, split_.encoded_pct);
+  const uint64_t decoded = ShareOf(cache_bytes_, split_.decoded_pct);
+  const uint64_t augmented = ShareOf(cache_bytes_, split_.augmented_pct);
+  // Shrink first, grow second: the tiers' budgets never add up to more than
+  // cache_bytes, not even between two of these calls.
+  if (encoded < encoded_->Stats().budget_bytes) encoded_->SetBudget(encoded);
+  if (decoded < decoded_->Stats().budget_bytes) decoded_->SetBudget(decoded);
+  if (augmented < augmented_->Stats().tier.budget_bytes) augmented_->SetBudget(augmented);
+  encoded_->SetBudget(encoded);
+  decoded_->SetBudget(decoded);
+  augmented_->SetBudget(augmented);
+}
+
+Split TieredCache::split() const {
+  std::lock_guard lock(split_mu_);
+  return split_;
+}
+
+uint64_t TieredCache::cache_bytes() const {
+  std::lock_guard lock(split_mu_);
+  return cache_bytes_;
+}
+
+CacheStats TieredCache::Stats() const {
+  CacheStats stats;
+  {
+    std::lock_guard lock(split_mu_);
+    stats.cache_bytes = cache_bytes_;
+    stats.split = split_;
+  }
+  stats.encoded = encoded_->Stats();
+  stats.decoded = decoded_->Stats();
+  stats.augmented = augmented_->Stats();
+  stats.keys_with_demand = demand_.KeysWithDemand();
+  stats.total_demand = demand_.TotalDemand();
+  return stats;
+}
+
+}  // namespace galley::cache

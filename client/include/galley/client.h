@@ -1,0 +1,104 @@
+// The galley client: connect to the node's galleyd, open jobs, take batches.
+//
+// Client is a handle to the daemon's control socket, used for opening jobs
+// and for queries; it is safe to share between threads. A Job is one stream
+// of batches with its own connection (its lifetime is the job's: closing it,
+// or the process dying, ends the job in the daemon). Job::Next must be
+// called from one thread at a time; batches may be released from any thread.
+// No exceptions cross this API: failures are Status values.
+#ifndef GALLEY_CLIENT_H_
+#define GALLEY_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "galley/batch.h"
+#include "galley/job_spec.h"
+#include "galley/status.h"
+
+namespace galley {
+
+// $GALLEY_SOCKET if set; else $XDG_RUNTIME_DIR/galley/galleyd.sock if
+// XDG_RUNTIME_DIR is set; else /run/galley/galleyd.sock.
+std::string DefaultSocketPath();
+
+struct ClientOptions {
+  std::string socket_path = DefaultSocketPath();
+  // How long handshakes and control requests may take.
+  std::chrono::milliseconds request_timeout{10000};
+  // Name this client reports to the daemon (shown by galleyctl).
+  std::string client_name = "galley-cpp";
+};
+
+// What the daemon told the client about an opened job.
+struct JobInfo {
+  uint64_t job_id = 0;
+  uint64_t dataset_size = 0;      // items in the whole dataset
+  uint64_t subset_size = 0;       // items this job selected
+  uint64_t epoch_size = 0;        // items this rank receives per epoch
+  uint64_t batches_per_epoch = 0;
+  std::vector<std::string> classes;
+  std::vector<int64_t> sample_shape;  // [C, H, W] or [H, W, C]
+  DType dtype = DType::kUInt8;
+  Layout layout = Layout::kNCHW;
+  uint32_t slots = 0;
+  uint64_t segment_bytes = 0;
+};
+
+class Job {
+ public:
+  Job(Job&&) noexcept;
+  Job& operator=(Job&&) noexcept;
+  ~Job();  // closes the job
+
+  const JobInfo& info() const;
+
+  // Waits for the next published batch, at most `timeout`. Batches of an
+  // epoch left by SeekEpoch are dropped here. Errors: DeadlineExceeded,
+  // EndOfStream after the last epoch, Unavailable if the daemon went away,
+  // Cancelled if it ended the job (reason in the message).
+  Result<Batch> Next(std::chrono::milliseconds timeout = std::chrono::milliseconds(60000));
+
+  // Drops whatever the daemon prepared beyond this point and restarts
+  // production at the beginning of `epoch`.
+  Status SeekEpoch(uint64_t epoch);
+
+  // The daemon's counters for this job (JSON text).
+  Result<std::string> Stats();
+
+  // Ends the job now. Batches still held stay readable until released.
+  void Close();
+
+ private:
+  friend class Client;
+  explicit Job(std::shared_ptr<internal::JobChannel> channel);
+  std::shared_ptr<internal::JobChannel> channel_;
+};
+
+class Client {
+ public:
+  // Connects and performs the hello/welcome handshake.
+  static Result<Client> Connect(const ClientOptions& options = {});
+
+  // Opens a job on its own connection. InvalidArgument for a bad spec,
+  // NotFound / PermissionDenied for a dataset that cannot be served,
+  // ResourceExhausted when the daemon's job or memory limits are reached.
+  Result<Job> OpenJob(const JobSpec& spec) const;
+
+  // Daemon-wide information for operators: "status", "datasets", "jobs",
+  // "cache", "plan". Returns a JSON document.
+  Result<std::string> Query(const std::string& what) const;
+
+  const ClientOptions& options() const { return options_; }
+
+ private:
+  explicit Client(ClientOptions options) : options_(std::move(options)) {}
+  ClientOptions options_;
+};
+
+}  // namespace galley
+
+#endif  // GALLEY_CLIENT_H_

@@ -1,0 +1,65 @@
+// JobSpec: what one training job asks galleyd for.
+//
+// A plain value; build one, hand it to Client::OpenJob. Field defaults follow
+// torch.utils.data.DataLoader where there is a counterpart.
+#ifndef GALLEY_JOB_SPEC_H_
+#define GALLEY_JOB_SPEC_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace galley {
+
+struct JobSpec {
+  // An ImageFolder root (root/<class>/<file>) or a manifest file
+  // (`relative/path<TAB>label` per line). Must lie under the daemon's allowed
+  // roots.
+  std::string dataset;
+
+  // Subset of the dataset: the union of these three selections; all empty
+  // means the whole dataset.
+  std::vector<std::string> classes;
+  std::vector<std::pair<uint64_t, uint64_t>> id_ranges;  // [begin, end)
+  std::vector<uint64_t> ids;
+
+  // Samples per batch. The last batch of an epoch is smaller unless drop_last.
+  uint32_t batch_size = 1;
+  bool drop_last = false;
+
+  // Transform pipeline as JSON (docs/transforms.md); it must end in a fixed
+  // output size. The Python package builds it from galley.transforms.
+  std::string transform_json;
+
+  // Randomness of the order and of the augmentations. Augmentations are a
+  // pure function of (seed, epoch, item id).
+  uint64_t seed = 0;
+  uint64_t epochs = 0;       // 0 = endless
+  uint64_t start_epoch = 0;  // the first epoch to produce
+
+  // DDP sharding: every epoch the subset is split into world_size disjoint
+  // shards (the same split on every rank, drawn from (seed, epoch)).
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+
+  // Batch slots in the job's shared-memory ring: how far the daemon may run
+  // ahead of the consumer. More slots smooth stalls and cost memory.
+  uint32_t prefetch = 4;
+
+  // What a sample that cannot be read or decoded does: "skip" (the batch is
+  // delivered without it and the failure is counted) or "raise" (the batch
+  // reports the failure and the client raises).
+  std::string on_error = "skip";
+
+  // Sampling policy: "" (the daemon's default, dsa), "dsa", "independent",
+  // "lockstep", "ods".
+  std::string policy;
+
+  // Free-form name shown by galleyctl and in metrics.
+  std::string name;
+};
+
+}  // namespace galley
+
+#endif  // GALLEY_JOB_SPEC_H_

@@ -1,0 +1,147 @@
+#include "galley/client.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "job_channel.h"
+#include "wire/connection.h"
+#include "wire/messages.h"
+
+namespace galley {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Opens a connection and performs the hello/welcome handshake.
+Result<std::unique_ptr<wire::Connection>> Handshake(const ClientOptions& options) {
+  GALLEY_ASSIGN_OR_RETURN(auto fd, wire::Connection::ConnectUnix(options.socket_path));
+  auto connection = std::make_unique<wire::Connection>(std::move(fd));
+  nlohmann::json hello = {{"protocol_version", wire::kProtocolVersion},
+                          {"client", options.client_name},
+                          {"pid", static_cast<int64_t>(::getpid())}};
+  GALLEY_RETURN_IF_ERROR(connection->SendFrame(wire::MessageType::kHello, 0, hello.dump()));
+  auto frame = connection->ReadFrame(Clock::now() + options.request_timeout);
+  if (!frame.ok()) {
+    return Status::Unavailable("galleyd at " + options.socket_path +
+                               " did not answer the handshake: " + frame.status().message());
+  }
+  GALLEY_ASSIGN_OR_RETURN(auto body, wire::ParseObject(frame->payload));
+  if (frame->header.type == wire::MessageType::kError) return wire::StatusFromErrorJson(body);
+  if (frame->header.type != wire::MessageType::kWelcome) {
+    return Status::ProtocolError("galleyd answered Hello with " +
+                                 std::string(wire::MessageTypeName(frame->header.type)));
+  }
+  return connection;
+}
+
+// One request/reply on a connection of its own.
+Result<nlohmann::json> RoundTrip(const ClientOptions& options, wire::MessageType type,
+                                 const nlohmann::json& body, wire::MessageType reply_type,
+                                 wire::Frame* reply_frame = nullptr,
+                                 std::unique_ptr<wire::Connection>* keep = nullptr) {
+  GALLEY_ASSIGN_OR_RETURN(auto connection, Handshake(options));
+  GALLEY_RETURN_IF_ERROR(connection->SendFrame(type, 1, body.dump()));
+  GALLEY_ASSIGN_OR_RETURN(auto frame, connection->ReadFrame(Clock::now() + options.request_timeout));
+  GALLEY_ASSIGN_OR_RETURN(auto reply, wire::ParseObject(frame.payload));
+  if (frame.header.type == wire::MessageType::kError) return wire::StatusFromErrorJson(reply);
+  if (frame.header.type != reply_type) {
+    return Status::ProtocolError("unexpected reply " +
+                                 std::string(wire::MessageTypeName(frame.header.type)));
+  }
+  if (reply_frame != nullptr) *reply_frame = std::move(frame);
+  if (keep != nullptr) *keep = std::move(connection);
+  return reply;
+}
+
+}  // namespace
+
+std::string DefaultSocketPath() {
+  if (const char* explicit_path = std::getenv("GALLEY_SOCKET"); explicit_path && *explicit_path) {
+    return explicit_path;
+  }
+  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime && *runtime) {
+    return std::string(runtime) + "/galley/galleyd.sock";
+  }
+  return "/run/galley/galleyd.sock";
+}
+
+Result<Client> Client::Connect(const ClientOptions& options) {
+  GALLEY_ASSIGN_OR_RETURN(auto connection, Handshake(options));
+  (void)connection;  // reachable; each job and query uses a connection of its own
+  return Client(options);
+}
+
+Result<Job> Client::OpenJob(const JobSpec& spec) const {
+  if (!spec.transform_json.empty()) {
+    auto parsed = nlohmann::json::parse(spec.transform_json, nullptr, false);
+    if (parsed.is_discarded()) return Status::InvalidArgument("transform_json is not valid JSON");
+  }
+  wire::Frame frame;
+  std::unique_ptr<wire::Connection> connection;
+  GALLEY_ASSIGN_OR_RETURN(auto reply, RoundTrip(options_, wire::MessageType::kOpenJob,
+                                                wire::JobSpecToJson(spec),
+                                                wire::MessageType::kJobOpened, &frame, &connection));
+  GALLEY_ASSIGN_OR_RETURN(JobInfo info, wire::JobInfoFromJson(reply));
+  if (!frame.passed_fd.valid()) {
+    return Status::ProtocolError("JobOpened arrived without the segment descriptor");
+  }
+  const uint64_t sample_bytes = static_cast<uint64_t>(info.sample_shape[0]) *
+                                info.sample_shape[1] * info.sample_shape[2] *
+                                (info.dtype == DType::kUInt8 ? 1 : 4);
+  GALLEY_ASSIGN_OR_RETURN(auto geometry,
+                          wire::ComputeGeometry(info.slots, spec.batch_size, sample_bytes));
+  GALLEY_ASSIGN_OR_RETURN(auto region,
+                          wire::MappedRegion::Map(frame.passed_fd.get(), geometry.segment_bytes));
+  GALLEY_RETURN_IF_ERROR(
+      wire::ValidateHeader(*wire::HeaderAt(region.base()), geometry, region.size()));
+  auto channel = std::make_shared<internal::JobChannel>(connection.release(), std::move(info),
+                                                        std::move(region), geometry,
+                                                        options_.request_timeout);
+  return Job(std::move(channel));
+}
+
+Result<std::string> Client::Query(const std::string& what) const {
+  GALLEY_ASSIGN_OR_RETURN(auto reply, RoundTrip(options_, wire::MessageType::kQuery, {{"what", what}},
+                                                wire::MessageType::kQueryReply));
+  return reply.dump(2);
+}
+
+Job::Job(std::shared_ptr<internal::JobChannel> channel) : channel_(std::move(channel)) {}
+Job::Job(Job&&) noexcept = default;
+Job& Job::operator=(Job&& other) noexcept {
+  if (this != &other) {
+    Close();
+    channel_ = std::move(other.channel_);
+  }
+  return *this;
+}
+Job::~Job() { Close(); }
+
+const JobInfo& Job::info() const { return channel_->info(); }
+
+Result<Batch> Job::Next(std::chrono::milliseconds timeout) {
+  if (!channel_) return Status::Cancelled("the job is closed");
+  GALLEY_ASSIGN_OR_RETURN(uint32_t slot, channel_->WaitNext(timeout));
+  return Batch(channel_, slot);
+}
+
+Status Job::SeekEpoch(uint64_t epoch) {
+  if (!channel_) return Status::Cancelled("the job is closed");
+  return channel_->Seek(epoch);
+}
+
+Result<std::string> Job::Stats() {
+  if (!channel_) return Status::Cancelled("the job is closed");
+  GALLEY_ASSIGN_OR_RETURN(auto stats, channel_->Stats());
+  return stats.dump(2);
+}
+
+void Job::Close() {
+  if (channel_) {
+    channel_->Close();
+    channel_.reset();
+  }
+}
+
+}  // namespace galley

@@ -1,0 +1,148 @@
+#include "job_channel.h"
+
+#include <boost/date_time/posix_time/posix_time_types.hpp>
+
+#include "wire/messages.h"
+
+namespace galley::internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// How often a waiting Next() checks that the daemon is still there: bounds
+// how long a client hangs after the daemon dies.
+constexpr auto kLivenessSlice = std::chrono::milliseconds(100);
+
+}  // namespace
+
+JobChannel::JobChannel(wire::Connection* connection, JobInfo info, wire::MappedRegion region,
+                       wire::SegmentGeometry geometry, std::chrono::milliseconds request_timeout)
+    : connection_(connection),
+      info_(std::move(info)),
+      region_(std::move(region)),
+      geometry_(geometry),
+      request_timeout_(request_timeout) {}
+
+Status JobChannel::CheckConnection() {
+  if (!connection_->Readable()) return Status::Ok();
+  auto frame = connection_->ReadFrame(Clock::now());
+  if (!frame.ok()) {
+    if (frame.status().code() == StatusCode::kUnavailable) {
+      return Status::Unavailable("galleyd closed the connection (the daemon stopped or crashed)");
+    }
+    return frame.status();
+  }
+  if (frame->header.type == wire::MessageType::kError) {
+    auto body = wire::ParseObject(frame->payload);
+    return body.ok() ? wire::StatusFromErrorJson(*body) : body.status();
+  }
+  return Status::ProtocolError("unexpected " +
+                               std::string(wire::MessageTypeName(frame->header.type)) +
+                               " message from galleyd");
+}
+
+Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
+  std::lock_guard lock(consume_mu_);
+  if (end_of_stream_) return Status::EndOfStream("the job has delivered all its epochs");
+  if (!terminal_.ok()) return terminal_;
+  const auto deadline = Clock::now() + timeout;
+  auto* head = header();
+  while (true) {
+    bool got = head->ready.try_wait();
+    while (!got) {
+      if (head->closed.load(std::memory_order_acquire) != 0) {
+        terminal_ = Status(static_cast<StatusCode>(head->close_code),
+                           std::string(head->close_reason,
+                                       strnlen(head->close_reason, sizeof(head->close_reason))));
+        if (terminal_.ok()) terminal_ = Status::Cancelled("galleyd ended the job");
+        return terminal_;
+      }
+      if (Status alive = CheckConnection(); !alive.ok()) {
+        terminal_ = alive;
+        return terminal_;
+      }
+      const auto now = Clock::now();
+      if (now >= deadline) {
+        return Status::DeadlineExceeded("no batch from galleyd within the timeout");
+      }
+      const auto slice = std::min<Clock::duration>(kLivenessSlice, deadline - now);
+      const auto until = boost::posix_time::microsec_clock::universal_time() +
+                         boost::posix_time::microseconds(
+                             std::chrono::duration_cast<std::chrono::microseconds>(slice).count());
+      got = head->ready.timed_wait(until);
+    }
+    // The daemon publishes slots in sequence order, so the one we want is ready.
+    uint32_t found = geometry_.slot_count;
+    for (uint32_t i = 0; i < geometry_.slot_count; ++i) {
+      auto* s = slot(i);
+      if (s->state.load(std::memory_order_acquire) == static_cast<uint32_t>(wire::SlotState::kReady) &&
+          s->sequence == next_sequence_) {
+        found = i;
+        break;
+      }
+    }
+    if (found == geometry_.slot_count) {
+      if (head->closed.load(std::memory_order_acquire) != 0) continue;  // woken by Close
+      terminal_ = Status::ProtocolError("galleyd published a slot out of order");
+      return terminal_;
+    }
+    ++next_sequence_;
+    auto* s = slot(found);
+    s->state.store(static_cast<uint32_t>(wire::SlotState::kLeased), std::memory_order_release);
+    if (s->generation < generation_) {
+      ReleaseSlot(found);  // prepared before a SeekEpoch: not wanted
+      continue;
+    }
+    if (s->flags & wire::kEndOfStream) end_of_stream_ = true;
+    return found;
+  }
+}
+
+void JobChannel::ReleaseSlot(uint32_t index) {
+  slot(index)->state.store(static_cast<uint32_t>(wire::SlotState::kFree),
+                           std::memory_order_release);
+  // A failure means the daemon is gone; nothing is waiting for the slot then.
+  (void)connection_->SendFrame(wire::MessageType::kSlotReleased, 0, "");
+}
+
+Result<nlohmann::json> JobChannel::Request(wire::MessageType type, const nlohmann::json& body,
+                                           wire::MessageType reply_type) {
+  const uint32_t id = next_request_id_++;
+  GALLEY_RETURN_IF_ERROR(connection_->SendFrame(type, id, body.dump()));
+  const auto deadline = Clock::now() + request_timeout_;
+  while (true) {
+    GALLEY_ASSIGN_OR_RETURN(auto frame, connection_->ReadFrame(deadline));
+    GALLEY_ASSIGN_OR_RETURN(auto reply, wire::ParseObject(frame.payload));
+    if (frame.header.type == wire::MessageType::kError) return wire::StatusFromErrorJson(reply);
+    if (frame.header.type == reply_type && frame.header.request_id == id) return reply;
+    return Status::ProtocolError("unexpected reply " +
+                                 std::string(wire::MessageTypeName(frame.header.type)));
+  }
+}
+
+Status JobChannel::Seek(uint64_t epoch) {
+  std::lock_guard lock(consume_mu_);
+  if (!terminal_.ok()) return terminal_;
+  GALLEY_ASSIGN_OR_RETURN(auto reply, Request(wire::MessageType::kSeekEpoch, {{"epoch", epoch}},
+                                              wire::MessageType::kEpochSought));
+  auto gen = reply.find("generation");
+  if (gen == reply.end() || !gen->is_number_unsigned()) {
+    return Status::ProtocolError("EpochSought without a generation");
+  }
+  generation_ = gen->get<uint64_t>();
+  end_of_stream_ = false;
+  return Status::Ok();
+}
+
+Result<nlohmann::json> JobChannel::Stats() {
+  std::lock_guard lock(consume_mu_);
+  if (!terminal_.ok()) return terminal_;
+  return Request(wire::MessageType::kStatsRequest, nlohmann::json::object(),
+                 wire::MessageType::kStats);
+}
+
+void JobChannel::Close() {
+  (void)connection_->SendFrame(wire::MessageType::kCloseJob, 0, "");
+  connection_->Shutdown();
+}
+
+}  // namespace galley::internal

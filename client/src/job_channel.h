@@ -1,0 +1,66 @@
+// JobChannel: the client side of one job: its connection, its mapped ring,
+// and the cursor over published slots.
+//
+// Shared (shared_ptr) by the Job and every Batch leased from it, so the
+// mapping outlives the last batch. WaitNext/Request are called by the job's
+// consuming thread (guarded by consume_mu_); ReleaseSlot may be called from
+// any thread.
+#ifndef GALLEY_CLIENT_JOB_CHANNEL_H_
+#define GALLEY_CLIENT_JOB_CHANNEL_H_
+
+#include <chrono>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "galley/client.h"
+#include "wire/connection.h"
+#include "wire/mapped_region.h"
+#include "wire/segment_layout.h"
+
+namespace galley::internal {
+
+class JobChannel {
+ public:
+  JobChannel(wire::Connection* connection, JobInfo info, wire::MappedRegion region,
+             wire::SegmentGeometry geometry, std::chrono::milliseconds request_timeout);
+
+  const JobInfo& info() const { return info_; }
+  const wire::SegmentGeometry& geometry() const { return geometry_; }
+  wire::SlotHeader* slot(uint32_t index) const {
+    return wire::SlotAt(region_.base(), geometry_, index);
+  }
+  wire::SegmentHeader* header() const { return wire::HeaderAt(region_.base()); }
+
+  // Leases the next published slot of the current generation.
+  Result<uint32_t> WaitNext(std::chrono::milliseconds timeout);
+  // Marks the slot free and tells the daemon. Safe from any thread.
+  void ReleaseSlot(uint32_t index);
+  // Sends a request and waits for its reply (or an Error).
+  Result<nlohmann::json> Request(wire::MessageType type, const nlohmann::json& body,
+                                 wire::MessageType reply_type);
+  Status Seek(uint64_t epoch);
+  Result<nlohmann::json> Stats();
+  void Close();
+
+ private:
+  // Reads a frame the daemon sent without being asked (an Error when it ends
+  // the job) or notices that it hung up.
+  Status CheckConnection();
+
+  std::unique_ptr<wire::Connection> connection_;
+  const JobInfo info_;
+  const wire::MappedRegion region_;
+  const wire::SegmentGeometry geometry_;
+  const std::chrono::milliseconds request_timeout_;
+
+  std::mutex consume_mu_;
+  uint64_t next_sequence_ = 0;     // GUARDED_BY(consume_mu_)
+  uint64_t generation_ = 0;        // GUARDED_BY(consume_mu_)
+  uint32_t next_request_id_ = 1;   // GUARDED_BY(consume_mu_)
+  bool end_of_stream_ = false;     // GUARDED_BY(consume_mu_)
+  Status terminal_;                // GUARDED_BY(consume_mu_): why the job ended, if it did
+};
+
+}  // namespace galley::internal
+
+#endif  // GALLEY_CLIENT_JOB_CHANNEL_H_

@@ -1,0 +1,179 @@
+#include "wire/connection.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace galley::wire {
+namespace {
+
+std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+int RemainingMs(std::optional<Deadline> deadline) {
+  if (!deadline) return -1;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      *deadline - std::chrono::steady_clock::now());
+  return left.count() < 0 ? 0 : static_cast<int>(left.count());
+}
+
+}  // namespace
+
+Result<UniqueFd> Connection::ConnectUnix(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return Status::InvalidArgument("socket path too long: " + path);
+  }
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Status::Internal(Errno("socket"));
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return Status::Unavailable("cannot reach galleyd at " + path + " (" + std::strerror(errno) +
+                               "); is the daemon running?");
+  }
+  return fd;
+}
+
+Status Connection::SendFrame(MessageType type, uint32_t request_id, std::string_view payload,
+                             int fd_to_pass) {
+  if (payload.size() > kMaxPayloadBytes) {
+    return Status::InvalidArgument("message too large to send: " + std::to_string(payload.size()) +
+                                   " bytes");
+  }
+  FrameHeader header;
+  header.type = type;
+  header.payload_length = static_cast<uint32_t>(payload.size());
+  header.request_id = request_id;
+  const auto head = EncodeFrameHeader(header);
+
+  std::lock_guard lock(send_mu_);
+  iovec iov[2] = {{const_cast<std::byte*>(head.data()), head.size()},
+                  {const_cast<char*>(payload.data()), payload.size()}};
+  size_t total = head.size() + payload.size();
+  size_t sent = 0;
+  bool fd_sent = fd_to_pass < 0;
+  while (sent < total) {
+    msghdr msg{};
+    iovec parts[2];
+    int count = 0;
+    // Rebuild the iovec past what has been sent.
+    size_t skip = sent;
+    for (auto& part : iov) {
+      if (skip >= part.iov_len) {
+        skip -= part.iov_len;
+        continue;
+      }
+      parts[count].iov_base = static_cast<char*>(part.iov_base) + skip;
+      parts[count].iov_len = part.iov_len - skip;
+      skip = 0;
+      ++count;
+    }
+    msg.msg_iov = parts;
+    msg.msg_iovlen = count;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    if (!fd_sent) {
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+      cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+      cmsg->cmsg_level = SOL_SOCKET;
+      cmsg->cmsg_type = SCM_RIGHTS;
+      cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(cmsg), &fd_to_pass, sizeof(int));
+    }
+    const ssize_t n = ::sendmsg(socket_.get(), &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EPIPE || errno == ECONNRESET) {
+        return Status::Unavailable("peer closed the connection");
+      }
+      return Status::Internal(Errno("sendmsg"));
+    }
+    fd_sent = true;
+    sent += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status Connection::ReadExact(void* out, size_t size, std::optional<Deadline> deadline, bool first,
+                             UniqueFd* passed_fd) {
+  auto* dst = static_cast<char*>(out);
+  size_t got = 0;
+  while (got < size) {
+    // Only the start of a frame waits for the deadline; once a frame has
+    // begun, the rest must follow within a bounded time.
+    const int wait_ms = first && got == 0 ? RemainingMs(deadline) : 10000;
+    pollfd pfd{socket_.get(), POLLIN, 0};
+    const int ready = ::poll(&pfd, 1, wait_ms);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      return Status::Internal(Errno("poll"));
+    }
+    if (ready == 0) {
+      return first && got == 0 ? Status::DeadlineExceeded("no message before the deadline")
+                               : Status::ProtocolError("peer stalled in the middle of a frame");
+    }
+    iovec iov{dst + got, size - got};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    const ssize_t n = ::recvmsg(socket_.get(), &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      if (errno == ECONNRESET) return Status::Unavailable("peer reset the connection");
+      return Status::Internal(Errno("recvmsg"));
+    }
+    for (cmsghdr* cmsg = CMSG_FIRSTHDR(&msg); cmsg != nullptr; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+      if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
+        UniqueFd owned(fd);
+        if (passed_fd != nullptr && !passed_fd->valid()) *passed_fd = std::move(owned);
+      }
+    }
+    if (n == 0) {
+      return got == 0 && first ? Status::Unavailable("peer closed the connection")
+                               : Status::ProtocolError("peer closed the connection mid-frame");
+    }
+    got += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Result<Frame> Connection::ReadFrame(std::optional<Deadline> deadline) {
+  Frame frame;
+  std::array<std::byte, kFrameHeaderBytes> head;
+  GALLEY_RETURN_IF_ERROR(ReadExact(head.data(), head.size(), deadline, true, &frame.passed_fd));
+  GALLEY_ASSIGN_OR_RETURN(frame.header, DecodeFrameHeader(head));
+  frame.payload.resize(frame.header.payload_length);
+  if (!frame.payload.empty()) {
+    GALLEY_RETURN_IF_ERROR(
+        ReadExact(frame.payload.data(), frame.payload.size(), deadline, false, &frame.passed_fd));
+  }
+  return frame;
+}
+
+bool Connection::Readable() const {
+  pollfd pfd{socket_.get(), POLLIN, 0};
+  return ::poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+}
+
+Result<PeerCredentials> Connection::Peer() const {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(socket_.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return Status::Internal(Errno("SO_PEERCRED"));
+  }
+  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+}
+
+void Connection::Shutdown() { ::shutdown(socket_.get(), SHUT_RDWR); }
+
+}  // namespace galley::wire

@@ -1,0 +1,232 @@
+#include "wire/messages.h"
+
+#include <limits>
+
+namespace galley::wire {
+namespace {
+
+using nlohmann::json;
+
+// Small strict readers: each returns InvalidArgument naming the field.
+class FieldReader {
+ public:
+  explicit FieldReader(const json& body) : body_(body) {}
+
+  template <typename T>
+  Status Unsigned(const char* name, T* out, bool required = false) {
+    auto it = body_.find(name);
+    if (it == body_.end()) return required ? Missing(name) : Status::Ok();
+    if (!it->is_number_unsigned() && !(it->is_number_integer() && it->template get<int64_t>() >= 0)) {
+      return Status::InvalidArgument(std::string("field '") + name + "' must be a non-negative integer");
+    }
+    const auto value = it->template get<uint64_t>();
+    if (value > std::numeric_limits<T>::max()) {
+      return Status::InvalidArgument(std::string("field '") + name + "' is out of range");
+    }
+    *out = static_cast<T>(value);
+    return Status::Ok();
+  }
+
+  Status String(const char* name, std::string* out, bool required = false) {
+    auto it = body_.find(name);
+    if (it == body_.end()) return required ? Missing(name) : Status::Ok();
+    if (!it->is_string()) {
+      return Status::InvalidArgument(std::string("field '") + name + "' must be a string");
+    }
+    *out = it->get<std::string>();
+    return Status::Ok();
+  }
+
+  Status Bool(const char* name, bool* out) {
+    auto it = body_.find(name);
+    if (it == body_.end()) return Status::Ok();
+    if (!it->is_boolean()) {
+      return Status::InvalidArgument(std::string("field '") + name + "' must be true or false");
+    }
+    *out = it->get<bool>();
+    return Status::Ok();
+  }
+
+  Status StringList(const char* name, std::vector<std::string>* out) {
+    auto it = body_.find(name);
+    if (it == body_.end()) return Status::Ok();
+    if (!it->is_array()) return ListError(name, "strings");
+    for (const auto& v : *it) {
+      if (!v.is_string()) return ListError(name, "strings");
+      out->push_back(v.get<std::string>());
+    }
+    return Status::Ok();
+  }
+
+  Status UnsignedList(const char* name, std::vector<uint64_t>* out) {
+    auto it = body_.find(name);
+    if (it == body_.end()) return Status::Ok();
+    if (!it->is_array()) return ListError(name, "non-negative integers");
+    out->reserve(it->size());
+    for (const auto& v : *it) {
+      if (!v.is_number_unsigned()) return ListError(name, "non-negative integers");
+      out->push_back(v.get<uint64_t>());
+    }
+    return Status::Ok();
+  }
+
+  Status RangeList(const char* name, std::vector<std::pair<uint64_t, uint64_t>>* out) {
+    auto it = body_.find(name);
+    if (it == body_.end()) return Status::Ok();
+    if (!it->is_array()) return ListError(name, "[begin, end) pairs");
+    for (const auto& v : *it) {
+      if (!v.is_array() || v.size() != 2 || !v[0].is_number_unsigned() ||
+          !v[1].is_number_unsigned()) {
+        return ListError(name, "[begin, end) pairs");
+      }
+      const auto begin = v[0].get<uint64_t>();
+      const auto end = v[1].get<uint64_t>();
+      if (end < begin) {
+        return Status::InvalidArgument(std::string("field '") + name + "' has a range with end < begin");
+      }
+      out->emplace_back(begin, end);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  static Status Missing(const char* name) {
+    return Status::InvalidArgument(std::string("missing required field '") + name + "'");
+  }
+  static Status ListError(const char* name, const char* what) {
+    return Status::InvalidArgument(std::string("field '") + name + "' must be a list of " + what);
+  }
+  const json& body_;
+};
+
+}  // namespace
+
+Result<json> ParseObject(std::string_view payload) {
+  if (payload.empty()) return json::object();
+  json body = json::parse(payload, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return Status::InvalidArgument("message body is not valid JSON");
+  if (!body.is_object()) return Status::InvalidArgument("message body must be a JSON object");
+  return body;
+}
+
+json JobSpecToJson(const JobSpec& spec) {
+  json body = {
+      {"dataset", spec.dataset},     {"batch_size", spec.batch_size},
+      {"drop_last", spec.drop_last}, {"seed", spec.seed},
+      {"epochs", spec.epochs},       {"start_epoch", spec.start_epoch},
+      {"rank", spec.rank},           {"world_size", spec.world_size},
+      {"prefetch", spec.prefetch},   {"on_error", spec.on_error},
+      {"policy", spec.policy},       {"name", spec.name},
+      {"classes", spec.classes},     {"ids", spec.ids},
+  };
+  json ranges = json::array();
+  for (const auto& [begin, end] : spec.id_ranges) ranges.push_back({begin, end});
+  body["id_ranges"] = std::move(ranges);
+  if (!spec.transform_json.empty()) {
+    body["transform"] = json::parse(spec.transform_json, nullptr, false);
+  }
+  return body;
+}
+
+Result<JobSpec> JobSpecFromJson(const json& body) {
+  JobSpec spec;
+  FieldReader r(body);
+  GALLEY_RETURN_IF_ERROR(r.String("dataset", &spec.dataset, /*required=*/true));
+  GALLEY_RETURN_IF_ERROR(r.StringList("classes", &spec.classes));
+  GALLEY_RETURN_IF_ERROR(r.RangeList("id_ranges", &spec.id_ranges));
+  GALLEY_RETURN_IF_ERROR(r.UnsignedList("ids", &spec.ids));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("batch_size", &spec.batch_size, /*required=*/true));
+  GALLEY_RETURN_IF_ERROR(r.Bool("drop_last", &spec.drop_last));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("seed", &spec.seed));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("epochs", &spec.epochs));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("start_epoch", &spec.start_epoch));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("rank", &spec.rank));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("world_size", &spec.world_size));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("prefetch", &spec.prefetch));
+  GALLEY_RETURN_IF_ERROR(r.String("on_error", &spec.on_error));
+  GALLEY_RETURN_IF_ERROR(r.String("policy", &spec.policy));
+  GALLEY_RETURN_IF_ERROR(r.String("name", &spec.name));
+  auto transform = body.find("transform");
+  if (transform == body.end() || !transform->is_object()) {
+    return Status::InvalidArgument("field 'transform' must be a transform pipeline object");
+  }
+  spec.transform_json = transform->dump();
+
+  if (spec.dataset.empty()) return Status::InvalidArgument("'dataset' must not be empty");
+  if (spec.batch_size == 0) return Status::InvalidArgument("'batch_size' must be at least 1");
+  if (spec.world_size == 0) return Status::InvalidArgument("'world_size' must be at least 1");
+  if (spec.rank >= spec.world_size) {
+    return Status::InvalidArgument("'rank' must be smaller than 'world_size'");
+  }
+  if (spec.prefetch == 0) return Status::InvalidArgument("'prefetch' must be at least 1");
+  if (spec.on_error != "skip" && spec.on_error != "raise") {
+    return Status::InvalidArgument("'on_error' must be \"skip\" or \"raise\"");
+  }
+  if (spec.name.size() > 256) return Status::InvalidArgument("'name' is longer than 256 bytes");
+  return spec;
+}
+
+json JobInfoToJson(const JobInfo& info) {
+  return {{"job_id", info.job_id},
+          {"dataset_size", info.dataset_size},
+          {"subset_size", info.subset_size},
+          {"epoch_size", info.epoch_size},
+          {"batches_per_epoch", info.batches_per_epoch},
+          {"classes", info.classes},
+          {"sample_shape", info.sample_shape},
+          {"dtype", info.dtype == DType::kUInt8 ? "uint8" : "float32"},
+          {"layout", info.layout == Layout::kNCHW ? "NCHW" : "NHWC"},
+          {"slots", info.slots},
+          {"segment_bytes", info.segment_bytes}};
+}
+
+Result<JobInfo> JobInfoFromJson(const json& body) {
+  JobInfo info;
+  FieldReader r(body);
+  std::string dtype, layout;
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("job_id", &info.job_id, true));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("dataset_size", &info.dataset_size, true));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("subset_size", &info.subset_size, true));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("epoch_size", &info.epoch_size, true));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("batches_per_epoch", &info.batches_per_epoch, true));
+  GALLEY_RETURN_IF_ERROR(r.StringList("classes", &info.classes));
+  GALLEY_RETURN_IF_ERROR(r.String("dtype", &dtype, true));
+  GALLEY_RETURN_IF_ERROR(r.String("layout", &layout, true));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("slots", &info.slots, true));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("segment_bytes", &info.segment_bytes, true));
+  auto shape = body.find("sample_shape");
+  if (shape == body.end() || !shape->is_array() || shape->size() != 3) {
+    return Status::ProtocolError("JobOpened lacks a 3-dimensional sample_shape");
+  }
+  for (const auto& d : *shape) {
+    if (!d.is_number_integer() || d.get<int64_t>() <= 0) {
+      return Status::ProtocolError("JobOpened has a bad sample_shape");
+    }
+    info.sample_shape.push_back(d.get<int64_t>());
+  }
+  if (dtype != "uint8" && dtype != "float32") return Status::ProtocolError("bad dtype " + dtype);
+  if (layout != "NCHW" && layout != "NHWC") return Status::ProtocolError("bad layout " + layout);
+  info.dtype = dtype == "uint8" ? DType::kUInt8 : DType::kFloat32;
+  info.layout = layout == "NCHW" ? Layout::kNCHW : Layout::kNHWC;
+  return info;
+}
+
+json ErrorToJson(const Status& status) {
+  return {{"code", static_cast<uint16_t>(status.code())}, {"message", status.message()}};
+}
+
+Status StatusFromErrorJson(const json& body) {
+  auto code = body.find("code");
+  auto message = body.find("message");
+  if (code == body.end() || !code->is_number_unsigned() || message == body.end() ||
+      !message->is_string()) {
+    return Status::ProtocolError("malformed Error message from galleyd");
+  }
+  const auto value = code->get<uint64_t>();
+  if (value == 0 || value > static_cast<uint64_t>(StatusCode::kCancelled)) {
+    return Status::Internal("galleyd: " + message->get<std::string>());
+  }
+  return Status(static_cast<StatusCode>(value), message->get<std::string>());
+}
+
+}  // namespace galley::wire

@@ -1,0 +1,64 @@
+// The control-plane wire format shared by galleyd and its clients.
+//
+// Every message is a frame: a fixed 16-byte little-endian header followed by
+// `payload_length` bytes of UTF-8 JSON (an object). docs/protocol.md is the
+// normative description; this header and that document change together.
+// Message numbers are append-only. Everything here is a pure function of its
+// arguments and safe to call from any thread.
+#ifndef GALLEY_WIRE_PROTOCOL_H_
+#define GALLEY_WIRE_PROTOCOL_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "galley/status.h"
+
+namespace galley::wire {
+
+inline constexpr uint32_t kFrameMagic = 0x594C4C47;  // "GLLY" as little-endian bytes
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr size_t kFrameHeaderBytes = 16;
+// Large enough for an OpenJob that lists a few million item ids as ranges or
+// ids; anything bigger is refused before it is read.
+inline constexpr uint32_t kMaxPayloadBytes = 16u << 20;
+
+enum class MessageType : uint16_t {
+  kHello = 1,         // client -> daemon: {protocol_version, client, pid}
+  kWelcome = 2,       // daemon -> client: {protocol_version, server_version, pid}
+  kError = 3,         // daemon -> client: {code, message}
+  kOpenJob = 4,       // client -> daemon: the job spec (docs/protocol.md)
+  kJobOpened = 5,     // daemon -> client: segment geometry; carries the segment fd
+  kSlotReleased = 6,  // client -> daemon: {} a batch slot became free
+  kSeekEpoch = 7,     // client -> daemon: {epoch}
+  kEpochSought = 8,   // daemon -> client: {epoch, generation}
+  kStatsRequest = 9,  // client -> daemon: {}
+  kStats = 10,        // daemon -> client: job and daemon counters
+  kQuery = 11,        // galleyctl -> daemon: {what: status|datasets|jobs|cache|plan}
+  kQueryReply = 12,   // daemon -> galleyctl: JSON document
+  kCloseJob = 13,     // client -> daemon: {} end the job now
+};
+inline constexpr uint16_t kMaxMessageType = 13;
+
+std::string_view MessageTypeName(MessageType type);
+
+struct FrameHeader {
+  uint32_t magic = kFrameMagic;
+  uint16_t version = kProtocolVersion;
+  MessageType type = MessageType::kError;
+  uint32_t payload_length = 0;
+  uint32_t request_id = 0;  // chosen by the requester, echoed in the reply
+};
+
+// Writes `header` into 16 bytes, little-endian whatever the host order.
+std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(const FrameHeader& header);
+
+// Parses and validates a header: magic, version, known type, length limit.
+// Returns ProtocolError describing the first violation.
+Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderBytes> bytes);
+
+}  // namespace galley::wire
+
+#endif  // GALLEY_WIRE_PROTOCOL_H_

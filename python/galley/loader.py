@@ -1,0 +1,172 @@
+"""galley.DataLoader: a drop-in for torch.utils.data.DataLoader backed by galleyd."""
+
+import json
+import os
+
+import torch
+
+from . import _galley
+from . import transforms as T
+
+__all__ = ["DataLoader"]
+
+
+class DataLoader:
+    """Iterates ``(images, labels)`` batches prepared by the node's galleyd.
+
+    ``images`` is a zero-copy view of the daemon's shared memory:
+    ``torch.uint8`` ``[B, 3, H, W]`` (``layout="NHWC"``: ``[B, H, W, 3]``), or
+    ``torch.float32`` ``[B, 3, H, W]`` when the transform ends in
+    ``Normalize`` or ``normalize=(mean, std)`` is given. ``labels`` is
+    ``torch.int64`` ``[B]``. The batch's memory goes back to the daemon when
+    the images tensor is freed; keep at most ``prefetch`` batches alive.
+
+    One ``for`` loop is one epoch; every item of the job's subset (its DDP
+    shard when ``world_size > 1``) appears exactly once, in a uniformly random
+    order. Breaking out of a loop and iterating again starts the next epoch;
+    ``set_epoch(e)`` chooses the epoch explicitly, as with
+    ``DistributedSampler``.
+    """
+
+    def __init__(self, dataset, batch_size=1, shuffle=True, transform=None, normalize=None,
+                 seed=0, epochs=None, rank=0, world_size=1, drop_last=False, prefetch=4,
+                 on_error="skip", policy=None, classes=None, indices=None, layout="NCHW",
+                 socket=None, timeout=60.0, name=None, num_workers=None, pin_memory=False):
+        if not shuffle:
+            raise ValueError("galley always serves a uniformly random order; shuffle=False "
+                             "is not supported")
+        if on_error not in ("skip", "raise"):
+            raise ValueError('on_error must be "skip" or "raise"')
+        if int(batch_size) < 1:
+            raise ValueError("batch_size must be at least 1")
+        if epochs is not None and int(epochs) < 1:
+            raise ValueError("epochs must be None (endless) or at least 1")
+        self.dataset = os.fspath(dataset)
+        self.batch_size = int(batch_size)
+        self.drop_last = bool(drop_last)
+        self.seed = int(seed)
+        self.epochs = None if epochs is None else int(epochs)
+        self.rank, self.world_size = int(rank), int(world_size)
+        self.prefetch = int(prefetch)
+        self.on_error = on_error
+        self.pin_memory = pin_memory
+        self.timeout = float(timeout)
+        self.transform = transform
+        self._spec = {
+            "dataset": self.dataset,
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "transform_json": json.dumps(T.build_spec(transform, normalize, layout)),
+            "seed": self.seed,
+            "epochs": 0 if self.epochs is None else self.epochs,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "prefetch": self.prefetch,
+            "on_error": on_error,
+            "policy": policy or "",
+            "name": name or f"pid{os.getpid()}",
+            "classes": list(classes) if classes else None,
+            "ids": [int(i) for i in indices] if indices is not None else None,
+        }
+        self._socket = socket or ""
+        self._client = None
+        self._job = None
+        self._epoch = 0           # the epoch the next iteration yields
+        self._daemon_epoch = None  # the epoch the daemon's next batch belongs to
+        self._skipped = 0
+
+    # -- torch.utils.data.DataLoader look-alikes ---------------------------------
+
+    def __len__(self):
+        return int(self._open().info["batches_per_epoch"])
+
+    def set_epoch(self, epoch):
+        self._epoch = int(epoch)
+
+    @property
+    def classes(self):
+        return list(self._open().info["classes"])
+
+    @property
+    def info(self):
+        return dict(self._open().info)
+
+    @property
+    def skipped(self):
+        """Samples skipped so far because they could not be read or decoded."""
+        return self._skipped
+
+    def stats(self):
+        """The daemon's counters for this job and its sampler group."""
+        return self._open().stats()
+
+    def __iter__(self):
+        return self._epoch_batches(with_ids=False)
+
+    def iter_with_ids(self):
+        """Like iterating the loader, but yields (images, labels, item_ids)."""
+        return self._epoch_batches(with_ids=True)
+
+    def _epoch_batches(self, with_ids):
+        job = self._open()
+        if self.epochs is not None and self._epoch >= self.epochs:
+            return
+        if self._daemon_epoch != self._epoch:
+            job.seek_epoch(self._epoch)
+            self._daemon_epoch = self._epoch
+        epoch = self._epoch
+        self._epoch = epoch + 1  # the next loop is the next epoch, finished or not
+        completed = False
+        try:
+            while True:
+                images, labels, ids, meta = job.next(self.timeout)
+                if meta["skipped"]:
+                    self._skipped += meta["skipped"]
+                    if self.on_error == "raise":
+                        raise _galley.SampleError(
+                            f"{meta['skipped']} sample(s) of epoch {epoch} failed: "
+                            f"{meta['first_error']}")
+                last = meta["last_in_epoch"]
+                if last:
+                    completed = True
+                    self._daemon_epoch = epoch + 1
+                if len(labels):
+                    if with_ids:
+                        yield torch.from_numpy(images), torch.from_numpy(labels), torch.from_numpy(ids)
+                    else:
+                        yield torch.from_numpy(images), torch.from_numpy(labels)
+                if last:
+                    return
+        finally:
+            if not completed:
+                self._daemon_epoch = None  # the daemon is mid-epoch: the next loop seeks
+
+    def close(self):
+        if self._job is not None:
+            self._job.close()
+            self._job = None
+        self._client = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- internals -----------------------------------------------------------------
+
+    def _open(self):
+        if self._job is None:
+            if self._client is None:
+                self._client = _galley.Client(self._socket, self.timeout)
+            spec = dict(self._spec)
+            spec["start_epoch"] = self._epoch
+            self._job = self._client.open_job(spec)
+            self._daemon_epoch = self._epoch
+        return self._job

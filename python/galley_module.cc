@@ -1,0 +1,206 @@
+// The `galley._galley` extension: binds the public C++ client
+// (client/include/galley/*.h) and nothing else. Batches become numpy arrays
+// that view the shared-memory slot; the slot is released when the last
+// array (or torch tensor made from it) is freed. Status values become
+// Python exceptions with the daemon's message intact.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <memory>
+
+#include "galley/client.h"
+
+namespace py = pybind11;
+
+namespace {
+
+struct Exceptions {
+  py::object base, unavailable, invalid, not_found, permission, limit, timeout, sample, cancelled,
+      protocol, end_of_stream;
+};
+Exceptions* exceptions = nullptr;
+
+[[noreturn]] void Raise(const galley::Status& status) {
+  using galley::StatusCode;
+  py::object type = exceptions->base;
+  switch (status.code()) {
+    case StatusCode::kUnavailable: type = exceptions->unavailable; break;
+    case StatusCode::kInvalidArgument: type = exceptions->invalid; break;
+    case StatusCode::kNotFound: type = exceptions->not_found; break;
+    case StatusCode::kPermissionDenied: type = exceptions->permission; break;
+    case StatusCode::kResourceExhausted: type = exceptions->limit; break;
+    case StatusCode::kDeadlineExceeded: type = exceptions->timeout; break;
+    case StatusCode::kDataLoss: type = exceptions->sample; break;
+    case StatusCode::kCancelled: type = exceptions->cancelled; break;
+    case StatusCode::kProtocolError: type = exceptions->protocol; break;
+    case StatusCode::kEndOfStream: type = exceptions->end_of_stream; break;
+    default: break;
+  }
+  PyErr_SetString(type.ptr(), status.message().c_str());
+  throw py::error_already_set();
+}
+
+template <typename T>
+T Unwrap(galley::Result<T> result) {
+  if (!result.ok()) Raise(result.status());
+  return std::move(result).value();
+}
+
+py::dict InfoToDict(const galley::JobInfo& info) {
+  py::dict d;
+  d["job_id"] = info.job_id;
+  d["dataset_size"] = info.dataset_size;
+  d["subset_size"] = info.subset_size;
+  d["epoch_size"] = info.epoch_size;
+  d["batches_per_epoch"] = info.batches_per_epoch;
+  d["classes"] = info.classes;
+  d["sample_shape"] = info.sample_shape;
+  d["dtype"] = info.dtype == galley::DType::kUInt8 ? "uint8" : "float32";
+  d["layout"] = info.layout == galley::Layout::kNCHW ? "NCHW" : "NHWC";
+  d["slots"] = info.slots;
+  d["segment_bytes"] = info.segment_bytes;
+  return d;
+}
+
+galley::JobSpec SpecFromDict(const py::dict& d) {
+  galley::JobSpec spec;
+  auto get = [&](const char* key) -> py::object {
+    if (d.contains(key)) return d[key];
+    return py::none();
+  };
+  spec.dataset = get("dataset").cast<std::string>();
+  if (!get("classes").is_none()) spec.classes = get("classes").cast<std::vector<std::string>>();
+  if (!get("id_ranges").is_none()) {
+    spec.id_ranges = get("id_ranges").cast<std::vector<std::pair<uint64_t, uint64_t>>>();
+  }
+  if (!get("ids").is_none()) spec.ids = get("ids").cast<std::vector<uint64_t>>();
+  spec.batch_size = get("batch_size").cast<uint32_t>();
+  if (!get("drop_last").is_none()) spec.drop_last = get("drop_last").cast<bool>();
+  spec.transform_json = get("transform_json").cast<std::string>();
+  if (!get("seed").is_none()) spec.seed = get("seed").cast<uint64_t>();
+  if (!get("epochs").is_none()) spec.epochs = get("epochs").cast<uint64_t>();
+  if (!get("start_epoch").is_none()) spec.start_epoch = get("start_epoch").cast<uint64_t>();
+  if (!get("rank").is_none()) spec.rank = get("rank").cast<uint32_t>();
+  if (!get("world_size").is_none()) spec.world_size = get("world_size").cast<uint32_t>();
+  if (!get("prefetch").is_none()) spec.prefetch = get("prefetch").cast<uint32_t>();
+  if (!get("on_error").is_none()) spec.on_error = get("on_error").cast<std::string>();
+  if (!get("policy").is_none()) spec.policy = get("policy").cast<std::string>();
+  if (!get("name").is_none()) spec.name = get("name").cast<std::string>();
+  return spec;
+}
+
+// Turns a leased batch into (images ndarray viewing shared memory, labels,
+// item ids, metadata). The ndarray's base capsule owns the lease.
+py::tuple BatchToPython(galley::Batch batch) {
+  auto* owned = new galley::Batch(std::move(batch));
+  py::capsule lease(owned, [](void* p) { delete static_cast<galley::Batch*>(p); });
+  const auto shape = owned->shape();
+  std::vector<py::ssize_t> dims(shape.begin(), shape.end());
+  py::array images;
+  if (owned->dtype() == galley::DType::kUInt8) {
+    images = py::array(py::dtype::of<uint8_t>(), dims, {}, owned->data(), lease);
+  } else {
+    images = py::array(py::dtype::of<float>(), dims, {}, owned->data(), lease);
+  }
+  const auto labels_view = owned->labels();
+  const auto ids_view = owned->item_ids();
+  py::array_t<int64_t> labels(static_cast<py::ssize_t>(labels_view.size()));
+  py::array_t<int64_t> ids(static_cast<py::ssize_t>(ids_view.size()));
+  std::copy(labels_view.begin(), labels_view.end(), labels.mutable_data());
+  std::copy(ids_view.begin(), ids_view.end(), ids.mutable_data());
+  py::dict meta;
+  meta["epoch"] = owned->epoch();
+  meta["batch_index"] = owned->batch_index();
+  meta["last_in_epoch"] = owned->last_in_epoch();
+  meta["end_of_stream"] = owned->end_of_stream();
+  meta["skipped"] = owned->skipped();
+  meta["first_error"] = owned->first_error();
+  return py::make_tuple(images, labels, ids, meta);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_galley, m) {
+  m.doc() = "galley client extension; use the `galley` package instead.";
+  static Exceptions ex;
+  exceptions = &ex;
+  auto make = [&](const char* name, py::handle base) {
+    py::object type = py::reinterpret_steal<py::object>(
+        PyErr_NewException((std::string("galley.") + name).c_str(), base.ptr(), nullptr));
+    m.attr(name) = type;
+    return type;
+  };
+  ex.base = make("GalleyError", PyExc_RuntimeError);
+  ex.unavailable = make("ServerUnavailable", ex.base);
+  ex.invalid = make("InvalidRequest", py::make_tuple(ex.base, py::handle(PyExc_ValueError)));
+  ex.not_found = make("DatasetNotFound", py::make_tuple(ex.base, py::handle(PyExc_FileNotFoundError)));
+  ex.permission = make("AccessDenied", py::make_tuple(ex.base, py::handle(PyExc_PermissionError)));
+  ex.limit = make("ResourceLimit", ex.base);
+  ex.timeout = make("Timeout", py::make_tuple(ex.base, py::handle(PyExc_TimeoutError)));
+  ex.sample = make("SampleError", ex.base);
+  ex.cancelled = make("JobCancelled", ex.base);
+  ex.protocol = make("ProtocolError", ex.base);
+  ex.end_of_stream = make("EndOfStream", ex.base);
+
+  m.def("default_socket_path", &galley::DefaultSocketPath);
+
+  py::class_<galley::Job>(m, "Job")
+      .def_property_readonly("info", [](const galley::Job& job) { return InfoToDict(job.info()); })
+      .def(
+          "next",
+          [](galley::Job& job, double timeout_s) {
+            galley::Result<galley::Batch> batch = galley::Status::Internal("unset");
+            {
+              py::gil_scoped_release release;
+              batch = job.Next(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+            }
+            return BatchToPython(Unwrap(std::move(batch)));
+          },
+          py::arg("timeout") = 60.0)
+      .def("seek_epoch",
+           [](galley::Job& job, uint64_t epoch) {
+             galley::Status s;
+             {
+               py::gil_scoped_release release;
+               s = job.SeekEpoch(epoch);
+             }
+             if (!s.ok()) Raise(s);
+           })
+      .def("stats",
+           [](galley::Job& job) {
+             auto text = Unwrap(job.Stats());
+             return py::module_::import("json").attr("loads")(text);
+           })
+      .def("close", &galley::Job::Close);
+
+  py::class_<galley::Client>(m, "Client")
+      .def(py::init([](const std::string& socket_path, double timeout_s) {
+             galley::ClientOptions options;
+             if (!socket_path.empty()) options.socket_path = socket_path;
+             options.client_name = "galley-python";
+             options.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+             galley::Result<galley::Client> client = galley::Status::Internal("unset");
+             {
+               py::gil_scoped_release release;
+               client = galley::Client::Connect(options);
+             }
+             return std::make_unique<galley::Client>(Unwrap(std::move(client)));
+           }),
+           py::arg("socket_path") = "", py::arg("timeout") = 30.0)
+      .def("open_job",
+           [](const galley::Client& client, const py::dict& spec_dict) {
+             galley::JobSpec spec = SpecFromDict(spec_dict);
+             galley::Result<galley::Job> job = galley::Status::Internal("unset");
+             {
+               py::gil_scoped_release release;
+               job = client.OpenJob(spec);
+             }
+             return std::make_unique<galley::Job>(Unwrap(std::move(job)));
+           })
+      .def("query", [](const galley::Client& client, const std::string& what) {
+        auto text = Unwrap(client.Query(what));
+        return py::module_::import("json").attr("loads")(text);
+      });
+}

@@ -1,0 +1,480 @@
+#include "server/daemon/control_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <spdlog/spdlog.h>
+
+#include "wire/messages.h"
+
+namespace galley {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
+constexpr uint32_t kExtraConnections = 16;  // queries and handshakes beyond max_jobs
+
+void SendError(wire::Connection& connection, uint32_t request_id, const Status& status) {
+  (void)connection.SendFrame(wire::MessageType::kError, request_id,
+                             wire::ErrorToJson(status).dump());
+}
+
+Status SendJson(wire::Connection& connection, wire::MessageType type, uint32_t request_id,
+                const json& body, int fd = -1) {
+  return connection.SendFrame(type, request_id, body.dump(), fd);
+}
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+}  // namespace
+
+ControlServer::ControlServer(const DaemonOptions& options, Scheduler* scheduler,
+                             ItemPipeline* pipeline)
+    : options_(options), scheduler_(scheduler), pipeline_(pipeline) {}
+
+ControlServer::~ControlServer() { Stop(Status::Cancelled("galleyd is shutting down")); }
+
+Status ControlServer::Start() {
+  const std::filesystem::path path(options_.socket_path);
+  sockaddr_un addr{};
+  if (path.string().size() >= sizeof(addr.sun_path)) {
+    return Status::InvalidArgument("socket path too long: " + path.string());
+  }
+  std::error_code ec;
+  if (path.has_parent_path()) {
+    std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) return Status::PermissionDenied("cannot create " + path.parent_path().string() + ": " + ec.message());
+  }
+  if (std::filesystem::exists(path, ec)) {
+    // A live daemon answers; a stale file from a crashed one does not.
+    if (wire::Connection::ConnectUnix(path.string()).ok()) {
+      return Status::ResourceExhausted("another galleyd is already serving on " + path.string());
+    }
+    std::filesystem::remove(path, ec);
+  }
+  listen_fd_.Reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!listen_fd_.valid()) return Status::Internal(Errno("socket"));
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.string().size() + 1);
+  if (::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return Status::PermissionDenied(Errno("bind " + path.string()));
+  }
+  // Any local user may open jobs; what they can read is bounded by the
+  // allowed roots, and each job's memory is readable only by its owner.
+  ::chmod(path.c_str(), 0666);
+  if (::listen(listen_fd_.get(), 128) != 0) return Status::Internal(Errno("listen"));
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Status::Internal(Errno("pipe"));
+  wake_read_.Reset(pipe_fds[0]);
+  wake_write_.Reset(pipe_fds[1]);
+  accept_thread_ = std::thread([this] { AcceptLoop(); });
+  spdlog::info("galleyd listening on {}", path.string());
+  return Status::Ok();
+}
+
+void ControlServer::Stop(const Status& reason) {
+  if (stopping_.exchange(true)) return;
+  if (wake_write_.valid()) {
+    const char byte = 1;
+    (void)!::write(wake_write_.get(), &byte, 1);
+  }
+  if (accept_thread_.joinable()) accept_thread_.join();
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, job] : jobs_) job->ring->Close(reason);
+    for (auto& session : sessions_) {
+      // Tell the client why before the connection drops.
+      SendError(*session.connection, 0, reason);
+      session.connection->Shutdown();
+    }
+  }
+  // Threads finish on their own once their connection is shut down.
+  std::list<Session> sessions;
+  {
+    std::lock_guard lock(mu_);
+    sessions.swap(sessions_);
+  }
+  for (auto& session : sessions) {
+    if (session.thread.joinable()) session.thread.join();
+  }
+  std::error_code ec;
+  if (listen_fd_.valid()) std::filesystem::remove(options_.socket_path, ec);
+}
+
+void ControlServer::ReapFinishedSessions() {
+  std::list<Session> finished;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      auto next = std::next(it);
+      if (it->done.load()) finished.splice(finished.end(), sessions_, it);
+      it = next;
+    }
+  }
+  for (auto& session : finished) {
+    if (session.thread.joinable()) session.thread.join();
+  }
+}
+
+void ControlServer::AcceptLoop() {
+  while (!stopping_.load()) {
+    pollfd fds[2] = {{listen_fd_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
+    if (::poll(fds, 2, 1000) < 0 && errno != EINTR) {
+      spdlog::error("poll on the control socket failed: {}", std::strerror(errno));
+      continue;
+    }
+    ReapFinishedSessions();
+    if (fds[1].revents != 0 || stopping_.load()) break;
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    wire::UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd.valid()) continue;
+    auto connection = std::make_unique<wire::Connection>(std::move(fd));
+    std::lock_guard lock(mu_);
+    if (sessions_.size() >= options_.max_jobs + kExtraConnections) {
+      SendError(*connection, 0, Status::ResourceExhausted("galleyd has too many connections"));
+      continue;
+    }
+    Session& session = sessions_.emplace_back();
+    session.connection = std::move(connection);
+    session.thread = std::thread([this, &session] { Serve(&session); });
+  }
+}
+
+void ControlServer::Serve(Session* session) {
+  wire::Connection& connection = *session->connection;
+  auto finish = [&](const Status& status) {
+    if (!status.ok() && status.code() != StatusCode::kUnavailable) {
+      if (status.code() == StatusCode::kProtocolError) {
+        std::lock_guard lock(mu_);
+        protocol_errors_++;
+      }
+      spdlog::warn("closing a connection: {}", status.ToString());
+      SendError(connection, 0, status);
+    }
+    connection.Shutdown();
+    session->done = true;
+  };
+  auto peer = connection.Peer();
+  if (!peer.ok()) return finish(peer.status());
+
+  auto hello = connection.ReadFrame(Clock::now() + kHandshakeTimeout);
+  if (!hello.ok()) return finish(hello.status());
+  if (hello->header.type != wire::MessageType::kHello) {
+    return finish(Status::ProtocolError("expected Hello, got " +
+                                        std::string(wire::MessageTypeName(hello->header.type))));
+  }
+  auto hello_body = wire::ParseObject(hello->payload);
+  if (!hello_body.ok()) return finish(Status::ProtocolError(hello_body.status().message()));
+  if (Status s = SendJson(connection, wire::MessageType::kWelcome, hello->header.request_id,
+                          {{"protocol_version", wire::kProtocolVersion},
+                           {"server_version", "0.1.0"},
+                           {"pid", static_cast<int64_t>(::getpid())}});
+      !s.ok()) {
+    return finish(s);
+  }
+
+  while (!stopping_.load()) {
+    auto frame = connection.ReadFrame();
+    if (!frame.ok()) return finish(frame.status());
+    const uint32_t request_id = frame->header.request_id;
+    switch (frame->header.type) {
+      case wire::MessageType::kOpenJob:
+        return finish(ServeJob(connection, *frame, *peer));
+      case wire::MessageType::kQuery: {
+        auto body = wire::ParseObject(frame->payload);
+        if (!body.ok()) return finish(Status::ProtocolError(body.status().message()));
+        auto what = body->find("what");
+        if (what == body->end() || !what->is_string()) {
+          SendError(connection, request_id, Status::InvalidArgument("Query needs 'what'"));
+          continue;
+        }
+        json reply = Query(what->get<std::string>());
+        if (reply.contains("error")) {
+          SendError(connection, request_id, Status::InvalidArgument(reply["error"].get<std::string>()));
+          continue;
+        }
+        if (Status s = SendJson(connection, wire::MessageType::kQueryReply, request_id, reply); !s.ok()) {
+          return finish(s);
+        }
+        continue;
+      }
+      default:
+        return finish(Status::ProtocolError(
+            "unexpected " + std::string(wire::MessageTypeName(frame->header.type)) +
+            " on a connection without a job"));
+    }
+  }
+  finish(Status::Ok());
+}
+
+Result<std::shared_ptr<const Dataset>> ControlServer::OpenDataset(const std::string& path) {
+  std::error_code ec;
+  std::string key = std::filesystem::weakly_canonical(path, ec).string();
+  if (ec) key = path;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = datasets_.find(key); it != datasets_.end()) return it->second;
+  }
+  std::vector<std::filesystem::path> roots(options_.allowed_roots.begin(),
+                                           options_.allowed_roots.end());
+  GALLEY_ASSIGN_OR_RETURN(auto dataset, Dataset::Open(path, roots));
+  std::lock_guard lock(mu_);
+  // Two jobs may open the same dataset at once; the first one in wins so
+  // both share one instance (and one sampler).
+  auto [it, inserted] = datasets_.emplace(key, dataset);
+  if (inserted) spdlog::info("dataset {}: {} items", dataset->root().string(), dataset->size());
+  return it->second;
+}
+
+Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
+                                                            const wire::PeerCredentials& peer) {
+  if (spec.batch_size > options_.max_batch_size) {
+    return Status::ResourceExhausted("batch_size " + std::to_string(spec.batch_size) +
+                                     " exceeds the daemon's limit of " +
+                                     std::to_string(options_.max_batch_size));
+  }
+  if (spec.prefetch > options_.max_prefetch) {
+    return Status::ResourceExhausted("prefetch " + std::to_string(spec.prefetch) +
+                                     " exceeds the daemon's limit of " +
+                                     std::to_string(options_.max_prefetch));
+  }
+  auto job = std::make_shared<ServedJob>();
+  job->spec = spec;
+  job->owner_uid = peer.uid;
+  job->owner_pid = peer.pid;
+  job->policy = spec.policy.empty() ? options_.default_policy : spec.policy;
+  GALLEY_ASSIGN_OR_RETURN(job->dataset, OpenDataset(spec.dataset));
+
+  SubsetSpec subset;
+  subset.classes = spec.classes;
+  for (const auto& [begin, end] : spec.id_ranges) {
+    if (end > job->dataset->size()) {
+      return Status::InvalidArgument("id range ends at " + std::to_string(end) + " but the dataset has " +
+                                     std::to_string(job->dataset->size()) + " items");
+    }
+    subset.ranges.emplace_back(static_cast<ItemId>(begin), static_cast<ItemId>(end));
+  }
+  for (uint64_t id : spec.ids) {
+    if (id >= job->dataset->size()) {
+      return Status::InvalidArgument("item id " + std::to_string(id) + " is out of range (dataset has " +
+                                     std::to_string(job->dataset->size()) + " items)");
+    }
+    subset.ids.push_back(static_cast<ItemId>(id));
+  }
+  GALLEY_ASSIGN_OR_RETURN(job->subset, job->dataset->Select(subset));
+  const uint64_t n = job->subset.size();
+  job->epoch_size = n / spec.world_size + (spec.rank < n % spec.world_size ? 1 : 0);
+  if (job->epoch_size == 0) {
+    return Status::InvalidArgument("rank " + std::to_string(spec.rank) + " of " +
+                                   std::to_string(spec.world_size) + " gets no items from a subset of " +
+                                   std::to_string(n));
+  }
+
+  auto transform = json::parse(spec.transform_json, nullptr, false);
+  if (transform.is_discarded()) return Status::InvalidArgument("transform is not valid JSON");
+  GALLEY_ASSIGN_OR_RETURN(auto pipeline, image::TransformPipeline::FromJson(transform));
+  job->pipeline = std::make_shared<const image::TransformPipeline>(std::move(pipeline));
+
+  TensorShape shape;
+  shape.height = static_cast<uint32_t>(job->pipeline->output_height());
+  shape.width = static_cast<uint32_t>(job->pipeline->output_width());
+  shape.dtype = job->pipeline->dtype() == image::DType::kUInt8 ? wire::ElementType::kUInt8
+                                                             : wire::ElementType::kFloat32;
+  shape.layout = job->pipeline->layout() == image::Layout::kNCHW ? wire::TensorLayout::kNCHW
+                                                               : wire::TensorLayout::kNHWC;
+  GALLEY_ASSIGN_OR_RETURN(auto geometry, wire::ComputeGeometry(spec.prefetch, spec.batch_size,
+                                                               job->pipeline->sample_bytes()));
+  if (geometry.segment_bytes > options_.max_shm_per_job) {
+    return Status::ResourceExhausted(
+        "the job needs " + std::to_string(geometry.segment_bytes) +
+        " bytes of shared memory (prefetch x batch_size x sample size), over the per-job limit of " +
+        std::to_string(options_.max_shm_per_job) + "; lower prefetch or batch_size");
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (jobs_.size() >= options_.max_jobs) {
+      return Status::ResourceExhausted("galleyd already serves its limit of " +
+                                       std::to_string(options_.max_jobs) + " jobs");
+    }
+    if (shm_in_use_ + geometry.segment_bytes > options_.max_shm_total) {
+      return Status::ResourceExhausted("galleyd's shared-memory limit (" +
+                                       std::to_string(options_.max_shm_total) +
+                                       " bytes) would be exceeded by this job");
+    }
+    shm_in_use_ += geometry.segment_bytes;  // reserved; returned if creation fails
+    job->id = next_job_id_++;
+  }
+  auto ring = BatchRing::Create(geometry, shape, peer.uid);
+  if (!ring.ok()) {
+    std::lock_guard lock(mu_);
+    shm_in_use_ -= geometry.segment_bytes;
+    return ring.status();
+  }
+  job->ring = std::move(ring).value();
+  return job;
+}
+
+Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& open_frame,
+                               const wire::PeerCredentials& peer) {
+  const uint32_t open_id = open_frame.header.request_id;
+  auto refuse = [&](const Status& status) {
+    {
+      std::lock_guard lock(mu_);
+      jobs_refused_++;
+    }
+    spdlog::info("refused a job from pid {}: {}", peer.pid, status.ToString());
+    SendError(connection, open_id, status);
+    return Status::Ok();  // answered; the connection closes quietly
+  };
+  auto body = wire::ParseObject(open_frame.payload);
+  if (!body.ok()) return refuse(body.status());
+  auto spec = wire::JobSpecFromJson(*body);
+  if (!spec.ok()) return refuse(spec.status());
+  auto created = CreateJob(*spec, peer);
+  if (!created.ok()) return refuse(created.status());
+  std::shared_ptr<ServedJob> job = *created;
+  if (Status s = scheduler_->AddJob(job); !s.ok()) {
+    std::lock_guard lock(mu_);
+    shm_in_use_ -= job->ring->geometry().segment_bytes;
+    return refuse(s);
+  }
+  {
+    std::lock_guard lock(mu_);
+    jobs_[job->id] = job;
+    jobs_opened_++;
+  }
+  auto cleanup = [&](const Status& why) {
+    scheduler_->RemoveJob(job->id);
+    job->ring->Close(why);
+    std::lock_guard lock(mu_);
+    jobs_.erase(job->id);
+    shm_in_use_ -= job->ring->geometry().segment_bytes;
+    spdlog::info("job {} ({}) ended: {}", job->id, job->spec.name, why.ToString());
+  };
+
+  JobInfo info;
+  info.job_id = job->id;
+  info.dataset_size = job->dataset->size();
+  info.subset_size = job->subset.size();
+  info.epoch_size = job->epoch_size;
+  info.batches_per_epoch = job->BatchesPerEpoch();
+  info.classes = job->dataset->classes();
+  info.dtype = job->pipeline->dtype() == image::DType::kUInt8 ? DType::kUInt8 : DType::kFloat32;
+  info.layout = job->pipeline->layout() == image::Layout::kNCHW ? Layout::kNCHW : Layout::kNHWC;
+  const int64_t h = job->pipeline->output_height(), w = job->pipeline->output_width();
+  info.sample_shape = info.layout == Layout::kNCHW ? std::vector<int64_t>{3, h, w}
+                                                   : std::vector<int64_t>{h, w, 3};
+  info.slots = job->spec.prefetch;
+  info.segment_bytes = job->ring->geometry().segment_bytes;
+  auto fd = job->ring->DuplicateFd();
+  if (!fd.ok()) {
+    cleanup(fd.status());
+    return fd.status();
+  }
+  if (Status s = SendJson(connection, wire::MessageType::kJobOpened, open_id,
+                          wire::JobInfoToJson(info), fd->get());
+      !s.ok()) {
+    cleanup(s);
+    return Status::Ok();
+  }
+  spdlog::info("job {} ({}) opened by uid {} pid {}: {} items/epoch, batch {}, policy {}",
+               job->id, job->spec.name, peer.uid, peer.pid, job->epoch_size,
+               job->spec.batch_size, job->policy);
+
+  Status ending = Status::Cancelled("the job was closed");
+  while (true) {
+    auto frame = connection.ReadFrame();
+    if (!frame.ok()) {
+      ending = frame.status().code() == StatusCode::kUnavailable
+                   ? Status::Cancelled("the client disconnected")
+                   : frame.status();
+      break;
+    }
+    const uint32_t request_id = frame->header.request_id;
+    auto req = wire::ParseObject(frame->payload);
+    if (!req.ok()) {
+      ending = Status::ProtocolError(req.status().message());
+      break;
+    }
+    if (frame->header.type == wire::MessageType::kSlotReleased) {
+      scheduler_->Wake();
+    } else if (frame->header.type == wire::MessageType::kSeekEpoch) {
+      auto epoch = req->find("epoch");
+      if (epoch == req->end() || !epoch->is_number_unsigned()) {
+        SendError(connection, request_id, Status::InvalidArgument("SeekEpoch needs 'epoch'"));
+        continue;
+      }
+      auto generation = scheduler_->Seek(job->id, epoch->get<uint64_t>());
+      if (!generation.ok()) {
+        SendError(connection, request_id, generation.status());
+        continue;
+      }
+      (void)SendJson(connection, wire::MessageType::kEpochSought, request_id,
+                     {{"epoch", epoch->get<uint64_t>()}, {"generation", *generation}});
+    } else if (frame->header.type == wire::MessageType::kStatsRequest) {
+      (void)SendJson(connection, wire::MessageType::kStats, request_id,
+                     {{"job", job->Describe()},
+                      {"samplers", scheduler_->Describe()},
+                      {"pipeline", pipeline_->Describe()}});
+    } else if (frame->header.type == wire::MessageType::kCloseJob) {
+      break;
+    } else {
+      ending = Status::ProtocolError("unexpected " +
+                                     std::string(wire::MessageTypeName(frame->header.type)) +
+                                     " on a job connection");
+      break;
+    }
+  }
+  cleanup(ending);
+  return ending.code() == StatusCode::kProtocolError ? ending : Status::Ok();
+}
+
+json ControlServer::Query(const std::string& what) const {
+  const double uptime = std::chrono::duration<double>(Clock::now() - started_).count();
+  std::lock_guard lock(mu_);
+  if (what == "status") {
+    return {{"version", "0.1.0"},
+            {"pid", static_cast<int64_t>(::getpid())},
+            {"socket", options_.socket_path},
+            {"uptime_seconds", uptime},
+            {"jobs", jobs_.size()},
+            {"jobs_opened", jobs_opened_},
+            {"jobs_refused", jobs_refused_},
+            {"protocol_errors", protocol_errors_},
+            {"datasets", datasets_.size()},
+            {"shm_bytes", shm_in_use_},
+            {"limits",
+             {{"max_jobs", options_.max_jobs},
+              {"max_shm_per_job", options_.max_shm_per_job},
+              {"max_shm_total", options_.max_shm_total}}},
+            {"pipeline", pipeline_->Describe()},
+            {"samplers", scheduler_->Describe()}};
+  }
+  if (what == "datasets") {
+    json list = json::array();
+    for (const auto& [key, dataset] : datasets_) {
+      list.push_back({{"root", dataset->root().string()},
+                      {"items", dataset->size()},
+                      {"classes", dataset->classes().size()},
+                      {"bytes", dataset->total_bytes()}});
+    }
+    return {{"datasets", list}, {"samplers", scheduler_->Describe()}};
+  }
+  if (what == "jobs") {
+    json list = json::array();
+    for (const auto& [id, job] : jobs_) list.push_back(job->Describe());
+    return {{"jobs", list}};
+  }
+  return {{"error", "unknown query '" + what + "' (status, datasets, jobs, cache, plan)"}};
+}
+
+}  // namespace galley

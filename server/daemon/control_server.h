@@ -1,0 +1,81 @@
+// ControlServer: galleyd's Unix-socket front door.
+//
+// Accepts connections on the control socket and serves each on a thread of
+// its own: handshake, then either one job (OpenJob; the connection then
+// lives as long as the job and its close is how the daemon learns the
+// client died) or queries. Every frame is validated; a bad one is answered
+// with an Error and the connection is closed. Nothing a peer sends can stop
+// the daemon.
+//
+// Start/Stop from the main thread; everything else is internal.
+#ifndef GALLEY_SERVER_DAEMON_CONTROL_SERVER_H_
+#define GALLEY_SERVER_DAEMON_CONTROL_SERVER_H_
+
+#include <atomic>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "server/daemon/daemon_options.h"
+#include "server/daemon/item_pipeline.h"
+#include "server/daemon/scheduler.h"
+#include "wire/connection.h"
+
+namespace galley {
+
+class ControlServer {
+ public:
+  ControlServer(const DaemonOptions& options, Scheduler* scheduler, ItemPipeline* pipeline);
+  ~ControlServer();
+
+  // Binds the socket (creating its directory, replacing a stale socket file
+  // but refusing one a live daemon answers on).
+  Status Start();
+  // Ends every job with `reason`, closes all connections, joins threads.
+  void Stop(const Status& reason);
+
+  nlohmann::json Query(const std::string& what) const;
+
+ private:
+  struct Session {
+    std::unique_ptr<wire::Connection> connection;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+
+  void AcceptLoop();
+  void Serve(Session* session);
+  Status ServeJob(wire::Connection& connection, const wire::Frame& open_frame,
+                  const wire::PeerCredentials& peer);
+  Result<std::shared_ptr<ServedJob>> CreateJob(const JobSpec& spec,
+                                               const wire::PeerCredentials& peer);
+  Result<std::shared_ptr<const Dataset>> OpenDataset(const std::string& path);
+  void ReapFinishedSessions();
+
+  const DaemonOptions options_;
+  Scheduler* const scheduler_;
+  ItemPipeline* const pipeline_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+
+  wire::UniqueFd listen_fd_;
+  wire::UniqueFd wake_read_, wake_write_;  // wakes AcceptLoop on Stop
+  std::thread accept_thread_;
+  std::atomic<bool> stopping_{false};
+
+  mutable std::mutex mu_;
+  std::list<Session> sessions_;                                    // GUARDED_BY(mu_)
+  std::map<uint64_t, std::shared_ptr<ServedJob>> jobs_;            // GUARDED_BY(mu_)
+  std::map<std::string, std::shared_ptr<const Dataset>> datasets_;  // GUARDED_BY(mu_)
+  uint64_t next_job_id_ = 1;                                       // GUARDED_BY(mu_)
+  uint64_t shm_in_use_ = 0;                                        // GUARDED_BY(mu_)
+  uint64_t protocol_errors_ = 0;                                   // GUARDED_BY(mu_)
+  uint64_t jobs_opened_ = 0;                                       // GUARDED_BY(mu_)
+  uint64_t jobs_refused_ = 0;                                      // GUARDED_BY(mu_)
+};
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DAEMON_CONTROL_SERVER_H_

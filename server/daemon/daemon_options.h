@@ -1,0 +1,57 @@
+// DaemonOptions: everything an operator can set on galleyd, with defaults.
+//
+// Filled in one place (LoadDaemonOptions) from, in increasing precedence:
+// built-in defaults, a TOML config file, command-line flags. A plain value.
+#ifndef GALLEY_SERVER_DAEMON_DAEMON_OPTIONS_H_
+#define GALLEY_SERVER_DAEMON_DAEMON_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "galley/status.h"
+
+namespace galley {
+
+struct DaemonOptions {
+  // Control socket. Default: galley::DefaultSocketPath() (XDG_RUNTIME_DIR
+  // for a user daemon, /run/galley for a system service).
+  std::string socket_path;
+
+  // Directories galleyd may serve datasets from. Empty: any directory the
+  // daemon can read (fine for a personal daemon; set it for a shared one).
+  std::vector<std::string> allowed_roots;
+
+  // Cache budget in bytes, split between the encoded, decoded and augmented
+  // tiers. 0 disables caching. Default 1 GiB.
+  uint64_t cache_bytes = uint64_t{1} << 30;
+
+  // Threads that read, decode and augment. 0: one per core.
+  uint32_t worker_threads = 0;
+
+  // Default sampling policy for jobs that do not name one.
+  std::string default_policy = "dsa";
+
+  // Limits: a request beyond them is refused with a clear error.
+  uint32_t max_jobs = 64;
+  uint64_t max_shm_per_job = uint64_t{2} << 30;   // 2 GiB
+  uint64_t max_shm_total = uint64_t{16} << 30;   // 16 GiB
+  uint32_t max_prefetch = 64;
+  uint32_t max_batch_size = 65536;
+  // Images with more pixels are refused (decompression bombs). PIL's limit.
+  uint64_t max_image_pixels = 178956970;
+
+  // Prometheus metrics on http://127.0.0.1:<port>/metrics. 0 disables.
+  uint16_t metrics_port = 0;
+
+  // trace, debug, info, warn, error.
+  std::string log_level = "info";
+};
+
+// Parses argv (and the TOML file named by --config). On --help/--version,
+// prints and sets *exit_now. Errors name the flag or the config key.
+Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now);
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DAEMON_DAEMON_OPTIONS_H_

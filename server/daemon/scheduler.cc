@@ -1,0 +1,291 @@
+#include "server/daemon/scheduler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+
+namespace galley {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A safety net only: every state change notifies the condition variable.
+constexpr auto kIdleWait = std::chrono::milliseconds(500);
+
+uint64_t HashString(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(SchedulerOptions options, ItemPipeline* pipeline)
+    : options_(options), pipeline_(pipeline) {}
+
+Scheduler::~Scheduler() { Stop(); }
+
+void Scheduler::Start() { thread_ = std::thread([this] { Loop(); }); }
+
+void Scheduler::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status Scheduler::AddJob(std::shared_ptr<ServedJob> job) {
+  std::lock_guard lock(mu_);
+  auto key = std::make_pair(job->dataset.get(), job->policy);
+  auto& group = groups_[key];
+  if (!group) {
+    SamplerOptions sampler_options;
+    sampler_options.policy = job->policy;
+    sampler_options.seed = options_.sampler_seed ^ HashString(job->dataset->root().string());
+    auto policy = MakeSamplingPolicy(sampler_options);
+    if (!policy.ok()) {
+      groups_.erase(key);
+      return policy.status();
+    }
+    group = std::make_unique<SamplerGroup>();
+    group->dataset = job->dataset->root().string();
+    group->policy_name = job->policy;
+    group->policy = std::move(policy).value();
+  }
+  group->jobs++;
+  Production p;
+  p.job = job;
+  p.group = group.get();
+  p.epoch = job->spec.start_epoch;
+  jobs_.emplace(job->id, std::move(p));
+  dirty_ = true;
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+void Scheduler::LeaveSampler(Production& p) {
+  if (p.in_sampler) {
+    p.group->policy->RemoveJob(static_cast<JobId>(p.job->id));
+    p.in_sampler = false;
+  }
+}
+
+void Scheduler::RemoveJob(uint64_t job_id) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  LeaveSampler(it->second);
+  it->second.group->jobs--;
+  jobs_.erase(it);
+  dirty_ = true;
+  cv_.notify_all();
+}
+
+Result<uint64_t> Scheduler::Seek(uint64_t job_id, uint64_t epoch) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return Status::NotFound("no such job");
+  Production& p = it->second;
+  const JobSpec& spec = p.job->spec;
+  if (spec.epochs != 0 && epoch >= spec.start_epoch + spec.epochs) {
+    return Status::InvalidArgument("epoch " + std::to_string(epoch) + " is past the job's last epoch");
+  }
+  LeaveSampler(p);
+  p.epoch = epoch;
+  p.batch_index = 0;
+  p.finished = false;
+  p.generation++;
+  dirty_ = true;
+  cv_.notify_all();
+  return p.generation;
+}
+
+void Scheduler::Wake() {
+  {
+    std::lock_guard lock(mu_);
+    dirty_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
+                         std::vector<ItemTask>* tasks) {
+  // Claim one slot for each job that has one free and work left.
+  std::unordered_map<JobId, SlotPlan*> claimed;
+  std::map<SamplerGroup*, std::vector<Production*>> by_group;
+  for (auto& [id, p] : jobs_) {
+    if (p.finished) continue;
+    auto slot = p.job->ring->Claim();
+    if (!slot) continue;
+    auto plan = std::make_unique<SlotPlan>();
+    plan->job = p.job;
+    plan->slot = *slot;
+    plan->epoch = p.epoch;
+    plan->batch_index = p.batch_index;
+    plan->generation = p.generation;
+    plan->items.reserve(p.job->spec.batch_size);
+    if (!p.in_sampler) {
+      const auto items = p.job->EpochItems(p.epoch);
+      if (Status s = p.group->policy->AddJob(static_cast<JobId>(id), items); !s.ok()) {
+        spdlog::error("job {}: sampler refused epoch {}: {}", id, p.epoch, s.ToString());
+      }
+      p.in_sampler = !items.empty();
+    }
+    claimed[static_cast<JobId>(id)] = plan.get();
+    by_group[p.group].push_back(&p);
+    plans->push_back(std::move(plan));
+  }
+  if (plans->empty()) return false;
+
+  for (auto& [group, members] : by_group) {
+    std::unordered_map<ItemId, size_t> task_of_item;
+    auto ready = [&](JobId job) {
+      auto it = claimed.find(job);
+      return it != claimed.end() && it->second->items.size() < it->second->job->spec.batch_size;
+    };
+    const Dataset* dataset = members.front()->job->dataset.get();
+    Round round;
+    while (group->policy->Next(ready, &round)) {
+      for (const Delivery& delivery : round.deliveries) {
+        auto [it, inserted] = task_of_item.try_emplace(delivery.item, tasks->size());
+        if (inserted) tasks->push_back(ItemTask{dataset, delivery.item, {}});
+        ItemTask& task = (*tasks)[it->second];
+        for (JobId receiver : delivery.receivers) {
+          SlotPlan* plan = claimed.at(receiver);
+          task.deliveries.push_back({plan, static_cast<uint32_t>(plan->items.size())});
+          plan->items.push_back(delivery.item);
+        }
+        group->requests += delivery.receivers.size();
+        group->loads += inserted ? 1 : 0;
+      }
+    }
+    // Close epochs that ran out, decide flags, and advance counters.
+    for (Production* p : members) {
+      SlotPlan* plan = claimed.at(static_cast<JobId>(p->job->id));
+      const bool exhausted = !p->in_sampler ||
+                             group->policy->Remaining(static_cast<JobId>(p->job->id)) == 0;
+      if (exhausted) {
+        LeaveSampler(*p);
+        plan->flags |= wire::kLastInEpoch;
+        p->job->counters.epochs_completed++;
+        p->epoch++;
+        p->batch_index = 0;
+        const JobSpec& spec = p->job->spec;
+        if (spec.epochs != 0 && p->epoch >= spec.start_epoch + spec.epochs) {
+          plan->flags |= wire::kEndOfStream;
+          p->finished = true;
+        }
+      } else {
+        p->batch_index++;
+      }
+    }
+  }
+  // drop_last: an incomplete last batch is delivered empty (still flagged,
+  // so the client knows the epoch ended). Its items are prepared for nobody.
+  for (auto& plan : *plans) {
+    plan->errors.assign(plan->items.size(), std::string());
+  }
+  for (auto& task : *tasks) {
+    std::erase_if(task.deliveries, [](const SlotPosition& d) {
+      const SlotPlan& plan = *d.plan;
+      return plan.job->spec.drop_last && (plan.flags & wire::kLastInEpoch) &&
+             plan.items.size() < plan.job->spec.batch_size;
+    });
+  }
+  std::erase_if(*tasks, [](const ItemTask& t) { return t.deliveries.empty(); });
+  for (auto& plan : *plans) {
+    if (plan->job->spec.drop_last && (plan->flags & wire::kLastInEpoch) &&
+        plan->items.size() < plan->job->spec.batch_size) {
+      plan->items.clear();
+      plan->errors.clear();
+    }
+  }
+  return true;
+}
+
+void Scheduler::Publish(SlotPlan& plan) {
+  ServedJob& job = *plan.job;
+  BatchRing& ring = *job.ring;
+  const auto& g = ring.geometry();
+  wire::SlotHeader* slot = ring.slot(plan.slot);
+  uint64_t* ids = wire::SlotItemIds(slot);
+  int64_t* labels = wire::SlotLabels(slot, g);
+  std::byte* tensor = wire::SlotTensor(slot, g);
+  uint32_t kept = 0;
+  uint32_t skipped = 0;
+  std::string first_error;
+  // Failed samples are left out; later ones move down so the tensor stays
+  // contiguous. Failures are rare, so the move is too.
+  for (uint32_t pos = 0; pos < plan.items.size(); ++pos) {
+    if (!plan.errors[pos].empty()) {
+      if (skipped++ == 0) first_error = plan.errors[pos];
+      continue;
+    }
+    if (kept != pos) {
+      std::memmove(tensor + g.sample_bytes * kept, tensor + g.sample_bytes * pos, g.sample_bytes);
+    }
+    ids[kept] = plan.items[pos];
+    labels[kept] = job.dataset->label(plan.items[pos]);
+    ++kept;
+  }
+  slot->flags = plan.flags;
+  slot->generation = plan.generation;
+  slot->epoch = plan.epoch;
+  slot->batch_index = plan.batch_index;
+  slot->sample_count = kept;
+  slot->skipped_count = skipped;
+  const size_t n = std::min(first_error.size(), wire::kMaxErrorText - 1);
+  std::memcpy(slot->first_error, first_error.data(), n);
+  slot->first_error[n] = '\0';
+  job.counters.batches++;
+  job.counters.samples += kept;
+  job.counters.skipped += skipped;
+  ring.Publish(plan.slot);
+}
+
+void Scheduler::Loop() {
+  while (true) {
+    std::vector<std::unique_ptr<SlotPlan>> plans;
+    std::vector<ItemTask> tasks;
+    {
+      std::unique_lock lock(mu_);
+      while (!stop_) {
+        dirty_ = false;
+        if (PlanWave(&plans, &tasks)) break;
+        cv_.wait_for(lock, kIdleWait, [&] { return stop_ || dirty_; });
+      }
+      if (stop_) {
+        for (auto& plan : plans) plan->job->ring->Unclaim(plan->slot);
+        return;
+      }
+    }
+    const auto start = Clock::now();
+    pipeline_->Run(tasks);
+    const uint64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+    for (auto& plan : plans) {
+      plan->job->counters.produce_ns += ns / plans.size();
+      Publish(*plan);
+    }
+  }
+}
+
+nlohmann::json Scheduler::Describe() const {
+  std::lock_guard lock(mu_);
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& [key, group] : groups_) {
+    groups.push_back({{"dataset", group->dataset},
+                      {"policy", group->policy_name},
+                      {"jobs", group->jobs},
+                      {"requests", group->requests},
+                      {"loads", group->loads},
+                      {"loads_per_request",
+                       group->requests ? double(group->loads) / group->requests : 0.0}});
+  }
+  return groups;
+}
+
+}  // namespace galley

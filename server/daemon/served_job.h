@@ -1,0 +1,60 @@
+// ServedJob: the daemon's record of one open job.
+//
+// Created by the control server when a client opens a job, shared with the
+// scheduler. The spec, dataset, pipeline and ring are fixed at creation.
+// Production state (epoch, batch counters) belongs to the scheduler thread;
+// counters are atomics readable from any thread for stats and metrics.
+#ifndef GALLEY_SERVER_DAEMON_SERVED_JOB_H_
+#define GALLEY_SERVER_DAEMON_SERVED_JOB_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "galley/job_spec.h"
+#include "server/daemon/batch_ring.h"
+#include "server/dataset/dataset.h"
+#include "server/image/transforms.h"
+
+namespace galley {
+
+struct JobCounters {
+  std::atomic<uint64_t> batches{0};
+  std::atomic<uint64_t> samples{0};
+  std::atomic<uint64_t> skipped{0};
+  std::atomic<uint64_t> epochs_completed{0};
+  std::atomic<uint64_t> produce_ns{0};   // time spent preparing this job's batches
+  std::atomic<uint64_t> blocked_ns{0};   // time the job's ring was full (consumer slower)
+};
+
+struct ServedJob {
+  uint64_t id = 0;
+  JobSpec spec;
+  uid_t owner_uid = 0;
+  pid_t owner_pid = 0;
+  std::shared_ptr<const Dataset> dataset;
+  std::shared_ptr<const image::TransformPipeline> pipeline;
+  std::vector<ItemId> subset;  // sorted, distinct
+  uint64_t epoch_size = 0;     // items this rank receives per epoch
+  std::unique_ptr<BatchRing> ring;
+  std::string policy;          // the sampling policy actually used
+  std::chrono::steady_clock::time_point opened_at = std::chrono::steady_clock::now();
+
+  JobCounters counters;
+
+  // The items this rank receives in `epoch`: the whole subset, or its shard
+  // of a (seed, epoch)-shuffled split into world_size parts.
+  std::vector<ItemId> EpochItems(uint64_t epoch) const;
+  uint64_t BatchesPerEpoch() const;
+  nlohmann::json Describe() const;
+};
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DAEMON_SERVED_JOB_H_

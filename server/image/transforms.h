@@ -1,0 +1,100 @@
+// TransformPipeline: torchvision-compatible augmentation of one decoded image
+// into one output sample (docs/transforms.md).
+//
+// Supported ops, with torchvision 0.14's names, defaults and parameter
+// sampling: RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip. The
+// output is uint8 NCHW (default) or NHWC, or float32 normalised as
+// ToTensor + Normalize would give. Randomness is a pure function of
+// (seed, epoch, item), so a sample's crop does not depend on scheduling.
+//
+// Thread-safety: immutable after FromJson; Apply and the other const methods
+// may run concurrently. Apply allocates nothing per sample beyond per-thread
+// scratch buffers that are reused.
+#ifndef GALLEY_SERVER_IMAGE_TRANSFORMS_H_
+#define GALLEY_SERVER_IMAGE_TRANSFORMS_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+
+#include "galley/status.h"
+#include "server/image/decoder.h"
+#include "server/image/transform_spec.h"
+
+namespace galley::image {
+
+// The part of a source image that a pipeline reads for one sample, in source
+// pixel coordinates (clamped to the image), and the size of the first resize
+// applied to it (0 x 0 when the pipeline never resizes).
+struct CropWindow {
+  int x = 0;
+  int y = 0;
+  int width = 0;
+  int height = 0;
+  int resized_width = 0;
+  int resized_height = 0;
+  // The smallest decode size at which the first resize still shrinks (or
+  // keeps) the window, so decoding at that scale loses no detail the output
+  // could show. Equal to the source size when nothing is resized.
+  int min_decode_width = 0;
+  int min_decode_height = 0;
+};
+
+class TransformPipeline {
+ public:
+  // Validates the JSON spec; InvalidArgument names the op and field at fault.
+  static Result<TransformPipeline> FromJson(const nlohmann::json& spec);
+
+  // Canonical form, with every default filled in.
+  nlohmann::json ToJson() const;
+  // Canonical string; equal exactly when two pipelines are identical (so
+  // their augmented outputs may be shared).
+  std::string Signature() const { return signature_; }
+
+  int output_height() const { return spec_.output_height; }
+  int output_width() const { return spec_.output_width; }
+  Layout layout() const { return spec_.output.layout; }
+  DType dtype() const { return spec_.output.dtype; }
+  // Bytes of one sample: 3 * H * W * (1 for uint8, 4 for float32).
+  size_t sample_bytes() const;
+  // Whether samples differ between epochs: a RandomResizedCrop, or a
+  // RandomHorizontalFlip with 0 < p < 1.
+  bool is_random() const;
+
+  // Writes one sample, exactly sample_bytes() long, into dst. InvalidArgument
+  // for an empty source or a dst of the wrong size; ResourceExhausted when an
+  // intermediate image would be absurdly large.
+  Status Apply(const RgbImage& src, uint64_t seed, uint64_t epoch, uint64_t item,
+               std::span<std::byte> dst) const;
+
+  // The source window that Apply would read for an image of this size.
+  Result<CropWindow> SourceWindow(int source_width, int source_height, uint64_t seed,
+                                  uint64_t epoch, uint64_t item) const;
+
+  // Like Apply, for an image decoded at reduced scale (DecodeScaled) from a
+  // source of full_width x full_height: random draws use the full size, so
+  // the crop is the same as Apply's, mapped onto the scaled pixels (to the
+  // nearest scaled pixel). InvalidArgument if the pipeline has no resize to
+  // absorb the scale.
+  Status ApplyScaled(const RgbImage& scaled, int full_width, int full_height, uint64_t seed,
+                     uint64_t epoch, uint64_t item, std::span<std::byte> dst) const;
+
+ private:
+  explicit TransformPipeline(TransformSpec spec);
+
+  Status Run(const RgbImage& src, int logical_width, int logical_height, uint64_t seed,
+             uint64_t epoch, uint64_t item, std::span<std::byte> dst) const;
+
+  TransformSpec spec_;
+  std::string signature_;
+  // float32 output per channel and byte value: (float(x) / 255 - mean) / std,
+  // computed in float as torchvision does, so output matches it bit for bit.
+  std::array<std::array<float, 256>, 3> normalized_{};
+};
+
+}  // namespace galley::image
+
+#endif  // GALLEY_SERVER_IMAGE_TRANSFORMS_H_

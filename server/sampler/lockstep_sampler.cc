@@ -1,0 +1,69 @@
+#include "server/sampler/lockstep_sampler.h"
+
+#include <algorithm>
+#include <string>
+
+#include "server/sampler/uniform_random.h"
+
+namespace galley {
+
+Status LockstepSampler::AddJob(JobId job, std::span<const ItemId> items) {
+  for (const JobOrder& existing : jobs_) {
+    if (existing.job == job) {
+      return Status::InvalidArgument("job " + std::to_string(job) + " is already registered");
+    }
+  }
+  if (jobs_.size() >= kMaxJobsPerDataset) {
+    return Status::ResourceExhausted("a dataset's sampler tracks at most " +
+                                     std::to_string(kMaxJobsPerDataset) + " jobs");
+  }
+  JobOrder entry;
+  entry.job = job;
+  entry.order.assign(items.begin(), items.end());
+  std::sort(entry.order.begin(), entry.order.end());
+  if (std::adjacent_find(entry.order.begin(), entry.order.end()) != entry.order.end()) {
+    return Status::InvalidArgument("the subset of job " + std::to_string(job) +
+                                   " has a duplicate item");
+  }
+  const uint64_t epoch = epochs_started_[job]++;
+  // Fisher–Yates with a stream fixed by (seed, epoch): equal sorted subsets
+  // get equal orders.
+  UniformRandom random(seed_ ^ (epoch * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL));
+  for (size_t i = entry.order.size(); i > 1; --i) {
+    std::swap(entry.order[i - 1], entry.order[random.Below(i)]);
+  }
+  jobs_.push_back(std::move(entry));
+  return Status::Ok();
+}
+
+void LockstepSampler::RemoveJob(JobId job) {
+  std::erase_if(jobs_, [job](const JobOrder& entry) { return entry.job == job; });
+}
+
+size_t LockstepSampler::Remaining(JobId job) const {
+  for (const JobOrder& entry : jobs_) {
+    if (entry.job == job) return entry.order.size() - entry.cursor;
+  }
+  return 0;
+}
+
+bool LockstepSampler::Next(const ReadyFn& ready, Round* round) {
+  size_t count = 0;
+  for (JobOrder& entry : jobs_) {
+    if (entry.cursor == entry.order.size() || !ready(entry.job)) continue;
+    const ItemId item = entry.order[entry.cursor++];
+    size_t d = 0;
+    while (d < count && round->deliveries[d].item != item) ++d;
+    if (d == count) {
+      if (count == round->deliveries.size()) round->deliveries.emplace_back();
+      round->deliveries[d].item = item;
+      round->deliveries[d].receivers.clear();
+      ++count;
+    }
+    round->deliveries[d].receivers.push_back(entry.job);
+  }
+  round->deliveries.resize(count);
+  return count > 0;
+}
+
+}  // namespace galley

@@ -1,0 +1,58 @@
+#include "server/sampler/membership_sampler.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace galley {
+
+Status MembershipSampler::AddJob(JobId job, std::span<const ItemId> items) {
+  Result<int> slot = index_.AddJob(job, items);
+  return slot.status();
+}
+
+void MembershipSampler::RemoveJob(JobId job) { index_.RemoveJob(job); }
+
+size_t MembershipSampler::Remaining(JobId job) const {
+  const int slot = index_.SlotOf(job);
+  return slot < 0 ? 0 : index_.Remaining(slot);
+}
+
+bool MembershipSampler::Next(const ReadyFn& ready, Round* round) {
+  ready_slots_.clear();
+  for (SlotMask rest = index_.occupied(); rest != 0; rest &= rest - 1) {
+    const int slot = std::countr_zero(rest);
+    if (index_.Remaining(slot) > 0 && ready(index_.JobAt(slot))) ready_slots_.push_back(slot);
+  }
+  if (ready_slots_.empty()) {
+    round->deliveries.clear();
+    return false;
+  }
+  std::sort(ready_slots_.begin(), ready_slots_.end(), [this](int a, int b) {
+    const size_t la = index_.Remaining(a);
+    const size_t lb = index_.Remaining(b);
+    return la != lb ? la < lb : a < b;
+  });
+  Decide(ready_slots_, chosen_);
+
+  // Group equal choices; a round has at most 64 of them, so a scan beats a map.
+  size_t count = 0;
+  for (int slot : ready_slots_) {
+    const ItemId item = chosen_[slot];
+    size_t d = 0;
+    while (d < count && round->deliveries[d].item != item) ++d;
+    if (d == count) {
+      if (count == round->deliveries.size()) round->deliveries.emplace_back();
+      round->deliveries[d].item = item;
+      round->deliveries[d].receivers.clear();
+      receivers_[d] = 0;
+      ++count;
+    }
+    round->deliveries[d].receivers.push_back(index_.JobAt(slot));
+    receivers_[d] |= SlotBit(slot);
+  }
+  round->deliveries.resize(count);
+  for (size_t d = 0; d < count; ++d) index_.Take(round->deliveries[d].item, receivers_[d]);
+  return true;
+}
+
+}  // namespace galley

@@ -1,0 +1,57 @@
+// MembershipSampler: the part every item-tracking policy shares — job
+// registration in a MembershipIndex, collecting the ready jobs of a round,
+// grouping equal choices into deliveries and taking the delivered items out
+// of the receivers' remaining sets.
+//
+// A policy derives from it and implements Decide: given the ready slots, pick
+// one item for each. Whatever Decide picks is delivered and removed; masked
+// jobs are never passed to Decide, so their remaining sets only shrink by what
+// they themselves receive. This is also the seam for the opportunistic ("ods")
+// policy: it will derive from DependentSampler, call its Decide, and replace a
+// chosen item the cache does not hold by a cached one from the same job's
+// remaining set (MembershipIndex can pick among atoms by any predicate), within
+// the job's substitution budget.
+//
+// Not thread-safe, like every SamplingPolicy.
+#ifndef GALLEY_SERVER_SAMPLER_MEMBERSHIP_SAMPLER_H_
+#define GALLEY_SERVER_SAMPLER_MEMBERSHIP_SAMPLER_H_
+
+#include <array>
+#include <span>
+
+#include "server/sampler/membership_index.h"
+#include "server/sampler/sampling_policy.h"
+#include "server/sampler/uniform_random.h"
+
+namespace galley {
+
+class MembershipSampler : public SamplingPolicy {
+ public:
+  explicit MembershipSampler(uint64_t seed) : random_(seed) {}
+
+  Status AddJob(JobId job, std::span<const ItemId> items) override;
+  void RemoveJob(JobId job) override;
+  size_t Remaining(JobId job) const override;
+  bool Next(const ReadyFn& ready, Round* round) override;
+
+  const MembershipIndex& index() const { return index_; }
+
+ protected:
+  // Fills chosen[slot] for every slot in `ready` (slots with items left, in
+  // ascending remaining count, ties by slot). Each chosen item must still be
+  // needed by its slot.
+  virtual void Decide(std::span<const int> ready,
+                      std::array<ItemId, kMaxJobsPerDataset>& chosen) = 0;
+
+  MembershipIndex index_;
+  UniformRandom random_;
+
+ private:
+  std::vector<int> ready_slots_;                        // reused across rounds
+  std::array<ItemId, kMaxJobsPerDataset> chosen_{};     // reused across rounds
+  std::array<SlotMask, kMaxJobsPerDataset> receivers_{};
+};
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_SAMPLER_MEMBERSHIP_SAMPLER_H_

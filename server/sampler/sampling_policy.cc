@@ -1,0 +1,32 @@
+#include "server/sampler/sampling_policy.h"
+
+#include "server/sampler/dependent_sampler.h"
+#include "server/sampler/independent_sampler.h"
+#include "server/sampler/lockstep_sampler.h"
+
+namespace galley {
+
+size_t Round::requests() const {
+  size_t total = 0;
+  for (const Delivery& delivery : deliveries) total += delivery.receivers.size();
+  return total;
+}
+
+Result<std::unique_ptr<SamplingPolicy>> MakeSamplingPolicy(const SamplerOptions& options) {
+  std::unique_ptr<SamplingPolicy> policy;
+  if (options.policy == "dsa") {
+    policy = std::make_unique<DependentSampler>(DependentSampler::Coupling::kTree, options.seed);
+  } else if (options.policy == "dsa-chain") {
+    policy = std::make_unique<DependentSampler>(DependentSampler::Coupling::kChain, options.seed);
+  } else if (options.policy == "independent") {
+    policy = std::make_unique<IndependentSampler>(options.seed);
+  } else if (options.policy == "lockstep") {
+    policy = std::make_unique<LockstepSampler>(options.seed);
+  } else {
+    return Status::InvalidArgument("unknown sampling policy '" + options.policy +
+                                   "' (expected dsa, dsa-chain, independent or lockstep)");
+  }
+  return policy;
+}
+
+}  // namespace galley

@@ -1,0 +1,22 @@
+# Image decoding and transform tests. The decoder tests read image fixtures
+# generated at build time by tests/fixtures/make_fixtures.py (PIL + numpy).
+set(GALLEY_IMAGE_FIXTURE_DIR ${CMAKE_CURRENT_BINARY_DIR}/image_fixtures)
+add_custom_command(
+  OUTPUT ${GALLEY_IMAGE_FIXTURE_DIR}/stamp
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/make_fixtures.py
+          ${GALLEY_IMAGE_FIXTURE_DIR}
+  COMMAND ${CMAKE_COMMAND} -E touch ${GALLEY_IMAGE_FIXTURE_DIR}/stamp
+  DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/make_fixtures.py
+  COMMENT "Generating image test fixtures")
+add_custom_target(galley_image_fixtures DEPENDS ${GALLEY_IMAGE_FIXTURE_DIR}/stamp)
+
+galley_add_test(image_decoder_test
+  SOURCES unit/image_decoder_test.cc
+  LIBS galley_image galley_opencv)
+add_dependencies(image_decoder_test galley_image_fixtures)
+target_compile_definitions(image_decoder_test PRIVATE
+  GALLEY_IMAGE_FIXTURE_DIR="${GALLEY_IMAGE_FIXTURE_DIR}")
+
+galley_add_test(image_transforms_test
+  SOURCES unit/image_transforms_test.cc
+  LIBS galley_image galley_opencv)

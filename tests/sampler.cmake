@@ -1,0 +1,9 @@
+# Sampler: policy contract, membership index, exactly-once property,
+# uniformity statistics and sharing.
+galley_add_test(galley_sampler_tests
+  SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_policy_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_exactly_once_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_uniformity_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_sharing_test.cc
+  LIBS galley_sampler)

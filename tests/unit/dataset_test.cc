@@ -1,0 +1,248 @@
+// Dataset tests on temporary trees: torchvision's ImageFolder order and
+// labels, manifests, subsets, and every way a path could leave the root.
+#include "server/dataset/dataset.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace galley {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DatasetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "galley_dataset_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = fs::canonical(pattern);
+    root_ = dir_ / "root";
+    outside_ = dir_ / "outside";
+    fs::create_directories(root_);
+    fs::create_directories(outside_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void Write(const fs::path& path, const std::string& content = "data") {
+    fs::create_directories(path.parent_path());
+    std::ofstream(path, std::ios::binary) << content;
+  }
+
+  std::shared_ptr<const Dataset> MustOpen(const fs::path& root) {
+    auto dataset = Dataset::Open(root, {dir_});
+    EXPECT_TRUE(dataset.ok()) << dataset.status().ToString();
+    return dataset.ok() ? *dataset : nullptr;
+  }
+
+  std::vector<std::string> RelativePaths(const Dataset& dataset, const fs::path& base) {
+    std::vector<std::string> paths;
+    for (ItemId id = 0; id < dataset.size(); ++id) {
+      paths.push_back(dataset.path(id).lexically_relative(base).string());
+    }
+    return paths;
+  }
+
+  fs::path dir_, root_, outside_;
+};
+
+TEST_F(DatasetTest, ImageFolderMatchesTorchvisionOrderAndLabels) {
+  Write(root_ / "b/x.JPG");
+  Write(root_ / "b/a.png");
+  Write(root_ / "b/notes.txt");  // not an image extension: ignored
+  Write(root_ / "b/sub/c.jpeg");
+  Write(root_ / "b/sub-x/d.jpg");
+  Write(root_ / "b/sub/deeper/e.png");
+  Write(root_ / "a/z.WebP");
+  Write(root_ / "a/deep/deeper/y.Tif");
+  Write(root_ / "a/deep/readme");
+  Write(root_ / "top_level.jpg");  // files beside the classes are not samples
+  const auto dataset = MustOpen(root_);
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_EQ(dataset->classes(), (std::vector<std::string>{"a", "b"}));
+  // sorted(os.walk(...)) orders directories by their path string, so
+  // "b/sub-x" ('-' is 0x2D) comes before "b/sub/deeper" ('/' is 0x2F).
+  EXPECT_EQ(RelativePaths(*dataset, root_),
+            (std::vector<std::string>{"a/z.WebP", "a/deep/deeper/y.Tif", "b/a.png", "b/x.JPG",
+                                      "b/sub/c.jpeg", "b/sub-x/d.jpg", "b/sub/deeper/e.png"}));
+  const std::vector<int64_t> expected_labels = {0, 0, 1, 1, 1, 1, 1};
+  for (ItemId id = 0; id < dataset->size(); ++id) EXPECT_EQ(dataset->label(id), expected_labels[id]);
+  EXPECT_EQ(dataset->label(99), -1);
+  EXPECT_EQ(dataset->total_bytes(), 7u * 4u);
+  EXPECT_EQ(dataset->root(), root_);
+  auto bytes = dataset->Read(2);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(std::string(bytes->begin(), bytes->end()), "data");
+}
+
+TEST_F(DatasetTest, EmptyClassesAndEmptyRootsAreInvalid) {
+  fs::create_directories(root_ / "empty");
+  Write(root_ / "full/1.jpg");
+  EXPECT_EQ(Dataset::Open(root_, {}).status().code(), StatusCode::kInvalidArgument);
+  const fs::path bare = dir_ / "bare";
+  fs::create_directories(bare);
+  EXPECT_EQ(Dataset::Open(bare, {}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Dataset::Open(dir_ / "missing", {}).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(DatasetTest, ManifestWithIntegerLabels) {
+  Write(root_ / "img/0.jpg", "zero");
+  Write(root_ / "img/1.jpg", "one!");
+  Write(root_ / "list.tsv",
+        "# comment line\n"
+        "img/1.jpg\t7\r\n"
+        "\n"
+        "   \n"
+        "./img/0.jpg\t-2\n");
+  const auto dataset = MustOpen(root_ / "list.tsv");
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_TRUE(dataset->classes().empty());
+  ASSERT_EQ(dataset->size(), 2u);
+  EXPECT_EQ(dataset->label(0), 7);
+  EXPECT_EQ(dataset->label(1), -2);
+  EXPECT_EQ(dataset->path(1), root_ / "img/0.jpg");
+  EXPECT_EQ(dataset->total_bytes(), 8u);
+  auto bytes = dataset->Read(0);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(std::string(bytes->begin(), bytes->end()), "one!");
+}
+
+TEST_F(DatasetTest, ManifestWithNamedLabelsGetsSortedClasses) {
+  Write(root_ / "a.jpg");
+  Write(root_ / "b.jpg");
+  Write(root_ / "c.jpg");
+  Write(root_ / "list.tsv", "a.jpg\tzebra\nb.jpg\tant\nc.jpg\tzebra\n");
+  const auto dataset = MustOpen(root_ / "list.tsv");
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_EQ(dataset->classes(), (std::vector<std::string>{"ant", "zebra"}));
+  EXPECT_EQ(dataset->label(0), 1);
+  EXPECT_EQ(dataset->label(1), 0);
+  EXPECT_EQ(dataset->label(2), 1);
+}
+
+TEST_F(DatasetTest, ManifestErrors) {
+  Write(root_ / "a.jpg");
+  Write(outside_ / "secret.jpg");
+  struct Case {
+    std::string content;
+    StatusCode code;
+  };
+  const std::vector<Case> cases = {
+      {"a.jpg 3\n", StatusCode::kInvalidArgument},      // no tab
+      {"a.jpg\t\n", StatusCode::kInvalidArgument},      // no label
+      {"\t3\n", StatusCode::kInvalidArgument},          // no path
+      {"# only comments\n\n", StatusCode::kInvalidArgument},  // no items
+      {"missing.jpg\t1\n", StatusCode::kNotFound},
+      {"../outside/secret.jpg\t1\n", StatusCode::kPermissionDenied},
+      {"sub/../../outside/secret.jpg\t1\n", StatusCode::kPermissionDenied},
+      {(outside_ / "secret.jpg").string() + "\t1\n", StatusCode::kPermissionDenied},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.content);
+    Write(root_ / "list.tsv", c.content);
+    EXPECT_EQ(Dataset::Open(root_ / "list.tsv", {}).status().code(), c.code);
+  }
+}
+
+TEST_F(DatasetTest, SelectIsASortedUnion) {
+  for (int i = 0; i < 4; ++i) Write(root_ / "cat" / (std::to_string(i) + ".jpg"));
+  for (int i = 0; i < 3; ++i) Write(root_ / "dog" / (std::to_string(i) + ".jpg"));
+  const auto dataset = MustOpen(root_);
+  ASSERT_NE(dataset, nullptr);
+  ASSERT_EQ(dataset->size(), 7u);
+  auto all = dataset->Select({});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(*all, (std::vector<ItemId>{0, 1, 2, 3, 4, 5, 6}));
+  auto dogs = dataset->Select({.classes = {"dog"}});
+  ASSERT_TRUE(dogs.ok());
+  EXPECT_EQ(*dogs, (std::vector<ItemId>{4, 5, 6}));
+  auto mixed = dataset->Select({.classes = {"dog"}, .ranges = {{1, 3}, {2, 2}}, .ids = {5, 0, 0}});
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_EQ(*mixed, (std::vector<ItemId>{0, 1, 2, 4, 5, 6}));
+  EXPECT_EQ(dataset->Select({.classes = {"bird"}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(dataset->Select({.ranges = {{3, 8}}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(dataset->Select({.ranges = {{3, 2}}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(dataset->Select({.ids = {7}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(dataset->Read(7).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(DatasetTest, RootsOutsideTheAllowedOnesAreRefused) {
+  Write(root_ / "c/1.jpg");
+  EXPECT_EQ(Dataset::Open(root_, {outside_}).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(Dataset::Open(root_, {outside_, root_}).ok());
+  EXPECT_TRUE(Dataset::Open(root_ / "c/..", {dir_}).ok());
+  // A prefix that is not a whole component does not count: /x/root2 is not under /x/root.
+  const fs::path sibling = dir_ / "root2";
+  Write(sibling / "c/1.jpg");
+  EXPECT_EQ(Dataset::Open(sibling, {root_}).status().code(), StatusCode::kPermissionDenied);
+  // A link inside an allowed root that points elsewhere is judged by its target.
+  fs::create_directory_symlink(outside_, root_ / "link_out");
+  Write(outside_ / "k/1.jpg");
+  EXPECT_EQ(Dataset::Open(root_ / "link_out", {root_}).status().code(),
+            StatusCode::kPermissionDenied);
+}
+
+TEST_F(DatasetTest, SymlinksLeavingTheRootAreRefused) {
+  Write(root_ / "c/1.jpg");
+  Write(outside_ / "secret.jpg");
+  fs::create_symlink(outside_ / "secret.jpg", root_ / "c/2.jpg");
+  EXPECT_EQ(Dataset::Open(root_, {}).status().code(), StatusCode::kPermissionDenied);
+  fs::remove(root_ / "c/2.jpg");
+  fs::create_directory_symlink(outside_, root_ / "c/sub");
+  EXPECT_EQ(Dataset::Open(root_, {}).status().code(), StatusCode::kPermissionDenied);
+  fs::remove(root_ / "c/sub");
+  fs::create_directory_symlink(outside_, root_ / "d");  // a whole class outside
+  EXPECT_EQ(Dataset::Open(root_, {}).status().code(), StatusCode::kPermissionDenied);
+  fs::remove(root_ / "d");
+  // Links that stay inside are followed, as torchvision follows them.
+  fs::create_symlink(root_ / "c/1.jpg", root_ / "c/3.jpg");
+  fs::create_directory_symlink(root_ / "c", root_ / "e");
+  const auto dataset = MustOpen(root_);
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_EQ(RelativePaths(*dataset, root_),
+            (std::vector<std::string>{"c/1.jpg", "c/3.jpg", "e/1.jpg", "e/3.jpg"}));
+  // A cycle is an error, not an endless walk.
+  fs::create_directory_symlink(root_ / "c", root_ / "c/loop");
+  EXPECT_EQ(Dataset::Open(root_, {}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(DatasetTest, ReadRefusesALinkSwappedInAfterOpen) {
+  Write(root_ / "c/1.jpg", "fine");
+  Write(root_ / "c/2.jpg", "fine");
+  Write(outside_ / "secret.jpg", "secret");
+  const auto dataset = MustOpen(root_);
+  ASSERT_NE(dataset, nullptr);
+  fs::remove(root_ / "c/2.jpg");
+  fs::create_symlink(outside_ / "secret.jpg", root_ / "c/2.jpg");
+  EXPECT_EQ(dataset->Read(1).status().code(), StatusCode::kPermissionDenied);
+  fs::remove(root_ / "c/2.jpg");
+  EXPECT_EQ(dataset->Read(1).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(dataset->Read(0).ok());
+}
+
+TEST_F(DatasetTest, ReadRefusesNonRegularFilesWithoutBlocking) {
+  Write(root_ / "c/1.jpg");
+  ASSERT_EQ(::mkfifo((root_ / "c/2.jpg").c_str(), 0600), 0);
+  const auto dataset = MustOpen(root_);
+  ASSERT_NE(dataset, nullptr);
+  ASSERT_EQ(dataset->size(), 2u);  // torchvision lists it too
+  EXPECT_EQ(dataset->Read(1).status().code(), StatusCode::kDataLoss);
+}
+
+TEST_F(DatasetTest, ReadRefusesOversizedFiles) {
+  Write(root_ / "c/1.jpg");
+  const fs::path big = root_ / "c/2.jpg";
+  Write(big);
+  fs::resize_file(big, Dataset::kMaxFileBytes + 1);  // sparse: costs no disk
+  const auto dataset = MustOpen(root_);
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_EQ(dataset->Read(1).status().code(), StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace galley

@@ -1,0 +1,220 @@
+// Decoder tests over the fixtures written by tests/fixtures/make_fixtures.py.
+// Expected pixels come from PIL (the torchvision loader), stored losslessly as
+// `<name>.ref.png` next to each fixture.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "server/image/decoder.h"
+
+namespace galley::image {
+namespace {
+
+std::vector<uint8_t> ReadFixture(const std::string& name) {
+  const std::string path = std::string(GALLEY_IMAGE_FIXTURE_DIR) + "/" + name;
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "missing fixture " << path;
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+RgbImage DecodeFixture(const std::string& name) {
+  auto image = Decode(ReadFixture(name), DecodeOptions{});
+  EXPECT_TRUE(image.ok()) << name << ": " << image.status().ToString();
+  return image.ok() ? std::move(image).value() : RgbImage{};
+}
+
+Status DecodeStatus(const std::string& name) {
+  return Decode(ReadFixture(name), DecodeOptions{}).status();
+}
+
+// Largest per-sample difference; -1 when the sizes differ.
+int MaxAbsDiff(const RgbImage& a, const RgbImage& b) {
+  if (a.width != b.width || a.height != b.height || a.pixels.size() != b.pixels.size()) return -1;
+  int worst = 0;
+  for (size_t i = 0; i < a.pixels.size(); ++i) {
+    worst = std::max(worst, std::abs(int{a.pixels[i]} - int{b.pixels[i]}));
+  }
+  return worst;
+}
+
+double MeanAbsDiff(const RgbImage& a, const RgbImage& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.pixels.size(); ++i) sum += std::abs(int{a.pixels[i]} - int{b.pixels[i]});
+  return sum / static_cast<double>(a.pixels.size());
+}
+
+const uint8_t* PixelAt(const RgbImage& image, int x, int y) {
+  return &image.pixels[(static_cast<size_t>(y) * image.width + x) * 3];
+}
+
+// Both sides use libjpeg-turbo's accurate integer IDCT and fancy upsampling,
+// so JPEG decodes are expected to be identical to PIL's; the tolerance of 1
+// only leaves room for a different SIMD path on another CPU.
+constexpr int kJpegParityTolerance = 1;
+
+TEST(DecoderTest, BaselineJpegMatchesPil) {
+  const RgbImage image = DecodeFixture("baseline.jpg");
+  EXPECT_EQ(image.width, 160);
+  EXPECT_EQ(image.height, 120);
+  EXPECT_LE(MaxAbsDiff(image, DecodeFixture("baseline.jpg.ref.png")), kJpegParityTolerance);
+  EXPECT_GE(MaxAbsDiff(image, DecodeFixture("baseline.jpg.ref.png")), 0);
+}
+
+TEST(DecoderTest, ProgressiveJpegMatchesPil) {
+  const RgbImage image = DecodeFixture("progressive.jpg");
+  const int diff = MaxAbsDiff(image, DecodeFixture("progressive.jpg.ref.png"));
+  EXPECT_GE(diff, 0);
+  EXPECT_LE(diff, kJpegParityTolerance);
+}
+
+TEST(DecoderTest, GrayscaleJpegBecomesRgbMatchingPil) {
+  const RgbImage image = DecodeFixture("gray.jpg");
+  ASSERT_EQ(image.pixels.size(), size_t{160} * 120 * 3);
+  for (size_t i = 0; i < image.pixels.size(); i += 3) {
+    ASSERT_EQ(image.pixels[i], image.pixels[i + 1]);
+    ASSERT_EQ(image.pixels[i], image.pixels[i + 2]);
+  }
+  const int diff = MaxAbsDiff(image, DecodeFixture("gray.jpg.ref.png"));
+  EXPECT_GE(diff, 0);
+  EXPECT_LE(diff, kJpegParityTolerance);
+}
+
+TEST(DecoderTest, CmykJpegMatchesPil) {
+  const RgbImage image = DecodeFixture("cmyk.jpg");
+  EXPECT_EQ(image.width, 160);
+  const int diff = MaxAbsDiff(image, DecodeFixture("cmyk.jpg.ref.png"));
+  EXPECT_GE(diff, 0);
+  EXPECT_LE(diff, kJpegParityTolerance);
+}
+
+TEST(DecoderTest, EveryExifOrientationDecodesUpright) {
+  const RgbImage upright = DecodeFixture("upright.png");
+  ASSERT_EQ(upright.width, 64);
+  ASSERT_EQ(upright.height, 48);
+  for (int orientation = 1; orientation <= 8; ++orientation) {
+    SCOPED_TRACE("orientation " + std::to_string(orientation));
+    const std::string name = "orientation_" + std::to_string(orientation) + ".jpg";
+    const RgbImage image = DecodeFixture(name);
+    ASSERT_EQ(image.width, 64);
+    ASSERT_EQ(image.height, 48);
+    // Recompression at quality 95 moves samples a little; a wrong orientation
+    // would put whole quadrants in the wrong place (mean error ~100).
+    EXPECT_LT(MeanAbsDiff(image, upright), 3.0);
+    const uint8_t* marker = PixelAt(image, 2, 2);
+    EXPECT_GT(marker[0], 230);
+    EXPECT_GT(marker[1], 230);
+    const uint8_t* top_right = PixelAt(image, 48, 12);
+    EXPECT_NEAR(top_right[1], 200, 12);
+    EXPECT_NEAR(top_right[0], 30, 12);
+
+    auto header = ReadHeader(ReadFixture(name));
+    ASSERT_TRUE(header.ok());
+    EXPECT_EQ(header->orientation, orientation);
+    EXPECT_EQ(header->width, 64);
+    EXPECT_EQ(header->height, 48);
+  }
+}
+
+TEST(DecoderTest, PngVariantsDecodeToTheSameRgb) {
+  const RgbImage rgb = DecodeFixture("rgb.png");
+  ASSERT_EQ(rgb.width, 160);
+  ASSERT_EQ(rgb.height, 120);
+  // 16-bit samples are v * 257: keeping the high byte gives v exactly.
+  EXPECT_EQ(MaxAbsDiff(DecodeFixture("rgb16.png"), rgb), 0);
+  // Alpha is dropped, colour untouched (PIL's convert("RGB") does the same).
+  EXPECT_EQ(MaxAbsDiff(DecodeFixture("rgba.png"), rgb), 0);
+  EXPECT_EQ(MaxAbsDiff(DecodeFixture("palette.png"), DecodeFixture("palette.png.ref.png")), 0);
+  const RgbImage gray = DecodeFixture("gray.png");
+  ASSERT_EQ(gray.pixels.size(), rgb.pixels.size());
+  for (size_t i = 0; i < gray.pixels.size(); i += 3) {
+    ASSERT_EQ(gray.pixels[i], gray.pixels[i + 1]);
+    ASSERT_EQ(gray.pixels[i], gray.pixels[i + 2]);
+  }
+}
+
+TEST(DecoderTest, BrokenInputsAreDataLoss) {
+  for (const char* name : {"truncated.jpg", "truncated.png", "empty.jpg", "text.jpg"}) {
+    SCOPED_TRACE(name);
+    const Status status = DecodeStatus(name);
+    EXPECT_EQ(status.code(), StatusCode::kDataLoss) << status.ToString();
+    EXPECT_FALSE(status.message().empty());
+  }
+}
+
+TEST(DecoderTest, DecompressionBombsAreRefusedFromTheHeader) {
+  for (const char* name : {"bomb.jpg", "bomb.png"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(DecodeStatus(name).code(), StatusCode::kResourceExhausted);
+  }
+  DecodeOptions tiny;
+  tiny.max_pixels = 160 * 120 - 1;
+  EXPECT_EQ(Decode(ReadFixture("baseline.jpg"), tiny).status().code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(Decode(ReadFixture("rgb.png"), tiny).status().code(), StatusCode::kResourceExhausted);
+  tiny.max_pixels = 160 * 120;
+  EXPECT_TRUE(Decode(ReadFixture("baseline.jpg"), tiny).ok());
+}
+
+TEST(DecoderTest, ScaledDecodePicksTheSmallestSufficientFactor) {
+  const auto bytes = ReadFixture("baseline.jpg");  // 160 x 120
+  auto quarter = DecodeScaled(bytes, DecodeOptions{}, 40, 30);
+  ASSERT_TRUE(quarter.ok());
+  EXPECT_EQ(quarter->width, 40);
+  EXPECT_EQ(quarter->height, 30);
+  auto half = DecodeScaled(bytes, DecodeOptions{}, 41, 30);
+  ASSERT_TRUE(half.ok());
+  EXPECT_EQ(half->width, 80);
+  EXPECT_EQ(half->height, 60);
+  auto eighth = DecodeScaled(bytes, DecodeOptions{}, 20, 15);
+  ASSERT_TRUE(eighth.ok());
+  EXPECT_EQ(eighth->width, 20);
+  EXPECT_EQ(eighth->height, 15);
+  auto full = DecodeScaled(bytes, DecodeOptions{}, 161, 1);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->width, 160);
+  // A scaled decode approximates the full one shrunk: compare a smooth area.
+  const RgbImage reference = DecodeFixture("baseline.jpg");
+  const uint8_t* scaled_pixel = PixelAt(*quarter, 20, 15);
+  const uint8_t* full_pixel = PixelAt(reference, 81, 61);
+  for (int c = 0; c < 3; ++c) EXPECT_NEAR(scaled_pixel[c], full_pixel[c], 6);
+}
+
+TEST(DecoderTest, ScaledDecodeComparesMinimumsInUprightOrientation) {
+  // Stored 48 x 64, displayed 64 x 48 after a quarter turn.
+  const auto bytes = ReadFixture("orientation_6.jpg");
+  auto image = DecodeScaled(bytes, DecodeOptions{}, 16, 12);
+  ASSERT_TRUE(image.ok());
+  EXPECT_EQ(image->width, 16);
+  EXPECT_EQ(image->height, 12);
+}
+
+TEST(DecoderTest, RandomGarbageNeverCrashesOrSucceedsSilently) {
+  std::mt19937 random(1234);
+  const auto jpeg = ReadFixture("baseline.jpg");
+  const auto png = ReadFixture("rgb.png");
+  for (int round = 0; round < 300; ++round) {
+    const auto& original = round % 2 == 0 ? jpeg : png;
+    std::vector<uint8_t> bytes = original;
+    // Corrupt a few bytes after the signature.
+    for (int k = 0; k < 4; ++k) {
+      bytes[8 + random() % (bytes.size() - 8)] = static_cast<uint8_t>(random());
+    }
+    if (round % 3 == 0) bytes.resize(8 + random() % (bytes.size() - 8));
+    auto image = Decode(bytes, DecodeOptions{});
+    if (image.ok()) {
+      EXPECT_EQ(image->pixels.size(), static_cast<size_t>(image->width) * image->height * 3);
+    } else {
+      const StatusCode code = image.status().code();
+      EXPECT_TRUE(code == StatusCode::kDataLoss || code == StatusCode::kResourceExhausted)
+          << image.status().ToString();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace galley::image

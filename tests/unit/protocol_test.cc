@@ -1,0 +1,197 @@
+// Protocol round-trips over a socketpair, without a daemon.
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "wire/connection.h"
+#include "wire/messages.h"
+#include "wire/protocol.h"
+#include "wire/segment_layout.h"
+
+namespace galley::wire {
+namespace {
+
+std::pair<Connection*, Connection*> MakePair() {
+  int fds[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  return {new Connection(UniqueFd(fds[0])), new Connection(UniqueFd(fds[1]))};
+}
+
+TEST(FrameHeader, RoundTripsLittleEndian) {
+  FrameHeader h;
+  h.type = MessageType::kOpenJob;
+  h.payload_length = 0x00abcdef;
+  h.request_id = 0xa0b0c0d0;
+  auto bytes = EncodeFrameHeader(h);
+  EXPECT_EQ(bytes[0], std::byte{'G'});
+  EXPECT_EQ(bytes[3], std::byte{'Y'});
+  EXPECT_EQ(bytes[8], std::byte{0xef});  // least significant byte first
+  auto decoded = DecodeFrameHeader(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(decoded->type, MessageType::kOpenJob);
+  EXPECT_EQ(decoded->payload_length, 0x00abcdefu);
+  EXPECT_EQ(decoded->request_id, 0xa0b0c0d0u);
+}
+
+TEST(FrameHeader, RejectsBadMagicVersionTypeAndLength) {
+  FrameHeader good;
+  good.type = MessageType::kHello;
+  auto bytes = EncodeFrameHeader(good);
+
+  auto bad_magic = bytes;
+  bad_magic[0] = std::byte{'X'};
+  EXPECT_EQ(DecodeFrameHeader(bad_magic).status().code(), StatusCode::kProtocolError);
+
+  FrameHeader v = good;
+  v.version = 99;
+  EXPECT_EQ(DecodeFrameHeader(EncodeFrameHeader(v)).status().code(), StatusCode::kProtocolError);
+
+  auto unknown = bytes;
+  unknown[6] = std::byte{0xff};
+  EXPECT_EQ(DecodeFrameHeader(unknown).status().code(), StatusCode::kProtocolError);
+  auto zero = bytes;
+  zero[6] = std::byte{0};
+  EXPECT_EQ(DecodeFrameHeader(zero).status().code(), StatusCode::kProtocolError);
+
+  FrameHeader big = good;
+  big.payload_length = kMaxPayloadBytes + 1;
+  EXPECT_EQ(DecodeFrameHeader(EncodeFrameHeader(big)).status().code(), StatusCode::kProtocolError);
+}
+
+TEST(Connection, FramesAndDescriptorsCrossASocketpair) {
+  auto [a, b] = MakePair();
+  std::unique_ptr<Connection> left(a), right(b);
+  int memfd = ::memfd_create("galley-test", MFD_CLOEXEC);
+  ASSERT_GE(memfd, 0);
+  UniqueFd owned(memfd);
+  ASSERT_TRUE(left->SendFrame(MessageType::kJobOpened, 7, R"({"x":1})", memfd).ok());
+  auto frame = right->ReadFrame(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+  EXPECT_EQ(frame->header.type, MessageType::kJobOpened);
+  EXPECT_EQ(frame->header.request_id, 7u);
+  EXPECT_EQ(frame->payload, R"({"x":1})");
+  EXPECT_TRUE(frame->passed_fd.valid());
+  EXPECT_NE(frame->passed_fd.get(), memfd);
+}
+
+TEST(Connection, LargePayloadArrivesWhole) {
+  auto [a, b] = MakePair();
+  std::unique_ptr<Connection> left(a), right(b);
+  std::string payload(3 << 20, 'z');
+  std::thread writer([&] { ASSERT_TRUE(left->SendFrame(MessageType::kQuery, 1, payload).ok()); });
+  auto frame = right->ReadFrame();
+  writer.join();
+  ASSERT_TRUE(frame.ok());
+  EXPECT_EQ(frame->payload.size(), payload.size());
+}
+
+TEST(Connection, PeerCloseIsUnavailableAndTruncationIsProtocolError) {
+  {
+    auto [a, b] = MakePair();
+    std::unique_ptr<Connection> left(a), right(b);
+    left.reset();
+    EXPECT_EQ(right->ReadFrame().status().code(), StatusCode::kUnavailable);
+  }
+  {
+    auto [a, b] = MakePair();
+    std::unique_ptr<Connection> left(a), right(b);
+    FrameHeader h;
+    h.type = MessageType::kQuery;
+    h.payload_length = 100;
+    auto bytes = EncodeFrameHeader(h);
+    ASSERT_EQ(::send(left->fd(), bytes.data(), bytes.size(), 0), 16);
+    ASSERT_EQ(::send(left->fd(), "abc", 3, 0), 3);
+    left.reset();
+    EXPECT_EQ(right->ReadFrame().status().code(), StatusCode::kProtocolError);
+  }
+}
+
+TEST(Connection, DeadlineExpires) {
+  auto [a, b] = MakePair();
+  std::unique_ptr<Connection> left(a), right(b);
+  auto status = right->ReadFrame(std::chrono::steady_clock::now() + std::chrono::milliseconds(20));
+  EXPECT_EQ(status.status().code(), StatusCode::kDeadlineExceeded);
+}
+
+TEST(Messages, JobSpecRoundTrips) {
+  JobSpec spec;
+  spec.dataset = "/data/x";
+  spec.classes = {"cat", "dog"};
+  spec.id_ranges = {{0, 10}, {20, 30}};
+  spec.ids = {3, 99};
+  spec.batch_size = 32;
+  spec.drop_last = true;
+  spec.transform_json = R"({"ops":[]})";
+  spec.seed = 1234567890123ULL;
+  spec.epochs = 3;
+  spec.rank = 1;
+  spec.world_size = 4;
+  spec.on_error = "raise";
+  auto parsed = JobSpecFromJson(JobSpecToJson(spec));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->dataset, spec.dataset);
+  EXPECT_EQ(parsed->classes, spec.classes);
+  EXPECT_EQ(parsed->id_ranges, spec.id_ranges);
+  EXPECT_EQ(parsed->ids, spec.ids);
+  EXPECT_EQ(parsed->batch_size, 32u);
+  EXPECT_TRUE(parsed->drop_last);
+  EXPECT_EQ(parsed->seed, spec.seed);
+  EXPECT_EQ(parsed->rank, 1u);
+  EXPECT_EQ(parsed->world_size, 4u);
+  EXPECT_EQ(parsed->on_error, "raise");
+  EXPECT_EQ(nlohmann::json::parse(parsed->transform_json), nlohmann::json::parse(spec.transform_json));
+}
+
+TEST(Messages, JobSpecValidationNamesTheField) {
+  auto base = JobSpecToJson(JobSpec{.dataset = "/d", .batch_size = 4, .transform_json = "{}"});
+  auto expect_error = [&](nlohmann::json body, const std::string& needle) {
+    auto parsed = JobSpecFromJson(body);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find(needle), std::string::npos) << parsed.status().message();
+  };
+  auto b = base; b["batch_size"] = 0; expect_error(b, "batch_size");
+  b = base; b["batch_size"] = "many"; expect_error(b, "batch_size");
+  b = base; b["batch_size"] = -3; expect_error(b, "batch_size");
+  b = base; b.erase("dataset"); expect_error(b, "dataset");
+  b = base; b["rank"] = 4; b["world_size"] = 4; expect_error(b, "rank");
+  b = base; b["on_error"] = "ignore"; expect_error(b, "on_error");
+  b = base; b["id_ranges"] = {{5, 1}}; expect_error(b, "id_ranges");
+  b = base; b["ids"] = {1, "two"}; expect_error(b, "ids");
+  b = base; b["transform"] = 5; expect_error(b, "transform");
+  b = base; b["prefetch"] = 1ULL << 40; expect_error(b, "prefetch");
+}
+
+TEST(Messages, ParseObjectRejectsNonObjects) {
+  EXPECT_TRUE(ParseObject("").ok());
+  EXPECT_FALSE(ParseObject("[1,2]").ok());
+  EXPECT_FALSE(ParseObject("{not json").ok());
+  EXPECT_FALSE(ParseObject(std::string("\0\xff\xfe", 3)).ok());
+}
+
+TEST(Messages, ErrorRoundTrips) {
+  Status s = Status::ResourceExhausted("too many jobs");
+  Status back = StatusFromErrorJson(ErrorToJson(s));
+  EXPECT_EQ(back.code(), s.code());
+  EXPECT_EQ(back.message(), s.message());
+  EXPECT_EQ(StatusFromErrorJson({{"code", "x"}}).code(), StatusCode::kProtocolError);
+}
+
+TEST(SegmentLayout, GeometryIsAlignedAndValidated) {
+  auto g = ComputeGeometry(4, 64, 3 * 224 * 224);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->slots_offset % kSlotAlignment, 0u);
+  EXPECT_EQ(g->tensor_offset % kSlotAlignment, 0u);
+  EXPECT_EQ(g->slot_stride % kSlotAlignment, 0u);
+  EXPECT_GE(g->slot_stride, g->tensor_offset + 64ull * 3 * 224 * 224);
+  EXPECT_EQ(g->segment_bytes, g->slots_offset + 4 * g->slot_stride);
+  EXPECT_FALSE(ComputeGeometry(0, 64, 10).ok());
+  EXPECT_FALSE(ComputeGeometry(4, 0, 10).ok());
+  EXPECT_FALSE(ComputeGeometry(4, 1u << 31, 1ull << 40).ok());
+}
+
+}  // namespace
+}  // namespace galley::wire

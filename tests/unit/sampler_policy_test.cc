@@ -1,0 +1,117 @@
+// The SamplingPolicy contract that does not need statistics: the factory,
+// argument errors, and the shape of a round.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "server/sampler/sampling_policy.h"
+
+namespace galley {
+namespace {
+
+const char* const kPolicies[] = {"dsa", "dsa-chain", "independent", "lockstep"};
+
+std::unique_ptr<SamplingPolicy> Make(const std::string& name, uint64_t seed = 1) {
+  Result<std::unique_ptr<SamplingPolicy>> policy = MakeSamplingPolicy({name, seed});
+  EXPECT_TRUE(policy.ok()) << policy.status().ToString();
+  return std::move(policy).value();
+}
+
+bool AllReady(JobId) { return true; }
+
+TEST(SamplingPolicyTest, FactoryKnowsEveryPolicyByName) {
+  for (const char* name : kPolicies) EXPECT_EQ(Make(name)->name(), name);
+  EXPECT_EQ(Make("dsa")->name(), SamplerOptions{}.policy);
+}
+
+TEST(SamplingPolicyTest, FactoryRejectsUnknownName) {
+  Result<std::unique_ptr<SamplingPolicy>> policy = MakeSamplingPolicy({"random", 0});
+  ASSERT_FALSE(policy.ok());
+  EXPECT_EQ(policy.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(SamplingPolicyTest, RejectsDuplicateIdsAndJobsWithoutSideEffects) {
+  for (const char* name : kPolicies) {
+    SCOPED_TRACE(name);
+    auto policy = Make(name);
+    const std::vector<ItemId> good = {1, 2, 3};
+    const std::vector<ItemId> twice = {4, 5, 4};
+    ASSERT_TRUE(policy->AddJob(7, good).ok());
+    EXPECT_EQ(policy->AddJob(7, good).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(policy->AddJob(8, twice).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(policy->Remaining(8), 0u);
+    EXPECT_EQ(policy->Remaining(7), 3u);
+    // The failed job left nothing behind: only job 7's items come out.
+    Round round;
+    std::vector<ItemId> seen;
+    while (policy->Next(AllReady, &round)) {
+      ASSERT_EQ(round.deliveries.size(), 1u);
+      EXPECT_EQ(round.deliveries[0].receivers, std::vector<JobId>{7});
+      seen.push_back(round.deliveries[0].item);
+    }
+    std::sort(seen.begin(), seen.end());
+    EXPECT_EQ(seen, good);
+  }
+}
+
+TEST(SamplingPolicyTest, RefusesMoreThanMaxJobs) {
+  for (const char* name : kPolicies) {
+    SCOPED_TRACE(name);
+    auto policy = Make(name);
+    const std::vector<ItemId> items = {0, 1};
+    for (JobId job = 0; job < kMaxJobsPerDataset; ++job) ASSERT_TRUE(policy->AddJob(job, items).ok());
+    EXPECT_EQ(policy->AddJob(1000, items).code(), StatusCode::kResourceExhausted);
+    policy->RemoveJob(3);
+    EXPECT_TRUE(policy->AddJob(1000, items).ok());
+  }
+}
+
+TEST(SamplingPolicyTest, EveryReadyJobGetsExactlyOneItemPerRound) {
+  for (const char* name : kPolicies) {
+    SCOPED_TRACE(name);
+    auto policy = Make(name);
+    std::vector<ItemId> a(100), b(60);
+    std::iota(a.begin(), a.end(), 0);
+    std::iota(b.begin(), b.end(), 70);
+    ASSERT_TRUE(policy->AddJob(1, a).ok());
+    ASSERT_TRUE(policy->AddJob(2, b).ok());
+    ASSERT_TRUE(policy->AddJob(3, {}).ok());
+    Round round;
+    // Job 2 masked: only job 1 may appear.
+    ASSERT_TRUE(policy->Next([](JobId job) { return job != 2; }, &round));
+    ASSERT_EQ(round.requests(), 1u);
+    EXPECT_EQ(round.deliveries[0].receivers, std::vector<JobId>{1});
+    EXPECT_EQ(policy->Remaining(2), 60u);
+    ASSERT_TRUE(policy->Next(AllReady, &round));
+    EXPECT_EQ(round.requests(), 2u);
+    EXPECT_FALSE(policy->Next([](JobId job) { return job == 3; }, &round));
+    EXPECT_TRUE(round.deliveries.empty());
+  }
+}
+
+TEST(SamplingPolicyTest, EqualSeedsGiveEqualDecisions) {
+  for (const char* name : kPolicies) {
+    SCOPED_TRACE(name);
+    std::vector<std::vector<ItemId>> runs;
+    for (int run = 0; run < 2; ++run) {
+      auto policy = Make(name, 99);
+      std::vector<ItemId> a(50), b(50);
+      std::iota(a.begin(), a.end(), 0);
+      std::iota(b.begin(), b.end(), 25);
+      ASSERT_TRUE(policy->AddJob(1, a).ok());
+      ASSERT_TRUE(policy->AddJob(2, b).ok());
+      Round round;
+      std::vector<ItemId> items;
+      while (policy->Next(AllReady, &round)) {
+        for (const Delivery& d : round.deliveries) items.push_back(d.item);
+      }
+      runs.push_back(items);
+    }
+    EXPECT_EQ(runs[0], runs[1]);
+  }
+}
+
+}  // namespace
+}  // namespace galley
