@@ -1,0 +1,119 @@
+#include "tests/integration/galleyd_process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <random>
+#include <thread>
+
+#include "wire/connection.h"
+
+#ifndef GALLEYD_PATH
+#error "GALLEYD_PATH must name the galleyd binary"
+#endif
+
+namespace galley::testing {
+
+TempDir::TempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "galley-test.XXXXXX").string();
+  path_ = ::mkdtemp(pattern.data());
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::vector<std::filesystem::path> WriteJpegFolder(const std::filesystem::path& root, int classes,
+                                                   int per_class, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> side(40, 120);
+  std::vector<std::filesystem::path> paths;
+  for (int c = 0; c < classes; ++c) {
+    const auto dir = root / ("class" + std::to_string(c));
+    std::filesystem::create_directories(dir);
+    for (int i = 0; i < per_class; ++i) {
+      cv::Mat image(side(rng), side(rng), CV_8UC3);
+      cv::randu(image, cv::Scalar::all(0), cv::Scalar::all(255));
+      cv::GaussianBlur(image, image, cv::Size(5, 5), 0);
+      char name[32];
+      std::snprintf(name, sizeof(name), "%03d.jpg", i);
+      cv::imwrite((dir / name).string(), image);
+      paths.push_back(dir / name);
+    }
+  }
+  return paths;
+}
+
+int RunGalleydToExit(std::vector<std::string> args) {
+  args.insert(args.begin(), GALLEYD_PATH);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  for (int i = 0; i < 200; ++i) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
+
+GalleydProcess::GalleydProcess(const std::filesystem::path& socket,
+                               std::vector<std::string> extra_args)
+    : socket_(socket.string()) {
+  std::vector<std::string> args = {GALLEYD_PATH, "--socket", socket_, "--log-level", "warn"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  for (int i = 0; i < 200; ++i) {
+    if (wire::Connection::ConnectUnix(socket_).ok()) {
+      started_ = true;
+      return;
+    }
+    int status;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+int GalleydProcess::Stop(int signal) {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, signal);
+  int status = 0;
+  for (int i = 0; i < 200; ++i) {
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return -SIGKILL;
+}
+
+GalleydProcess::~GalleydProcess() { Stop(SIGTERM); }
+
+}  // namespace galley::testing

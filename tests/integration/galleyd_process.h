@@ -1,0 +1,56 @@
+// Test support: a real galleyd process on a temporary socket, and a small
+// JPEG ImageFolder on disk. The daemon is always stopped (and the temporary
+// directory removed) when the fixture goes away.
+#ifndef GALLEY_TESTS_INTEGRATION_GALLEYD_PROCESS_H_
+#define GALLEY_TESTS_INTEGRATION_GALLEYD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace galley::testing {
+
+// A fresh directory under the system temp dir, removed on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Writes `classes` x `per_class` JPEGs (random content, 40..120 px) into
+// root/<class>/<n>.jpg; returns the paths in ImageFolder order.
+std::vector<std::filesystem::path> WriteJpegFolder(const std::filesystem::path& root, int classes,
+                                                   int per_class, unsigned seed = 1);
+
+// Runs galleyd with `args` and returns its exit code (-1 if it was still
+// running after 10 s and had to be killed).
+int RunGalleydToExit(std::vector<std::string> args);
+
+class GalleydProcess {
+ public:
+  // Starts galleyd with `extra_args`; waits until its socket accepts.
+  explicit GalleydProcess(const std::filesystem::path& socket,
+                          std::vector<std::string> extra_args = {});
+  ~GalleydProcess();
+
+  pid_t pid() const { return pid_; }
+  const std::string& socket() const { return socket_; }
+  bool started() const { return started_; }
+  // Sends `signal` and waits for exit; returns the exit status (or -signal).
+  int Stop(int signal);
+
+ private:
+  std::string socket_;
+  pid_t pid_ = -1;
+  bool started_ = false;
+};
+
+}  // namespace galley::testing
+
+#endif  // GALLEY_TESTS_INTEGRATION_GALLEYD_PROCESS_H_

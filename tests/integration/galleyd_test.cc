@@ -1,0 +1,318 @@
+// Integration tests: the real galleyd process, real JPEG files, the real
+// C++ client, and raw sockets for misbehaving peers.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "galley/client.h"
+#include "tests/integration/galleyd_process.h"
+#include "wire/connection.h"
+#include "wire/messages.h"
+
+namespace galley {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::GalleydProcess;
+using testing::TempDir;
+
+constexpr const char* kSmallTransform = R"({"ops":[{"op":"Resize","size":[32,32]}]})";
+
+class GalleydTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_ = tmp_.path() / "data";
+    files_ = testing::WriteJpegFolder(data_, 3, 10);
+    daemon_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", ExtraArgs());
+    ASSERT_TRUE(daemon_->started()) << "galleyd did not start";
+    options_.socket_path = daemon_->socket();
+    options_.request_timeout = 5s;
+  }
+  virtual std::vector<std::string> ExtraArgs() { return {"--allowed-root", tmp_.path().string()}; }
+
+  JobSpec Spec(uint32_t batch_size = 8) const {
+    JobSpec spec;
+    spec.dataset = data_.string();
+    spec.batch_size = batch_size;
+    spec.transform_json = kSmallTransform;
+    spec.seed = 7;
+    return spec;
+  }
+
+  nlohmann::json Query(const std::string& what) {
+    auto client = Client::Connect(options_);
+    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    auto text = client->Query(what);
+    EXPECT_TRUE(text.ok()) << text.status().ToString();
+    return nlohmann::json::parse(*text);
+  }
+
+  // Waits until the daemon reports `jobs` open jobs (it learns of a dead
+  // client asynchronously).
+  bool WaitForJobs(size_t jobs) {
+    for (int i = 0; i < 100; ++i) {
+      if (Query("status")["jobs"].get<size_t>() == jobs) return true;
+      std::this_thread::sleep_for(50ms);
+    }
+    return false;
+  }
+
+  TempDir tmp_;
+  std::filesystem::path data_;
+  std::vector<std::filesystem::path> files_;
+  std::unique_ptr<GalleydProcess> daemon_;
+  ClientOptions options_;
+};
+
+TEST_F(GalleydTest, ServesEveryItemOncePerEpochWithImageFolderLabels) {
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  JobSpec spec = Spec(8);
+  spec.epochs = 2;
+  auto job = client->OpenJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->info().epoch_size, 30u);
+  EXPECT_EQ(job->info().batches_per_epoch, 4u);
+  EXPECT_EQ(job->info().classes, (std::vector<std::string>{"class0", "class1", "class2"}));
+  for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+    std::multiset<uint64_t> seen;
+    bool last = false;
+    uint64_t batches = 0;
+    while (!last) {
+      auto batch = job->Next(10s);
+      ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+      EXPECT_EQ(batch->epoch(), epoch);
+      EXPECT_EQ(batch->batch_index(), batches++);
+      EXPECT_EQ(batch->shape(), (std::vector<int64_t>{batch->size(), 3, 32, 32}));
+      for (size_t i = 0; i < batch->size(); ++i) {
+        seen.insert(batch->item_ids()[i]);
+        EXPECT_EQ(batch->labels()[i], static_cast<int64_t>(batch->item_ids()[i] / 10));
+      }
+      last = batch->last_in_epoch();
+    }
+    EXPECT_EQ(batches, 4u);
+    EXPECT_EQ(seen.size(), 30u);
+    EXPECT_EQ(std::set<uint64_t>(seen.begin(), seen.end()).size(), 30u);
+  }
+  auto after = job->Next(5s);
+  EXPECT_EQ(after.status().code(), StatusCode::kEndOfStream);
+}
+
+TEST_F(GalleydTest, RefusesBadJobsWithClearErrors) {
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  JobSpec missing = Spec();
+  missing.dataset = (tmp_.path() / "nope").string();
+  EXPECT_EQ(client->OpenJob(missing).status().code(), StatusCode::kNotFound);
+
+  JobSpec outside = Spec();
+  outside.dataset = "/usr/share";
+  EXPECT_EQ(client->OpenJob(outside).status().code(), StatusCode::kPermissionDenied);
+
+  JobSpec bad_transform = Spec();
+  bad_transform.transform_json = R"({"ops":[{"op":"Spin","degrees":3}]})";
+  auto status = client->OpenJob(bad_transform).status();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("Spin"), std::string::npos) << status.message();
+
+  JobSpec huge = Spec();
+  huge.batch_size = 60000;
+  huge.prefetch = 64;
+  EXPECT_EQ(client->OpenJob(huge).status().code(), StatusCode::kResourceExhausted);
+
+  JobSpec bad_class = Spec();
+  bad_class.classes = {"zebra"};
+  EXPECT_EQ(client->OpenJob(bad_class).status().code(), StatusCode::kInvalidArgument);
+
+  EXPECT_EQ(Query("status")["jobs"], 0);
+}
+
+// Sends raw bytes on a fresh connection and returns what came back before
+// the daemon closed it.
+std::vector<wire::Frame> SendRaw(const std::string& socket, const std::string& bytes,
+                                 bool read_replies = true) {
+  auto fd = wire::Connection::ConnectUnix(socket);
+  EXPECT_TRUE(fd.ok());
+  wire::Connection connection(std::move(fd).value());
+  (void)!::send(connection.fd(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  std::vector<wire::Frame> frames;
+  while (read_replies) {
+    auto frame = connection.ReadFrame(std::chrono::steady_clock::now() + 10s);
+    if (!frame.ok()) break;
+    frames.push_back(std::move(frame).value());
+  }
+  return frames;
+}
+
+std::string Header(uint16_t type, uint32_t length, uint32_t magic = wire::kFrameMagic,
+                   uint16_t version = wire::kProtocolVersion) {
+  wire::FrameHeader h;
+  h.magic = magic;
+  h.version = version;
+  h.type = static_cast<wire::MessageType>(type);
+  h.payload_length = length;
+  auto bytes = wire::EncodeFrameHeader(h);
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+TEST_F(GalleydTest, MalformedFramesGetAnErrorAndTheDaemonCarriesOn) {
+  const std::string hello_body = R"({"protocol_version":1,"client":"raw"})";
+  const std::string hello = Header(1, hello_body.size()) + hello_body;
+  const std::vector<std::string> attacks = {
+      std::string(16, '\xff'),                                    // garbage header
+      Header(1, 2, 0xdeadbeef) + "{}",                            // wrong magic
+      Header(1, 2, wire::kFrameMagic, 9) + "{}",                  // future version
+      Header(999, 0),                                             // unknown type
+      Header(1, wire::kMaxPayloadBytes + 1),                      // oversized
+      Header(1, 5) + "[1,2]",                                     // body not an object
+      hello + Header(static_cast<uint16_t>(wire::MessageType::kSlotReleased), 0),  // no job yet
+      hello + Header(4, 9) + "not json!",                         // OpenJob with bad JSON
+      hello + Header(4, 2) + "{}",                                // OpenJob without fields
+  };
+  for (const auto& attack : attacks) {
+    auto frames = SendRaw(daemon_->socket(), attack);
+    ASSERT_FALSE(frames.empty()) << "no reply to attack of " << attack.size() << " bytes";
+    EXPECT_EQ(frames.back().header.type, wire::MessageType::kError);
+  }
+  // Truncated frames and abrupt closes get no answer but must not hurt.
+  SendRaw(daemon_->socket(), Header(1, 100) + "{\"a\":", /*read_replies=*/false);
+  SendRaw(daemon_->socket(), "GL", /*read_replies=*/false);
+  EXPECT_GE(Query("status")["protocol_errors"].get<int>(), 5);
+
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  auto job = client->OpenJob(Spec());
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_TRUE(job->Next(10s).ok());
+}
+
+TEST_F(GalleydTest, AKilledClientsJobIsRemovedAndOthersContinue) {
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  auto survivor = client->OpenJob(Spec(4));
+  ASSERT_TRUE(survivor.ok());
+
+  pid_t child = ::fork();
+  if (child == 0) {
+    auto c = Client::Connect(options_);
+    if (!c.ok()) ::_exit(2);
+    auto job = c->OpenJob(Spec(4));
+    if (!job.ok()) ::_exit(3);
+    auto batch = job->Next(10s);  // hold a slot, then die without cleanup
+    ::kill(::getpid(), SIGKILL);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "child failed before it was killed: " << WEXITSTATUS(status);
+  ASSERT_TRUE(WaitForJobs(1)) << "the dead client's job was not removed";
+  auto state = Query("status");
+  EXPECT_EQ(state["shm_bytes"].get<uint64_t>(), survivor->info().segment_bytes);
+
+  for (int i = 0; i < 20; ++i) {
+    auto batch = survivor->Next(10s);
+    ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  }
+}
+
+TEST_F(GalleydTest, ClientsLearnQuicklyThatTheDaemonDied) {
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  JobSpec spec = Spec(4);
+  spec.prefetch = 1;
+  auto job = client->OpenJob(spec);
+  ASSERT_TRUE(job.ok());
+  { auto batch = job->Next(10s); ASSERT_TRUE(batch.ok()); }
+  daemon_->Stop(SIGKILL);
+  const auto start = std::chrono::steady_clock::now();
+  Status status = Status::Ok();
+  for (int i = 0; i < 100 && status.ok(); ++i) status = job->Next(30s).status();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
+  EXPECT_LT(waited, 5s);
+}
+
+TEST_F(GalleydTest, SigtermEndsJobsWithAClearErrorAndARestartServesAgain) {
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  auto job = client->OpenJob(Spec(4));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+  Status status = Status::Ok();
+  for (int i = 0; i < 100 && status.ok(); ++i) status = job->Next(10s).status();
+  EXPECT_TRUE(status.code() == StatusCode::kCancelled || status.code() == StatusCode::kUnavailable)
+      << status.ToString();
+
+  daemon_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", ExtraArgs());
+  ASSERT_TRUE(daemon_->started());
+  auto again = Client::Connect(options_);
+  ASSERT_TRUE(again.ok());
+  auto job2 = again->OpenJob(Spec(4));
+  ASSERT_TRUE(job2.ok());
+  EXPECT_TRUE(job2->Next(10s).ok());
+}
+
+TEST_F(GalleydTest, ASecondDaemonOnTheSameSocketRefusesToStart) {
+  const int code = testing::RunGalleydToExit({"--socket", daemon_->socket()});
+  EXPECT_EQ(code, 1);
+  EXPECT_TRUE(Client::Connect(options_).ok());
+}
+
+TEST_F(GalleydTest, CorruptEmptyAndTruncatedFilesAreSkippedAndCounted) {
+  { std::ofstream(data_ / "class0" / "900.jpg", std::ios::binary) << "this is not a jpeg"; }
+  { std::ofstream(data_ / "class1" / "901.jpg", std::ios::binary); }
+  {
+    std::ifstream in(files_[0], std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(data_ / "class2" / "902.jpg", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  }
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  auto job = client->OpenJob(Spec(8));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->info().epoch_size, 33u);
+  uint64_t samples = 0, skipped = 0;
+  bool last = false;
+  std::string first_error;
+  while (!last) {
+    auto batch = job->Next(10s);
+    ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+    samples += batch->size();
+    skipped += batch->skipped();
+    if (batch->skipped() && first_error.empty()) first_error = batch->first_error();
+    last = batch->last_in_epoch();
+  }
+  EXPECT_EQ(samples, 30u);
+  EXPECT_EQ(skipped, 3u);
+  EXPECT_NE(first_error.find(".jpg"), std::string::npos) << first_error;
+}
+
+TEST_F(GalleydTest, SeekRestartsAtTheRequestedEpoch) {
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  auto job = client->OpenJob(Spec(8));
+  ASSERT_TRUE(job.ok());
+  { auto first = job->Next(10s); ASSERT_TRUE(first.ok()); EXPECT_EQ(first->epoch(), 0u); }
+  ASSERT_TRUE(job->SeekEpoch(5).ok());
+  std::set<uint64_t> seen;
+  bool last = false;
+  while (!last) {
+    auto batch = job->Next(10s);
+    ASSERT_TRUE(batch.ok());
+    EXPECT_EQ(batch->epoch(), 5u);
+    for (auto id : batch->item_ids()) EXPECT_TRUE(seen.insert(id).second);
+    last = batch->last_in_epoch();
+  }
+  EXPECT_EQ(seen.size(), 30u);
+}
+
+}  // namespace
+}  // namespace galley
