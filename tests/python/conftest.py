@@ -1,0 +1,97 @@
+"""pytest fixtures: a real galleyd on a temporary socket and small real JPEG
+ImageFolder datasets. The daemon is stopped and everything removed at the end."""
+
+import os
+import pathlib
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GALLEYD = os.environ.get("GALLEYD", str(ROOT / "build" / "server" / "daemon" / "galleyd"))
+
+
+def write_folder(root, classes, per_class, sizes=(80, 160), seed=0):
+    """An ImageFolder of real JPEGs with smooth random content."""
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for c in range(classes):
+        d = root / f"class_{c:02d}"
+        d.mkdir(exist_ok=True)
+        for i in range(per_class):
+            h, w = rng.integers(sizes[0], sizes[1] + 1, size=2)
+            small = rng.integers(0, 256, size=(max(2, h // 8), max(2, w // 8), 3), dtype=np.uint8)
+            image = Image.fromarray(small).resize((int(w), int(h)), Image.BICUBIC)
+            path = d / f"{i:04d}.jpg"
+            image.save(path, quality=90)
+            paths.append(path)
+    return paths
+
+
+class Daemon:
+    def __init__(self, socket, proc, log):
+        self.socket = socket
+        self.proc = proc
+        self.log = log
+
+    def query(self, what="status"):
+        import galley
+        return galley.query(what, socket=self.socket)
+
+
+def start_daemon(directory, *extra):
+    socket = str(directory / "galleyd.sock")
+    log = open(directory / "galleyd.log", "w")
+    proc = subprocess.Popen([GALLEYD, "--socket", socket, "--allowed-root", str(directory),
+                             "--log-level", "warn", *extra], stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(200):
+        if os.path.exists(socket):
+            break
+        if proc.poll() is not None:
+            raise RuntimeError(f"galleyd exited with {proc.returncode}")
+        time.sleep(0.05)
+    return Daemon(socket, proc, log)
+
+
+def stop_daemon(daemon):
+    daemon.proc.send_signal(signal.SIGTERM)
+    try:
+        daemon.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        daemon.proc.kill()
+        daemon.proc.wait()
+    daemon.log.close()
+
+
+@pytest.fixture(scope="session")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("galley")
+
+
+@pytest.fixture(scope="session")
+def daemon(workdir):
+    d = start_daemon(workdir)
+    yield d
+    stop_daemon(d)
+    assert d.proc.returncode == 0, "galleyd did not shut down cleanly"
+
+
+@pytest.fixture(scope="session")
+def folder(workdir):
+    """4 classes x 15 JPEGs of 80..160 px."""
+    root = workdir / "folder"
+    write_folder(root, classes=4, per_class=15)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_folder(workdir):
+    """12 tiny JPEGs: cheap epochs for statistical tests."""
+    root = workdir / "tiny"
+    write_folder(root, classes=3, per_class=4, sizes=(8, 12), seed=5)
+    return root
