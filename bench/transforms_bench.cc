@@ -1,12 +1,22 @@
 // Transform throughput on a decoded 500 x 375 image (ImageNet's typical
-// size): each op alone, and the training pipeline RandomResizedCrop(224) +
-// RandomHorizontalFlip with uint8 NCHW and float32 normalised output.
-// Items/s counts samples; bytes/s counts output bytes.
+// size): each op alone, the training pipeline RandomResizedCrop(224) +
+// RandomHorizontalFlip with uint8 NCHW and float32 normalised output, and the
+// evaluation pipeline Resize(256) + CenterCrop(224). One thread; items/s
+// counts samples, bytes/s output bytes.
+//
+// BM_Baseline* redo the training pipeline the way galley did before its own
+// resampler (OpenCV INTER_AREA when shrinking, INTER_LINEAR when enlarging,
+// then the NCHW write), on the same crops, so one run shows both.
+// BM_Resample* time the resampler alone on a RandomResizedCrop-like crop,
+// with and without its AVX2 kernels.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
 #include <vector>
 
+#include "server/image/resample.h"
 #include "server/image/transforms.h"
 
 namespace galley::image {
@@ -48,15 +58,18 @@ const json kFloat = {{"layout", "NCHW"},
                      {"std", {0.229, 0.224, 0.225}}};
 
 void BM_RandomResizedCrop(benchmark::State& state) {
-  RunPipeline(state, {{"ops", {{{"op", "RandomResizedCrop"}, {"size", {224}}}}}, {"output", kNchw}});
+  RunPipeline(state,
+              {{"ops", {{{"op", "RandomResizedCrop"}, {"size", {224}}}}}, {"output", kNchw}});
 }
 BENCHMARK(BM_RandomResizedCrop)->UseRealTime();
 
 void BM_ResizeShorterSide(benchmark::State& state) {
   // Resize(256) then a CenterCrop of the whole result's short side keeps the
   // cost dominated by the resize.
-  RunPipeline(state, {{"ops", {{{"op", "Resize"}, {"size", {256}}}, {{"op", "CenterCrop"}, {"size", {256}}}}},
-                      {"output", kNchw}});
+  RunPipeline(
+      state,
+      {{"ops", {{{"op", "Resize"}, {"size", {256}}}, {{"op", "CenterCrop"}, {"size", {256}}}}},
+       {"output", kNchw}});
 }
 BENCHMARK(BM_ResizeShorterSide)->UseRealTime();
 
@@ -66,31 +79,103 @@ void BM_CenterCrop(benchmark::State& state) {
 BENCHMARK(BM_CenterCrop)->UseRealTime();
 
 void BM_HorizontalFlip(benchmark::State& state) {
-  RunPipeline(state, {{"ops", {{{"op", "CenterCrop"}, {"size", {224}}},
-                               {{"op", "RandomHorizontalFlip"}, {"p", 1.0}}}},
-                      {"output", kNchw}});
+  RunPipeline(
+      state,
+      {{"ops",
+        {{{"op", "CenterCrop"}, {"size", {224}}}, {{"op", "RandomHorizontalFlip"}, {"p", 1.0}}}},
+       {"output", kNchw}});
 }
 BENCHMARK(BM_HorizontalFlip)->UseRealTime();
 
 void BM_TrainPipelineUInt8(benchmark::State& state) {
-  RunPipeline(state, {{"ops", {{{"op", "RandomResizedCrop"}, {"size", {224}}},
-                               {{"op", "RandomHorizontalFlip"}}}},
-                      {"output", kNchw}});
+  RunPipeline(
+      state,
+      {{"ops", {{{"op", "RandomResizedCrop"}, {"size", {224}}}, {{"op", "RandomHorizontalFlip"}}}},
+       {"output", kNchw}});
 }
 BENCHMARK(BM_TrainPipelineUInt8)->UseRealTime();
 
 void BM_TrainPipelineFloat32(benchmark::State& state) {
-  RunPipeline(state, {{"ops", {{{"op", "RandomResizedCrop"}, {"size", {224}}},
-                               {{"op", "RandomHorizontalFlip"}}}},
-                      {"output", kFloat}});
+  RunPipeline(
+      state,
+      {{"ops", {{{"op", "RandomResizedCrop"}, {"size", {224}}}, {{"op", "RandomHorizontalFlip"}}}},
+       {"output", kFloat}});
 }
 BENCHMARK(BM_TrainPipelineFloat32)->UseRealTime();
 
 void BM_EvalPipelineFloat32(benchmark::State& state) {
-  RunPipeline(state, {{"ops", {{{"op", "Resize"}, {"size", {256}}}, {{"op", "CenterCrop"}, {"size", {224}}}}},
-                      {"output", kFloat}});
+  RunPipeline(
+      state,
+      {{"ops", {{{"op", "Resize"}, {"size", {256}}}, {{"op", "CenterCrop"}, {"size", {224}}}}},
+       {"output", kFloat}});
 }
 BENCHMARK(BM_EvalPipelineFloat32)->UseRealTime();
+
+void BM_BaselineOpenCvTrainPipelineUInt8(benchmark::State& state) {
+  cv::setNumThreads(1);
+  auto pipeline = TransformPipeline::FromJson(
+      {{"ops", {{{"op", "RandomResizedCrop"}, {"size", {224}}}, {{"op", "RandomHorizontalFlip"}}}},
+       {"output", kNchw}});
+  const RgbImage image = SourceImage();
+  const cv::Mat source(image.height, image.width, CV_8UC3,
+                       const_cast<uint8_t*>(image.pixels.data()));
+  std::vector<uint8_t> out(pipeline->sample_bytes());
+  cv::Mat resized(224, 224, CV_8UC3);
+  uint64_t item = 0;
+  for (auto _ : state) {
+    const auto window = pipeline->SourceWindow(image.width, image.height, 1, 0, item);
+    const bool flip = (item++ & 1) != 0;  // the flip's cost, half the time
+    const bool shrink = window->width >= 224 && window->height >= 224;
+    cv::resize(source(cv::Rect(window->x, window->y, window->width, window->height)), resized,
+               resized.size(), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+    for (int y = 0; y < 224; ++y) {
+      const uint8_t* row = resized.ptr<uint8_t>(y);
+      for (int x = 0; x < 224; ++x) {
+        const uint8_t* pixel = row + (flip ? 223 - x : x) * 3;
+        for (int c = 0; c < 3; ++c) out[(c * 224 + y) * 224 + x] = pixel[c];
+      }
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()));
+}
+BENCHMARK(BM_BaselineOpenCvTrainPipelineUInt8)->UseRealTime();
+
+// A 350 x 300 crop of the source (the mean RandomResizedCrop window on this
+// image is about that size) to 224 x 224 HWC.
+void BM_ResampleCropTo224(benchmark::State& state, bool allow_simd) {
+  const RgbImage image = SourceImage();
+  const RgbView crop{image.pixels.data() + (40 * 500 + 101) * 3, 350, 300, 500 * 3};
+  std::vector<uint8_t> out(224 * 224 * 3);
+  ResampleOptions options;
+  options.allow_simd = allow_simd;
+  for (auto _ : state) {
+    const Status status = ResizeAntialiased(crop, ResizeGeometry::Whole(crop, 224, 224), options,
+                                            out.data(), 224 * 3);
+    if (!status.ok()) state.SkipWithError(status.ToString().c_str());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()));
+}
+BENCHMARK_CAPTURE(BM_ResampleCropTo224, avx2, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_ResampleCropTo224, portable, false)->UseRealTime();
+
+void BM_BaselineOpenCvAreaCropTo224(benchmark::State& state) {
+  cv::setNumThreads(1);
+  const RgbImage image = SourceImage();
+  const cv::Mat source(image.height, image.width, CV_8UC3,
+                       const_cast<uint8_t*>(image.pixels.data()));
+  cv::Mat out(224, 224, CV_8UC3);
+  for (auto _ : state) {
+    cv::resize(source(cv::Rect(101, 40, 350, 300)), out, out.size(), 0, 0, cv::INTER_AREA);
+    benchmark::DoNotOptimize(out.data);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.total() * 3));
+}
+BENCHMARK(BM_BaselineOpenCvAreaCropTo224)->UseRealTime();
 
 }  // namespace
 }  // namespace galley::image

@@ -20,3 +20,10 @@ target_compile_definitions(image_decoder_test PRIVATE
 galley_add_test(image_transforms_test
   SOURCES unit/image_transforms_test.cc
   LIBS galley_image galley_opencv)
+
+# Resampler parity: the test runs PIL / torchvision through this interpreter
+# to compute its references.
+galley_add_test(image_resample_test
+  SOURCES unit/image_resample_test.cc
+  LIBS galley_image)
+target_compile_definitions(image_resample_test PRIVATE GALLEY_TEST_PYTHON="/usr/bin/python3")

@@ -38,8 +38,11 @@ std::string Errno(const std::string& what) { return what + ": " + std::strerror(
 }  // namespace
 
 ControlServer::ControlServer(const DaemonOptions& options, Scheduler* scheduler,
-                             ItemPipeline* pipeline)
-    : options_(options), scheduler_(scheduler), pipeline_(pipeline) {}
+                             ItemPipeline* pipeline, const CachePlanner* cache_planner)
+    : options_(options),
+      scheduler_(scheduler),
+      pipeline_(pipeline),
+      cache_planner_(cache_planner) {}
 
 ControlServer::~ControlServer() { Stop(Status::Cancelled("galleyd is shutting down")); }
 
@@ -473,6 +476,24 @@ json ControlServer::Query(const std::string& what) const {
     json list = json::array();
     for (const auto& [id, job] : jobs_) list.push_back(job->Describe());
     return {{"jobs", list}};
+  }
+  if (what == "cache") {
+    if (cache_planner_ == nullptr) return {{"enabled", false}, {"cache_bytes", 0}};
+    json reply = cache_planner_->DescribeCache();
+    const json plan = cache_planner_->Describe();
+    reply["planner_inputs"] = plan["inputs"];
+    const json pipeline = pipeline_->Describe();
+    reply["pipeline"] = {{"file_reads", pipeline["file_reads"]},
+                         {"decodes", pipeline["decodes"]},
+                         {"augments", pipeline["augments"]},
+                         {"decoded_hits", pipeline["decoded_hits"]},
+                         {"encoded_hits", pipeline["encoded_hits"]},
+                         {"augmented_hits", pipeline["augmented_hits"]}};
+    return reply;
+  }
+  if (what == "plan") {
+    if (cache_planner_ == nullptr) return {{"enabled", false}, {"cache_bytes", 0}};
+    return cache_planner_->Describe();
   }
   return {{"error", "unknown query '" + what + "' (status, datasets, jobs, cache, plan)"}};
 }

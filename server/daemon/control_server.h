@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "server/daemon/cache_planner.h"
 #include "server/daemon/daemon_options.h"
 #include "server/daemon/item_pipeline.h"
 #include "server/daemon/scheduler.h"
@@ -28,7 +29,10 @@ namespace galley {
 
 class ControlServer {
  public:
-  ControlServer(const DaemonOptions& options, Scheduler* scheduler, ItemPipeline* pipeline);
+  // `cache_planner` may be null (caching disabled); it answers the "cache"
+  // and "plan" queries and must outlive the server.
+  ControlServer(const DaemonOptions& options, Scheduler* scheduler, ItemPipeline* pipeline,
+                const CachePlanner* cache_planner = nullptr);
   ~ControlServer();
 
   // Binds the socket (creating its directory, replacing a stale socket file
@@ -58,6 +62,7 @@ class ControlServer {
   const DaemonOptions options_;
   Scheduler* const scheduler_;
   ItemPipeline* const pipeline_;
+  const CachePlanner* const cache_planner_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 
   wire::UniqueFd listen_fd_;

@@ -1,8 +1,10 @@
 #include "server/daemon/daemon_options.h"
 
-#include <CLI/CLI.hpp>
-#include <iostream>
 #include <toml++/toml.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <iostream>
 
 #include "galley/client.h"
 
@@ -16,8 +18,17 @@ Status ReadKey(const toml::table& table, const char* key, T* out) {
   if (node == nullptr) return Status::Ok();
   if constexpr (std::is_same_v<T, std::string>) {
     auto value = node->value<std::string>();
-    if (!value) return Status::InvalidArgument(std::string("config key '") + key + "' must be a string");
+    if (!value)
+      return Status::InvalidArgument(std::string("config key '") + key + "' must be a string");
     *out = *value;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    // toml++ converts integers to double here, so "5e8" and "500000000" both work.
+    auto value = node->value<double>();
+    if (!value || !(*value >= 0) || !std::isfinite(*value)) {
+      return Status::InvalidArgument(std::string("config key '") + key +
+                                     "' must be a non-negative number");
+    }
+    *out = static_cast<T>(*value);
   } else {
     auto value = node->value<int64_t>();
     if (!value || *value < 0) {
@@ -46,13 +57,62 @@ Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_image_pixels", &options->max_image_pixels));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "metrics_port", &options->metrics_port));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "log_level", &options->log_level));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "cache_eviction", &options->cache_eviction));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "storage_bytes_per_s", &options->storage_bytes_per_s));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "decode_per_core_per_s", &options->decode_per_core_per_s));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "augment_per_core_per_s", &options->augment_per_core_per_s));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "cores", &options->cores));
+  if (const toml::node* split = t.get("cache_split")) {
+    const toml::array* list = split->as_array();
+    if (list == nullptr) return Status::InvalidArgument("config key 'cache_split' must be a list");
+    options->cache_split.clear();
+    for (const toml::node& share : *list) {
+      auto value = share.value<int64_t>();
+      if (!value || *value < 0 || *value > 100) {
+        return Status::InvalidArgument("config key 'cache_split' must hold integers 0..100");
+      }
+      options->cache_split.push_back(static_cast<int>(*value));
+    }
+  }
   if (const toml::node* roots = t.get("allowed_roots")) {
     const toml::array* list = roots->as_array();
-    if (list == nullptr) return Status::InvalidArgument("config key 'allowed_roots' must be a list");
+    if (list == nullptr)
+      return Status::InvalidArgument("config key 'allowed_roots' must be a list");
     for (const toml::node& root : *list) {
       auto value = root.value<std::string>();
       if (!value) return Status::InvalidArgument("config key 'allowed_roots' must hold strings");
       options->allowed_roots.push_back(*value);
+    }
+  }
+  return Status::Ok();
+}
+
+// The config file is checked here too, so a bad value there is reported the
+// same way as a bad flag.
+Status ValidateCacheOptions(const DaemonOptions& options) {
+  if (options.cache_eviction != "refcount" && options.cache_eviction != "lru") {
+    return Status::InvalidArgument("cache_eviction must be 'refcount' or 'lru', not '" +
+                                   options.cache_eviction + "'");
+  }
+  if (!options.cache_split.empty()) {
+    if (options.cache_split.size() != 3) {
+      return Status::InvalidArgument(
+          "cache_split needs three percentages: encoded, decoded, augmented");
+    }
+    int sum = 0;
+    for (int pct : options.cache_split) {
+      if (pct < 0 || pct > 100) return Status::InvalidArgument("cache_split shares must be 0..100");
+      sum += pct;
+    }
+    if (sum > 100) {
+      return Status::InvalidArgument("cache_split adds up to " + std::to_string(sum) +
+                                     "%, more than 100%");
+    }
+  }
+  for (double rate : {options.storage_bytes_per_s, options.decode_per_core_per_s,
+                      options.augment_per_core_per_s}) {
+    if (!(rate >= 0) || !std::isfinite(rate)) {
+      return Status::InvalidArgument("planner rates must be finite and non-negative");
     }
   }
   return Status::Ok();
@@ -86,6 +146,22 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
   app.add_option("--allowed-root", options.allowed_roots,
                  "directory datasets may be served from (repeatable; default: any)");
   app.add_option("--cache-bytes", options.cache_bytes, "cache budget in bytes (0 disables)");
+  app.add_option("--cache-eviction", options.cache_eviction,
+                 "cache eviction policy: refcount (default) or lru")
+      ->check(CLI::IsMember({"refcount", "lru"}));
+  app.add_option("--cache-split", options.cache_split,
+                 "fix the cache split as E,D,A percent (encoded, decoded, augmented); "
+                 "default: the planner chooses")
+      ->delimiter(',')
+      ->expected(3);
+  app.add_option("--storage-bytes-per-s", options.storage_bytes_per_s,
+                 "planner input: storage read rate (0 = measure)");
+  app.add_option("--decode-per-core-per-s", options.decode_per_core_per_s,
+                 "planner input: decode+augment items/s per core (0 = measure)");
+  app.add_option("--augment-per-core-per-s", options.augment_per_core_per_s,
+                 "planner input: augment-only items/s per core (0 = measure)");
+  app.add_option("--cores", options.cores,
+                 "planner input: cores preparing items (0 = the worker threads)");
   app.add_option("--worker-threads", options.worker_threads, "pipeline threads (0 = one per core)");
   app.add_option("--default-policy", options.default_policy,
                  "sampling policy for jobs that name none")
@@ -108,6 +184,7 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
     return Status::InvalidArgument(e.what());
   }
   if (options.max_jobs == 0) return Status::InvalidArgument("--max-jobs must be at least 1");
+  GALLEY_RETURN_IF_ERROR(ValidateCacheOptions(options));
   return options;
 }
 

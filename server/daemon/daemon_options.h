@@ -23,8 +23,27 @@ struct DaemonOptions {
   std::vector<std::string> allowed_roots;
 
   // Cache budget in bytes, split between the encoded, decoded and augmented
-  // tiers. 0 disables caching. Default 1 GiB.
+  // tiers. 0 disables caching (no tiers, no demand counts, no node probe).
+  // Default 1 GiB.
   uint64_t cache_bytes = uint64_t{1} << 30;
+
+  // Cache eviction: "refcount" (default; evicts the items fewest jobs still
+  // need this epoch and never swaps equals) or "lru" (the baseline, which
+  // thrashes under random per-epoch order).
+  std::string cache_eviction = "refcount";
+
+  // Admin's split of cache_bytes in percent: {encoded, decoded, augmented},
+  // each 0..100, adding up to at most 100. Empty (default): the model-driven
+  // planner chooses it and re-plans as datasets and jobs come and go.
+  std::vector<int> cache_split;
+
+  // Planner inputs the daemon otherwise measures at start (0 = measure).
+  // Override them when the probe cannot see the truth: e.g. storage that the
+  // page cache makes look faster than it is under load.
+  double storage_bytes_per_s = 0;
+  double decode_per_core_per_s = 0;   // decode + augment, items/s per core
+  double augment_per_core_per_s = 0;  // augment a decoded item, items/s per core
+  uint32_t cores = 0;                 // 0 = the pipeline's worker threads
 
   // Threads that read, decode and augment. 0: one per core.
   uint32_t worker_threads = 0;
@@ -34,7 +53,7 @@ struct DaemonOptions {
 
   // Limits: a request beyond them is refused with a clear error.
   uint32_t max_jobs = 64;
-  uint64_t max_shm_per_job = uint64_t{2} << 30;   // 2 GiB
+  uint64_t max_shm_per_job = uint64_t{2} << 30;  // 2 GiB
   uint64_t max_shm_total = uint64_t{16} << 30;   // 16 GiB
   uint32_t max_prefetch = 64;
   uint32_t max_batch_size = 65536;

@@ -1,14 +1,20 @@
 // galleyd: the per-node daemon. See README.md and docs/operations.md.
 #include <signal.h>
+#include <spdlog/spdlog.h>
 
 #include <csignal>
 #include <cstdio>
-#include <spdlog/spdlog.h>
+#include <memory>
+#include <string>
 
+#include "galley/cache/tiered_cache.h"
 #include "server/daemon/batch_ring.h"
+#include "server/daemon/cache_planner.h"
 #include "server/daemon/control_server.h"
 #include "server/daemon/daemon_options.h"
 #include "server/daemon/item_pipeline.h"
+#include "server/daemon/metrics_server.h"
+#include "server/daemon/node_probe.h"
 #include "server/daemon/scheduler.h"
 
 int main(int argc, char** argv) {
@@ -37,25 +43,83 @@ int main(int argc, char** argv) {
     spdlog::info("removed {} stale shared-memory segments", stale);
   }
 
+  std::unique_ptr<cache::TieredCache> cache;
+  if (options->cache_bytes > 0) {
+    cache::CacheOptions cache_options;
+    cache_options.cache_bytes = options->cache_bytes;
+    cache_options.eviction = options->cache_eviction;
+    if (!options->cache_split.empty()) {
+      cache_options.split = {options->cache_split[0], options->cache_split[1],
+                             options->cache_split[2]};
+    }
+    std::string error;
+    cache = cache::TieredCache::Create(cache_options, &error);
+    if (cache == nullptr) {
+      std::fprintf(stderr, "galleyd: cache: %s\n", error.c_str());
+      return 2;
+    }
+  }
+
   PipelineOptions pipeline_options;
   pipeline_options.worker_threads = options->worker_threads;
   pipeline_options.decode.max_pixels = options->max_image_pixels;
-  ItemPipeline pipeline(pipeline_options);
-  Scheduler scheduler(SchedulerOptions{}, &pipeline);
-  ControlServer server(*options, &scheduler, &pipeline);
+  ItemPipeline pipeline(pipeline_options, cache.get());
+
+  std::unique_ptr<CachePlanner> planner;
+  if (cache != nullptr) {
+    auto node = MeasureNode();
+    if (!node.ok()) {
+      // The planner then sees no CPU rates; admin overrides still apply.
+      spdlog::error("node probe failed, the cache planner has no measured rates: {}",
+                    node.status().ToString());
+    } else {
+      spdlog::info(
+          "node probe: decode+augment {:.0f}/s, augment {:.0f}/s per core, memcpy {:.1f} GB/s",
+          node->decode_augment_per_core_per_s, node->augment_per_core_per_s,
+          node->memory_bytes_per_s / 1e9);
+    }
+    PlannerOverrides overrides;
+    overrides.storage_bytes_per_s = options->storage_bytes_per_s;
+    overrides.decode_augment_per_core_per_s = options->decode_per_core_per_s;
+    overrides.augment_per_core_per_s = options->augment_per_core_per_s;
+    overrides.cores = static_cast<int>(options->cores);
+    if (!options->cache_split.empty()) {
+      overrides.split =
+          cache::Split{options->cache_split[0], options->cache_split[1], options->cache_split[2]};
+    }
+    planner = std::make_unique<CachePlanner>(cache.get(), node.ok() ? *node : NodeMeasurements{},
+                                             static_cast<int>(pipeline.threads()), overrides);
+    planner->Start();
+  }
+
+  Scheduler scheduler(SchedulerOptions{}, &pipeline, cache.get(), planner.get());
+  ControlServer server(*options, &scheduler, &pipeline, planner.get());
   if (Status s = server.Start(); !s.ok()) {
     spdlog::error("cannot start: {}", s.ToString());
     return 1;
   }
   scheduler.Start();
-  spdlog::info("ready: {} pipeline threads, cache {} bytes, default policy {}", pipeline.threads(),
-               options->cache_bytes, options->default_policy);
+  std::unique_ptr<MetricsServer> metrics;
+  if (options->metrics_port != 0) {
+    metrics = std::make_unique<MetricsServer>(options->metrics_port, [&server] {
+      return RenderPrometheus(server.Query("status"), server.Query("jobs"), server.Query("cache"));
+    });
+    if (Status s = metrics->Start(); !s.ok()) {
+      spdlog::error("cannot start metrics: {}", s.ToString());
+      return 1;
+    }
+  }
+  spdlog::info("ready: {} pipeline threads, cache {} bytes ({} eviction), default policy {}",
+               pipeline.threads(), options->cache_bytes,
+               cache != nullptr ? options->cache_eviction : "no", options->default_policy);
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   spdlog::info("received signal {}, shutting down", signal_number);
+  if (metrics != nullptr) metrics->Stop();
   server.Stop(Status::Cancelled("galleyd is shutting down"));
   scheduler.Stop();
+  if (planner != nullptr) planner->Stop();
   spdlog::info("stopped");
   return 0;
 }

@@ -1,11 +1,12 @@
 #include "server/daemon/item_pipeline.h"
 
 #include <spdlog/spdlog.h>
-
-#include <chrono>
-#include <thread>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
 
 namespace galley {
 namespace {
@@ -22,10 +23,15 @@ void RecordFailure(ItemTask& task, const std::string& message) {
   for (auto& d : task.deliveries) d.plan->errors[d.position] = message;
 }
 
-ItemPipeline::ItemPipeline(const PipelineOptions& options)
+std::string AugmentationSignature(const ServedJob& job) {
+  return job.pipeline->Signature() + "#seed=" + std::to_string(job.spec.seed);
+}
+
+ItemPipeline::ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache)
     : options_(options),
+      cache_(cache),
       threads_(options.worker_threads != 0 ? options.worker_threads
-                                            : std::max(1u, std::thread::hardware_concurrency())),
+                                           : std::max(1u, std::thread::hardware_concurrency())),
       arena_(std::make_unique<tbb::task_arena>(static_cast<int>(threads_))) {}
 
 ItemPipeline::~ItemPipeline() = default;
@@ -39,47 +45,146 @@ void ItemPipeline::Run(std::span<ItemTask> tasks) {
   });
 }
 
-void ItemPipeline::RunOne(ItemTask& task) {
-  auto start = Clock::now();
-  auto bytes = task.dataset->Read(task.item);
-  counters_.read_ns += NsSince(start);
-  if (!bytes.ok()) {
+bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* image,
+                           std::shared_ptr<cache::Blob>* decoded_to_offer,
+                           cache::BlobPtr* encoded_to_offer) {
+  auto fail = [&](const std::string& why) {
     counters_.failures++;
-    const std::string message = task.dataset->path(task.item).string() + ": " + bytes.status().message();
+    const std::string message = task.dataset->path(task.item).string() + ": " + why;
     spdlog::warn("sample {} skipped: {}", task.item, message);
     RecordFailure(task, message);
-    return;
+    return false;
+  };
+  if (cache_ != nullptr) {
+    if (cache::BlobPtr decoded = cache_->decoded().Get(key)) {
+      counters_.decoded_hits++;
+      // TransformPipeline reads an RgbImage, which owns its pixels: one copy
+      // of the pixels, a small fraction of what the decode costs.
+      image->width = static_cast<int>(decoded->width);
+      image->height = static_cast<int>(decoded->height);
+      image->pixels = decoded->bytes;
+      return true;
+    }
   }
-  counters_.file_reads++;
-  counters_.bytes_read += bytes->size();
+  cache::BlobPtr encoded = cache_ != nullptr ? cache_->encoded().Get(key) : nullptr;
+  if (encoded != nullptr) {
+    counters_.encoded_hits++;
+  } else {
+    auto start = Clock::now();
+    auto bytes = task.dataset->Read(task.item);
+    counters_.read_ns += NsSince(start);
+    if (!bytes.ok()) return fail(bytes.status().message());
+    counters_.file_reads++;
+    counters_.bytes_read += bytes->size();
+    auto blob = std::make_shared<cache::Blob>();
+    blob->bytes = std::move(bytes).value();
+    encoded = std::move(blob);
+    // Only a file just read is offered to the encoded tier; one that came
+    // from it is already there.
+    *encoded_to_offer = encoded;
+  }
 
-  start = Clock::now();
-  auto image = image::Decode(*bytes, options_.decode);
+  auto start = Clock::now();
+  auto decoded = image::Decode(encoded->bytes, options_.decode);
   counters_.decode_ns += NsSince(start);
-  if (!image.ok()) {
-    counters_.failures++;
-    const std::string message = task.dataset->path(task.item).string() + ": " + image.status().message();
-    spdlog::warn("sample {} skipped: {}", task.item, message);
-    RecordFailure(task, message);
-    return;
+  if (!decoded.ok()) {
+    *encoded_to_offer = nullptr;  // a file that does not decode is not worth keeping
+    return fail(decoded.status().message());
   }
   counters_.decodes++;
+  *image = std::move(decoded).value();
+  if (cache_ != nullptr) *decoded_to_offer = std::make_shared<cache::Blob>();
+  return true;
+}
 
-  start = Clock::now();
-  for (auto& d : task.deliveries) {
+void ItemPipeline::OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> decoded,
+                                cache::BlobPtr encoded) {
+  if (decoded != nullptr && cache_->decoded().Put(key, std::move(decoded))) {
+    // `encoded` is null exactly when the bytes came from the encoded tier.
+    // Promoted: the decoded entry serves every later request, so an encoded
+    // copy would only take budget from other items.
+    if (encoded == nullptr) cache_->encoded().Erase(key);
+    return;
+  }
+  if (encoded != nullptr) cache_->encoded().Put(key, std::move(encoded));
+}
+
+void ItemPipeline::RunOne(ItemTask& task) {
+  const cache::Key key = cache::MakeKey(task.dataset_index, task.item);
+  // The augmented tier is consulted only while it has budget: with the
+  // default split it has none, and the signature costs a string per sample.
+  const bool augmented_tier = cache_ != nullptr && cache_->split().augmented_pct > 0;
+
+  auto destination = [](const SlotPosition& d) {
+    ServedJob& job = *d.plan->job;
+    const auto& g = job.ring->geometry();
+    std::byte* dst =
+        wire::SlotTensor(job.ring->slot(d.plan->slot), g) + g.sample_bytes * d.position;
+    return std::span<std::byte>(dst, g.sample_bytes);
+  };
+
+  // Receivers whose sample must be computed; the others were served from the
+  // augmented tier.
+  std::vector<const SlotPosition*> to_augment;
+  std::vector<std::string> signatures;
+  to_augment.reserve(task.deliveries.size());
+  for (const SlotPosition& d : task.deliveries) {
+    if (augmented_tier) {
+      const ServedJob& job = *d.plan->job;
+      std::string signature = AugmentationSignature(job);
+      const std::span<std::byte> dst = destination(d);
+      cache::BlobPtr hit = cache_->augmented().Get(key, signature, job.id, d.plan->epoch);
+      if (hit != nullptr && hit->bytes.size() == dst.size()) {
+        std::memcpy(dst.data(), hit->bytes.data(), dst.size());
+        counters_.augmented_hits++;
+        continue;
+      }
+      signatures.push_back(std::move(signature));
+    }
+    to_augment.push_back(&d);
+  }
+  if (to_augment.empty()) return;
+
+  image::RgbImage image;
+  std::shared_ptr<cache::Blob> decoded_to_offer;
+  cache::BlobPtr encoded_to_offer;
+  if (!Prepare(task, key, &image, &decoded_to_offer, &encoded_to_offer)) return;
+
+  auto start = Clock::now();
+  for (size_t i = 0; i < to_augment.size(); ++i) {
+    const SlotPosition& d = *to_augment[i];
     SlotPlan& plan = *d.plan;
     ServedJob& job = *plan.job;
-    const auto& g = job.ring->geometry();
-    std::byte* dst = wire::SlotTensor(job.ring->slot(plan.slot), g) + g.sample_bytes * d.position;
-    Status status = job.pipeline->Apply(*image, job.spec.seed, plan.epoch, task.item,
-                                       std::span<std::byte>(dst, g.sample_bytes));
+    const std::span<std::byte> dst = destination(d);
+    Status status = job.pipeline->Apply(image, job.spec.seed, plan.epoch, task.item, dst);
+    counters_.augments++;
     if (!status.ok()) {
       counters_.failures++;
       plan.errors[d.position] = task.dataset->path(task.item).string() + ": " + status.message();
+      continue;
     }
-    counters_.augments++;
+    if (augmented_tier) {
+      auto sample = std::make_shared<cache::Blob>();
+      sample->bytes.assign(reinterpret_cast<const uint8_t*>(dst.data()),
+                           reinterpret_cast<const uint8_t*>(dst.data()) + dst.size());
+      sample->width = static_cast<uint32_t>(job.pipeline->output_width());
+      sample->height = static_cast<uint32_t>(job.pipeline->output_height());
+      sample->channels = 3;
+      cache_->augmented().Put(key, signatures[i], job.id, plan.epoch, std::move(sample));
+    }
   }
   counters_.augment_ns += NsSince(start);
+
+  if (cache_ != nullptr && (decoded_to_offer != nullptr || encoded_to_offer != nullptr)) {
+    if (decoded_to_offer != nullptr) {
+      // The transforms are done with the pixels: they move into the entry.
+      decoded_to_offer->width = static_cast<uint32_t>(image.width);
+      decoded_to_offer->height = static_cast<uint32_t>(image.height);
+      decoded_to_offer->channels = 3;
+      decoded_to_offer->bytes = std::move(image.pixels);
+    }
+    OfferToCache(key, std::move(decoded_to_offer), std::move(encoded_to_offer));
+  }
 }
 
 nlohmann::json ItemPipeline::Describe() const {
@@ -88,6 +193,10 @@ nlohmann::json ItemPipeline::Describe() const {
           {"bytes_read", counters_.bytes_read.load()},
           {"decodes", counters_.decodes.load()},
           {"augments", counters_.augments.load()},
+          {"cache", cache_ != nullptr},
+          {"decoded_hits", counters_.decoded_hits.load()},
+          {"encoded_hits", counters_.encoded_hits.load()},
+          {"augmented_hits", counters_.augmented_hits.load()},
           {"failures", counters_.failures.load()},
           {"read_seconds", counters_.read_ns.load() / 1e9},
           {"decode_seconds", counters_.decode_ns.load() / 1e9},

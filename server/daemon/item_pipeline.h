@@ -6,8 +6,22 @@
 // shared memory. Runs on a TBB arena of `worker_threads`; Run() is called by
 // one thread (the scheduler) at a time. Counters are atomics, readable from
 // any thread.
+//
+// With a TieredCache, each item takes the cheapest path the cache allows:
+// a decoded-tier hit skips the read and the decode, an encoded-tier hit skips
+// the read; a receiving job whose identical sample (same pipeline, seed and
+// epoch) is in the augmented tier skips its transform, and when every
+// receiver does, the item is not even decoded. What was prepared is offered
+// back: the decoded pixels to the decoded tier and, only when that tier
+// refuses them, the file bytes to the encoded tier, so the two tiers hold
+// disjoint items as the planner's model assumes (an encoded entry promoted to
+// the decoded tier leaves the encoded one). Demand must already be consumed
+// for the receivers (the scheduler does it when it plans the wave), so
+// admission weighs only the jobs that will still want the item.
 #ifndef GALLEY_SERVER_DAEMON_ITEM_PIPELINE_H_
 #define GALLEY_SERVER_DAEMON_ITEM_PIPELINE_H_
+
+#include <tbb/task_arena.h>
 
 #include <atomic>
 #include <memory>
@@ -16,9 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "galley/cache/tiered_cache.h"
 #include "server/daemon/served_job.h"
 #include "server/image/decoder.h"
-#include <tbb/task_arena.h>
 
 namespace galley {
 
@@ -30,8 +44,8 @@ struct SlotPlan {
   uint64_t batch_index = 0;
   uint64_t generation = 0;
   uint32_t flags = 0;
-  std::vector<ItemId> items;         // position -> item
-  std::vector<std::string> errors;   // position -> failure ("" = prepared)
+  std::vector<ItemId> items;        // position -> item
+  std::vector<std::string> errors;  // position -> failure ("" = prepared)
 };
 
 struct SlotPosition {
@@ -43,6 +57,9 @@ struct ItemTask {
   const Dataset* dataset;
   ItemId item;
   std::vector<SlotPosition> deliveries;
+  // The dataset's small stable number in the daemon; with `item` it makes
+  // the cache key (cache::MakeKey).
+  uint32_t dataset_index = 0;
 };
 
 struct PipelineCounters {
@@ -50,6 +67,9 @@ struct PipelineCounters {
   std::atomic<uint64_t> bytes_read{0};
   std::atomic<uint64_t> decodes{0};
   std::atomic<uint64_t> augments{0};
+  std::atomic<uint64_t> decoded_hits{0};    // items that skipped read and decode
+  std::atomic<uint64_t> encoded_hits{0};    // items that skipped the read
+  std::atomic<uint64_t> augmented_hits{0};  // samples that skipped their transform
   std::atomic<uint64_t> failures{0};
   std::atomic<uint64_t> read_ns{0};
   std::atomic<uint64_t> decode_ns{0};
@@ -63,7 +83,9 @@ struct PipelineOptions {
 
 class ItemPipeline {
  public:
-  explicit ItemPipeline(const PipelineOptions& options);
+  // `cache` may be null (caching disabled); when set it must outlive the
+  // pipeline.
+  explicit ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache = nullptr);
   ~ItemPipeline();
 
   // Prepares every task; failures are recorded per position in the plans.
@@ -75,12 +97,23 @@ class ItemPipeline {
 
  private:
   void RunOne(ItemTask& task);
+  // The item's full-resolution pixels from the decoded tier, the encoded
+  // tier or the file, offering what it had to prepare back to the cache.
+  // Records the failure in the plans and returns false when it cannot.
+  bool Prepare(ItemTask& task, cache::Key key, image::RgbImage* image,
+               std::shared_ptr<cache::Blob>* decoded_to_offer, cache::BlobPtr* encoded_to_offer);
+  void OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> decoded, cache::BlobPtr encoded);
 
   PipelineOptions options_;
+  cache::TieredCache* const cache_;
   uint32_t threads_;
   std::unique_ptr<tbb::task_arena> arena_;
   PipelineCounters counters_;
 };
+
+// What the augmented tier keys a job's samples by: the canonical pipeline and
+// the seed, the two things besides (epoch, item) a sample depends on.
+std::string AugmentationSignature(const ServedJob& job);
 
 // Writes one failure per position of `task` into the plans.
 void RecordFailure(ItemTask& task, const std::string& message);

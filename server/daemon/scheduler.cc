@@ -22,12 +22,15 @@ uint64_t HashString(const std::string& s) {
 
 }  // namespace
 
-Scheduler::Scheduler(SchedulerOptions options, ItemPipeline* pipeline)
-    : options_(options), pipeline_(pipeline) {}
+Scheduler::Scheduler(SchedulerOptions options, ItemPipeline* pipeline, cache::TieredCache* cache,
+                     CachePlanner* planner)
+    : options_(options), pipeline_(pipeline), cache_(cache), planner_(planner) {}
 
 Scheduler::~Scheduler() { Stop(); }
 
-void Scheduler::Start() { thread_ = std::thread([this] { Loop(); }); }
+void Scheduler::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
 
 void Scheduler::Stop() {
   {
@@ -61,10 +64,42 @@ Status Scheduler::AddJob(std::shared_ptr<ServedJob> job) {
   p.job = job;
   p.group = group.get();
   p.epoch = job->spec.start_epoch;
+  p.dataset_index = DatasetIndex(job->dataset);
   jobs_.emplace(job->id, std::move(p));
+  if (planner_ != nullptr) {
+    planner_->JobOpened(job->id, PlannedJob{job->dataset, AugmentationSignature(*job),
+                                            job->pipeline->sample_bytes(), job->subset.size()});
+  }
   dirty_ = true;
   cv_.notify_all();
   return Status::Ok();
+}
+
+uint32_t Scheduler::DatasetIndex(const std::shared_ptr<const Dataset>& dataset) {
+  auto [it, inserted] =
+      dataset_index_.try_emplace(dataset.get(), static_cast<uint32_t>(indexed_datasets_.size()));
+  if (inserted) indexed_datasets_.push_back(dataset);
+  return it->second;
+}
+
+void Scheduler::EnterEpochDemand(Production& p, std::span<const ItemId> items) {
+  if (cache_ == nullptr || items.empty()) return;
+  std::vector<cache::Key> keys;
+  keys.reserve(items.size());
+  p.undelivered.assign(p.job->dataset->size(), false);
+  for (ItemId item : items) {
+    keys.push_back(cache::MakeKey(p.dataset_index, item));
+    p.undelivered[item] = true;
+  }
+  p.undelivered_count = items.size();
+  cache_->demand().AddDemand(keys);
+}
+
+void Scheduler::ConsumeDemand(Production& p, ItemId item) {
+  if (cache_ == nullptr || item >= p.undelivered.size() || !p.undelivered[item]) return;
+  p.undelivered[item] = false;
+  p.undelivered_count--;
+  cache_->demand().ConsumeDemand(cache::MakeKey(p.dataset_index, item));
 }
 
 void Scheduler::LeaveSampler(Production& p) {
@@ -72,6 +107,17 @@ void Scheduler::LeaveSampler(Production& p) {
     p.group->policy->RemoveJob(static_cast<JobId>(p.job->id));
     p.in_sampler = false;
   }
+  if (p.undelivered_count > 0) {
+    std::vector<cache::Key> keys;
+    keys.reserve(p.undelivered_count);
+    for (ItemId item = 0; item < p.undelivered.size(); ++item) {
+      if (p.undelivered[item]) keys.push_back(cache::MakeKey(p.dataset_index, item));
+    }
+    cache_->demand().DropDemand(keys);
+  }
+  p.undelivered.clear();
+  p.undelivered.shrink_to_fit();
+  p.undelivered_count = 0;
 }
 
 void Scheduler::RemoveJob(uint64_t job_id) {
@@ -81,6 +127,7 @@ void Scheduler::RemoveJob(uint64_t job_id) {
   LeaveSampler(it->second);
   it->second.group->jobs--;
   jobs_.erase(it);
+  if (planner_ != nullptr) planner_->JobClosed(job_id);
   dirty_ = true;
   cv_.notify_all();
 }
@@ -92,7 +139,8 @@ Result<uint64_t> Scheduler::Seek(uint64_t job_id, uint64_t epoch) {
   Production& p = it->second;
   const JobSpec& spec = p.job->spec;
   if (spec.epochs != 0 && epoch >= spec.start_epoch + spec.epochs) {
-    return Status::InvalidArgument("epoch " + std::to_string(epoch) + " is past the job's last epoch");
+    return Status::InvalidArgument("epoch " + std::to_string(epoch) +
+                                   " is past the job's last epoch");
   }
   LeaveSampler(p);
   p.epoch = epoch;
@@ -116,11 +164,21 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
                          std::vector<ItemTask>* tasks) {
   // Claim one slot for each job that has one free and work left.
   std::unordered_map<JobId, SlotPlan*> claimed;
+  std::unordered_map<JobId, Production*> production;
   std::map<SamplerGroup*, std::vector<Production*>> by_group;
   for (auto& [id, p] : jobs_) {
     if (p.finished) continue;
     auto slot = p.job->ring->Claim();
-    if (!slot) continue;
+    if (!slot) {
+      if (!p.full_since) p.full_since = Clock::now();
+      continue;
+    }
+    if (p.full_since) {
+      p.job->counters.blocked_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        Clock::now() - *p.full_since)
+                                        .count();
+      p.full_since.reset();
+    }
     auto plan = std::make_unique<SlotPlan>();
     plan->job = p.job;
     plan->slot = *slot;
@@ -132,10 +190,13 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
       const auto items = p.job->EpochItems(p.epoch);
       if (Status s = p.group->policy->AddJob(static_cast<JobId>(id), items); !s.ok()) {
         spdlog::error("job {}: sampler refused epoch {}: {}", id, p.epoch, s.ToString());
+      } else {
+        EnterEpochDemand(p, items);
       }
       p.in_sampler = !items.empty();
     }
     claimed[static_cast<JobId>(id)] = plan.get();
+    production[static_cast<JobId>(id)] = &p;
     by_group[p.group].push_back(&p);
     plans->push_back(std::move(plan));
   }
@@ -148,16 +209,18 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
       return it != claimed.end() && it->second->items.size() < it->second->job->spec.batch_size;
     };
     const Dataset* dataset = members.front()->job->dataset.get();
+    const uint32_t dataset_index = members.front()->dataset_index;
     Round round;
     while (group->policy->Next(ready, &round)) {
       for (const Delivery& delivery : round.deliveries) {
         auto [it, inserted] = task_of_item.try_emplace(delivery.item, tasks->size());
-        if (inserted) tasks->push_back(ItemTask{dataset, delivery.item, {}});
+        if (inserted) tasks->push_back(ItemTask{dataset, delivery.item, {}, dataset_index});
         ItemTask& task = (*tasks)[it->second];
         for (JobId receiver : delivery.receivers) {
           SlotPlan* plan = claimed.at(receiver);
           task.deliveries.push_back({plan, static_cast<uint32_t>(plan->items.size())});
           plan->items.push_back(delivery.item);
+          ConsumeDemand(*production.at(receiver), delivery.item);
         }
         group->requests += delivery.receivers.size();
         group->loads += inserted ? 1 : 0;
@@ -166,8 +229,8 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     // Close epochs that ran out, decide flags, and advance counters.
     for (Production* p : members) {
       SlotPlan* plan = claimed.at(static_cast<JobId>(p->job->id));
-      const bool exhausted = !p->in_sampler ||
-                             group->policy->Remaining(static_cast<JobId>(p->job->id)) == 0;
+      const bool exhausted =
+          !p->in_sampler || group->policy->Remaining(static_cast<JobId>(p->job->id)) == 0;
       if (exhausted) {
         LeaveSampler(*p);
         plan->flags |= wire::kLastInEpoch;
@@ -265,7 +328,8 @@ void Scheduler::Loop() {
     }
     const auto start = Clock::now();
     pipeline_->Run(tasks);
-    const uint64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+    const uint64_t ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
     for (auto& plan : plans) {
       plan->job->counters.produce_ns += ns / plans.size();
       Publish(*plan);
@@ -277,13 +341,13 @@ nlohmann::json Scheduler::Describe() const {
   std::lock_guard lock(mu_);
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& [key, group] : groups_) {
-    groups.push_back({{"dataset", group->dataset},
-                      {"policy", group->policy_name},
-                      {"jobs", group->jobs},
-                      {"requests", group->requests},
-                      {"loads", group->loads},
-                      {"loads_per_request",
-                       group->requests ? double(group->loads) / group->requests : 0.0}});
+    groups.push_back(
+        {{"dataset", group->dataset},
+         {"policy", group->policy_name},
+         {"jobs", group->jobs},
+         {"requests", group->requests},
+         {"loads", group->loads},
+         {"loads_per_request", group->requests ? double(group->loads) / group->requests : 0.0}});
   }
   return groups;
 }

@@ -7,6 +7,15 @@
 // per receiving job) and publishes the slots. It sleeps on a condition
 // variable when no job can take a batch.
 //
+// With a TieredCache it also keeps the cache's demand counts exact: a job's
+// epoch items are added when it enters the sampler for that epoch, each item
+// is consumed when the sampler hands it to the job (while the wave is
+// planned, so before the pipeline offers the item to a tier), and whatever
+// the job had not received yet is dropped when it leaves its epoch early
+// (Seek, close, death). Each dataset gets a small stable index for the cache
+// keys (cache::MakeKey). A CachePlanner, when given, hears of every job that
+// opens or closes.
+//
 // AddJob/RemoveJob/Seek/Wake/Describe may be called from any thread; they
 // take mu_. Production state is changed only under mu_ by the scheduler
 // thread or by Seek.
@@ -17,10 +26,16 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
+#include "galley/cache/tiered_cache.h"
+#include "server/daemon/cache_planner.h"
 #include "server/daemon/item_pipeline.h"
 #include "server/daemon/served_job.h"
 #include "server/sampler/sampling_policy.h"
@@ -43,7 +58,10 @@ struct SchedulerOptions {
 
 class Scheduler {
  public:
-  Scheduler(SchedulerOptions options, ItemPipeline* pipeline);
+  // `cache` and `planner` may be null; when set they must outlive the
+  // scheduler.
+  Scheduler(SchedulerOptions options, ItemPipeline* pipeline, cache::TieredCache* cache = nullptr,
+            CachePlanner* planner = nullptr);
   ~Scheduler();  // stops the thread
 
   void Start();
@@ -69,23 +87,41 @@ class Scheduler {
     uint64_t generation = 0;
     bool in_sampler = false;
     bool finished = false;
+    // Since when the job's ring has been full (its consumer is behind).
+    std::optional<std::chrono::steady_clock::time_point> full_since;
+    uint32_t dataset_index = 0;
+    // Items of the current epoch not delivered yet, indexed by item id, for
+    // as long as their demand is registered with the cache.
+    std::vector<bool> undelivered;
+    uint64_t undelivered_count = 0;
   };
 
   void Loop();
   // Plans a wave under mu_; returns false if no job can take a batch.
   bool PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans, std::vector<ItemTask>* tasks);
   void Publish(SlotPlan& plan);
+  // Leaves the job's current epoch, dropping the demand it still had.
   void LeaveSampler(Production& p);
+  void EnterEpochDemand(Production& p, std::span<const ItemId> items);   // requires mu_
+  void ConsumeDemand(Production& p, ItemId item);                        // requires mu_
+  uint32_t DatasetIndex(const std::shared_ptr<const Dataset>& dataset);  // requires mu_
 
   const SchedulerOptions options_;
   ItemPipeline* const pipeline_;
+  cache::TieredCache* const cache_;
+  CachePlanner* const planner_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;                                             // GUARDED_BY(mu_)
-  bool dirty_ = false;                                            // GUARDED_BY(mu_)
-  std::map<uint64_t, Production> jobs_;                           // GUARDED_BY(mu_)
-  std::map<std::pair<const Dataset*, std::string>, std::unique_ptr<SamplerGroup>> groups_;  // GUARDED_BY(mu_)
+  bool stop_ = false;                    // GUARDED_BY(mu_)
+  bool dirty_ = false;                   // GUARDED_BY(mu_)
+  std::map<uint64_t, Production> jobs_;  // GUARDED_BY(mu_)
+  std::map<std::pair<const Dataset*, std::string>, std::unique_ptr<SamplerGroup>>
+      groups_;  // GUARDED_BY(mu_)
+  // Datasets by index; held so a Dataset's address is never reused for
+  // another while its keys may be in the cache.
+  std::vector<std::shared_ptr<const Dataset>> indexed_datasets_;  // GUARDED_BY(mu_)
+  std::map<const Dataset*, uint32_t> dataset_index_;              // GUARDED_BY(mu_)
   std::thread thread_;
 };
 

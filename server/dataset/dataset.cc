@@ -21,8 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // torchvision.datasets.folder.IMG_EXTENSIONS, matched case-insensitively.
-constexpr const char* kImageExtensions[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp",
-                                            ".pgm", ".tif", ".tiff", ".webp"};
+constexpr const char* kImageExtensions[] = {".jpg", ".jpeg", ".png",  ".ppm", ".bmp",
+                                            ".pgm", ".tif",  ".tiff", ".webp"};
 
 bool HasImageExtension(const std::string& name) {
   std::string lower = name;
@@ -59,7 +59,9 @@ class ScopedFd {
   int fd_;
 };
 
-std::string ErrnoText(int error) { return std::error_code(error, std::generic_category()).message(); }
+std::string ErrnoText(int error) {
+  return std::error_code(error, std::generic_category()).message();
+}
 
 // One directory as os.walk yields it: its path relative to the root, and
 // the names of its non-directory entries.
@@ -75,7 +77,8 @@ Status Walk(const fs::path& boundary, const fs::path& directory, const std::stri
             std::vector<fs::path>& ancestors, std::vector<WalkedDirectory>& out) {
   std::error_code error;
   const fs::path canonical = fs::canonical(directory, error);
-  if (error) return Status::NotFound("cannot resolve " + directory.string() + ": " + error.message());
+  if (error)
+    return Status::NotFound("cannot resolve " + directory.string() + ": " + error.message());
   if (!IsWithin(canonical, boundary)) {
     return Status::PermissionDenied("symlink " + directory.string() + " leads outside the root");
   }
@@ -127,12 +130,12 @@ Result<std::shared_ptr<const Dataset>> Dataset::Open(const fs::path& root,
   const fs::path canonical = fs::canonical(root, error);
   if (error) return Status::NotFound("dataset root " + root.string() + ": " + error.message());
   if (!allowed_roots.empty()) {
-    const bool allowed = std::any_of(allowed_roots.begin(), allowed_roots.end(),
-                                     [&](const fs::path& allowed_root) {
-                                       std::error_code e;
-                                       const fs::path dir = fs::canonical(allowed_root, e);
-                                       return !e && IsWithin(canonical, dir);
-                                     });
+    const bool allowed =
+        std::any_of(allowed_roots.begin(), allowed_roots.end(), [&](const fs::path& allowed_root) {
+          std::error_code e;
+          const fs::path dir = fs::canonical(allowed_root, e);
+          return !e && IsWithin(canonical, dir);
+        });
     if (!allowed) {
       return Status::PermissionDenied("dataset root " + canonical.string() +
                                       " is not under an allowed root");
@@ -186,8 +189,9 @@ Status Dataset::ScanImageFolder() {
     std::vector<fs::path> ancestors;
     GALLEY_RETURN_IF_ERROR(
         Walk(root_, root_ / classes_[label], classes_[label], ancestors, directories));
-    std::sort(directories.begin(), directories.end(),
-              [](const WalkedDirectory& a, const WalkedDirectory& b) { return a.relative < b.relative; });
+    std::sort(
+        directories.begin(), directories.end(),
+        [](const WalkedDirectory& a, const WalkedDirectory& b) { return a.relative < b.relative; });
     const size_t before = size();
     for (WalkedDirectory& directory : directories) {
       std::sort(directory.files.begin(), directory.files.end());
@@ -253,8 +257,9 @@ Status Dataset::ReadManifest() {
   }
   if (in.bad()) return Status::DataLoss("error reading manifest " + root_.string());
   int64_t number = 0;
-  const bool numeric = std::all_of(lines.begin(), lines.end(),
-                                   [&](const Line& line) { return ParseInteger(line.label, number); });
+  const bool numeric = std::all_of(lines.begin(), lines.end(), [&](const Line& line) {
+    return ParseInteger(line.label, number);
+  });
   std::map<std::string, int64_t> class_index;
   if (!numeric) {
     for (const Line& line : lines) class_index.emplace(line.label, 0);
@@ -276,8 +281,8 @@ Status Dataset::ReadManifest() {
 }
 
 std::string_view Dataset::relative_path(ItemId id) const {
-  return std::string_view(path_pool_).substr(path_offsets_[id],
-                                             path_offsets_[id + 1] - path_offsets_[id]);
+  return std::string_view(path_pool_)
+      .substr(path_offsets_[id], path_offsets_[id + 1] - path_offsets_[id]);
 }
 
 int64_t Dataset::label(ItemId id) const { return id < size() ? labels_[id] : -1; }
@@ -311,7 +316,8 @@ Result<std::vector<uint8_t>> Dataset::Read(ItemId id) const {
     return Status::PermissionDenied(file.string() + " resolves outside the dataset root");
   }
   struct stat info {};
-  if (::fstat(fd.get(), &info) != 0) return Status::DataLoss(file.string() + ": " + ErrnoText(errno));
+  if (::fstat(fd.get(), &info) != 0)
+    return Status::DataLoss(file.string() + ": " + ErrnoText(errno));
   if (!S_ISREG(info.st_mode)) return Status::DataLoss(file.string() + " is not a regular file");
   if (static_cast<uint64_t>(info.st_size) > kMaxFileBytes) {
     return Status::ResourceExhausted(file.string() + " is larger than " +
@@ -320,8 +326,8 @@ Result<std::vector<uint8_t>> Dataset::Read(ItemId id) const {
   std::vector<uint8_t> bytes(static_cast<size_t>(info.st_size));
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::pread(fd.get(), bytes.data() + done, bytes.size() - done,
-                              static_cast<off_t>(done));
+    const ssize_t n =
+        ::pread(fd.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return Status::DataLoss(file.string() + ": read failed: " + ErrnoText(errno));
@@ -364,8 +370,9 @@ Result<std::vector<ItemId>> Dataset::Select(const SubsetSpec& subset) const {
   }
   for (ItemId id : subset.ids) {
     if (id >= n) {
-      return Status::InvalidArgument("item " + std::to_string(id) + " is out of range (dataset has " +
-                                     std::to_string(n) + " items)");
+      return Status::InvalidArgument("item " + std::to_string(id) +
+                                     " is out of range (dataset has " + std::to_string(n) +
+                                     " items)");
     }
     chosen[id] = true;
   }

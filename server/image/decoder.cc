@@ -108,7 +108,7 @@ Status CheckPixels(uint64_t width, uint64_t height, const DecodeOptions& options
 }
 
 struct JpegHeader {
-  int width = 0;   // as stored, before orientation
+  int width = 0;  // as stored, before orientation
   int height = 0;
   int colorspace = 0;
 };
@@ -201,8 +201,8 @@ Result<RgbImage> DecodeJpeg(std::span<const uint8_t> bytes, const DecodeOptions&
     // TurboJPEG refused the stream outright. OpenCV's libjpeg warns and pads
     // a truncated stream instead of failing, so only a complete stream (one
     // that reaches its end-of-image marker) is offered to it.
-    const bool complete = bytes.size() >= 4 && bytes[bytes.size() - 2] == 0xFF &&
-                          bytes[bytes.size() - 1] == 0xD9;
+    const bool complete =
+        bytes.size() >= 4 && bytes[bytes.size() - 2] == 0xFF && bytes[bytes.size() - 1] == 0xD9;
     if (!complete) return Status::DataLoss("undecodable JPEG: " + reason);
     auto fallback = DecodeWithOpenCv(bytes, options);
     if (!fallback.ok()) return Status::DataLoss("undecodable JPEG: " + reason);

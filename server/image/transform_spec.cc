@@ -98,7 +98,8 @@ Result<TransformOp> ParseOp(const json& value, size_t index) {
   TransformOp op;
   if (name == "RandomResizedCrop") {
     op.kind = OpKind::kRandomResizedCrop;
-    GALLEY_RETURN_IF_ERROR(CheckFields(value, where, {"op", "size", "scale", "ratio", "interpolation"}));
+    GALLEY_RETURN_IF_ERROR(
+        CheckFields(value, where, {"op", "size", "scale", "ratio", "interpolation"}));
   } else if (name == "Resize") {
     op.kind = OpKind::kResize;
     GALLEY_RETURN_IF_ERROR(CheckFields(value, where, {"op", "size", "interpolation"}));
@@ -115,8 +116,8 @@ Result<TransformOp> ParseOp(const json& value, size_t index) {
   }
   if (op.kind != OpKind::kRandomHorizontalFlip) {
     if (!value.contains("size")) return Invalid(where, "field 'size' is required");
-    GALLEY_ASSIGN_OR_RETURN(op.size,
-                            ParseSize(value["size"], where + " field 'size'", op.kind == OpKind::kResize));
+    GALLEY_ASSIGN_OR_RETURN(
+        op.size, ParseSize(value["size"], where + " field 'size'", op.kind == OpKind::kResize));
   }
   if (value.contains("scale")) {
     GALLEY_ASSIGN_OR_RETURN(op.scale, ParseRange(value["scale"], where + " field 'scale'"));

@@ -6,7 +6,13 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #include <utility>
+#include <vector>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "server/image/resample.h"
 #include "server/image/sample_random.h"
 
 namespace galley::image {
@@ -76,9 +82,7 @@ Rect RandomResizedCropRect(int width, int height, const TransformOp& op, SampleR
 // torchvision's center_crop, padding included: a side longer than the image
 // is padded with zeros, (c - n) // 2 before and the rest after.
 Rect CenterCropRect(int width, int height, int crop_height, int crop_width) {
-  auto offset = [](int n, int c) {
-    return c > n ? -((c - n) / 2) : RoundHalfEven((n - c) / 2.0);
-  };
+  auto offset = [](int n, int c) { return c > n ? -((c - n) / 2) : RoundHalfEven((n - c) / 2.0); };
   return {offset(width, crop_width), offset(height, crop_height), crop_width, crop_height};
 }
 
@@ -149,15 +153,6 @@ Result<Plan> MakePlan(const TransformSpec& spec, int width, int height, SampleRa
   return plan;
 }
 
-int CvInterpolation(Interpolation interpolation, int in_width, int in_height, int out_width,
-                    int out_height) {
-  if (interpolation == Interpolation::kNearest) return cv::INTER_NEAREST_EXACT;  // PIL's rounding
-  // PIL-backed torchvision antialiases when shrinking; INTER_AREA is OpenCV's
-  // antialiasing resampler. Enlarging (on either axis) interpolates.
-  if (out_width <= in_width && out_height <= in_height) return cv::INTER_AREA;
-  return interpolation == Interpolation::kBicubic ? cv::INTER_CUBIC : cv::INTER_LINEAR;
-}
-
 // Two reusable HWC buffers per thread, used alternately so a step can read
 // from one while writing the other.
 class Scratch {
@@ -178,18 +173,25 @@ class Scratch {
 };
 
 // The image between steps: a view (often a ROI of the source, no copy), the
-// pending horizontal flip, and, for scaled decodes, how many stored pixels
-// stand for one logical pixel until the first resize absorbs the difference.
+// pending horizontal flip, and, for scaled decodes, where the logical image
+// lies in the stored pixels (origin and pixels per logical pixel) until the
+// first resize absorbs the difference.
 struct Current {
   cv::Mat mat;
   int buffer = -1;  // scratch buffer holding mat, or -1 for the source
   bool flipped = false;
   int logical_width = 0;
   int logical_height = 0;
+  double origin_x = 0.0;
+  double origin_y = 0.0;
   double scale_x = 1.0;
   double scale_y = 1.0;
   bool scaled() const { return scale_x != 1.0 || scale_y != 1.0; }
 };
+
+RgbView ViewOf(const cv::Mat& mat) {
+  return {mat.ptr<uint8_t>(0), mat.cols, mat.rows, static_cast<ptrdiff_t>(mat.step[0])};
+}
 
 void Crop(Rect rect, Current& current, Scratch& scratch) {
   // A flip is applied at the end, so a crop of the flipped image is the
@@ -198,11 +200,32 @@ void Crop(Rect rect, Current& current, Scratch& scratch) {
   current.logical_width = rect.width;
   current.logical_height = rect.height;
   if (current.scaled()) {
-    const int x0 = static_cast<int>(std::lround(rect.x * current.scale_x));
-    const int y0 = static_cast<int>(std::lround(rect.y * current.scale_y));
-    const int x1 = static_cast<int>(std::lround((rect.x + rect.width) * current.scale_x));
-    const int y1 = static_cast<int>(std::lround((rect.y + rect.height) * current.scale_y));
-    rect = {x0, y0, std::max(1, x1 - x0), std::max(1, y1 - y0)};
+    const double x0 = current.origin_x + rect.x * current.scale_x;
+    const double y0 = current.origin_y + rect.y * current.scale_y;
+    const double x1 = current.origin_x + (rect.x + rect.width) * current.scale_x;
+    const double y1 = current.origin_y + (rect.y + rect.height) * current.scale_y;
+    constexpr double kSlack = 1e-6;  // rounding in the scale itself
+    if (x0 >= 0 && y0 >= 0 && x1 <= current.mat.cols + kSlack &&
+        y1 <= current.mat.rows + kSlack) {
+      // Inside the image: keep the fractional crop for the resize's box,
+      // which samples exactly the region the full-size crop covers.
+      const int ix0 = static_cast<int>(std::floor(x0));
+      const int iy0 = static_cast<int>(std::floor(y0));
+      const int ix1 = std::clamp(static_cast<int>(std::ceil(x1)), ix0 + 1, current.mat.cols);
+      const int iy1 = std::clamp(static_cast<int>(std::ceil(y1)), iy0 + 1, current.mat.rows);
+      current.mat = current.mat(cv::Rect(ix0, iy0, ix1 - ix0, iy1 - iy0));
+      current.origin_x = x0 - ix0;
+      current.origin_y = y0 - iy0;
+      return;
+    }
+    // Padding on a scaled image: whole scaled pixels, within one of the crop.
+    const int ix0 = static_cast<int>(std::lround(x0));
+    const int iy0 = static_cast<int>(std::lround(y0));
+    rect = {ix0, iy0, std::max(1, static_cast<int>(std::lround(x1)) - ix0),
+            std::max(1, static_cast<int>(std::lround(y1)) - iy0)};
+    current.origin_x = current.origin_y = 0.0;
+    current.scale_x = static_cast<double>(rect.width) / current.logical_width;
+    current.scale_y = static_cast<double>(rect.height) / current.logical_height;
   }
   const cv::Rect wanted(rect.x, rect.y, rect.width, rect.height);
   const cv::Rect bounds(0, 0, current.mat.cols, current.mat.rows);
@@ -220,73 +243,251 @@ void Crop(Rect rect, Current& current, Scratch& scratch) {
   current.buffer = scratch.taken();
 }
 
-void Resize(const Step& step, Current& current, Scratch& scratch) {
-  const bool same_size = current.mat.cols == step.width && current.mat.rows == step.height;
+// The resampling geometry of resizing the whole logical image to
+// width x height: the box is the logical image's place in the stored pixels.
+ResizeGeometry ResizeOf(const Current& current, int width, int height) {
+  ResizeGeometry geometry = ResizeGeometry::Whole(ViewOf(current.mat), width, height);
+  if (current.scaled() || current.origin_x != 0.0 || current.origin_y != 0.0) {
+    geometry.box_x0 = current.origin_x;
+    geometry.box_y0 = current.origin_y;
+    geometry.box_x1 = std::min<double>(current.mat.cols,
+                                       current.origin_x + current.logical_width * current.scale_x);
+    geometry.box_y1 = std::min<double>(
+        current.mat.rows, current.origin_y + current.logical_height * current.scale_y);
+  }
+  return geometry;
+}
+
+ResampleFilter FilterOf(Interpolation interpolation) {
+  return interpolation == Interpolation::kBicubic ? ResampleFilter::kBicubic
+                                                  : ResampleFilter::kBilinear;
+}
+
+Status Resize(const Step& step, Current& current, Scratch& scratch) {
+  ResizeGeometry geometry = ResizeOf(current, step.width, step.height);
   current.logical_width = step.width;
   current.logical_height = step.height;
+  current.origin_x = current.origin_y = 0.0;
   current.scale_x = current.scale_y = 1.0;
-  if (same_size) return;
   cv::Mat resized = scratch.Take(step.width, step.height, current.buffer);
   // Horizontal flips commute with resampling (the filters are symmetric), so
   // the pending flip stays pending.
-  cv::resize(current.mat, resized, resized.size(), 0, 0,
-             CvInterpolation(step.interpolation, current.mat.cols, current.mat.rows, step.width,
-                             step.height));
+  if (step.interpolation == Interpolation::kNearest) {
+    // PIL's NEAREST is a point sample, not a filter; OpenCV's exact variant
+    // rounds the same way.
+    cv::resize(current.mat, resized, resized.size(), 0, 0, cv::INTER_NEAREST_EXACT);
+  } else {
+    ResampleOptions options;
+    options.filter = FilterOf(step.interpolation);
+    GALLEY_RETURN_IF_ERROR(ResizeAntialiased(ViewOf(current.mat), geometry, options,
+                                             resized.ptr<uint8_t>(0), resized.step[0]));
+  }
   current.mat = resized;
   current.buffer = scratch.taken();
+  return Status::Ok();
 }
 
-void WriteUInt8(const cv::Mat& image, bool flipped, Layout layout, uint8_t* dst) {
-  const int width = image.cols;
-  const int height = image.rows;
-  const size_t plane = static_cast<size_t>(width) * height;
-  for (int y = 0; y < height; ++y) {
-    const uint8_t* row = image.ptr<uint8_t>(y);
-    if (layout == Layout::kNHWC) {
-      uint8_t* out = dst + static_cast<size_t>(y) * width * 3;
-      if (!flipped) {
-        std::memcpy(out, row, static_cast<size_t>(width) * 3);
-      } else {
-        for (int x = 0; x < width; ++x) std::memcpy(out + x * 3, row + (width - 1 - x) * 3, 3);
+// Pixel x of an interleaved row, or pixel width - 1 - x when mirrored, goes
+// to planes[c][x].
+void SplitChannelsPortable(const uint8_t* rgb, int begin, int width, bool mirrored,
+                           const std::array<uint8_t*, 3>& planes) {
+  for (int x = begin; x < width; ++x) {
+    const uint8_t* pixel = rgb + (mirrored ? width - 1 - x : x) * 3;
+    planes[0][x] = pixel[0];
+    planes[1][x] = pixel[1];
+    planes[2][x] = pixel[2];
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// Byte shuffles that gather one channel of 16 pixels (48 bytes, loaded as
+// three vectors) into 16 bytes: masks[mirrored][channel][vector].
+struct ChannelMasks {
+  int8_t masks[2][3][3][16];
+};
+
+constexpr ChannelMasks MakeChannelMasks() {
+  ChannelMasks result{};
+  for (int mirrored = 0; mirrored < 2; ++mirrored) {
+    for (int channel = 0; channel < 3; ++channel) {
+      for (int part = 0; part < 3; ++part) {
+        for (int j = 0; j < 16; ++j) {
+          const int pixel = mirrored ? 15 - j : j;
+          const int byte = pixel * 3 + channel - part * 16;
+          // A mask byte with the top bit set writes zero.
+          result.masks[mirrored][channel][part][j] =
+              static_cast<int8_t>(byte >= 0 && byte < 16 ? byte : -128);
+        }
       }
+    }
+  }
+  return result;
+}
+
+constexpr ChannelMasks kChannelMasks = MakeChannelMasks();
+
+[[gnu::target("ssse3")]] void SplitChannelsSsse3(const uint8_t* rgb, int width, bool mirrored,
+                                                 const std::array<uint8_t*, 3>& planes) {
+  int x = 0;
+  for (; x + 16 <= width; x += 16) {
+    const uint8_t* src = rgb + (mirrored ? width - 16 - x : x) * 3;
+    __m128i parts[3];
+    for (int part = 0; part < 3; ++part) {
+      parts[part] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16 * part));
+    }
+    for (int channel = 0; channel < 3; ++channel) {
+      const auto& masks = kChannelMasks.masks[mirrored ? 1 : 0][channel];
+      __m128i gathered = _mm_setzero_si128();
+      for (int part = 0; part < 3; ++part) {
+        const __m128i mask = _mm_loadu_si128(reinterpret_cast<const __m128i*>(masks[part]));
+        gathered = _mm_or_si128(gathered, _mm_shuffle_epi8(parts[part], mask));
+      }
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(planes[channel] + x), gathered);
+    }
+  }
+  SplitChannelsPortable(rgb, x, width, mirrored, planes);
+}
+#endif
+
+void SplitChannels(const uint8_t* rgb, int width, bool mirrored,
+                   const std::array<uint8_t*, 3>& planes) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool has_ssse3 = __builtin_cpu_supports("ssse3");
+  if (has_ssse3) {
+    SplitChannelsSsse3(rgb, width, mirrored, planes);
+    return;
+  }
+#endif
+  SplitChannelsPortable(rgb, 0, width, mirrored, planes);
+}
+
+// Turns interleaved RGB rows of the final image into the sample: NCHW or
+// NHWC, uint8 or normalised float32, mirrored when flipped. As a resampler
+// sink it hands out the destination row itself when no conversion is needed.
+class SampleWriter : public RgbRowSink {
+ public:
+  SampleWriter(int width, int height, bool flipped, const OutputSpec& output,
+               const std::array<std::array<float, 256>, 3>& table, std::byte* dst,
+               std::vector<uint8_t>& row)
+      : width_(width),
+        plane_(static_cast<size_t>(width) * height),
+        flipped_(flipped),
+        layout_(output.layout),
+        dtype_(output.dtype),
+        table_(table),
+        dst_(dst),
+        direct_(!flipped && output.layout == Layout::kNHWC && output.dtype == DType::kUInt8) {
+    // One interleaved row, then the same row split into channels.
+    if (row.size() < static_cast<size_t>(width) * 6) row.resize(static_cast<size_t>(width) * 6);
+    row_ = row.data();
+    channel_row_ = row_ + static_cast<size_t>(width) * 3;
+  }
+
+  uint8_t* Row(int y) override {
+    if (direct_) return reinterpret_cast<uint8_t*>(dst_) + static_cast<size_t>(y) * width_ * 3;
+    return row_;
+  }
+  void Done(int y) override {
+    if (!direct_) Write(y, row_);
+  }
+
+  void Write(int y, const uint8_t* rgb) const {
+    if (dtype_ == DType::kUInt8) {
+      WriteBytes(y, rgb);
+    } else {
+      WriteFloats(y, rgb);
+    }
+  }
+
+ private:
+  void WriteBytes(int y, const uint8_t* rgb) const {
+    const int w = width_;
+    uint8_t* dst = reinterpret_cast<uint8_t*>(dst_);
+    if (layout_ == Layout::kNHWC) {
+      uint8_t* out = dst + static_cast<size_t>(y) * w * 3;
+      if (!flipped_) {
+        std::memcpy(out, rgb, static_cast<size_t>(w) * 3);
+      } else {
+        for (int x = 0; x < w; ++x) std::memcpy(out + x * 3, rgb + (w - 1 - x) * 3, 3);
+      }
+      return;
+    }
+    uint8_t* r = dst + static_cast<size_t>(y) * w;
+    SplitChannels(rgb, w, flipped_, {r, r + plane_, r + 2 * plane_});
+  }
+
+  void WriteFloats(int y, const uint8_t* rgb) const {
+    // memcpy per value: dst need not be 4-byte aligned, and compilers turn
+    // this into plain stores.
+    auto store = [](std::byte* at, float value) { std::memcpy(at, &value, sizeof(float)); };
+    const size_t row_start = static_cast<size_t>(y) * width_;
+    const int step = flipped_ ? -3 : 3;
+    const uint8_t* first = rgb + (flipped_ ? width_ - 1 : 0) * 3;
+    if (layout_ == Layout::kNCHW) {
+      // Channels split first: each plane is then one table and one run of
+      // contiguous stores.
+      uint8_t* channels = channel_row_;
+      SplitChannels(rgb, width_, flipped_, {channels, channels + width_, channels + 2 * width_});
+      for (int c = 0; c < 3; ++c) {
+        std::byte* out = dst_ + (c * plane_ + row_start) * sizeof(float);
+        const uint8_t* values = channels + c * width_;
+        const auto& table = table_[c];
+        for (int x = 0; x < width_; ++x) store(out + x * sizeof(float), table[values[x]]);
+      }
+      return;
+    }
+    std::byte* out = dst_ + row_start * 3 * sizeof(float);
+    for (int x = 0; x < width_; ++x, first += step) {
+      for (int c = 0; c < 3; ++c) store(out + (x * 3 + c) * sizeof(float), table_[c][first[c]]);
+    }
+  }
+
+  int width_;
+  size_t plane_;
+  bool flipped_;
+  Layout layout_;
+  DType dtype_;
+  const std::array<std::array<float, 256>, 3>& table_;
+  std::byte* dst_;
+  bool direct_;
+  uint8_t* row_ = nullptr;
+  uint8_t* channel_row_ = nullptr;  // float NCHW: one row split into channels
+};
+
+// Where the output lies in the result of plan step `resize`, when every
+// later step is a flip or a crop inside the image: then only that window of
+// the resize needs computing, written straight into the sample.
+struct FusedOutput {
+  int x = 0;
+  int y = 0;
+  int width = 0;
+  int height = 0;
+  bool flipped = false;
+};
+
+bool FuseAfterResize(const Plan& plan, int resize, bool flipped, FusedOutput& fused) {
+  const Step& step = plan.steps[resize];
+  fused = {0, 0, step.width, step.height, flipped};
+  for (int i = resize + 1; i < plan.count; ++i) {
+    const Step& next = plan.steps[i];
+    if (next.kind == Step::Kind::kFlip) {
+      fused.flipped = !fused.flipped;
       continue;
     }
-    uint8_t* r = dst + static_cast<size_t>(y) * width;
-    uint8_t* g = r + plane;
-    uint8_t* b = g + plane;
-    for (int x = 0; x < width; ++x) {
-      const uint8_t* pixel = row + (flipped ? width - 1 - x : x) * 3;
-      r[x] = pixel[0];
-      g[x] = pixel[1];
-      b[x] = pixel[2];
+    if (next.kind != Step::Kind::kCrop) return false;
+    Rect rect = next.rect;
+    if (fused.flipped) rect.x = fused.width - rect.x - rect.width;
+    if (rect.x < 0 || rect.y < 0 || rect.x + rect.width > fused.width ||
+        rect.y + rect.height > fused.height) {
+      return false;  // padding: take the general path
     }
+    fused.x += rect.x;
+    fused.y += rect.y;
+    fused.width = rect.width;
+    fused.height = rect.height;
   }
+  return true;
 }
-
-void WriteFloat(const cv::Mat& image, bool flipped, Layout layout,
-                const std::array<std::array<float, 256>, 3>& table, std::byte* dst) {
-  const int width = image.cols;
-  const int height = image.rows;
-  const size_t plane = static_cast<size_t>(width) * height;
-  // memcpy per value: dst need not be 4-byte aligned, and compilers turn
-  // this into plain stores.
-  auto store = [dst](size_t index, float value) {
-    std::memcpy(dst + index * sizeof(float), &value, sizeof(float));
-  };
-  for (int y = 0; y < height; ++y) {
-    const uint8_t* row = image.ptr<uint8_t>(y);
-    const size_t row_start = static_cast<size_t>(y) * width;
-    for (int x = 0; x < width; ++x) {
-      const uint8_t* pixel = row + (flipped ? width - 1 - x : x) * 3;
-      for (int c = 0; c < 3; ++c) {
-        const size_t index =
-            layout == Layout::kNCHW ? c * plane + row_start + x : (row_start + x) * 3 + c;
-        store(index, table[c][pixel[c]]);
-      }
-    }
-  }
-}
-
 }  // namespace
 
 TransformPipeline::TransformPipeline(TransformSpec spec) : spec_(std::move(spec)) {
@@ -349,20 +550,40 @@ Status TransformPipeline::Run(const RgbImage& src, int logical_width, int logica
   GALLEY_ASSIGN_OR_RETURN(const Plan plan, MakePlan(spec_, logical_width, logical_height, random));
 
   thread_local Scratch scratch;
+  thread_local std::vector<uint8_t> row;
   Current current;
   current.mat = cv::Mat(src.height, src.width, CV_8UC3, const_cast<uint8_t*>(src.pixels.data()));
   current.logical_width = logical_width;
   current.logical_height = logical_height;
   current.scale_x = static_cast<double>(src.width) / logical_width;
   current.scale_y = static_cast<double>(src.height) / logical_height;
+  int last_resize = -1;
+  for (int i = 0; i < plan.count; ++i) {
+    if (plan.steps[i].kind == Step::Kind::kResize) last_resize = i;
+  }
   for (int i = 0; i < plan.count; ++i) {
     const Step& step = plan.steps[i];
+    FusedOutput fused;
+    if (i == last_resize && step.interpolation != Interpolation::kNearest &&
+        FuseAfterResize(plan, i, current.flipped, fused) && fused.width == spec_.output_width &&
+        fused.height == spec_.output_height) {
+      ResizeGeometry geometry = ResizeOf(current, step.width, step.height);
+      geometry.window_x = fused.x;
+      geometry.window_y = fused.y;
+      geometry.window_width = fused.width;
+      geometry.window_height = fused.height;
+      ResampleOptions options;
+      options.filter = FilterOf(step.interpolation);
+      SampleWriter writer(fused.width, fused.height, fused.flipped, spec_.output, normalized_,
+                          dst.data(), row);
+      return ResizeAntialiased(ViewOf(current.mat), geometry, options, writer);
+    }
     switch (step.kind) {
       case Step::Kind::kCrop:
         Crop(step.rect, current, scratch);
         break;
       case Step::Kind::kResize:
-        Resize(step, current, scratch);
+        GALLEY_RETURN_IF_ERROR(Resize(step, current, scratch));
         break;
       case Step::Kind::kFlip:
         current.flipped = !current.flipped;
@@ -374,12 +595,9 @@ Status TransformPipeline::Run(const RgbImage& src, int logical_width, int logica
     return Status::InvalidArgument(
         "pipeline has no resize after the crop, so it needs full-resolution pixels");
   }
-  if (spec_.output.dtype == DType::kUInt8) {
-    WriteUInt8(current.mat, current.flipped, spec_.output.layout,
-               reinterpret_cast<uint8_t*>(dst.data()));
-  } else {
-    WriteFloat(current.mat, current.flipped, spec_.output.layout, normalized_, dst.data());
-  }
+  const SampleWriter writer(current.mat.cols, current.mat.rows, current.flipped, spec_.output,
+                            normalized_, dst.data(), row);
+  for (int y = 0; y < current.mat.rows; ++y) writer.Write(y, current.mat.ptr<uint8_t>(y));
   return Status::Ok();
 }
 

@@ -44,8 +44,7 @@ class DependentSampler final : public MembershipSampler {
   }
 
  protected:
-  void Decide(std::span<const int> ready,
-              std::array<ItemId, kMaxJobsPerDataset>& chosen) override;
+  void Decide(std::span<const int> ready, std::array<ItemId, kMaxJobsPerDataset>& chosen) override;
 
  private:
   void DecideTree(std::span<const int> ready, std::array<ItemId, kMaxJobsPerDataset>& chosen);

@@ -16,8 +16,7 @@ class IndependentSampler final : public MembershipSampler {
   std::string_view name() const override { return "independent"; }
 
  protected:
-  void Decide(std::span<const int> ready,
-              std::array<ItemId, kMaxJobsPerDataset>& chosen) override;
+  void Decide(std::span<const int> ready, std::array<ItemId, kMaxJobsPerDataset>& chosen) override;
 };
 
 }  // namespace galley

@@ -86,7 +86,7 @@ class MembershipIndex {
   uint32_t AtomFor(SlotMask members);  // finds or creates
   void ReleaseIfEmpty(uint32_t atom);
   void Retire(uint32_t atom);  // off the live list, index reusable; map untouched
-  void Detach(ItemId item);  // removes from its atom, keeps atom_of_ stale
+  void Detach(ItemId item);    // removes from its atom, keeps atom_of_ stale
   void Attach(ItemId item, uint32_t atom);
   void ClearSlot(int slot);  // moves every item off `slot`
   void RecountOverlaps(int slot);

@@ -47,8 +47,8 @@ class MembershipSampler : public SamplingPolicy {
   UniformRandom random_;
 
  private:
-  std::vector<int> ready_slots_;                        // reused across rounds
-  std::array<ItemId, kMaxJobsPerDataset> chosen_{};     // reused across rounds
+  std::vector<int> ready_slots_;                     // reused across rounds
+  std::array<ItemId, kMaxJobsPerDataset> chosen_{};  // reused across rounds
   std::array<SlotMask, kMaxJobsPerDataset> receivers_{};
 };
 

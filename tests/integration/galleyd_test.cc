@@ -1,6 +1,8 @@
 // Integration tests: the real galleyd process, real JPEG files, the real
 // C++ client, and raw sockets for misbehaving peers.
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -312,6 +314,69 @@ TEST_F(GalleydTest, SeekRestartsAtTheRequestedEpoch) {
     last = batch->last_in_epoch();
   }
   EXPECT_EQ(seen.size(), 30u);
+}
+
+}  // namespace
+}  // namespace galley
+
+namespace galley {
+namespace {
+
+// A loopback TCP port that was free a moment ago.
+uint16_t FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string HttpGet(uint16_t port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return "";
+  }
+  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  (void)!::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string response;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) response.append(buffer, n);
+  ::close(fd);
+  return response;
+}
+
+class GalleydMetricsTest : public GalleydTest {
+ protected:
+  std::vector<std::string> ExtraArgs() override {
+    port_ = FreePort();
+    return {"--allowed-root", tmp_.path().string(), "--metrics-port", std::to_string(port_)};
+  }
+  uint16_t port_ = 0;
+};
+
+TEST_F(GalleydMetricsTest, ServesPrometheusTextOnLoopback) {
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  auto job = client->OpenJob(Spec(4));
+  ASSERT_TRUE(job.ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(job->Next(10s).ok());
+  const std::string metrics = HttpGet(port_, "/metrics");
+  EXPECT_NE(metrics.find("200 OK"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("galley_jobs 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("galley_job_samples_total{job=\""), std::string::npos);
+  EXPECT_NE(metrics.find("galley_sampler_loads_per_request{dataset="), std::string::npos);
+  EXPECT_NE(metrics.find("galley_cache_hits_total{tier=\"decoded\"}"), std::string::npos);
+  EXPECT_NE(HttpGet(port_, "/other").find("404"), std::string::npos);
 }
 
 }  // namespace

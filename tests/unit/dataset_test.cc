@@ -71,7 +71,8 @@ TEST_F(DatasetTest, ImageFolderMatchesTorchvisionOrderAndLabels) {
             (std::vector<std::string>{"a/z.WebP", "a/deep/deeper/y.Tif", "b/a.png", "b/x.JPG",
                                       "b/sub/c.jpeg", "b/sub-x/d.jpg", "b/sub/deeper/e.png"}));
   const std::vector<int64_t> expected_labels = {0, 0, 1, 1, 1, 1, 1};
-  for (ItemId id = 0; id < dataset->size(); ++id) EXPECT_EQ(dataset->label(id), expected_labels[id]);
+  for (ItemId id = 0; id < dataset->size(); ++id)
+    EXPECT_EQ(dataset->label(id), expected_labels[id]);
   EXPECT_EQ(dataset->label(99), -1);
   EXPECT_EQ(dataset->total_bytes(), 7u * 4u);
   EXPECT_EQ(dataset->root(), root_);
@@ -133,9 +134,9 @@ TEST_F(DatasetTest, ManifestErrors) {
     StatusCode code;
   };
   const std::vector<Case> cases = {
-      {"a.jpg 3\n", StatusCode::kInvalidArgument},      // no tab
-      {"a.jpg\t\n", StatusCode::kInvalidArgument},      // no label
-      {"\t3\n", StatusCode::kInvalidArgument},          // no path
+      {"a.jpg 3\n", StatusCode::kInvalidArgument},            // no tab
+      {"a.jpg\t\n", StatusCode::kInvalidArgument},            // no label
+      {"\t3\n", StatusCode::kInvalidArgument},                // no path
       {"# only comments\n\n", StatusCode::kInvalidArgument},  // no items
       {"missing.jpg\t1\n", StatusCode::kNotFound},
       {"../outside/secret.jpg\t1\n", StatusCode::kPermissionDenied},

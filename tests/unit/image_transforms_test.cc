@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "server/image/resample.h"
 #include "server/image/transforms.h"
 
 namespace galley::image {
@@ -50,10 +51,24 @@ RgbImage SmoothImage(int width, int height) {
   return image;
 }
 
-std::vector<std::byte> ApplyToBytes(const TransformPipeline& pipeline, const RgbImage& image, uint64_t seed,
-                           uint64_t epoch, uint64_t item) {
+std::vector<std::byte> ApplyToBytes(const TransformPipeline& pipeline, const RgbImage& image,
+                                    uint64_t seed, uint64_t epoch, uint64_t item) {
   std::vector<std::byte> out(pipeline.sample_bytes());
   const Status status = pipeline.Apply(image, seed, epoch, item, out);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  return out;
+}
+
+// The window (x, y, width, height) of image, resized by the resampler that
+// image_resample_test checks against PIL, as NHWC bytes.
+std::vector<std::byte> Resized(const RgbImage& image, int x, int y, int width, int height,
+                               int out_width, int out_height) {
+  const RgbView view{image.pixels.data() + (static_cast<size_t>(y) * image.width + x) * 3, width,
+                     height, static_cast<ptrdiff_t>(image.width) * 3};
+  std::vector<std::byte> out(static_cast<size_t>(out_width) * out_height * 3);
+  const Status status =
+      ResizeAntialiased(view, ResizeGeometry::Whole(view, out_width, out_height), {},
+                        reinterpret_cast<uint8_t*>(out.data()), out_width * 3);
   EXPECT_TRUE(status.ok()) << status.ToString();
   return out;
 }
@@ -62,9 +77,7 @@ uint8_t At(const std::vector<std::byte>& nhwc, int width, int x, int y, int c) {
   return static_cast<uint8_t>(nhwc[(static_cast<size_t>(y) * width + x) * 3 + c]);
 }
 
-json Output(const char* layout = "NHWC") {
-  return {{"layout", layout}, {"dtype", "uint8"}};
-}
+json Output(const char* layout = "NHWC") { return {{"layout", layout}, {"dtype", "uint8"}}; }
 
 TEST(TransformSpecTest, RejectsMalformedSpecsNamingTheField) {
   struct Case {
@@ -83,22 +96,25 @@ TEST(TransformSpecTest, RejectsMalformedSpecsNamingTheField) {
       {{{"ops", {{{"op", "CenterCrop"}, {"size", {4}}, {"colour", 1}}}}}, "unknown field 'colour'"},
       {{{"ops", {{{"op", "RandomResizedCrop"}, {"size", {8}}, {"scale", {1.0, 0.5}}}}}},
        "RandomResizedCrop field 'scale'"},
-      {{{"ops", {{{"op", "RandomResizedCrop"}, {"size", {8}}, {"ratio", {2.0, 1.0}}}}}},
-       "ordered"},
+      {{{"ops", {{{"op", "RandomResizedCrop"}, {"size", {8}}, {"ratio", {2.0, 1.0}}}}}}, "ordered"},
       {{{"ops", {{{"op", "RandomResizedCrop"}, {"size", {8}}, {"ratio", {0.0, 1.0}}}}}},
        "positive"},
       {{{"ops", {{{"op", "RandomResizedCrop"}, {"size", {8}}, {"interpolation", "lanczos"}}}}},
        "interpolation"},
-      {{{"ops", {{{"op", "CenterCrop"}, {"size", {8}}}, {{"op", "RandomHorizontalFlip"}, {"p", 1.5}}}}},
+      {{{"ops",
+         {{{"op", "CenterCrop"}, {"size", {8}}}, {{"op", "RandomHorizontalFlip"}, {"p", 1.5}}}}},
        "RandomHorizontalFlip field 'p'"},
-      {{{"ops", {{{"op", "CenterCrop"}, {"size", {8}}}, {{"op", "RandomHorizontalFlip"}, {"p", "x"}}}}},
+      {{{"ops",
+         {{{"op", "CenterCrop"}, {"size", {8}}}, {{"op", "RandomHorizontalFlip"}, {"p", "x"}}}}},
        "number"},
       {{{"ops", {{{"op", "Resize"}, {"size", {256}}}}}}, "output size depends on the input"},
       {{{"ops", json::array()}}, "output size depends on the input"},
       {{{"ops", {{{"op", "CenterCrop"}, {"size", {8}}}, {{"op", "Resize"}, {"size", {16}}}}}},
        "output size depends on the input"},
-      {{{"ops", {{{"op", "CenterCrop"}, {"size", {8}}}}}, {"output", {{"layout", "CHW"}}}}, "layout"},
-      {{{"ops", {{{"op", "CenterCrop"}, {"size", {8}}}}}, {"output", {{"dtype", "float16"}}}}, "dtype"},
+      {{{"ops", {{{"op", "CenterCrop"}, {"size", {8}}}}}, {"output", {{"layout", "CHW"}}}},
+       "layout"},
+      {{{"ops", {{{"op", "CenterCrop"}, {"size", {8}}}}}, {"output", {{"dtype", "float16"}}}},
+       "dtype"},
       {{{"ops", {{{"op", "CenterCrop"}, {"size", {8}}}}}, {"output", {{"dtype", "float32"}}}},
        "needs 'mean' and 'std'"},
       {{{"ops", {{{"op", "CenterCrop"}, {"size", {8}}}}},
@@ -126,17 +142,16 @@ TEST(TransformSpecTest, RejectsMalformedSpecsNamingTheField) {
 }
 
 TEST(TransformSpecTest, DefaultsAreFilledAndSignaturesCompareMeaning) {
-  const auto short_form = MustParse({{"ops", {{{"op", "RandomResizedCrop"}, {"size", 224}},
-                                              {{"op", "RandomHorizontalFlip"}}}}});
-  const auto long_form = MustParse(
-      {{"ops",
-        {{{"op", "RandomResizedCrop"},
-          {"size", {224, 224}},
-          {"scale", {0.08, 1.0}},
-          {"ratio", {3.0 / 4.0, 4.0 / 3.0}},
-          {"interpolation", "bilinear"}},
-         {{"op", "RandomHorizontalFlip"}, {"p", 0.5}}}},
-       {"output", {{"layout", "NCHW"}, {"dtype", "uint8"}}}});
+  const auto short_form = MustParse(
+      {{"ops", {{{"op", "RandomResizedCrop"}, {"size", 224}}, {{"op", "RandomHorizontalFlip"}}}}});
+  const auto long_form = MustParse({{"ops",
+                                     {{{"op", "RandomResizedCrop"},
+                                       {"size", {224, 224}},
+                                       {"scale", {0.08, 1.0}},
+                                       {"ratio", {3.0 / 4.0, 4.0 / 3.0}},
+                                       {"interpolation", "bilinear"}},
+                                      {{"op", "RandomHorizontalFlip"}, {"p", 0.5}}}},
+                                    {"output", {{"layout", "NCHW"}, {"dtype", "uint8"}}}});
   EXPECT_EQ(short_form.Signature(), long_form.Signature());
   EXPECT_EQ(short_form.ToJson(), long_form.ToJson());
   EXPECT_EQ(short_form.output_height(), 224);
@@ -148,12 +163,13 @@ TEST(TransformSpecTest, DefaultsAreFilledAndSignaturesCompareMeaning) {
   // The canonical JSON parses back to the same pipeline.
   EXPECT_EQ(MustParse(short_form.ToJson()).Signature(), short_form.Signature());
 
-  const auto other_p = MustParse({{"ops", {{{"op", "RandomResizedCrop"}, {"size", 224}},
-                                           {{"op", "RandomHorizontalFlip"}, {"p", 0.25}}}}});
+  const auto other_p = MustParse({{"ops",
+                                   {{{"op", "RandomResizedCrop"}, {"size", 224}},
+                                    {{"op", "RandomHorizontalFlip"}, {"p", 0.25}}}}});
   EXPECT_NE(other_p.Signature(), short_form.Signature());
-  const auto nhwc = MustParse({{"ops", {{{"op", "RandomResizedCrop"}, {"size", 224}},
-                                        {{"op", "RandomHorizontalFlip"}}}},
-                               {"output", Output("NHWC")}});
+  const auto nhwc = MustParse(
+      {{"ops", {{{"op", "RandomResizedCrop"}, {"size", 224}}, {{"op", "RandomHorizontalFlip"}}}},
+       {"output", Output("NHWC")}});
   EXPECT_NE(nhwc.Signature(), short_form.Signature());
 
   const auto eval = MustParse(
@@ -203,40 +219,31 @@ TEST(TransformPipelineTest, CenterCropLargerThanImagePadsWithZeros) {
 
 TEST(TransformPipelineTest, ResizeShorterSideTruncatesTheLongerOne) {
   // 10 x 7 image, Resize(6): the height becomes 6, the width int(6 * 10 / 7) = 8.
-  const auto pipeline = MustParse({{"ops",
-                                    {{{"op", "Resize"}, {"size", {6}}},
-                                     {{"op", "CenterCrop"}, {"size", {6, 8}}}}},
-                                   {"output", Output()}});
+  const auto pipeline = MustParse(
+      {{"ops", {{{"op", "Resize"}, {"size", {6}}}, {{"op", "CenterCrop"}, {"size", {6, 8}}}}},
+       {"output", Output()}});
   const RgbImage image = SmoothImage(10, 7);
-  const auto out = ApplyToBytes(pipeline, image, 0, 0, 0);
-  cv::Mat expected;
-  cv::resize(cv::Mat(7, 10, CV_8UC3, const_cast<uint8_t*>(image.pixels.data())), expected,
-             cv::Size(8, 6), 0, 0, cv::INTER_AREA);
-  ASSERT_EQ(out.size(), expected.total() * 3);
-  EXPECT_EQ(std::memcmp(out.data(), expected.data, out.size()), 0);
+  EXPECT_EQ(ApplyToBytes(pipeline, image, 0, 0, 0), Resized(image, 0, 0, 10, 7, 8, 6));
   // A portrait image: width is the shorter side.
-  const auto portrait = MustParse({{"ops",
-                                    {{{"op", "Resize"}, {"size", {6}}},
-                                     {{"op", "CenterCrop"}, {"size", {8, 6}}}}},
-                                   {"output", Output()}});
+  const auto portrait = MustParse(
+      {{"ops", {{{"op", "Resize"}, {"size", {6}}}, {{"op", "CenterCrop"}, {"size", {8, 6}}}}},
+       {"output", Output()}});
   const auto out2 = ApplyToBytes(portrait, SmoothImage(7, 10), 0, 0, 0);
   EXPECT_EQ(out2.size(), size_t{8} * 6 * 3);
 }
 
-TEST(TransformPipelineTest, UpscalingInterpolatesLinearly) {
+TEST(TransformPipelineTest, UpscalingUsesTheSameFilter) {
+  // PIL (hence torchvision) enlarges with the same bilinear filter it
+  // shrinks with; its support is then one source pixel.
   const auto pipeline =
       MustParse({{"ops", {{{"op", "Resize"}, {"size", {20, 30}}}}}, {"output", Output()}});
   const RgbImage image = SmoothImage(10, 7);
-  const auto out = ApplyToBytes(pipeline, image, 0, 0, 0);
-  cv::Mat expected;
-  cv::resize(cv::Mat(7, 10, CV_8UC3, const_cast<uint8_t*>(image.pixels.data())), expected,
-             cv::Size(30, 20), 0, 0, cv::INTER_LINEAR);
-  EXPECT_EQ(std::memcmp(out.data(), expected.data, out.size()), 0);
+  EXPECT_EQ(ApplyToBytes(pipeline, image, 0, 0, 0), Resized(image, 0, 0, 10, 7, 30, 20));
 }
 
 TEST(TransformPipelineTest, SameSeedEpochItemGiveIdenticalBytes) {
-  const auto pipeline = MustParse({{"ops", {{{"op", "RandomResizedCrop"}, {"size", {32}}},
-                                            {{"op", "RandomHorizontalFlip"}}}}});
+  const auto pipeline = MustParse(
+      {{"ops", {{{"op", "RandomResizedCrop"}, {"size", {32}}}, {{"op", "RandomHorizontalFlip"}}}}});
   const RgbImage image = SmoothImage(200, 150);
   const auto a = ApplyToBytes(pipeline, image, 7, 3, 42);
   EXPECT_EQ(a, ApplyToBytes(pipeline, image, 7, 3, 42));
@@ -249,16 +256,14 @@ TEST(TransformPipelineTest, OutputEqualsTheResizedSourceWindow) {
   const auto pipeline = MustParse(
       {{"ops", {{{"op", "RandomResizedCrop"}, {"size", {24, 32}}}}}, {"output", Output()}});
   const RgbImage image = SmoothImage(300, 200);
-  const cv::Mat source(200, 300, CV_8UC3, const_cast<uint8_t*>(image.pixels.data()));
   for (uint64_t item = 0; item < 50; ++item) {
     auto window = pipeline.SourceWindow(300, 200, 1, 0, item);
     ASSERT_TRUE(window.ok());
-    const auto out = ApplyToBytes(pipeline, image, 1, 0, item);
-    cv::Mat expected;
-    const bool shrink = window->width >= 32 && window->height >= 24;
-    cv::resize(source(cv::Rect(window->x, window->y, window->width, window->height)), expected,
-               cv::Size(32, 24), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
-    EXPECT_EQ(std::memcmp(out.data(), expected.data, out.size()), 0) << "item " << item;
+    // torchvision crops, then resizes the crop: the filter does not reach
+    // past the crop's edges.
+    EXPECT_EQ(ApplyToBytes(pipeline, image, 1, 0, item),
+              Resized(image, window->x, window->y, window->width, window->height, 32, 24))
+        << "item " << item;
     EXPECT_EQ(window->resized_width, 32);
     EXPECT_EQ(window->resized_height, 24);
   }
@@ -270,8 +275,8 @@ TEST(TransformPipelineTest, RandomResizedCropParametersFollowTorchvisionDistribu
   // ratio uniform on [log 3/4, log 4/3], and the offset uniform over the free
   // range. Chi-square over 10 equiprobable bins, 9 degrees of freedom:
   // the critical value at significance 0.001 is 27.88.
-  const auto pipeline = MustParse(
-      {{"ops", {{{"op", "RandomResizedCrop"}, {"size", {8}}, {"scale", {0.08, 0.5}}}}}});
+  const auto pipeline =
+      MustParse({{"ops", {{{"op", "RandomResizedCrop"}, {"size", {8}}, {"scale", {0.08, 0.5}}}}}});
   constexpr int kSide = 2000;
   constexpr int kSamples = 5000;
   constexpr int kBins = 10;
@@ -307,8 +312,8 @@ TEST(TransformPipelineTest, RandomResizedCropParametersFollowTorchvisionDistribu
 TEST(TransformPipelineTest, FallbackCropIsCentredAndClampedToRatio) {
   // scale (5, 6) can never fit, so all ten tries fail: torchvision then takes
   // the centred crop of the full height with width = round(h * 4 / 3).
-  const auto pipeline = MustParse(
-      {{"ops", {{{"op", "RandomResizedCrop"}, {"size", {8}}, {"scale", {5.0, 6.0}}}}}});
+  const auto pipeline =
+      MustParse({{"ops", {{{"op", "RandomResizedCrop"}, {"size", {8}}, {"scale", {5.0, 6.0}}}}}});
   auto window = pipeline.SourceWindow(300, 100, 0, 0, 0);
   ASSERT_TRUE(window.ok());
   EXPECT_EQ(window->height, 100);
@@ -320,10 +325,10 @@ TEST(TransformPipelineTest, FallbackCropIsCentredAndClampedToRatio) {
 TEST(TransformPipelineTest, HorizontalFlipHappensWithProbabilityP) {
   // Flip-only pipeline (plus a no-op Resize to fix the size) on a coordinate
   // image: a flipped output starts with x = width - 1.
-  const auto pipeline = MustParse({{"ops",
-                                    {{{"op", "Resize"}, {"size", {4, 16}}},
-                                     {{"op", "RandomHorizontalFlip"}, {"p", 0.5}}}},
-                                   {"output", Output()}});
+  const auto pipeline = MustParse(
+      {{"ops",
+        {{{"op", "Resize"}, {"size", {4, 16}}}, {{"op", "RandomHorizontalFlip"}, {"p", 0.5}}}},
+       {"output", Output()}});
   const RgbImage image = CoordinateImage(16, 4);
   constexpr int kSamples = 4000;
   int flips = 0;
@@ -338,14 +343,14 @@ TEST(TransformPipelineTest, HorizontalFlipHappensWithProbabilityP) {
   }
   // Binomial(4000, 0.5): standard deviation 31.6; 4 sigma is p ~ 6e-5.
   EXPECT_NEAR(flips, kSamples / 2, 4 * 31.7);
-  const auto never = MustParse({{"ops",
-                                 {{{"op", "Resize"}, {"size", {4, 16}}},
-                                  {{"op", "RandomHorizontalFlip"}, {"p", 0.0}}}},
-                                {"output", Output()}});
-  const auto always = MustParse({{"ops",
-                                  {{{"op", "Resize"}, {"size", {4, 16}}},
-                                   {{"op", "RandomHorizontalFlip"}, {"p", 1.0}}}},
-                                 {"output", Output()}});
+  const auto never = MustParse(
+      {{"ops",
+        {{{"op", "Resize"}, {"size", {4, 16}}}, {{"op", "RandomHorizontalFlip"}, {"p", 0.0}}}},
+       {"output", Output()}});
+  const auto always = MustParse(
+      {{"ops",
+        {{{"op", "Resize"}, {"size", {4, 16}}}, {{"op", "RandomHorizontalFlip"}, {"p", 1.0}}}},
+       {"output", Output()}});
   for (int item = 0; item < 20; ++item) {
     EXPECT_EQ(At(ApplyToBytes(never, image, 5, 0, item), 16, 0, 0, 0), 0);
     EXPECT_EQ(At(ApplyToBytes(always, image, 5, 0, item), 16, 0, 0, 0), 15);
@@ -355,10 +360,10 @@ TEST(TransformPipelineTest, HorizontalFlipHappensWithProbabilityP) {
 TEST(TransformPipelineTest, CropAfterFlipMirrorsTheCrop) {
   // Flip then CenterCrop 2 of 5 columns: torchvision crops columns 2..3 of
   // the flipped image (round(1.5) = 2), i.e. source columns 2 and 1.
-  const auto pipeline = MustParse({{"ops",
-                                    {{{"op", "RandomHorizontalFlip"}, {"p", 1.0}},
-                                     {{"op", "CenterCrop"}, {"size", {1, 2}}}}},
-                                   {"output", Output()}});
+  const auto pipeline = MustParse(
+      {{"ops",
+        {{{"op", "RandomHorizontalFlip"}, {"p", 1.0}}, {{"op", "CenterCrop"}, {"size", {1, 2}}}}},
+       {"output", Output()}});
   const auto out = ApplyToBytes(pipeline, CoordinateImage(5, 1), 0, 0, 0);
   EXPECT_EQ(At(out, 2, 0, 0, 0), 2);
   EXPECT_EQ(At(out, 2, 1, 0, 0), 1);
@@ -406,9 +411,9 @@ TEST(TransformPipelineTest, FloatOutputIsToTensorThenNormalize) {
 }
 
 TEST(TransformPipelineTest, ScaledInputGivesNearlyTheSameSample) {
-  const auto pipeline = MustParse({{"ops", {{{"op", "RandomResizedCrop"}, {"size", {32}}},
-                                            {{"op", "RandomHorizontalFlip"}}}},
-                                   {"output", Output()}});
+  const auto pipeline = MustParse(
+      {{"ops", {{{"op", "RandomResizedCrop"}, {"size", {32}}}, {{"op", "RandomHorizontalFlip"}}}},
+       {"output", Output()}});
   const RgbImage full = SmoothImage(400, 300);
   RgbImage half{200, 150, std::vector<uint8_t>(200 * 150 * 3)};
   cv::resize(cv::Mat(300, 400, CV_8UC3, const_cast<uint8_t*>(full.pixels.data())),

@@ -86,7 +86,8 @@ void RunSchedule(const std::string& policy_name, uint64_t seed) {
       Round round;
       const bool any = policy->Next([&](JobId job) { return ready.at(job); }, &round);
       size_t expected_receivers = 0;
-      for (const auto& [job, model] : jobs) expected_receivers += ready[job] && !model.remaining.empty();
+      for (const auto& [job, model] : jobs)
+        expected_receivers += ready[job] && !model.remaining.empty();
       ASSERT_EQ(any, expected_receivers > 0);
       ASSERT_EQ(round.requests(), expected_receivers);
       std::set<ItemId> items_this_round;

@@ -61,7 +61,8 @@ TEST(SamplingPolicyTest, RefusesMoreThanMaxJobs) {
     SCOPED_TRACE(name);
     auto policy = Make(name);
     const std::vector<ItemId> items = {0, 1};
-    for (JobId job = 0; job < kMaxJobsPerDataset; ++job) ASSERT_TRUE(policy->AddJob(job, items).ok());
+    for (JobId job = 0; job < kMaxJobsPerDataset; ++job)
+      ASSERT_TRUE(policy->AddJob(job, items).ok());
     EXPECT_EQ(policy->AddJob(1000, items).code(), StatusCode::kResourceExhausted);
     policy->RemoveJob(3);
     EXPECT_TRUE(policy->AddJob(1000, items).ok());

@@ -75,7 +75,7 @@ TEST(SharingTest, NestedSubsetsShareAsTheoryPredicts) {
   EXPECT_NEAR(static_cast<double>(dsa.loads), mean, 5 * std::sqrt(variance))
       << "expected " << mean << " loads";
   // The chain couples job k to k-1 only while all earlier jobs agreed, so it
-  // loads more; its excess (hundreds) dwarfs sigma (about 40).
+  // loads more; its excess (hundreds) dwarfs sigma (about 61).
   const Totals chain = RunOneEpoch("dsa-chain", 11, subsets);
   EXPECT_GT(static_cast<double>(chain.loads), mean + 5 * std::sqrt(variance));
 }

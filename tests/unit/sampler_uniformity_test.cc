@@ -56,7 +56,7 @@ struct Scenario {
 struct EpochTables {
   size_t job = 0;
   int epoch = 0;
-  std::vector<ItemId> subset;      // sorted; an item's row is its index here
+  std::vector<ItemId> subset;       // sorted; an item's row is its index here
   std::vector<uint64_t> positions;  // n x n
   std::vector<uint64_t> pairs;      // n x n, first item x second item
 };
@@ -122,8 +122,8 @@ std::vector<EpochTables> Collect(const PolicyFactory& factory, const Scenario& s
             EXPECT_TRUE(policy->AddJob(static_cast<JobId>(j), plan.subset).ok());
           }
         }
-        ready[j] = r % plan.period == 0 &&
-                   std::bernoulli_distribution(1.0 - plan.mask_probability)(masks);
+        ready[j] =
+            r % plan.period == 0 && std::bernoulli_distribution(1.0 - plan.mask_probability)(masks);
       }
       if (policy->Next([&](JobId job) { return static_cast<bool>(ready[job]); }, &round)) {
         for (const Delivery& d : round.deliveries) {
@@ -186,8 +186,7 @@ std::vector<Scenario> Scenarios() {
       {"nested", {{Range(0, 8)}, {Range(0, 6)}, {Range(0, 4)}}},
       {"pairwise", {{kPairA}, {kPairB}, {kPairC}}},
       // Random masks and a job at half speed on the pairwise mix.
-      {"masked_speeds",
-       {{kPairA, 0, 0.3}, {kPairB, 0, 0.5}, {kPairC, 0, 0.0, /*period=*/2}}},
+      {"masked_speeds", {{kPairA, 0, 0.3}, {kPairB, 0, 0.5}, {kPairC, 0, 0.0, /*period=*/2}}},
       // Jobs arriving mid-epoch of others, the first running two epochs so its
       // second one starts while the others are mid-way.
       {"staggered",
@@ -211,15 +210,14 @@ TEST_P(UniformityTest, EveryEpochIsAUniformPermutation) {
       << policy_name << " on " << scenario.name << ": " << verdict.worst;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Policies, UniformityTest,
-    ::testing::Combine(::testing::Values("dsa", "dsa-chain", "independent"),
-                       ::testing::Range<size_t>(0, 5)),
-    [](const auto& info) {
-      std::string name = std::get<0>(info.param);
-      std::replace(name.begin(), name.end(), '-', '_');
-      return name + "_" + Scenarios()[std::get<1>(info.param)].name;
-    });
+INSTANTIATE_TEST_SUITE_P(Policies, UniformityTest,
+                         ::testing::Combine(::testing::Values("dsa", "dsa-chain", "independent"),
+                                            ::testing::Range<size_t>(0, 5)),
+                         [](const auto& info) {
+                           std::string name = std::get<0>(info.param);
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name + "_" + Scenarios()[std::get<1>(info.param)].name;
+                         });
 
 // Each job draws alone, giving the lowest remaining id weight 1.05 against 1
 // for every other item: a 5% relative bias.
@@ -242,8 +240,9 @@ class BiasedSampler final : public SamplingPolicy {
       const double others = static_cast<double>(items.size() - 1);
       double u = std::uniform_real_distribution<double>(0, others + 1.05)(random_);
       auto it = items.begin();
-      if (u >= 1.05) it = std::next(it, 1 + std::min<long>(static_cast<long>(u - 1.05),
-                                                            static_cast<long>(others) - 1));
+      if (u >= 1.05)
+        it = std::next(
+            it, 1 + std::min<long>(static_cast<long>(u - 1.05), static_cast<long>(others) - 1));
       round->deliveries.push_back({*it, {job}});
       items.erase(it);
     }

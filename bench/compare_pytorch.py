@@ -1,0 +1,709 @@
+#!/usr/bin/python3
+"""End-to-end throughput of galley against torch.utils.data.DataLoader.
+
+Usage:
+  bench/compare_pytorch.py [--images 5000] [--batch-size 64]
+                           [--scenarios 1job,4same,4overlap,8same,warm]
+                           [--batches-per-job N] [--galleyd PATH] [--results DIR] [--quick]
+
+Both sides read the same generated ImageNet-like JPEG ImageFolder
+(scripts/make_demo_dataset.py into .demo/bench-<N>) and produce uint8 NCHW
+batches of RandomResizedCrop(224) + RandomHorizontalFlip. galley: a fresh
+galleyd per scenario (default worker threads, temporary socket) and one
+galley.DataLoader per job process. PyTorch: one torch.utils.data.DataLoader
+over torchvision's ImageFolder per job process, 2 workers each, shuffled.
+
+Every job is its own process. It takes one batch untimed (process start,
+worker spawn and job open stay out of the measurement), then times the next
+batches; the aggregate is the timed images of all jobs over the wall time from
+the first job's start to the last job's end. The page cache holds every file
+before each side runs. CPU is counted over each job's timed window from
+/proc: the job process and its descendants (PyTorch's workers), plus, for
+galley, galleyd's utime + stime between the first start and the last end.
+
+The cost-model limit (bench/README.md) uses per-item read, decode and
+augment costs measured by galleyd in the same run.
+
+Writes DIR/compare_pytorch.csv and DIR/compare_pytorch.png and prints a table.
+"""
+
+import argparse
+import atexit
+import csv
+import json
+import math
+import multiprocessing as mp
+import os
+import queue
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "python"))
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PR_SET_PDEATHSIG = 1
+ALL_SCENARIOS = ["1job", "4same", "4overlap", "8same", "warm"]
+OVERLAP_FRACTION = 0.75
+OVERLAP_STAGGER_S = 2.0
+SUBSET_SEED = 20240611
+
+
+# -- /proc accounting -----------------------------------------------------------------------
+
+
+def _stat_fields(pid):
+    """Fields of /proc/<pid>/stat after the command name: [0] is field 3 (state)."""
+    with open(f"/proc/{pid}/stat") as f:
+        data = f.read()
+    return data[data.rindex(")") + 2:].split()
+
+
+def process_cpu_seconds(pid):
+    """utime + stime of one process (all its threads)."""
+    fields = _stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def tree_cpu_seconds(root):
+    """utime + stime of `root` and every live descendant of it."""
+    parent_of, cpu = {}, {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fields = _stat_fields(name)
+        except (OSError, ValueError, IndexError):
+            continue  # exited while we looked
+        pid = int(name)
+        parent_of[pid] = int(fields[1])
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    children = {}
+    for pid, parent in parent_of.items():
+        children.setdefault(parent, []).append(pid)
+    total, stack = 0.0, [root]
+    while stack:
+        pid = stack.pop()
+        total += cpu.get(pid, 0.0)
+        stack.extend(children.get(pid, []))
+    return total
+
+
+def peak_rss_bytes(pid):
+    """VmHWM of a live process, in bytes."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def die_with_parent():
+    """Asks the kernel to SIGKILL this process when its parent exits."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except Exception:
+        pass
+
+
+def _torch_worker_init(_worker_id):
+    die_with_parent()
+
+
+# -- one job process ------------------------------------------------------------------------
+
+
+def _touch(images):
+    # A consumer reads the batch; a checksum of one pixel per sample reaches
+    # every sample's memory without making the consumer the bottleneck.
+    return int(images[:, :, 0, 0].sum())
+
+
+def _galley_snapshot(socket, daemon_pid):
+    import galley
+    return {"status": galley.query("status", socket=socket),
+            "daemon_cpu": process_cpu_seconds(daemon_pid)}
+
+
+def run_job(spec, barrier, results, parent_pid):
+    """Body of one job process; puts ("ok", index, row) or ("error", index, text)."""
+    index = spec["index"]
+    try:
+        die_with_parent()
+        if os.getppid() != parent_pid:
+            return
+        if spec["side"] == "galley":
+            import galley
+            from galley import transforms as GT
+        else:
+            import torch
+            import torchvision
+            from torchvision import transforms as TT
+        barrier.wait(timeout=spec["barrier_timeout"])
+        time.sleep(spec["delay"])
+
+        if spec["side"] == "galley":
+            loader = galley.DataLoader(
+                spec["dataset"], batch_size=spec["batch_size"],
+                transform=GT.Compose([GT.RandomResizedCrop(224), GT.RandomHorizontalFlip()]),
+                seed=spec["seed"], indices=spec["indices"], socket=spec["socket"],
+                name=f"bench-{spec['scenario']}-{index}", timeout=spec["batch_timeout"])
+            segment_bytes = int(loader.info["segment_bytes"])
+        else:
+            dataset = torchvision.datasets.ImageFolder(
+                spec["dataset"],
+                transform=TT.Compose([TT.RandomResizedCrop(224), TT.RandomHorizontalFlip(),
+                                      TT.PILToTensor()]))
+            if spec["indices"] is not None:
+                dataset = torch.utils.data.Subset(dataset, spec["indices"])
+            loader = torch.utils.data.DataLoader(
+                dataset, batch_size=spec["batch_size"], shuffle=True,
+                num_workers=spec["torch_workers"], worker_init_fn=_torch_worker_init,
+                generator=torch.Generator().manual_seed(spec["seed"]))
+            segment_bytes = None
+
+        checksum = 0
+        for _ in range(spec["untimed_epochs"]):
+            for images, _labels in loader:
+                checksum += _touch(images)
+
+        batches = iter(loader)
+        images, _labels = next(batches)  # untimed: worker spawn, job open, first fill
+        checksum += _touch(images)
+        del images, _labels
+
+        snapshot_begin = None
+        if spec["side"] == "galley":
+            snapshot_begin = _galley_snapshot(spec["socket"], spec["daemon_pid"])
+        cpu_begin = tree_cpu_seconds(os.getpid())
+        t_begin = time.monotonic()
+        count = 0
+        for _ in range(spec["batches"] - 1):
+            images, labels = next(batches)
+            checksum += _touch(images)
+            count += int(labels.shape[0])
+        del images, labels
+        t_end = time.monotonic()
+        cpu_end = tree_cpu_seconds(os.getpid())
+        snapshot_end = None
+        if spec["side"] == "galley":
+            snapshot_end = _galley_snapshot(spec["socket"], spec["daemon_pid"])
+        row = {"index": index, "images": count, "t_begin": t_begin, "t_end": t_end,
+               "cpu": cpu_end - cpu_begin, "segment_bytes": segment_bytes,
+               "snapshot_begin": snapshot_begin, "snapshot_end": snapshot_end,
+               "checksum": checksum}
+        del batches
+        if spec["side"] == "galley":
+            loader.close()
+        results.put(("ok", index, row))
+    except BaseException:
+        try:
+            barrier.abort()
+        except Exception:
+            pass
+        results.put(("error", index, traceback.format_exc()))
+
+
+# -- the orchestrator -----------------------------------------------------------------------
+
+
+class Children:
+    """Every process this benchmark starts, so that any exit path ends them."""
+
+    def __init__(self):
+        self.processes = []  # multiprocessing.Process
+        self.daemons = []    # subprocess.Popen
+
+    def kill_all(self):
+        for p in self.processes:
+            if p.is_alive():
+                p.kill()
+        for p in self.processes:
+            p.join(timeout=5)
+        self.processes.clear()
+        for d in self.daemons:
+            stop_daemon(d)
+        self.daemons.clear()
+
+
+CHILDREN = Children()
+
+
+def stop_daemon(proc):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def start_daemon(galleyd, dataset, run_dir, cache_bytes):
+    socket = os.path.join(run_dir, "galleyd.sock")
+    log = open(os.path.join(run_dir, "galleyd.log"), "wb")
+    cmd = [galleyd, "--socket", socket, "--allowed-root", str(dataset)]
+    if cache_bytes is not None:
+        cmd += ["--cache-bytes", str(int(cache_bytes))]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+    log.close()
+    CHILDREN.daemons.append(proc)
+    deadline = time.monotonic() + 20
+    while not os.path.exists(socket):
+        if proc.poll() is not None:
+            raise RuntimeError(f"galleyd exited with {proc.returncode}: {read_tail(run_dir)}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"galleyd did not open {socket}: {read_tail(run_dir)}")
+        time.sleep(0.05)
+    return proc, socket
+
+
+def read_tail(run_dir, lines=5):
+    try:
+        with open(os.path.join(run_dir, "galleyd.log"), errors="replace") as f:
+            return " | ".join(f.read().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def warm_page_cache(files):
+    for path in files:
+        with open(path, "rb") as f:
+            while f.read(1 << 20):
+                pass
+
+
+def list_images(dataset):
+    return sorted(str(p) for p in Path(dataset).rglob("*.jpg"))
+
+
+def decoded_bytes(files):
+    from PIL import Image
+    total = 0
+    for path in files:
+        with Image.open(path) as im:  # reads the header only
+            w, h = im.size
+        total += w * h * 3
+    return total
+
+
+def run_jobs(side, scenario, specs, args):
+    """Starts one process per spec, releases them together, returns their rows."""
+    ctx = mp.get_context("spawn")
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_before = usage.ru_utime + usage.ru_stime
+    barrier = ctx.Barrier(len(specs) + 1)
+    results = ctx.Queue()
+    procs = []
+    for spec in specs:
+        spec["barrier_timeout"] = 120.0
+        p = ctx.Process(target=run_job, args=(spec, barrier, results, os.getpid()),
+                        name=f"{side}-{scenario}-{spec['index']}")
+        p.start()
+        CHILDREN.processes.append(p)
+        procs.append(p)
+    try:
+        barrier.wait(timeout=120.0)
+    except Exception:
+        pass  # a job failed before the start: its error arrives on the queue
+    rows, errors = {}, []
+    deadline = time.monotonic() + args.job_timeout
+    while len(rows) + len(errors) < len(specs):
+        try:
+            kind, index, payload = results.get(timeout=1.0)
+        except queue.Empty:
+            if time.monotonic() > deadline:
+                errors.append(f"timed out after {args.job_timeout:.0f} s")
+                break
+            if not any(p.is_alive() for p in procs):
+                try:  # a last result may still be in flight
+                    kind, index, payload = results.get(timeout=2.0)
+                except queue.Empty:
+                    errors.append("job processes exited without a result")
+                    break
+            else:
+                continue
+        if kind == "ok":
+            rows[index] = payload
+        else:
+            errors.append(f"job {index}: {payload.strip().splitlines()[-1]}")
+            if args.verbose:
+                print(payload, file=sys.stderr)
+    for p in procs:
+        p.join(timeout=30)
+        if p.is_alive():
+            p.kill()
+            p.join()
+        CHILDREN.processes.remove(p)
+    if errors:
+        raise RuntimeError("; ".join(errors[:3]))
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    lifetime_cpu = usage.ru_utime + usage.ru_stime - cpu_before
+    return [rows[i] for i in sorted(rows)], lifetime_cpu
+
+
+def summarize(rows):
+    first = min(rows, key=lambda r: r["t_begin"])
+    last = max(rows, key=lambda r: r["t_end"])
+    images = sum(r["images"] for r in rows)
+    wall = last["t_end"] - first["t_begin"]
+    per_job = [r["images"] / (r["t_end"] - r["t_begin"]) for r in rows]
+    return {"images": images, "wall_s": wall, "images_per_s": images / wall,
+            "job_ips_min": min(per_job), "job_ips_mean": sum(per_job) / len(per_job),
+            "job_ips_max": max(per_job), "jobs_cpu_s": sum(r["cpu"] for r in rows),
+            "first": first, "last": last}
+
+
+def _sum_samplers(status, key):
+    return sum(float(s.get(key, 0)) for s in status.get("samplers", []))
+
+
+def cost_model(begin, end, cores):
+    """Per-item costs and the cost-model limit from two status documents.
+
+    Work fractions per request come from the window's counter deltas; per-item
+    costs from the same deltas where the window did that work, else from the
+    run so far (the warm epoch decodes nothing: its decode cost is epoch 1's).
+    """
+    pb, pe = begin.get("pipeline", {}), end.get("pipeline", {})
+
+    def delta(key):
+        return float(pe.get(key, 0)) - float(pb.get(key, 0))
+
+    requests = _sum_samplers(end, "requests") - _sum_samplers(begin, "requests")
+    loads = _sum_samplers(end, "loads") - _sum_samplers(begin, "loads")
+    out = {"requests": requests, "loads_per_request": loads / requests if requests else None}
+    total_cost = 0.0
+    for stage, count_key in (("read", "file_reads"), ("decode", "decodes"), ("augment", "augments")):
+        n, s = delta(count_key), delta(f"{stage}_seconds")
+        if n <= 0:
+            n, s = float(pe.get(count_key, 0)), float(pe.get(f"{stage}_seconds", 0))
+        per_item = s / n if n > 0 else None
+        per_request = delta(count_key) / requests if requests else None
+        out[f"{stage}_s_per_item"] = per_item
+        out[f"{count_key}_per_request"] = per_request
+        if per_item is not None and per_request is not None:
+            total_cost += per_request * per_item
+    for hit in ("decoded_hits", "encoded_hits", "augmented_hits"):
+        out[f"{hit}_per_request"] = delta(hit) / requests if requests and hit in pe else None
+    copy_s = 0.0
+    total_cost += copy_s
+    out["limit_images_per_s"] = cores / total_cost if total_cost > 0 else None
+    return out
+
+
+def scenario_specs(name, args, n_images):
+    """(jobs, per-job subset or None, per-job delay, untimed epochs) of a scenario."""
+    import numpy as np
+    if name == "1job":
+        return 1, [None], [0.0], 0
+    if name == "4same":
+        return 4, [None] * 4, [0.0] * 4, 0
+    if name == "8same":
+        return 8, [None] * 8, [0.0] * 8, 0
+    if name == "4overlap":
+        size = int(round(OVERLAP_FRACTION * n_images))
+        subsets = [sorted(int(i) for i in np.random.default_rng([SUBSET_SEED, k])
+                          .choice(n_images, size=size, replace=False)) for k in range(4)]
+        return 4, subsets, [k * OVERLAP_STAGGER_S for k in range(4)], 0
+    if name == "warm":
+        return 1, [None], [0.0], 1
+    raise ValueError(f"unknown scenario {name!r}")
+
+
+def run_side(side, name, args, ctx):
+    jobs, subsets, delays, untimed_epochs = scenario_specs(name, args, len(ctx["files"]))
+    batches = args.batches_per_job
+    for subset in subsets:
+        size = len(ctx["files"]) if subset is None else len(subset)
+        batches = min(batches, size // args.batch_size)
+    if batches < 2:
+        raise RuntimeError("fewer than 2 full batches per job; use more --images")
+    warm_page_cache(ctx["files"])
+    specs = [{"side": side, "scenario": name, "index": k, "dataset": str(ctx["dataset"]),
+              "batch_size": args.batch_size, "batches": batches, "indices": subsets[k],
+              "seed": 1000 + k, "delay": delays[k], "untimed_epochs": untimed_epochs,
+              "torch_workers": args.torch_workers, "batch_timeout": 300.0}
+             for k in range(jobs)]
+    result = {"scenario": name, "side": side, "jobs": jobs, "batches_per_job": batches,
+              "loadavg_1m": os.getloadavg()[0]}
+    if side == "pytorch":
+        rows, lifetime_cpu = run_jobs(side, name, specs, args)
+        result["jobs_lifetime_cpu_s"] = lifetime_cpu
+        s = summarize(rows)
+        result.update({k: v for k, v in s.items() if k not in ("first", "last")})
+        result["cpu_s"] = s["jobs_cpu_s"]
+        result["cpu_s_per_image"] = s["jobs_cpu_s"] / s["images"]
+        return result
+
+    cache_bytes = args.cache_bytes
+    if name == "warm":
+        cache_bytes = ctx["warm_cache_bytes"]
+    run_dir = tempfile.mkdtemp(prefix="galley-bench-")
+    daemon = None
+    try:
+        daemon, socket = start_daemon(args.galleyd, ctx["dataset"], run_dir, cache_bytes)
+        for spec in specs:
+            spec["socket"], spec["daemon_pid"] = socket, daemon.pid
+        rows, lifetime_cpu = run_jobs(side, name, specs, args)
+        result["jobs_lifetime_cpu_s"] = lifetime_cpu
+        s = summarize(rows)
+        result.update({k: v for k, v in s.items() if k not in ("first", "last")})
+        daemon_cpu = (s["last"]["snapshot_end"]["daemon_cpu"] -
+                      s["first"]["snapshot_begin"]["daemon_cpu"])
+        result["daemon_cpu_s"] = daemon_cpu
+        result["cpu_s"] = s["jobs_cpu_s"] + daemon_cpu
+        result["cpu_s_per_image"] = result["cpu_s"] / s["images"]
+        result["daemon_peak_rss_bytes"] = peak_rss_bytes(daemon.pid)
+        result["shm_per_job_bytes"] = max(r["segment_bytes"] for r in rows)
+        result["cache_bytes"] = cache_bytes
+        model = cost_model(s["first"]["snapshot_begin"]["status"],
+                           s["last"]["snapshot_end"]["status"], args.cores)
+        result.update(model)
+        if model["limit_images_per_s"]:
+            result["fraction_of_limit"] = s["images_per_s"] / model["limit_images_per_s"]
+        if args.verbose:
+            import galley
+            print(json.dumps(galley.query("status", socket=socket), indent=1), file=sys.stderr)
+    finally:
+        if daemon is not None:
+            stop_daemon(daemon)
+            CHILDREN.daemons.remove(daemon)
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return result
+
+
+# -- reporting ------------------------------------------------------------------------------
+
+CSV_FIELDS = [
+    "scenario", "side", "jobs", "batches_per_job", "images", "wall_s", "images_per_s", "ratio",
+    "job_ips_min", "job_ips_mean", "job_ips_max", "cpu_s", "cpu_s_per_image", "daemon_cpu_s",
+    "jobs_cpu_s", "jobs_lifetime_cpu_s", "daemon_peak_rss_bytes", "shm_per_job_bytes", "cache_bytes",
+    "loads_per_request", "file_reads_per_request", "decodes_per_request",
+    "augments_per_request", "decoded_hits_per_request", "encoded_hits_per_request",
+    "augmented_hits_per_request", "read_s_per_item", "decode_s_per_item",
+    "augment_s_per_item", "limit_images_per_s", "fraction_of_limit", "loadavg_1m", "error",
+]
+
+
+def _fmt(value, spec, missing="-"):
+    if value is None:
+        return missing
+    try:
+        return format(value, spec)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _mib(value):
+    return None if value is None else value / (1 << 20)
+
+
+def _ms(value):
+    return None if value is None else value * 1e3
+
+
+def print_scenario(name, g, t):
+    ratio = g.get("images_per_s") / t["images_per_s"] if g.get("images_per_s") and t.get(
+        "images_per_s") else None
+    print(f"\n== {name}")
+    for label, r in (("galley", g), ("pytorch", t)):
+        if r.get("error"):
+            print(f"  {label:8s} ERROR: {r['error']}")
+            continue
+        print(f"  {label:8s} {r['images_per_s']:8.1f} images/s aggregate "
+              f"({r['images']} images in {r['wall_s']:.1f} s; per job "
+              f"{r['job_ips_min']:.1f}..{r['job_ips_max']:.1f}), "
+              f"{r['cpu_s_per_image'] * 1e3:.2f} CPU ms/image")
+    if ratio:
+        print(f"  ratio galley/pytorch {ratio:.2f}x")
+    if not g.get("error"):
+        print(f"  galleyd peak RSS {_fmt(_mib(g.get('daemon_peak_rss_bytes')), '.0f')} MiB, "
+              f"shm per job {_fmt(_mib(g.get('shm_per_job_bytes')), '.1f')} MiB, "
+              f"loads/request {_fmt(g.get('loads_per_request'), '.3f')} "
+              f"(file reads {_fmt(g.get('file_reads_per_request'), '.3f')}, decodes "
+              f"{_fmt(g.get('decodes_per_request'), '.3f')}, decoded-cache hits "
+              f"{_fmt(g.get('decoded_hits_per_request'), '.3f')} per request)")
+        print(f"  per item: read {_fmt(_ms(g.get('read_s_per_item')), '.2f')} ms, decode "
+              f"{_fmt(_ms(g.get('decode_s_per_item')), '.2f')} ms, augment "
+              f"{_fmt(_ms(g.get('augment_s_per_item')), '.2f')} ms -> limit "
+              f"{_fmt(g.get('limit_images_per_s'), '.1f')} images/s, measured/limit "
+              f"{_fmt(g.get('fraction_of_limit'), '.2f')}")
+    sys.stdout.flush()
+    return ratio
+
+
+def print_table(pairs):
+    header = (f"{'scenario':9s} {'jobs':>4s} {'galley/s':>9s} {'torch/s':>8s} {'ratio':>6s} "
+              f"{'g ms/img':>8s} {'t ms/img':>8s} {'RSS MiB':>8s} {'shm MiB':>8s} "
+              f"{'loads/req':>9s} {'rd/dec/aug ms':>15s} {'limit/s':>8s} {'of limit':>8s}")
+    print("\n" + header)
+    print("-" * len(header))
+    for name, g, t, ratio in pairs:
+        costs = "/".join(_fmt(_ms(g.get(k)), ".1f") for k in
+                         ("read_s_per_item", "decode_s_per_item", "augment_s_per_item"))
+        print(f"{name:9s} {g.get('jobs', t.get('jobs', 0)):>4d} "
+              f"{_fmt(g.get('images_per_s'), '.1f', 'ERR'):>9s} "
+              f"{_fmt(t.get('images_per_s'), '.1f', 'ERR'):>8s} {_fmt(ratio, '.2f'):>6s} "
+              f"{_fmt(_ms(g.get('cpu_s_per_image')), '.2f'):>8s} "
+              f"{_fmt(_ms(t.get('cpu_s_per_image')), '.2f'):>8s} "
+              f"{_fmt(_mib(g.get('daemon_peak_rss_bytes')), '.0f'):>8s} "
+              f"{_fmt(_mib(g.get('shm_per_job_bytes')), '.1f'):>8s} "
+              f"{_fmt(g.get('loads_per_request'), '.3f'):>9s} {costs:>15s} "
+              f"{_fmt(g.get('limit_images_per_s'), '.1f'):>8s} "
+              f"{_fmt(g.get('fraction_of_limit'), '.2f'):>8s}")
+
+
+def write_csv(path, pairs):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        w.writeheader()
+        for _name, g, t, ratio in pairs:
+            for r in (g, t):
+                row = dict(r)
+                row["ratio"] = ratio
+                w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_FIELDS})
+
+
+def write_plot(path, pairs, title):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = [p[0] for p in pairs]
+    gv = [p[1].get("images_per_s") or 0.0 for p in pairs]
+    tv = [p[2].get("images_per_s") or 0.0 for p in pairs]
+    x = range(len(names))
+    width = 0.38
+    fig, ax = plt.subplots(figsize=(1.8 * len(names) + 3, 4.5))
+    ax.bar([i - width / 2 for i in x], gv, width, label="galley")
+    ax.bar([i + width / 2 for i in x], tv, width, label="PyTorch DataLoader (2 workers/job)")
+    for i, (_name, _g, _t, ratio) in enumerate(pairs):
+        top = max(gv[i], tv[i])
+        ax.annotate(f"{ratio:.2f}x" if ratio else "n/a", (i, top), xytext=(0, 4),
+                    textcoords="offset points", ha="center", fontweight="bold")
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(names)
+    ax.set_ylabel("aggregate images/s")
+    ax.set_title(title, fontsize=9)
+    ax.set_ylim(0, max(gv + tv + [1.0]) * 1.18)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# -- main -----------------------------------------------------------------------------------
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--images", type=int, default=None, help="dataset size (default 5000)")
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--scenarios", default=None, help=f"comma list of {','.join(ALL_SCENARIOS)}")
+    p.add_argument("--batches-per-job", type=int, default=None,
+                   help="batches each job takes, the first untimed (default: one epoch)")
+    p.add_argument("--galleyd", default=str(REPO / "build/server/daemon/galleyd"))
+    p.add_argument("--results", default=str(REPO / "results"))
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: 800 images, 1job and 4same")
+    p.add_argument("--cache-bytes", type=int, default=None,
+                   help="galleyd --cache-bytes outside the warm scenario (default: the daemon's)")
+    p.add_argument("--torch-workers", type=int, default=2)
+    p.add_argument("--cores", type=int, default=os.cpu_count() or 1,
+                   help="cores in the cost-model limit (default: this machine's)")
+    p.add_argument("--job-timeout", type=float, default=1800.0,
+                   help="seconds a side of a scenario may take")
+    p.add_argument("--verbose", action="store_true")
+    args = p.parse_args()
+    if args.images is None:
+        args.images = 800 if args.quick else 5000
+    if args.scenarios is None:
+        args.scenarios = "1job,4same" if args.quick else ",".join(ALL_SCENARIOS)
+    args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    for s in args.scenarios:
+        if s not in ALL_SCENARIOS:
+            p.error(f"unknown scenario {s!r}")
+    if args.batches_per_job is None:
+        args.batches_per_job = args.images // args.batch_size
+    if args.batches_per_job < 2:
+        p.error("need at least 2 batches per job (the first is untimed)")
+    return args
+
+
+def _on_signal(signum, _frame):
+    raise SystemExit(128 + signum)
+
+
+def main():
+    args = parse_args()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+    atexit.register(CHILDREN.kill_all)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO / "python")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+
+    dataset = REPO / ".demo" / f"bench-{args.images}"
+    subprocess.run([sys.executable, str(REPO / "scripts/make_demo_dataset.py"), str(dataset),
+                    "--images", str(args.images), "--classes", str(args.classes)], check=True)
+    files = list_images(dataset)
+    if len(files) != args.images:
+        sys.exit(f"{dataset} holds {len(files)} images, expected {args.images}")
+    ctx = {"dataset": dataset, "files": files}
+    if "warm" in args.scenarios:
+        size = decoded_bytes(files)
+        # Room beyond the pixels for per-entry bookkeeping and the planner's split.
+        ctx["warm_cache_bytes"] = int(math.ceil(size * 1.25 / (1 << 20))) << 20
+        print(f"decoded size of the dataset: {size / (1 << 20):.0f} MiB; warm scenario "
+              f"runs galleyd with --cache-bytes {ctx['warm_cache_bytes']}")
+    if not os.access(args.galleyd, os.X_OK):
+        print(f"warning: {args.galleyd} is not executable; galley rows will be errors",
+              file=sys.stderr)
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    print(f"{started}: {len(files)} images in {dataset}, batch {args.batch_size}, "
+          f"{args.batches_per_job} batches per job (first untimed), {args.cores} cores, "
+          f"PyTorch {args.torch_workers} workers per job")
+
+    pairs = []
+    try:
+        for name in args.scenarios:
+            results = {}
+            for side in ("galley", "pytorch"):
+                try:
+                    results[side] = run_side(side, name, args, ctx)
+                except Exception as e:  # one failed side is a row, not the end of the run
+                    if args.verbose:
+                        traceback.print_exc()
+                    results[side] = {"scenario": name, "side": side,
+                                     "error": f"{type(e).__name__}: {e}"}
+                    CHILDREN.kill_all()
+            ratio = print_scenario(name, results["galley"], results["pytorch"])
+            pairs.append((name, results["galley"], results["pytorch"], ratio))
+    finally:
+        CHILDREN.kill_all()
+        if pairs:
+            os.makedirs(args.results, exist_ok=True)
+            csv_path = os.path.join(args.results, "compare_pytorch.csv")
+            png_path = os.path.join(args.results, "compare_pytorch.png")
+            write_csv(csv_path, pairs)
+            try:
+                write_plot(png_path, pairs,
+                           f"{len(files)} JPEGs, RandomResizedCrop(224)+flip, uint8, batch "
+                           f"{args.batch_size}, {args.cores} cores ({started})")
+            except Exception as e:
+                print(f"plot failed: {e}", file=sys.stderr)
+            print_table(pairs)
+            print(f"\nwrote {csv_path} and {png_path}")
+
+
+if __name__ == "__main__":
+    main()

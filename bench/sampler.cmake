@@ -1,0 +1,6 @@
+# Sampler: the policy simulator and the per-round micro-benchmark.
+add_executable(galley_sampler_sim ${CMAKE_CURRENT_LIST_DIR}/sampler_sim.cc)
+target_link_libraries(galley_sampler_sim PRIVATE galley_sampler)
+
+add_executable(galley_sampler_bench ${CMAKE_CURRENT_LIST_DIR}/sampler_bench.cc)
+target_link_libraries(galley_sampler_bench PRIVATE galley_sampler benchmark::benchmark)

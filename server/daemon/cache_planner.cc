@@ -1,0 +1,300 @@
+#include "server/daemon/cache_planner.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace galley {
+namespace {
+
+using nlohmann::json;
+
+// A 224x224 RGB uint8 sample: the usual finished sample before any job says.
+constexpr double kDefaultSampleBytes = 3.0 * 224 * 224;
+
+json Input(double value, const char* source) { return {{"value", value}, {"source", source}}; }
+
+json SplitJson(const cache::Split& split) {
+  return {{"encoded_pct", split.encoded_pct},
+          {"decoded_pct", split.decoded_pct},
+          {"augmented_pct", split.augmented_pct}};
+}
+
+json TierJson(const cache::TierStats& t) {
+  const uint64_t lookups = t.hits + t.misses;
+  return {{"budget_bytes", t.budget_bytes},
+          {"bytes", t.bytes},
+          {"entries", t.entries},
+          {"hits", t.hits},
+          {"misses", t.misses},
+          {"hit_rate", lookups ? double(t.hits) / double(lookups) : 0.0},
+          {"inserts", t.inserts},
+          {"rejects", t.rejects},
+          {"evictions", t.evictions}};
+}
+
+}  // namespace
+
+CachePlanner::CachePlanner(cache::TieredCache* cache, const NodeMeasurements& node,
+                           int worker_threads, const PlannerOverrides& overrides)
+    : cache_(cache),
+      node_(node),
+      worker_threads_(std::max(1, worker_threads)),
+      overrides_(overrides) {
+  if (overrides_.split) cache_->SetSplit(*overrides_.split);
+}
+
+CachePlanner::~CachePlanner() { Stop(); }
+
+void CachePlanner::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void CachePlanner::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void CachePlanner::JobOpened(uint64_t job_id, PlannedJob job) {
+  {
+    std::lock_guard lock(mu_);
+    const Dataset* key = job.dataset.get();
+    if (!datasets_.contains(key)) datasets_[key].dataset = job.dataset;
+    jobs_[job_id] = std::move(job);
+    pending_ = true;
+  }
+  cv_.notify_all();
+}
+
+void CachePlanner::JobClosed(uint64_t job_id) {
+  {
+    std::lock_guard lock(mu_);
+    if (jobs_.erase(job_id) == 0) return;
+    pending_ = true;
+  }
+  cv_.notify_all();
+}
+
+void CachePlanner::Loop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || pending_; });
+    if (stop_) return;
+    pending_ = false;
+    lock.unlock();
+    ReplanNow();
+    lock.lock();
+  }
+}
+
+cache::Plan CachePlanner::ReplanNow() {
+  std::lock_guard plan_lock(plan_mu_);
+  std::vector<std::shared_ptr<const Dataset>> to_sample;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [key, info] : datasets_) {
+      if (!info.sample && info.sample_error.empty()) to_sample.push_back(info.dataset);
+    }
+  }
+  // Sampling reads files: done without mu_, so JobOpened never waits on disk.
+  std::vector<std::pair<const Dataset*, Result<DatasetSample>>> samples;
+  for (const auto& dataset : to_sample)
+    samples.emplace_back(dataset.get(), SampleDataset(*dataset));
+
+  cache::PlannerInputs inputs;
+  bool have_data = false;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [key, sample] : samples) {
+      DatasetInfo& info = datasets_[key];
+      if (sample.ok()) {
+        info.sample = *sample;
+        spdlog::info(
+            "cache planner: dataset {}: {} items, {:.0f} B mean, inflation {:.2f}, read {:.3g} "
+            "MB/s",
+            info.dataset->root().string(), sample->items, sample->mean_encoded_bytes,
+            sample->inflation,
+            sample->read_seconds > 0 ? sample->bytes_read / sample->read_seconds / 1e6 : 0.0);
+      } else {
+        info.sample_error = sample.status().ToString();
+        spdlog::warn("cache planner: cannot sample {}: {}", info.dataset->root().string(),
+                     info.sample_error);
+      }
+    }
+    for (const auto& [key, info] : datasets_) have_data = have_data || info.sample.has_value();
+    inputs = InputsLocked();
+    if (!have_data) {
+      // Nothing to size the tiers against yet: keep the split in force.
+      cache::Plan plan;
+      const cache::Split split = cache_->split();
+      plan.encoded_pct = split.encoded_pct;
+      plan.decoded_pct = split.decoded_pct;
+      plan.augmented_pct = split.augmented_pct;
+      return plan;
+    }
+  }
+  const cache::Plan plan = overrides_.split
+                               ? cache::FixedSplitPlanner(*overrides_.split).MakePlan(inputs)
+                               : cache::ModelDrivenPlanner().MakePlan(inputs);
+  if (!cache_->SetSplit(plan.split())) {
+    spdlog::error("cache planner: the cache refused split {}/{}/{}", plan.encoded_pct,
+                  plan.decoded_pct, plan.augmented_pct);
+  }
+  {
+    std::lock_guard lock(mu_);
+    plan_ = plan;
+    plan_inputs_ = inputs;
+    ++plans_made_;
+  }
+  spdlog::info("cache split {}/{}/{} (encoded/decoded/augmented %), predicted {:.0f} items/s{}",
+               plan.encoded_pct, plan.decoded_pct, plan.augmented_pct, plan.predicted_items_per_s,
+               overrides_.split ? " (admin's split)" : "");
+  return plan;
+}
+
+cache::PlannerInputs CachePlanner::CurrentInputs() const {
+  std::lock_guard lock(mu_);
+  return InputsLocked();
+}
+
+uint64_t CachePlanner::plans_made() const {
+  std::lock_guard lock(mu_);
+  return plans_made_;
+}
+
+cache::PlannerInputs CachePlanner::InputsLocked() const {
+  cache::PlannerInputs in;
+  in.decode_augment_per_core_per_s = overrides_.decode_augment_per_core_per_s > 0
+                                         ? overrides_.decode_augment_per_core_per_s
+                                         : node_.decode_augment_per_core_per_s;
+  in.augment_per_core_per_s = overrides_.augment_per_core_per_s > 0
+                                  ? overrides_.augment_per_core_per_s
+                                  : node_.augment_per_core_per_s;
+  in.cores = overrides_.cores > 0 ? overrides_.cores : worker_threads_;
+  in.memory_bytes_per_s = node_.memory_bytes_per_s;
+  // Jobs pull as fast as they can; their own pace is not known in advance.
+  in.jobs_consumption_per_s = 0;
+  in.cache_bytes = cache_->cache_bytes();
+  in.augmented_reuse_limit = cache_->augmented().reuse_limit();
+
+  // Items per dataset in use: at most the dataset, at most what its jobs
+  // name together (their union is not tracked; the sum bounds it).
+  std::map<const Dataset*, uint64_t> used;
+  std::map<std::pair<const Dataset*, std::string>, int> signature_groups;
+  double sample_bytes = 0;
+  for (const auto& [id, job] : jobs_) {
+    used[job.dataset.get()] += job.subset_items;
+    in.identical_pipeline_jobs = std::max(in.identical_pipeline_jobs,
+                                          ++signature_groups[{job.dataset.get(), job.signature}]);
+    sample_bytes += double(job.sample_bytes);
+  }
+  in.augmented_item_bytes =
+      jobs_.empty() ? kDefaultSampleBytes : sample_bytes / double(jobs_.size());
+
+  // The datasets jobs use now; with no job, every dataset seen so far.
+  uint64_t items = 0;
+  double encoded_bytes = 0, decoded_bytes = 0, read_bytes = 0, read_seconds = 0;
+  for (const auto& [key, info] : datasets_) {
+    if (!info.sample) continue;
+    read_bytes += double(info.sample->bytes_read);
+    read_seconds += info.sample->read_seconds;
+    if (!jobs_.empty() && !used.contains(key)) continue;
+    const uint64_t n = jobs_.empty() ? info.sample->items : std::min(info.sample->items, used[key]);
+    items += n;
+    encoded_bytes += double(n) * info.sample->mean_encoded_bytes;
+    decoded_bytes += double(n) * info.sample->mean_encoded_bytes * info.sample->inflation;
+  }
+  in.dataset_items = items;
+  in.encoded_item_bytes = items ? encoded_bytes / double(items) : 0;
+  in.inflation = encoded_bytes > 0 ? decoded_bytes / encoded_bytes : 1;
+  in.storage_bytes_per_s = overrides_.storage_bytes_per_s > 0 ? overrides_.storage_bytes_per_s
+                           : read_seconds > 0                 ? read_bytes / read_seconds
+                                                              : 0;
+  return in;
+}
+
+json CachePlanner::Describe() const {
+  std::lock_guard lock(mu_);
+  const cache::PlannerInputs in = plan_ ? plan_inputs_ : InputsLocked();
+  auto measured = [](double override_value) {
+    return override_value > 0 ? "override" : "measured";
+  };
+  json inputs = {
+      {"storage_bytes_per_s",
+       Input(in.storage_bytes_per_s, measured(overrides_.storage_bytes_per_s))},
+      {"decode_augment_per_core_per_s",
+       Input(in.decode_augment_per_core_per_s, measured(overrides_.decode_augment_per_core_per_s))},
+      {"augment_per_core_per_s",
+       Input(in.augment_per_core_per_s, measured(overrides_.augment_per_core_per_s))},
+      {"cores", Input(in.cores, overrides_.cores > 0 ? "override" : "worker threads")},
+      {"memory_bytes_per_s", Input(in.memory_bytes_per_s, "measured")},
+      {"jobs_consumption_per_s", Input(in.jobs_consumption_per_s, "unbounded")},
+      {"dataset_items", Input(double(in.dataset_items), "datasets")},
+      {"encoded_item_bytes", Input(in.encoded_item_bytes, "datasets")},
+      {"inflation", Input(in.inflation, "measured")},
+      {"augmented_item_bytes", Input(in.augmented_item_bytes, jobs_.empty() ? "default" : "jobs")},
+      {"identical_pipeline_jobs", Input(in.identical_pipeline_jobs, "jobs")},
+      {"augmented_reuse_limit", Input(double(in.augmented_reuse_limit), "cache")},
+      {"cache_bytes", Input(double(in.cache_bytes), "cache")}};
+  json datasets = json::array();
+  for (const auto& [key, info] : datasets_) {
+    json d = {{"root", info.dataset->root().string()}};
+    if (info.sample) {
+      d["items"] = info.sample->items;
+      d["mean_encoded_bytes"] = info.sample->mean_encoded_bytes;
+      d["inflation"] = info.sample->inflation;
+      d["files_sampled"] = info.sample->files_sampled;
+      d["storage_bytes_per_s"] =
+          info.sample->read_seconds > 0 ? info.sample->bytes_read / info.sample->read_seconds : 0.0;
+    } else {
+      d["error"] = info.sample_error.empty() ? "not sampled yet" : info.sample_error;
+    }
+    datasets.push_back(std::move(d));
+  }
+  json out = {{"planner", overrides_.split ? "admin split" : "model-driven"},
+              {"inputs", inputs},
+              {"probe_seconds", node_.probe_seconds},
+              {"datasets", datasets},
+              {"plans_made", plans_made_},
+              {"split", SplitJson(cache_->split())}};
+  if (plan_) {
+    out["predicted_items_per_s"] = plan_->predicted_items_per_s;
+    out["source_rates"] = {{"augmented", plan_->rates.augmented},
+                           {"decoded", plan_->rates.decoded},
+                           {"encoded", plan_->rates.encoded},
+                           {"storage", plan_->rates.storage}};
+    out["hit_fractions"] = {{"augmented", plan_->fractions.augmented},
+                            {"decoded", plan_->fractions.decoded},
+                            {"encoded", plan_->fractions.encoded},
+                            {"storage", plan_->fractions.storage}};
+  } else {
+    out["note"] = "no plan yet: the planner runs when a job opens its first dataset";
+  }
+  return out;
+}
+
+json CachePlanner::DescribeCache() const {
+  const cache::CacheStats stats = cache_->Stats();
+  json augmented = TierJson(stats.augmented.tier);
+  augmented["retired"] = stats.augmented.retired;
+  augmented["replaced"] = stats.augmented.replaced;
+  augmented["reuse_limit"] = cache_->augmented().reuse_limit();
+  return {{"enabled", true},
+          {"cache_bytes", stats.cache_bytes},
+          {"eviction", std::string(cache_->encoded().policy_name())},
+          {"split", SplitJson(stats.split)},
+          {"split_source", overrides_.split ? "admin" : "planner"},
+          {"tiers",
+           {{"encoded", TierJson(stats.encoded)},
+            {"decoded", TierJson(stats.decoded)},
+            {"augmented", augmented}}},
+          {"demand",
+           {{"keys_with_demand", stats.keys_with_demand}, {"total_demand", stats.total_demand}}}};
+}
+
+}  // namespace galley

@@ -1,0 +1,47 @@
+// MetricsServer: galleyd's Prometheus endpoint on the loopback interface.
+//
+// Serves GET /metrics on 127.0.0.1:<port> (Boost.Beast, one thread, one
+// request at a time: scrapes are rare and cheap). The body comes from a
+// callback so the server knows nothing of the daemon's internals.
+// Start/Stop from one thread; the callback runs on the server's thread.
+#ifndef GALLEY_SERVER_DAEMON_METRICS_SERVER_H_
+#define GALLEY_SERVER_DAEMON_METRICS_SERVER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "galley/status.h"
+
+namespace galley {
+
+class MetricsServer {
+ public:
+  using BodyFn = std::function<std::string()>;
+  MetricsServer(uint16_t port, BodyFn body);
+  ~MetricsServer();
+
+  Status Start();
+  void Stop();
+  uint16_t port() const { return port_; }
+
+ private:
+  struct Impl;
+  uint16_t port_;
+  BodyFn body_;
+  std::unique_ptr<Impl> impl_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+};
+
+// Renders the daemon's status, jobs and cache documents (as answered to
+// galleyctl) in the Prometheus text exposition format.
+std::string RenderPrometheus(const nlohmann::json& status, const nlohmann::json& jobs,
+                             const nlohmann::json& cache);
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DAEMON_METRICS_SERVER_H_

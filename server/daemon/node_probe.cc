@@ -1,0 +1,153 @@
+#include "server/daemon/node_probe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <random>
+#include <vector>
+
+#include "server/image/decoder.h"
+#include "server/image/transforms.h"
+
+namespace galley {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// A 500x375 image with smooth shading, edges and sensor-like noise: flat
+// synthetic images compress (and decode) far faster than photographs, pure
+// noise far slower, and either would mislead the planner.
+Result<std::vector<uint8_t>> SyntheticJpeg() {
+  constexpr int kWidth = 500, kHeight = 375;
+  cv::Mat image(kHeight, kWidth, CV_8UC3);
+  std::mt19937 rng(12345);
+  std::normal_distribution<double> noise(0.0, 10.0);
+  for (int y = 0; y < kHeight; ++y) {
+    auto* row = image.ptr<uint8_t>(y);
+    for (int x = 0; x < kWidth; ++x) {
+      const double shade = 128 + 60 * std::sin(x * 0.031) * std::cos(y * 0.047);
+      const double edge = ((x / 37 + y / 29) % 3) * 25.0;
+      for (int c = 0; c < 3; ++c) {
+        const double v = shade + edge * (c + 1) / 3.0 + noise(rng);
+        row[x * 3 + c] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
+      }
+    }
+  }
+  std::vector<uint8_t> bytes;
+  if (!cv::imencode(".jpg", image, bytes, {cv::IMWRITE_JPEG_QUALITY, 90})) {
+    return Status::Internal("cannot encode the probe image");
+  }
+  return bytes;
+}
+
+// Runs `fn` repeatedly for about `budget` (after one warm-up call) and
+// returns calls per second.
+template <typename Fn>
+Result<double> Rate(std::chrono::duration<double> budget, Fn&& fn) {
+  GALLEY_RETURN_IF_ERROR(fn());
+  uint64_t calls = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  do {
+    GALLEY_RETURN_IF_ERROR(fn());
+    ++calls;
+    elapsed = SecondsSince(start);
+  } while (elapsed < budget.count());
+  return calls / elapsed;
+}
+
+double MemoryCopyBytesPerSecond() {
+  // 64 MiB: well past any last-level cache, so this is DRAM bandwidth.
+  constexpr size_t kBytes = size_t{64} << 20;
+  std::vector<uint8_t> src(kBytes, 1), dst(kBytes, 0);
+  std::memcpy(dst.data(), src.data(), kBytes);  // faults the pages in
+  constexpr int kRounds = 4;
+  const auto start = Clock::now();
+  for (int i = 0; i < kRounds; ++i) {
+    src[i] = static_cast<uint8_t>(i);  // keeps the copies from being merged
+    std::memcpy(dst.data(), src.data(), kBytes);
+  }
+  const double seconds = SecondsSince(start);
+  volatile uint8_t sink = dst[kBytes / 2];
+  (void)sink;
+  return seconds > 0 ? kRounds * double(kBytes) / seconds : 0;
+}
+
+}  // namespace
+
+Result<NodeMeasurements> MeasureNode(std::chrono::duration<double> budget) {
+  const auto start = Clock::now();
+  GALLEY_ASSIGN_OR_RETURN(const std::vector<uint8_t> jpeg, SyntheticJpeg());
+  GALLEY_ASSIGN_OR_RETURN(const image::TransformPipeline pipeline,
+                          image::TransformPipeline::FromJson(nlohmann::json::parse(
+                              R"({"ops": [{"op": "RandomResizedCrop", "size": 224},
+                      {"op": "RandomHorizontalFlip"}]})")));
+  std::vector<std::byte> sample(pipeline.sample_bytes());
+  const image::DecodeOptions decode_options;
+  uint64_t item = 0;
+
+  NodeMeasurements m;
+  GALLEY_ASSIGN_OR_RETURN(m.decode_augment_per_core_per_s, Rate(budget, [&]() -> Status {
+                            GALLEY_ASSIGN_OR_RETURN(auto decoded,
+                                                    image::Decode(jpeg, decode_options));
+                            return pipeline.Apply(decoded, 0, 0, item++, sample);
+                          }));
+  GALLEY_ASSIGN_OR_RETURN(const image::RgbImage decoded, image::Decode(jpeg, decode_options));
+  GALLEY_ASSIGN_OR_RETURN(m.augment_per_core_per_s, Rate(budget, [&]() -> Status {
+                            return pipeline.Apply(decoded, 0, 0, item++, sample);
+                          }));
+  m.memory_bytes_per_s = MemoryCopyBytesPerSecond();
+  m.probe_seconds = SecondsSince(start);
+  return m;
+}
+
+Result<DatasetSample> SampleDataset(const Dataset& dataset, uint32_t max_files,
+                                    uint64_t max_bytes) {
+  DatasetSample sample;
+  sample.items = dataset.size();
+  if (dataset.size() == 0) return Status::InvalidArgument("the dataset has no items");
+  sample.mean_encoded_bytes = double(dataset.total_bytes()) / double(dataset.size());
+
+  // Spread over the ids, so an ImageFolder sample spans its classes.
+  const uint64_t n = dataset.size();
+  const uint64_t files = std::min<uint64_t>(max_files, n);
+  uint64_t encoded_total = 0;
+  uint64_t decoded_total = 0;
+  for (uint64_t i = 0; i < files && sample.bytes_read < max_bytes; ++i) {
+    const auto id = static_cast<ItemId>(i * n / files);
+    const auto start = Clock::now();
+    auto bytes = dataset.Read(id);
+    sample.read_seconds += SecondsSince(start);
+    if (!bytes.ok() || bytes->empty()) continue;
+    sample.bytes_read += bytes->size();
+    // The header gives the decoded size without decoding; formats without a
+    // header parser here are decoded.
+    uint64_t decoded_bytes = 0;
+    auto header = image::ReadHeader(*bytes);
+    if (header.ok() && header->width > 0 && header->height > 0) {
+      decoded_bytes = uint64_t(header->width) * uint64_t(header->height) * 3;
+    } else {
+      auto decoded = image::Decode(*bytes, image::DecodeOptions{});
+      if (!decoded.ok()) continue;
+      decoded_bytes = decoded->pixels.size();
+    }
+    encoded_total += bytes->size();
+    decoded_total += decoded_bytes;
+    ++sample.files_sampled;
+  }
+  if (sample.files_sampled == 0) {
+    return Status::InvalidArgument("none of the sampled files of " + dataset.root().string() +
+                                   " could be read and decoded");
+  }
+  sample.inflation = double(decoded_total) / double(encoded_total);
+  return sample;
+}
+
+}  // namespace galley

@@ -1,0 +1,308 @@
+// The daemon's use of the cache: ItemPipeline really skips reads and decodes
+// on tier hits (its counters prove it), the augmented tier shares only
+// identical samples, and the scheduler keeps the demand counts exact when a
+// job leaves mid-epoch. Runs on a small JPEG ImageFolder written per test.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <thread>
+#include <vector>
+
+#include "galley/cache/tiered_cache.h"
+#include "server/daemon/item_pipeline.h"
+#include "server/daemon/scheduler.h"
+#include "server/daemon/served_job.h"
+#include "wire/segment_layout.h"
+
+namespace galley {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kClasses = 3;
+constexpr int kPerClass = 4;
+constexpr int kItems = kClasses * kPerClass;
+
+class DaemonCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "galley_daemon_cache_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    root_ = pattern;
+    cv::RNG rng(7);
+    for (int c = 0; c < kClasses; ++c) {
+      fs::create_directories(root_ / ("class" + std::to_string(c)));
+      for (int i = 0; i < kPerClass; ++i) {
+        // Different sizes, so a mixed-up cache entry would show.
+        cv::Mat image(60 + 7 * i, 80 + 5 * c, CV_8UC3);
+        rng.fill(image, cv::RNG::UNIFORM, 0, 255);
+        std::vector<uint8_t> bytes;
+        ASSERT_TRUE(cv::imencode(".jpg", image, bytes));
+        std::ofstream out(
+            root_ / ("class" + std::to_string(c)) / ("img" + std::to_string(i) + ".jpg"),
+            std::ios::binary);
+        out.write(reinterpret_cast<const char*>(bytes.data()),
+                  static_cast<std::streamsize>(bytes.size()));
+      }
+    }
+    auto dataset = Dataset::Open(root_, {});
+    ASSERT_TRUE(dataset.ok()) << dataset.status().ToString();
+    dataset_ = *dataset;
+    ASSERT_EQ(dataset_->size(), size_t{kItems});
+  }
+
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+
+  // A job over the whole dataset with a RandomResizedCrop(32) + flip pipeline.
+  std::shared_ptr<ServedJob> MakeJob(uint64_t id, uint64_t seed, uint32_t batch_size,
+                                     uint32_t prefetch) {
+    auto job = std::make_shared<ServedJob>();
+    job->id = id;
+    job->spec.dataset = root_.string();
+    job->spec.batch_size = batch_size;
+    job->spec.prefetch = prefetch;
+    job->spec.seed = seed;
+    job->dataset = dataset_;
+    job->policy = "dsa";
+    for (ItemId i = 0; i < kItems; ++i) job->subset.push_back(i);
+    job->epoch_size = kItems;
+    auto pipeline = image::TransformPipeline::FromJson(nlohmann::json::parse(
+        R"({"ops": [{"op": "RandomResizedCrop", "size": 32}, {"op": "RandomHorizontalFlip"}]})"));
+    EXPECT_TRUE(pipeline.ok()) << pipeline.status().ToString();
+    job->pipeline = std::make_shared<const image::TransformPipeline>(std::move(pipeline).value());
+    auto geometry = wire::ComputeGeometry(prefetch, batch_size, job->pipeline->sample_bytes());
+    EXPECT_TRUE(geometry.ok());
+    TensorShape shape;
+    shape.height = shape.width = 32;
+    auto ring = BatchRing::Create(*geometry, shape, ::getuid());
+    EXPECT_TRUE(ring.ok()) << ring.status().ToString();
+    job->ring = std::move(ring).value();
+    return job;
+  }
+
+  // Prepares every item once for `job` in `epoch`, as one wave with one
+  // batch; returns the batch's tensor bytes.
+  std::vector<std::byte> RunPass(ItemPipeline& pipeline, const std::shared_ptr<ServedJob>& job,
+                                 uint64_t epoch) {
+    auto slot = job->ring->Claim();
+    EXPECT_TRUE(slot.has_value());
+    SlotPlan plan;
+    plan.job = job;
+    plan.slot = *slot;
+    plan.epoch = epoch;
+    std::vector<ItemTask> tasks;
+    for (ItemId item = 0; item < kItems; ++item) {
+      tasks.push_back(ItemTask{dataset_.get(), item, {{&plan, item}}, /*dataset_index=*/0});
+      plan.items.push_back(item);
+    }
+    plan.errors.assign(kItems, std::string());
+    pipeline.Run(tasks);
+    for (const std::string& error : plan.errors) EXPECT_EQ(error, "");
+    const auto& g = job->ring->geometry();
+    const std::byte* tensor = wire::SlotTensor(job->ring->slot(*slot), g);
+    std::vector<std::byte> out(tensor, tensor + g.sample_bytes * kItems);
+    job->ring->Unclaim(*slot);
+    return out;
+  }
+
+  static std::unique_ptr<cache::TieredCache> MakeCache(cache::Split split) {
+    cache::CacheOptions options;
+    options.cache_bytes = uint64_t{64} << 20;  // every tier holds the whole dataset
+    options.split = split;
+    auto cache = cache::TieredCache::Create(options);
+    EXPECT_NE(cache, nullptr);
+    return cache;
+  }
+
+  // What the scheduler does when the job starts an epoch and receives every
+  // item: demand added, then consumed before the pipeline offers the items.
+  static void AddAndConsumeDemand(cache::TieredCache& cache) {
+    std::vector<cache::Key> keys;
+    for (ItemId item = 0; item < kItems; ++item) keys.push_back(cache::MakeKey(0, item));
+    cache.demand().AddDemand(keys);
+    for (cache::Key key : keys) ASSERT_TRUE(cache.demand().ConsumeDemand(key));
+  }
+
+  fs::path root_;
+  std::shared_ptr<const Dataset> dataset_;
+};
+
+struct Counts {
+  uint64_t reads, decodes, augments, decoded_hits, encoded_hits, augmented_hits;
+};
+
+Counts Snapshot(const ItemPipeline& pipeline) {
+  const PipelineCounters& c = pipeline.counters();
+  return {c.file_reads.load(),   c.decodes.load(),      c.augments.load(),
+          c.decoded_hits.load(), c.encoded_hits.load(), c.augmented_hits.load()};
+}
+
+TEST_F(DaemonCacheTest, DecodedTierSkipsReadAndDecodeInTheSecondEpoch) {
+  auto cache = MakeCache({0, 100, 0});
+  ItemPipeline pipeline(PipelineOptions{.worker_threads = 2}, cache.get());
+  auto job = MakeJob(1, 5, kItems, 1);
+
+  AddAndConsumeDemand(*cache);
+  RunPass(pipeline, job, 0);
+  const Counts first = Snapshot(pipeline);
+  EXPECT_EQ(first.reads, uint64_t{kItems});
+  EXPECT_EQ(first.decodes, uint64_t{kItems});
+  EXPECT_EQ(cache->decoded().Stats().entries, uint64_t{kItems});
+  EXPECT_EQ(cache->encoded().Stats().entries, 0u);
+
+  AddAndConsumeDemand(*cache);
+  const std::vector<std::byte> cached = RunPass(pipeline, job, 1);
+  const Counts second = Snapshot(pipeline);
+  EXPECT_EQ(second.reads, first.reads);
+  EXPECT_EQ(second.decodes, first.decodes);
+  EXPECT_EQ(second.decoded_hits, uint64_t{kItems});
+  EXPECT_EQ(second.augments, 2u * kItems);
+
+  // Cached pixels give exactly the samples a fresh read and decode gives.
+  ItemPipeline uncached(PipelineOptions{.worker_threads = 2}, nullptr);
+  EXPECT_EQ(RunPass(uncached, job, 1), cached);
+}
+
+TEST_F(DaemonCacheTest, EncodedTierSkipsOnlyTheRead) {
+  auto cache = MakeCache({100, 0, 0});
+  ItemPipeline pipeline(PipelineOptions{.worker_threads = 2}, cache.get());
+  auto job = MakeJob(1, 5, kItems, 1);
+
+  AddAndConsumeDemand(*cache);
+  RunPass(pipeline, job, 0);
+  AddAndConsumeDemand(*cache);
+  const std::vector<std::byte> cached = RunPass(pipeline, job, 1);
+  const Counts c = Snapshot(pipeline);
+  EXPECT_EQ(c.reads, uint64_t{kItems});
+  EXPECT_EQ(c.decodes, 2u * kItems);
+  EXPECT_EQ(c.encoded_hits, uint64_t{kItems});
+  EXPECT_EQ(c.decoded_hits, 0u);
+  EXPECT_EQ(cache->encoded().Stats().entries, uint64_t{kItems});
+
+  ItemPipeline uncached(PipelineOptions{.worker_threads = 2}, nullptr);
+  EXPECT_EQ(RunPass(uncached, job, 1), cached);
+}
+
+TEST_F(DaemonCacheTest, EncodedEntryIsPromotedToTheDecodedTier) {
+  auto cache = MakeCache({100, 0, 0});
+  ItemPipeline pipeline(PipelineOptions{.worker_threads = 2}, cache.get());
+  auto job = MakeJob(1, 5, kItems, 1);
+  AddAndConsumeDemand(*cache);
+  RunPass(pipeline, job, 0);
+  ASSERT_EQ(cache->encoded().Stats().entries, uint64_t{kItems});
+
+  // The admin moves the budget to decoded pixels: the next pass decodes
+  // from the encoded tier once more, and the items move over.
+  ASSERT_TRUE(cache->SetSplit({50, 50, 0}));
+  AddAndConsumeDemand(*cache);
+  RunPass(pipeline, job, 1);
+  EXPECT_EQ(cache->decoded().Stats().entries, uint64_t{kItems});
+  EXPECT_EQ(cache->encoded().Stats().entries, 0u);
+  AddAndConsumeDemand(*cache);
+  RunPass(pipeline, job, 2);
+  const Counts c = Snapshot(pipeline);
+  EXPECT_EQ(c.reads, uint64_t{kItems});
+  EXPECT_EQ(c.decodes, 2u * kItems);
+  EXPECT_EQ(c.decoded_hits, uint64_t{kItems});
+}
+
+TEST_F(DaemonCacheTest, WithoutACacheEveryPassReadsAndDecodes) {
+  ItemPipeline pipeline(PipelineOptions{.worker_threads = 2}, nullptr);
+  auto job = MakeJob(1, 5, kItems, 1);
+  RunPass(pipeline, job, 0);
+  RunPass(pipeline, job, 1);
+  const Counts c = Snapshot(pipeline);
+  EXPECT_EQ(c.reads, 2u * kItems);
+  EXPECT_EQ(c.decodes, 2u * kItems);
+  EXPECT_EQ(c.decoded_hits + c.encoded_hits + c.augmented_hits, 0u);
+  EXPECT_FALSE(pipeline.Describe()["cache"].get<bool>());
+}
+
+TEST_F(DaemonCacheTest, AugmentedTierServesOnlyIdenticalPipelineAndSeed) {
+  auto cache = MakeCache({0, 0, 100});
+  ItemPipeline pipeline(PipelineOptions{.worker_threads = 2}, cache.get());
+  auto producer = MakeJob(1, 5, kItems, 1);
+  auto twin = MakeJob(2, 5, kItems, 1);        // same pipeline and seed
+  auto other_seed = MakeJob(3, 6, kItems, 1);  // same pipeline, other seed
+
+  const std::vector<std::byte> produced = RunPass(pipeline, producer, 0);
+  const Counts after_producer = Snapshot(pipeline);
+  EXPECT_EQ(after_producer.decodes, uint64_t{kItems});
+  EXPECT_EQ(cache->augmented().Stats().tier.entries, uint64_t{kItems});
+
+  // The twin's whole epoch comes from the tier: no read, no decode, and the
+  // very samples the producer made.
+  EXPECT_EQ(RunPass(pipeline, twin, 0), produced);
+  const Counts after_twin = Snapshot(pipeline);
+  EXPECT_EQ(after_twin.augmented_hits, uint64_t{kItems});
+  EXPECT_EQ(after_twin.reads, after_producer.reads);
+  EXPECT_EQ(after_twin.decodes, after_producer.decodes);
+
+  // Another seed, and another epoch, never reuse.
+  RunPass(pipeline, other_seed, 0);
+  RunPass(pipeline, producer, 1);
+  const Counts end = Snapshot(pipeline);
+  EXPECT_EQ(end.augmented_hits, uint64_t{kItems});
+  EXPECT_EQ(end.decodes, 3u * kItems);
+}
+
+// Waits until the scheduler has published `batches` batches for `job`.
+bool WaitForBatches(const ServedJob& job, uint64_t batches) {
+  for (int i = 0; i < 2000; ++i) {
+    if (job.counters.batches.load() >= batches) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+TEST_F(DaemonCacheTest, SchedulerDropsTheRemainingDemandOfAJobThatLeaves) {
+  auto cache = MakeCache({50, 50, 0});
+  ItemPipeline pipeline(PipelineOptions{.worker_threads = 2}, cache.get());
+  Scheduler scheduler(SchedulerOptions{}, &pipeline, cache.get());
+  // Two slots of 3 items: each job receives 6 of its 12 items, then its ring
+  // is full (nobody consumes) and the scheduler waits.
+  auto a = MakeJob(1, 5, 3, 2);
+  auto b = MakeJob(2, 9, 3, 2);
+  ASSERT_TRUE(scheduler.AddJob(a).ok());
+  ASSERT_TRUE(scheduler.AddJob(b).ok());
+  scheduler.Start();
+  ASSERT_TRUE(WaitForBatches(*a, 2));
+  ASSERT_TRUE(WaitForBatches(*b, 2));
+  EXPECT_EQ(cache->demand().TotalDemand(), uint64_t{2 * (kItems - 6)});
+
+  // The keys b still needs: every item minus the six it received.
+  std::vector<bool> b_received(kItems, false);
+  for (uint32_t s = 0; s < 2; ++s) {
+    wire::SlotHeader* slot = b->ring->slot(s);
+    const uint64_t* ids = wire::SlotItemIds(slot);
+    for (uint32_t i = 0; i < slot->sample_count; ++i) b_received[ids[i]] = true;
+  }
+
+  scheduler.RemoveJob(a->id);
+  EXPECT_EQ(cache->demand().TotalDemand(), uint64_t{kItems - 6});
+  EXPECT_EQ(cache->demand().KeysWithDemand(), size_t{kItems - 6});
+  for (ItemId item = 0; item < kItems; ++item) {
+    EXPECT_EQ(cache->demand().Demand(cache::MakeKey(0, item)), b_received[item] ? 0u : 1u)
+        << "item " << item;
+  }
+
+  // A seek leaves the epoch too; with b's ring still full nothing re-enters.
+  ASSERT_TRUE(scheduler.Seek(b->id, 1).ok());
+  EXPECT_EQ(cache->demand().TotalDemand(), 0u);
+  scheduler.RemoveJob(b->id);
+  scheduler.Stop();
+  EXPECT_EQ(cache->demand().TotalDemand(), 0u);
+}
+
+}  // namespace
+}  // namespace galley

@@ -1,0 +1,216 @@
+// galleyd's cache options and planner: flags and TOML fill the cache
+// options, admin overrides win over measurements, the planner applies the
+// model's split to the cache, and the node probe measures real rates.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <string>
+#include <vector>
+
+#include "galley/cache/partition_planner.h"
+#include "server/daemon/cache_planner.h"
+#include "server/daemon/daemon_options.h"
+#include "server/daemon/node_probe.h"
+
+namespace galley {
+namespace {
+
+namespace fs = std::filesystem;
+
+Result<DaemonOptions> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "galleyd");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  bool exit_now = false;
+  return LoadDaemonOptions(static_cast<int>(argv.size()), argv.data(), &exit_now);
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "galley_planner_XXXXXX").string();
+    EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+TEST(DaemonCacheOptionsTest, DefaultsLeaveThePlannerInCharge) {
+  auto options = Parse({});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->cache_eviction, "refcount");
+  EXPECT_TRUE(options->cache_split.empty());
+  EXPECT_EQ(options->storage_bytes_per_s, 0);
+  EXPECT_EQ(options->cores, 0u);
+}
+
+TEST(DaemonCacheOptionsTest, FlagsSetEvictionSplitAndPlannerInputs) {
+  auto options = Parse({"--cache-eviction", "lru", "--cache-split", "10,20,70",
+                        "--storage-bytes-per-s", "2.5e8", "--decode-per-core-per-s", "300",
+                        "--augment-per-core-per-s", "2000", "--cores", "6"});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->cache_eviction, "lru");
+  EXPECT_EQ(options->cache_split, (std::vector<int>{10, 20, 70}));
+  EXPECT_DOUBLE_EQ(options->storage_bytes_per_s, 2.5e8);
+  EXPECT_DOUBLE_EQ(options->decode_per_core_per_s, 300);
+  EXPECT_DOUBLE_EQ(options->augment_per_core_per_s, 2000);
+  EXPECT_EQ(options->cores, 6u);
+}
+
+TEST(DaemonCacheOptionsTest, BadValuesAreRefused) {
+  EXPECT_FALSE(Parse({"--cache-eviction", "fifo"}).ok());
+  EXPECT_FALSE(Parse({"--cache-split", "60,50,0"}).ok());
+  EXPECT_FALSE(Parse({"--cache-split", "60,40"}).ok());
+  EXPECT_FALSE(Parse({"--storage-bytes-per-s", "-1"}).ok());
+}
+
+TEST(DaemonCacheOptionsTest, ConfigFileIsReadAndFlagsOverrideIt) {
+  TempDir dir;
+  const fs::path config = dir.path() / "galleyd.toml";
+  std::ofstream(config) << "cache_eviction = \"lru\"\n"
+                           "cache_split = [30, 70, 0]\n"
+                           "storage_bytes_per_s = 1e9\n"
+                           "decode_per_core_per_s = 250\n"
+                           "augment_per_core_per_s = 1500\n"
+                           "cores = 4\n";
+  auto options = Parse({"--config", config.string(), "--cores", "8"});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->cache_eviction, "lru");
+  EXPECT_EQ(options->cache_split, (std::vector<int>{30, 70, 0}));
+  EXPECT_DOUBLE_EQ(options->storage_bytes_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(options->decode_per_core_per_s, 250);
+  EXPECT_DOUBLE_EQ(options->augment_per_core_per_s, 1500);
+  EXPECT_EQ(options->cores, 8u);
+
+  std::ofstream(config) << "cache_split = [30, 80, 0]\n";
+  EXPECT_FALSE(Parse({"--config", config.string()}).ok());
+}
+
+class CachePlannerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cv::RNG rng(3);
+    for (int c = 0; c < 2; ++c) {
+      const fs::path folder = dir_.path() / std::string(1, static_cast<char>('a' + c));
+      fs::create_directories(folder);
+      for (int i = 0; i < 5; ++i) {
+        cv::Mat image(40, 50, CV_8UC3);
+        rng.fill(image, cv::RNG::UNIFORM, 0, 255);
+        ASSERT_TRUE(cv::imwrite((folder / (std::to_string(i) + ".jpg")).string(), image));
+      }
+    }
+    auto dataset = Dataset::Open(dir_.path(), {});
+    ASSERT_TRUE(dataset.ok()) << dataset.status().ToString();
+    dataset_ = *dataset;
+
+    cache::CacheOptions options;
+    options.cache_bytes = uint64_t{1} << 20;
+    cache_ = cache::TieredCache::Create(options);
+    ASSERT_NE(cache_, nullptr);
+    node_.decode_augment_per_core_per_s = 200;
+    node_.augment_per_core_per_s = 1500;
+    node_.memory_bytes_per_s = 5e9;
+  }
+
+  PlannedJob Job(const std::string& signature) {
+    return PlannedJob{dataset_, signature, 3 * 32 * 32, dataset_->size()};
+  }
+
+  TempDir dir_;
+  std::shared_ptr<const Dataset> dataset_;
+  std::unique_ptr<cache::TieredCache> cache_;
+  NodeMeasurements node_;
+};
+
+TEST_F(CachePlannerTest, InputsComeFromTheNodeTheDatasetAndTheJobs) {
+  CachePlanner planner(cache_.get(), node_, 3, PlannerOverrides{});
+  planner.JobOpened(1, Job("p#seed=1"));
+  planner.JobOpened(2, Job("p#seed=1"));
+  planner.JobOpened(3, Job("p#seed=2"));
+  const cache::Plan plan = planner.ReplanNow();
+
+  const cache::PlannerInputs in = planner.CurrentInputs();
+  EXPECT_EQ(in.cores, 3);
+  EXPECT_DOUBLE_EQ(in.decode_augment_per_core_per_s, 200);
+  EXPECT_DOUBLE_EQ(in.augment_per_core_per_s, 1500);
+  EXPECT_EQ(in.dataset_items, dataset_->size());
+  EXPECT_DOUBLE_EQ(in.encoded_item_bytes, double(dataset_->total_bytes()) / dataset_->size());
+  // 50x40 RGB is 6000 decoded bytes per file.
+  EXPECT_NEAR(in.inflation, 6000.0 / in.encoded_item_bytes, 1e-9);
+  EXPECT_GT(in.storage_bytes_per_s, 0);
+  EXPECT_EQ(in.identical_pipeline_jobs, 2);
+  EXPECT_EQ(in.cache_bytes, cache_->cache_bytes());
+
+  // The split applied is the model's best for these inputs.
+  const cache::Plan expected = cache::ModelDrivenPlanner().MakePlan(in);
+  EXPECT_EQ(plan.split(), expected.split());
+  EXPECT_EQ(cache_->split(), expected.split());
+  EXPECT_EQ(planner.plans_made(), 1u);
+
+  planner.JobClosed(2);
+  EXPECT_EQ(planner.CurrentInputs().identical_pipeline_jobs, 1);
+  const nlohmann::json described = planner.Describe();
+  EXPECT_EQ(described["planner"], "model-driven");
+  EXPECT_EQ(described["inputs"]["storage_bytes_per_s"]["source"], "measured");
+}
+
+TEST_F(CachePlannerTest, AdminOverridesWin) {
+  PlannerOverrides overrides;
+  overrides.storage_bytes_per_s = 1e6;
+  overrides.decode_augment_per_core_per_s = 111;
+  overrides.augment_per_core_per_s = 999;
+  overrides.cores = 7;
+  overrides.split = cache::Split{20, 30, 50};
+  CachePlanner planner(cache_.get(), node_, 2, overrides);
+  EXPECT_EQ(cache_->split(), (cache::Split{20, 30, 50}));
+  planner.JobOpened(1, Job("p#seed=1"));
+  const cache::Plan plan = planner.ReplanNow();
+  EXPECT_EQ(plan.split(), (cache::Split{20, 30, 50}));
+  EXPECT_EQ(cache_->split(), (cache::Split{20, 30, 50}));
+  EXPECT_GT(plan.predicted_items_per_s, 0);
+
+  const cache::PlannerInputs in = planner.CurrentInputs();
+  EXPECT_DOUBLE_EQ(in.storage_bytes_per_s, 1e6);
+  EXPECT_DOUBLE_EQ(in.decode_augment_per_core_per_s, 111);
+  EXPECT_DOUBLE_EQ(in.augment_per_core_per_s, 999);
+  EXPECT_EQ(in.cores, 7);
+  const nlohmann::json described = planner.Describe();
+  EXPECT_EQ(described["planner"], "admin split");
+  EXPECT_EQ(described["inputs"]["storage_bytes_per_s"]["source"], "override");
+  EXPECT_EQ(described["inputs"]["cores"]["source"], "override");
+}
+
+TEST_F(CachePlannerTest, ThePlannerThreadReplansWhenJobsChange) {
+  CachePlanner planner(cache_.get(), node_, 2, PlannerOverrides{});
+  planner.Start();
+  planner.JobOpened(1, Job("p#seed=1"));
+  for (int i = 0; i < 1000 && planner.plans_made() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE(planner.plans_made(), 1u);
+  planner.Stop();
+}
+
+TEST(NodeProbeTest, MeasuresPositiveRatesAndAugmentIsCheaperThanDecode) {
+  auto node = MeasureNode(std::chrono::milliseconds(30));
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  EXPECT_GT(node->decode_augment_per_core_per_s, 0);
+  EXPECT_GT(node->memory_bytes_per_s, 0);
+  // Augmenting alone is part of decode + augment, so it is faster; the
+  // margin is wide (decoding a 500x375 JPEG costs several crops).
+  EXPECT_GT(node->augment_per_core_per_s, node->decode_augment_per_core_per_s);
+}
+
+}  // namespace
+}  // namespace galley
