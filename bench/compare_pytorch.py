@@ -275,6 +275,14 @@ def read_tail(run_dir, lines=5):
         return "(no log)"
 
 
+def binary_mtime(path):
+    """The build time of a binary, to tell results of different builds apart."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(os.stat(path).st_mtime))
+    except OSError:
+        return None
+
+
 def warm_page_cache(files):
     for path in files:
         with open(path, "rb") as f:
@@ -451,6 +459,7 @@ def run_side(side, name, args, ctx):
     run_dir = tempfile.mkdtemp(prefix="galley-bench-")
     daemon = None
     try:
+        result["galleyd_mtime"] = ctx["galleyd_mtime"]
         daemon, socket = start_daemon(args.galleyd, ctx["dataset"], run_dir, cache_bytes)
         for spec in specs:
             spec["socket"], spec["daemon_pid"] = socket, daemon.pid
@@ -491,7 +500,7 @@ CSV_FIELDS = [
     "loads_per_request", "file_reads_per_request", "decodes_per_request",
     "augments_per_request", "decoded_hits_per_request", "encoded_hits_per_request",
     "augmented_hits_per_request", "read_s_per_item", "decode_s_per_item",
-    "augment_s_per_item", "limit_images_per_s", "fraction_of_limit", "loadavg_1m", "error",
+    "augment_s_per_item", "limit_images_per_s", "fraction_of_limit", "loadavg_1m", "galleyd_mtime", "error",
 ]
 
 
@@ -584,17 +593,28 @@ def write_plot(path, pairs, title):
     x = range(len(names))
     width = 0.38
     fig, ax = plt.subplots(figsize=(1.8 * len(names) + 3, 4.5))
-    ax.bar([i - width / 2 for i in x], gv, width, label="galley")
-    ax.bar([i + width / 2 for i in x], tv, width, label="PyTorch DataLoader (2 workers/job)")
+    # Rates span two orders of magnitude across scenarios: a log axis keeps
+    # the slower side readable.
+    bars_g = ax.bar([i - width / 2 for i in x], gv, width, label="galley")
+    bars_t = ax.bar([i + width / 2 for i in x], tv, width,
+                    label="PyTorch DataLoader (2 workers per job)")
+    for bars in (bars_g, bars_t):
+        for bar in bars:
+            if bar.get_height() > 0:
+                ax.annotate(f"{bar.get_height():.0f}", (bar.get_x() + bar.get_width() / 2,
+                                                        bar.get_height()),
+                            xytext=(0, 2), textcoords="offset points", ha="center", fontsize=7)
     for i, (_name, _g, _t, ratio) in enumerate(pairs):
-        top = max(gv[i], tv[i])
-        ax.annotate(f"{ratio:.2f}x" if ratio else "n/a", (i, top), xytext=(0, 4),
-                    textcoords="offset points", ha="center", fontweight="bold")
+        top = max(gv[i], tv[i], 1.0)
+        ax.annotate(f"{ratio:.2f}x" if ratio else "n/a", (i, top * 1.6), ha="center",
+                    fontweight="bold")
+    ax.set_yscale("log")
     ax.set_xticks(list(x))
     ax.set_xticklabels(names)
-    ax.set_ylabel("aggregate images/s")
+    ax.set_ylabel("aggregate images/s (log scale)")
     ax.set_title(title, fontsize=9)
-    ax.set_ylim(0, max(gv + tv + [1.0]) * 1.18)
+    positive = [v for v in gv + tv if v > 0] or [1.0]
+    ax.set_ylim(min(positive) / 2, max(positive) * 4)
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -669,6 +689,14 @@ def main():
         print(f"warning: {args.galleyd} is not executable; galley rows will be errors",
               file=sys.stderr)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
+    ctx["galleyd_mtime"] = binary_mtime(args.galleyd)
+    print(f"galleyd: {args.galleyd} (built {ctx['galleyd_mtime']})")
+    # Every scenario runs the same build, even if galleyd is rebuilt meanwhile.
+    binary_dir = tempfile.mkdtemp(prefix="galley-bench-bin-")
+    atexit.register(shutil.rmtree, binary_dir, True)
+    if os.access(args.galleyd, os.X_OK):
+        args.galleyd_source = args.galleyd
+        args.galleyd = shutil.copy2(args.galleyd, os.path.join(binary_dir, "galleyd"))
     print(f"{started}: {len(files)} images in {dataset}, batch {args.batch_size}, "
           f"{args.batches_per_job} batches per job (first untimed), {args.cores} cores, "
           f"PyTorch {args.torch_workers} workers per job")

@@ -1,6 +1,7 @@
-# Sampler: the policy simulator and the per-round micro-benchmark.
+# Sampler: the policy simulator (with the real cache) and the per-round
+# micro-benchmark.
 add_executable(galley_sampler_sim ${CMAKE_CURRENT_LIST_DIR}/sampler_sim.cc)
-target_link_libraries(galley_sampler_sim PRIVATE galley_sampler)
+target_link_libraries(galley_sampler_sim PRIVATE galley_sampler galley_cache)
 
 add_executable(galley_sampler_bench ${CMAKE_CURRENT_LIST_DIR}/sampler_bench.cc)
 target_link_libraries(galley_sampler_bench PRIVATE galley_sampler benchmark::benchmark)

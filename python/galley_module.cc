@@ -87,6 +87,7 @@ galley::JobSpec SpecFromDict(const py::dict& d) {
   if (!get("prefetch").is_none()) spec.prefetch = get("prefetch").cast<uint32_t>();
   if (!get("on_error").is_none()) spec.on_error = get("on_error").cast<std::string>();
   if (!get("policy").is_none()) spec.policy = get("policy").cast<std::string>();
+  if (!get("ods_fraction").is_none()) spec.ods_fraction = get("ods_fraction").cast<double>();
   if (!get("name").is_none()) spec.name = get("name").cast<std::string>();
   return spec;
 }

@@ -1,9 +1,10 @@
 # Sampler: policy contract, membership index, exactly-once property,
-# uniformity statistics and sharing.
+# uniformity statistics, sharing, and the opportunistic policy.
 galley_add_test(galley_sampler_tests
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_policy_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_exactly_once_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_uniformity_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_sharing_test.cc
-  LIBS galley_sampler)
+    ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_ods_test.cc
+  LIBS galley_sampler galley_cache)

@@ -46,6 +46,15 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
   if (!terminal_.ok()) return terminal_;
   const auto deadline = Clock::now() + timeout;
   auto* head = header();
+  if (!announced_ready_) {
+    // The daemon starts preparing a job's batches when its consumer first
+    // waits, so jobs opened together also start together.
+    announced_ready_ = true;
+    if (Status s = connection_->SendFrame(wire::MessageType::kConsumerReady, 0, ""); !s.ok()) {
+      terminal_ = Status::Unavailable("galleyd closed the connection (the daemon stopped or crashed)");
+      return terminal_;
+    }
+  }
   while (true) {
     bool got = head->ready.try_wait();
     while (!got) {

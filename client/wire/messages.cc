@@ -37,6 +37,18 @@ class FieldReader {
     return Status::Ok();
   }
 
+  // A number in [0, 1].
+  Status Fraction(const char* name, double* out) {
+    auto it = body_.find(name);
+    if (it == body_.end()) return Status::Ok();
+    if (!it->is_number() || !(it->get<double>() >= 0.0 && it->get<double>() <= 1.0)) {
+      return Status::InvalidArgument(std::string("field '") + name +
+                                     "' must be a number in [0, 1]");
+    }
+    *out = it->get<double>();
+    return Status::Ok();
+  }
+
   Status Bool(const char* name, bool* out) {
     auto it = body_.find(name);
     if (it == body_.end()) return Status::Ok();
@@ -118,6 +130,7 @@ json JobSpecToJson(const JobSpec& spec) {
       {"prefetch", spec.prefetch},   {"on_error", spec.on_error},
       {"policy", spec.policy},       {"name", spec.name},
       {"classes", spec.classes},     {"ids", spec.ids},
+      {"ods_fraction", spec.ods_fraction},
   };
   json ranges = json::array();
   for (const auto& [begin, end] : spec.id_ranges) ranges.push_back({begin, end});
@@ -145,6 +158,7 @@ Result<JobSpec> JobSpecFromJson(const json& body) {
   GALLEY_RETURN_IF_ERROR(r.Unsigned("prefetch", &spec.prefetch));
   GALLEY_RETURN_IF_ERROR(r.String("on_error", &spec.on_error));
   GALLEY_RETURN_IF_ERROR(r.String("policy", &spec.policy));
+  GALLEY_RETURN_IF_ERROR(r.Fraction("ods_fraction", &spec.ods_fraction));
   GALLEY_RETURN_IF_ERROR(r.String("name", &spec.name));
   auto transform = body.find("transform");
   if (transform == body.end() || !transform->is_object()) {

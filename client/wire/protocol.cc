@@ -32,6 +32,7 @@ std::string_view MessageTypeName(MessageType type) {
     case MessageType::kQuery: return "Query";
     case MessageType::kQueryReply: return "QueryReply";
     case MessageType::kCloseJob: return "CloseJob";
+    case MessageType::kConsumerReady: return "ConsumerReady";
   }
   return "Unknown";
 }

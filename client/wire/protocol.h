@@ -39,8 +39,9 @@ enum class MessageType : uint16_t {
   kQuery = 11,        // galleyctl -> daemon: {what: status|datasets|jobs|cache|plan}
   kQueryReply = 12,   // daemon -> galleyctl: JSON document
   kCloseJob = 13,     // client -> daemon: {} end the job now
+  kConsumerReady = 14,  // client -> daemon: {} the consumer waits for its first batch
 };
-inline constexpr uint16_t kMaxMessageType = 13;
+inline constexpr uint16_t kMaxMessageType = 14;
 
 std::string_view MessageTypeName(MessageType type);
 

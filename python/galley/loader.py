@@ -26,12 +26,18 @@ class DataLoader:
     order. Breaking out of a loop and iterating again starts the next epoch;
     ``set_epoch(e)`` chooses the epoch explicitly, as with
     ``DistributedSampler``.
+
+    ``policy="ods"`` trades that uniformity for cache hits: when the next item
+    is not cached the daemon may serve a cached one the epoch still owes
+    instead, for at most ``ods_fraction`` (0 to 1) of each epoch's samples;
+    every item still appears exactly once per epoch.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=True, transform=None, normalize=None,
                  seed=0, epochs=None, rank=0, world_size=1, drop_last=False, prefetch=4,
                  on_error="skip", policy=None, classes=None, indices=None, layout="NCHW",
-                 socket=None, timeout=60.0, name=None, num_workers=None, pin_memory=False):
+                 socket=None, timeout=60.0, name=None, num_workers=None, pin_memory=False,
+                 ods_fraction=0.1):
         if not shuffle:
             raise ValueError("galley always serves a uniformly random order; shuffle=False "
                              "is not supported")
@@ -39,6 +45,8 @@ class DataLoader:
             raise ValueError('on_error must be "skip" or "raise"')
         if int(batch_size) < 1:
             raise ValueError("batch_size must be at least 1")
+        if not 0.0 <= float(ods_fraction) <= 1.0:
+            raise ValueError("ods_fraction must lie in [0, 1]")
         if epochs is not None and int(epochs) < 1:
             raise ValueError("epochs must be None (endless) or at least 1")
         self.dataset = os.fspath(dataset)
@@ -64,6 +72,7 @@ class DataLoader:
             "prefetch": self.prefetch,
             "on_error": on_error,
             "policy": policy or "",
+            "ods_fraction": float(ods_fraction),
             "name": name or f"pid{os.getpid()}",
             "classes": list(classes) if classes else None,
             "ids": [int(i) for i in indices] if indices is not None else None,

@@ -122,6 +122,15 @@ uint32_t BatchRing::FreeSlots() const {
   return free;
 }
 
+uint32_t BatchRing::ReadySlots() const {
+  uint32_t ready = 0;
+  for (uint32_t i = 0; i < geometry_.slot_count; ++i) {
+    ready += slot(i)->state.load(std::memory_order_acquire) ==
+             static_cast<uint32_t>(wire::SlotState::kReady);
+  }
+  return ready;
+}
+
 void BatchRing::Close(const Status& reason) {
   auto* header = wire::HeaderAt(region_.get_address());
   if (header->closed.load(std::memory_order_acquire) != 0) return;

@@ -51,6 +51,8 @@ class BatchRing {
   // Publishes a filled slot as the next in sequence and wakes the client.
   void Publish(uint32_t slot);
   uint32_t FreeSlots() const;
+  // Published slots the client has not taken yet: what its consumer has buffered.
+  uint32_t ReadySlots() const;
 
   // Tells the client the job is over (code and reason) and wakes it.
   void Close(const Status& reason);

@@ -428,6 +428,8 @@ Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& 
                      {{"job", job->Describe()},
                       {"samplers", scheduler_->Describe()},
                       {"pipeline", pipeline_->Describe()}});
+    } else if (frame->header.type == wire::MessageType::kConsumerReady) {
+      scheduler_->ConsumerReady(job->id);
     } else if (frame->header.type == wire::MessageType::kCloseJob) {
       break;
     } else {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <unordered_map>
 
 namespace galley {
@@ -13,6 +14,12 @@ using Clock = std::chrono::steady_clock;
 
 // A safety net only: every state change notifies the condition variable.
 constexpr auto kIdleWait = std::chrono::milliseconds(500);
+// How long a job that is ready to start waits for jobs on the same dataset
+// that have been opened but whose consumers have not asked for a batch yet.
+// Jobs started together (a sweep launched at once) then begin their first
+// epoch in the same round and share it whole.
+constexpr auto kStartGrace = std::chrono::milliseconds(100);
+constexpr auto kStartPoll = std::chrono::milliseconds(5);
 
 uint64_t HashString(const std::string& s) {
   uint64_t h = 1469598103934665603ULL;
@@ -49,6 +56,14 @@ Status Scheduler::AddJob(std::shared_ptr<ServedJob> job) {
     SamplerOptions sampler_options;
     sampler_options.policy = job->policy;
     sampler_options.seed = options_.sampler_seed ^ HashString(job->dataset->root().string());
+    if (job->policy == "ods" && cache_ != nullptr) {
+      // Runs on the scheduler thread under mu_; the tiers lock themselves.
+      sampler_options.is_cached = [cache = cache_,
+                                   dataset_index = DatasetIndex(job->dataset)](ItemId item) {
+        const cache::Key key = cache::MakeKey(dataset_index, item);
+        return cache->decoded().Contains(key) || cache->encoded().Contains(key);
+      };
+    }
     auto policy = MakeSamplingPolicy(sampler_options);
     if (!policy.ok()) {
       groups_.erase(key);
@@ -104,6 +119,8 @@ void Scheduler::ConsumeDemand(Production& p, ItemId item) {
 
 void Scheduler::LeaveSampler(Production& p) {
   if (p.in_sampler) {
+    p.group->substitutions +=
+        p.group->policy->Substitutions(static_cast<JobId>(p.job->id)).substitutions;
     p.group->policy->RemoveJob(static_cast<JobId>(p.job->id));
     p.in_sampler = false;
   }
@@ -152,6 +169,17 @@ Result<uint64_t> Scheduler::Seek(uint64_t job_id, uint64_t epoch) {
   return p.generation;
 }
 
+void Scheduler::ConsumerReady(uint64_t job_id) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return;
+    it->second.consumer_ready = true;
+    dirty_ = true;
+  }
+  cv_.notify_all();
+}
+
 void Scheduler::Wake() {
   {
     std::lock_guard lock(mu_);
@@ -166,19 +194,41 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
   std::unordered_map<JobId, SlotPlan*> claimed;
   std::unordered_map<JobId, Production*> production;
   std::map<SamplerGroup*, std::vector<Production*>> by_group;
+  // Jobs over one dataset are produced for in step while every one of them
+  // can take a batch: a round's item then goes to all of them. A job whose
+  // consumer has nothing buffered is served at once regardless, so no job
+  // waits on a slower one for longer than its ring lasts.
+  std::map<SamplerGroup*, bool> in_step;
+  std::set<SamplerGroup*> awaiting_peers;
+  const auto now = Clock::now();
   for (auto& [id, p] : jobs_) {
     if (p.finished) continue;
+    if (!p.consumer_ready) {
+      if (now - p.job->opened_at < kStartGrace) {
+        awaiting_peers.insert(p.group);
+        start_grace_pending_ = true;
+      }
+      continue;
+    }
+    auto [it, inserted] = in_step.try_emplace(p.group, true);
+    it->second = it->second && p.job->ring->FreeSlots() > 0;
+  }
+  for (auto& [id, p] : jobs_) {
+    if (p.finished || !p.consumer_ready) continue;
+    if (!p.started && awaiting_peers.count(p.group)) continue;
+    if (!in_step[p.group] && p.job->ring->ReadySlots() > 0) continue;
     auto slot = p.job->ring->Claim();
     if (!slot) {
       if (!p.full_since) p.full_since = Clock::now();
       continue;
     }
     if (p.full_since) {
-      p.job->counters.blocked_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        Clock::now() - *p.full_since)
-                                        .count();
+      p.job->counters.blocked_ns +=
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - *p.full_since)
+              .count();
       p.full_since.reset();
     }
+    p.started = true;
     auto plan = std::make_unique<SlotPlan>();
     plan->job = p.job;
     plan->slot = *slot;
@@ -188,7 +238,8 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     plan->items.reserve(p.job->spec.batch_size);
     if (!p.in_sampler) {
       const auto items = p.job->EpochItems(p.epoch);
-      if (Status s = p.group->policy->AddJob(static_cast<JobId>(id), items); !s.ok()) {
+      const JobSamplingOptions sampling{.substitution_fraction = p.job->spec.ods_fraction};
+      if (Status s = p.group->policy->AddJob(static_cast<JobId>(id), items, sampling); !s.ok()) {
         spdlog::error("job {}: sampler refused epoch {}: {}", id, p.epoch, s.ToString());
       } else {
         EnterEpochDemand(p, items);
@@ -318,8 +369,10 @@ void Scheduler::Loop() {
       std::unique_lock lock(mu_);
       while (!stop_) {
         dirty_ = false;
+        start_grace_pending_ = false;
         if (PlanWave(&plans, &tasks)) break;
-        cv_.wait_for(lock, kIdleWait, [&] { return stop_ || dirty_; });
+        cv_.wait_for(lock, start_grace_pending_ ? kStartPoll : kIdleWait,
+                     [&] { return stop_ || dirty_; });
       }
       if (stop_) {
         for (auto& plan : plans) plan->job->ring->Unclaim(plan->slot);
@@ -339,6 +392,14 @@ void Scheduler::Loop() {
 
 nlohmann::json Scheduler::Describe() const {
   std::lock_guard lock(mu_);
+  // Substitutions of the epochs in progress are still held by the policies.
+  std::map<const SamplerGroup*, uint64_t> substitutions;
+  for (const auto& [id, p] : jobs_) {
+    if (p.in_sampler) {
+      const JobId job = static_cast<JobId>(id);
+      substitutions[p.group] += p.group->policy->Substitutions(job).substitutions;
+    }
+  }
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& [key, group] : groups_) {
     groups.push_back(
@@ -347,7 +408,8 @@ nlohmann::json Scheduler::Describe() const {
          {"jobs", group->jobs},
          {"requests", group->requests},
          {"loads", group->loads},
-         {"loads_per_request", group->requests ? double(group->loads) / group->requests : 0.0}});
+         {"loads_per_request", group->requests ? double(group->loads) / group->requests : 0.0},
+         {"substitutions", group->substitutions + substitutions[group.get()]}});
   }
   return groups;
 }

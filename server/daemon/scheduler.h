@@ -14,7 +14,9 @@
 // the job had not received yet is dropped when it leaves its epoch early
 // (Seek, close, death). Each dataset gets a small stable index for the cache
 // keys (cache::MakeKey). A CachePlanner, when given, hears of every job that
-// opens or closes.
+// opens or closes. An "ods" group asks the cache, while a wave is planned,
+// whether an item is in the encoded or decoded tier, and each job's epoch is
+// registered with its spec's ods_fraction.
 //
 // AddJob/RemoveJob/Seek/Wake/Describe may be called from any thread; they
 // take mu_. Production state is changed only under mu_ by the scheduler
@@ -22,13 +24,13 @@
 #ifndef GALLEY_SERVER_DAEMON_SCHEDULER_H_
 #define GALLEY_SERVER_DAEMON_SCHEDULER_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <thread>
 #include <unordered_map>
@@ -50,6 +52,9 @@ struct SamplerGroup {
   size_t jobs = 0;
   uint64_t requests = 0;  // item deliveries to jobs
   uint64_t loads = 0;     // distinct item preparations (rounds)
+  // ods: draws replaced by cached items in epochs the jobs have left (the
+  // current epochs' count is read from the policy).
+  uint64_t substitutions = 0;
 };
 
 struct SchedulerOptions {
@@ -75,6 +80,8 @@ class Scheduler {
   Result<uint64_t> Seek(uint64_t job_id, uint64_t epoch);
   // A slot was released, or something else changed: look again.
   void Wake();
+  // The job's consumer is waiting for its first batch: start producing.
+  void ConsumerReady(uint64_t job_id);
 
   nlohmann::json Describe() const;
 
@@ -87,6 +94,8 @@ class Scheduler {
     uint64_t generation = 0;
     bool in_sampler = false;
     bool finished = false;
+    bool consumer_ready = false;  // production starts when the consumer first waits
+    bool started = false;         // a batch has been planned for the job
     // Since when the job's ring has been full (its consumer is behind).
     std::optional<std::chrono::steady_clock::time_point> full_since;
     uint32_t dataset_index = 0;
@@ -115,6 +124,7 @@ class Scheduler {
   std::condition_variable cv_;
   bool stop_ = false;                    // GUARDED_BY(mu_)
   bool dirty_ = false;                   // GUARDED_BY(mu_)
+  bool start_grace_pending_ = false;     // GUARDED_BY(mu_): a job waits for peers to start
   std::map<uint64_t, Production> jobs_;  // GUARDED_BY(mu_)
   std::map<std::pair<const Dataset*, std::string>, std::unique_ptr<SamplerGroup>>
       groups_;  // GUARDED_BY(mu_)

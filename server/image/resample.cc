@@ -38,7 +38,9 @@ double Kernel(ResampleFilter filter, double x) {
   return 0.0;
 }
 
-uint8_t Clip8(int32_t sum) { return static_cast<uint8_t>(std::clamp(sum >> kPrecisionBits, 0, 255)); }
+uint8_t Clip8(int32_t sum) {
+  return static_cast<uint8_t>(std::clamp(sum >> kPrecisionBits, 0, 255));
+}
 
 template <typename T>
 T* Grow(std::vector<T>& buffer, size_t size) {
@@ -203,8 +205,7 @@ template <int kGroups>
     low = _mm256_add_epi32(low, _mm256_madd_epi16(pairs, _mm256_loadu_si256(w + 1)));
   }
   const __m256i sum = _mm256_add_epi32(_mm256_slli_epi32(high, kLowWeightBits), low);
-  const __m128i both =
-      _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+  const __m128i both = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
   return _mm_srai_epi32(_mm_add_epi32(both, _mm_set1_epi32(kHalf)), kPrecisionBits);
 }
 
@@ -230,7 +231,7 @@ template <int kGroups>
     __m128i s[4];
     for (int j = 0; j < 4; ++j) {
       s[j] = HorizontalSums<kGroups>(src + static_cast<ptrdiff_t>(plan.first[i + j]) * 3,
-                            split + (i + j) * pixel_weights, groups);
+                                     split + (i + j) * pixel_weights, groups);
     }
     const __m128i bytes =
         _mm_packus_epi16(_mm_packs_epi32(s[0], s[1]), _mm_packs_epi32(s[2], s[3]));
@@ -240,7 +241,7 @@ template <int kGroups>
   }
   for (; i < safe_end; ++i) {
     StorePixel(HorizontalSums<kGroups>(src + static_cast<ptrdiff_t>(plan.first[i]) * 3,
-                              split + i * pixel_weights, groups),
+                                       split + i * pixel_weights, groups),
                out + 3 * i);
   }
   if (i == window_size) return;
@@ -252,9 +253,10 @@ template <int kGroups>
   std::memcpy(padded, src + static_cast<ptrdiff_t>(tail_first) * 3, copied);
   std::memset(padded + copied, 0, std::max(copied, needed) - copied);
   for (; i < window_size; ++i) {
-    StorePixel(HorizontalSums<kGroups>(padded + static_cast<ptrdiff_t>(plan.first[i] - tail_first) * 3,
-                              split + i * pixel_weights, groups),
-               out + 3 * i);
+    StorePixel(
+        HorizontalSums<kGroups>(padded + static_cast<ptrdiff_t>(plan.first[i] - tail_first) * 3,
+                                split + i * pixel_weights, groups),
+        out + 3 * i);
   }
 }
 
@@ -397,8 +399,8 @@ Status ResizeAntialiased(const RgbView& source, const ResizeGeometry& g,
         auto* row = groups == 1   ? &HorizontalRowAvx2<1>
                     : groups == 2 ? &HorizontalRowAvx2<2>
                                   : &HorizontalRowAvx2<0>;
-        row(src, plan, scratch.split_weights.data(), groups, g.window_width, safe_end,
-            source.width, scratch.tail, dst);
+        row(src, plan, scratch.split_weights.data(), groups, g.window_width, safe_end, source.width,
+            scratch.tail, dst);
         return;
       }
 #endif
@@ -430,7 +432,8 @@ Status ResizeAntialiased(const RgbView& source, const ResizeGeometry& g,
     return Status::Ok();
   }
   for (int y = 0; y < g.window_height; ++y) {
-    const uint8_t* base = rows + static_cast<ptrdiff_t>(rows_plan.first[y] - rows_origin) * rows_stride;
+    const uint8_t* base =
+        rows + static_cast<ptrdiff_t>(rows_plan.first[y] - rows_origin) * rows_stride;
     const int32_t* w = rows_plan.weights.data() + static_cast<size_t>(y) * rows_plan.stride;
     const int count = rows_plan.count[y];
     uint8_t* out = sink.Row(y);

@@ -205,8 +205,7 @@ void Crop(Rect rect, Current& current, Scratch& scratch) {
     const double x1 = current.origin_x + (rect.x + rect.width) * current.scale_x;
     const double y1 = current.origin_y + (rect.y + rect.height) * current.scale_y;
     constexpr double kSlack = 1e-6;  // rounding in the scale itself
-    if (x0 >= 0 && y0 >= 0 && x1 <= current.mat.cols + kSlack &&
-        y1 <= current.mat.rows + kSlack) {
+    if (x0 >= 0 && y0 >= 0 && x1 <= current.mat.cols + kSlack && y1 <= current.mat.rows + kSlack) {
       // Inside the image: keep the fractional crop for the resize's box,
       // which samples exactly the region the full-size crop covers.
       const int ix0 = static_cast<int>(std::floor(x0));
@@ -252,8 +251,8 @@ ResizeGeometry ResizeOf(const Current& current, int width, int height) {
     geometry.box_y0 = current.origin_y;
     geometry.box_x1 = std::min<double>(current.mat.cols,
                                        current.origin_x + current.logical_width * current.scale_x);
-    geometry.box_y1 = std::min<double>(
-        current.mat.rows, current.origin_y + current.logical_height * current.scale_y);
+    geometry.box_y1 = std::min<double>(current.mat.rows,
+                                       current.origin_y + current.logical_height * current.scale_y);
   }
   return geometry;
 }

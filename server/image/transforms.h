@@ -6,6 +6,8 @@
 // output is uint8 NCHW (default) or NHWC, or float32 normalised as
 // ToTensor + Normalize would give. Randomness is a pure function of
 // (seed, epoch, item), so a sample's crop does not depend on scheduling.
+// Bilinear and bicubic resizes go through ResizeAntialiased (resample.h),
+// which gives PIL's, hence torchvision's, pixels exactly.
 //
 // Thread-safety: immutable after FromJson; Apply and the other const methods
 // may run concurrently. Apply allocates nothing per sample beyond per-thread
@@ -76,9 +78,9 @@ class TransformPipeline {
 
   // Like Apply, for an image decoded at reduced scale (DecodeScaled) from a
   // source of full_width x full_height: random draws use the full size, so
-  // the crop is the same as Apply's, mapped onto the scaled pixels (to the
-  // nearest scaled pixel). InvalidArgument if the pipeline has no resize to
-  // absorb the scale.
+  // the crop is the same as Apply's, mapped onto the scaled pixels as a
+  // fractional box that the first resize samples. InvalidArgument if the
+  // pipeline has no resize to absorb the scale.
   Status ApplyScaled(const RgbImage& scaled, int full_width, int full_height, uint64_t seed,
                      uint64_t epoch, uint64_t item, std::span<std::byte> dst) const;
 

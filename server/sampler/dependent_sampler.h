@@ -22,6 +22,8 @@
 // A round costs O(m² + m·K) for m ready jobs and K atoms (distinct
 // membership patterns, see MembershipIndex), independent of the item count.
 //
+// OpportunisticSampler ("ods") derives from it and edits its decisions.
+//
 // Not thread-safe, like every SamplingPolicy.
 #ifndef GALLEY_SERVER_SAMPLER_DEPENDENT_SAMPLER_H_
 #define GALLEY_SERVER_SAMPLER_DEPENDENT_SAMPLER_H_
@@ -32,7 +34,7 @@
 
 namespace galley {
 
-class DependentSampler final : public MembershipSampler {
+class DependentSampler : public MembershipSampler {
  public:
   enum class Coupling { kTree, kChain };
 

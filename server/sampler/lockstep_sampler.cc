@@ -7,7 +7,8 @@
 
 namespace galley {
 
-Status LockstepSampler::AddJob(JobId job, std::span<const ItemId> items) {
+Status LockstepSampler::AddJob(JobId job, std::span<const ItemId> items,
+                               const JobSamplingOptions& /*options*/) {
   for (const JobOrder& existing : jobs_) {
     if (existing.job == job) {
       return Status::InvalidArgument("job " + std::to_string(job) + " is already registered");

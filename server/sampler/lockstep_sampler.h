@@ -25,7 +25,9 @@ class LockstepSampler final : public SamplingPolicy {
  public:
   explicit LockstepSampler(uint64_t seed) : seed_(seed) {}
 
-  Status AddJob(JobId job, std::span<const ItemId> items) override;
+  using SamplingPolicy::AddJob;
+  Status AddJob(JobId job, std::span<const ItemId> items,
+                const JobSamplingOptions& options) override;
   void RemoveJob(JobId job) override;
   size_t Remaining(JobId job) const override;
   bool Next(const ReadyFn& ready, Round* round) override;

@@ -5,7 +5,8 @@
 
 namespace galley {
 
-Status MembershipSampler::AddJob(JobId job, std::span<const ItemId> items) {
+Status MembershipSampler::AddJob(JobId job, std::span<const ItemId> items,
+                                 const JobSamplingOptions& /*options*/) {
   Result<int> slot = index_.AddJob(job, items);
   return slot.status();
 }

@@ -6,11 +6,9 @@
 // A policy derives from it and implements Decide: given the ready slots, pick
 // one item for each. Whatever Decide picks is delivered and removed; masked
 // jobs are never passed to Decide, so their remaining sets only shrink by what
-// they themselves receive. This is also the seam for the opportunistic ("ods")
-// policy: it will derive from DependentSampler, call its Decide, and replace a
-// chosen item the cache does not hold by a cached one from the same job's
-// remaining set (MembershipIndex can pick among atoms by any predicate), within
-// the job's substitution budget.
+// they themselves receive. The opportunistic policy ("ods") works at this
+// seam: it lets DependentSampler decide, then replaces some chosen items by
+// cached ones from the same jobs' remaining sets before they are delivered.
 //
 // Not thread-safe, like every SamplingPolicy.
 #ifndef GALLEY_SERVER_SAMPLER_MEMBERSHIP_SAMPLER_H_
@@ -29,7 +27,9 @@ class MembershipSampler : public SamplingPolicy {
  public:
   explicit MembershipSampler(uint64_t seed) : random_(seed) {}
 
-  Status AddJob(JobId job, std::span<const ItemId> items) override;
+  using SamplingPolicy::AddJob;
+  Status AddJob(JobId job, std::span<const ItemId> items,
+                const JobSamplingOptions& options) override;
   void RemoveJob(JobId job) override;
   size_t Remaining(JobId job) const override;
   bool Next(const ReadyFn& ready, Round* round) override;

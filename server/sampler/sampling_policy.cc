@@ -3,6 +3,7 @@
 #include "server/sampler/dependent_sampler.h"
 #include "server/sampler/independent_sampler.h"
 #include "server/sampler/lockstep_sampler.h"
+#include "server/sampler/opportunistic_sampler.h"
 
 namespace galley {
 
@@ -22,9 +23,11 @@ Result<std::unique_ptr<SamplingPolicy>> MakeSamplingPolicy(const SamplerOptions&
     policy = std::make_unique<IndependentSampler>(options.seed);
   } else if (options.policy == "lockstep") {
     policy = std::make_unique<LockstepSampler>(options.seed);
+  } else if (options.policy == "ods") {
+    policy = std::make_unique<OpportunisticSampler>(options.seed, options.is_cached);
   } else {
     return Status::InvalidArgument("unknown sampling policy '" + options.policy +
-                                   "' (expected dsa, dsa-chain, independent or lockstep)");
+                                   "' (expected dsa, dsa-chain, independent, lockstep or ods)");
   }
   return policy;
 }

@@ -8,7 +8,8 @@
 // exactly once per epoch. With the "dsa", "dsa-chain" and "independent"
 // policies the next item of a job is, at every step, uniform over that job's
 // remaining items whatever the other jobs do, so each epoch is a uniformly
-// random permutation.
+// random permutation. "ods" keeps exactly-once but, by choice and within a
+// per-job budget, prefers items the cache holds.
 //
 // A job that is not ready (its batch ring is full) is masked: it receives
 // nothing that round and its remaining set is unchanged, so an item delivered
@@ -58,15 +59,38 @@ struct Round {
 // the job's batch ring.
 using ReadyFn = std::function<bool(JobId)>;
 
+// Says whether `item` of the policy's dataset is resident in some cache tier
+// now. Only "ods" asks; it is called from Next.
+using CachedFn = std::function<bool(ItemId)>;
+
+// What a job asks of the policy for one epoch besides its items. Policies
+// ignore the settings they have no use for.
+struct JobSamplingOptions {
+  // ods: the most of the epoch's draws that may be replaced by cached items,
+  // as a fraction of the epoch's size in [0, 1]; the epoch's budget is
+  // floor(fraction × items). 0 makes ods decide as dsa does; larger values
+  // buy hit rate with a larger bias toward whatever the cache holds.
+  double substitution_fraction = 0.1;
+};
+
+// How far a substituting policy (ods) has bent a job's current epoch.
+struct SubstitutionStats {
+  uint64_t substitutions = 0;  // draws replaced by a cached item this epoch
+  uint64_t budget = 0;         // the most this epoch allows
+};
+
 class SamplingPolicy {
  public:
   virtual ~SamplingPolicy() = default;
 
   // Registers `job` with its remaining set `items` (distinct ids) for its
   // current epoch. A job that starts a new epoch is removed and added again.
-  // InvalidArgument on a duplicate id or a job already registered;
-  // ResourceExhausted past kMaxJobsPerDataset jobs.
-  virtual Status AddJob(JobId job, std::span<const ItemId> items) = 0;
+  // InvalidArgument on a duplicate id, a job already registered or an option
+  // out of range; ResourceExhausted past kMaxJobsPerDataset jobs.
+  virtual Status AddJob(JobId job, std::span<const ItemId> items,
+                        const JobSamplingOptions& options) = 0;
+  // The same with default options.
+  Status AddJob(JobId job, std::span<const ItemId> items) { return AddJob(job, items, {}); }
 
   // Forgets `job` and what it had left; unknown jobs are ignored. Any order,
   // any time.
@@ -79,6 +103,10 @@ class SamplingPolicy {
   // with no deliveries, when no ready job has items left.
   virtual bool Next(const ReadyFn& ready, Round* round) = 0;
 
+  // Substitutions in `job`'s current epoch; zeros for an unknown job and for
+  // policies that never substitute.
+  virtual SubstitutionStats Substitutions(JobId /*job*/) const { return {}; }
+
   virtual std::string_view name() const = 0;
 };
 
@@ -90,10 +118,17 @@ struct SamplerOptions {
   // "independent": every job samples alone; coinciding items are merged.
   // "lockstep": one shared permutation per epoch number (CoorDL style);
   //   shares only between jobs that start together on identical subsets.
+  // "ods": dsa, then a draw the cache does not hold is replaced by a cached
+  //   item the job still needs, within the job's budget
+  //   (JobSamplingOptions::substitution_fraction). Trades exact uniformity
+  //   for hit rate; exactly-once still holds.
   std::string policy = "dsa";
   // Seeds the policy's random stream; equal seeds and equal call sequences
   // give equal decisions.
   uint64_t seed = 0;
+  // ods: which items the cache holds. Unset: none, and ods decides exactly
+  // as dsa does. Must not call back into the policy.
+  CachedFn is_cached;
 };
 
 // Builds the policy `options.policy` names; InvalidArgument for an unknown name.

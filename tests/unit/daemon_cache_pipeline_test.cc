@@ -275,6 +275,8 @@ TEST_F(DaemonCacheTest, SchedulerDropsTheRemainingDemandOfAJobThatLeaves) {
   auto b = MakeJob(2, 9, 3, 2);
   ASSERT_TRUE(scheduler.AddJob(a).ok());
   ASSERT_TRUE(scheduler.AddJob(b).ok());
+  scheduler.ConsumerReady(a->id);
+  scheduler.ConsumerReady(b->id);
   scheduler.Start();
   ASSERT_TRUE(WaitForBatches(*a, 2));
   ASSERT_TRUE(WaitForBatches(*b, 2));

@@ -63,9 +63,7 @@ struct Image {
   int width = 0;
   int height = 0;
   std::vector<uint8_t> pixels;
-  RgbView View() const {
-    return {pixels.data(), width, height, static_cast<ptrdiff_t>(width) * 3};
-  }
+  RgbView View() const { return {pixels.data(), width, height, static_cast<ptrdiff_t>(width) * 3}; }
   RgbImage ToRgbImage() const { return {width, height, pixels}; }
 };
 
@@ -105,8 +103,7 @@ Image Mixed(int width, int height, uint32_t seed) {
 
 // Runs the reference script on `cases` (each naming an input written from
 // `inputs`) and returns the outputs in order.
-std::vector<std::vector<uint8_t>> References(const std::vector<Image>& inputs,
-                                             const json& cases) {
+std::vector<std::vector<uint8_t>> References(const std::vector<Image>& inputs, const json& cases) {
   std::string pattern = (fs::temp_directory_path() / "galley_resample_XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) {
     ADD_FAILURE() << "mkdtemp failed";
@@ -171,8 +168,8 @@ struct ResizeCase {
 };
 
 std::vector<uint8_t> Resample(const Image& image, const ResizeCase& c, bool allow_simd,
-                         int window_x = 0, int window_y = 0, int window_width = -1,
-                         int window_height = -1) {
+                              int window_x = 0, int window_y = 0, int window_width = -1,
+                              int window_height = -1) {
   RgbView view = image.View();
   view.data += static_cast<ptrdiff_t>(c.view[1]) * view.stride + c.view[0] * 3;
   view.width = c.view[2] - c.view[0];
@@ -363,9 +360,9 @@ TEST(ResizeAntialiasedTest, RejectsBadGeometry) {
 // Whole pipelines against torchvision 0.14 on PIL images.
 TEST(ResizeAntialiasedTest, PipelinesMatchTorchvision) {
   const std::vector<Image> inputs = {Noise(500, 375, 11), Mixed(375, 500, 12), Smooth(640, 427)};
-  auto train = TransformPipeline::FromJson(
-      {{"ops", {{{"op", "RandomResizedCrop"}, {"size", {224}}}}},
-       {"output", {{"layout", "NHWC"}, {"dtype", "uint8"}}}});
+  auto train =
+      TransformPipeline::FromJson({{"ops", {{{"op", "RandomResizedCrop"}, {"size", {224}}}}},
+                                   {"output", {{"layout", "NHWC"}, {"dtype", "uint8"}}}});
   auto eval = TransformPipeline::FromJson(
       {{"ops", {{{"op", "Resize"}, {"size", {256}}}, {{"op", "CenterCrop"}, {"size", {224}}}}},
        {"output", {{"layout", "NHWC"}, {"dtype", "uint8"}}}});
@@ -410,8 +407,8 @@ TEST(ResizeAntialiasedTest, PipelinesMatchTorchvision) {
   ASSERT_EQ(references.size(), ours.size());
   for (size_t i = 0; i < ours.size(); ++i) {
     const Difference d = Compare(ours[i], references[i]);
-    std::printf("%-40s max |diff| %d, mean |diff| %.5f, identical bytes %.4f%%\n",
-                names[i].c_str(), d.max, d.mean, 100 * d.equal_fraction);
+    std::printf("%-40s max |diff| %d, mean |diff| %.5f, identical bytes %.4f%%\n", names[i].c_str(),
+                d.max, d.mean, 100 * d.equal_fraction);
     EXPECT_LE(d.max, 1) << names[i];
     EXPECT_LT(d.mean, 0.05) << names[i];
   }

@@ -430,8 +430,10 @@ TEST(TransformPipelineTest, ScaledInputGivesNearlyTheSameSample) {
       ++count;
     }
   }
-  // Rounding the crop to whole half-resolution pixels shifts it by at most
-  // one source pixel; on this smooth image that is a few grey levels.
+  // The crop maps to a fractional box on the half-resolution pixels, so the
+  // region sampled is the same; what differs is the detail the half-size
+  // image lost and the filter's clipping at whole half-size pixels: on this
+  // smooth image, a few grey levels at most.
   EXPECT_LT(total_error / count, 3.0);
 
   const auto crop_only =

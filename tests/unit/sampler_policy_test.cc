@@ -11,7 +11,7 @@
 namespace galley {
 namespace {
 
-const char* const kPolicies[] = {"dsa", "dsa-chain", "independent", "lockstep"};
+const char* const kPolicies[] = {"dsa", "dsa-chain", "independent", "lockstep", "ods"};
 
 std::unique_ptr<SamplingPolicy> Make(const std::string& name, uint64_t seed = 1) {
   Result<std::unique_ptr<SamplingPolicy>> policy = MakeSamplingPolicy({name, seed});

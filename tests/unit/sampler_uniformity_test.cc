@@ -219,12 +219,64 @@ INSTANTIATE_TEST_SUITE_P(Policies, UniformityTest,
                            return name + "_" + Scenarios()[std::get<1>(info.param)].name;
                          });
 
+// ods with a cache holding everything (no draw misses) or nothing (no
+// replacement exists) must not substitute, so it keeps dsa's guarantee. The
+// wrapper checks every epoch's substitution count as the job leaves it.
+class NoSubstitutionCheck final : public SamplingPolicy {
+ public:
+  explicit NoSubstitutionCheck(std::unique_ptr<SamplingPolicy> inner) : inner_(std::move(inner)) {}
+  using SamplingPolicy::AddJob;
+  Status AddJob(JobId job, std::span<const ItemId> items,
+                const JobSamplingOptions& options) override {
+    return inner_->AddJob(job, items, options);
+  }
+  void RemoveJob(JobId job) override {
+    EXPECT_EQ(inner_->Substitutions(job).substitutions, 0u);
+    inner_->RemoveJob(job);
+  }
+  size_t Remaining(JobId job) const override { return inner_->Remaining(job); }
+  bool Next(const ReadyFn& ready, Round* round) override { return inner_->Next(ready, round); }
+  std::string_view name() const override { return inner_->name(); }
+
+ private:
+  std::unique_ptr<SamplingPolicy> inner_;
+};
+
+class OdsUniformityTest : public ::testing::TestWithParam<std::tuple<bool /*all cached*/, size_t>> {
+};
+
+TEST_P(OdsUniformityTest, EveryEpochIsAUniformPermutation) {
+  const bool all_cached = std::get<0>(GetParam());
+  const Scenario scenario = Scenarios()[std::get<1>(GetParam())];
+  const PolicyFactory factory = [&](uint64_t seed) {
+    SamplerOptions options;
+    options.policy = "ods";
+    options.seed = seed;
+    options.is_cached = [all_cached](ItemId) { return all_cached; };
+    return std::make_unique<NoSubstitutionCheck>(std::move(MakeSamplingPolicy(options)).value());
+  };
+  const Verdict verdict = Judge(Collect(factory, scenario, kTrials), kTrials);
+  RecordProperty("min_p", std::to_string(verdict.min_p));
+  EXPECT_GT(verdict.min_p, verdict.threshold) << scenario.name << ": " << verdict.worst;
+}
+
+// The mixes with masking, speeds and staggered arrivals, where substitution
+// would have the most room to bend an order.
+INSTANTIATE_TEST_SUITE_P(Ods, OdsUniformityTest,
+                         ::testing::Combine(::testing::Bool(), ::testing::Values<size_t>(3, 4)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "all_cached_"
+                                                                      : "none_cached_") +
+                                  Scenarios()[std::get<1>(info.param)].name;
+                         });
+
 // Each job draws alone, giving the lowest remaining id weight 1.05 against 1
 // for every other item: a 5% relative bias.
 class BiasedSampler final : public SamplingPolicy {
  public:
   explicit BiasedSampler(uint64_t seed) : random_(seed) {}
-  Status AddJob(JobId job, std::span<const ItemId> items) override {
+  using SamplingPolicy::AddJob;
+  Status AddJob(JobId job, std::span<const ItemId> items, const JobSamplingOptions&) override {
     remaining_[job] = std::set<ItemId>(items.begin(), items.end());
     return Status::Ok();
   }

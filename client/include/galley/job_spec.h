@@ -56,6 +56,12 @@ struct JobSpec {
   // "lockstep", "ods".
   std::string policy;
 
+  // Only with policy "ods": the most of the job's draws the daemon may
+  // replace, each epoch, by items it already has cached, as a fraction of the
+  // epoch's size in [0, 1]. Higher values buy more cache hits with a larger
+  // bias of the order toward cached items; 0 makes "ods" act as "dsa".
+  double ods_fraction = 0.1;
+
   // Free-form name shown by galleyctl and in metrics.
   std::string name;
 };

@@ -1,0 +1,76 @@
+#!/usr/bin/python3
+"""Time from a published (ready) batch slot to a torch tensor in Python.
+
+Starts galleyd on a temporary socket, lets a job's ring fill, then times
+`next(iterator)` for batches that are already ready: the semaphore wait, the
+lease, the zero-copy numpy/torch wrapping, and the release of the previous
+batch. Prints the median and 90th percentile in microseconds.
+
+    PYTHONPATH=python /usr/bin/python3 bench/handoff_bench.py [--galleyd build/server/daemon/galleyd]
+"""
+
+import argparse
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--galleyd", default=str(ROOT / "build/server/daemon/galleyd"))
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args()
+
+    import numpy as np
+    from PIL import Image
+
+    import galley
+    from galley import transforms as T
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        data = tmp / "data" / "c"
+        data.mkdir(parents=True)
+        rng = np.random.default_rng(0)
+        for i in range(args.batch_size * 2):
+            Image.fromarray(rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(data / f"{i}.jpg")
+        sock = str(tmp / "g.sock")
+        daemon = subprocess.Popen([args.galleyd, "--socket", sock, "--log-level", "warn"])
+        try:
+            while not os.path.exists(sock):
+                time.sleep(0.05)
+            loader = galley.DataLoader(tmp / "data", batch_size=args.batch_size, prefetch=4,
+                                       transform=T.Resize([224, 224]), socket=sock)
+            it = iter(loader)
+            batch = next(it)
+            times = []
+            while len(times) < args.rounds:
+                time.sleep(0.05)  # the daemon refills the ring meanwhile
+                start = time.perf_counter()
+                try:
+                    batch = next(it)
+                except StopIteration:  # epoch over: the next loop is a new epoch
+                    it = iter(loader)
+                    continue
+                times.append(time.perf_counter() - start)
+            del batch
+            loader.close()
+        finally:
+            daemon.terminate()
+            daemon.wait()
+    us = sorted(t * 1e6 for t in times)
+    print(f"ready batch -> torch tensor ({args.batch_size} x 3 x 224 x 224 uint8): "
+          f"median {statistics.median(us):.1f} us, p90 {us[int(0.9 * len(us))]:.1f} us "
+          f"over {len(us)} hand-offs")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Concurrent jobs share reads and decodes through one galleyd (DESIGN §4)."""
+
+import multiprocessing as mp
+
+import galley
+from galley import transforms as T
+
+from conftest import start_daemon, stop_daemon, write_folder
+
+
+def run_job(socket, root, seed, epochs, barrier, out):
+    loader = galley.DataLoader(root, batch_size=8, seed=seed, socket=socket,
+                               transform=T.Compose([T.RandomResizedCrop(32),
+                                                    T.RandomHorizontalFlip()]))
+    len(loader)  # opens the job
+    barrier.wait()
+    orders = []
+    for _ in range(epochs):
+        ids = []
+        for _images, _labels, item_ids in loader.iter_with_ids():
+            ids.extend(item_ids.tolist())
+        orders.append(ids)
+    out.put((seed, orders))
+    loader.close()
+
+
+def test_four_jobs_on_one_dataset_load_each_item_about_once(tmp_path):
+    # A daemon of its own, so its counters only see these four jobs.
+    root = tmp_path / "data"
+    write_folder(root, classes=4, per_class=30, sizes=(60, 100), seed=3)
+    daemon = start_daemon(tmp_path, "--cache-bytes", "0")
+    try:
+        ctx = mp.get_context("spawn")
+        jobs, epochs = 4, 3
+        barrier = ctx.Barrier(jobs)
+        out = ctx.Queue()
+        procs = [ctx.Process(target=run_job, args=(daemon.socket, str(root), s, epochs, barrier, out))
+                 for s in range(jobs)]
+        for p in procs:
+            p.start()
+        results = dict(out.get(timeout=300) for _ in procs)
+        for p in procs:
+            p.join(timeout=60)
+            assert p.exitcode == 0
+        for seed, orders in results.items():
+            assert len(orders) == epochs
+            for ids in orders:
+                assert sorted(ids) == list(range(120)), f"job {seed}: incomplete or duplicated epoch"
+        status = daemon.query("status")
+        group, = [g for g in status["samplers"] if g["dataset"].endswith("data")]
+        ratio = group["loads"] / group["requests"]
+        # Identical subsets started together share every item (ratio 1/4);
+        # jobs open a few milliseconds apart, so the first batches of the
+        # first epoch may be drawn before every job has joined.
+        assert ratio < 0.32, f"loads per request {ratio:.3f} (ideal 0.25)"
+        # Without a cache, every load is one file read and one decode.
+        assert status["pipeline"]["decodes"] <= group["loads"]
+    finally:
+        stop_daemon(daemon)
