@@ -39,7 +39,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -47,6 +46,7 @@
 #include "galley/cache/replay_cache.h"
 #include "server/sampler/sampling_policy.h"
 #include "server/sampler/uniformity_statistics.h"
+#include "tests/unit/sampler_workloads.h"
 
 namespace galley {
 namespace {
@@ -89,14 +89,6 @@ struct Outcome {
 
 constexpr size_t kBins = 10;
 
-std::vector<ItemId> RandomSubset(std::mt19937_64& random, ItemId universe, ItemId size) {
-  std::vector<ItemId> all(universe);
-  std::iota(all.begin(), all.end(), 0);
-  std::shuffle(all.begin(), all.end(), random);
-  all.resize(size);
-  return all;
-}
-
 std::vector<ItemId> Prefix(const std::vector<ItemId>& order, ItemId size) {
   return {order.begin(), order.begin() + size};
 }
@@ -121,24 +113,9 @@ std::vector<Mix> Mixes(uint64_t seed) {
   mixes.push_back({"half-speed", {}, true});
   for (int j = 0; j < 4; ++j) mixes.back().jobs.push_back({base, 0, j == 3 ? 2 : 1});
 
-  // Pairwise-different overlaps: atoms AB 3000, AC 2000, BC 1000, ABC 500,
-  // 1000 private items each.
-  {
-    Mix mix{"pairwise-3", std::vector<SimJob>(3), false};
-    ItemId next = 0;
-    auto atom = [&](ItemId size, std::initializer_list<int> jobs) {
-      for (ItemId i = 0; i < size; ++i, ++next) {
-        for (int job : jobs) mix.jobs[job].subset.push_back(next);
-      }
-    };
-    atom(3000, {0, 1});
-    atom(2000, {0, 2});
-    atom(1000, {1, 2});
-    atom(500, {0, 1, 2});
-    atom(1000, {0});
-    atom(1000, {1});
-    atom(1000, {2});
-    mixes.push_back(mix);
+  mixes.push_back({"pairwise-3", {}, false});
+  for (std::vector<ItemId>& subset : PairwiseOverlapSubsets()) {
+    mixes.back().jobs.push_back({std::move(subset)});
   }
 
   // A sweep of 16 jobs on one dataset, arriving every 500 rounds.
@@ -368,8 +345,7 @@ void RunCacheTable(uint64_t seed, int epochs, double ods_fraction, std::ofstream
   constexpr ItemId kUniverse = 2667;
   constexpr ItemId kIdsPerJob = 2000;
   std::mt19937_64 random(seed);
-  std::vector<std::vector<ItemId>> subsets;
-  for (int j = 0; j < 4; ++j) subsets.push_back(RandomSubset(random, kUniverse, kIdsPerJob));
+  const std::vector<std::vector<ItemId>> subsets = RandomSubsets(random, 4, kUniverse, kIdsPerJob);
   std::vector<char> in_union(kUniverse, 0);
   for (const auto& subset : subsets) {
     for (ItemId item : subset) in_union[item] = 1;
