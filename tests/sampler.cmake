@@ -7,4 +7,5 @@ galley_add_test(galley_sampler_tests
     ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_uniformity_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_sharing_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_ods_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_schedule.cc
   LIBS galley_sampler galley_cache)

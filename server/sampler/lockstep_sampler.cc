@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "server/sampler/delivery_grouping.h"
 #include "server/sampler/uniform_random.h"
 
 namespace galley {
@@ -52,16 +53,7 @@ bool LockstepSampler::Next(const ReadyFn& ready, Round* round) {
   size_t count = 0;
   for (JobOrder& entry : jobs_) {
     if (entry.cursor == entry.order.size() || !ready(entry.job)) continue;
-    const ItemId item = entry.order[entry.cursor++];
-    size_t d = 0;
-    while (d < count && round->deliveries[d].item != item) ++d;
-    if (d == count) {
-      if (count == round->deliveries.size()) round->deliveries.emplace_back();
-      round->deliveries[d].item = item;
-      round->deliveries[d].receivers.clear();
-      ++count;
-    }
-    round->deliveries[d].receivers.push_back(entry.job);
+    AddReceiver(round, &count, entry.order[entry.cursor++], entry.job);
   }
   round->deliveries.resize(count);
   return count > 0;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "server/sampler/delivery_grouping.h"
+
 namespace galley {
 
 Status MembershipSampler::AddJob(JobId job, std::span<const ItemId> items,
@@ -35,20 +37,11 @@ bool MembershipSampler::Next(const ReadyFn& ready, Round* round) {
   });
   Decide(ready_slots_, chosen_);
 
-  // Group equal choices; a round has at most 64 of them, so a scan beats a map.
+  // Group equal choices; there are at most as many deliveries as ready slots.
+  std::fill_n(receivers_.begin(), ready_slots_.size(), SlotMask{0});
   size_t count = 0;
   for (int slot : ready_slots_) {
-    const ItemId item = chosen_[slot];
-    size_t d = 0;
-    while (d < count && round->deliveries[d].item != item) ++d;
-    if (d == count) {
-      if (count == round->deliveries.size()) round->deliveries.emplace_back();
-      round->deliveries[d].item = item;
-      round->deliveries[d].receivers.clear();
-      receivers_[d] = 0;
-      ++count;
-    }
-    round->deliveries[d].receivers.push_back(index_.JobAt(slot));
+    const size_t d = AddReceiver(round, &count, chosen_[slot], index_.JobAt(slot));
     receivers_[d] |= SlotBit(slot);
   }
   round->deliveries.resize(count);

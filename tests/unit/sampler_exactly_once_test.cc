@@ -7,24 +7,17 @@
 
 #include <algorithm>
 #include <map>
-#include <random>
 #include <set>
-#include <vector>
 
 #include "server/sampler/membership_sampler.h"
 #include "server/sampler/sampling_policy.h"
+#include "tests/unit/sampler_schedule.h"
 
 namespace galley {
 namespace {
 
-struct ModelJob {
-  std::set<ItemId> remaining;
-  std::set<ItemId> received;
-  size_t subset_size = 0;
-};
-
 // Compares the index's atoms and overlaps against the model's sets.
-void CheckIndex(const MembershipIndex& index, const std::map<JobId, ModelJob>& jobs) {
+void CheckIndex(const MembershipIndex& index, const ModelJobs& jobs) {
   std::map<ItemId, SlotMask> expected;
   for (const auto& [job, model] : jobs) {
     const int slot = index.SlotOf(job);
@@ -49,97 +42,21 @@ void CheckIndex(const MembershipIndex& index, const std::map<JobId, ModelJob>& j
 }
 
 void RunSchedule(const std::string& policy_name, uint64_t seed) {
-  std::mt19937_64 schedule(seed);
   auto made = MakeSamplingPolicy({policy_name, seed});
   ASSERT_TRUE(made.ok());
   std::unique_ptr<SamplingPolicy> policy = std::move(made).value();
   const auto* indexed = dynamic_cast<const MembershipSampler*>(policy.get());
-
-  const ItemId universe = 1 + schedule() % 40;
-  std::map<JobId, ModelJob> jobs;
-  JobId next_job = 0;
-  auto add_job = [&](JobId job) {
-    std::vector<ItemId> subset;
-    for (ItemId item = 0; item < universe; ++item) {
-      if (schedule() % 3 != 0) subset.push_back(item);
-    }
-    std::shuffle(subset.begin(), subset.end(), schedule);
-    ASSERT_TRUE(policy->AddJob(job, subset).ok());
-    ModelJob& model = jobs[job];
-    model.remaining = std::set<ItemId>(subset.begin(), subset.end());
-    model.received.clear();
-    model.subset_size = subset.size();
-  };
-  const int steps = 20 + static_cast<int>(schedule() % 60);
-  for (int step = 0; step < steps; ++step) {
-    const uint64_t action = schedule() % 10;
-    if (action == 0 && jobs.size() < 6) {
-      add_job(next_job++);
-    } else if (action == 1 && !jobs.empty()) {
-      // A departure, possibly of the largest job, mid-epoch.
-      auto it = std::next(jobs.begin(), static_cast<long>(schedule() % jobs.size()));
-      policy->RemoveJob(it->first);
-      jobs.erase(it);
-    } else {
-      std::map<JobId, bool> ready;
-      for (const auto& [job, model] : jobs) ready[job] = schedule() % 4 != 0;
-      Round round;
-      const bool any = policy->Next([&](JobId job) { return ready.at(job); }, &round);
-      size_t expected_receivers = 0;
-      for (const auto& [job, model] : jobs)
-        expected_receivers += ready[job] && !model.remaining.empty();
-      ASSERT_EQ(any, expected_receivers > 0);
-      ASSERT_EQ(round.requests(), expected_receivers);
-      std::set<ItemId> items_this_round;
-      for (const Delivery& delivery : round.deliveries) {
-        ASSERT_FALSE(delivery.receivers.empty());
-        ASSERT_TRUE(items_this_round.insert(delivery.item).second) << "item split over deliveries";
-        for (JobId job : delivery.receivers) {
-          ASSERT_TRUE(jobs.count(job));
-          ASSERT_TRUE(ready[job]) << "masked job received an item";
-          ModelJob& model = jobs[job];
-          ASSERT_EQ(model.remaining.erase(delivery.item), 1u) << "item not due to job " << job;
-          ASSERT_TRUE(model.received.insert(delivery.item).second);
-        }
-      }
-      // A job that finished its epoch starts the next one.
-      for (auto& [job, model] : jobs) {
-        if (model.remaining.empty() && model.subset_size > 0 && schedule() % 2 == 0) {
-          ASSERT_EQ(model.received.size(), model.subset_size);
-          policy->RemoveJob(job);
-          add_job(job);
-        }
-      }
-    }
-    for (const auto& [job, model] : jobs) ASSERT_EQ(policy->Remaining(job), model.remaining.size());
-    if (indexed != nullptr) CheckIndex(indexed->index(), jobs);
+  ScheduleHooks hooks;
+  if (indexed != nullptr) {
+    hooks.check_step = [&](const ModelJobs& jobs) { CheckIndex(indexed->index(), jobs); };
   }
-  // Drain: everything left is delivered, once.
-  Round round;
-  while (policy->Next([](JobId) { return true; }, &round)) {
-    for (const Delivery& delivery : round.deliveries) {
-      for (JobId job : delivery.receivers) {
-        ASSERT_EQ(jobs[job].remaining.erase(delivery.item), 1u);
-        ASSERT_TRUE(jobs[job].received.insert(delivery.item).second);
-      }
-    }
-  }
-  for (const auto& [job, model] : jobs) {
-    EXPECT_TRUE(model.remaining.empty());
-    EXPECT_EQ(model.received.size(), model.subset_size);
-  }
+  RandomSchedule(seed).Run(*policy, hooks);
 }
 
 class ExactlyOnceTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ExactlyOnceTest, RandomSchedules) {
-  for (uint64_t seed = 1; seed <= 2000; ++seed) {
-    RunSchedule(GetParam(), seed);
-    if (HasFatalFailure()) {
-      ADD_FAILURE() << "schedule seed " << seed;
-      return;
-    }
-  }
+  ForEachScheduleSeed(2000, [&](uint64_t seed) { RunSchedule(GetParam(), seed); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, ExactlyOnceTest,

@@ -10,14 +10,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <map>
-#include <numeric>
 #include <random>
-#include <set>
 #include <vector>
 
 #include "galley/cache/replay_cache.h"
 #include "server/sampler/sampling_policy.h"
+#include "tests/unit/sampler_schedule.h"
+#include "tests/unit/sampler_workloads.h"
 
 namespace galley {
 namespace {
@@ -32,125 +31,39 @@ std::unique_ptr<SamplingPolicy> MakeOds(uint64_t seed, CachedFn is_cached) {
   return std::move(policy).value();
 }
 
-std::vector<ItemId> Range(ItemId begin, ItemId end) {
-  std::vector<ItemId> items(end - begin);
-  std::iota(items.begin(), items.end(), begin);
-  return items;
-}
-
 uint64_t Budget(double fraction, size_t items) {
   return static_cast<uint64_t>(std::floor(fraction * static_cast<double>(items)));
 }
 
-struct ModelJob {
-  std::set<ItemId> remaining;
-  std::set<ItemId> received;
-  size_t subset_size = 0;
-  double fraction = 0;
-};
-
-// One random schedule: arrivals, departures, new epochs, masks, random
-// substitution fractions, and a cache whose content changes every step.
+// One random schedule (arrivals, departures, new epochs, masks) with random
+// substitution fractions and a cache whose content changes every step.
 void RunSchedule(uint64_t seed) {
-  std::mt19937_64 schedule(seed);
-  const ItemId universe = 1 + schedule() % 40;
+  RandomSchedule schedule(seed);
+  const ItemId universe = schedule.universe();
   std::vector<char> cached(universe, 0);
   auto policy = MakeOds(seed, [&](ItemId item) { return item < cached.size() && cached[item]; });
-
-  std::map<JobId, ModelJob> jobs;
-  JobId next_job = 0;
-  auto add_job = [&](JobId job) {
-    std::vector<ItemId> subset;
-    for (ItemId item = 0; item < universe; ++item) {
-      if (schedule() % 3 != 0) subset.push_back(item);
-    }
-    std::shuffle(subset.begin(), subset.end(), schedule);
-    const double fraction = static_cast<double>(schedule() % 5) / 4.0;  // 0, 1/4, ..., 1
-    ASSERT_TRUE(policy->AddJob(job, subset, {fraction}).ok());
-    ModelJob& model = jobs[job];
-    model.remaining = std::set<ItemId>(subset.begin(), subset.end());
-    model.received.clear();
-    model.subset_size = subset.size();
-    model.fraction = fraction;
-    EXPECT_EQ(policy->Substitutions(job).budget, Budget(fraction, subset.size()));
-  };
-  const int steps = 20 + static_cast<int>(schedule() % 60);
-  for (int step = 0; step < steps; ++step) {
+  ScheduleHooks hooks;
+  hooks.before_step = [&](std::mt19937_64& random) {
     // The cache changes under the sampler: a random part of it is replaced.
-    const uint64_t density = schedule() % 4;  // 0: empty ... 3: mostly cached
+    const uint64_t density = random() % 4;  // 0: empty ... 3: mostly cached
     for (ItemId item = 0; item < universe; ++item) {
-      if (schedule() % 2 == 0) cached[item] = schedule() % 4 < density;
+      if (random() % 2 == 0) cached[item] = random() % 4 < density;
     }
-    const uint64_t action = schedule() % 10;
-    if (action == 0 && jobs.size() < 6) {
-      add_job(next_job++);
-    } else if (action == 1 && !jobs.empty()) {
-      auto it = std::next(jobs.begin(), static_cast<long>(schedule() % jobs.size()));
-      policy->RemoveJob(it->first);
-      EXPECT_EQ(policy->Substitutions(it->first).substitutions, 0u);
-      jobs.erase(it);
-    } else {
-      std::map<JobId, bool> ready;
-      for (const auto& [job, model] : jobs) ready[job] = schedule() % 4 != 0;
-      Round round;
-      const bool any = policy->Next([&](JobId job) { return ready.at(job); }, &round);
-      size_t expected_receivers = 0;
-      for (const auto& [job, model] : jobs)
-        expected_receivers += ready[job] && !model.remaining.empty();
-      ASSERT_EQ(any, expected_receivers > 0);
-      ASSERT_EQ(round.requests(), expected_receivers);
-      std::set<ItemId> items_this_round;
-      for (const Delivery& delivery : round.deliveries) {
-        ASSERT_FALSE(delivery.receivers.empty());
-        ASSERT_TRUE(items_this_round.insert(delivery.item).second) << "item split over deliveries";
-        for (JobId job : delivery.receivers) {
-          ASSERT_TRUE(ready[job]) << "masked job received an item";
-          ModelJob& model = jobs.at(job);
-          ASSERT_EQ(model.remaining.erase(delivery.item), 1u) << "item not due to job " << job;
-          ASSERT_TRUE(model.received.insert(delivery.item).second);
-        }
-      }
-      for (auto& [job, model] : jobs) {
-        if (model.remaining.empty() && model.subset_size > 0 && schedule() % 2 == 0) {
-          ASSERT_EQ(model.received.size(), model.subset_size);
-          policy->RemoveJob(job);
-          add_job(job);
-        }
-      }
-    }
+  };
+  hooks.epoch_options = [](std::mt19937_64& random) {
+    const double fraction = static_cast<double>(random() % 5) / 4.0;  // 0, 1/4, ..., 1
+    return JobSamplingOptions{fraction};
+  };
+  hooks.check_step = [&](const ModelJobs& jobs) {
     for (const auto& [job, model] : jobs) {
-      ASSERT_EQ(policy->Remaining(job), model.remaining.size());
-      const SubstitutionStats stats = policy->Substitutions(job);
-      ASSERT_EQ(stats.budget, Budget(model.fraction, model.subset_size));
-      ASSERT_LE(stats.substitutions, stats.budget);
-      ASSERT_LE(stats.substitutions, model.received.size());
+      ASSERT_EQ(policy->Substitutions(job).budget,
+                Budget(model.options.substitution_fraction, model.subset_size));
     }
-  }
-  Round round;
-  while (policy->Next([](JobId) { return true; }, &round)) {
-    for (const Delivery& delivery : round.deliveries) {
-      for (JobId job : delivery.receivers) {
-        ASSERT_EQ(jobs[job].remaining.erase(delivery.item), 1u);
-        ASSERT_TRUE(jobs[job].received.insert(delivery.item).second);
-      }
-    }
-  }
-  for (const auto& [job, model] : jobs) {
-    EXPECT_TRUE(model.remaining.empty());
-    EXPECT_EQ(model.received.size(), model.subset_size);
-    EXPECT_LE(policy->Substitutions(job).substitutions, policy->Substitutions(job).budget);
-  }
+  };
+  schedule.Run(*policy, hooks);
 }
 
-TEST(OdsSamplerTest, ExactlyOnceWithAChangingCache) {
-  for (uint64_t seed = 1; seed <= 2000; ++seed) {
-    RunSchedule(seed);
-    if (HasFatalFailure()) {
-      ADD_FAILURE() << "schedule seed " << seed;
-      return;
-    }
-  }
-}
+TEST(OdsSamplerTest, ExactlyOnceWithAChangingCache) { ForEachScheduleSeed(2000, RunSchedule); }
 
 TEST(OdsSamplerTest, RejectsAFractionOutsideZeroToOne) {
   auto policy = MakeOds(1, [](ItemId) { return false; });
@@ -194,13 +107,8 @@ TEST(OdsSamplerTest, SpendsExactlyTheBudgetWhenFewItemsAreCached) {
     std::mt19937_64 random(universe);
     // Three jobs, each on a random 3/4 of the universe; 8% of the universe is
     // cached, chosen at random.
-    std::vector<std::vector<ItemId>> subsets;
-    for (int j = 0; j < 3; ++j) {
-      std::vector<ItemId> all = Range(0, universe);
-      std::shuffle(all.begin(), all.end(), random);
-      all.resize(universe * 3 / 4);
-      subsets.push_back(all);
-    }
+    const std::vector<std::vector<ItemId>> subsets =
+        RandomSubsets(random, 3, universe, universe * 3 / 4);
     std::vector<char> cached(universe, 0);
     for (ItemId item = 0; item < universe; ++item) cached[item] = random() % 100 < 8;
     for (uint64_t seed = 1; seed <= 20; ++seed) {
@@ -242,14 +150,7 @@ std::vector<std::vector<ItemId>> Orders(SamplingPolicy& policy,
 
 std::vector<std::vector<ItemId>> OverlappingSubsets(uint64_t seed) {
   std::mt19937_64 random(seed);
-  std::vector<std::vector<ItemId>> subsets;
-  for (int j = 0; j < 4; ++j) {
-    std::vector<ItemId> all = Range(0, 400);
-    std::shuffle(all.begin(), all.end(), random);
-    all.resize(300);
-    subsets.push_back(all);
-  }
-  return subsets;
+  return RandomSubsets(random, 4, 400, 300);
 }
 
 // Everything cached (no draw ever misses), no predicate, or a zero budget:

@@ -4,13 +4,13 @@
 // Joader's chain ("dsa-chain").
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "server/sampler/sampling_policy.h"
+#include "tests/unit/sampler_workloads.h"
 
 namespace galley {
 namespace {
@@ -36,14 +36,8 @@ Totals RunOneEpoch(const std::string& policy_name, uint64_t seed,
   return totals;
 }
 
-std::vector<ItemId> Range(ItemId n) {
-  std::vector<ItemId> items(n);
-  std::iota(items.begin(), items.end(), 0);
-  return items;
-}
-
 TEST(SharingTest, IdenticalSubsetsStartedTogetherShareEveryItem) {
-  const std::vector<std::vector<ItemId>> subsets(4, Range(1000));
+  const std::vector<std::vector<ItemId>> subsets(4, ItemRange(0, 1000));
   for (const char* policy : {"dsa", "dsa-chain", "lockstep"}) {
     const Totals totals = RunOneEpoch(policy, 3, subsets);
     EXPECT_EQ(totals.requests, 4000u) << policy;
@@ -68,7 +62,7 @@ TEST(SharingTest, NestedSubsetsShareAsTheoryPredicts) {
     }
   }
   std::vector<std::vector<ItemId>> subsets;
-  for (ItemId size : sizes) subsets.push_back(Range(size));
+  for (ItemId size : sizes) subsets.push_back(ItemRange(0, size));
   const Totals dsa = RunOneEpoch("dsa", 11, subsets);
   EXPECT_EQ(dsa.requests, 28000u);
   // 5 standard deviations: a correct sampler fails this with p < 6e-7.
@@ -101,35 +95,13 @@ void ExpectTreeBeatsChain(const std::vector<std::vector<ItemId>>& subsets) {
 }
 
 TEST(SharingTest, PairwiseDifferentOverlapsShareMoreThanTheChain) {
-  // Atoms: AB 3000, AC 2000, BC 1000, ABC 500, and 1000 private items each.
-  std::vector<std::vector<ItemId>> subsets(3);
-  ItemId next = 0;
-  auto atom = [&](ItemId size, std::initializer_list<int> jobs) {
-    for (ItemId i = 0; i < size; ++i, ++next) {
-      for (int job : jobs) subsets[job].push_back(next);
-    }
-  };
-  atom(3000, {0, 1});
-  atom(2000, {0, 2});
-  atom(1000, {1, 2});
-  atom(500, {0, 1, 2});
-  atom(1000, {0});
-  atom(1000, {1});
-  atom(1000, {2});
-  ExpectTreeBeatsChain(subsets);
+  ExpectTreeBeatsChain(PairwiseOverlapSubsets());
 }
 
 TEST(SharingTest, RandomSubsetsShareMoreThanTheChain) {
   // Four jobs, each 10,000 ids drawn at random from [0, 13333).
   std::mt19937_64 random(5);
-  std::vector<std::vector<ItemId>> subsets;
-  for (int j = 0; j < 4; ++j) {
-    std::vector<ItemId> all = Range(13333);
-    std::shuffle(all.begin(), all.end(), random);
-    all.resize(10000);
-    subsets.push_back(all);
-  }
-  ExpectTreeBeatsChain(subsets);
+  ExpectTreeBeatsChain(RandomSubsets(random, 4, 13333, 10000));
 }
 
 }  // namespace

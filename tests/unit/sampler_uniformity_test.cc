@@ -32,6 +32,7 @@
 
 #include "server/sampler/sampling_policy.h"
 #include "server/sampler/uniformity_statistics.h"
+#include "tests/unit/sampler_workloads.h"
 
 namespace galley {
 namespace {
@@ -168,12 +169,6 @@ Verdict Judge(const std::vector<EpochTables>& tables, uint64_t trials) {
   return verdict;
 }
 
-std::vector<ItemId> Range(ItemId begin, ItemId end) {
-  std::vector<ItemId> items;
-  for (ItemId i = begin; i < end; ++i) items.push_back(i);
-  return items;
-}
-
 // A ∩ B, A ∩ C and B ∩ C all different and none nested: atoms
 // AB {0,1,2}, AC {3,4}, BC {5}, ABC {6}, A {7,8}, B {9}, C {10,11}.
 const std::vector<ItemId> kPairA = {0, 1, 2, 3, 4, 6, 7, 8};
@@ -182,15 +177,17 @@ const std::vector<ItemId> kPairC = {3, 4, 5, 6, 10, 11};
 
 std::vector<Scenario> Scenarios() {
   return {
-      {"identical", {{Range(0, 8)}, {Range(0, 8)}, {Range(0, 8)}}},
-      {"nested", {{Range(0, 8)}, {Range(0, 6)}, {Range(0, 4)}}},
+      {"identical", {{ItemRange(0, 8)}, {ItemRange(0, 8)}, {ItemRange(0, 8)}}},
+      {"nested", {{ItemRange(0, 8)}, {ItemRange(0, 6)}, {ItemRange(0, 4)}}},
       {"pairwise", {{kPairA}, {kPairB}, {kPairC}}},
       // Random masks and a job at half speed on the pairwise mix.
       {"masked_speeds", {{kPairA, 0, 0.3}, {kPairB, 0, 0.5}, {kPairC, 0, 0.0, /*period=*/2}}},
       // Jobs arriving mid-epoch of others, the first running two epochs so its
       // second one starts while the others are mid-way.
       {"staggered",
-       {{Range(0, 8), 0, 0.2, 1, /*epochs=*/2}, {Range(2, 8), 3, 0.2}, {Range(0, 5), 5, 0.0, 2}}},
+       {{ItemRange(0, 8), 0, 0.2, 1, /*epochs=*/2},
+        {ItemRange(2, 8), 3, 0.2},
+        {ItemRange(0, 5), 5, 0.0, 2}}},
   };
 }
 
