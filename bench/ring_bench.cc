@@ -2,9 +2,8 @@
 // filled slot, the client takes it as a Batch and releases it. This is the
 // whole per-batch cost of the data plane (no copy of the tensor): a semaphore
 // post and wait, two atomic state changes, and one SlotReleased frame.
-#include <sys/socket.h>
-
 #include <benchmark/benchmark.h>
+#include <sys/socket.h>
 
 #include <cstring>
 

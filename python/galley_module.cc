@@ -26,17 +26,38 @@ Exceptions* exceptions = nullptr;
   using galley::StatusCode;
   py::object type = exceptions->base;
   switch (status.code()) {
-    case StatusCode::kUnavailable: type = exceptions->unavailable; break;
-    case StatusCode::kInvalidArgument: type = exceptions->invalid; break;
-    case StatusCode::kNotFound: type = exceptions->not_found; break;
-    case StatusCode::kPermissionDenied: type = exceptions->permission; break;
-    case StatusCode::kResourceExhausted: type = exceptions->limit; break;
-    case StatusCode::kDeadlineExceeded: type = exceptions->timeout; break;
-    case StatusCode::kDataLoss: type = exceptions->sample; break;
-    case StatusCode::kCancelled: type = exceptions->cancelled; break;
-    case StatusCode::kProtocolError: type = exceptions->protocol; break;
-    case StatusCode::kEndOfStream: type = exceptions->end_of_stream; break;
-    default: break;
+    case StatusCode::kUnavailable:
+      type = exceptions->unavailable;
+      break;
+    case StatusCode::kInvalidArgument:
+      type = exceptions->invalid;
+      break;
+    case StatusCode::kNotFound:
+      type = exceptions->not_found;
+      break;
+    case StatusCode::kPermissionDenied:
+      type = exceptions->permission;
+      break;
+    case StatusCode::kResourceExhausted:
+      type = exceptions->limit;
+      break;
+    case StatusCode::kDeadlineExceeded:
+      type = exceptions->timeout;
+      break;
+    case StatusCode::kDataLoss:
+      type = exceptions->sample;
+      break;
+    case StatusCode::kCancelled:
+      type = exceptions->cancelled;
+      break;
+    case StatusCode::kProtocolError:
+      type = exceptions->protocol;
+      break;
+    case StatusCode::kEndOfStream:
+      type = exceptions->end_of_stream;
+      break;
+    default:
+      break;
   }
   PyErr_SetString(type.ptr(), status.message().c_str());
   throw py::error_already_set();
@@ -136,7 +157,8 @@ PYBIND11_MODULE(_galley, m) {
   ex.base = make("GalleyError", PyExc_RuntimeError);
   ex.unavailable = make("ServerUnavailable", ex.base);
   ex.invalid = make("InvalidRequest", py::make_tuple(ex.base, py::handle(PyExc_ValueError)));
-  ex.not_found = make("DatasetNotFound", py::make_tuple(ex.base, py::handle(PyExc_FileNotFoundError)));
+  ex.not_found =
+      make("DatasetNotFound", py::make_tuple(ex.base, py::handle(PyExc_FileNotFoundError)));
   ex.permission = make("AccessDenied", py::make_tuple(ex.base, py::handle(PyExc_PermissionError)));
   ex.limit = make("ResourceLimit", ex.base);
   ex.timeout = make("Timeout", py::make_tuple(ex.base, py::handle(PyExc_TimeoutError)));
@@ -181,7 +203,8 @@ PYBIND11_MODULE(_galley, m) {
              galley::ClientOptions options;
              if (!socket_path.empty()) options.socket_path = socket_path;
              options.client_name = "galley-python";
-             options.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+             options.request_timeout =
+                 std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
              galley::Result<galley::Client> client = galley::Status::Internal("unset");
              {
                py::gil_scoped_release release;

@@ -42,7 +42,8 @@ Result<nlohmann::json> RoundTrip(const ClientOptions& options, wire::MessageType
                                  std::unique_ptr<wire::Connection>* keep = nullptr) {
   GALLEY_ASSIGN_OR_RETURN(auto connection, Handshake(options));
   GALLEY_RETURN_IF_ERROR(connection->SendFrame(type, 1, body.dump()));
-  GALLEY_ASSIGN_OR_RETURN(auto frame, connection->ReadFrame(Clock::now() + options.request_timeout));
+  GALLEY_ASSIGN_OR_RETURN(auto frame,
+                          connection->ReadFrame(Clock::now() + options.request_timeout));
   GALLEY_ASSIGN_OR_RETURN(auto reply, wire::ParseObject(frame.payload));
   if (frame.header.type == wire::MessageType::kError) return wire::StatusFromErrorJson(reply);
   if (frame.header.type != reply_type) {
@@ -79,31 +80,29 @@ Result<Job> Client::OpenJob(const JobSpec& spec) const {
   }
   wire::Frame frame;
   std::unique_ptr<wire::Connection> connection;
-  GALLEY_ASSIGN_OR_RETURN(auto reply, RoundTrip(options_, wire::MessageType::kOpenJob,
-                                                wire::JobSpecToJson(spec),
-                                                wire::MessageType::kJobOpened, &frame, &connection));
+  GALLEY_ASSIGN_OR_RETURN(
+      auto reply, RoundTrip(options_, wire::MessageType::kOpenJob, wire::JobSpecToJson(spec),
+                            wire::MessageType::kJobOpened, &frame, &connection));
   GALLEY_ASSIGN_OR_RETURN(JobInfo info, wire::JobInfoFromJson(reply));
   if (!frame.passed_fd.valid()) {
     return Status::ProtocolError("JobOpened arrived without the segment descriptor");
   }
-  const uint64_t sample_bytes = static_cast<uint64_t>(info.sample_shape[0]) *
-                                info.sample_shape[1] * info.sample_shape[2] *
-                                (info.dtype == DType::kUInt8 ? 1 : 4);
+  const uint64_t sample_bytes = static_cast<uint64_t>(info.sample_shape[0]) * info.sample_shape[1] *
+                                info.sample_shape[2] * (info.dtype == DType::kUInt8 ? 1 : 4);
   GALLEY_ASSIGN_OR_RETURN(auto geometry,
                           wire::ComputeGeometry(info.slots, spec.batch_size, sample_bytes));
   GALLEY_ASSIGN_OR_RETURN(auto region,
                           wire::MappedRegion::Map(frame.passed_fd.get(), geometry.segment_bytes));
   GALLEY_RETURN_IF_ERROR(
       wire::ValidateHeader(*wire::HeaderAt(region.base()), geometry, region.size()));
-  auto channel = std::make_shared<internal::JobChannel>(connection.release(), std::move(info),
-                                                        std::move(region), geometry,
-                                                        options_.request_timeout);
+  auto channel = std::make_shared<internal::JobChannel>(
+      connection.release(), std::move(info), std::move(region), geometry, options_.request_timeout);
   return Job(std::move(channel));
 }
 
 Result<std::string> Client::Query(const std::string& what) const {
-  GALLEY_ASSIGN_OR_RETURN(auto reply, RoundTrip(options_, wire::MessageType::kQuery, {{"what", what}},
-                                                wire::MessageType::kQueryReply));
+  GALLEY_ASSIGN_OR_RETURN(auto reply, RoundTrip(options_, wire::MessageType::kQuery,
+                                                {{"what", what}}, wire::MessageType::kQueryReply));
   return reply.dump(2);
 }
 

@@ -51,7 +51,8 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
     // waits, so jobs opened together also start together.
     announced_ready_ = true;
     if (Status s = connection_->SendFrame(wire::MessageType::kConsumerReady, 0, ""); !s.ok()) {
-      terminal_ = Status::Unavailable("galleyd closed the connection (the daemon stopped or crashed)");
+      terminal_ =
+          Status::Unavailable("galleyd closed the connection (the daemon stopped or crashed)");
       return terminal_;
     }
   }
@@ -83,7 +84,8 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
     uint32_t found = geometry_.slot_count;
     for (uint32_t i = 0; i < geometry_.slot_count; ++i) {
       auto* s = slot(i);
-      if (s->state.load(std::memory_order_acquire) == static_cast<uint32_t>(wire::SlotState::kReady) &&
+      if (s->state.load(std::memory_order_acquire) ==
+              static_cast<uint32_t>(wire::SlotState::kReady) &&
           s->sequence == next_sequence_) {
         found = i;
         break;

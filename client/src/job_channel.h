@@ -54,12 +54,12 @@ class JobChannel {
   const std::chrono::milliseconds request_timeout_;
 
   std::mutex consume_mu_;
-  uint64_t next_sequence_ = 0;     // GUARDED_BY(consume_mu_)
-  uint64_t generation_ = 0;        // GUARDED_BY(consume_mu_)
-  uint32_t next_request_id_ = 1;   // GUARDED_BY(consume_mu_)
-  bool end_of_stream_ = false;     // GUARDED_BY(consume_mu_)
-  bool announced_ready_ = false;   // GUARDED_BY(consume_mu_): ConsumerReady sent
-  Status terminal_;                // GUARDED_BY(consume_mu_): why the job ended, if it did
+  uint64_t next_sequence_ = 0;    // GUARDED_BY(consume_mu_)
+  uint64_t generation_ = 0;       // GUARDED_BY(consume_mu_)
+  uint32_t next_request_id_ = 1;  // GUARDED_BY(consume_mu_)
+  bool end_of_stream_ = false;    // GUARDED_BY(consume_mu_)
+  bool announced_ready_ = false;  // GUARDED_BY(consume_mu_): ConsumerReady sent
+  Status terminal_;               // GUARDED_BY(consume_mu_): why the job ended, if it did
 };
 
 }  // namespace galley::internal

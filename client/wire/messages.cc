@@ -16,8 +16,10 @@ class FieldReader {
   Status Unsigned(const char* name, T* out, bool required = false) {
     auto it = body_.find(name);
     if (it == body_.end()) return required ? Missing(name) : Status::Ok();
-    if (!it->is_number_unsigned() && !(it->is_number_integer() && it->template get<int64_t>() >= 0)) {
-      return Status::InvalidArgument(std::string("field '") + name + "' must be a non-negative integer");
+    if (!it->is_number_unsigned() &&
+        !(it->is_number_integer() && it->template get<int64_t>() >= 0)) {
+      return Status::InvalidArgument(std::string("field '") + name +
+                                     "' must be a non-negative integer");
     }
     const auto value = it->template get<uint64_t>();
     if (value > std::numeric_limits<T>::max()) {
@@ -94,7 +96,8 @@ class FieldReader {
       const auto begin = v[0].get<uint64_t>();
       const auto end = v[1].get<uint64_t>();
       if (end < begin) {
-        return Status::InvalidArgument(std::string("field '") + name + "' has a range with end < begin");
+        return Status::InvalidArgument(std::string("field '") + name +
+                                       "' has a range with end < begin");
       }
       out->emplace_back(begin, end);
     }
@@ -123,13 +126,20 @@ Result<json> ParseObject(std::string_view payload) {
 
 json JobSpecToJson(const JobSpec& spec) {
   json body = {
-      {"dataset", spec.dataset},     {"batch_size", spec.batch_size},
-      {"drop_last", spec.drop_last}, {"seed", spec.seed},
-      {"epochs", spec.epochs},       {"start_epoch", spec.start_epoch},
-      {"rank", spec.rank},           {"world_size", spec.world_size},
-      {"prefetch", spec.prefetch},   {"on_error", spec.on_error},
-      {"policy", spec.policy},       {"name", spec.name},
-      {"classes", spec.classes},     {"ids", spec.ids},
+      {"dataset", spec.dataset},
+      {"batch_size", spec.batch_size},
+      {"drop_last", spec.drop_last},
+      {"seed", spec.seed},
+      {"epochs", spec.epochs},
+      {"start_epoch", spec.start_epoch},
+      {"rank", spec.rank},
+      {"world_size", spec.world_size},
+      {"prefetch", spec.prefetch},
+      {"on_error", spec.on_error},
+      {"policy", spec.policy},
+      {"name", spec.name},
+      {"classes", spec.classes},
+      {"ids", spec.ids},
       {"ods_fraction", spec.ods_fraction},
   };
   json ranges = json::array();

@@ -19,20 +19,34 @@ uint64_t GetLe(const std::byte* in, int bytes) {
 
 std::string_view MessageTypeName(MessageType type) {
   switch (type) {
-    case MessageType::kHello: return "Hello";
-    case MessageType::kWelcome: return "Welcome";
-    case MessageType::kError: return "Error";
-    case MessageType::kOpenJob: return "OpenJob";
-    case MessageType::kJobOpened: return "JobOpened";
-    case MessageType::kSlotReleased: return "SlotReleased";
-    case MessageType::kSeekEpoch: return "SeekEpoch";
-    case MessageType::kEpochSought: return "EpochSought";
-    case MessageType::kStatsRequest: return "StatsRequest";
-    case MessageType::kStats: return "Stats";
-    case MessageType::kQuery: return "Query";
-    case MessageType::kQueryReply: return "QueryReply";
-    case MessageType::kCloseJob: return "CloseJob";
-    case MessageType::kConsumerReady: return "ConsumerReady";
+    case MessageType::kHello:
+      return "Hello";
+    case MessageType::kWelcome:
+      return "Welcome";
+    case MessageType::kError:
+      return "Error";
+    case MessageType::kOpenJob:
+      return "OpenJob";
+    case MessageType::kJobOpened:
+      return "JobOpened";
+    case MessageType::kSlotReleased:
+      return "SlotReleased";
+    case MessageType::kSeekEpoch:
+      return "SeekEpoch";
+    case MessageType::kEpochSought:
+      return "EpochSought";
+    case MessageType::kStatsRequest:
+      return "StatsRequest";
+    case MessageType::kStats:
+      return "Stats";
+    case MessageType::kQuery:
+      return "Query";
+    case MessageType::kQueryReply:
+      return "QueryReply";
+    case MessageType::kCloseJob:
+      return "CloseJob";
+    case MessageType::kConsumerReady:
+      return "ConsumerReady";
   }
   return "Unknown";
 }

@@ -26,19 +26,19 @@ inline constexpr size_t kFrameHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayloadBytes = 16u << 20;
 
 enum class MessageType : uint16_t {
-  kHello = 1,         // client -> daemon: {protocol_version, client, pid}
-  kWelcome = 2,       // daemon -> client: {protocol_version, server_version, pid}
-  kError = 3,         // daemon -> client: {code, message}
-  kOpenJob = 4,       // client -> daemon: the job spec (docs/protocol.md)
-  kJobOpened = 5,     // daemon -> client: segment geometry; carries the segment fd
-  kSlotReleased = 6,  // client -> daemon: {} a batch slot became free
-  kSeekEpoch = 7,     // client -> daemon: {epoch}
-  kEpochSought = 8,   // daemon -> client: {epoch, generation}
-  kStatsRequest = 9,  // client -> daemon: {}
-  kStats = 10,        // daemon -> client: job and daemon counters
-  kQuery = 11,        // galleyctl -> daemon: {what: status|datasets|jobs|cache|plan}
-  kQueryReply = 12,   // daemon -> galleyctl: JSON document
-  kCloseJob = 13,     // client -> daemon: {} end the job now
+  kHello = 1,           // client -> daemon: {protocol_version, client, pid}
+  kWelcome = 2,         // daemon -> client: {protocol_version, server_version, pid}
+  kError = 3,           // daemon -> client: {code, message}
+  kOpenJob = 4,         // client -> daemon: the job spec (docs/protocol.md)
+  kJobOpened = 5,       // daemon -> client: segment geometry; carries the segment fd
+  kSlotReleased = 6,    // client -> daemon: {} a batch slot became free
+  kSeekEpoch = 7,       // client -> daemon: {epoch}
+  kEpochSought = 8,     // daemon -> client: {epoch, generation}
+  kStatsRequest = 9,    // client -> daemon: {}
+  kStats = 10,          // daemon -> client: job and daemon counters
+  kQuery = 11,          // galleyctl -> daemon: {what: status|datasets|jobs|cache|plan}
+  kQueryReply = 12,     // daemon -> galleyctl: JSON document
+  kCloseJob = 13,       // client -> daemon: {} end the job now
   kConsumerReady = 14,  // client -> daemon: {} the consumer waits for its first batch
 };
 inline constexpr uint16_t kMaxMessageType = 14;

@@ -29,7 +29,8 @@ Result<SegmentGeometry> ComputeGeometry(uint32_t slot_count, uint32_t batch_capa
   g.batch_capacity = batch_capacity;
   g.sample_bytes = sample_bytes;
   g.slots_offset = AlignUp(sizeof(SegmentHeader), kSlotAlignment);
-  const uint64_t meta = sizeof(SlotHeader) + uint64_t{batch_capacity} * (sizeof(uint64_t) + sizeof(int64_t));
+  const uint64_t meta =
+      sizeof(SlotHeader) + uint64_t{batch_capacity} * (sizeof(uint64_t) + sizeof(int64_t));
   g.tensor_offset = AlignUp(meta, kSlotAlignment);
   const uint64_t tensor = sample_bytes * batch_capacity;
   if (tensor > (uint64_t{1} << 40)) return Status::InvalidArgument("batch tensor too large");
@@ -44,7 +45,8 @@ Status ValidateHeader(const SegmentHeader& header, const SegmentGeometry& expect
   if (header.magic != kSegmentMagic || header.layout_version != kSegmentLayoutVersion) {
     return Status::ProtocolError("shared-memory segment has an unknown layout");
   }
-  if (header.slot_count != expected.slot_count || header.batch_capacity != expected.batch_capacity ||
+  if (header.slot_count != expected.slot_count ||
+      header.batch_capacity != expected.batch_capacity ||
       header.sample_bytes != expected.sample_bytes || header.slot_stride != expected.slot_stride ||
       header.slots_offset != expected.slots_offset ||
       header.tensor_offset != expected.tensor_offset ||

@@ -47,9 +47,9 @@ struct SlotHeader {
   uint64_t sequence;            // publication order within the job, from 0
   uint64_t generation;          // bumped by each SeekEpoch
   uint64_t epoch;
-  uint64_t batch_index;         // index of this batch within its epoch
-  uint32_t sample_count;        // samples in the tensor, <= batch capacity
-  uint32_t skipped_count;       // samples dropped because they failed
+  uint64_t batch_index;             // index of this batch within its epoch
+  uint32_t sample_count;            // samples in the tensor, <= batch capacity
+  uint32_t skipped_count;           // samples dropped because they failed
   char first_error[kMaxErrorText];  // NUL-terminated; path and reason of a failure
   // Followed by: uint64_t item_ids[capacity]; int64_t labels[capacity];
   // then, at `tensor_offset` from the slot start, the batch tensor.
@@ -60,10 +60,10 @@ struct SegmentHeader {
   uint32_t layout_version;
   uint32_t slot_count;
   uint32_t batch_capacity;
-  uint64_t slot_stride;     // bytes from one slot to the next
-  uint64_t slots_offset;    // offset of slot 0 from the segment start
-  uint64_t tensor_offset;   // offset of the tensor within a slot
-  uint64_t sample_bytes;    // bytes of one sample in the tensor
+  uint64_t slot_stride;    // bytes from one slot to the next
+  uint64_t slots_offset;   // offset of slot 0 from the segment start
+  uint64_t tensor_offset;  // offset of the tensor within a slot
+  uint64_t sample_bytes;   // bytes of one sample in the tensor
   uint32_t channels, height, width;
   ElementType dtype;
   TensorLayout layout;

@@ -68,7 +68,8 @@ Result<std::unique_ptr<BatchRing>> BatchRing::Create(const wire::SegmentGeometry
         .close_reason = {},
     };
     (void)header;
-    auto ring = std::unique_ptr<BatchRing>(new BatchRing(geometry, std::move(shm), std::move(region)));
+    auto ring =
+        std::unique_ptr<BatchRing>(new BatchRing(geometry, std::move(shm), std::move(region)));
     for (uint32_t i = 0; i < geometry.slot_count; ++i) {
       new (ring->slot(i)) wire::SlotHeader{};
     }

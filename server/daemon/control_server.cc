@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -10,7 +11,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <spdlog/spdlog.h>
 
 #include "wire/messages.h"
 
@@ -55,7 +55,9 @@ Status ControlServer::Start() {
   std::error_code ec;
   if (path.has_parent_path()) {
     std::filesystem::create_directories(path.parent_path(), ec);
-    if (ec) return Status::PermissionDenied("cannot create " + path.parent_path().string() + ": " + ec.message());
+    if (ec)
+      return Status::PermissionDenied("cannot create " + path.parent_path().string() + ": " +
+                                      ec.message());
   }
   if (std::filesystem::exists(path, ec)) {
     // A live daemon answers; a stale file from a crashed one does not.
@@ -202,18 +204,20 @@ void ControlServer::Serve(Session* session) {
         }
         json reply = Query(what->get<std::string>());
         if (reply.contains("error")) {
-          SendError(connection, request_id, Status::InvalidArgument(reply["error"].get<std::string>()));
+          SendError(connection, request_id,
+                    Status::InvalidArgument(reply["error"].get<std::string>()));
           continue;
         }
-        if (Status s = SendJson(connection, wire::MessageType::kQueryReply, request_id, reply); !s.ok()) {
+        if (Status s = SendJson(connection, wire::MessageType::kQueryReply, request_id, reply);
+            !s.ok()) {
           return finish(s);
         }
         continue;
       }
       default:
-        return finish(Status::ProtocolError(
-            "unexpected " + std::string(wire::MessageTypeName(frame->header.type)) +
-            " on a connection without a job"));
+        return finish(Status::ProtocolError("unexpected " +
+                                            std::string(wire::MessageTypeName(frame->header.type)) +
+                                            " on a connection without a job"));
     }
   }
   finish(Status::Ok());
@@ -261,14 +265,16 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
   subset.classes = spec.classes;
   for (const auto& [begin, end] : spec.id_ranges) {
     if (end > job->dataset->size()) {
-      return Status::InvalidArgument("id range ends at " + std::to_string(end) + " but the dataset has " +
+      return Status::InvalidArgument("id range ends at " + std::to_string(end) +
+                                     " but the dataset has " +
                                      std::to_string(job->dataset->size()) + " items");
     }
     subset.ranges.emplace_back(static_cast<ItemId>(begin), static_cast<ItemId>(end));
   }
   for (uint64_t id : spec.ids) {
     if (id >= job->dataset->size()) {
-      return Status::InvalidArgument("item id " + std::to_string(id) + " is out of range (dataset has " +
+      return Status::InvalidArgument("item id " + std::to_string(id) +
+                                     " is out of range (dataset has " +
                                      std::to_string(job->dataset->size()) + " items)");
     }
     subset.ids.push_back(static_cast<ItemId>(id));
@@ -278,8 +284,8 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
   job->epoch_size = n / spec.world_size + (spec.rank < n % spec.world_size ? 1 : 0);
   if (job->epoch_size == 0) {
     return Status::InvalidArgument("rank " + std::to_string(spec.rank) + " of " +
-                                   std::to_string(spec.world_size) + " gets no items from a subset of " +
-                                   std::to_string(n));
+                                   std::to_string(spec.world_size) +
+                                   " gets no items from a subset of " + std::to_string(n));
   }
 
   auto transform = json::parse(spec.transform_json, nullptr, false);
@@ -291,16 +297,17 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
   shape.height = static_cast<uint32_t>(job->pipeline->output_height());
   shape.width = static_cast<uint32_t>(job->pipeline->output_width());
   shape.dtype = job->pipeline->dtype() == image::DType::kUInt8 ? wire::ElementType::kUInt8
-                                                             : wire::ElementType::kFloat32;
+                                                               : wire::ElementType::kFloat32;
   shape.layout = job->pipeline->layout() == image::Layout::kNCHW ? wire::TensorLayout::kNCHW
-                                                               : wire::TensorLayout::kNHWC;
+                                                                 : wire::TensorLayout::kNHWC;
   GALLEY_ASSIGN_OR_RETURN(auto geometry, wire::ComputeGeometry(spec.prefetch, spec.batch_size,
                                                                job->pipeline->sample_bytes()));
   if (geometry.segment_bytes > options_.max_shm_per_job) {
-    return Status::ResourceExhausted(
-        "the job needs " + std::to_string(geometry.segment_bytes) +
-        " bytes of shared memory (prefetch x batch_size x sample size), over the per-job limit of " +
-        std::to_string(options_.max_shm_per_job) + "; lower prefetch or batch_size");
+    return Status::ResourceExhausted("the job needs " + std::to_string(geometry.segment_bytes) +
+                                     " bytes of shared memory (prefetch x batch_size x sample "
+                                     "size), over the per-job limit of " +
+                                     std::to_string(options_.max_shm_per_job) +
+                                     "; lower prefetch or batch_size");
   }
   {
     std::lock_guard lock(mu_);
@@ -374,8 +381,8 @@ Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& 
   info.dtype = job->pipeline->dtype() == image::DType::kUInt8 ? DType::kUInt8 : DType::kFloat32;
   info.layout = job->pipeline->layout() == image::Layout::kNCHW ? Layout::kNCHW : Layout::kNHWC;
   const int64_t h = job->pipeline->output_height(), w = job->pipeline->output_width();
-  info.sample_shape = info.layout == Layout::kNCHW ? std::vector<int64_t>{3, h, w}
-                                                   : std::vector<int64_t>{h, w, 3};
+  info.sample_shape =
+      info.layout == Layout::kNCHW ? std::vector<int64_t>{3, h, w} : std::vector<int64_t>{h, w, 3};
   info.slots = job->spec.prefetch;
   info.segment_bytes = job->ring->geometry().segment_bytes;
   auto fd = job->ring->DuplicateFd();
@@ -389,9 +396,9 @@ Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& 
     cleanup(s);
     return Status::Ok();
   }
-  spdlog::info("job {} ({}) opened by uid {} pid {}: {} items/epoch, batch {}, policy {}",
-               job->id, job->spec.name, peer.uid, peer.pid, job->epoch_size,
-               job->spec.batch_size, job->policy);
+  spdlog::info("job {} ({}) opened by uid {} pid {}: {} items/epoch, batch {}, policy {}", job->id,
+               job->spec.name, peer.uid, peer.pid, job->epoch_size, job->spec.batch_size,
+               job->policy);
 
   Status ending = Status::Cancelled("the job was closed");
   while (true) {
@@ -485,12 +492,10 @@ json ControlServer::Query(const std::string& what) const {
     const json plan = cache_planner_->Describe();
     reply["planner_inputs"] = plan["inputs"];
     const json pipeline = pipeline_->Describe();
-    reply["pipeline"] = {{"file_reads", pipeline["file_reads"]},
-                         {"decodes", pipeline["decodes"]},
-                         {"augments", pipeline["augments"]},
-                         {"decoded_hits", pipeline["decoded_hits"]},
-                         {"encoded_hits", pipeline["encoded_hits"]},
-                         {"augmented_hits", pipeline["augmented_hits"]}};
+    reply["pipeline"] = {
+        {"file_reads", pipeline["file_reads"]},     {"decodes", pipeline["decodes"]},
+        {"augments", pipeline["augments"]},         {"decoded_hits", pipeline["decoded_hits"]},
+        {"encoded_hits", pipeline["encoded_hits"]}, {"augmented_hits", pipeline["augmented_hits"]}};
     return reply;
   }
   if (what == "plan") {

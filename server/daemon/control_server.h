@@ -71,14 +71,14 @@ class ControlServer {
   std::atomic<bool> stopping_{false};
 
   mutable std::mutex mu_;
-  std::list<Session> sessions_;                                    // GUARDED_BY(mu_)
-  std::map<uint64_t, std::shared_ptr<ServedJob>> jobs_;            // GUARDED_BY(mu_)
+  std::list<Session> sessions_;                                     // GUARDED_BY(mu_)
+  std::map<uint64_t, std::shared_ptr<ServedJob>> jobs_;             // GUARDED_BY(mu_)
   std::map<std::string, std::shared_ptr<const Dataset>> datasets_;  // GUARDED_BY(mu_)
-  uint64_t next_job_id_ = 1;                                       // GUARDED_BY(mu_)
-  uint64_t shm_in_use_ = 0;                                        // GUARDED_BY(mu_)
-  uint64_t protocol_errors_ = 0;                                   // GUARDED_BY(mu_)
-  uint64_t jobs_opened_ = 0;                                       // GUARDED_BY(mu_)
-  uint64_t jobs_refused_ = 0;                                      // GUARDED_BY(mu_)
+  uint64_t next_job_id_ = 1;                                        // GUARDED_BY(mu_)
+  uint64_t shm_in_use_ = 0;                                         // GUARDED_BY(mu_)
+  uint64_t protocol_errors_ = 0;                                    // GUARDED_BY(mu_)
+  uint64_t jobs_opened_ = 0;                                        // GUARDED_BY(mu_)
+  uint64_t jobs_refused_ = 0;                                       // GUARDED_BY(mu_)
 };
 
 }  // namespace galley

@@ -19,8 +19,8 @@ void PrintHuman(const nlohmann::json& value, int indent = 0) {
         std::cout << pad << key << ":\n";
         PrintHuman(child, indent + 2);
       } else {
-        std::cout << pad << key << ": " << (child.is_string() ? child.get<std::string>() : child.dump())
-                  << "\n";
+        std::cout << pad << key << ": "
+                  << (child.is_string() ? child.get<std::string>() : child.dump()) << "\n";
       }
     }
   } else if (value.is_array()) {

@@ -1,5 +1,6 @@
 // galleyd: the per-node daemon. See README.md and docs/operations.md.
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <csignal>
@@ -26,6 +27,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (exit_now) return 0;
+  // Logs go to stderr (journald under systemd), leaving stdout free.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("galleyd"));
   spdlog::set_level(spdlog::level::from_str(options->log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ galleyd: %v");
 

@@ -252,6 +252,17 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     plans->push_back(std::move(plan));
   }
   if (plans->empty()) return false;
+  if (spdlog::should_log(spdlog::level::trace)) {
+    // Which jobs share this wave, and each ring's free/ready slots.
+    std::vector<uint64_t> wave;
+    for (const auto& plan : *plans) wave.push_back(plan->job->id);
+    std::vector<std::string> rings;
+    for (auto& [id, p] : jobs_) {
+      rings.push_back(fmt::format("{}:{}f{}r", id, p.job->ring->FreeSlots(),
+                                  p.job->ring->ReadySlots()));
+    }
+    spdlog::trace("wave for jobs {} (rings {})", fmt::join(wave, " "), fmt::join(rings, " "));
+  }
 
   for (auto& [group, members] : by_group) {
     std::unordered_map<ItemId, size_t> task_of_item;

@@ -29,8 +29,8 @@ struct JobCounters {
   std::atomic<uint64_t> samples{0};
   std::atomic<uint64_t> skipped{0};
   std::atomic<uint64_t> epochs_completed{0};
-  std::atomic<uint64_t> produce_ns{0};   // time spent preparing this job's batches
-  std::atomic<uint64_t> blocked_ns{0};   // time the job's ring was full (consumer slower)
+  std::atomic<uint64_t> produce_ns{0};  // time spent preparing this job's batches
+  std::atomic<uint64_t> blocked_ns{0};  // time the job's ring was full (consumer slower)
 };
 
 struct ServedJob {
@@ -43,7 +43,7 @@ struct ServedJob {
   std::vector<ItemId> subset;  // sorted, distinct
   uint64_t epoch_size = 0;     // items this rank receives per epoch
   std::unique_ptr<BatchRing> ring;
-  std::string policy;          // the sampling policy actually used
+  std::string policy;  // the sampling policy actually used
   std::chrono::steady_clock::time_point opened_at = std::chrono::steady_clock::now();
 
   JobCounters counters;

@@ -1,13 +1,12 @@
 // Integration tests: the real galleyd process, real JPEG files, the real
 // C++ client, and raw sockets for misbehaving peers.
-#include <signal.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <fstream>
@@ -170,15 +169,15 @@ TEST_F(GalleydTest, MalformedFramesGetAnErrorAndTheDaemonCarriesOn) {
   const std::string hello_body = R"({"protocol_version":1,"client":"raw"})";
   const std::string hello = Header(1, hello_body.size()) + hello_body;
   const std::vector<std::string> attacks = {
-      std::string(16, '\xff'),                                    // garbage header
-      Header(1, 2, 0xdeadbeef) + "{}",                            // wrong magic
-      Header(1, 2, wire::kFrameMagic, 9) + "{}",                  // future version
-      Header(999, 0),                                             // unknown type
-      Header(1, wire::kMaxPayloadBytes + 1),                      // oversized
-      Header(1, 5) + "[1,2]",                                     // body not an object
+      std::string(16, '\xff'),                    // garbage header
+      Header(1, 2, 0xdeadbeef) + "{}",            // wrong magic
+      Header(1, 2, wire::kFrameMagic, 9) + "{}",  // future version
+      Header(999, 0),                             // unknown type
+      Header(1, wire::kMaxPayloadBytes + 1),      // oversized
+      Header(1, 5) + "[1,2]",                     // body not an object
       hello + Header(static_cast<uint16_t>(wire::MessageType::kSlotReleased), 0),  // no job yet
-      hello + Header(4, 9) + "not json!",                         // OpenJob with bad JSON
-      hello + Header(4, 2) + "{}",                                // OpenJob without fields
+      hello + Header(4, 9) + "not json!",  // OpenJob with bad JSON
+      hello + Header(4, 2) + "{}",         // OpenJob without fields
   };
   for (const auto& attack : attacks) {
     auto frames = SendRaw(daemon_->socket(), attack);
@@ -232,7 +231,10 @@ TEST_F(GalleydTest, ClientsLearnQuicklyThatTheDaemonDied) {
   spec.prefetch = 1;
   auto job = client->OpenJob(spec);
   ASSERT_TRUE(job.ok());
-  { auto batch = job->Next(10s); ASSERT_TRUE(batch.ok()); }
+  {
+    auto batch = job->Next(10s);
+    ASSERT_TRUE(batch.ok());
+  }
   daemon_->Stop(SIGKILL);
   const auto start = std::chrono::steady_clock::now();
   Status status = Status::Ok();
@@ -274,7 +276,8 @@ TEST_F(GalleydTest, CorruptEmptyAndTruncatedFilesAreSkippedAndCounted) {
   {
     std::ifstream in(files_[0], std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::ofstream(data_ / "class2" / "902.jpg", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+    std::ofstream(data_ / "class2" / "902.jpg", std::ios::binary)
+        << bytes.substr(0, bytes.size() / 2);
   }
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
@@ -302,7 +305,11 @@ TEST_F(GalleydTest, SeekRestartsAtTheRequestedEpoch) {
   ASSERT_TRUE(client.ok());
   auto job = client->OpenJob(Spec(8));
   ASSERT_TRUE(job.ok());
-  { auto first = job->Next(10s); ASSERT_TRUE(first.ok()); EXPECT_EQ(first->epoch(), 0u); }
+  {
+    auto first = job->Next(10s);
+    ASSERT_TRUE(first.ok());
+    EXPECT_EQ(first->epoch(), 0u);
+  }
   ASSERT_TRUE(job->SeekEpoch(5).ok());
   std::set<uint64_t> seen;
   bool last = false;

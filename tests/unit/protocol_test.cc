@@ -1,14 +1,14 @@
 // Protocol round-trips over a socketpair, without a daemon.
-#include <sys/mman.h>
-#include <sys/socket.h>
+#include "wire/protocol.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 
 #include <thread>
 
 #include "wire/connection.h"
 #include "wire/messages.h"
-#include "wire/protocol.h"
 #include "wire/segment_layout.h"
 
 namespace galley::wire {
@@ -142,7 +142,8 @@ TEST(Messages, JobSpecRoundTrips) {
   EXPECT_EQ(parsed->rank, 1u);
   EXPECT_EQ(parsed->world_size, 4u);
   EXPECT_EQ(parsed->on_error, "raise");
-  EXPECT_EQ(nlohmann::json::parse(parsed->transform_json), nlohmann::json::parse(spec.transform_json));
+  EXPECT_EQ(nlohmann::json::parse(parsed->transform_json),
+            nlohmann::json::parse(spec.transform_json));
 }
 
 TEST(Messages, JobSpecValidationNamesTheField) {
@@ -151,18 +152,40 @@ TEST(Messages, JobSpecValidationNamesTheField) {
     auto parsed = JobSpecFromJson(body);
     ASSERT_FALSE(parsed.ok());
     EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(parsed.status().message().find(needle), std::string::npos) << parsed.status().message();
+    EXPECT_NE(parsed.status().message().find(needle), std::string::npos)
+        << parsed.status().message();
   };
-  auto b = base; b["batch_size"] = 0; expect_error(b, "batch_size");
-  b = base; b["batch_size"] = "many"; expect_error(b, "batch_size");
-  b = base; b["batch_size"] = -3; expect_error(b, "batch_size");
-  b = base; b.erase("dataset"); expect_error(b, "dataset");
-  b = base; b["rank"] = 4; b["world_size"] = 4; expect_error(b, "rank");
-  b = base; b["on_error"] = "ignore"; expect_error(b, "on_error");
-  b = base; b["id_ranges"] = {{5, 1}}; expect_error(b, "id_ranges");
-  b = base; b["ids"] = {1, "two"}; expect_error(b, "ids");
-  b = base; b["transform"] = 5; expect_error(b, "transform");
-  b = base; b["prefetch"] = 1ULL << 40; expect_error(b, "prefetch");
+  auto b = base;
+  b["batch_size"] = 0;
+  expect_error(b, "batch_size");
+  b = base;
+  b["batch_size"] = "many";
+  expect_error(b, "batch_size");
+  b = base;
+  b["batch_size"] = -3;
+  expect_error(b, "batch_size");
+  b = base;
+  b.erase("dataset");
+  expect_error(b, "dataset");
+  b = base;
+  b["rank"] = 4;
+  b["world_size"] = 4;
+  expect_error(b, "rank");
+  b = base;
+  b["on_error"] = "ignore";
+  expect_error(b, "on_error");
+  b = base;
+  b["id_ranges"] = {{5, 1}};
+  expect_error(b, "id_ranges");
+  b = base;
+  b["ids"] = {1, "two"};
+  expect_error(b, "ids");
+  b = base;
+  b["transform"] = 5;
+  expect_error(b, "transform");
+  b = base;
+  b["prefetch"] = 1ULL << 40;
+  expect_error(b, "prefetch");
 }
 
 TEST(Messages, ParseObjectRejectsNonObjects) {
