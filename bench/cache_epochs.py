@@ -106,7 +106,7 @@ def main():
 
     root = ROOT / ".demo" / f"bench-{args.images}"
     subprocess.run([sys.executable, str(ROOT / "scripts/make_demo_dataset.py"), str(root),
-                    "--images", str(args.images), "--classes", "100"], check=True)
+                    "--images", str(args.images), "--classes", "10"], check=True)
     decoded = decoded_bytes(root)
     print(f"dataset {root}: {args.images} images, decoded size {decoded / 2**20:.0f} MiB")
     rows = []
