@@ -1,17 +1,22 @@
 // Decode throughput on an ImageNet-sized JPEG (500 x 375, about 100 KB at
 // quality 90), generated in-process with TurboJPEG so the benchmark needs no
-// files. Reports items/s and encoded bytes/s for a full decode and for the
-// scaled decodes a 224-pixel crop can use.
+// files. Reports items/s and encoded bytes/s for a full decode, for the
+// scaled decodes a 224-pixel crop can use, and for region decodes of
+// RandomResizedCrop windows against full decodes of the same samples.
 #include <benchmark/benchmark.h>
 #include <turbojpeg.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <vector>
 
 #include "server/image/decoder.h"
+#include "server/image/region_decoder.h"
+#include "server/image/transforms.h"
 
 namespace galley::image {
 namespace {
@@ -96,6 +101,93 @@ void BM_ReadHeader(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_ReadHeader)->UseRealTime();
+
+// RandomResizedCrop(224) + RandomHorizontalFlip, the usual training pipeline.
+const TransformPipeline& TrainPipeline() {
+  static const TransformPipeline pipeline =
+      TransformPipeline::FromJson(
+          {{"ops",
+            {{{"op", "RandomResizedCrop"}, {"size", {224}}}, {{"op", "RandomHorizontalFlip"}}}}})
+          .value();
+  return pipeline;
+}
+
+constexpr int kItems = 512;
+
+// The windows of kItems consecutive samples, and their mean share of the image.
+const std::vector<SourceRect>& TrainWindows() {
+  static const std::vector<SourceRect> windows = [] {
+    std::vector<SourceRect> out;
+    for (int item = 0; item < kItems; ++item) {
+      out.push_back(TrainPipeline().RegionWindow(kWidth, kHeight, 1, 0, item).value());
+    }
+    return out;
+  }();
+  return windows;
+}
+
+double MeanAreaFraction() {
+  double sum = 0;
+  for (const SourceRect& w : TrainWindows()) sum += static_cast<double>(w.width) * w.height;
+  return sum / (static_cast<double>(TrainWindows().size()) * kWidth * kHeight);
+}
+
+// Decode only, just each sample's window (compare BM_DecodeFull).
+void BM_DecodeRegionWindows(benchmark::State& state) {
+  const auto& jpeg = TestJpeg();
+  const auto& windows = TrainWindows();
+  size_t i = 0;
+  for (auto _ : state) {
+    const SourceRect& w = windows[i++ % windows.size()];
+    auto region = DecodeRegion(jpeg, DecodeOptions{}, w.x, w.y, w.width, w.height);
+    if (!region.ok()) state.SkipWithError(region.status().ToString().c_str());
+    benchmark::DoNotOptimize(region->pixels.pixels.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["mean_area_fraction"] = MeanAreaFraction();
+}
+BENCHMARK(BM_DecodeRegionWindows)->UseRealTime();
+
+// Decode + augment, whole image: Decode then Apply.
+void BM_SampleFullDecode(benchmark::State& state) {
+  const auto& jpeg = TestJpeg();
+  const TransformPipeline& pipeline = TrainPipeline();
+  std::vector<std::byte> dst(pipeline.sample_bytes());
+  uint64_t item = 0;
+  for (auto _ : state) {
+    auto image = Decode(jpeg, DecodeOptions{});
+    if (!image.ok()) state.SkipWithError(image.status().ToString().c_str());
+    const Status status = pipeline.Apply(*image, 1, 0, item++ % kItems, dst);
+    if (!status.ok()) state.SkipWithError(status.ToString().c_str());
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_SampleFullDecode)->UseRealTime();
+
+// Decode + augment, region only: header, RegionWindow, DecodeRegion,
+// ApplyRegion, as a caller would chain them.
+void BM_SampleRegionDecode(benchmark::State& state) {
+  const auto& jpeg = TestJpeg();
+  const TransformPipeline& pipeline = TrainPipeline();
+  std::vector<std::byte> dst(pipeline.sample_bytes());
+  uint64_t item = 0;
+  for (auto _ : state) {
+    const uint64_t index = item++ % kItems;
+    auto header = ReadHeader(jpeg);
+    auto w = pipeline.RegionWindow(header->width, header->height, 1, 0, index);
+    auto region = DecodeRegion(jpeg, DecodeOptions{}, w->x, w->y, w->width, w->height);
+    if (!region.ok()) state.SkipWithError(region.status().ToString().c_str());
+    const Status status =
+        pipeline.ApplyRegion(region->pixels, region->x, region->y, region->full_width,
+                             region->full_height, 1, 0, index, dst);
+    if (!status.ok()) state.SkipWithError(status.ToString().c_str());
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["mean_area_fraction"] = MeanAreaFraction();
+}
+BENCHMARK(BM_SampleRegionDecode)->UseRealTime();
 
 }  // namespace
 }  // namespace galley::image

@@ -3,6 +3,7 @@
 find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(TurboJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
+pkg_check_modules(LibJpeg REQUIRED IMPORTED_TARGET libjpeg)
 pkg_check_modules(LibExif REQUIRED IMPORTED_TARGET libexif)
 find_package(TBB REQUIRED)
 find_package(Boost 1.74 REQUIRED)

@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config
-  libturbojpeg0-dev libexif-dev
+  libturbojpeg0-dev libjpeg62-turbo-dev libexif-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   libboost-dev libtbb-dev
   nlohmann-json3-dev libspdlog-dev libtomlplusplus-dev libcli11-dev

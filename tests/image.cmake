@@ -27,3 +27,8 @@ galley_add_test(image_resample_test
   SOURCES unit/image_resample_test.cc
   LIBS galley_image)
 target_compile_definitions(image_resample_test PRIVATE GALLEY_TEST_PYTHON="/usr/bin/python3")
+
+# Region decoding must give the same samples as decoding the whole image.
+galley_add_test(image_region_test
+  SOURCES unit/image_region_test.cc
+  LIBS galley_image PkgConfig::TurboJPEG)

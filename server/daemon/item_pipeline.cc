@@ -45,9 +45,52 @@ void ItemPipeline::Run(std::span<ItemTask> tasks) {
   });
 }
 
+bool ItemPipeline::TryRegionDecode(const ItemTask& task, cache::Key key, const cache::Blob& encoded,
+                                   const std::vector<const SlotPosition*>& receivers,
+                                   std::optional<image::ImageRegion>* region, Status* failure) {
+  for (const SlotPosition* d : receivers) {
+    if (!d->plan->job->pipeline->SupportsRegion()) return false;
+  }
+  auto header = image::ReadHeader(encoded.bytes);
+  if (!header.ok() || header->format != image::ImageFormat::kJpeg || header->orientation != 1) {
+    return false;
+  }
+  if (cache_ != nullptr) {
+    // The full image is worth decoding while the decoded tier has room for
+    // it: the next epoch then skips the decode altogether.
+    const cache::TierStats decoded = cache_->decoded().Stats();
+    const uint64_t size = uint64_t{3} * header->width * header->height + cache::kEntryOverheadBytes;
+    if (decoded.budget_bytes > 0 && decoded.bytes + size <= decoded.budget_bytes) return false;
+  }
+  int x0 = header->width, y0 = header->height, x1 = 0, y1 = 0;
+  for (const SlotPosition* d : receivers) {
+    const ServedJob& job = *d->plan->job;
+    auto window = job.pipeline->RegionWindow(header->width, header->height, job.spec.seed,
+                                             d->plan->epoch, task.item);
+    if (!window.ok()) return false;
+    x0 = std::min(x0, window->x);
+    y0 = std::min(y0, window->y);
+    x1 = std::max(x1, window->x + window->width);
+    y1 = std::max(y1, window->y + window->height);
+  }
+  if (x1 <= x0 || y1 <= y0) return false;
+  auto decoded = image::DecodeRegion(encoded.bytes, options_.decode, x0, y0, x1 - x0, y1 - y0);
+  if (!decoded.ok()) {
+    // InvalidArgument: a JPEG the region decoder does not handle (CMYK...);
+    // the full decoder will. Anything else is the file's fault.
+    if (decoded.status().code() != StatusCode::kInvalidArgument) *failure = decoded.status();
+    return !failure->ok();
+  }
+  (void)key;
+  *region = std::move(decoded).value();
+  return true;
+}
+
 bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* image,
                            std::shared_ptr<cache::Blob>* decoded_to_offer,
-                           cache::BlobPtr* encoded_to_offer) {
+                           cache::BlobPtr* encoded_to_offer,
+                           const std::vector<const SlotPosition*>* receivers,
+                           std::optional<image::ImageRegion>* region) {
   auto fail = [&](const std::string& why) {
     counters_.failures++;
     const std::string message = task.dataset->path(task.item).string() + ": " + why;
@@ -85,6 +128,19 @@ bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* imag
   }
 
   auto start = Clock::now();
+  if (receivers != nullptr && region != nullptr) {
+    Status failure;
+    if (TryRegionDecode(task, key, *encoded, *receivers, region, &failure)) {
+      counters_.decode_ns += NsSince(start);
+      if (!failure.ok()) {
+        *encoded_to_offer = nullptr;
+        return fail(failure.message());
+      }
+      counters_.decodes++;
+      counters_.region_decodes++;
+      return true;
+    }
+  }
   auto decoded = image::Decode(encoded->bytes, options_.decode);
   counters_.decode_ns += NsSince(start);
   if (!decoded.ok()) {
@@ -148,7 +204,11 @@ void ItemPipeline::RunOne(ItemTask& task) {
   image::RgbImage image;
   std::shared_ptr<cache::Blob> decoded_to_offer;
   cache::BlobPtr encoded_to_offer;
-  if (!Prepare(task, key, &image, &decoded_to_offer, &encoded_to_offer)) return;
+  std::optional<image::ImageRegion> region;
+  if (!Prepare(task, key, &image, &decoded_to_offer, &encoded_to_offer,
+               augmented_tier ? nullptr : &to_augment, &region)) {
+    return;
+  }
 
   auto start = Clock::now();
   for (size_t i = 0; i < to_augment.size(); ++i) {
@@ -156,7 +216,10 @@ void ItemPipeline::RunOne(ItemTask& task) {
     SlotPlan& plan = *d.plan;
     ServedJob& job = *plan.job;
     const std::span<std::byte> dst = destination(d);
-    Status status = job.pipeline->Apply(image, job.spec.seed, plan.epoch, task.item, dst);
+    Status status = region ? job.pipeline->ApplyRegion(region->pixels, region->x, region->y,
+                                                       region->full_width, region->full_height,
+                                                       job.spec.seed, plan.epoch, task.item, dst)
+                           : job.pipeline->Apply(image, job.spec.seed, plan.epoch, task.item, dst);
     counters_.augments++;
     if (!status.ok()) {
       counters_.failures++;
@@ -175,6 +238,7 @@ void ItemPipeline::RunOne(ItemTask& task) {
   }
   counters_.augment_ns += NsSince(start);
 
+  if (region) decoded_to_offer = nullptr;  // a part of the image is no use to the tier
   if (cache_ != nullptr && (decoded_to_offer != nullptr || encoded_to_offer != nullptr)) {
     if (decoded_to_offer != nullptr) {
       // The transforms are done with the pixels: they move into the entry.
@@ -192,6 +256,7 @@ nlohmann::json ItemPipeline::Describe() const {
           {"file_reads", counters_.file_reads.load()},
           {"bytes_read", counters_.bytes_read.load()},
           {"decodes", counters_.decodes.load()},
+          {"region_decodes", counters_.region_decodes.load()},
           {"augments", counters_.augments.load()},
           {"cache", cache_ != nullptr},
           {"decoded_hits", counters_.decoded_hits.load()},

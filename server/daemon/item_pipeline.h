@@ -26,6 +26,7 @@
 #include <atomic>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "galley/cache/tiered_cache.h"
 #include "server/daemon/served_job.h"
 #include "server/image/decoder.h"
+#include "server/image/region_decoder.h"
 
 namespace galley {
 
@@ -66,6 +68,7 @@ struct PipelineCounters {
   std::atomic<uint64_t> file_reads{0};
   std::atomic<uint64_t> bytes_read{0};
   std::atomic<uint64_t> decodes{0};
+  std::atomic<uint64_t> region_decodes{0};  // decodes of only the rectangle the crops read
   std::atomic<uint64_t> augments{0};
   std::atomic<uint64_t> decoded_hits{0};    // items that skipped read and decode
   std::atomic<uint64_t> encoded_hits{0};    // items that skipped the read
@@ -100,8 +103,17 @@ class ItemPipeline {
   // The item's full-resolution pixels from the decoded tier, the encoded
   // tier or the file, offering what it had to prepare back to the cache.
   // Records the failure in the plans and returns false when it cannot.
+  // When `region` is given and every receiver's transform starts with a crop,
+  // a JPEG that the decoded tier could not keep anyway is decoded only over
+  // the rectangle the receivers' crops read (same bytes as a full decode):
+  // then *region is set instead of *image.
   bool Prepare(ItemTask& task, cache::Key key, image::RgbImage* image,
-               std::shared_ptr<cache::Blob>* decoded_to_offer, cache::BlobPtr* encoded_to_offer);
+               std::shared_ptr<cache::Blob>* decoded_to_offer, cache::BlobPtr* encoded_to_offer,
+               const std::vector<const SlotPosition*>* receivers,
+               std::optional<image::ImageRegion>* region);
+  bool TryRegionDecode(const ItemTask& task, cache::Key key, const cache::Blob& encoded,
+                       const std::vector<const SlotPosition*>& receivers,
+                       std::optional<image::ImageRegion>* region, Status* failure);
   void OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> decoded, cache::BlobPtr encoded);
 
   PipelineOptions options_;

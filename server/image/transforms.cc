@@ -173,9 +173,9 @@ class Scratch {
 };
 
 // The image between steps: a view (often a ROI of the source, no copy), the
-// pending horizontal flip, and, for scaled decodes, where the logical image
-// lies in the stored pixels (origin and pixels per logical pixel) until the
-// first resize absorbs the difference.
+// pending horizontal flip, and, for scaled decodes and decoded regions, where
+// the logical image lies in the stored pixels (origin and pixels per logical
+// pixel) until the first crop or resize absorbs the difference.
 struct Current {
   cv::Mat mat;
   int buffer = -1;  // scratch buffer holding mat, or -1 for the source
@@ -199,7 +199,8 @@ void Crop(Rect rect, Current& current, Scratch& scratch) {
   if (current.flipped) rect.x = current.logical_width - rect.x - rect.width;
   current.logical_width = rect.width;
   current.logical_height = rect.height;
-  if (current.scaled()) {
+  // A scaled or offset source maps logical coordinates to stored pixels.
+  if (current.scaled() || current.origin_x != 0.0 || current.origin_y != 0.0) {
     const double x0 = current.origin_x + rect.x * current.scale_x;
     const double y0 = current.origin_y + rect.y * current.scale_y;
     const double x1 = current.origin_x + (rect.x + rect.width) * current.scale_x;
@@ -217,7 +218,8 @@ void Crop(Rect rect, Current& current, Scratch& scratch) {
       current.origin_y = y0 - iy0;
       return;
     }
-    // Padding on a scaled image: whole scaled pixels, within one of the crop.
+    // Padding on a scaled image or region: whole stored pixels, within one of
+    // the crop. (A region reaches the image edge wherever the crop pads.)
     const int ix0 = static_cast<int>(std::lround(x0));
     const int iy0 = static_cast<int>(std::lround(y0));
     rect = {ix0, iy0, std::max(1, static_cast<int>(std::lround(x1)) - ix0),
@@ -521,7 +523,7 @@ bool TransformPipeline::is_random() const {
 
 Status TransformPipeline::Apply(const RgbImage& src, uint64_t seed, uint64_t epoch, uint64_t item,
                                 std::span<std::byte> dst) const {
-  return Run(src, src.width, src.height, seed, epoch, item, dst);
+  return Run(src, src.width, src.height, false, 0, 0, seed, epoch, item, dst);
 }
 
 Status TransformPipeline::ApplyScaled(const RgbImage& scaled, int full_width, int full_height,
@@ -531,12 +533,73 @@ Status TransformPipeline::ApplyScaled(const RgbImage& scaled, int full_width, in
       full_height < scaled.height) {
     return Status::InvalidArgument("ApplyScaled: full size must cover the scaled image");
   }
-  return Run(scaled, full_width, full_height, seed, epoch, item, dst);
+  return Run(scaled, full_width, full_height, true, 0, 0, seed, epoch, item, dst);
+}
+
+bool TransformPipeline::SupportsRegion() const {
+  for (const TransformOp& op : spec_.ops) {
+    if (op.kind == OpKind::kRandomHorizontalFlip) continue;
+    return op.kind == OpKind::kRandomResizedCrop || op.kind == OpKind::kCenterCrop;
+  }
+  return false;
+}
+
+Result<SourceRect> TransformPipeline::RegionWindow(int source_width, int source_height,
+                                                   uint64_t seed, uint64_t epoch,
+                                                   uint64_t item) const {
+  if (!SupportsRegion()) {
+    return Status::InvalidArgument("RegionWindow: the pipeline does not start with a crop");
+  }
+  if (source_width <= 0 || source_height <= 0) {
+    return Status::InvalidArgument("RegionWindow: source size must be positive");
+  }
+  SampleRandom random(seed, epoch, item);
+  GALLEY_ASSIGN_OR_RETURN(const Plan plan, MakePlan(spec_, source_width, source_height, random));
+  bool flipped = false;
+  for (int i = 0; i < plan.count; ++i) {
+    const Step& step = plan.steps[i];
+    if (step.kind == Step::Kind::kFlip) {
+      flipped = !flipped;
+      continue;
+    }
+    // SupportsRegion: the first step that is not a flip is the crop.
+    const Rect& rect = step.rect;
+    const int x = flipped ? source_width - rect.x - rect.width : rect.x;
+    const int x0 = std::clamp(x, 0, source_width);
+    const int y0 = std::clamp(rect.y, 0, source_height);
+    const int x1 = std::clamp(x + rect.width, 0, source_width);
+    const int y1 = std::clamp(rect.y + rect.height, 0, source_height);
+    return SourceRect{x0, y0, x1 - x0, y1 - y0};
+  }
+  return Status::Internal("RegionWindow: the plan has no crop");
+}
+
+Status TransformPipeline::ApplyRegion(const RgbImage& region, int offset_x, int offset_y,
+                                      int full_width, int full_height, uint64_t seed,
+                                      uint64_t epoch, uint64_t item,
+                                      std::span<std::byte> dst) const {
+  if (!SupportsRegion()) {
+    return Status::InvalidArgument("ApplyRegion: the pipeline does not start with a crop");
+  }
+  if (offset_x < 0 || offset_y < 0 || offset_x + region.width > full_width ||
+      offset_y + region.height > full_height) {
+    return Status::InvalidArgument("ApplyRegion: region lies outside the full image");
+  }
+  // A crop that strays outside the region would read zeros where the full
+  // image has pixels, so the region must hold the whole window.
+  GALLEY_ASSIGN_OR_RETURN(const SourceRect window,
+                          RegionWindow(full_width, full_height, seed, epoch, item));
+  if (window.x < offset_x || window.y < offset_y ||
+      window.x + window.width > offset_x + region.width ||
+      window.y + window.height > offset_y + region.height) {
+    return Status::InvalidArgument("ApplyRegion: region does not contain the sample's window");
+  }
+  return Run(region, full_width, full_height, false, offset_x, offset_y, seed, epoch, item, dst);
 }
 
 Status TransformPipeline::Run(const RgbImage& src, int logical_width, int logical_height,
-                              uint64_t seed, uint64_t epoch, uint64_t item,
-                              std::span<std::byte> dst) const {
+                              bool scaled, int offset_x, int offset_y, uint64_t seed,
+                              uint64_t epoch, uint64_t item, std::span<std::byte> dst) const {
   if (src.width <= 0 || src.height <= 0 ||
       src.pixels.size() != static_cast<size_t>(src.width) * src.height * 3) {
     return Status::InvalidArgument("transform input is not a well-formed RGB image");
@@ -554,8 +617,10 @@ Status TransformPipeline::Run(const RgbImage& src, int logical_width, int logica
   current.mat = cv::Mat(src.height, src.width, CV_8UC3, const_cast<uint8_t*>(src.pixels.data()));
   current.logical_width = logical_width;
   current.logical_height = logical_height;
-  current.scale_x = static_cast<double>(src.width) / logical_width;
-  current.scale_y = static_cast<double>(src.height) / logical_height;
+  current.scale_x = scaled ? static_cast<double>(src.width) / logical_width : 1.0;
+  current.scale_y = scaled ? static_cast<double>(src.height) / logical_height : 1.0;
+  current.origin_x = -offset_x;
+  current.origin_y = -offset_y;
   int last_resize = -1;
   for (int i = 0; i < plan.count; ++i) {
     if (plan.steps[i].kind == Step::Kind::kResize) last_resize = i;

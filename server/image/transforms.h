@@ -45,6 +45,14 @@ struct CropWindow {
   int min_decode_height = 0;
 };
 
+// A rectangle of source pixels.
+struct SourceRect {
+  int x = 0;
+  int y = 0;
+  int width = 0;
+  int height = 0;
+};
+
 class TransformPipeline {
  public:
   // Validates the JSON spec; InvalidArgument names the op and field at fault.
@@ -84,11 +92,38 @@ class TransformPipeline {
   Status ApplyScaled(const RgbImage& scaled, int full_width, int full_height, uint64_t seed,
                      uint64_t epoch, uint64_t item, std::span<std::byte> dst) const;
 
+  // Whether the pipeline's first geometric op (flips aside) is a crop
+  // (RandomResizedCrop or CenterCrop), so a sample reads only that crop's
+  // rectangle and ApplyRegion can run on just that part of the image.
+  bool SupportsRegion() const;
+
+  // The part of a source_width x source_height image that ApplyRegion needs
+  // for this sample: the first crop's rectangle, clamped to the image. It
+  // contains SourceWindow's window, and can be larger (a later crop narrows
+  // SourceWindow, but the first resize still reads all of the first crop).
+  // InvalidArgument if !SupportsRegion().
+  Result<SourceRect> RegionWindow(int source_width, int source_height, uint64_t seed,
+                                  uint64_t epoch, uint64_t item) const;
+
+  // Like Apply, for the rectangle of a full_width x full_height image whose
+  // top-left corner is at (offset_x, offset_y) (DecodeRegion's result): random
+  // draws use the full size, so the sample is byte for byte Apply's on the
+  // full image. The rectangle must contain RegionWindow's for the same
+  // (seed, epoch, item); InvalidArgument if it does not, or if
+  // !SupportsRegion().
+  Status ApplyRegion(const RgbImage& region, int offset_x, int offset_y, int full_width,
+                     int full_height, uint64_t seed, uint64_t epoch, uint64_t item,
+                     std::span<std::byte> dst) const;
+
  private:
   explicit TransformPipeline(TransformSpec spec);
 
-  Status Run(const RgbImage& src, int logical_width, int logical_height, uint64_t seed,
-             uint64_t epoch, uint64_t item, std::span<std::byte> dst) const;
+  // Runs the plan for a logical_width x logical_height image that `src`
+  // holds either whole, shrunk to its size (scaled), or at full scale from
+  // (offset_x, offset_y) on.
+  Status Run(const RgbImage& src, int logical_width, int logical_height, bool scaled, int offset_x,
+             int offset_y, uint64_t seed, uint64_t epoch, uint64_t item,
+             std::span<std::byte> dst) const;
 
   TransformSpec spec_;
   std::string signature_;

@@ -263,3 +263,34 @@ def test_bad_requests_raise_python_exceptions(daemon, folder, workdir):
         len(galley.DataLoader("/usr/share", batch_size=2, transform=FIXED, socket=daemon.socket))
     with pytest.raises(ValueError):
         galley.DataLoader(folder, batch_size=0, transform=FIXED, socket=daemon.socket)
+
+
+def test_region_decode_gives_the_same_samples_as_a_full_decode(daemon, folder, workdir):
+    # Without a cache galleyd decodes only the rectangle each random crop
+    # reads; with room in the decoded tier it decodes whole images. A sample
+    # is a pure function of (seed, epoch, item), so both must agree exactly.
+    from conftest import start_daemon, stop_daemon
+    aug = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip()])
+
+    def samples(socket):
+        loader = galley.DataLoader(folder, batch_size=10, transform=aug, seed=21, socket=socket)
+        out = {}
+        for images, _labels, ids in loader.iter_with_ids():
+            out.update({i: img.clone() for i, img in zip(ids.tolist(), images)})
+        loader.close()
+        return out
+
+    uncached_dir = workdir / "uncached"
+    uncached_dir.mkdir()
+    uncached = start_daemon(uncached_dir, "--cache-bytes", "0", "--allowed-root", str(folder))
+    try:
+        partial = samples(uncached.socket)
+        pipeline = uncached.query()["pipeline"]
+        # The daemon also prepares the next epoch's first batches ahead.
+        assert pipeline["region_decodes"] >= len(partial)
+        assert pipeline["region_decodes"] == pipeline["decodes"]
+    finally:
+        stop_daemon(uncached)
+    whole = samples(daemon.socket)
+    assert partial.keys() == whole.keys()
+    assert all(torch.equal(partial[i], whole[i]) for i in whole)
