@@ -24,7 +24,7 @@ done
 "$ROOT/scripts/setup.sh"
 "$ROOT/scripts/build.sh" galleyd galleyctl _galley
 
-DATA="$ROOT/.demo/imagenet-like"
+DATA="$ROOT/.demo/imagenet-like-$IMAGES"
 /usr/bin/python3 "$ROOT/scripts/make_demo_dataset.py" "$DATA" --images "$IMAGES" --classes 10
 
 RUN_DIR="$(mktemp -d -t galley-run.XXXXXX)"
