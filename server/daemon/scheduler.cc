@@ -258,8 +258,8 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     for (const auto& plan : *plans) wave.push_back(plan->job->id);
     std::vector<std::string> rings;
     for (auto& [id, p] : jobs_) {
-      rings.push_back(fmt::format("{}:{}f{}r", id, p.job->ring->FreeSlots(),
-                                  p.job->ring->ReadySlots()));
+      rings.push_back(
+          fmt::format("{}:{}f{}r", id, p.job->ring->FreeSlots(), p.job->ring->ReadySlots()));
     }
     spdlog::trace("wave for jobs {} (rings {})", fmt::join(wave, " "), fmt::join(rings, " "));
   }

@@ -38,8 +38,8 @@ class Batch {
   uint64_t batch_index() const;  // within the epoch
   bool last_in_epoch() const;
   bool end_of_stream() const;
-  uint32_t size() const;  // samples in this batch
-  uint32_t skipped() const;  // samples that failed and were left out
+  uint32_t size() const;            // samples in this batch
+  uint32_t skipped() const;         // samples that failed and were left out
   std::string first_error() const;  // path and reason of the first failure
 
   std::span<const uint64_t> item_ids() const;

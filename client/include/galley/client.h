@@ -36,9 +36,9 @@ struct ClientOptions {
 // What the daemon told the client about an opened job.
 struct JobInfo {
   uint64_t job_id = 0;
-  uint64_t dataset_size = 0;      // items in the whole dataset
-  uint64_t subset_size = 0;       // items this job selected
-  uint64_t epoch_size = 0;        // items this rank receives per epoch
+  uint64_t dataset_size = 0;  // items in the whole dataset
+  uint64_t subset_size = 0;   // items this job selected
+  uint64_t epoch_size = 0;    // items this rank receives per epoch
   uint64_t batches_per_epoch = 0;
   std::vector<std::string> classes;
   std::vector<int64_t> sample_shape;  // [C, H, W] or [H, W, C]

@@ -39,12 +39,20 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return {}; }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-  static Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
-  static Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+  static Status PermissionDenied(std::string m) {
+    return {StatusCode::kPermissionDenied, std::move(m)};
+  }
+  static Status ResourceExhausted(std::string m) {
+    return {StatusCode::kResourceExhausted, std::move(m)};
+  }
   static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-  static Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
+  static Status DeadlineExceeded(std::string m) {
+    return {StatusCode::kDeadlineExceeded, std::move(m)};
+  }
   static Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
   static Status EndOfStream(std::string m) { return {StatusCode::kEndOfStream, std::move(m)}; }
@@ -67,7 +75,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::move(value)) {}          // NOLINT: implicit by design
+  Result(T value) : state_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : state_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(state_); }
@@ -89,19 +97,19 @@ class [[nodiscard]] Result {
 }  // namespace galley
 
 // Returns early from the enclosing function if `expr` yields a non-OK Status.
-#define GALLEY_RETURN_IF_ERROR(expr)          \
-  do {                                        \
-    ::galley::Status galley_status_ = (expr); \
+#define GALLEY_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::galley::Status galley_status_ = (expr);        \
     if (!galley_status_.ok()) return galley_status_; \
   } while (0)
 
 #define GALLEY_CONCAT_INNER_(a, b) a##b
 #define GALLEY_CONCAT_(a, b) GALLEY_CONCAT_INNER_(a, b)
 // `GALLEY_ASSIGN_OR_RETURN(auto x, MakeX());` binds x or returns the error.
-#define GALLEY_ASSIGN_OR_RETURN(lhs, expr)                                   \
-  auto GALLEY_CONCAT_(galley_result_, __LINE__) = (expr);                    \
-  if (!GALLEY_CONCAT_(galley_result_, __LINE__).ok())                        \
-    return GALLEY_CONCAT_(galley_result_, __LINE__).status();                \
+#define GALLEY_ASSIGN_OR_RETURN(lhs, expr)                    \
+  auto GALLEY_CONCAT_(galley_result_, __LINE__) = (expr);     \
+  if (!GALLEY_CONCAT_(galley_result_, __LINE__).ok())         \
+    return GALLEY_CONCAT_(galley_result_, __LINE__).status(); \
   lhs = std::move(GALLEY_CONCAT_(galley_result_, __LINE__)).value()
 
 #endif  // GALLEY_STATUS_H_
