@@ -258,8 +258,13 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
   job->spec = spec;
   job->owner_uid = peer.uid;
   job->owner_pid = peer.pid;
-  job->policy = spec.policy.empty() ? options_.default_policy : spec.policy;
   GALLEY_ASSIGN_OR_RETURN(job->dataset, OpenDataset(spec.dataset));
+  job->policy = spec.policy;
+  if (job->policy.empty()) {
+    auto configured = options_.dataset_policies.find(job->dataset->root().string());
+    job->policy = configured != options_.dataset_policies.end() ? configured->second
+                                                                : options_.default_policy;
+  }
 
   SubsetSpec subset;
   subset.classes = spec.classes;

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 
 #include "galley/client.h"
@@ -72,6 +73,19 @@ Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
         return Status::InvalidArgument("config key 'cache_split' must hold integers 0..100");
       }
       options->cache_split.push_back(static_cast<int>(*value));
+    }
+  }
+  if (const toml::node* policies = t.get("dataset_policies")) {
+    const toml::table* table = policies->as_table();
+    if (table == nullptr) {
+      return Status::InvalidArgument("config key 'dataset_policies' must be a table");
+    }
+    for (const auto& [path, policy] : *table) {
+      auto value = policy.value<std::string>();
+      if (!value) {
+        return Status::InvalidArgument("config key 'dataset_policies' must map paths to names");
+      }
+      options->dataset_policies[std::string(path.str())] = *value;
     }
   }
   if (const toml::node* roots = t.get("allowed_roots")) {
@@ -166,6 +180,9 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
   app.add_option("--default-policy", options.default_policy,
                  "sampling policy for jobs that name none")
       ->check(CLI::IsMember({"dsa", "independent", "lockstep", "ods"}));
+  std::vector<std::string> dataset_policy_flags;
+  app.add_option("--dataset-policy", dataset_policy_flags,
+                 "PATH=POLICY: default sampling policy for one dataset (repeatable)");
   app.add_option("--max-jobs", options.max_jobs, "most concurrent jobs");
   app.add_option("--max-shm-per-job", options.max_shm_per_job, "shared-memory bytes per job");
   app.add_option("--max-shm-total", options.max_shm_total, "shared-memory bytes for all jobs");
@@ -185,6 +202,27 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
   }
   if (options.max_jobs == 0) return Status::InvalidArgument("--max-jobs must be at least 1");
   GALLEY_RETURN_IF_ERROR(ValidateCacheOptions(options));
+  for (const std::string& flag : dataset_policy_flags) {
+    const size_t eq = flag.rfind('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status::InvalidArgument("--dataset-policy takes PATH=POLICY, got '" + flag + "'");
+    }
+    options.dataset_policies[flag.substr(0, eq)] = flag.substr(eq + 1);
+  }
+  // Keys name datasets as the daemon sees them (canonical paths); every
+  // policy must be one galleyd knows.
+  std::map<std::string, std::string> canonical;
+  for (const auto& [path, policy] : options.dataset_policies) {
+    if (policy != "dsa" && policy != "dsa-chain" && policy != "independent" &&
+        policy != "lockstep" && policy != "ods") {
+      return Status::InvalidArgument("unknown sampling policy '" + policy + "' for dataset " +
+                                     path);
+    }
+    std::error_code ec;
+    auto key = std::filesystem::weakly_canonical(path, ec);
+    canonical[ec ? path : key.string()] = policy;
+  }
+  options.dataset_policies = std::move(canonical);
   return options;
 }
 

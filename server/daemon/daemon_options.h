@@ -6,6 +6,7 @@
 #define GALLEY_SERVER_DAEMON_DAEMON_OPTIONS_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,10 @@ struct DaemonOptions {
 
   // Default sampling policy for jobs that do not name one.
   std::string default_policy = "dsa";
+  // Per-dataset default policies, keyed by the dataset's path (canonical
+  // once loaded): TOML table [dataset_policies], or --dataset-policy
+  // PATH=POLICY. A job that names a policy still gets its own.
+  std::map<std::string, std::string> dataset_policies;
 
   // Limits: a request beyond them is refused with a clear error.
   uint32_t max_jobs = 64;

@@ -45,7 +45,7 @@ void ItemPipeline::Run(std::span<ItemTask> tasks) {
   });
 }
 
-bool ItemPipeline::TryRegionDecode(const ItemTask& task, cache::Key key, const cache::Blob& encoded,
+bool ItemPipeline::TryRegionDecode(const ItemTask& task, const cache::Blob& encoded,
                                    const std::vector<const SlotPosition*>& receivers,
                                    std::optional<image::ImageRegion>* region, Status* failure) {
   for (const SlotPosition* d : receivers) {
@@ -81,7 +81,6 @@ bool ItemPipeline::TryRegionDecode(const ItemTask& task, cache::Key key, const c
     if (decoded.status().code() != StatusCode::kInvalidArgument) *failure = decoded.status();
     return !failure->ok();
   }
-  (void)key;
   *region = std::move(decoded).value();
   return true;
 }
@@ -130,7 +129,7 @@ bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* imag
   auto start = Clock::now();
   if (receivers != nullptr && region != nullptr) {
     Status failure;
-    if (TryRegionDecode(task, key, *encoded, *receivers, region, &failure)) {
+    if (TryRegionDecode(task, *encoded, *receivers, region, &failure)) {
       counters_.decode_ns += NsSince(start);
       if (!failure.ok()) {
         *encoded_to_offer = nullptr;

@@ -111,7 +111,7 @@ class ItemPipeline {
                std::shared_ptr<cache::Blob>* decoded_to_offer, cache::BlobPtr* encoded_to_offer,
                const std::vector<const SlotPosition*>* receivers,
                std::optional<image::ImageRegion>* region);
-  bool TryRegionDecode(const ItemTask& task, cache::Key key, const cache::Blob& encoded,
+  bool TryRegionDecode(const ItemTask& task, const cache::Blob& encoded,
                        const std::vector<const SlotPosition*>& receivers,
                        std::optional<image::ImageRegion>* region, Status* failure);
   void OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> decoded, cache::BlobPtr encoded);

@@ -388,3 +388,38 @@ TEST_F(GalleydMetricsTest, ServesPrometheusTextOnLoopback) {
 
 }  // namespace
 }  // namespace galley
+
+namespace galley {
+namespace {
+
+class GalleydDatasetPolicyTest : public GalleydTest {
+ protected:
+  std::vector<std::string> ExtraArgs() override {
+    return {"--allowed-root", tmp_.path().string(), "--dataset-policy",
+            (tmp_.path() / "data").string() + "=independent"};
+  }
+};
+
+TEST_F(GalleydDatasetPolicyTest, ADatasetsConfiguredPolicyAppliesToJobsThatNameNone) {
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  auto configured = client->OpenJob(Spec());
+  ASSERT_TRUE(configured.ok()) << configured.status().ToString();
+  JobSpec own = Spec();
+  own.policy = "lockstep";
+  auto named = client->OpenJob(own);
+  ASSERT_TRUE(named.ok());
+  const auto jobs = Query("jobs");
+  std::map<uint64_t, std::string> policies;
+  for (const auto& job : jobs["jobs"]) {
+    policies[job["job_id"].get<uint64_t>()] = job["policy"].get<std::string>();
+  }
+  EXPECT_EQ(policies[configured->info().job_id], "independent");
+  EXPECT_EQ(policies[named->info().job_id], "lockstep");
+  EXPECT_EQ(testing::RunGalleydToExit({"--socket", (tmp_.path() / "x.sock").string(),
+                                       "--dataset-policy", "/data=shuffle"}),
+            2);
+}
+
+}  // namespace
+}  // namespace galley
