@@ -86,7 +86,7 @@ bool ItemPipeline::TryRegionDecode(const ItemTask& task, const cache::Blob& enco
 }
 
 bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* image,
-                           std::shared_ptr<cache::Blob>* decoded_to_offer,
+                           cache::BlobPtr* cached, std::shared_ptr<cache::Blob>* decoded_to_offer,
                            cache::BlobPtr* encoded_to_offer,
                            const std::vector<const SlotPosition*>* receivers,
                            std::optional<image::ImageRegion>* region) {
@@ -100,11 +100,7 @@ bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* imag
   if (cache_ != nullptr) {
     if (cache::BlobPtr decoded = cache_->decoded().Get(key)) {
       counters_.decoded_hits++;
-      // TransformPipeline reads an RgbImage, which owns its pixels: one copy
-      // of the pixels, a small fraction of what the decode costs.
-      image->width = static_cast<int>(decoded->width);
-      image->height = static_cast<int>(decoded->height);
-      image->pixels = decoded->bytes;
+      *cached = std::move(decoded);  // the transforms read the entry's pixels in place
       return true;
     }
   }
@@ -204,7 +200,8 @@ void ItemPipeline::RunOne(ItemTask& task) {
   std::shared_ptr<cache::Blob> decoded_to_offer;
   cache::BlobPtr encoded_to_offer;
   std::optional<image::ImageRegion> region;
-  if (!Prepare(task, key, &image, &decoded_to_offer, &encoded_to_offer,
+  cache::BlobPtr cached;
+  if (!Prepare(task, key, &image, &cached, &decoded_to_offer, &encoded_to_offer,
                augmented_tier ? nullptr : &to_augment, &region)) {
     return;
   }
@@ -215,10 +212,18 @@ void ItemPipeline::RunOne(ItemTask& task) {
     SlotPlan& plan = *d.plan;
     ServedJob& job = *plan.job;
     const std::span<std::byte> dst = destination(d);
-    Status status = region ? job.pipeline->ApplyRegion(region->pixels, region->x, region->y,
-                                                       region->full_width, region->full_height,
-                                                       job.spec.seed, plan.epoch, task.item, dst)
-                           : job.pipeline->Apply(image, job.spec.seed, plan.epoch, task.item, dst);
+    Status status;
+    if (cached != nullptr) {
+      status = job.pipeline->Apply(cached->bytes, static_cast<int>(cached->width),
+                                   static_cast<int>(cached->height), job.spec.seed, plan.epoch,
+                                   task.item, dst);
+    } else if (region) {
+      status =
+          job.pipeline->ApplyRegion(region->pixels, region->x, region->y, region->full_width,
+                                    region->full_height, job.spec.seed, plan.epoch, task.item, dst);
+    } else {
+      status = job.pipeline->Apply(image, job.spec.seed, plan.epoch, task.item, dst);
+    }
     counters_.augments++;
     if (!status.ok()) {
       counters_.failures++;

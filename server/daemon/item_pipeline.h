@@ -100,14 +100,15 @@ class ItemPipeline {
 
  private:
   void RunOne(ItemTask& task);
-  // The item's full-resolution pixels from the decoded tier, the encoded
-  // tier or the file, offering what it had to prepare back to the cache.
+  // The item's full-resolution pixels: the decoded tier's entry (*cached),
+  // or decoded into *image from the encoded tier or the file, offering what
+  // it had to prepare back to the cache.
   // Records the failure in the plans and returns false when it cannot.
   // When `region` is given and every receiver's transform starts with a crop,
   // a JPEG that the decoded tier could not keep anyway is decoded only over
   // the rectangle the receivers' crops read (same bytes as a full decode):
   // then *region is set instead of *image.
-  bool Prepare(ItemTask& task, cache::Key key, image::RgbImage* image,
+  bool Prepare(ItemTask& task, cache::Key key, image::RgbImage* image, cache::BlobPtr* cached,
                std::shared_ptr<cache::Blob>* decoded_to_offer, cache::BlobPtr* encoded_to_offer,
                const std::vector<const SlotPosition*>* receivers,
                std::optional<image::ImageRegion>* region);

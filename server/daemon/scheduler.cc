@@ -20,6 +20,9 @@ constexpr auto kIdleWait = std::chrono::milliseconds(500);
 // epoch in the same round and share it whole.
 constexpr auto kStartGrace = std::chrono::milliseconds(100);
 constexpr auto kStartPoll = std::chrono::milliseconds(5);
+// How long a job whose consumer has nothing buffered waits for slower jobs on
+// its dataset before it is served alone.
+constexpr auto kStepWait = std::chrono::milliseconds(10);
 
 uint64_t HashString(const std::string& s) {
   uint64_t h = 1469598103934665603ULL;
@@ -216,7 +219,20 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
   for (auto& [id, p] : jobs_) {
     if (p.finished || !p.consumer_ready) continue;
     if (!p.started && awaiting_peers.count(p.group)) continue;
-    if (!in_step[p.group] && p.job->ring->ReadySlots() > 0) continue;
+    if (!in_step[p.group]) {
+      if (p.job->ring->ReadySlots() > 0) {
+        p.starving_since.reset();
+        continue;
+      }
+      // Nothing buffered: wait a moment for the slower peers (a release is
+      // usually milliseconds away), then go alone.
+      if (!p.starving_since) p.starving_since = now;
+      if (now - *p.starving_since < kStepWait) {
+        step_wait_pending_ = true;
+        continue;
+      }
+    }
+    p.starving_since.reset();
     auto slot = p.job->ring->Claim();
     if (!slot) {
       if (!p.full_since) p.full_since = Clock::now();
@@ -381,8 +397,9 @@ void Scheduler::Loop() {
       while (!stop_) {
         dirty_ = false;
         start_grace_pending_ = false;
+        step_wait_pending_ = false;
         if (PlanWave(&plans, &tasks)) break;
-        cv_.wait_for(lock, start_grace_pending_ ? kStartPoll : kIdleWait,
+        cv_.wait_for(lock, start_grace_pending_ || step_wait_pending_ ? kStartPoll : kIdleWait,
                      [&] { return stop_ || dirty_; });
       }
       if (stop_) {

@@ -96,6 +96,8 @@ class Scheduler {
     bool finished = false;
     bool consumer_ready = false;  // production starts when the consumer first waits
     bool started = false;         // a batch has been planned for the job
+    // Since when the job has had nothing buffered while its peers were full.
+    std::optional<std::chrono::steady_clock::time_point> starving_since;
     // Since when the job's ring has been full (its consumer is behind).
     std::optional<std::chrono::steady_clock::time_point> full_since;
     uint32_t dataset_index = 0;
@@ -125,6 +127,7 @@ class Scheduler {
   bool stop_ = false;                    // GUARDED_BY(mu_)
   bool dirty_ = false;                   // GUARDED_BY(mu_)
   bool start_grace_pending_ = false;     // GUARDED_BY(mu_): a job waits for peers to start
+  bool step_wait_pending_ = false;       // GUARDED_BY(mu_): a job waits briefly for slower peers
   std::map<uint64_t, Production> jobs_;  // GUARDED_BY(mu_)
   std::map<std::pair<const Dataset*, std::string>, std::unique_ptr<SamplerGroup>>
       groups_;  // GUARDED_BY(mu_)

@@ -523,7 +523,13 @@ bool TransformPipeline::is_random() const {
 
 Status TransformPipeline::Apply(const RgbImage& src, uint64_t seed, uint64_t epoch, uint64_t item,
                                 std::span<std::byte> dst) const {
-  return Run(src, src.width, src.height, false, 0, 0, seed, epoch, item, dst);
+  return Apply(src.pixels, src.width, src.height, seed, epoch, item, dst);
+}
+
+Status TransformPipeline::Apply(std::span<const uint8_t> pixels, int width, int height,
+                                uint64_t seed, uint64_t epoch, uint64_t item,
+                                std::span<std::byte> dst) const {
+  return Run(pixels, width, height, width, height, false, 0, 0, seed, epoch, item, dst);
 }
 
 Status TransformPipeline::ApplyScaled(const RgbImage& scaled, int full_width, int full_height,
@@ -533,7 +539,8 @@ Status TransformPipeline::ApplyScaled(const RgbImage& scaled, int full_width, in
       full_height < scaled.height) {
     return Status::InvalidArgument("ApplyScaled: full size must cover the scaled image");
   }
-  return Run(scaled, full_width, full_height, true, 0, 0, seed, epoch, item, dst);
+  return Run(scaled.pixels, scaled.width, scaled.height, full_width, full_height, true, 0, 0, seed,
+             epoch, item, dst);
 }
 
 bool TransformPipeline::SupportsRegion() const {
@@ -594,14 +601,15 @@ Status TransformPipeline::ApplyRegion(const RgbImage& region, int offset_x, int 
       window.y + window.height > offset_y + region.height) {
     return Status::InvalidArgument("ApplyRegion: region does not contain the sample's window");
   }
-  return Run(region, full_width, full_height, false, offset_x, offset_y, seed, epoch, item, dst);
+  return Run(region.pixels, region.width, region.height, full_width, full_height, false, offset_x,
+             offset_y, seed, epoch, item, dst);
 }
 
-Status TransformPipeline::Run(const RgbImage& src, int logical_width, int logical_height,
-                              bool scaled, int offset_x, int offset_y, uint64_t seed,
-                              uint64_t epoch, uint64_t item, std::span<std::byte> dst) const {
-  if (src.width <= 0 || src.height <= 0 ||
-      src.pixels.size() != static_cast<size_t>(src.width) * src.height * 3) {
+Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int height,
+                              int logical_width, int logical_height, bool scaled, int offset_x,
+                              int offset_y, uint64_t seed, uint64_t epoch, uint64_t item,
+                              std::span<std::byte> dst) const {
+  if (width <= 0 || height <= 0 || pixels.size() != static_cast<size_t>(width) * height * 3) {
     return Status::InvalidArgument("transform input is not a well-formed RGB image");
   }
   if (dst.size() != sample_bytes()) {
@@ -614,11 +622,11 @@ Status TransformPipeline::Run(const RgbImage& src, int logical_width, int logica
   thread_local Scratch scratch;
   thread_local std::vector<uint8_t> row;
   Current current;
-  current.mat = cv::Mat(src.height, src.width, CV_8UC3, const_cast<uint8_t*>(src.pixels.data()));
+  current.mat = cv::Mat(height, width, CV_8UC3, const_cast<uint8_t*>(pixels.data()));
   current.logical_width = logical_width;
   current.logical_height = logical_height;
-  current.scale_x = scaled ? static_cast<double>(src.width) / logical_width : 1.0;
-  current.scale_y = scaled ? static_cast<double>(src.height) / logical_height : 1.0;
+  current.scale_x = scaled ? static_cast<double>(width) / logical_width : 1.0;
+  current.scale_y = scaled ? static_cast<double>(height) / logical_height : 1.0;
   current.origin_x = -offset_x;
   current.origin_y = -offset_y;
   int last_resize = -1;

@@ -79,6 +79,10 @@ class TransformPipeline {
   // intermediate image would be absurdly large.
   Status Apply(const RgbImage& src, uint64_t seed, uint64_t epoch, uint64_t item,
                std::span<std::byte> dst) const;
+  // The same, reading packed RGB pixels the caller keeps alive (a cached
+  // decoded image), so they need not be copied into an RgbImage first.
+  Status Apply(std::span<const uint8_t> pixels, int width, int height, uint64_t seed,
+               uint64_t epoch, uint64_t item, std::span<std::byte> dst) const;
 
   // The source window that Apply would read for an image of this size.
   Result<CropWindow> SourceWindow(int source_width, int source_height, uint64_t seed,
@@ -121,9 +125,9 @@ class TransformPipeline {
   // Runs the plan for a logical_width x logical_height image that `src`
   // holds either whole, shrunk to its size (scaled), or at full scale from
   // (offset_x, offset_y) on.
-  Status Run(const RgbImage& src, int logical_width, int logical_height, bool scaled, int offset_x,
-             int offset_y, uint64_t seed, uint64_t epoch, uint64_t item,
-             std::span<std::byte> dst) const;
+  Status Run(std::span<const uint8_t> pixels, int width, int height, int logical_width,
+             int logical_height, bool scaled, int offset_x, int offset_y, uint64_t seed,
+             uint64_t epoch, uint64_t item, std::span<std::byte> dst) const;
 
   TransformSpec spec_;
   std::string signature_;
