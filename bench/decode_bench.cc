@@ -3,7 +3,23 @@
 // files. Reports items/s and encoded bytes/s for a full decode, for the
 // scaled decodes a 224-pixel crop can use, and for region decodes of
 // RandomResizedCrop windows against full decodes of the same samples.
+//
+// With GALLEY_BENCH_JPEG_DIR set, the full, scaled and libjpeg benchmarks
+// cycle through the JPEG files under that directory (up to 1,000) instead,
+// so the stages can be measured on a real dataset:
+//
+//   GALLEY_BENCH_JPEG_DIR=.demo/bench-5000 build/bench/decode_bench
+//
+// The 1/8-scale decode (BM_DecodeScaled/8) bounds entropy (Huffman)
+// decoding from above: it still decodes every coefficient of the file but
+// inverse-transforms only the DC terms. BM_LibjpegVariant times the inexact
+// inverse DCT and upsampling choices against the exact ones
+// (docs/transforms.md, "Where decode time goes").
 #include <benchmark/benchmark.h>
+// clang-format off
+#include <cstdio>  // jpeglib.h needs FILE and size_t first
+#include <jpeglib.h>
+// clang-format on
 #include <turbojpeg.h>
 
 #include <algorithm>
@@ -11,7 +27,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "server/image/decoder.h"
@@ -62,38 +82,122 @@ const std::vector<uint8_t>& TestJpeg() {
   return jpeg;
 }
 
+// The files the full, scaled and libjpeg benchmarks decode: the JPEGs under
+// GALLEY_BENCH_JPEG_DIR when it is set, else TestJpeg().
+const std::vector<std::vector<uint8_t>>& Inputs() {
+  static const std::vector<std::vector<uint8_t>> inputs = [] {
+    std::vector<std::vector<uint8_t>> out;
+    const char* dir = std::getenv("GALLEY_BENCH_JPEG_DIR");
+    if (dir == nullptr || *dir == '\0') {
+      out.push_back(TestJpeg());
+      return out;
+    }
+    std::vector<std::filesystem::path> paths;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+      std::string ext = entry.path().extension().string();
+      for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (entry.is_regular_file() && (ext == ".jpg" || ext == ".jpeg")) {
+        paths.push_back(entry.path());
+      }
+    }
+    std::sort(paths.begin(), paths.end());
+    if (paths.size() > 1000) paths.resize(1000);
+    for (const auto& path : paths) {
+      std::ifstream in(path, std::ios::binary);
+      out.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    if (out.empty()) {
+      std::fprintf(stderr, "GALLEY_BENCH_JPEG_DIR=%s holds no .jpg files\n", dir);
+      std::exit(2);
+    }
+    return out;
+  }();
+  return inputs;
+}
+
+double MeanInputBytes() {
+  double sum = 0;
+  for (const auto& jpeg : Inputs()) sum += static_cast<double>(jpeg.size());
+  return sum / static_cast<double>(Inputs().size());
+}
+
 void BM_DecodeFull(benchmark::State& state) {
-  const auto& jpeg = TestJpeg();
-  benchmark::DoNotOptimize(Decode(jpeg, DecodeOptions{}).ok());  // warm-up
+  const auto& inputs = Inputs();
+  benchmark::DoNotOptimize(Decode(inputs[0], DecodeOptions{}).ok());  // warm-up
+  size_t i = 0;
   for (auto _ : state) {
-    auto image = Decode(jpeg, DecodeOptions{});
+    auto image = Decode(inputs[i++ % inputs.size()], DecodeOptions{});
     if (!image.ok()) state.SkipWithError(image.status().ToString().c_str());
     benchmark::DoNotOptimize(image->pixels.data());
   }
   state.SetItemsProcessed(state.iterations());
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(jpeg.size()));
-  state.counters["jpeg_bytes"] = static_cast<double>(jpeg.size());
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * MeanInputBytes()));
+  state.counters["jpeg_bytes"] = MeanInputBytes();
 }
 BENCHMARK(BM_DecodeFull)->UseRealTime();
 
-// Scaled decode with the minimum a crop would ask for: argument = minimum
-// side of the output: 180, 90 and 45 give the 1/2, 1/4 and 1/8 scales of a
-// 500 x 375 image.
+// Scaled decode at 1/argument (2, 4 or 8): each file is asked for exactly
+// its size divided by the argument, rounded up, which DecodeScaled serves at
+// that scale. out_width is the last file's.
 void BM_DecodeScaled(benchmark::State& state) {
-  const auto& jpeg = TestJpeg();
-  const int min_side = static_cast<int>(state.range(0));
+  const auto& inputs = Inputs();
+  std::vector<ImageHeader> headers;
+  for (const auto& jpeg : inputs) headers.push_back(ReadHeader(jpeg).value());
+  const int denominator = static_cast<int>(state.range(0));
   int width = 0;
+  size_t i = 0;
   for (auto _ : state) {
-    auto image = DecodeScaled(jpeg, DecodeOptions{}, min_side, min_side);
+    const size_t k = i++ % inputs.size();
+    auto image =
+        DecodeScaled(inputs[k], DecodeOptions{}, (headers[k].width + denominator - 1) / denominator,
+                     (headers[k].height + denominator - 1) / denominator);
     if (!image.ok()) state.SkipWithError(image.status().ToString().c_str());
     width = image->width;
     benchmark::DoNotOptimize(image->pixels.data());
   }
   state.SetItemsProcessed(state.iterations());
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(jpeg.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * MeanInputBytes()));
   state.counters["out_width"] = width;
 }
-BENCHMARK(BM_DecodeScaled)->Arg(180)->Arg(90)->Arg(45)->UseRealTime();
+BENCHMARK(BM_DecodeScaled)->Arg(2)->Arg(4)->Arg(8)->UseRealTime();
+
+// A full libjpeg decode with the inverse DCT and upsampling an inexact
+// decoder could choose. Arguments: 0 = as Decode does it (accurate integer
+// DCT, fancy upsampling); 1 = fast integer DCT; 2 = fast DCT and plain
+// (replicating) upsampling.
+void BM_LibjpegVariant(benchmark::State& state) {
+  const auto& inputs = Inputs();
+  size_t i = 0;
+  const int variant = static_cast<int>(state.range(0));
+  jpeg_decompress_struct cinfo{};
+  jpeg_error_mgr error{};
+  cinfo.err = jpeg_std_error(&error);  // the input is known good: errors exit
+  jpeg_create_decompress(&cinfo);
+  std::vector<uint8_t> pixels;
+  for (auto _ : state) {
+    const auto& jpeg = inputs[i++ % inputs.size()];
+    jpeg_mem_src(&cinfo, jpeg.data(), jpeg.size());
+    jpeg_read_header(&cinfo, TRUE);
+    cinfo.out_color_space = JCS_RGB;
+    cinfo.dct_method = variant == 0 ? JDCT_ISLOW : JDCT_IFAST;
+    cinfo.do_fancy_upsampling = variant == 2 ? FALSE : TRUE;
+    jpeg_start_decompress(&cinfo);
+    const size_t row_bytes = size_t{cinfo.output_width} * 3;
+    pixels.resize(row_bytes * cinfo.output_height);
+    while (cinfo.output_scanline < cinfo.output_height) {
+      JSAMPROW row = pixels.data() + row_bytes * cinfo.output_scanline;
+      jpeg_read_scanlines(&cinfo, &row, 1);
+    }
+    jpeg_finish_decompress(&cinfo);
+    benchmark::DoNotOptimize(pixels.data());
+  }
+  jpeg_destroy_decompress(&cinfo);
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(variant == 0   ? "accurate DCT, fancy upsampling"
+                 : variant == 1 ? "fast DCT, fancy upsampling"
+                                : "fast DCT, plain upsampling");
+}
+BENCHMARK(BM_LibjpegVariant)->DenseRange(0, 2)->UseRealTime();
 
 void BM_ReadHeader(benchmark::State& state) {
   const auto& jpeg = TestJpeg();
