@@ -260,6 +260,18 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
   job->owner_pid = peer.pid;
   GALLEY_ASSIGN_OR_RETURN(job->dataset, OpenDataset(spec.dataset));
   job->policy = spec.policy;
+  if (!spec.shuffle) {
+    // The sequential order is a policy of its own: jobs that walk it together
+    // share their items.
+    if (!job->policy.empty() && job->policy != "sequential") {
+      return Status::InvalidArgument("policy '" + job->policy +
+                                     "' decides a random order; a job with shuffle=false uses "
+                                     "the sequential order (leave the policy empty)");
+    }
+    job->policy = "sequential";
+  } else if (job->policy == "sequential") {
+    return Status::InvalidArgument("policy 'sequential' needs shuffle=false");
+  }
   if (job->policy.empty()) {
     auto configured = options_.dataset_policies.find(job->dataset->root().string());
     job->policy = configured != options_.dataset_policies.end() ? configured->second
@@ -286,7 +298,7 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
   }
   GALLEY_ASSIGN_OR_RETURN(job->subset, job->dataset->Select(subset));
   const uint64_t n = job->subset.size();
-  job->epoch_size = n / spec.world_size + (spec.rank < n % spec.world_size ? 1 : 0);
+  job->epoch_size = n == 0 ? 0 : job->ShardSize();
   if (job->epoch_size == 0) {
     return Status::InvalidArgument("rank " + std::to_string(spec.rank) + " of " +
                                    std::to_string(spec.world_size) +

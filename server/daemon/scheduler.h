@@ -58,7 +58,10 @@ struct SamplerGroup {
 };
 
 struct SchedulerOptions {
-  uint64_t sampler_seed = 0;  // seeds each dataset's sampler (mixed with the dataset)
+  // The daemon-wide seed (DaemonOptions::sampler_seed): mixed into every
+  // sampler's stream and every job's order. 0 (default) keeps a job's order
+  // a pure function of its (seed, epoch) across restarts and machines.
+  uint64_t sampler_seed = 0;
 };
 
 class Scheduler {
@@ -96,6 +99,8 @@ class Scheduler {
     bool finished = false;
     bool consumer_ready = false;  // production starts when the consumer first waits
     bool started = false;         // a batch has been planned for the job
+    // Producing start_epoch after a restart: leave out resume_consumed.
+    bool resuming = false;
     // Since when the job has had nothing buffered while its peers were full.
     std::optional<std::chrono::steady_clock::time_point> starving_since;
     // Since when the job's ring has been full (its consumer is behind).
@@ -111,6 +116,10 @@ class Scheduler {
   // Plans a wave under mu_; returns false if no job can take a batch.
   bool PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans, std::vector<ItemTask>* tasks);
   void Publish(SlotPlan& plan);
+  // Replaces the samples of `plans` that failed by substitutes and returns
+  // the tasks that prepare them (empty: nothing failed). Takes mu_.
+  std::vector<ItemTask> PlanSubstitutes(std::vector<std::unique_ptr<SlotPlan>>& plans,
+                                        uint32_t attempt);
   // Leaves the job's current epoch, dropping the demand it still had.
   void LeaveSampler(Production& p);
   void EnterEpochDemand(Production& p, std::span<const ItemId> items);   // requires mu_

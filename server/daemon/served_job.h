@@ -49,9 +49,21 @@ struct ServedJob {
   JobCounters counters;
 
   // The items this rank receives in `epoch`: the whole subset, or its shard
-  // of a (seed, epoch)-shuffled split into world_size parts.
-  std::vector<ItemId> EpochItems(uint64_t epoch) const;
+  // of the DistributedSampler-style split (JobSpec::rank). Sorted by id when
+  // the job shuffles (the sampling policy decides the order); in the
+  // sequential order otherwise. With `resuming`, start_epoch's items the job
+  // consumed before a restart (JobSpec::resume_consumed) are left out.
+  std::vector<ItemId> EpochItems(uint64_t epoch, bool resuming = false) const;
+  // Items per epoch for this rank: n, or ceil / floor(n / world_size).
+  uint64_t ShardSize() const;
   uint64_t BatchesPerEpoch() const;
+  // How many samples batch `batch_index` of an epoch holds: batch_size, but
+  // the epoch's rest for the last batch unless drop_last.
+  uint64_t BatchTarget(uint64_t batch_index) const;
+  // A documented stand-in for a sample that failed: an item of the job's
+  // shard of `epoch` other than `failed` (when there is one), chosen from
+  // (seed, epoch, failed, attempt) alone.
+  ItemId Substitute(uint64_t epoch, ItemId failed, uint32_t attempt) const;
   nlohmann::json Describe() const;
 };
 

@@ -31,7 +31,8 @@ void DependentSampler::DecideTree(std::span<const int> ready,
       }
     }
     if (parent < 0) {
-      chosen[k] = index_.UniformPick(k, /*exclude=*/0, lk, random_);
+      // Nobody earlier shares k's items: k draws alone, from its own stream.
+      chosen[k] = index_.UniformPick(k, /*exclude=*/0, lk, AloneRandom(k));
       continue;
     }
     // Maximal coupling of two uniform draws with ℓ_parent <= ℓ_k: each item of
@@ -73,7 +74,7 @@ void DependentSampler::DecideChain(std::span<const int> ready,
     if (common == 0) {
       // Nothing is needed by every undecided job: the smallest draws alone
       // from what it still has in play.
-      uint64_t target = random_.Below(available[first]);
+      uint64_t target = AloneRandom(first).Below(available[first]);
       for (size_t a = 0; a < atoms; ++a) {
         if (visited_[a] || (index_.atom_members(a) & SlotBit(first)) == 0) continue;
         if (target < index_.atom_size(a)) {

@@ -8,12 +8,19 @@
 namespace galley {
 
 Status MembershipSampler::AddJob(JobId job, std::span<const ItemId> items,
-                                 const JobSamplingOptions& /*options*/) {
+                                 const JobSamplingOptions& options) {
   Result<int> slot = index_.AddJob(job, items);
-  return slot.status();
+  if (!slot.ok()) return slot.status();
+  own_random_[*slot].reset();
+  if (options.seed) own_random_[*slot].emplace(*options.seed);
+  return Status::Ok();
 }
 
-void MembershipSampler::RemoveJob(JobId job) { index_.RemoveJob(job); }
+void MembershipSampler::RemoveJob(JobId job) {
+  const int slot = index_.SlotOf(job);
+  if (slot >= 0) own_random_[slot].reset();
+  index_.RemoveJob(job);
+}
 
 size_t MembershipSampler::Remaining(JobId job) const {
   const int slot = index_.SlotOf(job);

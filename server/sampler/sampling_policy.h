@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -71,6 +72,15 @@ struct JobSamplingOptions {
   // floor(fraction × items). 0 makes ods decide as dsa does; larger values
   // buy hit rate with a larger bias toward whatever the cache holds.
   double substitution_fraction = 0.1;
+  // The job's own random stream for this epoch (the daemon derives it from
+  // the job's seed and epoch). A job draws from it whenever it draws alone —
+  // always while no other registered job shares its items — so its order is
+  // then a pure function of this seed and its items. Coupled draws (a coin
+  // against a parent, the fallback draw) use the policy's stream, which keeps
+  // them independent of the parent's draw even when two jobs have equal
+  // seeds. Unset: every draw uses the policy's stream. "lockstep" and
+  // "sequential" take the seed as the order's seed.
+  std::optional<uint64_t> seed;
 };
 
 // How far a substituting policy (ods) has bent a job's current epoch.
@@ -122,6 +132,8 @@ struct SamplerOptions {
   //   item the job still needs, within the job's budget
   //   (JobSamplingOptions::substitution_fraction). Trades exact uniformity
   //   for hit rate; exactly-once still holds.
+  // "sequential": every job walks its items in the order given to AddJob
+  //   (not random); jobs walking identical orders together share them.
   std::string policy = "dsa";
   // Seeds the policy's random stream; equal seeds and equal call sequences
   // give equal decisions.
