@@ -378,7 +378,8 @@ std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<Slo
   for (auto& plan : plans) {
     for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
       if (plan->errors[pos].empty()) continue;
-      if (plan->substituted++ == 0) plan->first_failure = plan->errors[pos];
+      // A position is counted once, however many of its substitutes fail.
+      if (attempt == 1 && plan->substituted++ == 0) plan->first_failure = plan->errors[pos];
       plan->errors[pos].clear();
       const ItemId item = plan->job->Substitute(plan->epoch, plan->items[pos], attempt);
       plan->items[pos] = item;
@@ -403,10 +404,7 @@ void Scheduler::Publish(SlotPlan& plan) {
   // Failed samples are left out; later ones move down so the tensor stays
   // contiguous. Failures are rare, so the move is too.
   for (uint32_t pos = 0; pos < plan.items.size(); ++pos) {
-    if (!plan.errors[pos].empty()) {  // its substitutes failed too
-      if (skipped++ == 0) first_error = plan.errors[pos];
-      continue;
-    }
+    if (!plan.errors[pos].empty()) continue;  // its substitutes failed too (counted)
     if (kept != pos) {
       std::memmove(tensor + g.sample_bytes * kept, tensor + g.sample_bytes * pos, g.sample_bytes);
     }
