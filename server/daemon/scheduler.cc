@@ -338,7 +338,9 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
       // keep the batch count exact then too.
       const uint64_t target = p->job->BatchTarget(plan->batch_index);
       for (uint32_t attempt = 0; plan->items.size() < target; ++attempt) {
-        const ItemId item = p->job->Substitute(p->epoch, 0, attempt);
+        const ItemId item = p->job->Substitute(p->epoch, 0, attempt, [&](ItemId i) {
+          return failed_items_.count({dataset_index, i}) > 0;
+        });
         auto [it, inserted] = task_of_item.try_emplace(item, tasks->size());
         if (inserted) tasks->push_back(ItemTask{dataset, item, {}, dataset_index});
         (*tasks)[it->second].deliveries.push_back(
@@ -376,15 +378,23 @@ std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<Slo
   std::vector<ItemTask> tasks;
   std::lock_guard lock(mu_);
   for (auto& plan : plans) {
+    const uint32_t dataset_index = DatasetIndex(plan->job->dataset);
+    for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
+      if (!plan->errors[pos].empty()) failed_items_.insert({dataset_index, plan->items[pos]});
+    }
+    auto known_to_fail = [&](ItemId item) {
+      return failed_items_.count({dataset_index, item}) > 0;
+    };
     for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
       if (plan->errors[pos].empty()) continue;
       // A position is counted once, however many of its substitutes fail.
       if (attempt == 1 && plan->substituted++ == 0) plan->first_failure = plan->errors[pos];
+      const ItemId item =
+          plan->job->Substitute(plan->epoch, plan->items[pos], attempt, known_to_fail);
+      if (item == plan->items[pos]) continue;  // nothing else to try: the batch goes out short
       plan->errors[pos].clear();
-      const ItemId item = plan->job->Substitute(plan->epoch, plan->items[pos], attempt);
       plan->items[pos] = item;
-      tasks.push_back(
-          ItemTask{plan->job->dataset.get(), item, {{plan.get(), pos}}, DatasetIndex(plan->job->dataset)});
+      tasks.push_back(ItemTask{plan->job->dataset.get(), item, {{plan.get(), pos}}, dataset_index});
     }
   }
   return tasks;

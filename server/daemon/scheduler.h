@@ -31,6 +31,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <span>
 #include <thread>
 #include <unordered_map>
@@ -144,6 +145,9 @@ class Scheduler {
   // another while its keys may be in the cache.
   std::vector<std::shared_ptr<const Dataset>> indexed_datasets_;  // GUARDED_BY(mu_)
   std::map<const Dataset*, uint32_t> dataset_index_;              // GUARDED_BY(mu_)
+  // Items that failed to read or decode, by dataset index: substitutes are
+  // never drawn from them.
+  std::set<std::pair<uint32_t, ItemId>> failed_items_;  // GUARDED_BY(mu_)
   std::thread thread_;
 };
 

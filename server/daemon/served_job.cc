@@ -67,14 +67,14 @@ uint64_t ServedJob::BatchTarget(uint64_t batch_index) const {
   return ShardSize() - (batches - 1) * b;
 }
 
-ItemId ServedJob::Substitute(uint64_t epoch, ItemId failed, uint32_t attempt) const {
-  const std::vector<ItemId> shard = EpochItems(epoch);
-  UniformRandom random(SplitMix64(spec.seed ^ SplitMix64(epoch ^ SplitMix64(
-                                                  (uint64_t{failed} << 8) ^ attempt))));
-  if (shard.size() <= 1) return shard.empty() ? failed : shard.front();
-  ItemId pick = shard[random.Below(shard.size())];
-  while (pick == failed) pick = shard[random.Below(shard.size())];
-  return pick;
+ItemId ServedJob::Substitute(uint64_t epoch, ItemId failed, uint32_t attempt,
+                             const std::function<bool(ItemId)>& known_to_fail) const {
+  std::vector<ItemId> candidates = EpochItems(epoch);
+  std::erase_if(candidates, [&](ItemId item) { return item == failed || known_to_fail(item); });
+  if (candidates.empty()) return failed;
+  UniformRandom random(
+      SplitMix64(spec.seed ^ SplitMix64(epoch ^ SplitMix64((uint64_t{failed} << 8) ^ attempt))));
+  return candidates[random.Below(candidates.size())];
 }
 
 nlohmann::json ServedJob::Describe() const {

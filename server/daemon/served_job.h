@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -61,9 +62,11 @@ struct ServedJob {
   // the epoch's rest for the last batch unless drop_last.
   uint64_t BatchTarget(uint64_t batch_index) const;
   // A documented stand-in for a sample that failed: an item of the job's
-  // shard of `epoch` other than `failed` (when there is one), chosen from
-  // (seed, epoch, failed, attempt) alone.
-  ItemId Substitute(uint64_t epoch, ItemId failed, uint32_t attempt) const;
+  // shard of `epoch` that is not `failed` and not known to fail, chosen
+  // uniformly from (seed, epoch, failed, attempt); `failed` itself when the
+  // shard has no other candidate.
+  ItemId Substitute(uint64_t epoch, ItemId failed, uint32_t attempt,
+                    const std::function<bool(ItemId)>& known_to_fail) const;
   nlohmann::json Describe() const;
 };
 
