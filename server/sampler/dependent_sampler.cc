@@ -99,7 +99,9 @@ void DependentSampler::DecideChain(std::span<const int> ready,
       }
     }
     if (joiners > 0) {
-      uint64_t target = random_.Below(common);
+      // A job deciding alone draws from its own stream (when it has one).
+      UniformRandom& random = undecided.size() == 1 ? AloneRandom(first) : random_;
+      uint64_t target = random.Below(common);
       ItemId item = 0;
       for (size_t a = 0; a < atoms; ++a) {
         if (visited_[a] || (index_.atom_members(a) & undecided_mask) != undecided_mask) continue;

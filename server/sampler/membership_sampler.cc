@@ -9,10 +9,16 @@ namespace galley {
 
 Status MembershipSampler::AddJob(JobId job, std::span<const ItemId> items,
                                  const JobSamplingOptions& options) {
+  const bool alone = index_.occupied() == 0;
   Result<int> slot = index_.AddJob(job, items);
   if (!slot.ok()) return slot.status();
-  own_random_[*slot].reset();
-  if (options.seed) own_random_[*slot].emplace(*options.seed);
+  // A job keeps its own stream only while it has been alone since it entered
+  // its epoch: once two jobs are registered, every draw uses the policy's
+  // stream for the rest of their epochs. Own streams are equal for equal
+  // seeds, so a draw from one must never follow a history that another
+  // job's draws from the same bits have shaped.
+  for (auto& own : own_random_) own.reset();
+  if (alone && options.seed) own_random_[*slot].emplace(*options.seed);
   return Status::Ok();
 }
 

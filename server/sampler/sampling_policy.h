@@ -73,13 +73,14 @@ struct JobSamplingOptions {
   // buy hit rate with a larger bias toward whatever the cache holds.
   double substitution_fraction = 0.1;
   // The job's own random stream for this epoch (the daemon derives it from
-  // the job's seed and epoch). A job draws from it whenever it draws alone —
-  // always while no other registered job shares its items — so its order is
-  // then a pure function of this seed and its items. Coupled draws (a coin
-  // against a parent, the fallback draw) use the policy's stream, which keeps
-  // them independent of the parent's draw even when two jobs have equal
-  // seeds. Unset: every draw uses the policy's stream. "lockstep" and
-  // "sequential" take the seed as the order's seed.
+  // the job's seed and epoch). While the job is the only one registered with
+  // the policy, from its AddJob on, every draw it makes uses this stream, so
+  // its order is a pure function of this seed and its items. From the moment
+  // a second job is registered, every job's draws use the policy's stream
+  // until it re-enters: equal seeds give equal streams, and a job's draw must
+  // never reuse bits that shaped another job's history. Unset: the policy's
+  // stream always. "lockstep" and "sequential" take it as the order's seed
+  // whatever the other jobs.
   std::optional<uint64_t> seed;
 };
 
