@@ -16,10 +16,10 @@ import weakref
 from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple,
                     Union)
 
-import numpy as np
 import torch
 
 from . import _galley
+from . import _tensors
 from . import transforms as T
 
 __all__ = ["DataLoader"]
@@ -112,7 +112,9 @@ class DataLoader:
         collate_fn: called on each ``(images, labels)`` batch and its result
             yielded. torch calls it on a list of samples; here the batch is
             already stacked.
-        pin_memory: see docs/python.md.
+        pin_memory: as torch: where CUDA is available each batch is copied
+            into page-locked memory (and its shared-memory slot released at
+            once); where it is not, a warning says so.
         drop_last: leave out each epoch's incomplete last batch; with DDP
             (and no ``sampler=``) also cut the shards to the floor.
         timeout: seconds to wait for a batch; 0 (default) waits as long as the
@@ -225,7 +227,8 @@ class DataLoader:
         self.rank, self.world_size = int(rank), int(world_size)
         self.prefetch = prefetch
         self.on_error = on_error
-        self.pin_memory = pin_memory
+        self.pin_memory = bool(pin_memory)
+        self._pin = _tensors.pinning_available(self.pin_memory)
         self.pin_memory_device = pin_memory_device
         self.collate_fn = collate_fn
         self.timeout = float(timeout)
@@ -260,7 +263,7 @@ class DataLoader:
         # The pass in progress: its epoch, batches yielded and item ids yielded.
         self._pass_epoch: Optional[int] = None
         self._pass_batches = 0
-        self._pass_consumed: Optional[np.ndarray] = None
+        self._pass_consumed: Optional[bytearray] = None  # bitmap over item ids
         self._held: List[weakref.ref] = []  # the batches handed out (their shared memory)
 
     # -- torch argument mapping ----------------------------------------------------
@@ -372,7 +375,7 @@ class DataLoader:
             return dict(self._resume["state"])
         if self._pass_epoch is not None:
             epoch, batches = self._pass_epoch, self._pass_batches
-            consumed = np.packbits(self._pass_consumed, bitorder="little").tobytes()
+            consumed = bytes(self._pass_consumed)
         else:
             epoch, batches, consumed = self._epoch, 0, b""
         return {
@@ -394,8 +397,8 @@ class DataLoader:
             if state[key] != mine[key]:
                 raise ValueError(f"the state was saved by a loader with {key}={state[key]!r}, "
                                  f"this one has {mine[key]!r}; build the loader as it was")
-        consumed = np.unpackbits(np.frombuffer(state["consumed"], dtype=np.uint8),
-                                 bitorder="little")
+        consumed = [8 * i + bit for i, byte in enumerate(bytes(state["consumed"])) if byte
+                    for bit in range(8) if byte >> bit & 1]
         self.close()
         self._epoch = int(state["epoch"])
         self._completed = int(state["completed_epochs"])
@@ -403,7 +406,7 @@ class DataLoader:
         self._daemon_epoch = None
         self._pass_epoch = None
         self._resume = {"state": dict(state), "batches": int(state["batches_yielded"]),
-                        "consumed": np.flatnonzero(consumed).tolist()}
+                        "consumed": consumed}
 
     # -- iteration -----------------------------------------------------------------
 
@@ -430,9 +433,10 @@ class DataLoader:
         slots = int(job.info["slots"])
         self._pass_epoch = epoch
         self._pass_batches = resume["batches"] if resume else 0
-        self._pass_consumed = np.zeros(int(job.info["dataset_size"]), dtype=bool)
+        self._pass_consumed = bytearray((int(job.info["dataset_size"]) + 7) // 8)
         if resume:
-            self._pass_consumed[resume["consumed"]] = True
+            self._pass_consumed[:] = bytes(resume["state"]["consumed"]).ljust(
+                len(self._pass_consumed), b"\0")[:len(self._pass_consumed)]
         completed = False
         try:
             while True:
@@ -454,7 +458,9 @@ class DataLoader:
                 last = meta["last_in_epoch"]
                 if len(labels):
                     self._held.append(weakref.ref(images))
-                    self._pass_consumed[ids] = True
+                    ids = _tensors.int64_tensor(ids)
+                    for item in ids.tolist():
+                        self._pass_consumed[item >> 3] |= 1 << (item & 7)
                     self._pass_batches += 1
                 if last:
                     completed = True
@@ -462,10 +468,12 @@ class DataLoader:
                     self._completed += 1
                     self._pass_epoch = None
                 if len(labels):
-                    batch = (torch.from_numpy(images), torch.from_numpy(labels))
+                    batch = (_tensors.images_tensor(images), _tensors.int64_tensor(labels))
                     del images
+                    if self._pin:
+                        batch = tuple(_tensors.pin(t) for t in batch)
                     if with_ids:
-                        batch = batch + (torch.from_numpy(ids),)
+                        batch = batch + (ids,)
                     elif self.collate_fn is not None:
                         batch = self.collate_fn(batch)
                     yield batch
