@@ -91,8 +91,9 @@ def test_ddp_ranks_take_equal_steps_over_disjoint_shards(daemon, broken_folder, 
         assert [r["epochs"][0] for r in runs] != [r["epochs"][1] for r in runs]
     for r in reports:
         # rank/world_size from torch.distributed and from a DistributedSampler with the
-        # same seed give the same shards.
-        for dl in "01":
+        # same seed give the same shards (without drop_last every item of a shard is
+        # delivered; with it, which ones fill the full batches depends on the order).
+        for dl in "0":
             for epoch in range(2):
                 a = sorted(set(i for x in r[f"default-{dl}"]["epochs"][epoch] for i in x))
                 b = sorted(set(i for x in r[f"sampler-{dl}"]["epochs"][epoch] for i in x))
