@@ -34,9 +34,9 @@ Status LockstepSampler::AddJob(JobId job, std::span<const ItemId> items,
     // one, by the policy seed and the job's epoch count): equal sorted
     // subsets with equal seeds get equal orders.
     entry.order = std::move(sorted);
-    UniformRandom random(options.seed ? *options.seed
-                                      : seed_ ^ (epoch * 0x9e3779b97f4a7c15ULL +
-                                                 0x632be59bd9b4e019ULL));
+    UniformRandom random(options.seed
+                             ? *options.seed
+                             : seed_ ^ (epoch * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL));
     for (size_t i = entry.order.size(); i > 1; --i) {
       std::swap(entry.order[i - 1], entry.order[random.Below(i)]);
     }

@@ -28,8 +28,9 @@ Result<std::unique_ptr<SamplingPolicy>> MakeSamplingPolicy(const SamplerOptions&
   } else if (options.policy == "ods") {
     policy = std::make_unique<OpportunisticSampler>(options.seed, options.is_cached);
   } else {
-    return Status::InvalidArgument("unknown sampling policy '" + options.policy +
-                                   "' (expected dsa, dsa-chain, independent, lockstep, ods or sequential)");
+    return Status::InvalidArgument(
+        "unknown sampling policy '" + options.policy +
+        "' (expected dsa, dsa-chain, independent, lockstep, ods or sequential)");
   }
   return policy;
 }

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <span>
 #include <numeric>
+#include <span>
 #include <vector>
 
 #include "server/sampler/sampling_policy.h"
@@ -12,8 +12,8 @@
 namespace galley {
 namespace {
 
-const char* const kPolicies[] = {"dsa",         "dsa-chain", "independent",
-                                 "lockstep",    "ods",       "sequential"};
+const char* const kPolicies[] = {"dsa",      "dsa-chain", "independent",
+                                 "lockstep", "ods",       "sequential"};
 
 std::unique_ptr<SamplingPolicy> Make(const std::string& name, uint64_t seed = 1) {
   Result<std::unique_ptr<SamplingPolicy>> policy = MakeSamplingPolicy({name, seed});
