@@ -13,14 +13,15 @@ import json
 import os
 import warnings
 import weakref
-from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple,
-                    Union)
-
-import torch
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional,
+                    Sequence, Tuple)
 
 from . import _galley
 from . import _tensors
 from . import transforms as T
+
+if TYPE_CHECKING:  # torch is imported lazily: importing galley must not need it
+    import torch
 
 __all__ = ["DataLoader"]
 
@@ -37,8 +38,11 @@ def _warn_once(key: str, message: str) -> None:
 
 def _torch_distributed() -> Tuple[Optional[int], Optional[int]]:
     """(rank, world_size) of an initialised torch.distributed, else (None, None)."""
-    dist = getattr(torch, "distributed", None)
-    if dist is not None and dist.is_available() and dist.is_initialized():
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None, None
+    if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return None, None
 
