@@ -189,6 +189,7 @@ json JobSpecToJson(const JobSpec& spec) {
       {"shard_drop_last", spec.shard_drop_last},
       {"shuffle", spec.shuffle},
       {"start_batch", spec.start_batch},
+      {"native_size", spec.native_size},
   };
   if (!spec.resume_consumed.empty()) body["resume_consumed"] = IdsToHexBitmap(spec.resume_consumed);
   json ranges = json::array();
@@ -222,6 +223,7 @@ Result<JobSpec> JobSpecFromJson(const json& body) {
   GALLEY_RETURN_IF_ERROR(r.Bool("shard_drop_last", &spec.shard_drop_last));
   GALLEY_RETURN_IF_ERROR(r.Bool("shuffle", &spec.shuffle));
   GALLEY_RETURN_IF_ERROR(r.Unsigned("start_batch", &spec.start_batch));
+  GALLEY_RETURN_IF_ERROR(r.Bool("native_size", &spec.native_size));
   GALLEY_RETURN_IF_ERROR(HexBitmapToIds(body, "resume_consumed", &spec.resume_consumed));
   auto transform = body.find("transform");
   if (transform == body.end() || !transform->is_object()) {

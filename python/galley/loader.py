@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # torch is imported lazily: importing galley must not need it
 __all__ = ["DataLoader"]
 
 _STATE_VERSION = 1
+# The daemon's message for an image whose size differs from the first one's
+# when there is no transform (JobSpec::native_size).
+_NATIVE_SIZE_MISMATCH = "transform=None needs every image at the first image's size"
 _WARNED: set = set()
 
 
@@ -132,7 +135,10 @@ class DataLoader:
 
     Args (galley's, keyword only):
         transform: a ``galley.transforms`` pipeline (or a torchvision one, see
-            docs/transforms.md) run by the daemon.
+            docs/transforms.md) run by the daemon. None (or only
+            ToTensor/Normalize): the images at their own size, as torch; all
+            must share the first image's size, and the first batch holding
+            another size raises ValueError naming the file.
         normalize: ``(mean, std)``: float32 normalised output.
         seed: order, DDP split and augmentation randomness (default 0).
         epochs: completed epochs after which iteration stops (None: endless).
@@ -237,13 +243,17 @@ class DataLoader:
         self.collate_fn = collate_fn
         self.timeout = float(timeout)
         self.transform = transform
+        transform_spec = T.build_spec(transform, normalize, layout)
         self._spec: Dict[str, Any] = {
             "dataset": self.dataset,
             "batch_size": self.batch_size,
             "drop_last": self.drop_last,
             "shard_drop_last": shard_drop_last if self.world_size > 1 else False,
             "shuffle": self.shuffle,
-            "transform_json": json.dumps(T.build_spec(transform, normalize, layout)),
+            "transform_json": json.dumps(transform_spec),
+            # No op that sets the size (transform=None, ToTensor, Normalize):
+            # images pass at their own size, which must be the same for all.
+            "native_size": not transform_spec["ops"],
             "seed": self.seed,
             "epochs": 0,  # the loader counts completed epochs itself
             "rank": self.rank,
@@ -453,6 +463,8 @@ class DataLoader:
                 images, labels, ids, meta = job.next(self.timeout or 1e6)
                 if meta["epoch"] != epoch:
                     continue  # left over from before a seek
+                if _NATIVE_SIZE_MISMATCH in meta["first_error"]:
+                    raise ValueError(meta["first_error"])
                 if meta["skipped"]:
                     self._skipped += meta["skipped"]
                     if self.on_error == "raise":

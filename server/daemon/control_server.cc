@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "galley/version.h"
+#include "server/image/decoder.h"
 #include "wire/messages.h"
 
 namespace galley {
@@ -308,6 +309,22 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
 
   auto transform = json::parse(spec.transform_json, nullptr, false);
   if (transform.is_discarded()) return Status::InvalidArgument("transform is not valid JSON");
+  if (spec.native_size) {
+    // torch's transform=None: the first image's size is the batch's; a
+    // full-size CenterCrop passes same-size images through unchanged.
+    if (!transform.is_object() || !transform.value("ops", json::array()).empty()) {
+      return Status::InvalidArgument("native_size takes a transform without ops");
+    }
+    GALLEY_ASSIGN_OR_RETURN(auto bytes, job->dataset->Read(job->subset.front()));
+    auto header = image::ReadHeader(bytes);
+    if (!header.ok()) {
+      return Status::InvalidArgument("transform=None takes the first image's size, but " +
+                                     job->dataset->path(job->subset.front()).string() +
+                                     " cannot be read: " + header.status().message());
+    }
+    transform["ops"] = json::array(
+        {{{"op", "CenterCrop"}, {"size", {header->height, header->width}}}});
+  }
   GALLEY_ASSIGN_OR_RETURN(auto pipeline, image::TransformPipeline::FromJson(transform));
   job->pipeline = std::make_shared<const image::TransformPipeline>(std::move(pipeline));
 

@@ -6,6 +6,7 @@ relative dataset paths."""
 import os
 import warnings
 
+import numpy as np
 import pytest
 import torch
 import torchvision
@@ -104,3 +105,26 @@ def test_imagefolder_object_and_relative_paths(daemon, folder, workdir, monkeypa
     assert relative.dataset == str(folder)
     assert len(relative) == 1
     relative.close()
+
+
+def test_transform_none_gives_native_size_or_a_clear_error(daemon, workdir):
+    from conftest import write_folder
+    same = workdir / "same_size"
+    write_folder(same, classes=2, per_class=3, sizes=(24, 24), seed=2)  # all 24 x 24
+    loader = galley.DataLoader(same, batch_size=6, socket=daemon.socket)
+    images, labels = next(iter(loader))
+    assert images.shape == (6, 3, 24, 24) and images.dtype == torch.uint8
+    reference = torchvision.datasets.ImageFolder(str(same))
+    for i in range(6):  # the decoded pixels themselves, as torchvision's PIL loader gives them
+        expected = torch.from_numpy(np.array(reference[i][0])).permute(2, 0, 1)
+        assert torch.equal(images[i], expected)
+    del images, labels
+    loader.close()
+
+    mixed = workdir / "mixed_size"
+    write_folder(mixed, classes=1, per_class=6, sizes=(20, 30), seed=3)
+    loader = galley.DataLoader(mixed, batch_size=2, on_error="skip", socket=daemon.socket)
+    with pytest.raises(ValueError, match=r"first image's size .*give a transform that resizes"):
+        for _ in loader:
+            pass
+    loader.close()

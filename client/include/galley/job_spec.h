@@ -88,6 +88,12 @@ struct JobSpec {
   // A later epoch, or start_epoch again after SeekEpoch, is whole.
   uint64_t start_batch = 0;
   std::vector<uint64_t> resume_consumed;
+
+  // The images pass at their own size (torch with transform=None): the
+  // daemon takes the size of the subset's first image, and a sample of
+  // another size fails with a message naming both sizes (the client raises).
+  // The transform must then resize nothing.
+  bool native_size = false;
 };
 
 }  // namespace galley
