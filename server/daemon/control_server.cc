@@ -322,8 +322,8 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
                                      job->dataset->path(job->subset.front()).string() +
                                      " cannot be read: " + header.status().message());
     }
-    transform["ops"] = json::array(
-        {{{"op", "CenterCrop"}, {"size", {header->height, header->width}}}});
+    transform["ops"] =
+        json::array({{{"op", "CenterCrop"}, {"size", {header->height, header->width}}}});
   }
   GALLEY_ASSIGN_OR_RETURN(auto pipeline, image::TransformPipeline::FromJson(transform));
   job->pipeline = std::make_shared<const image::TransformPipeline>(std::move(pipeline));

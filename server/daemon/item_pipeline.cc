@@ -249,10 +249,12 @@ void ItemPipeline::RunOne(ItemTask& task) {
     ServedJob& job = *plan.job;
     const std::span<std::byte> dst = destination(d);
     if (job.spec.native_size) {
-      const int width = cached ? static_cast<int>(cached->width)
-                               : region ? region->full_width : image.width;
-      const int height = cached ? static_cast<int>(cached->height)
-                                : region ? region->full_height : image.height;
+      const int width = cached   ? static_cast<int>(cached->width)
+                        : region ? region->full_width
+                                 : image.width;
+      const int height = cached   ? static_cast<int>(cached->height)
+                         : region ? region->full_height
+                                  : image.height;
       if (width != job.pipeline->output_width() || height != job.pipeline->output_height()) {
         counters_.failures++;
         plan.errors[d.position] = fmt::format(
