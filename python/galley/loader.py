@@ -399,6 +399,9 @@ class DataLoader:
             "seed": self.seed, "rank": self.rank, "world_size": self.world_size,
             "drop_last": self.drop_last, "shard_drop_last": self._spec["shard_drop_last"],
             "subset": [self._spec["classes"], self._spec["ids"]],
+            # Item ids are positions in the dataset: a dataset that changed since
+            # the checkpoint cannot be resumed exactly.
+            "dataset_size": int(self._open().info["dataset_size"]),
         }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
@@ -438,6 +441,10 @@ class DataLoader:
         if resume is not None:
             self._close_job()  # reopened with the resume point
         job = self._open()
+        if resume is not None and resume["state"]["dataset_size"] != job.info["dataset_size"]:
+            raise ValueError(f"the dataset has {job.info['dataset_size']} items but had "
+                             f"{resume['state']['dataset_size']} when the state was saved; "
+                             f"it cannot be resumed exactly")
         self._resume = None
         epoch = self._epoch
         if self._daemon_epoch != epoch:
