@@ -79,27 +79,35 @@ def test_killed_job_resumes_exactly_once(daemon, folder, tmp_path):
             assert following == sorted(x for b in ref_next for x in b), label
 
 
-def test_a_state_resumes_only_the_loader_and_dataset_it_came_from(daemon, workdir):
+def test_a_state_resumes_only_the_loader_and_dataset_it_came_from(tmp_path):
     import pytest
-    from conftest import write_folder
-    root = workdir / "growing"
+    from conftest import start_daemon, stop_daemon, write_folder
+    root = tmp_path / "growing"
     write_folder(root, classes=1, per_class=6, sizes=(8, 8), seed=6)
 
-    def make(batch_size=2):
+    def make(socket, batch_size=2):
         return galley.DataLoader(root, batch_size=batch_size, shuffle=True,
-                                 transform=T.Resize([8, 8]), socket=daemon.socket)
+                                 transform=T.Resize([8, 8]), socket=socket)
 
-    loader = make()
-    it = loader.iter_with_ids()
-    next(it)
-    state = loader.state_dict()
-    del it
-    loader.close()
-    with pytest.raises(ValueError, match="batch_size"):
-        make(batch_size=3).load_state_dict(state)
+    daemon = start_daemon(tmp_path)
+    try:
+        loader = make(daemon.socket)
+        it = loader.iter_with_ids()
+        next(it)
+        state = loader.state_dict()
+        del it
+        loader.close()
+        with pytest.raises(ValueError, match="batch_size"):
+            make(daemon.socket, batch_size=3).load_state_dict(state)
+    finally:
+        stop_daemon(daemon)
     write_folder(root, classes=2, per_class=6, sizes=(8, 8), seed=7)  # the dataset grows
-    loader = make()
-    loader.load_state_dict(state)
-    with pytest.raises(ValueError, match="cannot be resumed exactly"):
-        next(iter(loader))
-    loader.close()
+    daemon = start_daemon(tmp_path)  # (a daemon reads a dataset's listing once)
+    try:
+        loader = make(daemon.socket)
+        loader.load_state_dict(state)
+        with pytest.raises(ValueError, match="cannot be resumed exactly"):
+            next(iter(loader))
+        loader.close()
+    finally:
+        stop_daemon(daemon)
