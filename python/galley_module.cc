@@ -157,7 +157,9 @@ class BatchMemory {
     for (size_t i = 0; i < shape.size(); ++i) t[i] = shape[i];
     return t;
   }
-  const char* DTypeName() const { return batch_.dtype() == galley::DType::kUInt8 ? "uint8" : "float32"; }
+  const char* DTypeName() const {
+    return batch_.dtype() == galley::DType::kUInt8 ? "uint8" : "float32";
+  }
   py::ssize_t ItemSize() const { return batch_.dtype() == galley::DType::kUInt8 ? 1 : 4; }
   py::ssize_t NumBytes() const {
     py::ssize_t n = ItemSize();

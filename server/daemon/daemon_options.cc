@@ -158,7 +158,7 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
 
   CLI::App app{"galleyd: prepares training batches once and serves them to every job on the node"};
   app.set_version_flag("--version", std::string("galleyd ") + kVersion + " (protocol " +
-                                           std::to_string(kProtocolVersion) + ")");
+                                        std::to_string(kProtocolVersion) + ")");
   app.add_option("--config", config_path, "TOML config file (flags override it)");
   app.add_option("--socket", options.socket_path, "control socket path");
   app.add_option("--allowed-root", options.allowed_roots,

@@ -4,8 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
-#include <string>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "galley/client.h"
 #include "galley/version.h"
