@@ -36,9 +36,8 @@ def test_example_runs(daemon, folder, tmp_path, index):
                                                                      str(folder))
     script = tmp_path / "example.py"
     script.write_text(code)
-    env = dict(os.environ, GALLEY_SOCKET=daemon.socket,
-               PYTHONPATH=os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]),
-               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(ranks))
+    # PYTHONPATH is inherited: the examples import the galley the tests import.
+    env = dict(os.environ, GALLEY_SOCKET=daemon.socket, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(ranks))
     procs = [subprocess.Popen([sys.executable, str(script)], env=dict(env, RANK=str(r)),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in range(ranks)]
