@@ -18,6 +18,14 @@
 // whether an item is in the encoded or decoded tier, and each job's epoch is
 // registered with its spec's ods_fraction.
 //
+// Every batch holds what its position in the epoch promises
+// (ServedJob::BatchTarget) and an epoch ends with its last batch, so
+// batches_per_epoch is exact for every job and rank. A sample that fails in
+// the pipeline is replaced by a substitute (ServedJob::Substitute, never an
+// item known to fail) in up to four more pipeline passes before the wave is
+// published. Each job's epoch enters its policy with the job's own seed
+// (JobSpec seed, epoch, rank and the daemon's sampler_seed).
+//
 // AddJob/RemoveJob/Seek/Wake/Describe may be called from any thread; they
 // take mu_. Production state is changed only under mu_ by the scheduler
 // thread or by Seek.
