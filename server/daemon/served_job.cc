@@ -69,12 +69,29 @@ uint64_t ServedJob::BatchTarget(uint64_t batch_index) const {
 
 ItemId ServedJob::Substitute(uint64_t epoch, ItemId failed, uint32_t attempt,
                              const std::function<bool(ItemId)>& known_to_fail) const {
-  std::vector<ItemId> candidates = EpochItems(epoch);
-  std::erase_if(candidates, [&](ItemId item) { return item == failed || known_to_fail(item); });
-  if (candidates.empty()) return failed;
+  // A DDP shard costs a permutation of the subset to compute: keep the last
+  // one, as failures come in runs within an epoch.
+  std::lock_guard lock(substitute_mu_);
+  if (spec.world_size > 1 && (substitute_epoch_ != epoch || substitute_shard_.empty())) {
+    substitute_shard_ = EpochItems(epoch);
+    substitute_epoch_ = epoch;
+  }
+  const std::vector<ItemId>& shard = spec.world_size > 1 ? substitute_shard_ : subset;
+  if (shard.empty()) return failed;
   UniformRandom random(
       SplitMix64(spec.seed ^ SplitMix64(epoch ^ SplitMix64((uint64_t{failed} << 8) ^ attempt))));
-  return candidates[random.Below(candidates.size())];
+  auto usable = [&](ItemId item) { return item != failed && !known_to_fail(item); };
+  // Uniform over the usable items: rejection while they are plentiful (the
+  // usual case: a few broken files), an exact scan otherwise.
+  for (int tries = 0; tries < 64; ++tries) {
+    const ItemId pick = shard[random.Below(shard.size())];
+    if (usable(pick)) return pick;
+  }
+  std::vector<ItemId> candidates;
+  for (ItemId item : shard) {
+    if (usable(item)) candidates.push_back(item);
+  }
+  return candidates.empty() ? failed : candidates[random.Below(candidates.size())];
 }
 
 nlohmann::json ServedJob::Describe() const {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -49,6 +50,13 @@ struct ServedJob {
 
   JobCounters counters;
 
+ private:
+  // Substitute's copy of the last DDP shard it needed.
+  mutable std::mutex substitute_mu_;
+  mutable uint64_t substitute_epoch_ = 0;         // GUARDED_BY(substitute_mu_)
+  mutable std::vector<ItemId> substitute_shard_;  // GUARDED_BY(substitute_mu_)
+
+ public:
   // The items this rank receives in `epoch`: the whole subset, or its shard
   // of the DistributedSampler-style split (JobSpec::rank). Sorted by id when
   // the job shuffles (the sampling policy decides the order); in the
