@@ -16,6 +16,7 @@ import weakref
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional,
                     Sequence, Tuple)
 
+from . import _autostart
 from . import _galley
 from . import _tensors
 from . import transforms as T
@@ -150,7 +151,13 @@ class DataLoader:
             ``ods``); only with ``shuffle=True``.
         classes, indices: a subset of the dataset (class names, item ids).
         layout: ``"NCHW"`` or ``"NHWC"`` for uint8 output.
-        socket: galleyd's control socket (default: the per-user one).
+        socket: the galleyd to use (default ``$GALLEY_SOCKET``, then the
+            user's own daemon, then the node's service). When none answers
+            and none was named, a private galleyd is started for the user and
+            reused by later jobs.
+        autostart: False (or ``GALLEY_AUTOSTART=0``) raises
+            ``ServerUnavailable`` instead of starting a daemon, listing the
+            sockets tried.
         name: shown by ``galleyctl jobs``.
         ods_fraction: with ``policy="ods"``, the most of each epoch's draws
             the daemon may replace by cached items (0 to 1).
@@ -171,7 +178,7 @@ class DataLoader:
                  policy: Optional[str] = None, classes: Optional[Iterable[str]] = None,
                  indices: Optional[Iterable[int]] = None, layout: str = "NCHW",
                  socket: Optional[str] = None, name: Optional[str] = None,
-                 ods_fraction: float = 0.1) -> None:
+                 ods_fraction: float = 0.1, autostart: Optional[bool] = None) -> None:
         if on_error not in ("skip", "raise"):
             raise ValueError('on_error must be "skip" or "raise"')
         if int(batch_size) < 1:
@@ -266,7 +273,8 @@ class DataLoader:
             "classes": list(classes) if classes else None,
             "ids": [int(i) for i in indices] if indices is not None else None,
         }
-        self._socket = socket or ""
+        self._socket = socket
+        self._autostart = autostart
         self._client: Any = None
         self._job: Any = None
         self._epoch = 0             # the epoch the next loop yields (set_epoch)
@@ -540,12 +548,22 @@ class DataLoader:
     def _open(self) -> Any:
         if self._job is None:
             if self._client is None:
-                self._client = _galley.Client(self._socket, self.timeout or 30.0)
+                self._client = _autostart.client(self._socket, self._autostart,
+                                                 self.timeout or 30.0)
             spec = dict(self._spec)
             spec["start_epoch"] = self._epoch
             if self._resume is not None:
                 spec["start_batch"] = self._resume["batches"]
                 spec["resume_consumed"] = self._resume["consumed"]
-            self._job = self._client.open_job(spec)
+            try:
+                self._job = self._client.open_job(spec)
+            except (_galley.ServerUnavailable, _galley.JobCancelled):
+                # A daemon galley chose may have been exiting for idleness:
+                # find (or start) one again, once.
+                if not _autostart.may_retry(self._socket):
+                    raise
+                self._client = _autostart.client(self._socket, self._autostart,
+                                                 self.timeout or 30.0)
+                self._job = self._client.open_job(spec)
             self._daemon_epoch = self._epoch
         return self._job
