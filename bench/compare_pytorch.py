@@ -159,7 +159,8 @@ def run_job(spec, barrier, results, parent_pid):
                 spec["dataset"], batch_size=spec["batch_size"],
                 transform=GT.Compose([GT.RandomResizedCrop(224), GT.RandomHorizontalFlip()]),
                 seed=spec["seed"], indices=spec["indices"], socket=spec["socket"],
-                name=f"bench-{spec['scenario']}-{index}", timeout=spec["batch_timeout"])
+                name=f"bench-{spec['scenario']}-{index}", timeout=spec["batch_timeout"],
+                policy=spec.get("policy"))
             segment_bytes = int(loader.info["segment_bytes"])
         else:
             dataset = torchvision.datasets.ImageFolder(
@@ -190,10 +191,21 @@ def run_job(spec, barrier, results, parent_pid):
         cpu_begin = tree_cpu_seconds(os.getpid())
         t_begin = time.monotonic()
         count = 0
-        for _ in range(spec["batches"] - 1):
+        # Simulated model time per batch (mixed speeds), and a stall: the
+        # consumer stops taking batches for a while, holding the one it has.
+        model_s = spec.get("model_s", 0.0)
+        stall_window = None
+        stall_after, stall_s = spec.get("stall") or (None, 0.0)
+        for k in range(spec["batches"] - 1):
             images, labels = next(batches)
             checksum += _touch(images)
             count += int(labels.shape[0])
+            if model_s:
+                time.sleep(model_s)
+            if k == stall_after:
+                stall_window = (time.monotonic(), None)
+                time.sleep(stall_s)
+                stall_window = (stall_window[0], time.monotonic())
         del images, labels
         t_end = time.monotonic()
         cpu_end = tree_cpu_seconds(os.getpid())
@@ -203,7 +215,9 @@ def run_job(spec, barrier, results, parent_pid):
         row = {"index": index, "images": count, "t_begin": t_begin, "t_end": t_end,
                "cpu": cpu_end - cpu_begin, "segment_bytes": segment_bytes,
                "snapshot_begin": snapshot_begin, "snapshot_end": snapshot_end,
-               "checksum": checksum}
+               "checksum": checksum, "stall_window": stall_window}
+        if spec["side"] == "galley":
+            row["job_stats"] = loader.stats().get("job", {})
         del batches
         if spec["side"] == "galley":
             loader.close()
