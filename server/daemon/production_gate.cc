@@ -49,16 +49,19 @@ void ProductionGate::NoteDeadline(SchedulerClock::TimePoint t) {
   if (!next_deadline_ || t < *next_deadline_) next_deadline_ = t;
 }
 
+uint32_t ProductionGate::ReadyThreshold(const GateInput& job) const {
+  return std::max<uint32_t>(
+      1, static_cast<uint32_t>(std::ceil(options_.hold_min_ready_fraction * job.ring.slots)));
+}
+
 bool ProductionGate::MayHold(const GateInput& job, const JobState& state,
                              SchedulerClock::TimePoint now) const {
   if (!job.sharing || options_.hold_budget_per_epoch <= std::chrono::nanoseconds::zero()) {
     return false;
   }
-  const auto threshold = std::max<uint32_t>(
-      1, static_cast<uint32_t>(std::ceil(options_.hold_min_ready_fraction * job.ring.slots)));
-  if (job.ring.ready < threshold) return false;
   const auto ongoing =
       state.hold_since ? now - *state.hold_since : std::chrono::nanoseconds::zero();
+  if (job.ring.ready < ReadyThreshold(job) && ongoing >= options_.thin_hold) return false;
   return state.held_this_epoch + ongoing < options_.hold_budget_per_epoch;
 }
 
@@ -117,6 +120,8 @@ std::vector<GateDecision> ProductionGate::Decide(std::span<const GateInput> jobs
       if (!state.hold_since) state.hold_since = now;
       any_held_ = true;
       NoteDeadline(*state.hold_since + (options_.hold_budget_per_epoch - state.held_this_epoch));
+      if (job.ring.ready < ReadyThreshold(job))
+        NoteDeadline(*state.hold_since + options_.thin_hold);
     } else {
       EndHold(state, now);
     }

@@ -12,12 +12,13 @@
 // - start grace: a job whose consumer is ready waits up to
 //   GateOptions::start_grace after a peer on its dataset was opened, so that
 //   a sweep launched together starts its first epoch together; once per job.
-// - hold: a job of a sharing policy (not "independent") whose consumer still
-//   has at least GateOptions::hold_min_ready_fraction of its ring buffered
-//   may be held while a peer on its dataset has no free slot, so that the
-//   next wave serves both; the time held is charged to the job and may not
-//   exceed GateOptions::hold_budget_per_epoch per epoch. A job with a thin
-//   buffer, or with its epoch's budget spent, is produced for at once, so a
+// - hold: a job of a sharing policy (not "independent") may be held while a
+//   peer on its dataset has no free slot, so that the next wave serves both:
+//   until the peer frees a slot while the job's consumer has at least
+//   GateOptions::hold_min_ready_fraction of its ring buffered, for at most
+//   GateOptions::thin_hold at a time below that. The time held is charged
+//   to the job and may not exceed GateOptions::hold_budget_per_epoch per
+//   epoch; with its epoch's budget spent a job is produced for at once, so a
 //   slower or stalled peer costs it at most that budget per epoch.
 //
 // The gate also keeps each job's ring-full time (no free slot: its consumer
@@ -62,10 +63,15 @@ struct GateOptions {
   // their consumers are slower than galleyd) at a cost to a faster job of at
   // most this much per epoch.
   std::chrono::nanoseconds hold_budget_per_epoch = std::chrono::milliseconds(100);
-  // A job is held only while at least this fraction of its ring (and at
-  // least one batch) is ready for its consumer, so holding does not make
-  // its consumer wait while the budget lasts.
+  // While at least this fraction of a job's ring (and at least one batch)
+  // is ready for its consumer, holding does not make the consumer wait: the
+  // job is held until the peer frees a slot or the budget is spent.
   double hold_min_ready_fraction = 0.5;
+  // Below that, a job is held for at most this long at a time (its consumer
+  // may be waiting), within the same budget: a peer whose consumer was
+  // descheduled for a moment frees a slot within milliseconds, and the jobs
+  // then go on sharing rounds instead of drifting apart. 0: never.
+  std::chrono::nanoseconds thin_hold = std::chrono::milliseconds(5);
   // How long a job that is ready to start waits for jobs on the same
   // dataset that were opened but whose consumers have not asked for a
   // batch yet.
@@ -140,6 +146,8 @@ class ProductionGate {
 
   // Ends a hold in progress and charges it.
   static void EndHold(JobState& state, SchedulerClock::TimePoint now);
+  // Ready batches from which holding does not make the consumer wait.
+  uint32_t ReadyThreshold(const GateInput& job) const;
   bool MayHold(const GateInput& job, const JobState& state, SchedulerClock::TimePoint now) const;
   void NoteDeadline(SchedulerClock::TimePoint t);
 

@@ -31,9 +31,10 @@ GateInput Job(uint64_t id, uint32_t free, uint32_t ready, const void* group = &k
 
 TimePoint At(int ms) { return TimePoint{} + milliseconds(1000 + ms); }
 
-GateOptions Options(int hold_budget_ms) {
+GateOptions Options(int hold_budget_ms, int thin_hold_ms = 0) {
   GateOptions options;
   options.hold_budget_per_epoch = milliseconds(hold_budget_ms);
+  options.thin_hold = milliseconds(thin_hold_ms);
   options.hold_min_ready_fraction = 0.5;
   options.start_grace = milliseconds(100);
   return options;
@@ -59,6 +60,25 @@ TEST(ProductionGate, StarvingJobIsProducedAtOnceWhateverItsPeers) {
   EXPECT_EQ(d[0], GateDecision::kProduce);
   EXPECT_EQ(d[1], GateDecision::kFull);
   EXPECT_EQ(d[2], GateDecision::kFull);
+}
+
+TEST(ProductionGate, ThinlyBufferedJobIsHeldAFewMillisecondsAtATimeWithinTheBudget) {
+  ProductionGate gate(Options(12, 5));
+  std::vector<GateInput> jobs{Job(1, 4, 0), Job(2, 0, 4)};
+  EXPECT_EQ(gate.Decide(jobs, At(0))[0], GateDecision::kHold);
+  ASSERT_TRUE(gate.next_deadline());
+  EXPECT_EQ(*gate.next_deadline(), At(5));
+  EXPECT_EQ(gate.Decide(jobs, At(4))[0], GateDecision::kHold);
+  EXPECT_EQ(gate.Decide(jobs, At(5))[0], GateDecision::kProduce);
+  // The next wave may hold it again, until the epoch's budget is spent.
+  EXPECT_EQ(gate.Decide(jobs, At(20))[0], GateDecision::kHold);
+  EXPECT_EQ(gate.Decide(jobs, At(25))[0], GateDecision::kProduce);
+  EXPECT_EQ(gate.Decide(jobs, At(40))[0], GateDecision::kHold);
+  ASSERT_TRUE(gate.next_deadline());
+  EXPECT_EQ(*gate.next_deadline(), At(42));  // 2 ms of the budget left
+  EXPECT_EQ(gate.Decide(jobs, At(42))[0], GateDecision::kProduce);
+  EXPECT_EQ(gate.Decide(jobs, At(60))[0], GateDecision::kProduce);
+  EXPECT_EQ(gate.Times(1, At(60)).held_this_epoch, milliseconds(12));
 }
 
 TEST(ProductionGate, WellBufferedJobIsHeldForFullPeerThenReleasedWhenPeerFrees) {

@@ -136,6 +136,9 @@ TEST_F(SchedulerWaveTest, StarvingJobIsProducedAloneWhilePeerIsFull) {
   auto scheduler = MakeScheduler(100);
   AddJob(*scheduler, 1, "dsa", 4, 0);
   AddJob(*scheduler, 2, "dsa", 0, 4);
+  // Its consumer is waiting: held for the peer for GateOptions::thin_hold at most.
+  EXPECT_FALSE(Plan(*scheduler).planned);
+  clock_.Advance(GateOptions{}.thin_hold);
   const Wave wave = Plan(*scheduler);
   ASSERT_TRUE(wave.planned);
   EXPECT_EQ(wave.items.at(1), kBatch);
