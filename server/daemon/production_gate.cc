@@ -54,15 +54,20 @@ uint32_t ProductionGate::ReadyThreshold(const GateInput& job) const {
       1, static_cast<uint32_t>(std::ceil(options_.hold_min_ready_fraction * job.ring.slots)));
 }
 
-bool ProductionGate::MayHold(const GateInput& job, const JobState& state,
-                             SchedulerClock::TimePoint now) const {
+bool ProductionGate::MayHoldBuffered(const GateInput& job) const {
+  return job.sharing && options_.hold_budget_per_epoch > std::chrono::nanoseconds::zero() &&
+         job.ring.ready >= ReadyThreshold(job);
+}
+
+bool ProductionGate::MayHoldThin(const GateInput& job, const JobState& state,
+                                 SchedulerClock::TimePoint now) const {
   if (!job.sharing || options_.hold_budget_per_epoch <= std::chrono::nanoseconds::zero()) {
     return false;
   }
   const auto ongoing =
       state.hold_since ? now - *state.hold_since : std::chrono::nanoseconds::zero();
-  if (job.ring.ready < ReadyThreshold(job) && ongoing >= options_.thin_hold) return false;
-  return state.held_this_epoch + ongoing < options_.hold_budget_per_epoch;
+  return ongoing < options_.thin_hold &&
+         state.held_this_epoch + ongoing < options_.hold_budget_per_epoch;
 }
 
 std::vector<GateDecision> ProductionGate::Decide(std::span<const GateInput> jobs,
@@ -105,23 +110,27 @@ std::vector<GateDecision> ProductionGate::Decide(std::span<const GateInput> jobs
     }
 
     GateDecision decision;
+    bool buffered = false;
     if (job.finished || !job.consumer_ready) {
       decision = GateDecision::kIdle;
     } else if (!job.started && awaiting_start.count(job.group)) {
       decision = GateDecision::kAwaitStart;
     } else if (job.ring.free == 0) {
       decision = GateDecision::kFull;
-    } else if (has_full_peer.count(job.group) && MayHold(job, state, now)) {
+    } else if (has_full_peer.count(job.group) && MayHoldBuffered(job)) {
+      decision = GateDecision::kHold;
+      buffered = true;
+    } else if (has_full_peer.count(job.group) && MayHoldThin(job, state, now)) {
       decision = GateDecision::kHold;
     } else {
       decision = GateDecision::kProduce;
     }
-    if (decision == GateDecision::kHold) {
+    if (decision == GateDecision::kHold) any_held_ = true;
+    if (decision == GateDecision::kHold && !buffered) {
+      // The consumer may be waiting: this is what the budget bounds.
       if (!state.hold_since) state.hold_since = now;
-      any_held_ = true;
-      NoteDeadline(*state.hold_since + (options_.hold_budget_per_epoch - state.held_this_epoch));
-      if (job.ring.ready < ReadyThreshold(job))
-        NoteDeadline(*state.hold_since + options_.thin_hold);
+      NoteDeadline(*state.hold_since + std::min(options_.thin_hold, options_.hold_budget_per_epoch -
+                                                                        state.held_this_epoch));
     } else {
       EndHold(state, now);
     }

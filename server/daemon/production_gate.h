@@ -13,13 +13,15 @@
 //   GateOptions::start_grace after a peer on its dataset was opened, so that
 //   a sweep launched together starts its first epoch together; once per job.
 // - hold: a job of a sharing policy (not "independent") may be held while a
-//   peer on its dataset has no free slot, so that the next wave serves both:
-//   until the peer frees a slot while the job's consumer has at least
-//   GateOptions::hold_min_ready_fraction of its ring buffered, for at most
-//   GateOptions::thin_hold at a time below that. The time held is charged
-//   to the job and may not exceed GateOptions::hold_budget_per_epoch per
-//   epoch; with its epoch's budget spent a job is produced for at once, so a
-//   slower or stalled peer costs it at most that budget per epoch.
+//   peer on its dataset has no free slot, so that the next wave serves both.
+//   While the job's consumer has at least GateOptions::hold_min_ready_fraction
+//   of its ring ready it is held until the peer frees a slot: that costs
+//   the consumer nothing (it is not waiting; production resumes as soon as
+//   the buffer falls below the threshold). Below the threshold the consumer
+//   may be waiting, so a hold lasts at most GateOptions::thin_hold and all
+//   such holds of an epoch at most GateOptions::hold_budget_per_epoch; with
+//   the budget spent the job is produced for as soon as its buffer is thin.
+//   So a slower or stalled peer costs a job at most that budget per epoch.
 //
 // The gate also keeps each job's ring-full time (no free slot: its consumer
 // holds or has not taken everything produced) and its held time.
@@ -57,21 +59,22 @@ struct RingOccupancy {
 };
 
 struct GateOptions {
-  // Most time per epoch a job may be held so that a peer that cannot take a
-  // batch yet shares the next wave. 0 disables holding (no coupling at all).
+  // Most time per epoch a job whose consumer has little buffered may be held
+  // so that a peer that cannot take a batch yet shares the next wave. 0
+  // disables holding altogether (no coupling at all).
   // Larger values keep jobs of similar speeds in step (more sharing when
   // their consumers are slower than galleyd) at a cost to a faster job of at
   // most this much per epoch.
   std::chrono::nanoseconds hold_budget_per_epoch = std::chrono::milliseconds(100);
   // While at least this fraction of a job's ring (and at least one batch)
   // is ready for its consumer, holding does not make the consumer wait: the
-  // job is held until the peer frees a slot or the budget is spent.
+  // job is held, free of charge, until the peer frees a slot.
   double hold_min_ready_fraction = 0.5;
   // Below that, a job is held for at most this long at a time (its consumer
-  // may be waiting), within the same budget: a peer whose consumer was
+  // may be waiting), charged to the budget: a peer whose consumer was
   // descheduled for a moment frees a slot within milliseconds, and the jobs
   // then go on sharing rounds instead of drifting apart. 0: never.
-  std::chrono::nanoseconds thin_hold = std::chrono::milliseconds(5);
+  std::chrono::nanoseconds thin_hold = std::chrono::milliseconds(10);
   // How long a job that is ready to start waits for jobs on the same
   // dataset that were opened but whose consumers have not asked for a
   // batch yet.
@@ -106,7 +109,9 @@ const char* GateDecisionName(GateDecision decision);
 // A job's accumulated times.
 struct GateTimes {
   std::chrono::nanoseconds ring_full{0};  // no free slot, including an ongoing stretch
-  std::chrono::nanoseconds held{0};       // held for peers, over all epochs, including now
+  // Held for peers while the consumer had little buffered (what the budget
+  // bounds), over all epochs, including a hold in progress.
+  std::chrono::nanoseconds held{0};
   std::chrono::nanoseconds held_this_epoch{0};
 };
 
@@ -148,7 +153,9 @@ class ProductionGate {
   static void EndHold(JobState& state, SchedulerClock::TimePoint now);
   // Ready batches from which holding does not make the consumer wait.
   uint32_t ReadyThreshold(const GateInput& job) const;
-  bool MayHold(const GateInput& job, const JobState& state, SchedulerClock::TimePoint now) const;
+  bool MayHoldBuffered(const GateInput& job) const;
+  bool MayHoldThin(const GateInput& job, const JobState& state,
+                   SchedulerClock::TimePoint now) const;
   void NoteDeadline(SchedulerClock::TimePoint t);
 
   const GateOptions options_;

@@ -9,8 +9,9 @@ from galley import transforms as T
 
 from conftest import start_daemon, stop_daemon, write_folder
 
-# GateOptions::hold_budget_per_epoch, plus one 2 ms poll of the scheduler.
-HOLD_BUDGET_S = 0.1 + 0.002
+# GateOptions::hold_budget_per_epoch, plus how late the scheduler thread may
+# wake on a loaded 2-core machine to end the last hold of an epoch.
+HOLD_BUDGET_S = 0.1 + 0.05
 
 
 def open_loader(root, socket, seed, **kw):

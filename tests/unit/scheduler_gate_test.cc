@@ -81,64 +81,66 @@ TEST(ProductionGate, ThinlyBufferedJobIsHeldAFewMillisecondsAtATimeWithinTheBudg
   EXPECT_EQ(gate.Times(1, At(60)).held_this_epoch, milliseconds(12));
 }
 
-TEST(ProductionGate, WellBufferedJobIsHeldForFullPeerThenReleasedWhenPeerFrees) {
-  ProductionGate gate(Options(100));
+TEST(ProductionGate, WellBufferedJobIsHeldFreeOfChargeUntilPeerFreesASlot) {
+  ProductionGate gate(Options(100, 10));
   std::vector<GateInput> jobs{Job(1, 1, 3), Job(2, 0, 4)};
   EXPECT_EQ(gate.Decide(jobs, At(0))[0], GateDecision::kHold);
   EXPECT_TRUE(gate.any_held());
-  ASSERT_TRUE(gate.next_deadline());
-  EXPECT_EQ(*gate.next_deadline(), At(100));
+  // Its consumer has half its ring or more: no deadline, nothing charged.
+  EXPECT_FALSE(gate.next_deadline());
+  EXPECT_EQ(gate.Decide(jobs, At(500))[0], GateDecision::kHold);
   // The peer's consumer releases a slot: both are produced in one wave.
   jobs[1].ring.free = 1;
   jobs[1].ring.ready = 3;
-  const auto d = gate.Decide(jobs, At(7));
+  const auto d = gate.Decide(jobs, At(507));
   EXPECT_EQ(d[0], GateDecision::kProduce);
   EXPECT_EQ(d[1], GateDecision::kProduce);
-  EXPECT_EQ(gate.Times(1, At(50)).held, milliseconds(7));
-  EXPECT_EQ(gate.Times(2, At(50)).held, milliseconds(0));
+  EXPECT_EQ(gate.Times(1, At(600)).held, milliseconds(0));
 }
 
-TEST(ProductionGate, HeldJobIsReleasedWhenItsBufferThins) {
-  ProductionGate gate(Options(100));
+TEST(ProductionGate, HeldJobIsProducedForWhenItsBufferThinsWithoutThinHolds) {
+  ProductionGate gate(Options(100, 0));
   std::vector<GateInput> jobs{Job(1, 2, 2), Job(2, 0, 4)};
   EXPECT_EQ(gate.Decide(jobs, At(0))[0], GateDecision::kHold);
   jobs[0].ring.ready = 1;  // the consumer took a batch: below half the ring
   EXPECT_EQ(gate.Decide(jobs, At(3))[0], GateDecision::kProduce);
   EXPECT_FALSE(gate.any_held());
-  EXPECT_EQ(gate.Times(1, At(3)).held, milliseconds(3));
+  EXPECT_EQ(gate.Times(1, At(3)).held, milliseconds(0));
 }
 
 TEST(ProductionGate, StalledPeerCostsAtMostTheBudgetPerEpoch) {
-  ProductionGate gate(Options(100));
-  // Job 2 never frees a slot (SIGSTOP). Job 1 is polled every 2 ms with a
-  // full buffer; it is held until its epoch's budget is spent.
-  std::vector<GateInput> jobs{Job(1, 1, 3), Job(2, 0, 4)};
-  int produced_at = -1;
+  ProductionGate gate(Options(100, 10));
+  // Job 2 never frees a slot (SIGSTOP). Job 1's consumer has nothing
+  // buffered and is looked at every 2 ms: held 10 ms at a time until the
+  // epoch's 100 ms are spent, then produced for at every look.
+  std::vector<GateInput> jobs{Job(1, 4, 0), Job(2, 0, 4)};
+  int held_looks = 0;
+  int last_hold = -1;
   for (int t = 0; t <= 400; t += 2) {
-    if (gate.Decide(jobs, At(t))[0] == GateDecision::kProduce) {
-      produced_at = t;
-      break;
+    if (gate.Decide(jobs, At(t))[0] == GateDecision::kHold) {
+      ++held_looks;
+      last_hold = t;
     }
   }
-  EXPECT_EQ(produced_at, 100);
-  // Later holds in the same epoch: none.
-  EXPECT_EQ(gate.Decide(jobs, At(500))[0], GateDecision::kProduce);
-  EXPECT_EQ(gate.Times(1, At(600)).held_this_epoch, milliseconds(100));
+  EXPECT_EQ(gate.Times(1, At(400)).held_this_epoch, milliseconds(100));
+  EXPECT_EQ(held_looks, 50);  // 10 holds of 5 looks, 2 ms apart
+  EXPECT_LT(last_hold, 130);
   // A new epoch gets a new budget.
   jobs[0].epoch = 1;
   EXPECT_EQ(gate.Decide(jobs, At(700))[0], GateDecision::kHold);
-  EXPECT_EQ(gate.Decide(jobs, At(800))[0], GateDecision::kProduce);
-  EXPECT_EQ(gate.Times(1, At(900)).held, milliseconds(200));
-  EXPECT_EQ(gate.Times(1, At(900)).held_this_epoch, milliseconds(100));
+  EXPECT_EQ(gate.Decide(jobs, At(710))[0], GateDecision::kProduce);
+  EXPECT_EQ(gate.Times(1, At(900)).held, milliseconds(110));
+  EXPECT_EQ(gate.Times(1, At(900)).held_this_epoch, milliseconds(10));
 }
 
 TEST(ProductionGate, SeekRestartsTheBudget) {
-  ProductionGate gate(Options(10));
-  std::vector<GateInput> jobs{Job(1, 1, 3), Job(2, 0, 4)};
+  ProductionGate gate(Options(10, 10));
+  std::vector<GateInput> jobs{Job(1, 4, 0), Job(2, 0, 4)};
   EXPECT_EQ(gate.Decide(jobs, At(0))[0], GateDecision::kHold);
   EXPECT_EQ(gate.Decide(jobs, At(10))[0], GateDecision::kProduce);
+  EXPECT_EQ(gate.Decide(jobs, At(20))[0], GateDecision::kProduce);  // budget spent
   jobs[0].generation = 1;
-  EXPECT_EQ(gate.Decide(jobs, At(20))[0], GateDecision::kHold);
+  EXPECT_EQ(gate.Decide(jobs, At(30))[0], GateDecision::kHold);
 }
 
 TEST(ProductionGate, ZeroBudgetNeverHolds) {
