@@ -91,6 +91,7 @@ std::vector<GateDecision> ProductionGate::Decide(std::span<const GateInput> jobs
   }
 
   std::vector<GateDecision> decisions;
+  std::vector<bool> buffered_holds;
   decisions.reserve(jobs.size());
   for (const GateInput& job : jobs) {
     JobState& state = states_[job.job];
@@ -125,16 +126,29 @@ std::vector<GateDecision> ProductionGate::Decide(std::span<const GateInput> jobs
     } else {
       decision = GateDecision::kProduce;
     }
-    if (decision == GateDecision::kHold) any_held_ = true;
-    if (decision == GateDecision::kHold && !buffered) {
-      // The consumer may be waiting: this is what the budget bounds.
-      if (!state.hold_since) state.hold_since = now;
-      NoteDeadline(*state.hold_since + std::min(options_.thin_hold, options_.hold_budget_per_epoch -
-                                                                        state.held_this_epoch));
-    } else {
-      EndHold(state, now);
-    }
     decisions.push_back(decision);
+    buffered_holds.push_back(buffered);
+  }
+  // A hold only delays the start of a wave: a job is never left out of a
+  // wave that runs anyway (it would wait for that whole wave).
+  const bool wave_runs =
+      std::find(decisions.begin(), decisions.end(), GateDecision::kProduce) != decisions.end();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    JobState& state = states_[jobs[i].job];
+    if (decisions[i] == GateDecision::kHold && wave_runs) decisions[i] = GateDecision::kProduce;
+    if (decisions[i] != GateDecision::kHold) {
+      EndHold(state, now);
+      continue;
+    }
+    any_held_ = true;
+    if (buffered_holds[i]) {
+      EndHold(state, now);
+      continue;
+    }
+    // The consumer may be waiting: this is what the budget bounds.
+    if (!state.hold_since) state.hold_since = now;
+    NoteDeadline(*state.hold_since + std::min(options_.thin_hold, options_.hold_budget_per_epoch -
+                                                                      state.held_this_epoch));
   }
   return decisions;
 }

@@ -21,7 +21,9 @@
 //   may be waiting, so a hold lasts at most GateOptions::thin_hold and all
 //   such holds of an epoch at most GateOptions::hold_budget_per_epoch; with
 //   the budget spent the job is produced for as soon as its buffer is thin.
-//   So a slower or stalled peer costs a job at most that budget per epoch.
+//   A held job joins any wave that runs anyway (a hold only delays the
+//   start of a wave, never leaves a job out of one). So a slower or stalled
+//   peer costs a job at most that budget per epoch.
 //
 // The gate also keeps each job's ring-full time (no free slot: its consumer
 // holds or has not taken everything produced) and its held time.

@@ -143,6 +143,23 @@ TEST(ProductionGate, SeekRestartsTheBudget) {
   EXPECT_EQ(gate.Decide(jobs, At(30))[0], GateDecision::kHold);
 }
 
+TEST(ProductionGate, HeldJobsJoinAWaveThatRunsAnyway) {
+  static const int kOther = 0;
+  ProductionGate gate(Options(100, 10));
+  // Jobs 1 (thin) and 2 (buffered) would be held for job 3, whose ring is
+  // full; job 4, on another dataset, is produced for, so a wave runs: they
+  // join it rather than wait for it to end.
+  std::vector<GateInput> jobs{Job(1, 4, 0), Job(2, 1, 3), Job(3, 0, 4), Job(4, 4, 0, &kOther)};
+  const auto d = gate.Decide(jobs, At(0));
+  EXPECT_EQ(d[0], GateDecision::kProduce);
+  EXPECT_EQ(d[1], GateDecision::kProduce);
+  EXPECT_EQ(d[2], GateDecision::kFull);
+  EXPECT_EQ(d[3], GateDecision::kProduce);
+  EXPECT_FALSE(gate.any_held());
+  EXPECT_FALSE(gate.next_deadline());
+  EXPECT_EQ(gate.Times(1, At(50)).held, milliseconds(0));
+}
+
 TEST(ProductionGate, ZeroBudgetNeverHolds) {
   ProductionGate gate(Options(0));
   std::vector<GateInput> jobs{Job(1, 1, 3), Job(2, 0, 4)};
