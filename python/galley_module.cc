@@ -148,7 +148,9 @@ class BatchMemory {
     for (size_t i = 0; i < shape.size(); ++i) t[i] = shape[i];
     return t;
   }
-  const char* DTypeName() const { return batch_.dtype() == galley::DType::kUInt8 ? "uint8" : "float32"; }
+  const char* DTypeName() const {
+    return batch_.dtype() == galley::DType::kUInt8 ? "uint8" : "float32";
+  }
   py::ssize_t ItemSize() const { return batch_.dtype() == galley::DType::kUInt8 ? 1 : 4; }
   py::ssize_t NumBytes() const {
     py::ssize_t n = ItemSize();
@@ -211,6 +213,8 @@ PYBIND11_MODULE(_galley, m) {
   ex.end_of_stream = make("EndOfStream", ex.base);
 
   m.def("default_socket_path", &galley::DefaultSocketPath);
+  m.def("user_socket_path", &galley::UserSocketPath);
+  m.def("system_socket_path", &galley::SystemSocketPath);
   m.attr("__version__") = galley::kVersion;
   m.attr("protocol_version") = galley::kProtocolVersion;
 

@@ -14,6 +14,8 @@ if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
   cmake -S "$ROOT" -B "$BUILD_DIR" "${GENERATOR[@]}" "${LAUNCHER[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DPython_EXECUTABLE=/usr/bin/python3
 fi
+# ccache shares objects between build folders (build/, build-deb/, worktrees).
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}" CCACHE_NOHASHDIR=true
 JOBS="$(nproc)"
 if (($# > 0)); then
   cmake --build "$BUILD_DIR" --parallel "$JOBS" --target "$@"

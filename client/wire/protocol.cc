@@ -73,8 +73,7 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderByt
   }
   if (header.version != kProtocolVersion) {
     return Status::ProtocolError("peer speaks galley protocol " + std::to_string(header.version) +
-                                 ", this side speaks protocol " +
-                                 std::to_string(kProtocolVersion));
+                                 ", this side speaks protocol " + std::to_string(kProtocolVersion));
   }
   if (type == 0 || type > kMaxMessageType) {
     return Status::ProtocolError("unknown message type " + std::to_string(type));
