@@ -66,6 +66,8 @@ Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_shm_total", &options->max_shm_total));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_image_pixels", &options->max_image_pixels));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "metrics_port", &options->metrics_port));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "hold_budget_ms", &options->hold_budget_ms));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "thin_hold_ms", &options->thin_hold_ms));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "log_level", &options->log_level));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "owner_only", &options->owner_only));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "idle_exit_seconds", &options->idle_exit_seconds));
@@ -201,6 +203,10 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
   app.add_option("--max-shm-per-job", options.max_shm_per_job, "shared-memory bytes per job");
   app.add_option("--max-shm-total", options.max_shm_total, "shared-memory bytes for all jobs");
   app.add_option("--max-image-pixels", options.max_image_pixels, "largest image accepted");
+  app.add_option("--hold-budget-ms", options.hold_budget_ms,
+                 "most a job is held per epoch for a slower peer (0: never)");
+  app.add_option("--thin-hold-ms", options.thin_hold_ms,
+                 "longest single hold of a job whose consumer has little buffered");
   app.add_option("--metrics-port", options.metrics_port,
                  "serve Prometheus metrics on 127.0.0.1:PORT (0 disables)");
   app.add_option("--log-level", options.log_level, "trace|debug|info|warn|error")

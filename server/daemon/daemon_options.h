@@ -62,6 +62,13 @@ struct DaemonOptions {
   // PATH=POLICY. A job that names a policy still gets its own.
   std::map<std::string, std::string> dataset_policies;
 
+  // Jobs at different speeds (docs/sampling.md §3.3): the most time per
+  // epoch a job whose consumer has little buffered may be held so that a
+  // full peer shares the next wave (0: jobs are never held), and the
+  // longest one such hold.
+  uint32_t hold_budget_ms = 100;
+  uint32_t thin_hold_ms = 10;
+
   // Limits: a request beyond them is refused with a clear error.
   uint32_t max_jobs = 64;
   uint64_t max_shm_per_job = uint64_t{2} << 30;  // 2 GiB

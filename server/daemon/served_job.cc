@@ -115,6 +115,9 @@ nlohmann::json ServedJob::Describe() const {
           {"epochs_completed", counters.epochs_completed.load()},
           {"produce_seconds", counters.produce_ns.load() / 1e9},
           {"ring_full_seconds", counters.blocked_ns.load() / 1e9},
+          {"peer_hold_seconds", counters.held_ns.load() / 1e9},
+          {"consumer_wait_seconds", std::chrono::duration<double>(ring->ConsumerWait()).count()},
+          {"consumer_waits", ring->ConsumerWaits()},
           {"uptime_seconds", seconds},
           {"samples_per_second", seconds > 0 ? samples / seconds : 0.0}};
 }

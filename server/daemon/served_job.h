@@ -32,7 +32,13 @@ struct JobCounters {
   std::atomic<uint64_t> skipped{0};
   std::atomic<uint64_t> epochs_completed{0};
   std::atomic<uint64_t> produce_ns{0};  // time spent preparing this job's batches
-  std::atomic<uint64_t> blocked_ns{0};  // time the job's ring was full (consumer slower)
+  // Time the job's ring had no free slot (its consumer was slower than
+  // galleyd, or held its batches), including a stretch in progress; kept
+  // by the scheduler.
+  std::atomic<uint64_t> blocked_ns{0};
+  // Time the scheduler held the job back so that a peer could share a wave
+  // (bounded per epoch by GateOptions::hold_budget_per_epoch).
+  std::atomic<uint64_t> held_ns{0};
 };
 
 struct ServedJob {
