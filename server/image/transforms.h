@@ -53,6 +53,15 @@ struct SourceRect {
   int height = 0;
 };
 
+// The magnitude torchvision's AutoAugment (family kAutoAugment),
+// RandAugment or TrivialAugmentWide gives op number `op` (AutoAugment's
+// order: Identity, ShearX, ShearY, TranslateX, TranslateY, Rotate,
+// Brightness, Color, Contrast, Sharpness, Posterize, Solarize, AutoContrast,
+// Equalize, Invert) at `bin` of `num_bins`, for a width x height image: the
+// float32 value of its torch.linspace table. Exposed for parity tests.
+Result<double> AugmentMagnitude(OpKind family, int op, int num_bins, int bin, int width,
+                                int height);
+
 class TransformPipeline {
  public:
   // Validates the JSON spec; InvalidArgument names the op and field at fault.

@@ -86,7 +86,7 @@ TEST(TransformSpecTest, RejectsMalformedSpecsNamingTheField) {
   };
   const std::vector<Case> cases = {
       {json::array(), "object"},
-      {{{"ops", {{{"op", "RandomCrop"}, {"size", {3}}}}}}, "unknown op 'RandomCrop'"},
+      {{{"ops", {{{"op", "RandomPerspective"}, {"size", {3}}}}}}, "unknown op 'RandomPerspective'"},
       {{{"ops", {{{"op", "CenterCrop"}}}}}, "'size' is required"},
       {{{"ops", {{{"op", "CenterCrop"}, {"size", {0, 4}}}}}}, "positive"},
       {{{"ops", {{{"op", "CenterCrop"}, {"size", {-3}}}}}}, "positive"},
