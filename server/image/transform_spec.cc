@@ -231,7 +231,7 @@ bool SetsSize(OpKind kind) {
 // Parses the fields every new op may have; `where` names the op.
 Status ParseExtraFields(const json& value, const std::string& where, TransformOp& op) {
   auto field = [&](const char* name) { return where + " field '" + name + "'"; };
-  if (value.contains("padding")) {
+  if (value.contains("padding") && !value["padding"].is_null()) {
     GALLEY_ASSIGN_OR_RETURN(op.padding, ParsePadding(value["padding"], field("padding")));
   } else if (op.kind == OpKind::kPad) {
     return Invalid(where, "field 'padding' is required");

@@ -134,6 +134,12 @@ Rect CenterCropRect(int width, int height, int crop_height, int crop_width) {
   return {offset(width, crop_width), offset(height, crop_height), crop_width, crop_height};
 }
 
+// torch.empty(1).uniform_(low, high): torchvision draws these parameters as
+// float32, so a degenerate range (a, a) gives float32(a), not a.
+double UniformF32(SampleRandom& random, double low, double high) {
+  return static_cast<float>(random.Uniform(low, high));
+}
+
 Fill FillOf(const std::array<double, 3>& fill) {
   return {static_cast<uint8_t>(fill[0]), static_cast<uint8_t>(fill[1]),
           static_cast<uint8_t>(fill[2])};
@@ -454,7 +460,7 @@ Status PlanBuilder::AddColorJitter(const TransformOp& op) {
                                                              &op.saturation, &op.hue};
   std::array<double, 4> factors{};
   for (int i = 0; i < 4; ++i) {
-    if (*ranges[i]) factors[i] = random_.Uniform((**ranges[i])[0], (**ranges[i])[1]);
+    if (*ranges[i]) factors[i] = UniformF32(random_, (**ranges[i])[0], (**ranges[i])[1]);
   }
   constexpr PixelStep::Kind kKinds[4] = {PixelStep::Kind::kBrightness, PixelStep::Kind::kContrast,
                                          PixelStep::Kind::kSaturation, PixelStep::Kind::kHue};
@@ -620,7 +626,7 @@ Status PlanBuilder::Add(const TransformOp& op, int output_height, int output_wid
       if (random_.Uniform(0.0, 1.0) < op.p) return AddFactor(PixelStep::Kind::kGrayscale, 0);
       return Status::Ok();
     case OpKind::kGaussianBlur: {
-      const double sigma = random_.Uniform(op.sigma[0], op.sigma[1]);
+      const double sigma = UniformF32(random_, op.sigma[0], op.sigma[1]);
       PixelStep pixel;
       pixel.kind = PixelStep::Kind::kBlur;
       pixel.v[0] = pixel.v[1] = sigma;
@@ -628,22 +634,24 @@ Status PlanBuilder::Add(const TransformOp& op, int output_height, int output_wid
       return AddPixel(pixel);
     }
     case OpKind::kRandomRotation:
-      return AddRotate(random_.Uniform(op.degrees[0], op.degrees[1]), op);
+      return AddRotate(UniformF32(random_, op.degrees[0], op.degrees[1]), op);
     case OpKind::kRandomAffine: {
       // RandomAffine.get_params: angle, translation (rounded half to even),
       // scale, shear x, shear y, in that order.
-      const double angle = random_.Uniform(op.degrees[0], op.degrees[1]);
+      const double angle = UniformF32(random_, op.degrees[0], op.degrees[1]);
       double tx = 0, ty = 0;
       if (op.translate) {
         const double max_dx = (*op.translate)[0] * width_;
         const double max_dy = (*op.translate)[1] * height_;
-        tx = RoundHalfEven(random_.Uniform(-max_dx, max_dx));
-        ty = RoundHalfEven(random_.Uniform(-max_dy, max_dy));
+        tx = RoundHalfEven(UniformF32(random_, -max_dx, max_dx));
+        ty = RoundHalfEven(UniformF32(random_, -max_dy, max_dy));
       }
       const double scale =
-          op.affine_scale ? random_.Uniform((*op.affine_scale)[0], (*op.affine_scale)[1]) : 1.0;
-      const double shear_x = op.shear_x ? random_.Uniform((*op.shear_x)[0], (*op.shear_x)[1]) : 0.0;
-      const double shear_y = op.shear_y ? random_.Uniform((*op.shear_y)[0], (*op.shear_y)[1]) : 0.0;
+          op.affine_scale ? UniformF32(random_, (*op.affine_scale)[0], (*op.affine_scale)[1]) : 1.0;
+      const double shear_x =
+          op.shear_x ? UniformF32(random_, (*op.shear_x)[0], (*op.shear_x)[1]) : 0.0;
+      const double shear_y =
+          op.shear_y ? UniformF32(random_, (*op.shear_y)[0], (*op.shear_y)[1]) : 0.0;
       return AddAffine(angle, tx, ty, scale, shear_x, shear_y, false, op);
     }
     case OpKind::kRandomApply:
