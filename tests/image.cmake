@@ -39,3 +39,8 @@ galley_add_test(image_pixel_ops_test
   SOURCES unit/image_pixel_ops_test.cc
   LIBS galley_image galley_opencv)
 target_compile_definitions(image_pixel_ops_test PRIVATE GALLEY_TEST_PYTHON="/usr/bin/python3")
+
+# The random draws of every op follow torchvision's distributions.
+galley_add_test(image_draws_test
+  SOURCES unit/image_draws_test.cc
+  LIBS galley_image galley_opencv)

@@ -1397,6 +1397,54 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
   return Status::Ok();
 }
 
+Result<nlohmann::json> TransformPipeline::DescribeSample(int source_width, int source_height,
+                                                        uint64_t seed, uint64_t epoch,
+                                                        uint64_t item) const {
+  if (source_width <= 0 || source_height <= 0) {
+    return Status::InvalidArgument("DescribeSample: source size must be positive");
+  }
+  static constexpr const char* kPixelNames[] = {
+      "brightness", "contrast", "saturation", "hue",          "sharpness", "grayscale",
+      "posterize",  "solarize", "autocontrast", "equalize",   "invert",    "vflip",
+      "affine",     "rotate",   "blur",       "pad"};
+  SampleRandom random(seed, epoch, item);
+  GALLEY_ASSIGN_OR_RETURN(const Plan plan, MakePlan(spec_, source_width, source_height, random));
+  nlohmann::json steps = nlohmann::json::array();
+  for (int i = 0; i < plan.count; ++i) {
+    const Step& step = plan.steps[i];
+    switch (step.kind) {
+      case Step::Kind::kCrop:
+        steps.push_back({{"step", "crop"},
+                         {"x", step.rect.x},
+                         {"y", step.rect.y},
+                         {"width", step.rect.width},
+                         {"height", step.rect.height}});
+        break;
+      case Step::Kind::kResize:
+        steps.push_back({{"step", "resize"}, {"width", step.width}, {"height", step.height}});
+        break;
+      case Step::Kind::kFlip:
+        steps.push_back({{"step", "flip"}});
+        break;
+      case Step::Kind::kPixel:
+        steps.push_back({{"step", "pixel"},
+                         {"kind", kPixelNames[static_cast<int>(step.pixel.kind)]},
+                         {"v", step.pixel.v},
+                         {"sides", step.pixel.sides}});
+        break;
+    }
+  }
+  for (int e = 0; e < plan.erasure_count; ++e) {
+    const Erasure& erasure = plan.erasures[e];
+    steps.push_back({{"step", "erase"},
+                     {"x", erasure.x},
+                     {"y", erasure.y},
+                     {"width", erasure.width},
+                     {"height", erasure.height}});
+  }
+  return steps;
+}
+
 Result<CropWindow> TransformPipeline::SourceWindow(int source_width, int source_height,
                                                    uint64_t seed, uint64_t epoch,
                                                    uint64_t item) const {

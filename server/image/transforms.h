@@ -93,6 +93,14 @@ class TransformPipeline {
   Status Apply(std::span<const uint8_t> pixels, int width, int height, uint64_t seed,
                uint64_t epoch, uint64_t item, std::span<std::byte> dst) const;
 
+  // The random draws of one sample for an image of this size, as the plan
+  // the pipeline would run: [{"step": "crop"|"resize"|"flip"|"pixel"|
+  // "erase", ...}]. A pixel step names its kind ("brightness", "affine",
+  // ...) and parameters. For tests of the draws' distributions and for
+  // debugging; Apply does not use it.
+  Result<nlohmann::json> DescribeSample(int source_width, int source_height, uint64_t seed,
+                                        uint64_t epoch, uint64_t item) const;
+
   // The source window that Apply would read for an image of this size.
   Result<CropWindow> SourceWindow(int source_width, int source_height, uint64_t seed,
                                   uint64_t epoch, uint64_t item) const;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "server/image/pixel_ops.h"
+#include "server/image/transforms.h"
 
 namespace galley::image {
 namespace {
@@ -274,6 +275,66 @@ TEST(PixelOpsParityTest, EveryOpMatchesTorchvisionOnPil) {
     std::printf("parity %-13s max |diff| %d  worst mean |diff| %.5f\n", op.c_str(), figures.first,
                 figures.second);
   }
+  fs::remove_all(work);
+}
+
+
+// AutoAugment, RandAugment and TrivialAugmentWide's magnitude tables: the
+// float32 values of torchvision's torch.linspace / arange tables, exactly.
+constexpr const char* kMagnitudeScript = R"PY(
+import json, sys
+import torchvision.transforms as TV
+out = {}
+for name, t, bins in (("AutoAugment", TV.AutoAugment(), 10), ("RandAugment", TV.RandAugment(), 31),
+                      ("TrivialAugmentWide", TV.TrivialAugmentWide(), 31)):
+    space = t._augmentation_space(bins) if name == "TrivialAugmentWide" else \
+        t._augmentation_space(bins, (160, 224))
+    out[name] = {op: [float(v) for v in (m.reshape(-1).tolist() if m.ndim else [])]
+                 for op, (m, signed) in space.items()}
+json.dump(out, open(sys.argv[1], "w"))
+)PY";
+
+TEST(PixelOpsParityTest, AugmentMagnitudesEqualTorchvisionTables) {
+  const fs::path work = fs::temp_directory_path() / ("galley_magnitudes_" + std::to_string(getpid()));
+  fs::create_directories(work);
+  std::ofstream(work / "magnitudes.py") << kMagnitudeScript;
+  const std::string command = std::string(GALLEY_TEST_PYTHON) + " " +
+                              (work / "magnitudes.py").string() + " " +
+                              (work / "out.json").string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const json tables = json::parse(std::ifstream(work / "out.json"));
+  const std::vector<std::string> names = {
+      "Identity",   "ShearX", "ShearY",    "TranslateX", "TranslateY",   "Rotate",   "Brightness",
+      "Color",      "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize",
+      "Invert"};
+  const std::vector<std::pair<std::string, OpKind>> families = {
+      {"AutoAugment", OpKind::kAutoAugment},
+      {"RandAugment", OpKind::kRandAugment},
+      {"TrivialAugmentWide", OpKind::kTrivialAugmentWide}};
+  int compared = 0, exact = 0;
+  for (const auto& [family, kind] : families) {
+    for (size_t op = 0; op < names.size(); ++op) {
+      if (!tables[family].contains(names[op])) continue;
+      const auto& expected = tables[family][names[op]];
+      for (size_t bin = 0; bin < expected.size(); ++bin) {
+        auto magnitude = AugmentMagnitude(kind, static_cast<int>(op),
+                                          static_cast<int>(expected.size()),
+                                          static_cast<int>(bin), 224, 160);
+        ASSERT_TRUE(magnitude.ok());
+        // torch's linspace computes some entries with SIMD arange steps, so
+        // a few differ from the serial formula by one float32 ulp.
+        const auto reference = static_cast<float>(expected[bin].get<double>());
+        const float ulp = std::nextafter(std::abs(reference), INFINITY) - std::abs(reference);
+        EXPECT_LE(std::abs(*magnitude - reference), ulp)
+            << family << " " << names[op] << " bin " << bin;
+        exact += *magnitude == reference;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 300);
+  std::printf("magnitudes: %d of %d identical to torchvision's, the rest within 1 ulp\n", exact,
+              compared);
   fs::remove_all(work);
 }
 
