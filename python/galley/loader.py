@@ -6,6 +6,7 @@ import os
 import torch
 
 from . import _galley
+from . import batch_ops
 from . import transforms as T
 
 __all__ = ["DataLoader"]
@@ -31,13 +32,17 @@ class DataLoader:
     is not cached the daemon may serve a cached one the epoch still owes
     instead, for at most ``ods_fraction`` (0 to 1) of each epoch's samples;
     every item still appears exactly once per epoch.
+
+    ``batch_transform`` (galley.batch_ops.MixUp / CutMix / RandomChoice, or
+    torchvision v2's) mixes each batch in this process, on its ``device``;
+    labels then are float soft targets ``[B, num_classes]``.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=True, transform=None, normalize=None,
                  seed=0, epochs=None, rank=0, world_size=1, drop_last=False, prefetch=4,
                  on_error="skip", policy=None, classes=None, indices=None, layout="NCHW",
                  socket=None, timeout=60.0, name=None, num_workers=None, pin_memory=False,
-                 ods_fraction=0.1):
+                 ods_fraction=0.1, batch_transform=None):
         if not shuffle:
             raise ValueError("galley always serves a uniformly random order; shuffle=False "
                              "is not supported")
@@ -60,6 +65,8 @@ class DataLoader:
         self.pin_memory = pin_memory
         self.timeout = float(timeout)
         self.transform = transform
+        # MixUp / CutMix run per batch in this process (galley/batch_ops.py says why).
+        self.batch_transform = batch_ops.resolve(batch_transform)
         self._spec = {
             "dataset": self.dataset,
             "batch_size": self.batch_size,
@@ -140,10 +147,14 @@ class DataLoader:
                     completed = True
                     self._daemon_epoch = epoch + 1
                 if len(labels):
+                    images_t, labels_t = torch.from_numpy(images), torch.from_numpy(labels)
+                    if self.batch_transform is not None:
+                        images_t, labels_t = self.batch_transform(
+                            images_t, labels_t, rng=batch_ops.batch_rng(self.seed, epoch, ids))
                     if with_ids:
-                        yield torch.from_numpy(images), torch.from_numpy(labels), torch.from_numpy(ids)
+                        yield images_t, labels_t, torch.from_numpy(ids)
                     else:
-                        yield torch.from_numpy(images), torch.from_numpy(labels)
+                        yield images_t, labels_t
                 if last:
                     return
         finally:
