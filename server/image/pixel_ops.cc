@@ -43,7 +43,8 @@ void BlendWith(const cv::Mat& src, cv::Mat& dst, double factor, Degenerate degen
 }
 
 // Applies a per-channel lookup table (Image.point).
-void ApplyLut(const cv::Mat& src, cv::Mat& dst, const std::array<std::array<uint8_t, 256>, 3>& lut) {
+void ApplyLut(const cv::Mat& src, cv::Mat& dst,
+              const std::array<std::array<uint8_t, 256>, 3>& lut) {
   for (int y = 0; y < src.rows; ++y) {
     const uint8_t* in = src.ptr<uint8_t>(y);
     uint8_t* out = dst.ptr<uint8_t>(y);
@@ -279,8 +280,9 @@ void AdjustContrast(const cv::Mat& src, cv::Mat& dst, double factor) {
 }
 
 void AdjustSaturation(const cv::Mat& src, cv::Mat& dst, double factor) {
-  BlendWith(src, dst, factor,
-            [](const uint8_t* row, int x, int, int) { return static_cast<int>(Luma(row + x * 3)); });
+  BlendWith(src, dst, factor, [](const uint8_t* row, int x, int, int) {
+    return static_cast<int>(Luma(row + x * 3));
+  });
 }
 
 void AdjustSharpness(const cv::Mat& src, cv::Mat& dst, double factor) {
@@ -465,9 +467,9 @@ std::array<double, 6> InverseAffineMatrix(double center_x, double center_y, doub
   return m;
 }
 
-void Affine(const cv::Mat& src, cv::Mat& dst, double angle, double translate_x,
-            double translate_y, double scale, double shear_x, double shear_y,
-            WarpInterpolation interpolation, const Fill& fill, bool center_at_origin) {
+void Affine(const cv::Mat& src, cv::Mat& dst, double angle, double translate_x, double translate_y,
+            double scale, double shear_x, double shear_y, WarpInterpolation interpolation,
+            const Fill& fill, bool center_at_origin) {
   const double cx = center_at_origin ? 0.0 : src.cols * 0.5;
   const double cy = center_at_origin ? 0.0 : src.rows * 0.5;
   AffineWarp(src, dst,
@@ -493,12 +495,9 @@ void Rotate(const cv::Mat& src, cv::Mat& dst, double angle, WarpInterpolation in
     return;
   }
   const double radians = -Radians(angle);
-  std::array<double, 6> m = {RoundTo15Places(std::cos(radians)),
-                             RoundTo15Places(std::sin(radians)),
-                             0.0,
-                             RoundTo15Places(-std::sin(radians)),
-                             RoundTo15Places(std::cos(radians)),
-                             0.0};
+  std::array<double, 6> m = {
+      RoundTo15Places(std::cos(radians)),  RoundTo15Places(std::sin(radians)), 0.0,
+      RoundTo15Places(-std::sin(radians)), RoundTo15Places(std::cos(radians)), 0.0};
   const double cx = src.cols / 2.0, cy = src.rows / 2.0;
   m[2] = m[0] * -cx + m[1] * -cy + m[2];
   m[5] = m[3] * -cx + m[4] * -cy + m[5];
@@ -538,7 +537,8 @@ void GaussianBlur(const cv::Mat& src, cv::Mat& dst, int kernel_width, int kernel
     for (int x = 0; x < width; ++x) {
       for (int c = 0; c < 3; ++c) {
         double sum = 0.0;
-        for (int k = 0; k < kernel_width; ++k) sum += static_cast<double>(kx[k]) * in[(x + k) * 3 + c];
+        for (int k = 0; k < kernel_width; ++k)
+          sum += static_cast<double>(kx[k]) * in[(x + k) * 3 + c];
         out[x * 3 + c] = sum;
       }
     }

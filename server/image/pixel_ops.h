@@ -71,9 +71,9 @@ std::array<double, 6> InverseAffineMatrix(double center_x, double center_y, doub
 
 // F.affine on a PIL image: the centre is the image centre, (w/2, h/2),
 // unless center_at_origin (AutoAugment's shears use [0, 0]).
-void Affine(const cv::Mat& src, cv::Mat& dst, double angle, double translate_x,
-            double translate_y, double scale, double shear_x, double shear_y,
-            WarpInterpolation interpolation, const Fill& fill, bool center_at_origin = false);
+void Affine(const cv::Mat& src, cv::Mat& dst, double angle, double translate_x, double translate_y,
+            double scale, double shear_x, double shear_y, WarpInterpolation interpolation,
+            const Fill& fill, bool center_at_origin = false);
 
 // Image.rotate(angle, resample, expand=False, fillcolor): counter-clockwise
 // about the centre, with Pillow's exact cases for multiples of 90 degrees.

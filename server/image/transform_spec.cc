@@ -95,7 +95,9 @@ struct OpInfo {
 
 const std::vector<OpInfo>& OpTable() {
   static const std::vector<OpInfo> table = {
-      {"RandomResizedCrop", OpKind::kRandomResizedCrop, {"size", "scale", "ratio", "interpolation"}},
+      {"RandomResizedCrop",
+       OpKind::kRandomResizedCrop,
+       {"size", "scale", "ratio", "interpolation"}},
       {"Resize", OpKind::kResize, {"size", "interpolation"}},
       {"CenterCrop", OpKind::kCenterCrop, {"size"}},
       {"RandomHorizontalFlip", OpKind::kRandomHorizontalFlip, {"p"}},
@@ -137,7 +139,8 @@ Result<Range> ParseSymmetricRange(const json& value, std::string_view where, dou
     if (n < 0) return Invalid(where, "a single number must be non-negative");
     return Range{center - n, center + n};
   }
-  if (!value.is_array() || value.size() != 2) return Invalid(where, "must be a number or [min, max]");
+  if (!value.is_array() || value.size() != 2)
+    return Invalid(where, "must be a number or [min, max]");
   Range range{};
   for (int i = 0; i < 2; ++i) {
     GALLEY_ASSIGN_OR_RETURN(range[i], ParseNumber(value[i], where));
@@ -150,7 +153,8 @@ Result<int> ParseInt(const json& value, std::string_view where, int low, int hig
   if (!value.is_number_integer()) return Invalid(where, "must be an integer");
   const int64_t n = value.get<int64_t>();
   if (n < low || n > high) {
-    return Invalid(where, "must lie in [" + std::to_string(low) + ", " + std::to_string(high) + "]");
+    return Invalid(where,
+                   "must lie in [" + std::to_string(low) + ", " + std::to_string(high) + "]");
   }
   return static_cast<int>(n);
 }
@@ -237,7 +241,8 @@ Status ParseExtraFields(const json& value, const std::string& where, TransformOp
     return Invalid(where, "field 'padding' is required");
   }
   if (value.contains("pad_if_needed")) {
-    if (!value["pad_if_needed"].is_boolean()) return Invalid(field("pad_if_needed"), "must be a boolean");
+    if (!value["pad_if_needed"].is_boolean())
+      return Invalid(field("pad_if_needed"), "must be a boolean");
     op.pad_if_needed = value["pad_if_needed"].get<bool>();
   }
   if (value.contains("padding_mode")) {
@@ -259,11 +264,10 @@ Status ParseExtraFields(const json& value, const std::string& where, TransformOp
     GALLEY_ASSIGN_OR_RETURN(op.fill, ParseFill(value["fill"], field("fill")));
   }
   // ColorJitter: factors centred on 1 (hue on 0), None when absent or null.
-  const std::pair<const char*, std::optional<Range>*> jitters[] = {
-      {"brightness", &op.brightness},
-      {"contrast", &op.contrast},
-      {"saturation", &op.saturation},
-      {"hue", &op.hue}};
+  const std::pair<const char*, std::optional<Range>*> jitters[] = {{"brightness", &op.brightness},
+                                                                   {"contrast", &op.contrast},
+                                                                   {"saturation", &op.saturation},
+                                                                   {"hue", &op.hue}};
   if (op.kind == OpKind::kColorJitter) {
     for (const auto& [name, target] : jitters) {
       if (!value.contains(name) || value[name].is_null()) continue;
@@ -278,8 +282,8 @@ Status ParseExtraFields(const json& value, const std::string& where, TransformOp
     }
   }
   if (op.kind == OpKind::kGrayscale && value.contains("num_output_channels")) {
-    GALLEY_ASSIGN_OR_RETURN(const int channels,
-                            ParseInt(value["num_output_channels"], field("num_output_channels"), 1, 3));
+    GALLEY_ASSIGN_OR_RETURN(const int channels, ParseInt(value["num_output_channels"],
+                                                         field("num_output_channels"), 1, 3));
     if (channels != 3) {
       return Invalid(field("num_output_channels"),
                      "galley's output has 3 channels; use num_output_channels=3");
@@ -290,7 +294,8 @@ Status ParseExtraFields(const json& value, const std::string& where, TransformOp
     GALLEY_ASSIGN_OR_RETURN(const std::vector<int> kernel,
                             ParseSize(value["kernel_size"], field("kernel_size"), false));
     for (int k : kernel) {
-      if (k % 2 == 0 || k > 255) return Invalid(field("kernel_size"), "must be odd and at most 255");
+      if (k % 2 == 0 || k > 255)
+        return Invalid(field("kernel_size"), "must be odd and at most 255");
     }
     op.kernel_size = {kernel[0], kernel[1]};
     if (value.contains("sigma")) {
@@ -305,7 +310,8 @@ Status ParseExtraFields(const json& value, const std::string& where, TransformOp
   }
   if (op.kind == OpKind::kRandomRotation || op.kind == OpKind::kRandomAffine) {
     if (!value.contains("degrees")) return Invalid(where, "field 'degrees' is required");
-    GALLEY_ASSIGN_OR_RETURN(op.degrees, ParseSymmetricRange(value["degrees"], field("degrees"), 0.0));
+    GALLEY_ASSIGN_OR_RETURN(op.degrees,
+                            ParseSymmetricRange(value["degrees"], field("degrees"), 0.0));
     if (value.contains("expand") && value["expand"] != false) {
       return Invalid(field("expand"),
                      "expand=True makes the size depend on the angle; galley supports "
@@ -356,8 +362,8 @@ Status ParseExtraFields(const json& value, const std::string& where, TransformOp
     }
   }
   if (value.contains("num_magnitude_bins")) {
-    GALLEY_ASSIGN_OR_RETURN(op.num_magnitude_bins,
-                            ParseInt(value["num_magnitude_bins"], field("num_magnitude_bins"), 2, 1000));
+    GALLEY_ASSIGN_OR_RETURN(op.num_magnitude_bins, ParseInt(value["num_magnitude_bins"],
+                                                            field("num_magnitude_bins"), 2, 1000));
   }
   if (value.contains("num_ops")) {
     GALLEY_ASSIGN_OR_RETURN(op.num_ops, ParseInt(value["num_ops"], field("num_ops"), 0, 8));
@@ -572,7 +578,8 @@ json OpToJson(const TransformOp& op) {
       o.update({{"transforms", children()}, {"p", op.p}});
       break;
     case OpKind::kRandomChoice:
-      o.update({{"transforms", children()}, {"p", op.weights.empty() ? json(nullptr) : json(op.weights)}});
+      o.update({{"transforms", children()},
+                {"p", op.weights.empty() ? json(nullptr) : json(op.weights)}});
       break;
     case OpKind::kRandomOrder:
       o["transforms"] = children();

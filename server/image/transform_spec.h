@@ -10,8 +10,8 @@
 #define GALLEY_SERVER_IMAGE_TRANSFORM_SPEC_H_
 
 #include <array>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "galley/status.h"

@@ -317,9 +317,7 @@ Result<double> AugmentMagnitude(OpKind family, int op, int num_bins, int bin, in
 
 namespace {
 
-bool SignedAugment(AugmentOp op) {
-  return op >= AugmentOp::kShearX && op <= AugmentOp::kSharpness;
-}
+bool SignedAugment(AugmentOp op) { return op >= AugmentOp::kShearX && op <= AugmentOp::kSharpness; }
 
 // Builds one sample's plan: draws every random parameter in op order,
 // following torchvision's rules, and tracks the image size.
@@ -378,8 +376,8 @@ class PlanBuilder {
     pixel.fill = FillOf(op.fill);
     return AddPixel(pixel);
   }
-  Status AddAffine(double angle, double tx, double ty, double scale, double shear_x,
-                   double shear_y, bool center_at_origin, const TransformOp& op) {
+  Status AddAffine(double angle, double tx, double ty, double scale, double shear_x, double shear_y,
+                   bool center_at_origin, const TransformOp& op) {
     PixelStep pixel;
     pixel.kind = PixelStep::Kind::kAffine;
     pixel.v = {angle, tx, ty, scale, shear_x, shear_y};
@@ -441,10 +439,10 @@ Status PlanBuilder::AddRandomCrop(const TransformOp& op) {
     GALLEY_RETURN_IF_ERROR(AddPad(0, pad, 0, pad, op));
   }
   if (height_ < crop_height || width_ < crop_width) {
-    return Status::InvalidArgument(
-        "transform RandomCrop: required crop size " + std::to_string(crop_height) + "x" +
-        std::to_string(crop_width) + " is larger than the input image " +
-        std::to_string(height_) + "x" + std::to_string(width_) + " (set pad_if_needed)");
+    return Status::InvalidArgument("transform RandomCrop: required crop size " +
+                                   std::to_string(crop_height) + "x" + std::to_string(crop_width) +
+                                   " is larger than the input image " + std::to_string(height_) +
+                                   "x" + std::to_string(width_) + " (set pad_if_needed)");
   }
   const int y = static_cast<int>(random_.UniformInt(0, height_ - crop_height));
   const int x = static_cast<int>(random_.UniformInt(0, width_ - crop_width));
@@ -535,8 +533,8 @@ Status PlanBuilder::AddAutoAugment(const TransformOp& op) {
     // RandAugment: a uniform op at the fixed magnitude bin; TrivialAugment:
     // a uniform op at a uniform bin. Signed ops flip sign with chance 1/2.
     const auto augment = static_cast<AugmentOp>(random_.UniformInt(0, kRandAugmentOps - 1));
-    const int bin = wide ? static_cast<int>(random_.UniformInt(0, op.num_magnitude_bins - 1))
-                         : op.magnitude;
+    const int bin =
+        wide ? static_cast<int>(random_.UniformInt(0, op.num_magnitude_bins - 1)) : op.magnitude;
     GALLEY_ASSIGN_OR_RETURN(double magnitude, magnitude_of(augment, op.num_magnitude_bins, bin));
     if (SignedAugment(augment) && random_.UniformInt(0, 1) == 1) magnitude = -magnitude;
     GALLEY_RETURN_IF_ERROR(AddAugment(augment, magnitude, op));
@@ -881,8 +879,7 @@ bool CommutesWithFlip(PixelStep::Kind kind) {
 // Runs one pixel step on the current image into a scratch buffer.
 Status ApplyPixel(PixelStep step, Current& current, Scratch& scratch) {
   if (current.scaled() || current.origin_x != 0.0 || current.origin_y != 0.0) {
-    return Status::InvalidArgument(
-        "pixel ops before the first resize need full-resolution pixels");
+    return Status::InvalidArgument("pixel ops before the first resize need full-resolution pixels");
   }
   if (current.flipped && !CommutesWithFlip(step.kind)) {
     cv::Mat flipped = scratch.Take(current.mat.cols, current.mat.rows, current.buffer);
@@ -1398,15 +1395,15 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
 }
 
 Result<nlohmann::json> TransformPipeline::DescribeSample(int source_width, int source_height,
-                                                        uint64_t seed, uint64_t epoch,
-                                                        uint64_t item) const {
+                                                         uint64_t seed, uint64_t epoch,
+                                                         uint64_t item) const {
   if (source_width <= 0 || source_height <= 0) {
     return Status::InvalidArgument("DescribeSample: source size must be positive");
   }
   static constexpr const char* kPixelNames[] = {
-      "brightness", "contrast", "saturation", "hue",          "sharpness", "grayscale",
-      "posterize",  "solarize", "autocontrast", "equalize",   "invert",    "vflip",
-      "affine",     "rotate",   "blur",       "pad"};
+      "brightness", "contrast", "saturation",   "hue",      "sharpness", "grayscale",
+      "posterize",  "solarize", "autocontrast", "equalize", "invert",    "vflip",
+      "affine",     "rotate",   "blur",         "pad"};
   SampleRandom random(seed, epoch, item);
   GALLEY_ASSIGN_OR_RETURN(const Plan plan, MakePlan(spec_, source_width, source_height, random));
   nlohmann::json steps = nlohmann::json::array();

@@ -121,8 +121,8 @@ TEST(TransformDrawsTest, ColorJitterOrderIsAUniformPermutationAndFactorsUniform)
 }
 
 TEST(TransformDrawsTest, RotationAngleAndBlurSigmaAreUniform) {
-  const auto draws = Draws(Pipeline({{{"op", "RandomRotation"}, {"degrees", 30}},
-                                     {{"op", "GaussianBlur"}, {"kernel_size", 5}}}));
+  const auto draws = Draws(Pipeline(
+      {{{"op", "RandomRotation"}, {"degrees", 30}}, {{"op", "GaussianBlur"}, {"kernel_size", 5}}}));
   std::vector<double> angles, sigmas;
   for (const json& steps : draws) {
     angles.push_back(PixelSteps(steps, "rotate").at(0)["v"][0]);
@@ -164,8 +164,8 @@ TEST(TransformDrawsTest, AffineTranslationIsARoundedUniformAndShearsUniform) {
 TEST(TransformDrawsTest, RandomCropOffsetsAreUniformAfterPadding) {
   // 40 x 30 image, padding 4: 48 x 38; RandomCrop(32) offsets y in [0, 6],
   // x in [0, 16], each uniform.
-  const auto draws = Draws(Pipeline({{{"op", "RandomCrop"}, {"size", 32}, {"padding", 4}}}), 40,
-                           30);
+  const auto draws =
+      Draws(Pipeline({{{"op", "RandomCrop"}, {"size", 32}, {"padding", 4}}}), 40, 30);
   std::vector<double> xs(17), ys(7);
   for (const json& steps : draws) {
     for (const json& step : steps) {
@@ -249,8 +249,8 @@ std::string KindOf(const json& steps) {
 
 TEST(TransformDrawsTest, TrivialAugmentOpsAndBinsAreUniform) {
   const auto draws = Draws(Pipeline({{{"op", "TrivialAugmentWide"}}}));
-  const std::vector<std::string> kinds = {"identity",  "affine",    "rotate",   "brightness",
-                                          "saturation", "contrast", "sharpness", "posterize",
+  const std::vector<std::string> kinds = {"identity",   "affine",       "rotate",    "brightness",
+                                          "saturation", "contrast",     "sharpness", "posterize",
                                           "solarize",   "autocontrast", "equalize"};
   std::vector<double> counts(kinds.size());
   std::vector<double> rotate_bins(31);
@@ -298,9 +298,9 @@ TEST(TransformDrawsTest, AutoAugmentImageNetStepFrequenciesFollowThePolicy) {
   // Sum of p over the policy's ops of each kind, divided by 25 (Cubuk et
   // al.'s ImageNet policy; Color is a saturation step, ShearX an affine one).
   const std::map<std::string, double> expected_per_sample = {
-      {"affine", 0.6 / 25},     {"autocontrast", 1.2 / 25}, {"contrast", 2.0 / 25},
-      {"equalize", 11.2 / 25},  {"invert", 1.8 / 25},       {"posterize", 2.8 / 25},
-      {"rotate", 3.6 / 25},     {"saturation", 3.8 / 25},   {"sharpness", 0.4 / 25},
+      {"affine", 0.6 / 25},    {"autocontrast", 1.2 / 25}, {"contrast", 2.0 / 25},
+      {"equalize", 11.2 / 25}, {"invert", 1.8 / 25},       {"posterize", 2.8 / 25},
+      {"rotate", 3.6 / 25},    {"saturation", 3.8 / 25},   {"sharpness", 0.4 / 25},
       {"solarize", 3.6 / 25},
   };
   EXPECT_EQ(counts.size(), expected_per_sample.size());

@@ -84,7 +84,8 @@ Image Textured(int width, int height, uint32_t seed) {
       const double base[3] = {40 + 170.0 * x / width, 127.5 + 100 * std::sin(x * 0.11 + y * 0.07),
                               30 + 190.0 * y / height};
       for (int c = 0; c < 3; ++c) {
-        p[c] = static_cast<uint8_t>(std::clamp<int>(static_cast<int>(base[c]) + noise(rng), 0, 255));
+        p[c] =
+            static_cast<uint8_t>(std::clamp<int>(static_cast<int>(base[c]) + noise(rng), 0, 255));
       }
     }
   }
@@ -119,9 +120,11 @@ std::vector<Case> Cases() {
     }
   };
   for (double f : {0.0, 0.35, 1.0, 1.7}) {
-    simple("brightness", {{"factor", f}}, [f](cv::Mat s, cv::Mat& d) { AdjustBrightness(s, d, f); });
+    simple("brightness", {{"factor", f}},
+           [f](cv::Mat s, cv::Mat& d) { AdjustBrightness(s, d, f); });
     simple("contrast", {{"factor", f}}, [f](cv::Mat s, cv::Mat& d) { AdjustContrast(s, d, f); });
-    simple("saturation", {{"factor", f}}, [f](cv::Mat s, cv::Mat& d) { AdjustSaturation(s, d, f); });
+    simple("saturation", {{"factor", f}},
+           [f](cv::Mat s, cv::Mat& d) { AdjustSaturation(s, d, f); });
     simple("sharpness", {{"factor", f}}, [f](cv::Mat s, cv::Mat& d) { AdjustSharpness(s, d, f); });
   }
   for (double f : {-0.5, -0.23, -0.01, 0.0, 0.05, 0.31, 0.5}) {
@@ -170,23 +173,22 @@ std::vector<Case> Cases() {
   for (const AffineCase& a : affines) {
     for (const char* mode : {"nearest", "bilinear", "bicubic"}) {
       const Fill fill = {0, 0, 0};
-      cases.push_back(
-          {"affine",
-           {{"angle", a.angle},
-            {"translate", {a.tx, a.ty}},
-            {"scale", a.scale},
-            {"shear", {a.shear_x, a.shear_y}},
-            {"interpolation", mode},
-            {"fill", {0, 0, 0}},
-            {"origin", a.origin}},
-           1,
-           0,
-           [a, m = ModeOf(mode), fill](cv::Mat src) {
-             cv::Mat dst = Same(src);
-             Affine(src, dst, a.angle, a.tx, a.ty, a.scale, a.shear_x, a.shear_y, m, fill,
-                    a.origin);
-             return dst;
-           }});
+      cases.push_back({"affine",
+                       {{"angle", a.angle},
+                        {"translate", {a.tx, a.ty}},
+                        {"scale", a.scale},
+                        {"shear", {a.shear_x, a.shear_y}},
+                        {"interpolation", mode},
+                        {"fill", {0, 0, 0}},
+                        {"origin", a.origin}},
+                       1,
+                       0,
+                       [a, m = ModeOf(mode), fill](cv::Mat src) {
+                         cv::Mat dst = Same(src);
+                         Affine(src, dst, a.angle, a.tx, a.ty, a.scale, a.shear_x, a.shear_y, m,
+                                fill, a.origin);
+                         return dst;
+                       }});
     }
   }
   for (double angle : {0.0, 90.0, 180.0, -270.0, 33.3, -121.0, 400.0}) {
@@ -203,8 +205,12 @@ std::vector<Case> Cases() {
                        }});
     }
   }
-  for (auto [kw, kh, sx, sy] : std::vector<std::tuple<int, int, double, double>>{
-           {3, 3, 0.1, 0.1}, {5, 5, 1.3, 1.3}, {9, 9, 2.0, 2.0}, {23, 23, 1.7, 1.7}, {7, 3, 1.1, 0.6}}) {
+  for (auto [kw, kh, sx, sy] :
+       std::vector<std::tuple<int, int, double, double>>{{3, 3, 0.1, 0.1},
+                                                         {5, 5, 1.3, 1.3},
+                                                         {9, 9, 2.0, 2.0},
+                                                         {23, 23, 1.7, 1.7},
+                                                         {7, 3, 1.1, 0.6}}) {
     cases.push_back({"blur",
                      {{"kw", kw}, {"kh", kh}, {"sx", sx}, {"sy", sy}},
                      0,
@@ -219,7 +225,8 @@ std::vector<Case> Cases() {
 }
 
 TEST(PixelOpsParityTest, EveryOpMatchesTorchvisionOnPil) {
-  const fs::path work = fs::temp_directory_path() / ("galley_pixel_ops_" + std::to_string(getpid()));
+  const fs::path work =
+      fs::temp_directory_path() / ("galley_pixel_ops_" + std::to_string(getpid()));
   fs::create_directories(work);
   std::vector<Image> inputs = {Textured(67, 53, 1), Textured(48, 48, 2)};
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -278,7 +285,6 @@ TEST(PixelOpsParityTest, EveryOpMatchesTorchvisionOnPil) {
   fs::remove_all(work);
 }
 
-
 // AutoAugment, RandAugment and TrivialAugmentWide's magnitude tables: the
 // float32 values of torchvision's torch.linspace / arange tables, exactly.
 constexpr const char* kMagnitudeScript = R"PY(
@@ -295,7 +301,8 @@ json.dump(out, open(sys.argv[1], "w"))
 )PY";
 
 TEST(PixelOpsParityTest, AugmentMagnitudesEqualTorchvisionTables) {
-  const fs::path work = fs::temp_directory_path() / ("galley_magnitudes_" + std::to_string(getpid()));
+  const fs::path work =
+      fs::temp_directory_path() / ("galley_magnitudes_" + std::to_string(getpid()));
   fs::create_directories(work);
   std::ofstream(work / "magnitudes.py") << kMagnitudeScript;
   const std::string command = std::string(GALLEY_TEST_PYTHON) + " " +
@@ -303,10 +310,10 @@ TEST(PixelOpsParityTest, AugmentMagnitudesEqualTorchvisionTables) {
                               (work / "out.json").string();
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   const json tables = json::parse(std::ifstream(work / "out.json"));
-  const std::vector<std::string> names = {
-      "Identity",   "ShearX", "ShearY",    "TranslateX", "TranslateY",   "Rotate",   "Brightness",
-      "Color",      "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize",
-      "Invert"};
+  const std::vector<std::string> names = {"Identity",     "ShearX",    "ShearY",     "TranslateX",
+                                          "TranslateY",   "Rotate",    "Brightness", "Color",
+                                          "Contrast",     "Sharpness", "Posterize",  "Solarize",
+                                          "AutoContrast", "Equalize",  "Invert"};
   const std::vector<std::pair<std::string, OpKind>> families = {
       {"AutoAugment", OpKind::kAutoAugment},
       {"RandAugment", OpKind::kRandAugment},
@@ -317,9 +324,9 @@ TEST(PixelOpsParityTest, AugmentMagnitudesEqualTorchvisionTables) {
       if (!tables[family].contains(names[op])) continue;
       const auto& expected = tables[family][names[op]];
       for (size_t bin = 0; bin < expected.size(); ++bin) {
-        auto magnitude = AugmentMagnitude(kind, static_cast<int>(op),
-                                          static_cast<int>(expected.size()),
-                                          static_cast<int>(bin), 224, 160);
+        auto magnitude =
+            AugmentMagnitude(kind, static_cast<int>(op), static_cast<int>(expected.size()),
+                             static_cast<int>(bin), 224, 160);
         ASSERT_TRUE(magnitude.ok());
         // torch's linspace computes some entries with SIMD arange steps, so
         // a few differ from the serial formula by one float32 ulp.
