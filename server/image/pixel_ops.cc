@@ -71,7 +71,42 @@ Histograms ChannelHistograms(const cv::Mat& src) {
   return histograms;
 }
 
-void RgbToHsv(const uint8_t* rgb, uint8_t* hsv) {
+// Tables that give Pillow's HSV arithmetic bit for bit without a division
+// or libm call per pixel: float quotients a / b of bytes, and per hue and
+// saturation byte the float terms hsv2rgb derives from them.
+struct HsvTables {
+  std::vector<float> quotient;          // [a * 256 + b] = float(a) / float(b), b > 0
+  std::array<int, 256> sector{};        // floor(h * 6 / 255)
+  std::array<float, 256> fraction{};    // h * 6 / 255 - sector, as float
+  std::array<float, 256> saturation{};  // s / 255, as float
+
+  HsvTables() : quotient(256 * 256) {
+    for (int a = 0; a < 256; ++a) {
+      for (int b = 1; b < 256; ++b)
+        quotient[a * 256 + b] = static_cast<float>(a) / static_cast<float>(b);
+    }
+    for (int v = 0; v < 256; ++v) {
+      sector[v] = static_cast<int>(std::floor(static_cast<float>(v) * 6.0 / 255.0));
+      fraction[v] =
+          static_cast<float>(static_cast<float>(v) * 6.0 / 255.0 - static_cast<float>(sector[v]));
+      saturation[v] = static_cast<float>(static_cast<float>(v) / 255.0);
+    }
+  }
+};
+
+const HsvTables& Hsv() {
+  static const HsvTables tables;
+  return tables;
+}
+
+// C's round() for a non-negative double, without a libm call: halves away
+// from zero (x - trunc(x) is exact at these magnitudes).
+inline int RoundNonNegative(double x) {
+  const int t = static_cast<int>(x);
+  return x - t >= 0.5 ? t + 1 : t;
+}
+
+void RgbToHsv(const uint8_t* rgb, uint8_t* hsv, const HsvTables& tables) {
   // Pillow's rgb2hsv_row: float variables, double constants.
   const uint8_t r = rgb[0], g = rgb[1], b = rgb[2];
   const uint8_t maxc = std::max(r, std::max(g, b));
@@ -81,36 +116,37 @@ void RgbToHsv(const uint8_t* rgb, uint8_t* hsv) {
     hsv[0] = hsv[1] = 0;
     return;
   }
-  const float cr = static_cast<float>(maxc - minc);
-  const float s = cr / static_cast<float>(maxc);
-  const float rc = static_cast<float>(maxc - r) / cr;
-  const float gc = static_cast<float>(maxc - g) / cr;
-  const float bc = static_cast<float>(maxc - b) / cr;
+  const int cr = maxc - minc;
+  auto quotient = [&](int a, int d) { return tables.quotient[a * 256 + d]; };
+  const float s = quotient(cr, maxc);
   float h;
   if (r == maxc) {
-    h = bc - gc;
+    h = quotient(maxc - b, cr) - quotient(maxc - g, cr);
   } else if (g == maxc) {
-    h = static_cast<float>(2.0 + rc - bc);
+    h = static_cast<float>(2.0 + quotient(maxc - r, cr) - quotient(maxc - b, cr));
   } else {
-    h = static_cast<float>(4.0 + gc - rc);
+    h = static_cast<float>(4.0 + quotient(maxc - g, cr) - quotient(maxc - r, cr));
   }
-  h = static_cast<float>(std::fmod(h / 6.0 + 1.0, 1.0));
+  // fmod(h / 6 + 1, 1) for h / 6 + 1 in [0, 2): subtract 1 at most once.
+  double wrapped = h / 6.0 + 1.0;
+  if (wrapped >= 1.0) wrapped -= 1.0;
+  h = static_cast<float>(wrapped);
   hsv[0] = static_cast<uint8_t>(std::clamp(static_cast<int>(h * 255.0), 0, 255));
   hsv[1] = static_cast<uint8_t>(std::clamp(static_cast<int>(s * 255.0), 0, 255));
 }
 
-void HsvToRgb(const uint8_t* hsv, uint8_t* rgb) {
+void HsvToRgb(const uint8_t* hsv, uint8_t* rgb, const HsvTables& tables) {
   // Pillow's hsv2rgb.
   const uint8_t h = hsv[0], s = hsv[1], v = hsv[2];
   if (s == 0) {
     rgb[0] = rgb[1] = rgb[2] = v;
     return;
   }
-  const int i = static_cast<int>(std::floor(static_cast<float>(h) * 6.0 / 255.0));
-  const float f = static_cast<float>(static_cast<float>(h) * 6.0 / 255.0 - static_cast<float>(i));
-  const float fs = static_cast<float>(static_cast<float>(s) / 255.0);
+  const int i = tables.sector[h];
+  const float f = tables.fraction[h];
+  const float fs = tables.saturation[s];
   auto clip = [](double value) {
-    return static_cast<uint8_t>(std::clamp(static_cast<int>(std::round(value)), 0, 255));
+    return static_cast<uint8_t>(std::min(RoundNonNegative(value), 255));
   };
   const uint8_t p = clip(static_cast<float>(v) * (1.0 - fs));
   const uint8_t q = clip(static_cast<float>(v) * (1.0 - fs * f));
@@ -262,8 +298,17 @@ double RoundTo15Places(double value) {
 double Radians(double degrees) { return degrees * (M_PI / 180.0); }
 double Degrees(double radians) { return radians * (180.0 / M_PI); }
 
+// A blend against a constant degenerate value is a function of the byte
+// alone: one 256-entry table instead of a float multiply-add per byte.
+static void BlendWithConstant(const cv::Mat& src, cv::Mat& dst, double factor, int degenerate) {
+  const float alpha = static_cast<float>(factor);
+  std::array<std::array<uint8_t, 256>, 3> lut{};
+  for (int v = 0; v < 256; ++v) lut[0][v] = lut[1][v] = lut[2][v] = BlendByte(degenerate, v, alpha);
+  ApplyLut(src, dst, lut);
+}
+
 void AdjustBrightness(const cv::Mat& src, cv::Mat& dst, double factor) {
-  BlendWith(src, dst, factor, [](const uint8_t*, int, int, int) { return 0; });
+  BlendWithConstant(src, dst, factor, 0);
 }
 
 void AdjustContrast(const cv::Mat& src, cv::Mat& dst, double factor) {
@@ -276,7 +321,7 @@ void AdjustContrast(const cv::Mat& src, cv::Mat& dst, double factor) {
   double sum = 0.0;
   for (int i = 0; i < 256; ++i) sum += static_cast<double>(i) * histogram[i];
   const int mean = static_cast<int>(sum / (static_cast<double>(src.rows) * src.cols) + 0.5);
-  BlendWith(src, dst, factor, [mean](const uint8_t*, int, int, int) { return mean; });
+  BlendWithConstant(src, dst, factor, mean);
 }
 
 void AdjustSaturation(const cv::Mat& src, cv::Mat& dst, double factor) {
@@ -313,14 +358,15 @@ void AdjustSharpness(const cv::Mat& src, cv::Mat& dst, double factor) {
 void AdjustHue(const cv::Mat& src, cv::Mat& dst, double factor) {
   // numpy's uint8 cast of hue_factor * 255 truncates toward zero and wraps.
   const auto shift = static_cast<uint8_t>(static_cast<int>(factor * 255.0));
+  const HsvTables& tables = Hsv();
   for (int y = 0; y < src.rows; ++y) {
     const uint8_t* in = src.ptr<uint8_t>(y);
     uint8_t* out = dst.ptr<uint8_t>(y);
     for (int x = 0; x < src.cols * 3; x += 3) {
       uint8_t hsv[3];
-      RgbToHsv(in + x, hsv);
+      RgbToHsv(in + x, hsv, tables);
       hsv[0] = static_cast<uint8_t>(hsv[0] + shift);
-      HsvToRgb(hsv, out + x);
+      HsvToRgb(hsv, out + x, tables);
     }
   }
 }
