@@ -1,27 +1,32 @@
 # Finds galley's Debian-packaged dependencies and exposes each as an imported
-# target, so folder CMakeLists only name targets.
+# target, so folder CMakeLists only name targets. The client needs only
+# header-only Boost.Interprocess and nlohmann-json; everything else is the
+# daemon's.
 find_package(Threads REQUIRED)
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(TurboJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
-pkg_check_modules(LibJpeg REQUIRED IMPORTED_TARGET libjpeg)
-pkg_check_modules(LibExif REQUIRED IMPORTED_TARGET libexif)
-find_package(TBB REQUIRED)
-find_package(Boost 1.74 REQUIRED)
+find_package(Boost 1.74 REQUIRED CONFIG)
 find_package(nlohmann_json 3.10 REQUIRED)
-find_package(spdlog REQUIRED)
-find_package(tomlplusplus REQUIRED)
-find_package(CLI11 REQUIRED)
 
-# Debian splits OpenCV into per-module -dev packages; only the umbrella
-# libopencv-dev ships the CMake config, so the three modules galley uses are
-# found directly.
-find_path(OpenCV_INCLUDE_DIR opencv2/core.hpp PATH_SUFFIXES opencv4 REQUIRED)
-add_library(galley_opencv INTERFACE)
-foreach(module core imgproc imgcodecs)
-  find_library(OpenCV_${module}_LIBRARY opencv_${module} REQUIRED)
-  target_link_libraries(galley_opencv INTERFACE ${OpenCV_${module}_LIBRARY})
-endforeach()
-target_include_directories(galley_opencv SYSTEM INTERFACE ${OpenCV_INCLUDE_DIR})
+if(GALLEY_BUILD_SERVER)
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(TurboJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
+  pkg_check_modules(LibJpeg REQUIRED IMPORTED_TARGET libjpeg)
+  pkg_check_modules(LibExif REQUIRED IMPORTED_TARGET libexif)
+  find_package(TBB REQUIRED)
+  find_package(spdlog REQUIRED)
+  find_package(tomlplusplus REQUIRED)
+  find_package(CLI11 REQUIRED)
+
+  # Debian splits OpenCV into per-module -dev packages; only the umbrella
+  # libopencv-dev ships the CMake config, so the three modules galley uses are
+  # found directly.
+  find_path(OpenCV_INCLUDE_DIR opencv2/core.hpp PATH_SUFFIXES opencv4 REQUIRED)
+  add_library(galley_opencv INTERFACE)
+  foreach(module core imgproc imgcodecs)
+    find_library(OpenCV_${module}_LIBRARY opencv_${module} REQUIRED)
+    target_link_libraries(galley_opencv INTERFACE ${OpenCV_${module}_LIBRARY})
+  endforeach()
+  target_include_directories(galley_opencv SYSTEM INTERFACE ${OpenCV_INCLUDE_DIR})
+endif()
 
 if(GALLEY_BUILD_TESTS)
   find_package(GTest REQUIRED)
@@ -30,9 +35,9 @@ if(GALLEY_BUILD_BENCH)
   find_package(benchmark REQUIRED)
 endif()
 if(GALLEY_BUILD_PYTHON)
-  # The module must load in Debian's interpreter, which has torch.
-  set(Python_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "Python for the galley module")
-  set(PYTHON_EXECUTABLE ${Python_EXECUTABLE})
-  find_package(Python 3 REQUIRED COMPONENTS Interpreter Development.Module)
-  find_package(pybind11 REQUIRED CONFIG)
+  # The module is built for the Python named by -DPython_EXECUTABLE (pip's
+  # build passes its own; scripts/build.sh passes Debian's /usr/bin/python3).
+  # It uses no NumPy, so any pybind11 from 2.10 on serves, for NumPy 1 and 2.
+  find_package(Python 3.9 REQUIRED COMPONENTS Interpreter Development.Module)
+  find_package(pybind11 2.10 REQUIRED CONFIG)
 endif()

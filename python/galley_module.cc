@@ -1,16 +1,19 @@
 // The `galley._galley` extension: binds the public C++ client
-// (client/include/galley/*.h) and nothing else. Batches become numpy arrays
-// that view the shared-memory slot; the slot is released when the last
-// array (or torch tensor made from it) is freed. Status values become
+// (client/include/galley/*.h) and nothing else. A batch's tensor memory is a
+// buffer-protocol object viewing the shared-memory slot; the slot is released
+// when the last view of it (a torch tensor made by torch.frombuffer) is freed. Status values become
 // Python exceptions with the daemon's message intact.
-#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <chrono>
 #include <memory>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "galley/client.h"
+#include "galley/version.h"
 
 namespace py = pybind11;
 
@@ -113,33 +116,75 @@ galley::JobSpec SpecFromDict(const py::dict& d) {
   return spec;
 }
 
-// Turns a leased batch into (images ndarray viewing shared memory, labels,
-// item ids, metadata). The ndarray's base capsule owns the lease.
-py::tuple BatchToPython(galley::Batch batch) {
-  auto* owned = new galley::Batch(std::move(batch));
-  py::capsule lease(owned, [](void* p) { delete static_cast<galley::Batch*>(p); });
-  const auto shape = owned->shape();
-  std::vector<py::ssize_t> dims(shape.begin(), shape.end());
-  py::array images;
-  if (owned->dtype() == galley::DType::kUInt8) {
-    images = py::array(py::dtype::of<uint8_t>(), dims, {}, owned->data(), lease);
-  } else {
-    images = py::array(py::dtype::of<float>(), dims, {}, owned->data(), lease);
+// One leased batch's tensor memory, exposed through the buffer protocol so
+// that torch.frombuffer (or numpy.asarray) can view it without a copy and
+// without this module linking NumPy: it works the same under NumPy 1 and 2,
+// or with no NumPy at all. The slot goes back to the daemon when the last
+// view of this object is freed.
+class BatchMemory {
+ public:
+  explicit BatchMemory(galley::Batch batch) : batch_(std::move(batch)) {}
+
+  py::buffer_info Buffer() {
+    const auto shape = batch_.shape();
+    std::vector<py::ssize_t> dims(shape.begin(), shape.end());
+    const py::ssize_t itemsize = ItemSize();
+    std::vector<py::ssize_t> strides(dims.size());
+    py::ssize_t stride = itemsize;
+    for (size_t i = dims.size(); i-- > 0;) {
+      strides[i] = stride;
+      stride *= dims[i];
+    }
+    const std::string format = batch_.dtype() == galley::DType::kUInt8
+                                   ? py::format_descriptor<uint8_t>::format()
+                                   : py::format_descriptor<float>::format();
+    return py::buffer_info(batch_.data(), itemsize, format, static_cast<py::ssize_t>(dims.size()),
+                           dims, strides, /*readonly=*/false);
   }
-  const auto labels_view = owned->labels();
-  const auto ids_view = owned->item_ids();
-  py::array_t<int64_t> labels(static_cast<py::ssize_t>(labels_view.size()));
-  py::array_t<int64_t> ids(static_cast<py::ssize_t>(ids_view.size()));
-  std::copy(labels_view.begin(), labels_view.end(), labels.mutable_data());
-  std::copy(ids_view.begin(), ids_view.end(), ids.mutable_data());
+
+  py::tuple Shape() const {
+    const auto shape = batch_.shape();
+    py::tuple t(shape.size());
+    for (size_t i = 0; i < shape.size(); ++i) t[i] = shape[i];
+    return t;
+  }
+  const char* DTypeName() const {
+    return batch_.dtype() == galley::DType::kUInt8 ? "uint8" : "float32";
+  }
+  py::ssize_t ItemSize() const { return batch_.dtype() == galley::DType::kUInt8 ? 1 : 4; }
+  py::ssize_t NumBytes() const {
+    py::ssize_t n = ItemSize();
+    for (int64_t d : batch_.shape()) n *= d;
+    return n;
+  }
+  const galley::Batch& batch() const { return batch_; }
+
+ private:
+  galley::Batch batch_;
+};
+
+template <typename Int>
+py::bytearray Int64Bytes(std::span<const Int> values) {
+  static_assert(sizeof(Int) == sizeof(int64_t));
+  return py::bytearray(reinterpret_cast<const char*>(values.data()),
+                       values.size() * sizeof(int64_t));
+}
+
+// Turns a leased batch into (tensor memory, labels, item ids, metadata);
+// labels and ids are little int64 byte arrays copied out of the slot.
+py::tuple BatchToPython(galley::Batch batch) {
+  auto memory = std::make_unique<BatchMemory>(std::move(batch));
+  const galley::Batch& b = memory->batch();
+  py::bytearray labels = Int64Bytes(b.labels());
+  py::bytearray ids = Int64Bytes(b.item_ids());
   py::dict meta;
-  meta["epoch"] = owned->epoch();
-  meta["batch_index"] = owned->batch_index();
-  meta["last_in_epoch"] = owned->last_in_epoch();
-  meta["end_of_stream"] = owned->end_of_stream();
-  meta["skipped"] = owned->skipped();
-  meta["first_error"] = owned->first_error();
-  return py::make_tuple(images, labels, ids, meta);
+  meta["epoch"] = b.epoch();
+  meta["batch_index"] = b.batch_index();
+  meta["last_in_epoch"] = b.last_in_epoch();
+  meta["end_of_stream"] = b.end_of_stream();
+  meta["skipped"] = b.skipped();
+  meta["first_error"] = b.first_error();
+  return py::make_tuple(py::cast(std::move(memory)), labels, ids, meta);
 }
 
 }  // namespace
@@ -168,6 +213,14 @@ PYBIND11_MODULE(_galley, m) {
   ex.end_of_stream = make("EndOfStream", ex.base);
 
   m.def("default_socket_path", &galley::DefaultSocketPath);
+  m.attr("__version__") = galley::kVersion;
+  m.attr("protocol_version") = galley::kProtocolVersion;
+
+  py::class_<BatchMemory>(m, "BatchMemory", py::buffer_protocol())
+      .def_buffer(&BatchMemory::Buffer)
+      .def_property_readonly("shape", &BatchMemory::Shape)
+      .def_property_readonly("dtype", &BatchMemory::DTypeName)
+      .def_property_readonly("nbytes", &BatchMemory::NumBytes);
 
   py::class_<galley::Job>(m, "Job")
       .def_property_readonly("info", [](const galley::Job& job) { return InfoToDict(job.info()); })

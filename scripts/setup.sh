@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs galley's build and test dependencies from Debian packages.
+# Installs galley's build and test dependencies from Debian packages (the
+# Python venv for the tests is scripts/setup_venv.sh).
 # Idempotent: packages already present are left alone; apt runs only when
 # something is missing.
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config ninja-build ccache dpkg-dev
   libturbojpeg0-dev libjpeg62-turbo-dev libexif-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   libboost-dev libtbb-dev

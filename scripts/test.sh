@@ -1,15 +1,43 @@
 #!/usr/bin/env bash
 # Installs what galley needs, builds everything, and runs every test:
-# GoogleTest unit and integration tests (ctest), then the Python package's
-# tests against a real galleyd (pytest, Debian's /usr/bin/python3).
+#   1. GoogleTest unit and integration tests (ctest);
+#   2. the Python tests against a real galleyd under Debian's /usr/bin/python3
+#      (torch 1.13 and torchvision 0.14, the oldest supported; NumPy 1),
+#      with the package in place (PYTHONPATH=python);
+#   3. the same tests in a venv of the PATH's python3 with PyTorch 2.x,
+#      torchvision and NumPy 2 (scripts/setup_venv.sh), against galley built
+#      as a wheel with `pip wheel` and installed with pip;
+#   4. the install tree, a C++ consumer (find_package and pkg-config) and the
+#      .deb (tests/install/check_install.sh).
+# Safe to re-run; set GALLEY_VENV to use another venv.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${GALLEY_BUILD_DIR:-$ROOT/build}"
+GALLEYD="$BUILD_DIR/server/daemon/galleyd"
 "$ROOT/scripts/setup.sh"
 "$ROOT/scripts/build.sh"
+
 echo "== ctest"
 (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900 -j 2)
-echo "== pytest"
-GALLEYD="$BUILD_DIR/server/daemon/galleyd" PYTHONPATH="$ROOT/python" \
+
+echo "== pytest: Debian's /usr/bin/python3, galley in place"
+/usr/bin/python3 -c "import sys, torch, numpy; print(sys.version.split()[0], 'torch', torch.__version__, 'numpy', numpy.__version__)"
+GALLEYD="$GALLEYD" PYTHONPATH="$ROOT/python" \
   /usr/bin/python3 -m pytest -q -p no:cacheprovider "$ROOT/tests/python"
+
+echo "== pytest: a venv with galley installed by pip"
+VENV="$("$ROOT/scripts/setup_venv.sh")"
+WHEELS="$BUILD_DIR/wheels"
+rm -rf "$WHEELS"
+"$VENV/bin/python" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps \
+  -w "$WHEELS" "$ROOT" 2> >(grep -v "^WARNING: Location" >&2)
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps \
+  "$WHEELS"/galley-*.whl 2> >(grep -v "^WARNING: Location" >&2)
+"$VENV/bin/python" -c "import sys, torch, numpy, galley; print(sys.version.split()[0], 'torch', torch.__version__, 'numpy', numpy.__version__, 'galley', galley.__version__, 'wheel', '$(cd "$WHEELS" && ls galley-*.whl)', '$(du -k "$WHEELS"/galley-*.whl | cut -f1) KiB')"
+# From outside the clone, so only the installed package can be imported.
+(cd "$BUILD_DIR" && GALLEYD="$GALLEYD" GALLEY_EXPECT_INSTALLED=1 \
+  "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python")
+
+echo "== install tree, C++ consumer, .deb"
+"$ROOT/tests/install/check_install.sh" "$BUILD_DIR"
 echo "== all tests passed"

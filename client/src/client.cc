@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "galley/version.h"
 #include "job_channel.h"
 #include "wire/connection.h"
 #include "wire/messages.h"
@@ -22,6 +23,15 @@ Result<std::unique_ptr<wire::Connection>> Handshake(const ClientOptions& options
                           {"pid", static_cast<int64_t>(::getpid())}};
   GALLEY_RETURN_IF_ERROR(connection->SendFrame(wire::MessageType::kHello, 0, hello.dump()));
   auto frame = connection->ReadFrame(Clock::now() + options.request_timeout);
+  if (!frame.ok() && frame.status().code() == StatusCode::kProtocolError) {
+    // A daemon of another release answers in its own protocol version.
+    return Status::ProtocolError("galleyd at " + options.socket_path +
+                                 " cannot serve this client: " + frame.status().message() +
+                                 ". This client is galley " + kVersion + " (protocol " +
+                                 std::to_string(kProtocolVersion) +
+                                 "); use a client and daemon of the same protocol version "
+                                 "(compare `galleyctl --version` with galley.__version__).");
+  }
   if (!frame.ok()) {
     return Status::Unavailable("galleyd at " + options.socket_path +
                                " did not answer the handshake: " + frame.status().message());

@@ -72,8 +72,8 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderByt
     return Status::ProtocolError("bad frame magic (not a galley peer?)");
   }
   if (header.version != kProtocolVersion) {
-    return Status::ProtocolError("unsupported protocol version " + std::to_string(header.version) +
-                                 " (this side speaks " + std::to_string(kProtocolVersion) + ")");
+    return Status::ProtocolError("peer speaks galley protocol " + std::to_string(header.version) +
+                                 ", this side speaks protocol " + std::to_string(kProtocolVersion));
   }
   if (type == 0 || type > kMaxMessageType) {
     return Status::ProtocolError("unknown message type " + std::to_string(type));

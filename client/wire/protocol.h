@@ -15,11 +15,12 @@
 #include <string_view>
 
 #include "galley/status.h"
+#include "galley/version.h"
 
 namespace galley::wire {
 
 inline constexpr uint32_t kFrameMagic = 0x594C4C47;  // "GLLY" as little-endian bytes
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = galley::kProtocolVersion;
 inline constexpr size_t kFrameHeaderBytes = 16;
 // Large enough for an OpenJob that lists a few million item ids as ranges or
 // ids; anything bigger is refused before it is read.

@@ -25,23 +25,22 @@ accepted too and translated to these.
 """
 
 import math
-
-import numpy as np
-import torch
+import random
 
 __all__ = ["MixUp", "CutMix", "RandomChoice", "batch_rng", "resolve"]
 
 
 def batch_rng(seed, epoch, ids):
-    """The generator of one batch's draws: a pure function of (seed, epoch,
-    first item id)."""
+    """The generator of one batch's draws (a random.Random): a pure function
+    of (seed, epoch, first item id)."""
     first = int(ids[0]) if len(ids) else 0
-    return np.random.default_rng([int(seed) & (2**63 - 1), int(epoch), first])
+    return random.Random(f"galley-batch/{int(seed)}/{int(epoch)}/{first}")
 
 
 def _soft_targets(labels, num_classes, lam):
     """torchvision v2's _mixup_label: one-hot, then lam * y + (1 - lam) *
     roll(y, 1)."""
+    import torch
     if labels.dim() == 1:
         labels = torch.nn.functional.one_hot(labels.long(), num_classes=num_classes)
     labels = labels.float()
@@ -83,8 +82,8 @@ class MixUp(_BatchOp):
         if not images.is_floating_point():
             raise ValueError("MixUp needs float images: add ToTensor() or Normalize to the "
                              "transform")
-        rng = rng if rng is not None else np.random.default_rng()
-        lam = float(rng.beta(self.alpha, self.alpha))
+        rng = rng if rng is not None else random.Random()
+        lam = rng.betavariate(self.alpha, self.alpha)
         mixed = images.roll(1, 0).mul(1.0 - lam).add(images.mul(lam))
         return mixed, _soft_targets(labels, self.num_classes, lam)
 
@@ -98,9 +97,9 @@ class CutMix(_BatchOp):
     def box(self, height, width, rng):
         """torchvision v2 CutMix._get_params: (x1, y1, x2, y2) and the
         adjusted lam (the share of the image that stays)."""
-        lam = float(rng.beta(self.alpha, self.alpha))
-        r_x = int(rng.integers(width))
-        r_y = int(rng.integers(height))
+        lam = rng.betavariate(self.alpha, self.alpha)
+        r_x = rng.randrange(width)
+        r_y = rng.randrange(height)
         r = 0.5 * math.sqrt(1.0 - lam)
         r_w_half, r_h_half = int(r * width), int(r * height)
         x1, y1 = max(r_x - r_w_half, 0), max(r_y - r_h_half, 0)
@@ -110,7 +109,7 @@ class CutMix(_BatchOp):
 
     def __call__(self, images, labels, rng=None):
         images, labels = self._inputs(images, labels)
-        rng = rng if rng is not None else np.random.default_rng()
+        rng = rng if rng is not None else random.Random()
         (x1, y1, x2, y2), lam = self.box(images.shape[-2], images.shape[-1], rng)
         out = images.clone()
         out[..., y1:y2, x1:x2] = images.roll(1, 0)[..., y1:y2, x1:x2]
@@ -131,8 +130,8 @@ class RandomChoice:
         self.p = [float(w) / total for w in p]
 
     def __call__(self, images, labels, rng=None):
-        rng = rng if rng is not None else np.random.default_rng()
-        index = int(rng.choice(len(self.transforms), p=self.p))
+        rng = rng if rng is not None else random.Random()
+        index = rng.choices(range(len(self.transforms)), weights=self.p)[0]
         return self.transforms[index](images, labels, rng=rng)
 
 

@@ -3,9 +3,8 @@
 import json
 import os
 
-import torch
-
 from . import _galley
+from . import _tensors
 from . import batch_ops
 from . import transforms as T
 
@@ -21,6 +20,12 @@ class DataLoader:
     ``Normalize`` or ``normalize=(mean, std)`` is given. ``labels`` is
     ``torch.int64`` ``[B]``. The batch's memory goes back to the daemon when
     the images tensor is freed; keep at most ``prefetch`` batches alive.
+
+    ``pin_memory=True`` behaves as in ``torch.utils.data.DataLoader``: where
+    CUDA is available each batch is copied into page-locked memory (and its
+    shared-memory slot released at once), so ``.to(device,
+    non_blocking=True)`` overlaps the transfer with compute; where it is not,
+    a warning says so and batches stay unpinned.
 
     One ``for`` loop is one epoch; every item of the job's subset (its DDP
     shard when ``world_size > 1``) appears exactly once, in a uniformly random
@@ -62,7 +67,8 @@ class DataLoader:
         self.rank, self.world_size = int(rank), int(world_size)
         self.prefetch = int(prefetch)
         self.on_error = on_error
-        self.pin_memory = pin_memory
+        self.pin_memory = bool(pin_memory)
+        self._pin = _tensors.pinning_available(self.pin_memory)
         self.timeout = float(timeout)
         self.transform = transform
         # MixUp / CutMix run per batch in this process (galley/batch_ops.py says why).
@@ -147,14 +153,15 @@ class DataLoader:
                     completed = True
                     self._daemon_epoch = epoch + 1
                 if len(labels):
-                    images_t, labels_t = torch.from_numpy(images), torch.from_numpy(labels)
+                    batch = (_tensors.images_tensor(images), _tensors.int64_tensor(labels))
+                    if self._pin:
+                        batch = tuple(_tensors.pin(t) for t in batch)
                     if self.batch_transform is not None:
-                        images_t, labels_t = self.batch_transform(
-                            images_t, labels_t, rng=batch_ops.batch_rng(self.seed, epoch, ids))
+                        batch = tuple(self.batch_transform(
+                            *batch, rng=batch_ops.batch_rng(self.seed, epoch, ids)))
                     if with_ids:
-                        yield images_t, labels_t, torch.from_numpy(ids)
-                    else:
-                        yield images_t, labels_t
+                        batch += (_tensors.int64_tensor(ids),)
+                    yield batch
                 if last:
                     return
         finally:

@@ -17,8 +17,7 @@ float32 in [0, 1]; a following ``Normalize`` normalises it. galley's own
 
 import math
 import numbers
-
-import numpy as np
+import struct
 
 __all__ = [
     "Compose", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
@@ -508,7 +507,7 @@ def _tv_ops(t):
 
 
 def _to_float(t, name):
-    import torch
+    import torch  # only torchvision objects get here, so torch is installed
     dtype = getattr(t, "dtype", None)
     if isinstance(dtype, dict):  # v2: {type: dtype}
         dtype = next(iter(dtype.values()), None)
@@ -544,7 +543,8 @@ def _image_ops(transforms, name):
 
 
 def _float32(x):
-    return float(np.float32(x))
+    """x rounded to float32, as a Python float."""
+    return struct.unpack("f", struct.pack("f", float(x)))[0]
 
 
 def build_spec(transform, normalize=None, layout="NCHW"):
@@ -603,7 +603,8 @@ def _erasing_spec(t, norm_before, normalize_arg, ops):
         if value == "random":
             raise ValueError('RandomErasing(value="random") before Normalize is not supported; '
                              "put it after Normalize")
-        value = [_float32((np.float32(v) - np.float32(m)) / np.float32(s))
+        # torchvision's Normalize in float32: (v - mean) / std, each step rounded.
+        value = [_float32(_float32(_float32(v) - _float32(m)) / _float32(s))
                  for v, m, s in zip(value, later.mean, later.std)]
     float_output = any(isinstance(o, (ToTensor, Normalize)) for o in ops) or normalize_arg
     if value != "random" and not float_output:

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "galley/version.h"
 #include "wire/messages.h"
 
 namespace galley {
@@ -181,7 +182,7 @@ void ControlServer::Serve(Session* session) {
   if (!hello_body.ok()) return finish(Status::ProtocolError(hello_body.status().message()));
   if (Status s = SendJson(connection, wire::MessageType::kWelcome, hello->header.request_id,
                           {{"protocol_version", wire::kProtocolVersion},
-                           {"server_version", "0.1.0"},
+                           {"server_version", kVersion},
                            {"pid", static_cast<int64_t>(::getpid())}});
       !s.ok()) {
     return finish(s);
@@ -459,7 +460,8 @@ json ControlServer::Query(const std::string& what) const {
   const double uptime = std::chrono::duration<double>(Clock::now() - started_).count();
   std::lock_guard lock(mu_);
   if (what == "status") {
-    return {{"version", "0.1.0"},
+    return {{"version", kVersion},
+            {"protocol_version", wire::kProtocolVersion},
             {"pid", static_cast<int64_t>(::getpid())},
             {"socket", options_.socket_path},
             {"uptime_seconds", uptime},

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <string>
 
 #include "galley/client.h"
+#include "galley/version.h"
 
 namespace galley {
 namespace {
@@ -154,7 +156,8 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
   if (!config_path.empty()) GALLEY_RETURN_IF_ERROR(ApplyConfigFile(config_path, &options));
 
   CLI::App app{"galleyd: prepares training batches once and serves them to every job on the node"};
-  app.set_version_flag("--version", "galleyd 0.1.0");
+  app.set_version_flag("--version", std::string("galleyd ") + kVersion + " (protocol " +
+                                        std::to_string(kProtocolVersion) + ")");
   app.add_option("--config", config_path, "TOML config file (flags override it)");
   app.add_option("--socket", options.socket_path, "control socket path");
   app.add_option("--allowed-root", options.allowed_roots,

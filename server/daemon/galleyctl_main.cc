@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "galley/client.h"
+#include "galley/version.h"
 
 namespace {
 
@@ -45,6 +47,8 @@ int main(int argc, char** argv) {
   options.client_name = "galleyctl";
   bool as_json = false;
   std::string what = "status";
+  app.set_version_flag("--version", std::string("galleyctl ") + galley::kVersion + " (protocol " +
+                                        std::to_string(galley::kProtocolVersion) + ")");
   app.add_option("--socket", options.socket_path, "galleyd's control socket");
   app.add_flag("--json", as_json, "print the raw JSON document");
   app.add_option("what", what, "status | datasets | jobs | cache | plan")
