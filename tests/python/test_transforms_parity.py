@@ -8,7 +8,7 @@ tests/unit/image_pixel_ops_test.cc; the draws' distributions are tested in
 tests/unit/image_transforms_test.cc.
 """
 
-import numpy as np
+import PIL
 import pytest
 import torch
 import torchvision
@@ -19,6 +19,16 @@ import galley
 from galley import transforms as T
 
 BICUBIC = IM.BICUBIC
+
+# galley reproduces Pillow 9's arithmetic and decodes JPEGs with the system's
+# libjpeg-turbo, as Debian's Pillow 9.4 does: there the pixels are identical.
+# A newer Pillow wheel bundles its own libjpeg-turbo, whose decoded pixels
+# may differ by a level, which the ops then carry (colour ops can scale it).
+SAME_PILLOW = PIL.__version__.startswith("9.")
+
+
+def allowed(levels):
+    return 0.0 if SAME_PILLOW else float(levels)
 
 
 def _compare(folder, daemon, transform, batch_size=8):
@@ -66,18 +76,18 @@ def test_torchvision_compose_is_translated_and_pixel_identical(daemon, folder):
     # RandomCrop(60) of the 74x72 padded image is random: make it fixed by
     # cropping the whole image instead.
     pipeline.transforms[10] = TV.RandomCrop((72, 74), padding=2, padding_mode="symmetric")
-    assert _compare(folder, daemon, pipeline) == 0.0
+    assert _compare(folder, daemon, pipeline) <= allowed(3) / 255 / 0.224
 
 
 def test_grayscale_blur_and_uint8_output(daemon, folder):
     pipeline = TV.Compose([TV.Resize((48, 40)), TV.RandomGrayscale(p=1.0),
                            TV.PILToTensor()])
-    assert _compare(folder, daemon, pipeline) == 0.0
+    assert _compare(folder, daemon, pipeline) <= allowed(1)
     # GaussianBlur: torchvision convolves in float32 (its tensor kernel),
     # galley in double; a sum on a rounding edge may land one level apart.
     blurred = TV.Compose([TV.Resize((48, 40)), TV.GaussianBlur(5, sigma=(1.3, 1.3)),
                           TV.PILToTensor()])
-    assert _compare(folder, daemon, blurred) <= 1.0
+    assert _compare(folder, daemon, blurred) <= 1.0 + allowed(1)
 
 
 @pytest.mark.parametrize("transform", [
