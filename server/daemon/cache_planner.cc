@@ -101,9 +101,10 @@ cache::Plan CachePlanner::ReplanNow() {
       if (!info.sample && info.sample_error.empty()) to_sample.push_back(info.dataset);
     }
   }
-  // Pipelines not measured yet; measured, like datasets, without mu_.
+  // Pipelines not measured yet; measured, like datasets, without mu_. With
+  // no cache there is nothing to split, so no CPU goes to timing them.
   std::map<std::string, std::shared_ptr<const image::TransformPipeline>> to_measure;
-  {
+  if (cache_->cache_bytes() > 0) {
     std::lock_guard lock(mu_);
     for (const auto& [id, job] : jobs_) {
       if (job.pipeline && !pipeline_rates_.contains(job.pipeline->Signature())) {
