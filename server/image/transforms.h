@@ -2,16 +2,26 @@
 // into one output sample (docs/transforms.md).
 //
 // Supported ops, with torchvision 0.14's names, defaults and parameter
-// sampling: RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip. The
-// output is uint8 NCHW (default) or NHWC, or float32 normalised as
-// ToTensor + Normalize would give. Randomness is a pure function of
-// (seed, epoch, item), so a sample's crop does not depend on scheduling.
-// Bilinear and bicubic resizes go through ResizeAntialiased (resample.h),
-// which gives PIL's, hence torchvision's, pixels exactly.
+// sampling: RandomResizedCrop, Resize, CenterCrop, RandomCrop, Pad,
+// Random{Horizontal,Vertical}Flip, ColorJitter, Grayscale, RandomGrayscale,
+// GaussianBlur, RandomRotation, RandomAffine, RandomApply, RandomChoice,
+// RandomOrder, AutoAugment, RandAugment, TrivialAugmentWide, and
+// RandomErasing on the output. The output is uint8 NCHW (default) or NHWC,
+// or float32 normalised as ToTensor + Normalize would give. Randomness is a
+// pure function of (seed, epoch, item), so a sample's augmentation does not
+// depend on scheduling. Bilinear and bicubic resizes go through
+// ResizeAntialiased (resample.h), which gives PIL's, hence torchvision's,
+// pixels exactly; the other ops are pixel_ops.h's, which repeat Pillow's
+// arithmetic.
+//
+// A sample's plan (crops, resizes, flips, pixel steps with their drawn
+// parameters, erasures) is made first; crops and flips are views, and a
+// resize followed only by crops and flips writes straight into the output.
 //
 // Thread-safety: immutable after FromJson; Apply and the other const methods
 // may run concurrently. Apply allocates nothing per sample beyond per-thread
-// scratch buffers that are reused.
+// scratch buffers that are reused (GaussianBlur aside, which allocates its
+// padded copy).
 #ifndef GALLEY_SERVER_IMAGE_TRANSFORMS_H_
 #define GALLEY_SERVER_IMAGE_TRANSFORMS_H_
 
