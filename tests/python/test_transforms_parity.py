@@ -169,3 +169,43 @@ def test_galley_native_ops_give_the_same_spec_as_torchvision_objects():
                                       TV.Normalize([0.5] * 3, [0.5] * 3),
                                       TV.RandomErasing(p=0.25)])
     assert T.build_spec(native) == T.build_spec(torchvision_objects)
+
+
+def _v2():
+    # torchvision.transforms.v2 exists from torchvision 0.15 on; Debian's
+    # 0.14 has none, so these run in the PyTorch 2.x venv of scripts/test.sh.
+    return pytest.importorskip("torchvision.transforms.v2")
+
+
+def test_v2_objects_translate_like_v1(daemon, folder):
+    v2 = _v2()
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    recipe_v2 = v2.Compose([v2.RandomResizedCrop(32, interpolation=BICUBIC),
+                            v2.RandomHorizontalFlip(), v2.TrivialAugmentWide(),
+                            v2.ColorJitter(0.4, 0.4, 0.4, 0.1), v2.RandomGrayscale(),
+                            v2.RandomCrop(32, padding=4, padding_mode="reflect"),
+                            v2.ToImage(), v2.ToDtype(torch.float32, scale=True),
+                            v2.Normalize(mean, std), v2.RandomErasing(p=0.25, value=0.5)])
+    recipe_v1 = TV.Compose([TV.RandomResizedCrop(32, interpolation=BICUBIC),
+                            TV.RandomHorizontalFlip(), TV.TrivialAugmentWide(),
+                            TV.ColorJitter(0.4, 0.4, 0.4, 0.1), TV.RandomGrayscale(),
+                            TV.RandomCrop(32, padding=4, padding_mode="reflect"),
+                            TV.ToTensor(), TV.Normalize(mean, std),
+                            TV.RandomErasing(p=0.25, value=0.5)])
+    assert T.build_spec(recipe_v2) == T.build_spec(recipe_v1)
+    # A deterministic v2 pipeline on PIL images: v2 dispatches PIL inputs to
+    # the same PIL kernels, so the pixels match as for v1.
+    fixed = v2.Compose([v2.Resize(40, interpolation=BICUBIC), v2.CenterCrop(36),
+                        v2.RandomAffine(degrees=(9, 9), interpolation=IM.BILINEAR),
+                        v2.ColorJitter(saturation=(1.5, 1.5)), v2.PILToTensor()])
+    assert _compare(folder, daemon, fixed) <= allowed(2)
+
+
+def test_v2_mixup_and_cutmix_objects_become_batch_ops():
+    v2 = _v2()
+    from galley import batch_ops
+    op = batch_ops.resolve(v2.RandomChoice([v2.MixUp(alpha=0.2, num_classes=10),
+                                            v2.CutMix(alpha=1.0, num_classes=10)]))
+    assert isinstance(op, batch_ops.RandomChoice)
+    assert [type(t).__name__ for t in op.transforms] == ["MixUp", "CutMix"]
+    assert op.transforms[0].alpha == 0.2 and op.transforms[1].num_classes == 10
