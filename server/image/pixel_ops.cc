@@ -175,7 +175,8 @@ void HsvToRgb(const uint8_t* hsv, uint8_t* rgb, const HsvTables& tables) {
 
 // Pillow's FLOOR and COORD for coordinates.
 inline int64_t FloorToInt(double v) { return static_cast<int64_t>(std::floor(v)); }
-inline int64_t Coord(double v) { return v < 0.0 ? -1 : static_cast<int64_t>(v); }
+// Positions far outside (or NaN, from a degenerate matrix) read as outside.
+inline int64_t Coord(double v) { return v >= 0.0 && v < 1e15 ? static_cast<int64_t>(v) : -1; }
 
 void FillRow(uint8_t* out, int width, const Fill& fill) {
   for (int x = 0; x < width; ++x) std::memcpy(out + x * 3, fill.data(), 3);
@@ -238,7 +239,7 @@ void WarpNearest(const cv::Mat& src, cv::Mat& dst, const std::array<double, 6>& 
 // Pillow's bilinear_filter32RGB / bicubic_filter32RGB at source position
 // (xin, yin); false outside the image.
 bool SampleFiltered(const cv::Mat& src, double xin, double yin, bool bicubic, uint8_t* out) {
-  if (xin < 0.0 || xin >= src.cols || yin < 0.0 || yin >= src.rows) return false;
+  if (!(xin >= 0.0 && xin < src.cols && yin >= 0.0 && yin < src.rows)) return false;  // NaN too
   xin -= 0.5;
   yin -= 0.5;
   int x = static_cast<int>(FloorToInt(xin));

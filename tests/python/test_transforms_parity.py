@@ -209,3 +209,34 @@ def test_v2_mixup_and_cutmix_objects_become_batch_ops():
     assert isinstance(op, batch_ops.RandomChoice)
     assert [type(t).__name__ for t in op.transforms] == ["MixUp", "CutMix"]
     assert op.transforms[0].alpha == 0.2 and op.transforms[1].num_classes == 10
+
+
+def test_heavy_recipe_is_the_same_with_region_and_full_decodes(daemon, folder, workdir):
+    # Without a cache galleyd decodes only the first crop's rectangle; the
+    # pixel ops after it must see the same pixels as after a full decode.
+    from conftest import start_daemon, stop_daemon
+    recipe = TV.Compose([TV.RandomResizedCrop(40, interpolation=BICUBIC),
+                         TV.RandomHorizontalFlip(), TV.TrivialAugmentWide(),
+                         TV.RandomRotation(20), TV.ToTensor(),
+                         TV.RandomErasing(p=0.5, value="random")])
+
+    def samples(socket):
+        loader = galley.DataLoader(folder, batch_size=10, transform=recipe, seed=5,
+                                   socket=socket, epochs=1)
+        out = {}
+        for images, _labels, ids in loader.iter_with_ids():
+            out.update({i: img.clone() for i, img in zip(ids.tolist(), images)})
+        loader.close()
+        return out
+
+    region_dir = workdir / "region-recipe"
+    region_dir.mkdir()
+    uncached = start_daemon(region_dir, "--cache-bytes", "0", "--allowed-root", str(folder))
+    try:
+        partial = samples(uncached.socket)
+        assert uncached.query()["pipeline"]["region_decodes"] >= len(partial)
+    finally:
+        stop_daemon(uncached)
+    whole = samples(daemon.socket)
+    assert partial.keys() == whole.keys()
+    assert all(torch.equal(partial[i], whole[i]) for i in whole)
