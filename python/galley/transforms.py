@@ -379,7 +379,8 @@ class RandomErasing:
             self.value = _fill(value, "RandomErasing value")
 
     def __repr__(self):
-        return f"RandomErasing(p={self.p}, scale={self.scale}, ratio={self.ratio}, value={self.value!r})"
+        return (f"RandomErasing(p={self.p}, scale={self.scale}, ratio={self.ratio}, "
+                f"value={self.value!r})")
 
 
 class Normalize:
@@ -486,8 +487,7 @@ def _tv_ops(t):
     if name == "TrivialAugmentWide":
         return [TrivialAugmentWide(g("num_magnitude_bins"), g("interpolation"), g("fill"))]
     if name == "RandomErasing":
-        if g("inplace"):
-            pass  # in place or not, the output tensor is the same
+        # inplace only says whether torchvision copies first: the output is the same.
         return [RandomErasing(g("p"), g("scale"), g("ratio"), g("value"))]
     if name == "Normalize":
         return [Normalize(g("mean"), g("std"))]
