@@ -32,6 +32,9 @@ class InterpolationMode:
     NEAREST = "nearest"
     BILINEAR = "bilinear"
     BICUBIC = "bicubic"
+    BOX = "box"
+    HAMMING = "hamming"
+    LANCZOS = "lanczos"
 
 
 class AutoAugmentPolicy:
@@ -40,14 +43,16 @@ class AutoAugmentPolicy:
     SVHN = "svhn"
 
 
-_INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
+_RESIZE_INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "box", "hamming", "lanczos")
+_WARP_INTERPOLATIONS = ("nearest", "bilinear", "bicubic")  # PIL's Image.transform
 
 
-def _interp(interpolation, name):
+def _interp(interpolation, name, warp=False):
     value = str(getattr(interpolation, "value", interpolation)).lower()
-    if value not in _INTERPOLATIONS:
+    allowed = _WARP_INTERPOLATIONS if warp else _RESIZE_INTERPOLATIONS
+    if value not in allowed:
         raise ValueError(f"{name}: interpolation {interpolation!r} is not supported by galley "
-                         f"(supported: nearest, bilinear, bicubic)")
+                         f"(supported: {', '.join(allowed)})")
     return value
 
 
@@ -264,7 +269,7 @@ class RandomRotation(_Op):
                              "size would depend on the angle); crop or resize afterwards")
         _no_center(center, "RandomRotation")
         self.degrees = _range(degrees, "RandomRotation degrees")
-        self.interpolation = _interp(interpolation, "RandomRotation")
+        self.interpolation = _interp(interpolation, "RandomRotation", warp=True)
         self.fill = _fill(fill, "RandomRotation")
 
     def spec(self):
@@ -285,7 +290,7 @@ class RandomAffine(_Op):
             self.shear = _range(shear, "RandomAffine shear")
         else:
             self.shear = [float(s) for s in shear]
-        self.interpolation = _interp(interpolation, "RandomAffine")
+        self.interpolation = _interp(interpolation, "RandomAffine", warp=True)
         self.fill = _fill(fill, "RandomAffine")
 
     def spec(self):
@@ -326,7 +331,7 @@ class AutoAugment(_Op):
     def __init__(self, policy=AutoAugmentPolicy.IMAGENET,
                  interpolation=InterpolationMode.NEAREST, fill=None):
         self.policy = str(getattr(policy, "value", policy)).lower()
-        self.interpolation = _interp(interpolation, "AutoAugment")
+        self.interpolation = _interp(interpolation, "AutoAugment", warp=True)
         self.fill = _fill(fill, "AutoAugment")
 
     def spec(self):
@@ -339,7 +344,7 @@ class RandAugment(_Op):
                  interpolation=InterpolationMode.NEAREST, fill=None):
         self.num_ops, self.magnitude = int(num_ops), int(magnitude)
         self.num_magnitude_bins = int(num_magnitude_bins)
-        self.interpolation = _interp(interpolation, "RandAugment")
+        self.interpolation = _interp(interpolation, "RandAugment", warp=True)
         self.fill = _fill(fill, "RandAugment")
 
     def spec(self):
@@ -351,7 +356,7 @@ class RandAugment(_Op):
 class TrivialAugmentWide(_Op):
     def __init__(self, num_magnitude_bins=31, interpolation=InterpolationMode.NEAREST, fill=None):
         self.num_magnitude_bins = int(num_magnitude_bins)
-        self.interpolation = _interp(interpolation, "TrivialAugmentWide")
+        self.interpolation = _interp(interpolation, "TrivialAugmentWide", warp=True)
         self.fill = _fill(fill, "TrivialAugmentWide")
 
     def spec(self):

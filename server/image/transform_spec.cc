@@ -71,8 +71,13 @@ Result<Interpolation> ParseInterpolation(const json& value, std::string_view whe
     if (name == "nearest") return Interpolation::kNearest;
     if (name == "bilinear") return Interpolation::kBilinear;
     if (name == "bicubic") return Interpolation::kBicubic;
+    if (name == "box") return Interpolation::kBox;
+    if (name == "hamming") return Interpolation::kHamming;
+    if (name == "lanczos") return Interpolation::kLanczos;
   }
-  return Invalid(where, "must be \"nearest\", \"bilinear\" or \"bicubic\"");
+  return Invalid(where,
+                 "must be \"nearest\", \"bilinear\", \"bicubic\", \"box\", \"hamming\" or "
+                 "\"lanczos\"");
 }
 
 const char* InterpolationName(Interpolation interpolation) {
@@ -81,6 +86,12 @@ const char* InterpolationName(Interpolation interpolation) {
       return "nearest";
     case Interpolation::kBicubic:
       return "bicubic";
+    case Interpolation::kBox:
+      return "box";
+    case Interpolation::kHamming:
+      return "hamming";
+    case Interpolation::kLanczos:
+      return "lanczos";
     case Interpolation::kBilinear:
       break;
   }
@@ -490,6 +501,13 @@ Result<TransformOp> ParseOp(const json& value, const std::string& at, int depth,
   if (value.contains("interpolation")) {
     GALLEY_ASSIGN_OR_RETURN(op.interpolation, ParseInterpolation(value["interpolation"],
                                                                  where + " field 'interpolation'"));
+    // PIL's Image.transform (the warps) has only nearest, bilinear, bicubic.
+    if (warp && op.interpolation != Interpolation::kNearest &&
+        op.interpolation != Interpolation::kBilinear &&
+        op.interpolation != Interpolation::kBicubic) {
+      return Invalid(where + " field 'interpolation'",
+                     "warps support \"nearest\", \"bilinear\" or \"bicubic\"");
+    }
   }
   if (value.contains("p") && op.kind != OpKind::kRandomChoice) {
     GALLEY_ASSIGN_OR_RETURN(op.p, ParseNumber(value["p"], where + " field 'p'"));

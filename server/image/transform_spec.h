@@ -20,7 +20,7 @@ namespace galley::image {
 
 enum class Layout { kNCHW, kNHWC };
 enum class DType { kUInt8, kFloat32 };
-enum class Interpolation { kNearest, kBilinear, kBicubic };
+enum class Interpolation { kNearest, kBilinear, kBicubic, kBox, kHamming, kLanczos };
 
 enum class OpKind {
   kRandomResizedCrop,

@@ -816,8 +816,18 @@ ResizeGeometry ResizeOf(const Current& current, int width, int height) {
 }
 
 ResampleFilter FilterOf(Interpolation interpolation) {
-  return interpolation == Interpolation::kBicubic ? ResampleFilter::kBicubic
-                                                  : ResampleFilter::kBilinear;
+  switch (interpolation) {
+    case Interpolation::kBicubic:
+      return ResampleFilter::kBicubic;
+    case Interpolation::kBox:
+      return ResampleFilter::kBox;
+    case Interpolation::kHamming:
+      return ResampleFilter::kHamming;
+    case Interpolation::kLanczos:
+      return ResampleFilter::kLanczos;
+    default:
+      return ResampleFilter::kBilinear;
+  }
 }
 
 Status Resize(const Step& step, Current& current, Scratch& scratch) {
@@ -827,12 +837,18 @@ Status Resize(const Step& step, Current& current, Scratch& scratch) {
   current.origin_x = current.origin_y = 0.0;
   current.scale_x = current.scale_y = 1.0;
   cv::Mat resized = scratch.Take(step.width, step.height, current.buffer);
-  // Horizontal flips commute with resampling (the filters are symmetric), so
-  // the pending flip stays pending.
+  // Horizontal flips commute with the symmetric filters, so a pending flip
+  // stays pending; Run applies it first for the others.
   if (step.interpolation == Interpolation::kNearest) {
-    // PIL's NEAREST is a point sample, not a filter; OpenCV's exact variant
-    // rounds the same way.
-    cv::resize(current.mat, resized, resized.size(), 0, 0, cv::INTER_NEAREST_EXACT);
+    // PIL's NEAREST resize is its scale-only affine transform: a point
+    // sample at box0 + (x + 0.5) * scale, positions accumulated in double.
+    const std::array<double, 6> matrix = {(geometry.box_x1 - geometry.box_x0) / step.width,
+                                          0.0,
+                                          geometry.box_x0,
+                                          0.0,
+                                          (geometry.box_y1 - geometry.box_y0) / step.height,
+                                          geometry.box_y0};
+    AffineWarp(current.mat, resized, matrix, WarpInterpolation::kNearest, Fill{});
   } else {
     ResampleOptions options;
     options.filter = FilterOf(step.interpolation);
@@ -850,7 +866,7 @@ WarpInterpolation WarpOf(Interpolation interpolation) {
       return WarpInterpolation::kBilinear;
     case Interpolation::kBicubic:
       return WarpInterpolation::kBicubic;
-    case Interpolation::kNearest:
+    default:
       break;
   }
   return WarpInterpolation::kNearest;
@@ -870,6 +886,28 @@ PadMode PadModeOf(PaddingMode mode) {
   return PadMode::kConstant;
 }
 
+// Applies a pending horizontal flip to the stored pixels. The logical image
+// keeps its place: stored x becomes cols - x, so its origin moves to where
+// its right edge was.
+void MaterializeFlip(Current& current, Scratch& scratch) {
+  if (!current.flipped) return;
+  cv::Mat flipped = scratch.Take(current.mat.cols, current.mat.rows, current.buffer);
+  cv::flip(current.mat, flipped, 1);
+  current.origin_x =
+      current.mat.cols - (current.origin_x + current.logical_width * current.scale_x);
+  current.mat = flipped;
+  current.buffer = scratch.taken();
+  current.flipped = false;
+}
+
+// PIL's nearest is a point sample and its box and lanczos kernels have
+// half-open supports: none is mirror-symmetric, so a pending flip must be
+// applied before resizing with them.
+bool SymmetricFilter(Interpolation interpolation) {
+  return interpolation == Interpolation::kBilinear || interpolation == Interpolation::kBicubic ||
+         interpolation == Interpolation::kHamming;
+}
+
 // Whether an op gives the mirror image for a mirrored input, so a pending
 // horizontal flip can stay pending (Pad does, with its sides swapped).
 bool CommutesWithFlip(PixelStep::Kind kind) {
@@ -881,13 +919,7 @@ Status ApplyPixel(PixelStep step, Current& current, Scratch& scratch) {
   if (current.scaled() || current.origin_x != 0.0 || current.origin_y != 0.0) {
     return Status::InvalidArgument("pixel ops before the first resize need full-resolution pixels");
   }
-  if (current.flipped && !CommutesWithFlip(step.kind)) {
-    cv::Mat flipped = scratch.Take(current.mat.cols, current.mat.rows, current.buffer);
-    cv::flip(current.mat, flipped, 1);
-    current.mat = flipped;
-    current.buffer = scratch.taken();
-    current.flipped = false;
-  }
+  if (!CommutesWithFlip(step.kind)) MaterializeFlip(current, scratch);
   if (step.kind == PixelStep::Kind::kPad && current.flipped) {
     std::swap(step.sides[0], step.sides[2]);
   }
@@ -1350,6 +1382,9 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
   }
   for (int i = 0; i < plan.count; ++i) {
     const Step& step = plan.steps[i];
+    if (step.kind == Step::Kind::kResize && !SymmetricFilter(step.interpolation)) {
+      MaterializeFlip(current, scratch);
+    }
     FusedOutput fused;
     if (i == last_resize && step.interpolation != Interpolation::kNearest &&
         FuseAfterResize(plan, i, current.flipped, fused) && fused.width == spec_.output_width &&

@@ -79,6 +79,17 @@ def test_torchvision_compose_is_translated_and_pixel_identical(daemon, folder):
     assert _compare(folder, daemon, pipeline) <= allowed(3) / 255 / 0.224
 
 
+@pytest.mark.parametrize("mode", [IM.NEAREST, IM.BOX, IM.HAMMING, IM.LANCZOS])
+@pytest.mark.parametrize("flip_first", [False, True])
+def test_every_resize_interpolation_matches(daemon, folder, mode, flip_first):
+    # A flip before the resize stays pending in galley (applied at the end);
+    # for nearest, a point sample, it must be applied first instead.
+    flip = [TV.RandomHorizontalFlip(p=1.0)] if flip_first else []
+    pipeline = TV.Compose(flip + [TV.Resize(45, interpolation=mode), TV.CenterCrop(40),
+                                  TV.PILToTensor()])
+    assert _compare(folder, daemon, pipeline) <= allowed(1)
+
+
 def test_grayscale_blur_and_uint8_output(daemon, folder):
     pipeline = TV.Compose([TV.Resize((48, 40)), TV.RandomGrayscale(p=1.0),
                            TV.PILToTensor()])
@@ -147,7 +158,9 @@ def test_to_tensor_gives_float_in_unit_range(daemon, folder):
 @pytest.mark.parametrize("transform, message", [
     (TV.Lambda(lambda x: x), "Lambda"),
     (TV.RandomPerspective(), "RandomPerspective"),
-    (TV.Resize(32, interpolation=IM.LANCZOS), "lanczos"),
+    (TV.RandomRotation(10, interpolation=IM.BOX), "box"),
+    (TV.Resize(32, interpolation=getattr(IM, "NEAREST_EXACT", "nearest-exact")),
+     "nearest-exact"),
     (TV.RandomRotation(10, expand=True), "expand"),
     (TV.RandomAffine(10, center=(3, 4)), "center"),
     (TV.Grayscale(), "num_output_channels"),
