@@ -99,6 +99,7 @@ def train(spec, results):
             from galley import transforms as GT
             recipe = augment_recipe() if spec["recipe"] == "augment" else None
             loader = galley.DataLoader(spec["train"], batch_size=spec["batch_size"],
+                                       shuffle=True,
                                        transform=recipe or GT.Compose([GT.Resize([28, 28])]),
                                        seed=spec["seed"], socket=spec["socket"],
                                        name=f"parity-seed{spec['seed']}")

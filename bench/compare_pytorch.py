@@ -175,7 +175,7 @@ def run_job(spec, barrier, results, parent_pid):
         recipe = imagenet_recipe() if spec.get("recipe") else None
         if spec["side"] == "galley":
             loader = galley.DataLoader(
-                spec["dataset"], batch_size=spec["batch_size"],
+                spec["dataset"], batch_size=spec["batch_size"], shuffle=True,
                 transform=recipe or GT.Compose([GT.RandomResizedCrop(224),
                                                 GT.RandomHorizontalFlip()]),
                 seed=spec["seed"], indices=spec["indices"], socket=spec["socket"],
