@@ -21,8 +21,11 @@ namespace galley::internal {
 
 class JobChannel {
  public:
+  // `ready_fd` is the eventfd the daemon signals once per published slot
+  // (and once when it ends the job); the channel owns it.
   JobChannel(wire::Connection* connection, JobInfo info, wire::MappedRegion region,
-             wire::SegmentGeometry geometry, std::chrono::milliseconds request_timeout);
+             wire::UniqueFd ready_fd, wire::SegmentGeometry geometry,
+             std::chrono::milliseconds request_timeout);
 
   const JobInfo& info() const { return info_; }
   const wire::SegmentGeometry& geometry() const { return geometry_; }
@@ -46,10 +49,13 @@ class JobChannel {
   // Reads a frame the daemon sent without being asked (an Error when it ends
   // the job) or notices that it hung up.
   Status CheckConnection();
+  // Takes one wake-up from the eventfd, waiting at most `timeout`.
+  bool TakeWakeup(std::chrono::milliseconds timeout);
 
   std::unique_ptr<wire::Connection> connection_;
   const JobInfo info_;
   const wire::MappedRegion region_;
+  const wire::UniqueFd ready_fd_;
   const wire::SegmentGeometry geometry_;
   const std::chrono::milliseconds request_timeout_;
 

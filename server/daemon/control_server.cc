@@ -26,12 +26,12 @@ constexpr uint32_t kExtraConnections = 16;  // queries and handshakes beyond max
 
 void SendError(wire::Connection& connection, uint32_t request_id, const Status& status) {
   (void)connection.SendFrame(wire::MessageType::kError, request_id,
-                             wire::ErrorToJson(status).dump());
+                             wire::DumpJson(wire::ErrorToJson(status)));
 }
 
 Status SendJson(wire::Connection& connection, wire::MessageType type, uint32_t request_id,
-                const json& body, int fd = -1) {
-  return connection.SendFrame(type, request_id, body.dump(), fd);
+                const json& body, int fd = -1, int second_fd = -1) {
+  return connection.SendFrame(type, request_id, wire::DumpJson(body), fd, second_fd);
 }
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
@@ -82,7 +82,18 @@ Status ControlServer::Start() {
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Status::Internal(Errno("pipe"));
   wake_read_.Reset(pipe_fds[0]);
   wake_write_.Reset(pipe_fds[1]);
-  accept_thread_ = std::thread([this] { AcceptLoop(); });
+  accept_thread_ = std::thread([this] {
+    // Thread boundary: nothing may escape into std::terminate.
+    while (!stopping_.load()) {
+      try {
+        AcceptLoop();
+      } catch (const std::exception& e) {
+        spdlog::error("control socket: {} (still accepting)", e.what());
+      } catch (...) {
+        spdlog::error("control socket: unknown exception (still accepting)");
+      }
+    }
+  });
   spdlog::info("galleyd listening on {}", path.string());
   return Status::Ok();
 }
@@ -98,8 +109,10 @@ void ControlServer::Stop(const Status& reason) {
     std::lock_guard lock(mu_);
     for (auto& [id, job] : jobs_) job->ring->Close(reason);
     for (auto& session : sessions_) {
-      // Tell the client why before the connection drops.
-      SendError(*session.connection, 0, reason);
+      // Tell the client why before the connection drops, but never wait for
+      // a peer that leaves its replies unread: shutdown stays bounded.
+      (void)session.connection->TrySendFrame(wire::MessageType::kError, 0,
+                                             wire::DumpJson(wire::ErrorToJson(reason)));
       session.connection->Shutdown();
     }
   }
@@ -151,7 +164,18 @@ void ControlServer::AcceptLoop() {
     }
     Session& session = sessions_.emplace_back();
     session.connection = std::move(connection);
-    session.thread = std::thread([this, &session] { Serve(&session); });
+    session.thread = std::thread([this, &session] {
+      // Thread boundary: whatever a peer provokes ends this connection only.
+      try {
+        Serve(&session);
+      } catch (const std::exception& e) {
+        spdlog::error("closing a connection after an internal error: {}", e.what());
+      } catch (...) {
+        spdlog::error("closing a connection after an unknown internal error");
+      }
+      session.connection->Shutdown();
+      session.done = true;
+    });
   }
 }
 
@@ -260,6 +284,18 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
   job->owner_uid = peer.uid;
   job->owner_pid = peer.pid;
   GALLEY_ASSIGN_OR_RETURN(job->dataset, OpenDataset(spec.dataset));
+  // Class names travel to the client as JSON text; a folder whose name is
+  // not UTF-8 (Latin-1, say) is refused here, naming it, rather than
+  // renamed silently.
+  for (const auto& name : job->dataset->classes()) {
+    if (!wire::IsValidUtf8(name)) {
+      return Status::InvalidArgument(
+          "dataset " + wire::EscapeBytes(job->dataset->root().string()) + " has a class folder '" +
+          wire::EscapeBytes(name) +
+          "' whose name is not valid UTF-8; rename it (for example with convmv) to use it "
+          "with galley");
+    }
+  }
   job->policy = spec.policy;
   if (job->policy.empty()) {
     auto configured = options_.dataset_policies.find(job->dataset->root().string());
@@ -359,8 +395,10 @@ Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& 
   if (!created.ok()) return refuse(created.status());
   std::shared_ptr<ServedJob> job = *created;
   if (Status s = scheduler_->AddJob(job); !s.ok()) {
-    std::lock_guard lock(mu_);
-    shm_in_use_ -= job->ring->geometry().segment_bytes;
+    {
+      std::lock_guard lock(mu_);
+      shm_in_use_ -= job->ring->geometry().segment_bytes;
+    }  // released before refuse(), which takes mu_ itself
     return refuse(s);
   }
   {
@@ -391,13 +429,9 @@ Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& 
       info.layout == Layout::kNCHW ? std::vector<int64_t>{3, h, w} : std::vector<int64_t>{h, w, 3};
   info.slots = job->spec.prefetch;
   info.segment_bytes = job->ring->geometry().segment_bytes;
-  auto fd = job->ring->DuplicateFd();
-  if (!fd.ok()) {
-    cleanup(fd.status());
-    return fd.status();
-  }
-  if (Status s = SendJson(connection, wire::MessageType::kJobOpened, open_id,
-                          wire::JobInfoToJson(info), fd->get());
+  if (Status s =
+          SendJson(connection, wire::MessageType::kJobOpened, open_id, wire::JobInfoToJson(info),
+                   job->ring->segment_fd(), job->ring->ready_fd());
       !s.ok()) {
     cleanup(s);
     return Status::Ok();
