@@ -72,6 +72,16 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
     }
   }
   while (true) {
+    if (leased_.load(std::memory_order_acquire) >= geometry_.slot_count) {
+      // Nothing can arrive until the caller lets a batch go: say so now
+      // instead of timing out.
+      return Status::ResourceExhausted(
+          "all " + std::to_string(geometry_.slot_count) +
+          " batch slots of this job are held by the caller (prefetch=" +
+          std::to_string(geometry_.slot_count - 1) +
+          " plus the batch in hand); a batch's slot is returned when its tensors are freed, so "
+          "copy batches you keep (tensor.clone()) or raise prefetch");
+    }
     bool got = TakeWakeup(std::chrono::milliseconds(0));
     while (!got) {
       if (head->closed.load(std::memory_order_acquire) != 0) {
@@ -112,6 +122,7 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
     ++next_sequence_;
     auto* s = slot(found);
     s->state.store(static_cast<uint32_t>(wire::SlotState::kLeased), std::memory_order_release);
+    leased_.fetch_add(1, std::memory_order_acq_rel);
     if (s->generation < generation_) {
       ReleaseSlot(found);  // prepared before a SeekEpoch: not wanted
       continue;
@@ -124,6 +135,7 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
 void JobChannel::ReleaseSlot(uint32_t index) {
   slot(index)->state.store(static_cast<uint32_t>(wire::SlotState::kFree),
                            std::memory_order_release);
+  leased_.fetch_sub(1, std::memory_order_acq_rel);
   // A failure means the daemon is gone; nothing is waiting for the slot then.
   (void)connection_->SendFrame(wire::MessageType::kSlotReleased, 0, "");
 }

@@ -8,6 +8,7 @@
 #ifndef GALLEY_CLIENT_JOB_CHANNEL_H_
 #define GALLEY_CLIENT_JOB_CHANNEL_H_
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -59,6 +60,8 @@ class JobChannel {
   const wire::SegmentGeometry geometry_;
   const std::chrono::milliseconds request_timeout_;
 
+  // Slots the caller holds (leased, not yet released); any thread.
+  std::atomic<uint32_t> leased_{0};
   std::mutex consume_mu_;
   uint64_t next_sequence_ = 0;    // GUARDED_BY(consume_mu_)
   uint64_t generation_ = 0;       // GUARDED_BY(consume_mu_)

@@ -57,6 +57,9 @@ Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_jobs", &options->max_jobs));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_shm_per_job", &options->max_shm_per_job));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_shm_total", &options->max_shm_total));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_jobs_per_uid", &options->max_jobs_per_uid));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_shm_per_uid", &options->max_shm_per_uid));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_connections_per_uid", &options->max_connections_per_uid));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_image_pixels", &options->max_image_pixels));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "metrics_port", &options->metrics_port));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "log_level", &options->log_level));
@@ -189,6 +192,12 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
   app.add_option("--max-jobs", options.max_jobs, "most concurrent jobs");
   app.add_option("--max-shm-per-job", options.max_shm_per_job, "shared-memory bytes per job");
   app.add_option("--max-shm-total", options.max_shm_total, "shared-memory bytes for all jobs");
+  app.add_option("--max-jobs-per-uid", options.max_jobs_per_uid,
+                 "most concurrent jobs of one user (0 = --max-jobs)");
+  app.add_option("--max-shm-per-uid", options.max_shm_per_uid,
+                 "shared-memory bytes for one user's jobs (0 = --max-shm-total)");
+  app.add_option("--max-connections-per-uid", options.max_connections_per_uid,
+                 "most open connections of one user (0 = the user's job limit + 8)");
   app.add_option("--max-image-pixels", options.max_image_pixels, "largest image accepted");
   app.add_option("--metrics-port", options.metrics_port,
                  "serve Prometheus metrics on 127.0.0.1:PORT (0 disables)");

@@ -298,3 +298,50 @@ TEST_F(HostilePeerTest, ATrickledFrameIsDroppedAtItsWholeFrameDeadline) {
 
 }  // namespace
 }  // namespace galley
+
+namespace galley {
+namespace {
+
+TEST_F(HostilePeerTest, PrefetchCountsBatchesBeyondTheOneInHand) {
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  JobSpec spec;
+  spec.dataset = data_.string();
+  spec.batch_size = 4;
+  spec.prefetch = 1;
+  spec.epochs = 2;
+  spec.transform_json = kSmallTransform;
+  auto job = client->OpenJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->info().slots, 2u);
+  // A plain loop that holds one batch while it asks for the next: this once
+  // deadlocked with prefetch=1.
+  uint64_t samples = 0;
+  {
+    auto held = job->Next(10s);
+    ASSERT_TRUE(held.ok()) << held.status().ToString();
+    samples += held->size();
+    for (int i = 0; i < 10 && samples < 24; ++i) {
+      auto next = job->Next(10s);
+      ASSERT_TRUE(next.ok()) << next.status().ToString();
+      samples += next->size();
+      held = std::move(next);
+    }
+  }
+  EXPECT_EQ(samples, 2u * 12u);  // two epochs of 12 items, batches of 4
+
+  // Holding every slot is an immediate, explicit error, not a timeout.
+  auto again = client->OpenJob(spec);
+  ASSERT_TRUE(again.ok());
+  auto first = again->Next(10s);
+  auto second = again->Next(10s);
+  ASSERT_TRUE(first.ok() && second.ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto third = again->Next(30s);
+  EXPECT_EQ(third.status().code(), StatusCode::kResourceExhausted) << third.status().ToString();
+  EXPECT_NE(third.status().message().find("held by the caller"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+}  // namespace
+}  // namespace galley

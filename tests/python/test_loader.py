@@ -173,17 +173,32 @@ def test_normalised_float_output(daemon, folder):
 
 def test_batches_are_zero_copy_and_freed_slots_return(daemon, folder):
     loader = galley.DataLoader(folder, batch_size=4, prefetch=2, transform=FIXED,
-                               socket=daemon.socket, timeout=1.0, epochs=None)
+                               socket=daemon.socket, timeout=30.0, epochs=None)
     it = iter(loader)
-    held = [next(it), next(it)]  # both slots leased by us
-    with pytest.raises(galley.Timeout):
-        next(it)
+    # prefetch=2: two batches ahead of the one in hand, three slots in all.
+    held = [next(it), next(it), next(it)]
+    start = time.monotonic()
+    with pytest.raises(galley.ResourceLimit, match="held by the caller"):
+        next(it)  # every slot is ours: an immediate error, not a timeout
+    assert time.monotonic() - start < 5.0
     del held[0]  # frees one slot: the daemon can fill it again
     it = iter(loader)  # the failed generator is finished; a new loop continues
     images, labels = next(it)
     assert images.shape == (4, 3, 56, 56)
     assert images.is_contiguous()
     del held, images, labels, it
+    loader.close()
+
+
+def test_prefetch_one_double_buffers_a_plain_loop(daemon, folder):
+    # prefetch=1 once deadlocked after the first batch: the only slot was the
+    # one the loop body held.
+    loader = galley.DataLoader(folder, batch_size=4, prefetch=1, transform=FIXED,
+                               socket=daemon.socket, timeout=30.0, epochs=1)
+    seen = 0
+    for images, labels in loader:
+        seen += len(labels)
+    assert seen == 4 * 15  # the whole folder fixture, once
     loader.close()
 
 
