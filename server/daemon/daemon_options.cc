@@ -1,8 +1,10 @@
 #include "server/daemon/daemon_options.h"
 
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -228,6 +230,12 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
     return Status::InvalidArgument(e.what());
   }
   if (options.max_jobs == 0) return Status::InvalidArgument("--max-jobs must be at least 1");
+  if (options.max_shm_total == 0) {
+    const uint64_t physical = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                              static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    options.max_shm_total = std::max<uint64_t>(
+        uint64_t{64} << 20, std::min<uint64_t>(uint64_t{16} << 30, physical / 4));
+  }
   GALLEY_RETURN_IF_ERROR(ValidateCacheOptions(options));
   for (const std::string& flag : dataset_policy_flags) {
     const size_t eq = flag.rfind('=');

@@ -226,6 +226,21 @@ def test_corrupt_truncated_and_empty_files_are_skipped_and_counted(daemon, workd
     strict.close()
 
 
+def test_a_file_name_that_is_not_utf8_is_shown_escaped(daemon, workdir):
+    # The skip-mode error text once raised UnicodeDecodeError instead.
+    from conftest import write_folder
+    root = workdir / "latin1_file"
+    write_folder(root, classes=1, per_class=3, seed=4)
+    with open(os.path.join(os.fsencode(root / "class_00"), b"caf\xe9.jpg"), "wb") as f:
+        f.write(b"not a jpeg")
+    strict = galley.DataLoader(root, batch_size=4, on_error="raise", transform=FIXED,
+                               socket=daemon.socket)
+    with pytest.raises(galley.SampleError, match=r"caf\\xe9\.jpg"):
+        for _ in strict:
+            pass
+    strict.close()
+
+
 CHILD = textwrap.dedent("""
     import os, signal, sys
     import galley
