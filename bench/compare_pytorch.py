@@ -156,7 +156,7 @@ def run_job(spec, barrier, results, parent_pid):
 
         if spec["side"] == "galley":
             loader = galley.DataLoader(
-                spec["dataset"], batch_size=spec["batch_size"],
+                spec["dataset"], batch_size=spec["batch_size"], shuffle=True,
                 transform=GT.Compose([GT.RandomResizedCrop(224), GT.RandomHorizontalFlip()]),
                 seed=spec["seed"], indices=spec["indices"], socket=spec["socket"],
                 name=f"bench-{spec['scenario']}-{index}", timeout=spec["batch_timeout"])

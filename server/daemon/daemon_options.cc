@@ -62,6 +62,7 @@ Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "cache_bytes", &options->cache_bytes));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "worker_threads", &options->worker_threads));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "default_policy", &options->default_policy));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "sampler_seed", &options->sampler_seed));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_jobs", &options->max_jobs));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_shm_per_job", &options->max_shm_per_job));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_shm_total", &options->max_shm_total));
@@ -193,6 +194,8 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
   app.add_option("--cores", options.cores,
                  "planner input: cores preparing items (0 = the worker threads)");
   app.add_option("--worker-threads", options.worker_threads, "pipeline threads (0 = one per core)");
+  app.add_option("--sampler-seed", options.sampler_seed,
+                 "mixed into every job's order; 0 = orders depend on the job's seed only");
   app.add_option("--default-policy", options.default_policy,
                  "sampling policy for jobs that name none")
       ->check(CLI::IsMember({"dsa", "independent", "lockstep", "ods"}));

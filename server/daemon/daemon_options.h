@@ -49,6 +49,12 @@ struct DaemonOptions {
   // Threads that read, decode and augment. 0: one per core.
   uint32_t worker_threads = 0;
 
+  // Mixed into every job's order (and each dataset sampler's stream). 0, the
+  // default, keeps a job's order a pure function of its own (seed, epoch):
+  // the same after a restart and on every node. Set it to vary the orders of
+  // all jobs of this daemon. DDP splits never depend on it.
+  uint64_t sampler_seed = 0;
+
   // Default sampling policy for jobs that do not name one.
   std::string default_policy = "dsa";
   // Per-dataset default policies, keyed by the dataset's path (canonical

@@ -179,7 +179,8 @@ int main(int argc, char** argv) {
     planner->Start();
   }
 
-  Scheduler scheduler(SchedulerOptions{}, &pipeline, cache.get(), planner.get());
+  Scheduler scheduler(SchedulerOptions{.sampler_seed = options->sampler_seed}, &pipeline,
+                      cache.get(), planner.get());
   ControlServer server(*options, &scheduler, &pipeline, planner.get());
   if (Status s = server.Start(); !s.ok()) {
     spdlog::error("cannot start: {}", s.ToString());

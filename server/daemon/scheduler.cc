@@ -23,6 +23,23 @@ constexpr auto kStartPoll = std::chrono::milliseconds(5);
 // How long a job whose consumer has nothing buffered waits for slower jobs on
 // its dataset before it is served alone.
 constexpr auto kStepWait = std::chrono::milliseconds(10);
+// How many times a failed sample's substitute is itself replaced when it
+// fails too; past that the batch goes out short (a shard of broken files).
+constexpr uint32_t kSubstituteAttempts = 4;
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A job's own sampling stream for one epoch: its (seed, epoch, rank) and the
+// daemon-wide seed, nothing else, so a job alone gets the same order after a
+// restart or on another machine.
+uint64_t JobEpochSeed(const JobSpec& spec, uint64_t epoch, uint64_t daemon_seed) {
+  return Mix(Mix(Mix(spec.seed ^ 0x6a09e667f3bcc909ULL) ^ epoch) ^ spec.rank) ^ Mix(daemon_seed);
+}
 
 uint64_t HashString(const std::string& s) {
   uint64_t h = 1469598103934665603ULL;
@@ -96,6 +113,8 @@ Status Scheduler::AddJob(std::shared_ptr<ServedJob> job) {
   p.job = job;
   p.group = group.get();
   p.epoch = job->spec.start_epoch;
+  p.batch_index = job->spec.start_batch;
+  p.resuming = job->spec.start_batch > 0 || !job->spec.resume_consumed.empty();
   p.dataset_index = DatasetIndex(job->dataset);
   jobs_.emplace(job->id, std::move(p));
   if (planner_ != nullptr) {
@@ -179,6 +198,7 @@ Result<uint64_t> Scheduler::Seek(uint64_t job_id, uint64_t epoch) {
   LeaveSampler(p);
   p.epoch = epoch;
   p.batch_index = 0;
+  p.resuming = false;
   p.finished = false;
   p.generation++;
   dirty_ = true;
@@ -267,8 +287,10 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     plan->generation = p.generation;
     plan->items.reserve(p.job->spec.batch_size);
     if (!p.in_sampler) {
-      const auto items = p.job->EpochItems(p.epoch);
-      const JobSamplingOptions sampling{.substitution_fraction = p.job->spec.ods_fraction};
+      const auto items = p.job->EpochItems(p.epoch, p.resuming);
+      const JobSamplingOptions sampling{
+          .substitution_fraction = p.job->spec.ods_fraction,
+          .seed = JobEpochSeed(p.job->spec, p.epoch, options_.sampler_seed)};
       if (Status s = p.group->policy->AddJob(static_cast<JobId>(id), items, sampling); !s.ok()) {
         spdlog::error("job {}: sampler refused epoch {}: {}", id, p.epoch, s.ToString());
       } else {
@@ -296,9 +318,13 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
 
   for (auto& [group, members] : by_group) {
     std::unordered_map<ItemId, size_t> task_of_item;
+    // A batch takes what its position in the epoch holds (BatchTarget), so
+    // every epoch has exactly BatchesPerEpoch() batches.
     auto ready = [&](JobId job) {
       auto it = claimed.find(job);
-      return it != claimed.end() && it->second->items.size() < it->second->job->spec.batch_size;
+      if (it == claimed.end()) return false;
+      const SlotPlan& plan = *it->second;
+      return plan.items.size() < plan.job->BatchTarget(plan.batch_index);
     };
     const Dataset* dataset = members.front()->job->dataset.get();
     const uint32_t dataset_index = members.front()->dataset_index;
@@ -318,13 +344,27 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
         group->loads += inserted ? 1 : 0;
       }
     }
-    // Close epochs that ran out, decide flags, and advance counters.
+    // Close epochs at their last batch, decide flags, and advance counters.
     for (Production* p : members) {
       SlotPlan* plan = claimed.at(static_cast<JobId>(p->job->id));
-      const bool exhausted =
-          !p->in_sampler || group->policy->Remaining(static_cast<JobId>(p->job->id)) == 0;
-      if (exhausted) {
+      // The sampler ran dry before the batch is full only when a resumed
+      // epoch was given fewer items than it has positions left; substitutes
+      // keep the batch count exact then too.
+      const uint64_t target = p->job->BatchTarget(plan->batch_index);
+      for (uint32_t attempt = 0; plan->items.size() < target; ++attempt) {
+        const ItemId item = p->job->Substitute(p->epoch, 0, attempt, [&](ItemId i) {
+          return failed_items_.count({dataset_index, i}) > 0;
+        });
+        auto [it, inserted] = task_of_item.try_emplace(item, tasks->size());
+        if (inserted) tasks->push_back(ItemTask{dataset, item, {}, dataset_index});
+        (*tasks)[it->second].deliveries.push_back(
+            {plan, static_cast<uint32_t>(plan->items.size())});
+        plan->items.push_back(item);
+      }
+      const bool last = plan->batch_index + 1 >= p->job->BatchesPerEpoch();
+      if (last) {
         LeaveSampler(*p);
+        p->resuming = false;
         plan->flags |= wire::kLastInEpoch;
         p->job->counters.epochs_completed++;
         p->epoch++;
@@ -339,27 +379,39 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
       }
     }
   }
-  // drop_last: an incomplete last batch is delivered empty (still flagged,
-  // so the client knows the epoch ended). Its items are prepared for nobody.
+  // An epoch with no batch at all (drop_last, fewer items than batch_size)
+  // is one empty batch flagged last, so the client still sees it end.
   for (auto& plan : *plans) {
     plan->errors.assign(plan->items.size(), std::string());
   }
-  for (auto& task : *tasks) {
-    std::erase_if(task.deliveries, [](const SlotPosition& d) {
-      const SlotPlan& plan = *d.plan;
-      return plan.job->spec.drop_last && (plan.flags & wire::kLastInEpoch) &&
-             plan.items.size() < plan.job->spec.batch_size;
-    });
-  }
-  std::erase_if(*tasks, [](const ItemTask& t) { return t.deliveries.empty(); });
-  for (auto& plan : *plans) {
-    if (plan->job->spec.drop_last && (plan->flags & wire::kLastInEpoch) &&
-        plan->items.size() < plan->job->spec.batch_size) {
-      plan->items.clear();
-      plan->errors.clear();
+  return true;
+}
+
+std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<SlotPlan>>& plans,
+                                                 uint32_t attempt) {
+  std::vector<ItemTask> tasks;
+  std::lock_guard lock(mu_);
+  for (auto& plan : plans) {
+    const uint32_t dataset_index = DatasetIndex(plan->job->dataset);
+    for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
+      if (!plan->errors[pos].empty()) failed_items_.insert({dataset_index, plan->items[pos]});
+    }
+    auto known_to_fail = [&](ItemId item) {
+      return failed_items_.count({dataset_index, item}) > 0;
+    };
+    for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
+      if (plan->errors[pos].empty()) continue;
+      // A position is counted once, however many of its substitutes fail.
+      if (attempt == 1 && plan->substituted++ == 0) plan->first_failure = plan->errors[pos];
+      const ItemId item =
+          plan->job->Substitute(plan->epoch, plan->items[pos], attempt, known_to_fail);
+      if (item == plan->items[pos]) continue;  // nothing else to try: the batch goes out short
+      plan->errors[pos].clear();
+      plan->items[pos] = item;
+      tasks.push_back(ItemTask{plan->job->dataset.get(), item, {{plan.get(), pos}}, dataset_index});
     }
   }
-  return true;
+  return tasks;
 }
 
 void Scheduler::Publish(SlotPlan& plan) {
@@ -371,15 +423,12 @@ void Scheduler::Publish(SlotPlan& plan) {
   int64_t* labels = wire::SlotLabels(slot, g);
   std::byte* tensor = wire::SlotTensor(slot, g);
   uint32_t kept = 0;
-  uint32_t skipped = 0;
-  std::string first_error;
+  uint32_t skipped = plan.substituted;
+  std::string first_error = plan.first_failure;
   // Failed samples are left out; later ones move down so the tensor stays
   // contiguous. Failures are rare, so the move is too.
   for (uint32_t pos = 0; pos < plan.items.size(); ++pos) {
-    if (!plan.errors[pos].empty()) {
-      if (skipped++ == 0) first_error = plan.errors[pos];
-      continue;
-    }
+    if (!plan.errors[pos].empty()) continue;  // its substitutes failed too (counted)
     if (kept != pos) {
       std::memmove(tensor + g.sample_bytes * kept, tensor + g.sample_bytes * pos, g.sample_bytes);
     }
@@ -423,6 +472,13 @@ void Scheduler::Loop() {
     }
     const auto start = Clock::now();
     pipeline_->Run(tasks);
+    // A sample that failed is replaced by a substitute, so every batch holds
+    // what its position in the epoch promises.
+    for (uint32_t attempt = 1; attempt <= kSubstituteAttempts; ++attempt) {
+      std::vector<ItemTask> retry = PlanSubstitutes(plans, attempt);
+      if (retry.empty()) break;
+      pipeline_->Run(retry);
+    }
     const uint64_t ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
     for (auto& plan : plans) {

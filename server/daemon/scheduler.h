@@ -18,6 +18,14 @@
 // whether an item is in the encoded or decoded tier, and each job's epoch is
 // registered with its spec's ods_fraction.
 //
+// Every batch holds what its position in the epoch promises
+// (ServedJob::BatchTarget) and an epoch ends with its last batch, so
+// batches_per_epoch is exact for every job and rank. A sample that fails in
+// the pipeline is replaced by a substitute (ServedJob::Substitute, never an
+// item known to fail) in up to four more pipeline passes before the wave is
+// published. Each job's epoch enters its policy with the job's own seed
+// (JobSpec seed, epoch, rank and the daemon's sampler_seed).
+//
 // AddJob/RemoveJob/Seek/Wake/Describe may be called from any thread; they
 // take mu_. Production state is changed only under mu_ by the scheduler
 // thread or by Seek.
@@ -31,6 +39,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <span>
 #include <thread>
 #include <unordered_map>
@@ -58,7 +67,10 @@ struct SamplerGroup {
 };
 
 struct SchedulerOptions {
-  uint64_t sampler_seed = 0;  // seeds each dataset's sampler (mixed with the dataset)
+  // The daemon-wide seed (DaemonOptions::sampler_seed): mixed into every
+  // sampler's stream and every job's order. 0 (default) keeps a job's order
+  // a pure function of its (seed, epoch) across restarts and machines.
+  uint64_t sampler_seed = 0;
 };
 
 class Scheduler {
@@ -96,6 +108,8 @@ class Scheduler {
     bool finished = false;
     bool consumer_ready = false;  // production starts when the consumer first waits
     bool started = false;         // a batch has been planned for the job
+    // Producing start_epoch after a restart: leave out resume_consumed.
+    bool resuming = false;
     // Since when the job has had nothing buffered while its peers were full.
     std::optional<std::chrono::steady_clock::time_point> starving_since;
     // Since when the job's ring has been full (its consumer is behind).
@@ -111,6 +125,10 @@ class Scheduler {
   // Plans a wave under mu_; returns false if no job can take a batch.
   bool PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans, std::vector<ItemTask>* tasks);
   void Publish(SlotPlan& plan);
+  // Replaces the samples of `plans` that failed by substitutes and returns
+  // the tasks that prepare them (empty: nothing failed). Takes mu_.
+  std::vector<ItemTask> PlanSubstitutes(std::vector<std::unique_ptr<SlotPlan>>& plans,
+                                        uint32_t attempt);
   // Leaves the job's current epoch, dropping the demand it still had.
   void LeaveSampler(Production& p);
   void EnterEpochDemand(Production& p, std::span<const ItemId> items);   // requires mu_
@@ -135,6 +153,9 @@ class Scheduler {
   // another while its keys may be in the cache.
   std::vector<std::shared_ptr<const Dataset>> indexed_datasets_;  // GUARDED_BY(mu_)
   std::map<const Dataset*, uint32_t> dataset_index_;              // GUARDED_BY(mu_)
+  // Items that failed to read or decode, by dataset index: substitutes are
+  // never drawn from them.
+  std::set<std::pair<uint32_t, ItemId>> failed_items_;  // GUARDED_BY(mu_)
   std::thread thread_;
 };
 

@@ -12,7 +12,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -48,10 +50,31 @@ struct ServedJob {
 
   JobCounters counters;
 
+ private:
+  // Substitute's copy of the last DDP shard it needed.
+  mutable std::mutex substitute_mu_;
+  mutable uint64_t substitute_epoch_ = 0;         // GUARDED_BY(substitute_mu_)
+  mutable std::vector<ItemId> substitute_shard_;  // GUARDED_BY(substitute_mu_)
+
+ public:
   // The items this rank receives in `epoch`: the whole subset, or its shard
-  // of a (seed, epoch)-shuffled split into world_size parts.
-  std::vector<ItemId> EpochItems(uint64_t epoch) const;
+  // of the DistributedSampler-style split (JobSpec::rank). Sorted by id when
+  // the job shuffles (the sampling policy decides the order); in the
+  // sequential order otherwise. With `resuming`, start_epoch's items the job
+  // consumed before a restart (JobSpec::resume_consumed) are left out.
+  std::vector<ItemId> EpochItems(uint64_t epoch, bool resuming = false) const;
+  // Items per epoch for this rank: n, or ceil / floor(n / world_size).
+  uint64_t ShardSize() const;
   uint64_t BatchesPerEpoch() const;
+  // How many samples batch `batch_index` of an epoch holds: batch_size, but
+  // the epoch's rest for the last batch unless drop_last.
+  uint64_t BatchTarget(uint64_t batch_index) const;
+  // A documented stand-in for a sample that failed: an item of the job's
+  // shard of `epoch` that is not `failed` and not known to fail, chosen
+  // uniformly from (seed, epoch, failed, attempt); `failed` itself when the
+  // shard has no other candidate.
+  ItemId Substitute(uint64_t epoch, ItemId failed, uint32_t attempt,
+                    const std::function<bool(ItemId)>& known_to_fail) const;
   nlohmann::json Describe() const;
 };
 
