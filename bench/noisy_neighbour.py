@@ -48,7 +48,7 @@ def message_numbers():
     return numbers
 
 
-def neighbour(sock_path, data, mode, stop):
+def neighbour(sock_path, data, mode, stop, sent):
     n = message_numbers()
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(sock_path)
@@ -65,7 +65,9 @@ def neighbour(sock_path, data, mode, stop):
     burst = (frame(n["kSlotReleased"]) * 50 + frame(n["kStatsRequest"], b"", 2)) * 20
     while not stop.is_set():
         try:
-            s.send(burst)
+            n_bytes = s.send(burst)
+            with sent.get_lock():
+                sent.value += n_bytes // 16  # frames (16-byte headers, empty bodies)
         except BlockingIOError:
             time.sleep(0.001)  # the daemon paces us: the socket is full
         except OSError:
@@ -78,7 +80,11 @@ def measure(sock_path, data, seconds):
     loader = galley.DataLoader(data, batch_size=16, socket=sock_path, epochs=None,
                                transform=T.Compose([T.RandomResizedCrop(64),
                                                     T.RandomHorizontalFlip()]))
-    it = iter(loader)
+    def endless():
+        while True:  # one pass per epoch, as torch's DataLoader
+            yield from loader
+
+    it = endless()
     for _ in range(5):
         next(it)  # warm-up outside the timed loop
     batches, t0 = 0, time.perf_counter()
@@ -113,7 +119,8 @@ def main():
         rates = {}
         for mode in ("idle", "flood"):
             stop = mp.Event()
-            peer = mp.Process(target=neighbour, args=(sock_path, str(other), mode, stop))
+            sent = mp.Value("q", 0)
+            peer = mp.Process(target=neighbour, args=(sock_path, str(other), mode, stop, sent))
             peer.start()
             time.sleep(0.5)
             rates[mode] = measure(sock_path, str(data), args.seconds)
@@ -121,7 +128,8 @@ def main():
             peer.join(timeout=10)
             if peer.is_alive():
                 peer.kill()
-            print(f"beside an {mode:5} peer: {rates[mode]:8.1f} batches/s", flush=True)
+            print(f"beside an {mode:5} peer: {rates[mode]:8.1f} batches/s "
+                  f"(the peer sent {sent.value} frames)", flush=True)
         print(f"ratio flood/idle: {rates['flood'] / rates['idle']:.3f} (target >= 0.90)")
     finally:
         daemon.terminate()
