@@ -3,6 +3,7 @@
 // whole per-batch cost of the data plane (no copy of the tensor): a semaphore
 // post and wait, two atomic state changes, and one SlotReleased frame.
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 
 #include <cstring>
@@ -28,14 +29,14 @@ RingPair MakeRingPair(uint32_t batch) {
   int fds[2];
   ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds);
   pair.daemon_end.Reset(fds[0]);
-  auto fd = pair.ring->DuplicateFd().value();
-  auto region = wire::MappedRegion::Map(fd.get(), geometry.segment_bytes).value();
+  auto region = wire::MappedRegion::Map(pair.ring->segment_fd(), geometry.segment_bytes).value();
+  wire::UniqueFd ready(::fcntl(pair.ring->ready_fd(), F_DUPFD_CLOEXEC, 0));
   JobInfo info;
   info.sample_shape = {3, 224, 224};
   info.slots = 4;
   pair.channel = std::make_shared<internal::JobChannel>(
-      new wire::Connection(wire::UniqueFd(fds[1])), info, std::move(region), geometry,
-      std::chrono::milliseconds(1000));
+      new wire::Connection(wire::UniqueFd(fds[1])), info, std::move(region), std::move(ready),
+      geometry, std::chrono::milliseconds(1000));
   // Fill every slot's tensor once so pages are resident, as in steady state.
   for (uint32_t i = 0; i < 4; ++i) {
     std::memset(wire::SlotTensor(pair.ring->slot(i), geometry), 1, batch * sample_bytes);

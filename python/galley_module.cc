@@ -62,7 +62,12 @@ Exceptions* exceptions = nullptr;
     default:
       break;
   }
-  PyErr_SetString(type.ptr(), status.message().c_str());
+  // Messages can quote file names that are not UTF-8: keep such bytes as
+  // \xNN instead of replacing the error with a UnicodeDecodeError.
+  const std::string& message = status.message();
+  py::object text = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(
+      message.data(), static_cast<Py_ssize_t>(message.size()), "backslashreplace"));
+  PyErr_SetObject(type.ptr(), text.ptr());
   throw py::error_already_set();
 }
 
@@ -192,7 +197,11 @@ py::tuple BatchToPython(galley::Batch batch) {
   meta["last_in_epoch"] = b.last_in_epoch();
   meta["end_of_stream"] = b.end_of_stream();
   meta["skipped"] = b.skipped();
-  meta["first_error"] = b.first_error();
+  // A failed file's name need not be UTF-8 (a Latin-1 folder, say); show
+  // such bytes as \xNN rather than fail with UnicodeDecodeError.
+  const std::string first_error = b.first_error();
+  meta["first_error"] = py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(
+      first_error.data(), static_cast<Py_ssize_t>(first_error.size()), "backslashreplace"));
   return py::make_tuple(py::cast(std::move(memory)), labels, ids, meta);
 }
 

@@ -7,7 +7,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config ninja-build ccache dpkg-dev
-  libturbojpeg0-dev libjpeg62-turbo-dev libexif-dev
+  libturbojpeg0-dev libjpeg62-turbo-dev libexif-dev libwebp-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   libboost-dev libtbb-dev
   nlohmann-json3-dev libspdlog-dev libtomlplusplus-dev libcli11-dev

@@ -12,7 +12,7 @@ add_custom_target(galley_image_fixtures DEPENDS ${GALLEY_IMAGE_FIXTURE_DIR}/stam
 
 galley_add_test(image_decoder_test
   SOURCES unit/image_decoder_test.cc
-  LIBS galley_image galley_opencv)
+  LIBS galley_image galley_opencv PkgConfig::LibWebP)
 add_dependencies(image_decoder_test galley_image_fixtures)
 target_compile_definitions(image_decoder_test PRIVATE
   GALLEY_IMAGE_FIXTURE_DIR="${GALLEY_IMAGE_FIXTURE_DIR}")

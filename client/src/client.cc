@@ -22,7 +22,8 @@ Result<std::unique_ptr<wire::Connection>> Handshake(const ClientOptions& options
   nlohmann::json hello = {{"protocol_version", wire::kProtocolVersion},
                           {"client", options.client_name},
                           {"pid", static_cast<int64_t>(::getpid())}};
-  GALLEY_RETURN_IF_ERROR(connection->SendFrame(wire::MessageType::kHello, 0, hello.dump()));
+  GALLEY_ASSIGN_OR_RETURN(auto hello_text, wire::EncodeJson(hello));
+  GALLEY_RETURN_IF_ERROR(connection->SendFrame(wire::MessageType::kHello, 0, hello_text));
   auto frame = connection->ReadFrame(Clock::now() + options.request_timeout);
   if (!frame.ok() && frame.status().code() == StatusCode::kProtocolError) {
     // A daemon of another release answers in its own protocol version.
@@ -51,8 +52,10 @@ Result<nlohmann::json> RoundTrip(const ClientOptions& options, wire::MessageType
                                  const nlohmann::json& body, wire::MessageType reply_type,
                                  wire::Frame* reply_frame = nullptr,
                                  std::unique_ptr<wire::Connection>* keep = nullptr) {
+  // Encoded first: a request that cannot be sent needs no connection.
+  GALLEY_ASSIGN_OR_RETURN(auto text, wire::EncodeJson(body));
   GALLEY_ASSIGN_OR_RETURN(auto connection, Handshake(options));
-  GALLEY_RETURN_IF_ERROR(connection->SendFrame(type, 1, body.dump()));
+  GALLEY_RETURN_IF_ERROR(connection->SendFrame(type, 1, text));
   GALLEY_ASSIGN_OR_RETURN(auto frame,
                           connection->ReadFrame(Clock::now() + options.request_timeout));
   GALLEY_ASSIGN_OR_RETURN(auto reply, wire::ParseObject(frame.payload));
@@ -109,8 +112,8 @@ Result<Job> Client::OpenJob(const JobSpec& spec) const {
       auto reply, RoundTrip(options_, wire::MessageType::kOpenJob, wire::JobSpecToJson(spec),
                             wire::MessageType::kJobOpened, &frame, &connection));
   GALLEY_ASSIGN_OR_RETURN(JobInfo info, wire::JobInfoFromJson(reply));
-  if (!frame.passed_fd.valid()) {
-    return Status::ProtocolError("JobOpened arrived without the segment descriptor");
+  if (!frame.passed_fd.valid() || !frame.second_fd.valid()) {
+    return Status::ProtocolError("JobOpened arrived without the segment and eventfd descriptors");
   }
   const uint64_t sample_bytes = static_cast<uint64_t>(info.sample_shape[0]) * info.sample_shape[1] *
                                 info.sample_shape[2] * (info.dtype == DType::kUInt8 ? 1 : 4);
@@ -121,14 +124,15 @@ Result<Job> Client::OpenJob(const JobSpec& spec) const {
   GALLEY_RETURN_IF_ERROR(
       wire::ValidateHeader(*wire::HeaderAt(region.base()), geometry, region.size()));
   auto channel = std::make_shared<internal::JobChannel>(
-      connection.release(), std::move(info), std::move(region), geometry, options_.request_timeout);
+      connection.release(), std::move(info), std::move(region), std::move(frame.second_fd),
+      geometry, options_.request_timeout);
   return Job(std::move(channel));
 }
 
 Result<std::string> Client::Query(const std::string& what) const {
   GALLEY_ASSIGN_OR_RETURN(auto reply, RoundTrip(options_, wire::MessageType::kQuery,
                                                 {{"what", what}}, wire::MessageType::kQueryReply));
-  return reply.dump(2);
+  return reply.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 Job::Job(std::shared_ptr<internal::JobChannel> channel) : channel_(std::move(channel)) {}

@@ -1,6 +1,9 @@
 #include "job_channel.h"
 
-#include <boost/date_time/posix_time/posix_time_types.hpp>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include "wire/messages.h"
 
@@ -15,12 +18,24 @@ constexpr auto kLivenessSlice = std::chrono::milliseconds(100);
 }  // namespace
 
 JobChannel::JobChannel(wire::Connection* connection, JobInfo info, wire::MappedRegion region,
-                       wire::SegmentGeometry geometry, std::chrono::milliseconds request_timeout)
+                       wire::UniqueFd ready_fd, wire::SegmentGeometry geometry,
+                       std::chrono::milliseconds request_timeout)
     : connection_(connection),
       info_(std::move(info)),
       region_(std::move(region)),
+      ready_fd_(std::move(ready_fd)),
       geometry_(geometry),
       request_timeout_(request_timeout) {}
+
+bool JobChannel::TakeWakeup(std::chrono::milliseconds timeout) {
+  uint64_t value = 0;
+  // EFD_SEMAPHORE: each successful read takes exactly one wake-up.
+  if (::read(ready_fd_.get(), &value, sizeof(value)) == sizeof(value)) return true;
+  if (timeout.count() <= 0) return false;
+  pollfd pfd{ready_fd_.get(), POLLIN, 0};
+  if (::poll(&pfd, 1, static_cast<int>(timeout.count())) <= 0) return false;
+  return ::read(ready_fd_.get(), &value, sizeof(value)) == sizeof(value);
+}
 
 Status JobChannel::CheckConnection() {
   if (!connection_->Readable()) return Status::Ok();
@@ -57,7 +72,17 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
     }
   }
   while (true) {
-    bool got = head->ready.try_wait();
+    if (leased_.load(std::memory_order_acquire) >= geometry_.slot_count) {
+      // Nothing can arrive until the caller lets a batch go: say so now
+      // instead of timing out.
+      return Status::ResourceExhausted(
+          "all " + std::to_string(geometry_.slot_count) +
+          " batch slots of this job are held by the caller (prefetch=" +
+          std::to_string(geometry_.slot_count - 1) +
+          " plus the batch in hand); a batch's slot is returned when its tensors are freed, so "
+          "copy batches you keep (tensor.clone()) or raise prefetch");
+    }
+    bool got = TakeWakeup(std::chrono::milliseconds(0));
     // The time the consumer waits for a batch is reported to the daemon
     // through the segment header (galleyctl jobs, metrics).
     struct WaitRecorder {
@@ -88,10 +113,8 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
         return Status::DeadlineExceeded("no batch from galleyd within the timeout");
       }
       const auto slice = std::min<Clock::duration>(kLivenessSlice, deadline - now);
-      const auto until = boost::posix_time::microsec_clock::universal_time() +
-                         boost::posix_time::microseconds(
-                             std::chrono::duration_cast<std::chrono::microseconds>(slice).count());
-      got = head->ready.timed_wait(until);
+      got = TakeWakeup(std::max(std::chrono::milliseconds(1),
+                                std::chrono::ceil<std::chrono::milliseconds>(slice)));
     }
     // The daemon publishes slots in sequence order, so the one we want is ready.
     uint32_t found = geometry_.slot_count;
@@ -112,6 +135,7 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
     ++next_sequence_;
     auto* s = slot(found);
     s->state.store(static_cast<uint32_t>(wire::SlotState::kLeased), std::memory_order_release);
+    leased_.fetch_add(1, std::memory_order_acq_rel);
     if (s->generation < generation_) {
       ReleaseSlot(found);  // prepared before a SeekEpoch: not wanted
       continue;
@@ -124,6 +148,7 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
 void JobChannel::ReleaseSlot(uint32_t index) {
   slot(index)->state.store(static_cast<uint32_t>(wire::SlotState::kFree),
                            std::memory_order_release);
+  leased_.fetch_sub(1, std::memory_order_acq_rel);
   // A failure means the daemon is gone; nothing is waiting for the slot then.
   (void)connection_->SendFrame(wire::MessageType::kSlotReleased, 0, "");
 }
@@ -131,7 +156,8 @@ void JobChannel::ReleaseSlot(uint32_t index) {
 Result<nlohmann::json> JobChannel::Request(wire::MessageType type, const nlohmann::json& body,
                                            wire::MessageType reply_type) {
   const uint32_t id = next_request_id_++;
-  GALLEY_RETURN_IF_ERROR(connection_->SendFrame(type, id, body.dump()));
+  GALLEY_ASSIGN_OR_RETURN(auto text, wire::EncodeJson(body));
+  GALLEY_RETURN_IF_ERROR(connection_->SendFrame(type, id, text));
   const auto deadline = Clock::now() + request_timeout_;
   while (true) {
     GALLEY_ASSIGN_OR_RETURN(auto frame, connection_->ReadFrame(deadline));

@@ -8,6 +8,7 @@
 #ifndef GALLEY_CLIENT_JOB_CHANNEL_H_
 #define GALLEY_CLIENT_JOB_CHANNEL_H_
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -21,8 +22,11 @@ namespace galley::internal {
 
 class JobChannel {
  public:
+  // `ready_fd` is the eventfd the daemon signals once per published slot
+  // (and once when it ends the job); the channel owns it.
   JobChannel(wire::Connection* connection, JobInfo info, wire::MappedRegion region,
-             wire::SegmentGeometry geometry, std::chrono::milliseconds request_timeout);
+             wire::UniqueFd ready_fd, wire::SegmentGeometry geometry,
+             std::chrono::milliseconds request_timeout);
 
   const JobInfo& info() const { return info_; }
   const wire::SegmentGeometry& geometry() const { return geometry_; }
@@ -46,13 +50,18 @@ class JobChannel {
   // Reads a frame the daemon sent without being asked (an Error when it ends
   // the job) or notices that it hung up.
   Status CheckConnection();
+  // Takes one wake-up from the eventfd, waiting at most `timeout`.
+  bool TakeWakeup(std::chrono::milliseconds timeout);
 
   std::unique_ptr<wire::Connection> connection_;
   const JobInfo info_;
   const wire::MappedRegion region_;
+  const wire::UniqueFd ready_fd_;
   const wire::SegmentGeometry geometry_;
   const std::chrono::milliseconds request_timeout_;
 
+  // Slots the caller holds (leased, not yet released); any thread.
+  std::atomic<uint32_t> leased_{0};
   std::mutex consume_mu_;
   uint64_t next_sequence_ = 0;    // GUARDED_BY(consume_mu_)
   uint64_t generation_ = 0;       // GUARDED_BY(consume_mu_)

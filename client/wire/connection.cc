@@ -4,8 +4,10 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 namespace galley::wire {
 namespace {
@@ -14,8 +16,10 @@ std::string Errno(const char* what) { return std::string(what) + ": " + std::str
 
 int RemainingMs(std::optional<Deadline> deadline) {
   if (!deadline) return -1;
+  if (*deadline == Deadline::max()) return -1;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       *deadline - std::chrono::steady_clock::now());
+  if (left.count() > std::numeric_limits<int>::max()) return std::numeric_limits<int>::max();
   return left.count() < 0 ? 0 : static_cast<int>(left.count());
 }
 
@@ -37,8 +41,23 @@ Result<UniqueFd> Connection::ConnectUnix(const std::string& path) {
   return fd;
 }
 
+bool Connection::TrySendFrame(MessageType type, uint32_t request_id, std::string_view payload) {
+  if (payload.size() > kMaxPayloadBytes) return false;
+  FrameHeader header;
+  header.type = type;
+  header.payload_length = static_cast<uint32_t>(payload.size());
+  header.request_id = request_id;
+  const auto head = EncodeFrameHeader(header);
+  std::unique_lock lock(send_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  std::string whole(reinterpret_cast<const char*>(head.data()), head.size());
+  whole.append(payload);
+  const ssize_t n = ::send(socket_.get(), whole.data(), whole.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  return n == static_cast<ssize_t>(whole.size());
+}
+
 Status Connection::SendFrame(MessageType type, uint32_t request_id, std::string_view payload,
-                             int fd_to_pass) {
+                             int fd_to_pass, int second_fd) {
   if (payload.size() > kMaxPayloadBytes) {
     return Status::InvalidArgument("message too large to send: " + std::to_string(payload.size()) +
                                    " bytes");
@@ -54,7 +73,9 @@ Status Connection::SendFrame(MessageType type, uint32_t request_id, std::string_
                   {const_cast<char*>(payload.data()), payload.size()}};
   size_t total = head.size() + payload.size();
   size_t sent = 0;
-  bool fd_sent = fd_to_pass < 0;
+  const int fds[2] = {fd_to_pass, second_fd};
+  const int fd_count = fd_to_pass < 0 ? 0 : second_fd < 0 ? 1 : 2;
+  bool fd_sent = fd_count == 0;
   while (sent < total) {
     msghdr msg{};
     iovec parts[2];
@@ -73,15 +94,15 @@ Status Connection::SendFrame(MessageType type, uint32_t request_id, std::string_
     }
     msg.msg_iov = parts;
     msg.msg_iovlen = count;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 2)] = {};
     if (!fd_sent) {
       msg.msg_control = control;
-      msg.msg_controllen = sizeof(control);
+      msg.msg_controllen = CMSG_SPACE(sizeof(int) * fd_count);
       cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
       cmsg->cmsg_level = SOL_SOCKET;
       cmsg->cmsg_type = SCM_RIGHTS;
-      cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(cmsg), &fd_to_pass, sizeof(int));
+      cmsg->cmsg_len = CMSG_LEN(sizeof(int) * fd_count);
+      std::memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * fd_count);
     }
     const ssize_t n = ::sendmsg(socket_.get(), &msg, MSG_NOSIGNAL);
     if (n < 0) {
@@ -97,14 +118,16 @@ Status Connection::SendFrame(MessageType type, uint32_t request_id, std::string_
   return Status::Ok();
 }
 
-Status Connection::ReadExact(void* out, size_t size, std::optional<Deadline> deadline, bool first,
-                             UniqueFd* passed_fd) {
+Status Connection::ReadExact(void* out, size_t size, std::optional<Deadline> start_deadline,
+                             Deadline finish_deadline, bool frame_start, Frame* frame) {
   auto* dst = static_cast<char*>(out);
   size_t got = 0;
+  const bool first = frame_start;
   while (got < size) {
-    // Only the start of a frame waits for the deadline; once a frame has
-    // begun, the rest must follow within a bounded time.
-    const int wait_ms = first && got == 0 ? RemainingMs(deadline) : 10000;
+    // Only the start of a frame waits for the caller's deadline; once a
+    // frame has begun, all of it must arrive by `finish_deadline`.
+    const int wait_ms =
+        first && got == 0 ? RemainingMs(start_deadline) : RemainingMs(finish_deadline);
     pollfd pfd{socket_.get(), POLLIN, 0};
     const int ready = ::poll(&pfd, 1, wait_ms);
     if (ready < 0) {
@@ -134,8 +157,12 @@ Status Connection::ReadExact(void* out, size_t size, std::optional<Deadline> dea
       for (size_t i = 0; i < count; ++i) {
         int fd;
         std::memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
-        UniqueFd owned(fd);
-        if (passed_fd != nullptr && !passed_fd->valid()) *passed_fd = std::move(owned);
+        UniqueFd owned(fd);  // closed here unless the frame keeps it
+        if (!frame->passed_fd.valid()) {
+          frame->passed_fd = std::move(owned);
+        } else if (!frame->second_fd.valid()) {
+          frame->second_fd = std::move(owned);
+        }
       }
     }
     if (n == 0) {
@@ -150,12 +177,23 @@ Status Connection::ReadExact(void* out, size_t size, std::optional<Deadline> dea
 Result<Frame> Connection::ReadFrame(std::optional<Deadline> deadline) {
   Frame frame;
   std::array<std::byte, kFrameHeaderBytes> head;
-  GALLEY_RETURN_IF_ERROR(ReadExact(head.data(), head.size(), deadline, true, &frame.passed_fd));
+  // The finish deadline is set when the first byte has arrived (ReadExact
+  // waits for it first); measuring from here is at most one poll early.
+  GALLEY_RETURN_IF_ERROR(ReadExact(head.data(), 1, deadline, Deadline::max(), true, &frame));
+  const Deadline finish = std::chrono::steady_clock::now() + kFrameCompletionTimeout;
+  GALLEY_RETURN_IF_ERROR(
+      ReadExact(head.data() + 1, head.size() - 1, std::nullopt, finish, false, &frame));
   GALLEY_ASSIGN_OR_RETURN(frame.header, DecodeFrameHeader(head));
-  frame.payload.resize(frame.header.payload_length);
-  if (!frame.payload.empty()) {
+  // The payload buffer grows as bytes arrive, so a peer that announces a
+  // large frame and trickles it holds only what it has sent.
+  constexpr size_t kChunk = 64 * 1024;
+  size_t have = 0;
+  while (have < frame.header.payload_length) {
+    const size_t step = std::min<size_t>(kChunk, frame.header.payload_length - have);
+    frame.payload.resize(have + step);
     GALLEY_RETURN_IF_ERROR(
-        ReadExact(frame.payload.data(), frame.payload.size(), deadline, false, &frame.passed_fd));
+        ReadExact(frame.payload.data() + have, step, std::nullopt, finish, false, &frame));
+    have += step;
   }
   return frame;
 }

@@ -24,7 +24,8 @@ namespace galley::wire {
 struct Frame {
   FrameHeader header;
   std::string payload;  // JSON text, possibly empty
-  UniqueFd passed_fd;   // set when the frame carried a descriptor
+  UniqueFd passed_fd;   // the first descriptor the frame carried, if any
+  UniqueFd second_fd;   // the second one (JobOpened passes the ring and its eventfd)
 };
 
 struct PeerCredentials {
@@ -35,6 +36,9 @@ struct PeerCredentials {
 
 using Deadline = std::chrono::steady_clock::time_point;
 
+// How long a frame may take to arrive once its first byte has.
+inline constexpr std::chrono::seconds kFrameCompletionTimeout{10};
+
 class Connection {
  public:
   explicit Connection(UniqueFd socket) : socket_(std::move(socket)) {}
@@ -44,13 +48,19 @@ class Connection {
   // Connects to the daemon's socket at `path`.
   static Result<UniqueFd> ConnectUnix(const std::string& path);
 
-  // Sends one frame; `fd_to_pass` (if >= 0) travels with it as SCM_RIGHTS.
+  // Sends one frame; `fd_to_pass` and `second_fd` (each if >= 0) travel
+  // with it as SCM_RIGHTS, in that order.
   Status SendFrame(MessageType type, uint32_t request_id, std::string_view payload,
-                   int fd_to_pass = -1);
+                   int fd_to_pass = -1, int second_fd = -1);
+  // Best effort, never blocks: sends the frame only if the socket takes it
+  // whole at once and no other thread is sending. For last words on shutdown.
+  bool TrySendFrame(MessageType type, uint32_t request_id, std::string_view payload);
 
-  // Reads one whole frame, waiting at most until `deadline` for it to start.
+  // Reads one whole frame, waiting at most until `deadline` for it to start;
+  // once it has started, the whole frame must arrive within
+  // kFrameCompletionTimeout (a deadline for the frame, not per byte).
   // Unavailable when the peer closed the socket, DeadlineExceeded on timeout,
-  // ProtocolError on a malformed header.
+  // ProtocolError on a malformed header or a frame that did not complete.
   Result<Frame> ReadFrame(std::optional<Deadline> deadline = std::nullopt);
 
   // True if the peer has hung up or sent something (a read would not block).
@@ -62,8 +72,11 @@ class Connection {
   void Shutdown();
 
  private:
-  Status ReadExact(void* out, size_t size, std::optional<Deadline> deadline, bool first,
-                   UniqueFd* passed_fd);
+  // Reads `size` bytes; `start_deadline` bounds the wait for the first byte
+  // (a clean end of stream before it is Unavailable), `finish_deadline` the
+  // rest. Descriptors that arrive are kept in `frame` (at most two).
+  Status ReadExact(void* out, size_t size, std::optional<Deadline> start_deadline,
+                   Deadline finish_deadline, bool frame_start, Frame* frame);
 
   UniqueFd socket_;
   std::mutex send_mu_;  // keeps concurrent frames from interleaving

@@ -161,8 +161,107 @@ Status HexBitmapToIds(const json& body, const char* name, std::vector<uint64_t>*
 
 }  // namespace
 
+bool IsValidUtf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t length;
+    uint32_t code;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      length = 2, code = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      length = 3, code = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      length = 4, code = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + length > text.size()) return false;
+    for (size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0) != 0x80) return false;
+      code = (code << 6) | (next & 0x3F);
+    }
+    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
+    static constexpr uint32_t kMinimum[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code < kMinimum[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+      return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
+std::string EscapeBytes(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t length = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+    if (c >= 0x20 && c != 0x7F && i + length <= text.size() &&
+        IsValidUtf8(text.substr(i, length)) && (c >= 0x80 || c != '\\')) {
+      out.append(text.substr(i, length));
+      i += length;
+      continue;
+    }
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 0xF];
+    ++i;
+  }
+  return out;
+}
+
+std::string DumpJson(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<std::string> EncodeJson(const json& value) {
+  try {
+    return value.dump();
+  } catch (const json::exception&) {
+    return Status::InvalidArgument(
+        "a text field is not valid UTF-8 (galley's protocol carries UTF-8 text): " +
+        EscapeBytes(DumpJson(value).substr(0, 200)));
+  }
+}
+
+// Scans `payload` for its deepest nesting of arrays and objects without
+// building anything (brackets inside strings do not count).
+bool NestedDeeperThan(std::string_view payload, int limit) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : payload) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 Result<json> ParseObject(std::string_view payload) {
   if (payload.empty()) return json::object();
+  if (NestedDeeperThan(payload, kMaxJsonDepth)) {
+    return Status::InvalidArgument("message body is nested more than " +
+                                   std::to_string(kMaxJsonDepth) + " levels deep");
+  }
   json body = json::parse(payload, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return Status::InvalidArgument("message body is not valid JSON");
   if (!body.is_object()) return Status::InvalidArgument("message body must be a JSON object");

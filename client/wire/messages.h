@@ -15,8 +15,28 @@
 
 namespace galley::wire {
 
-// Parses a payload that must be a JSON object (an empty payload is {}).
+// Deepest nesting of arrays and objects a message may have. Deeper input is
+// refused before parsing: nlohmann's dump and destructor recurse.
+inline constexpr int kMaxJsonDepth = 64;
+
+// Parses a payload that must be a JSON object (an empty payload is {}),
+// nested at most kMaxJsonDepth deep.
 Result<nlohmann::json> ParseObject(std::string_view payload);
+
+// Serialises `value` without ever throwing: text that is not valid UTF-8
+// (a Latin-1 file name, say) has its bad bytes replaced by U+FFFD. For
+// replies and diagnostics, where a lossy name beats a dead daemon.
+std::string DumpJson(const nlohmann::json& value);
+// Serialises `value`, refusing text that is not valid UTF-8 with an
+// InvalidArgument naming the problem. For requests, where altering a path
+// would silently name another file.
+Result<std::string> EncodeJson(const nlohmann::json& value);
+
+// True if `text` is well-formed UTF-8.
+bool IsValidUtf8(std::string_view text);
+// `text` with every byte that is not part of well-formed UTF-8, and every
+// control character, written as \xNN: safe to show and to put in JSON.
+std::string EscapeBytes(std::string_view text);
 
 nlohmann::json JobSpecToJson(const JobSpec& spec);
 Result<JobSpec> JobSpecFromJson(const nlohmann::json& body);

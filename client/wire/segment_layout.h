@@ -4,14 +4,16 @@
 // The daemon creates the segment, fills slots and publishes them; the client
 // maps it (through a descriptor passed over the control socket), takes ready
 // slots in publication order and frees them. Cross-process state is only the
-// atomics and the semaphore below; everything else in a slot is written by
+// atomics below; wake-ups travel through an eventfd passed beside the
+// segment's descriptor, never through the segment (which the client can
+// write, so the daemon keeps nothing there it must trust). Everything else
+// in a slot is written by
 // the daemon before it publishes the slot (release) and read by the client
 // after it observes the publication (acquire).
 #ifndef GALLEY_WIRE_SEGMENT_LAYOUT_H_
 #define GALLEY_WIRE_SEGMENT_LAYOUT_H_
 
 #include <atomic>
-#include <boost/interprocess/sync/interprocess_semaphore.hpp>
 #include <cstddef>
 #include <cstdint>
 
@@ -20,7 +22,7 @@
 namespace galley::wire {
 
 inline constexpr uint32_t kSegmentMagic = 0x47534547;  // "GSEG"
-inline constexpr uint32_t kSegmentLayoutVersion = 2;
+inline constexpr uint32_t kSegmentLayoutVersion = 3;
 inline constexpr size_t kSlotAlignment = 4096;
 inline constexpr size_t kMaxErrorText = 240;
 
@@ -69,8 +71,6 @@ struct SegmentHeader {
   TensorLayout layout;
   uint32_t reserved;
   uint64_t segment_bytes;
-  // Posted once per published slot; the client waits on it with a timeout.
-  boost::interprocess::interprocess_semaphore ready;
   std::atomic<uint32_t> closed;  // nonzero once the daemon ended the job
   int32_t close_code;            // StatusCode explaining why
   char close_reason[kMaxErrorText];

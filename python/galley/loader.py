@@ -80,8 +80,9 @@ class DataLoader:
     ``torch.float32`` ``[B, 3, H, W]`` when the transform ends in ``ToTensor``
     or ``Normalize`` or ``normalize=(mean, std)`` is given. ``labels`` is
     ``torch.int64`` ``[B]``. The batch's memory goes back to the daemon when
-    the images tensor is freed: keep fewer than ``prefetch`` batches alive
-    (``.clone()`` the ones you keep); holding all of them raises at once.
+    the images tensor is freed: the ring has ``prefetch + 1`` slots, so keep at
+    most ``prefetch`` batches alive besides the one in hand (``.clone()`` the
+    ones you keep); holding all of them raises at once.
 
     Order and epochs, as torch's ``DataLoader`` + ``DistributedSampler``:
 
@@ -146,7 +147,8 @@ class DataLoader:
         epochs: completed epochs after which iteration stops (None: endless).
         rank, world_size: the DDP shard; default ``torch.distributed``'s rank
             and world size when it is initialised, else 0 and 1.
-        prefetch: batch slots in shared memory (default 4).
+        prefetch: batches prepared ahead of the one in hand (default 4); the
+            ring in shared memory has ``prefetch + 1`` slots.
         on_error: ``"skip"`` (substitute and count) or ``"raise"``.
         policy: sampling policy (``dsa``, ``independent``, ``lockstep``,
             ``ods``); only with ``shuffle=True``.

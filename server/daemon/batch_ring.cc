@@ -1,95 +1,92 @@
 #include "server/daemon/batch_ring.h"
 
 #include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <boost/interprocess/permissions.hpp>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <new>
-#include <random>
 
 namespace galley {
-namespace bip = boost::interprocess;
 namespace {
 
 constexpr const char* kSegmentPrefix = "galley-";
 
-// 128 random bits: the name is unguessable for the microseconds it exists.
-std::string RandomSegmentName() {
-  std::random_device device;
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string name = kSegmentPrefix;
-  for (int i = 0; i < 4; ++i) {
-    uint32_t word = device();
-    for (int j = 0; j < 8; ++j, word >>= 4) name += kHex[word & 0xf];
-  }
-  return name;
+Status SysError(const std::string& what, int error) {
+  return Status::Internal(what + ": " + std::strerror(error));
 }
 
 }  // namespace
 
 Result<std::unique_ptr<BatchRing>> BatchRing::Create(const wire::SegmentGeometry& geometry,
                                                      const TensorShape& shape, uid_t owner) {
-  const std::string name = RandomSegmentName();
-  bip::permissions mode;
-  mode.set_permissions(0600);
-  try {
-    bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write, mode);
-    // Unlink first: whatever happens next, the name is gone.
-    bip::shared_memory_object::remove(name.c_str());
-    shm.truncate(static_cast<bip::offset_t>(geometry.segment_bytes));
-    const int fd = shm.get_mapping_handle().handle;
-    if (::geteuid() == 0 && owner != 0 && ::fchown(fd, owner, static_cast<gid_t>(-1)) != 0) {
-      return Status::Internal(std::string("fchown of the batch ring: ") + std::strerror(errno));
-    }
-    bip::mapped_region region(shm, bip::read_write, 0, geometry.segment_bytes);
-    auto* header = new (region.get_address()) wire::SegmentHeader{
-        .magic = wire::kSegmentMagic,
-        .layout_version = wire::kSegmentLayoutVersion,
-        .slot_count = geometry.slot_count,
-        .batch_capacity = geometry.batch_capacity,
-        .slot_stride = geometry.slot_stride,
-        .slots_offset = geometry.slots_offset,
-        .tensor_offset = geometry.tensor_offset,
-        .sample_bytes = geometry.sample_bytes,
-        .channels = shape.channels,
-        .height = shape.height,
-        .width = shape.width,
-        .dtype = shape.dtype,
-        .layout = shape.layout,
-        .reserved = 0,
-        .segment_bytes = geometry.segment_bytes,
-        .ready = bip::interprocess_semaphore(0),
-        .closed = 0,
-        .close_code = 0,
-        .close_reason = {},
-        .consumer_wait_ns = 0,
-        .consumer_waits = 0,
-    };
-    (void)header;
-    auto ring =
-        std::unique_ptr<BatchRing>(new BatchRing(geometry, std::move(shm), std::move(region)));
-    for (uint32_t i = 0; i < geometry.slot_count; ++i) {
-      new (ring->slot(i)) wire::SlotHeader{};
-    }
-    return ring;
-  } catch (const bip::interprocess_exception& e) {
-    bip::shared_memory_object::remove(name.c_str());
-    return Status::ResourceExhausted(std::string("cannot create the batch ring (") +
-                                     std::to_string(geometry.segment_bytes) +
-                                     " bytes of shared memory): " + e.what());
+  wire::UniqueFd fd(::memfd_create("galley-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return SysError("memfd_create for the batch ring", errno);
+  const auto bytes = static_cast<off_t>(geometry.segment_bytes);
+  if (::ftruncate(fd.get(), bytes) != 0) return SysError("ftruncate of the batch ring", errno);
+  // Reserve every page now: without this a full tmpfs or memory cgroup
+  // shows up as SIGBUS on the first write to a slot.
+  if (int err = ::posix_fallocate(fd.get(), 0, bytes); err != 0) {
+    return Status::ResourceExhausted(
+        "cannot reserve " + std::to_string(geometry.segment_bytes) +
+        " bytes of shared memory for the batch ring: " + std::strerror(err));
   }
+  // The client gets a read-write descriptor; with these seals it can write
+  // the pages but never change the size under the daemon's mapping.
+  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    return SysError("sealing the batch ring", errno);
+  }
+  if (::geteuid() == 0 && owner != 0 && ::fchown(fd.get(), owner, static_cast<gid_t>(-1)) != 0) {
+    return SysError("fchown of the batch ring", errno);
+  }
+  wire::UniqueFd ready(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE));
+  if (!ready.valid()) return SysError("eventfd for the batch ring", errno);
+  void* base =
+      ::mmap(nullptr, geometry.segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (base == MAP_FAILED) {
+    return Status::ResourceExhausted("cannot map the batch ring (" +
+                                     std::to_string(geometry.segment_bytes) +
+                                     " bytes): " + std::strerror(errno));
+  }
+  new (base) wire::SegmentHeader{
+      .magic = wire::kSegmentMagic,
+      .layout_version = wire::kSegmentLayoutVersion,
+      .slot_count = geometry.slot_count,
+      .batch_capacity = geometry.batch_capacity,
+      .slot_stride = geometry.slot_stride,
+      .slots_offset = geometry.slots_offset,
+      .tensor_offset = geometry.tensor_offset,
+      .sample_bytes = geometry.sample_bytes,
+      .channels = shape.channels,
+      .height = shape.height,
+      .width = shape.width,
+      .dtype = shape.dtype,
+      .layout = shape.layout,
+      .reserved = 0,
+      .segment_bytes = geometry.segment_bytes,
+      .closed = 0,
+      .close_code = 0,
+      .close_reason = {},
+      .consumer_wait_ns = 0,
+      .consumer_waits = 0,
+  };
+  auto ring =
+      std::unique_ptr<BatchRing>(new BatchRing(geometry, std::move(fd), std::move(ready), base));
+  for (uint32_t i = 0; i < geometry.slot_count; ++i) new (ring->slot(i)) wire::SlotHeader{};
+  return ring;
 }
 
-BatchRing::~BatchRing() = default;
+BatchRing::~BatchRing() { ::munmap(base_, geometry_.segment_bytes); }
 
-Result<wire::UniqueFd> BatchRing::DuplicateFd() const {
-  const int fd = ::fcntl(shm_.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return Status::Internal(std::string("dup: ") + std::strerror(errno));
-  return wire::UniqueFd(fd);
+void BatchRing::Notify() {
+  // Non-blocking: the counter saturates only if the client itself writes
+  // huge values into the eventfd, and then it is the one left unwoken.
+  const uint64_t one = 1;
+  (void)!::write(ready_fd_.get(), &one, sizeof(one));
 }
 
 std::optional<uint32_t> BatchRing::Claim() {
@@ -113,7 +110,7 @@ void BatchRing::Publish(uint32_t index) {
   auto* s = slot(index);
   s->sequence = next_sequence_++;
   s->state.store(static_cast<uint32_t>(wire::SlotState::kReady), std::memory_order_release);
-  wire::HeaderAt(region_.get_address())->ready.post();
+  Notify();
 }
 
 uint32_t BatchRing::FreeSlots() const {
@@ -127,11 +124,11 @@ uint32_t BatchRing::FreeSlots() const {
 
 std::chrono::nanoseconds BatchRing::ConsumerWait() const {
   return std::chrono::nanoseconds(
-      wire::HeaderAt(region_.get_address())->consumer_wait_ns.load(std::memory_order_relaxed));
+      wire::HeaderAt(base_)->consumer_wait_ns.load(std::memory_order_relaxed));
 }
 
 uint64_t BatchRing::ConsumerWaits() const {
-  return wire::HeaderAt(region_.get_address())->consumer_waits.load(std::memory_order_relaxed);
+  return wire::HeaderAt(base_)->consumer_waits.load(std::memory_order_relaxed);
 }
 
 uint32_t BatchRing::ReadySlots() const {
@@ -144,13 +141,13 @@ uint32_t BatchRing::ReadySlots() const {
 }
 
 void BatchRing::Close(const Status& reason) {
-  auto* header = wire::HeaderAt(region_.get_address());
-  if (header->closed.load(std::memory_order_acquire) != 0) return;
+  if (closed_.exchange(true)) return;
+  auto* header = wire::HeaderAt(base_);
   header->close_code = static_cast<int32_t>(reason.code());
   const std::string text = reason.message().substr(0, wire::kMaxErrorText - 1);
   std::memcpy(header->close_reason, text.c_str(), text.size() + 1);
   header->closed.store(1, std::memory_order_release);
-  header->ready.post();  // wake a waiting client so it sees the flag
+  Notify();  // wake a waiting client so it sees the flag
 }
 
 int BatchRing::RemoveStaleSegments() {
@@ -161,7 +158,7 @@ int BatchRing::RemoveStaleSegments() {
     if (name.rfind(kSegmentPrefix, 0) != 0) continue;
     struct stat st {};
     if (::stat(entry.path().c_str(), &st) != 0 || st.st_uid != ::geteuid()) continue;
-    if (bip::shared_memory_object::remove(name.c_str())) ++removed;
+    if (std::filesystem::remove(entry.path(), ec)) ++removed;
   }
   return removed;
 }

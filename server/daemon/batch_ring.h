@@ -1,9 +1,13 @@
 // BatchRing: the daemon's side of one job's shared-memory ring of batch slots.
 //
-// Creates the segment (Boost.Interprocess shared memory with an unguessable
-// name, mode 0600, handed to the job's owner), maps it, and removes the name
-// at once: the only ways in are the daemon's mapping and the descriptor
-// passed to the client, so a crash leaves nothing in /dev/shm.
+// Creates the segment as an anonymous memfd (nothing in /dev/shm to leak),
+// reserves its memory (posix_fallocate: a full tmpfs is an error here, not a
+// SIGBUS later), seals its size (F_SEAL_SHRINK | F_SEAL_GROW, so a client
+// holding the descriptor cannot truncate the daemon's mapping) and maps it.
+// Publication is signalled through an eventfd in semaphore mode, never
+// through anything in the segment: the client can write every byte of the
+// segment, so the daemon keeps no synchronisation object there and reads
+// back only slot states, which it treats as untrusted hints.
 //
 // Thread-safety: one scheduler thread claims and publishes slots; Close()
 // may be called from any thread. Slot contents are written by pipeline
@@ -13,9 +17,9 @@
 
 #include <sys/types.h>
 
-#include <boost/interprocess/mapped_region.hpp>
-#include <boost/interprocess/shared_memory_object.hpp>
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -37,13 +41,13 @@ class BatchRing {
                                                    const TensorShape& shape, uid_t owner);
   ~BatchRing();
 
-  // A duplicate of the segment's descriptor, to pass to the client.
-  Result<wire::UniqueFd> DuplicateFd() const;
+  // The descriptors to pass to the client: the sealed segment and the
+  // eventfd counting published slots. Owned by the ring.
+  int segment_fd() const { return segment_fd_.get(); }
+  int ready_fd() const { return ready_fd_.get(); }
 
   const wire::SegmentGeometry& geometry() const { return geometry_; }
-  wire::SlotHeader* slot(uint32_t index) const {
-    return wire::SlotAt(region_.get_address(), geometry_, index);
-  }
+  wire::SlotHeader* slot(uint32_t index) const { return wire::SlotAt(base_, geometry_, index); }
 
   // Takes a free slot for filling, or nullopt if the client holds them all.
   std::optional<uint32_t> Claim();
@@ -62,19 +66,25 @@ class BatchRing {
   // Tells the client the job is over (code and reason) and wakes it.
   void Close(const Status& reason);
 
-  // Removes galley segments left in /dev/shm by a daemon that died between
-  // creating and unlinking one. Returns how many were removed.
+  // Removes galley segments left in /dev/shm by older daemons, which named
+  // their segments there. Returns how many were removed.
   static int RemoveStaleSegments();
 
  private:
-  BatchRing(wire::SegmentGeometry geometry, boost::interprocess::shared_memory_object shm,
-            boost::interprocess::mapped_region region)
-      : geometry_(geometry), shm_(std::move(shm)), region_(std::move(region)) {}
+  BatchRing(wire::SegmentGeometry geometry, wire::UniqueFd segment_fd, wire::UniqueFd ready_fd,
+            void* base)
+      : geometry_(geometry),
+        segment_fd_(std::move(segment_fd)),
+        ready_fd_(std::move(ready_fd)),
+        base_(base) {}
+  void Notify();
 
   const wire::SegmentGeometry geometry_;
-  boost::interprocess::shared_memory_object shm_;  // owns the descriptor
-  boost::interprocess::mapped_region region_;
-  uint64_t next_sequence_ = 0;  // scheduler thread only
+  const wire::UniqueFd segment_fd_;  // sealed memfd
+  const wire::UniqueFd ready_fd_;    // eventfd, EFD_SEMAPHORE | EFD_NONBLOCK
+  void* const base_;                 // our mapping, segment_bytes long; unmapped in the destructor
+  std::atomic<bool> closed_{false};  // Close ran (the segment's flag is not trusted)
+  uint64_t next_sequence_ = 0;       // scheduler thread only
 };
 
 }  // namespace galley

@@ -11,9 +11,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "galley/version.h"
 #include "server/image/decoder.h"
+#include "server/sampler/sampling_policy.h"
 #include "wire/messages.h"
 
 namespace galley {
@@ -27,15 +29,53 @@ constexpr uint32_t kExtraConnections = 16;  // queries and handshakes beyond max
 
 void SendError(wire::Connection& connection, uint32_t request_id, const Status& status) {
   (void)connection.SendFrame(wire::MessageType::kError, request_id,
-                             wire::ErrorToJson(status).dump());
+                             wire::DumpJson(wire::ErrorToJson(status)));
 }
 
 Status SendJson(wire::Connection& connection, wire::MessageType type, uint32_t request_id,
-                const json& body, int fd = -1) {
-  return connection.SendFrame(type, request_id, body.dump(), fd);
+                const json& body, int fd = -1, int second_fd = -1) {
+  return connection.SendFrame(type, request_id, wire::DumpJson(body), fd, second_fd);
 }
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// A connection that has sent nothing for this long (after its handshake,
+// without a job) is closed: idle peers must not hold connection slots.
+constexpr auto kIdleQueryTimeout = std::chrono::seconds(60);
+
+// Token bucket pacing one connection's messages. A peer over its rate is
+// not refused but slowed: its connection thread sleeps before handling the
+// next message, so a flood costs the flooder its own throughput and the
+// shared scheduler sees at most `rate` wake-ups a second from it.
+class MessagePacer {
+ public:
+  MessagePacer(double rate_per_s, double burst)
+      : rate_(rate_per_s), burst_(burst), tokens_(burst) {}
+  // Takes one token, sleeping (in slices, while `stopping` is false) until
+  // one is available.
+  void Take(const std::atomic<bool>& stopping) {
+    while (true) {
+      const auto now = Clock::now();
+      tokens_ =
+          std::min(burst_, tokens_ + rate_ * std::chrono::duration<double>(now - last_).count());
+      last_ = now;
+      if (tokens_ >= 1.0 || stopping.load()) break;
+      const double wait_s = std::min(0.05, (1.0 - tokens_) / rate_);
+      std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+    }
+    tokens_ -= 1.0;
+  }
+
+ private:
+  const double rate_, burst_;
+  double tokens_;
+  Clock::time_point last_ = Clock::now();
+};
+
+// Generous for real clients (a release per batch; stats and seeks a few
+// times per epoch), far below what a flood can send.
+constexpr double kReleaseRate = 10000, kReleaseBurst = 20000;
+constexpr double kRequestRate = 20, kRequestBurst = 50;
 
 }  // namespace
 
@@ -83,7 +123,18 @@ Status ControlServer::Start() {
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Status::Internal(Errno("pipe"));
   wake_read_.Reset(pipe_fds[0]);
   wake_write_.Reset(pipe_fds[1]);
-  accept_thread_ = std::thread([this] { AcceptLoop(); });
+  accept_thread_ = std::thread([this] {
+    // Thread boundary: nothing may escape into std::terminate.
+    while (!stopping_.load()) {
+      try {
+        AcceptLoop();
+      } catch (const std::exception& e) {
+        spdlog::error("control socket: {} (still accepting)", e.what());
+      } catch (...) {
+        spdlog::error("control socket: unknown exception (still accepting)");
+      }
+    }
+  });
   spdlog::info("galleyd listening on {}", path.string());
   return Status::Ok();
 }
@@ -99,8 +150,10 @@ void ControlServer::Stop(const Status& reason) {
     std::lock_guard lock(mu_);
     for (auto& [id, job] : jobs_) job->ring->Close(reason);
     for (auto& session : sessions_) {
-      // Tell the client why before the connection drops.
-      SendError(*session.connection, 0, reason);
+      // Tell the client why before the connection drops, but never wait for
+      // a peer that leaves its replies unread: shutdown stays bounded.
+      (void)session.connection->TrySendFrame(wire::MessageType::kError, 0,
+                                             wire::DumpJson(wire::ErrorToJson(reason)));
       session.connection->Shutdown();
     }
   }
@@ -145,14 +198,48 @@ void ControlServer::AcceptLoop() {
     wire::UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!fd.valid()) continue;
     auto connection = std::make_unique<wire::Connection>(std::move(fd));
+    auto peer = connection->Peer();
+    if (!peer.ok()) continue;
     std::lock_guard lock(mu_);
     if (sessions_.size() >= options_.max_jobs + kExtraConnections) {
-      SendError(*connection, 0, Status::ResourceExhausted("galleyd has too many connections"));
+      (void)connection->TrySendFrame(
+          wire::MessageType::kError, 0,
+          wire::DumpJson(wire::ErrorToJson(Status::ResourceExhausted(
+              "galleyd has too many connections (limit max_jobs + " +
+              std::to_string(kExtraConnections) + " = " +
+              std::to_string(options_.max_jobs + kExtraConnections) + ")"))));
       continue;
     }
+    UidUsage& usage = uid_usage_[peer->uid];
+    if (usage.connections >= ConnectionsPerUid()) {
+      (void)connection->TrySendFrame(
+          wire::MessageType::kError, 0,
+          wire::DumpJson(wire::ErrorToJson(Status::ResourceExhausted(
+              "uid " + std::to_string(peer->uid) + " has " + std::to_string(usage.connections) +
+              " connections open, the limit max_connections_per_uid (" +
+              std::to_string(ConnectionsPerUid()) + ")"))));
+      continue;
+    }
+    usage.connections++;
     Session& session = sessions_.emplace_back();
+    session.uid = peer->uid;
     session.connection = std::move(connection);
-    session.thread = std::thread([this, &session] { Serve(&session); });
+    session.thread = std::thread([this, &session] {
+      // Thread boundary: whatever a peer provokes ends this connection only.
+      try {
+        Serve(&session);
+      } catch (const std::exception& e) {
+        spdlog::error("closing a connection after an internal error: {}", e.what());
+      } catch (...) {
+        spdlog::error("closing a connection after an unknown internal error");
+      }
+      session.connection->Shutdown();
+      {
+        std::lock_guard lock(mu_);
+        uid_usage_[session.uid].connections--;
+      }
+      session.done = true;
+    });
   }
 }
 
@@ -195,9 +282,11 @@ void ControlServer::Serve(Session* session) {
     return finish(s);
   }
 
+  MessagePacer queries(kRequestRate, kRequestBurst);
   while (!stopping_.load()) {
-    auto frame = connection.ReadFrame();
+    auto frame = connection.ReadFrame(Clock::now() + kIdleQueryTimeout);
     if (!frame.ok()) return finish(frame.status());
+    if (frame->header.type == wire::MessageType::kQuery) queries.Take(stopping_);
     const uint32_t request_id = frame->header.request_id;
     switch (frame->header.type) {
       case wire::MessageType::kOpenJob:
@@ -231,6 +320,68 @@ void ControlServer::Serve(Session* session) {
   finish(Status::Ok());
 }
 
+uint32_t ControlServer::JobsPerUid() const {
+  return options_.max_jobs_per_uid != 0 ? options_.max_jobs_per_uid : options_.max_jobs;
+}
+uint64_t ControlServer::ShmPerUid() const {
+  return options_.max_shm_per_uid != 0 ? options_.max_shm_per_uid : options_.max_shm_total;
+}
+uint32_t ControlServer::ConnectionsPerUid() const {
+  return options_.max_connections_per_uid != 0 ? options_.max_connections_per_uid
+                                               : JobsPerUid() + 8;
+}
+
+Status ControlServer::Admit(const Admission& a) {
+  std::lock_guard lock(mu_);
+  UidUsage& usage = uid_usage_[a.uid];
+  const std::string uid = "uid " + std::to_string(a.uid);
+  if (admitted_jobs_ >= options_.max_jobs) {
+    return Status::ResourceExhausted("galleyd already serves " + std::to_string(admitted_jobs_) +
+                                     " jobs, the limit max_jobs (" +
+                                     std::to_string(options_.max_jobs) + ")");
+  }
+  if (usage.jobs >= JobsPerUid()) {
+    return Status::ResourceExhausted(uid + " already has " + std::to_string(usage.jobs) +
+                                     " jobs, the limit max_jobs_per_uid (" +
+                                     std::to_string(JobsPerUid()) + ")");
+  }
+  const size_t sharing = sampler_jobs_[a.sampler];
+  if (sharing >= kMaxJobsPerDataset) {
+    return Status::ResourceExhausted(
+        std::to_string(sharing) + " jobs already read this dataset with policy '" +
+        a.sampler.second + "', the most one sampler tracks (" + std::to_string(kMaxJobsPerDataset) +
+        "); use another policy or wait for one to end");
+  }
+  if (shm_in_use_ + a.shm_bytes > options_.max_shm_total) {
+    return Status::ResourceExhausted("the job needs " + std::to_string(a.shm_bytes) +
+                                     " bytes of shared memory and " + std::to_string(shm_in_use_) +
+                                     " are in use, over the limit max_shm_total (" +
+                                     std::to_string(options_.max_shm_total) + ")");
+  }
+  if (usage.shm_bytes + a.shm_bytes > ShmPerUid()) {
+    return Status::ResourceExhausted(uid + " would hold " +
+                                     std::to_string(usage.shm_bytes + a.shm_bytes) +
+                                     " bytes of shared memory, over the limit max_shm_per_uid (" +
+                                     std::to_string(ShmPerUid()) + ")");
+  }
+  admitted_jobs_++;
+  usage.jobs++;
+  usage.shm_bytes += a.shm_bytes;
+  sampler_jobs_[a.sampler]++;
+  shm_in_use_ += a.shm_bytes;
+  return Status::Ok();
+}
+
+void ControlServer::Release(const Admission& a) {
+  std::lock_guard lock(mu_);
+  UidUsage& usage = uid_usage_[a.uid];
+  admitted_jobs_--;
+  usage.jobs--;
+  usage.shm_bytes -= a.shm_bytes;
+  if (--sampler_jobs_[a.sampler] == 0) sampler_jobs_.erase(a.sampler);
+  shm_in_use_ -= a.shm_bytes;
+}
+
 Result<std::shared_ptr<const Dataset>> ControlServer::OpenDataset(const std::string& path) {
   std::error_code ec;
   std::string key = std::filesystem::weakly_canonical(path, ec).string();
@@ -251,7 +402,8 @@ Result<std::shared_ptr<const Dataset>> ControlServer::OpenDataset(const std::str
 }
 
 Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
-                                                            const wire::PeerCredentials& peer) {
+                                                            const wire::PeerCredentials& peer,
+                                                            Admission* admission) {
   if (spec.batch_size > options_.max_batch_size) {
     return Status::ResourceExhausted("batch_size " + std::to_string(spec.batch_size) +
                                      " exceeds the daemon's limit of " +
@@ -267,6 +419,18 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
   job->owner_uid = peer.uid;
   job->owner_pid = peer.pid;
   GALLEY_ASSIGN_OR_RETURN(job->dataset, OpenDataset(spec.dataset));
+  // Class names travel to the client as JSON text; a folder whose name is
+  // not UTF-8 (Latin-1, say) is refused here, naming it, rather than
+  // renamed silently.
+  for (const auto& name : job->dataset->classes()) {
+    if (!wire::IsValidUtf8(name)) {
+      return Status::InvalidArgument(
+          "dataset " + wire::EscapeBytes(job->dataset->root().string()) + " has a class folder '" +
+          wire::EscapeBytes(name) +
+          "' whose name is not valid UTF-8; rename it (for example with convmv) to use it "
+          "with galley");
+    }
+  }
   job->policy = spec.policy;
   if (!spec.shuffle) {
     // The sequential order is a policy of its own: jobs that walk it together
@@ -341,33 +505,26 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
                                                                : wire::ElementType::kFloat32;
   shape.layout = job->pipeline->layout() == image::Layout::kNCHW ? wire::TensorLayout::kNCHW
                                                                  : wire::TensorLayout::kNHWC;
-  GALLEY_ASSIGN_OR_RETURN(auto geometry, wire::ComputeGeometry(spec.prefetch, spec.batch_size,
+  // prefetch = batches prepared ahead of the one the consumer holds, so the
+  // ring has one slot more: prefetch=1 double-buffers instead of deadlocking.
+  GALLEY_ASSIGN_OR_RETURN(auto geometry, wire::ComputeGeometry(spec.prefetch + 1, spec.batch_size,
                                                                job->pipeline->sample_bytes()));
   if (geometry.segment_bytes > options_.max_shm_per_job) {
     return Status::ResourceExhausted("the job needs " + std::to_string(geometry.segment_bytes) +
-                                     " bytes of shared memory (prefetch x batch_size x sample "
-                                     "size), over the per-job limit of " +
+                                     " bytes of shared memory ((prefetch + 1) x batch_size x "
+                                     "sample size), over the per-job limit of " +
                                      std::to_string(options_.max_shm_per_job) +
                                      "; lower prefetch or batch_size");
   }
+  *admission = {peer.uid, geometry.segment_bytes, {job->dataset.get(), job->policy}};
+  GALLEY_RETURN_IF_ERROR(Admit(*admission));  // returned if creation fails
   {
     std::lock_guard lock(mu_);
-    if (jobs_.size() >= options_.max_jobs) {
-      return Status::ResourceExhausted("galleyd already serves its limit of " +
-                                       std::to_string(options_.max_jobs) + " jobs");
-    }
-    if (shm_in_use_ + geometry.segment_bytes > options_.max_shm_total) {
-      return Status::ResourceExhausted("galleyd's shared-memory limit (" +
-                                       std::to_string(options_.max_shm_total) +
-                                       " bytes) would be exceeded by this job");
-    }
-    shm_in_use_ += geometry.segment_bytes;  // reserved; returned if creation fails
     job->id = next_job_id_++;
   }
   auto ring = BatchRing::Create(geometry, shape, peer.uid);
   if (!ring.ok()) {
-    std::lock_guard lock(mu_);
-    shm_in_use_ -= geometry.segment_bytes;
+    Release(*admission);
     return ring.status();
   }
   job->ring = std::move(ring).value();
@@ -390,12 +547,12 @@ Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& 
   if (!body.ok()) return refuse(body.status());
   auto spec = wire::JobSpecFromJson(*body);
   if (!spec.ok()) return refuse(spec.status());
-  auto created = CreateJob(*spec, peer);
+  Admission admission;  // held from CreateJob until cleanup
+  auto created = CreateJob(*spec, peer, &admission);
   if (!created.ok()) return refuse(created.status());
   std::shared_ptr<ServedJob> job = *created;
   if (Status s = scheduler_->AddJob(job); !s.ok()) {
-    std::lock_guard lock(mu_);
-    shm_in_use_ -= job->ring->geometry().segment_bytes;
+    Release(admission);  // takes and drops mu_ before refuse() takes it
     return refuse(s);
   }
   {
@@ -406,9 +563,11 @@ Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& 
   auto cleanup = [&](const Status& why) {
     scheduler_->RemoveJob(job->id);
     job->ring->Close(why);
-    std::lock_guard lock(mu_);
-    jobs_.erase(job->id);
-    shm_in_use_ -= job->ring->geometry().segment_bytes;
+    {
+      std::lock_guard lock(mu_);
+      jobs_.erase(job->id);
+    }
+    Release(admission);
     spdlog::info("job {} ({}) ended: {}", job->id, job->spec.name, why.ToString());
   };
 
@@ -424,15 +583,11 @@ Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& 
   const int64_t h = job->pipeline->output_height(), w = job->pipeline->output_width();
   info.sample_shape =
       info.layout == Layout::kNCHW ? std::vector<int64_t>{3, h, w} : std::vector<int64_t>{h, w, 3};
-  info.slots = job->spec.prefetch;
+  info.slots = job->ring->geometry().slot_count;
   info.segment_bytes = job->ring->geometry().segment_bytes;
-  auto fd = job->ring->DuplicateFd();
-  if (!fd.ok()) {
-    cleanup(fd.status());
-    return fd.status();
-  }
-  if (Status s = SendJson(connection, wire::MessageType::kJobOpened, open_id,
-                          wire::JobInfoToJson(info), fd->get());
+  if (Status s =
+          SendJson(connection, wire::MessageType::kJobOpened, open_id, wire::JobInfoToJson(info),
+                   job->ring->segment_fd(), job->ring->ready_fd());
       !s.ok()) {
     cleanup(s);
     return Status::Ok();
@@ -442,8 +597,13 @@ Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& 
                job->policy);
 
   Status ending = Status::Cancelled("the job was closed");
+  MessagePacer releases(kReleaseRate, kReleaseBurst), requests(kRequestRate, kRequestBurst);
   while (true) {
     auto frame = connection.ReadFrame();
+    if (frame.ok()) {
+      (frame->header.type == wire::MessageType::kSlotReleased ? releases : requests)
+          .Take(stopping_);
+    }
     if (!frame.ok()) {
       ending = frame.status().code() == StatusCode::kUnavailable
                    ? Status::Cancelled("the client disconnected")
@@ -511,7 +671,10 @@ json ControlServer::Query(const std::string& what) const {
             {"limits",
              {{"max_jobs", options_.max_jobs},
               {"max_shm_per_job", options_.max_shm_per_job},
-              {"max_shm_total", options_.max_shm_total}}},
+              {"max_shm_total", options_.max_shm_total},
+              {"max_jobs_per_uid", JobsPerUid()},
+              {"max_shm_per_uid", ShmPerUid()},
+              {"max_connections_per_uid", ConnectionsPerUid()}}},
             {"pipeline", pipeline_->Describe()},
             {"samplers", scheduler_->Describe()}};
   }

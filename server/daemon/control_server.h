@@ -8,6 +8,11 @@
 // the daemon.
 //
 // Start/Stop from the main thread; everything else is internal.
+//
+// Lock order: mu_ is a leaf with respect to this class (no method that
+// holds it calls another that takes it; helpers named *Locked expect it
+// held); under it only the scheduler's and pipeline's Describe() may be
+// called, which take their own locks and never call back.
 #ifndef GALLEY_SERVER_DAEMON_CONTROL_SERVER_H_
 #define GALLEY_SERVER_DAEMON_CONTROL_SERVER_H_
 
@@ -46,18 +51,40 @@ class ControlServer {
  private:
   struct Session {
     std::unique_ptr<wire::Connection> connection;
+    uid_t uid = 0;  // the peer's, from SO_PEERCRED at accept
     std::thread thread;
     std::atomic<bool> done{false};
+  };
+  // What one user holds now, for the per-uid limits.
+  struct UidUsage {
+    uint32_t connections = 0;
+    uint32_t jobs = 0;
+    uint64_t shm_bytes = 0;
+  };
+  // A job's place in the daemon's limits, taken in one step under mu_ by
+  // Admit and given back by Release: the checks and the counts never race.
+  struct Admission {
+    uid_t uid = 0;
+    uint64_t shm_bytes = 0;
+    std::pair<const Dataset*, std::string> sampler;  // the sampler group it joins
   };
 
   void AcceptLoop();
   void Serve(Session* session);
   Status ServeJob(wire::Connection& connection, const wire::Frame& open_frame,
                   const wire::PeerCredentials& peer);
+  // On success `admission` holds the job's place in the limits; the caller
+  // gives it back with Release when the job ends.
   Result<std::shared_ptr<ServedJob>> CreateJob(const JobSpec& spec,
-                                               const wire::PeerCredentials& peer);
+                                               const wire::PeerCredentials& peer,
+                                               Admission* admission);
   Result<std::shared_ptr<const Dataset>> OpenDataset(const std::string& path);
   void ReapFinishedSessions();
+  Status Admit(const Admission& admission);  // takes mu_
+  void Release(const Admission& admission);  // takes mu_
+  uint32_t JobsPerUid() const;
+  uint64_t ShmPerUid() const;
+  uint32_t ConnectionsPerUid() const;
 
   const DaemonOptions options_;
   Scheduler* const scheduler_;
@@ -71,14 +98,17 @@ class ControlServer {
   std::atomic<bool> stopping_{false};
 
   mutable std::mutex mu_;
-  std::list<Session> sessions_;                                     // GUARDED_BY(mu_)
-  std::map<uint64_t, std::shared_ptr<ServedJob>> jobs_;             // GUARDED_BY(mu_)
-  std::map<std::string, std::shared_ptr<const Dataset>> datasets_;  // GUARDED_BY(mu_)
-  uint64_t next_job_id_ = 1;                                        // GUARDED_BY(mu_)
-  uint64_t shm_in_use_ = 0;                                         // GUARDED_BY(mu_)
-  uint64_t protocol_errors_ = 0;                                    // GUARDED_BY(mu_)
-  uint64_t jobs_opened_ = 0;                                        // GUARDED_BY(mu_)
-  uint64_t jobs_refused_ = 0;                                       // GUARDED_BY(mu_)
+  std::list<Session> sessions_;                                            // GUARDED_BY(mu_)
+  std::map<uint64_t, std::shared_ptr<ServedJob>> jobs_;                    // GUARDED_BY(mu_)
+  std::map<std::string, std::shared_ptr<const Dataset>> datasets_;         // GUARDED_BY(mu_)
+  uint64_t next_job_id_ = 1;                                               // GUARDED_BY(mu_)
+  uint64_t shm_in_use_ = 0;                                                // GUARDED_BY(mu_)
+  uint32_t admitted_jobs_ = 0;                                             // GUARDED_BY(mu_)
+  std::map<uid_t, UidUsage> uid_usage_;                                    // GUARDED_BY(mu_)
+  std::map<std::pair<const Dataset*, std::string>, size_t> sampler_jobs_;  // GUARDED_BY(mu_)
+  uint64_t protocol_errors_ = 0;                                           // GUARDED_BY(mu_)
+  uint64_t jobs_opened_ = 0;                                               // GUARDED_BY(mu_)
+  uint64_t jobs_refused_ = 0;                                              // GUARDED_BY(mu_)
 };
 
 }  // namespace galley

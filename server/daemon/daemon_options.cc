@@ -1,8 +1,10 @@
 #include "server/daemon/daemon_options.h"
 
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -64,6 +66,9 @@ Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_jobs", &options->max_jobs));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_shm_per_job", &options->max_shm_per_job));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_shm_total", &options->max_shm_total));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_jobs_per_uid", &options->max_jobs_per_uid));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_shm_per_uid", &options->max_shm_per_uid));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_connections_per_uid", &options->max_connections_per_uid));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_image_pixels", &options->max_image_pixels));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "metrics_port", &options->metrics_port));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "hold_budget_ms", &options->hold_budget_ms));
@@ -202,6 +207,12 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
   app.add_option("--max-jobs", options.max_jobs, "most concurrent jobs");
   app.add_option("--max-shm-per-job", options.max_shm_per_job, "shared-memory bytes per job");
   app.add_option("--max-shm-total", options.max_shm_total, "shared-memory bytes for all jobs");
+  app.add_option("--max-jobs-per-uid", options.max_jobs_per_uid,
+                 "most concurrent jobs of one user (0 = --max-jobs)");
+  app.add_option("--max-shm-per-uid", options.max_shm_per_uid,
+                 "shared-memory bytes for one user's jobs (0 = --max-shm-total)");
+  app.add_option("--max-connections-per-uid", options.max_connections_per_uid,
+                 "most open connections of one user (0 = the user's job limit + 8)");
   app.add_option("--max-image-pixels", options.max_image_pixels, "largest image accepted");
   app.add_option("--hold-budget-ms", options.hold_budget_ms,
                  "most a job is held per epoch for a slower peer (0: never)");
@@ -228,6 +239,12 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
     return Status::InvalidArgument(e.what());
   }
   if (options.max_jobs == 0) return Status::InvalidArgument("--max-jobs must be at least 1");
+  if (options.max_shm_total == 0) {
+    const uint64_t physical = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                              static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    options.max_shm_total = std::max<uint64_t>(
+        uint64_t{64} << 20, std::min<uint64_t>(uint64_t{16} << 30, physical / 4));
+  }
   GALLEY_RETURN_IF_ERROR(ValidateCacheOptions(options));
   for (const std::string& flag : dataset_policy_flags) {
     const size_t eq = flag.rfind('=');

@@ -72,7 +72,15 @@ struct DaemonOptions {
   // Limits: a request beyond them is refused with a clear error.
   uint32_t max_jobs = 64;
   uint64_t max_shm_per_job = uint64_t{2} << 30;  // 2 GiB
-  uint64_t max_shm_total = uint64_t{16} << 30;   // 16 GiB
+  // 0 = derived from the node: a quarter of physical memory, at most 16 GiB
+  // (rings are memfd pages, reserved at job open, so they count as memory).
+  uint64_t max_shm_total = 0;
+  // Per-uid shares, so one user cannot lock others out: 0 means the
+  // node-wide limit (max_jobs, max_shm_total); connections default to the
+  // user's jobs plus 8 (queries, handshakes).
+  uint32_t max_jobs_per_uid = 0;
+  uint64_t max_shm_per_uid = 0;
+  uint32_t max_connections_per_uid = 0;
   uint32_t max_prefetch = 64;
   uint32_t max_batch_size = 65536;
   // Images with more pixels are refused (decompression bombs). PIL's limit.

@@ -74,7 +74,9 @@ void ItemPipeline::Run(std::span<ItemTask> tasks) {
     tbb::parallel_for(tbb::blocked_range<size_t>(0, tasks.size(), 1),
                       [&](const tbb::blocked_range<size_t>& range) {
                         AcquireFrom(&tag);
-                        for (size_t i = range.begin(); i != range.end(); ++i) RunOne(tasks[i]);
+                        for (size_t i = range.begin(); i != range.end(); ++i) {
+                          RunOneGuarded(tasks[i]);
+                        }
                         ReleaseTo(&tag);
                       });
   });
@@ -194,6 +196,20 @@ void ItemPipeline::OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> dec
     return;
   }
   if (encoded != nullptr) cache_->encoded().Put(key, std::move(encoded));
+}
+
+void ItemPipeline::RunOneGuarded(ItemTask& task) {
+  // Task boundary: a library that throws on one file (OpenCV, allocation)
+  // costs that sample, never the scheduler thread and with it the daemon.
+  try {
+    RunOne(task);
+  } catch (const std::exception& e) {
+    counters_.failures++;
+    RecordFailure(task, task.dataset->path(task.item).string() + ": internal error: " + e.what());
+  } catch (...) {
+    counters_.failures++;
+    RecordFailure(task, task.dataset->path(task.item).string() + ": internal error");
+  }
 }
 
 void ItemPipeline::RunOne(ItemTask& task) {

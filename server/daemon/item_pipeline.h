@@ -103,6 +103,8 @@ class ItemPipeline {
   uint32_t threads() const { return threads_; }
 
  private:
+  // RunOne inside a boundary that turns any exception into a failed sample.
+  void RunOneGuarded(ItemTask& task);
   void RunOne(ItemTask& task);
   // The item's full-resolution pixels: the decoded tier's entry (*cached),
   // or decoded into *image from the encoded tier or the file, offering what

@@ -1,11 +1,16 @@
 #include "server/daemon/metrics_server.h"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
+#include <cstring>
 #include <sstream>
+#include <thread>
 
 namespace galley {
 namespace asio = boost::asio;
@@ -22,6 +27,31 @@ MetricsServer::MetricsServer(uint16_t port, BodyFn body)
     : port_(port), body_(std::move(body)), impl_(std::make_unique<Impl>()) {}
 
 MetricsServer::~MetricsServer() { Stop(); }
+
+namespace {
+
+// Waits, without consuming anything, until the peer has sent a whole HTTP
+// request head (up to a blank line, within 8 KiB) or `deadline` passes.
+bool RequestHeadArrives(int fd, std::chrono::steady_clock::time_point deadline) {
+  char peek[8192];
+  ssize_t seen = -1;
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) return false;
+    const ssize_t n = ::recv(fd, peek, sizeof(peek), MSG_PEEK);
+    if (n <= 0) return false;
+    if (::memmem(peek, static_cast<size_t>(n), "\r\n\r\n", 4) != nullptr) return true;
+    if (n == static_cast<ssize_t>(sizeof(peek))) return false;  // no head in 8 KiB
+    // Data is waiting but incomplete, so poll would return at once: pause.
+    if (n == seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    seen = n;
+  }
+}
+
+}  // namespace
 
 Status MetricsServer::Start() {
   beast::error_code ec;
@@ -41,11 +71,18 @@ Status MetricsServer::Start() {
       tcp::socket socket(impl_->io);
       impl_->acceptor.accept(socket, accept_ec);
       if (accept_ec || stop_.load()) continue;
-      // A scraper that stalls cannot hold the endpoint for long.
+      // A scraper that stalls cannot hold the endpoint for long: the whole
+      // request head must arrive within 2 s (not 2 s per byte), and a
+      // reply it does not read times out the same way.
       struct timeval timeout {
         2, 0
       };
       ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+      ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+      if (!RequestHeadArrives(socket.native_handle(),
+                              std::chrono::steady_clock::now() + std::chrono::seconds(2))) {
+        continue;
+      }
       beast::flat_buffer buffer;
       http::request<http::string_body> request;
       http::read(socket, buffer, request, accept_ec);

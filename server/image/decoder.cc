@@ -1,6 +1,7 @@
 #include "server/image/decoder.h"
 
 #include <turbojpeg.h>
+#include <webp/decode.h>
 
 #include <algorithm>
 #include <array>
@@ -159,6 +160,20 @@ Result<RgbImage> DecodeWithOpenCv(std::span<const uint8_t> bytes, const DecodeOp
   return image;
 }
 
+// Decodes a WebP whose header has passed the pixel check: straight into
+// the RGB buffer (alpha, if any, dropped as PIL's convert("RGB") does).
+Result<RgbImage> DecodeWebp(std::span<const uint8_t> bytes, const ImageHeader& header) {
+  RgbImage image;
+  image.width = header.width;
+  image.height = header.height;
+  image.pixels.resize(static_cast<size_t>(image.width) * image.height * 3);
+  if (WebPDecodeRGBInto(bytes.data(), bytes.size(), image.pixels.data(), image.pixels.size(),
+                        image.width * 3) == nullptr) {
+    return Status::DataLoss("cannot decode WebP (corrupt or truncated)");
+  }
+  return image;
+}
+
 // The scaling factor to decode with: the smallest one whose output still
 // covers min_width x min_height (compared in upright orientation).
 tjscalingfactor ChooseScale(const JpegHeader& header, int orientation, int min_width,
@@ -251,6 +266,16 @@ Result<ImageHeader> ReadNonJpegHeader(std::span<const uint8_t> bytes) {
     }
     header.width = static_cast<int>(width);
     header.height = static_cast<int>(height);
+  } else if (bytes.size() >= 12 && std::memcmp(bytes.data(), "RIFF", 4) == 0 &&
+             std::memcmp(bytes.data() + 8, "WEBP", 4) == 0) {
+    header.format = ImageFormat::kWebp;
+    int width = 0, height = 0;
+    // Reads only the VP8/VP8L/VP8X header: no pixel memory.
+    if (!WebPGetInfo(bytes.data(), bytes.size(), &width, &height) || width <= 0 || height <= 0) {
+      return Status::DataLoss("malformed WebP header");
+    }
+    header.width = width;
+    header.height = height;
   } else if (IsBmp(bytes)) {
     header.format = ImageFormat::kBmp;
     if (bytes.size() < 26) return Status::DataLoss("malformed BMP: header too short");
@@ -294,10 +319,15 @@ Result<RgbImage> DecodeScaled(std::span<const uint8_t> bytes, const DecodeOption
   if (bytes.empty()) return Status::DataLoss("empty file");
   if (IsJpeg(bytes)) return DecodeJpeg(bytes, options, min_width, min_height);
   GALLEY_ASSIGN_OR_RETURN(const ImageHeader header, ReadNonJpegHeader(bytes));
-  if (header.width > 0) {
-    GALLEY_RETURN_IF_ERROR(CheckPixels(static_cast<uint64_t>(header.width),
-                                       static_cast<uint64_t>(header.height), options));
+  if (header.format == ImageFormat::kOther) {
+    // Never handed to OpenCV: its content sniffing reaches TIFF, JPEG 2000,
+    // OpenEXR and more, some of which check sizes only after decoding.
+    return Status::DataLoss(
+        "unsupported image format (galley decodes JPEG, PNG, BMP and WebP); convert the file");
   }
+  GALLEY_RETURN_IF_ERROR(CheckPixels(static_cast<uint64_t>(header.width),
+                                     static_cast<uint64_t>(header.height), options));
+  if (header.format == ImageFormat::kWebp) return DecodeWebp(bytes, header);
   return DecodeWithOpenCv(bytes, options);
 }
 

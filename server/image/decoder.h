@@ -1,11 +1,14 @@
 // Decoder: turns the bytes of one image file into full-resolution RGB pixels.
 //
-// JPEG goes through TurboJPEG (libjpeg-turbo); PNG and the other formats
-// OpenCV's imgcodecs knows go through cv::imdecode. The EXIF orientation of a
-// JPEG is applied, so the result is upright. Every failure is a value: a
-// corrupt, truncated, empty or non-image input is DataLoss, an image larger
-// than DecodeOptions::max_pixels is ResourceExhausted (checked from the header,
-// before any pixel memory is allocated, for JPEG, PNG and BMP).
+// Formats are behind an allow-list, each with a pixel-count check from its
+// header before any pixel memory is allocated: JPEG through TurboJPEG
+// (libjpeg-turbo), WebP through libwebp, PNG and BMP through cv::imdecode
+// once their header has been read here. Every other format (TIFF, GIF, PGM,
+// anything OpenCV would sniff) is refused as DataLoss without reaching a
+// decoder. The EXIF orientation of a JPEG is applied, so the result is
+// upright. Every failure is a value: a corrupt, truncated, empty, non-image
+// or unsupported input is DataLoss, an image larger than
+// DecodeOptions::max_pixels is ResourceExhausted.
 //
 // Thread-safety: all functions are safe to call concurrently; each thread keeps
 // its own TurboJPEG handle.
@@ -33,7 +36,7 @@ struct DecodeOptions {
   uint64_t max_pixels = 178956970;
 };
 
-enum class ImageFormat { kJpeg, kPng, kBmp, kOther };
+enum class ImageFormat { kJpeg, kPng, kBmp, kWebp, kOther };
 
 // What the file's header says, without decoding pixels.
 struct ImageHeader {
@@ -45,8 +48,9 @@ struct ImageHeader {
   int orientation = 1;
 };
 
-// Reads format, dimensions and orientation. Formats other than JPEG, PNG and
-// BMP have no header parser here and give width = height = 0 (not an error).
+// Reads format, dimensions and orientation. Formats other than JPEG, PNG,
+// BMP and WebP give kOther with width = height = 0 (not an error here;
+// Decode refuses them).
 // Malformed headers are DataLoss.
 Result<ImageHeader> ReadHeader(std::span<const uint8_t> bytes);
 

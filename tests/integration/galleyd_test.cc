@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -392,6 +393,35 @@ TEST_F(GalleydMetricsTest, ServesPrometheusTextOnLoopback) {
   EXPECT_NE(metrics.find("galley_sampler_loads_per_request{dataset="), std::string::npos);
   EXPECT_NE(metrics.find("galley_cache_hits_total{tier=\"decoded\"}"), std::string::npos);
   EXPECT_NE(HttpGet(port_, "/other").find("404"), std::string::npos);
+}
+
+TEST_F(GalleydMetricsTest, ASlowSenderCannotHoldTheEndpoint) {
+  // A peer that trickles its request one byte per 500 ms once held /metrics
+  // for as long as it liked (the limit was per byte, not per request).
+  int slow = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port_);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(slow, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  std::atomic<bool> done{false}, trickle_over{false};
+  std::thread trickle([&] {
+    const std::string request = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Pad: ";
+    for (size_t i = 0; !done && i < 40; ++i) {
+      (void)!::send(slow, &request[i % request.size()], 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(500ms);
+    }
+    trickle_over = true;
+  });
+  std::this_thread::sleep_for(200ms);
+  std::string metrics;
+  std::thread scrape([&] { metrics = HttpGet(port_, "/metrics"); });
+  scrape.join();  // returns once the slow peer is dropped (2 s for the whole head)
+  EXPECT_FALSE(trickle_over) << "the scrape waited for the slow peer to give up";
+  done = true;
+  trickle.join();
+  ::close(slow);
+  EXPECT_NE(metrics.find("200 OK"), std::string::npos) << metrics;
 }
 
 }  // namespace

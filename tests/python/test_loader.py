@@ -174,9 +174,10 @@ def test_normalised_float_output(daemon, folder):
 
 def test_batches_are_zero_copy_and_freed_slots_return(daemon, folder):
     loader = galley.DataLoader(folder, batch_size=4, prefetch=2, transform=FIXED,
-                               socket=daemon.socket, timeout=1.0, epochs=None)
+                               socket=daemon.socket, timeout=30.0, epochs=None)
     it = iter(loader)
-    held = [next(it), next(it)]  # both slots leased by us
+    # prefetch=2: two batches ahead of the one in hand, three slots in all.
+    held = [next(it), next(it), next(it)]
     with pytest.raises(RuntimeError, match=r"\.clone\(\)"):
         next(it)  # at once, not after the timeout
     del held[0]  # frees one slot: the daemon can fill it again
@@ -185,6 +186,18 @@ def test_batches_are_zero_copy_and_freed_slots_return(daemon, folder):
     assert images.shape == (4, 3, 56, 56)
     assert images.is_contiguous()
     del held, images, labels, it
+    loader.close()
+
+
+def test_prefetch_one_double_buffers_a_plain_loop(daemon, folder):
+    # prefetch=1 once deadlocked after the first batch: the only slot was the
+    # one the loop body held.
+    loader = galley.DataLoader(folder, batch_size=4, prefetch=1, transform=FIXED,
+                               socket=daemon.socket, timeout=30.0, epochs=1)
+    seen = 0
+    for images, labels in loader:
+        seen += len(labels)
+    assert seen == 4 * 15  # the whole folder fixture, once
     loader.close()
 
 
@@ -218,6 +231,21 @@ def test_corrupt_truncated_and_empty_files_are_skipped_and_counted(daemon, workd
     strict = galley.DataLoader(root, batch_size=23, on_error="raise", transform=FIXED,
                                socket=daemon.socket)
     with pytest.raises(galley.SampleError, match=r"\.jpg"):
+        for _ in strict:
+            pass
+    strict.close()
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_escaped(daemon, workdir):
+    # The skip-mode error text once raised UnicodeDecodeError instead.
+    from conftest import write_folder
+    root = workdir / "latin1_file"
+    write_folder(root, classes=1, per_class=3, seed=4)
+    with open(os.path.join(os.fsencode(root / "class_00"), b"caf\xe9.jpg"), "wb") as f:
+        f.write(b"not a jpeg")
+    strict = galley.DataLoader(root, batch_size=4, on_error="raise", transform=FIXED,
+                               socket=daemon.socket)
+    with pytest.raises(galley.SampleError, match=r"caf\\xe9\.jpg"):
         for _ in strict:
             pass
     strict.close()

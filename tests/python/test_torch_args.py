@@ -76,7 +76,8 @@ def test_samplers_and_generator_set_the_order(daemon, folder):
 def test_prefetch_factor_and_collate_fn(daemon, folder):
     loader = galley.DataLoader(folder, batch_size=8, transform=FIXED, socket=daemon.socket,
                                prefetch_factor=3, collate_fn=lambda b: (b[0].float() / 255, b[1]))
-    assert loader.info["slots"] == 3
+    assert loader.prefetch == 3
+    assert loader.info["slots"] == 3 + 1  # prefetch batches beside the one in hand
     images, labels = next(iter(loader))
     assert images.dtype == torch.float32 and images.max() <= 1.0 and labels.shape == (8,)
     del images, labels

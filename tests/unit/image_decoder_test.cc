@@ -2,6 +2,7 @@
 // Expected pixels come from PIL (the torchvision loader), stored losslessly as
 // `<name>.ref.png` next to each fixture.
 #include <gtest/gtest.h>
+#include <webp/encode.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -158,6 +159,44 @@ TEST(DecoderTest, DecompressionBombsAreRefusedFromTheHeader) {
   EXPECT_EQ(Decode(ReadFixture("rgb.png"), tiny).status().code(), StatusCode::kResourceExhausted);
   tiny.max_pixels = 160 * 120;
   EXPECT_TRUE(Decode(ReadFixture("baseline.jpg"), tiny).ok());
+}
+
+// A lossless WebP round trip, a WebP that declares 16383 x 16383 pixels in
+// 34 bytes (once decoded in full by OpenCV before any size check), and a
+// TIFF, which is not on the allow-list.
+TEST(DecoderTest, WebpDecodesThroughLibwebpAndOtherFormatsAreRefused) {
+  const int width = 37, height = 23;
+  std::vector<uint8_t> rgb(width * height * 3);
+  std::mt19937 rng(3);
+  for (auto& v : rgb) v = static_cast<uint8_t>(rng());
+  uint8_t* encoded = nullptr;
+  const size_t size = WebPEncodeLosslessRGB(rgb.data(), width, height, width * 3, &encoded);
+  ASSERT_GT(size, 0u);
+  const std::vector<uint8_t> webp(encoded, encoded + size);
+  WebPFree(encoded);
+  auto header = ReadHeader(webp);
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  EXPECT_EQ(header->format, ImageFormat::kWebp);
+  EXPECT_EQ(header->width, width);
+  auto decoded = Decode(webp, DecodeOptions{});
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(decoded->width, width);
+  EXPECT_EQ(decoded->height, height);
+  EXPECT_EQ(decoded->pixels, rgb);
+
+  // VP8L: signature 0x2f, then 14-bit width-1 and height-1, alpha, version.
+  std::vector<uint8_t> bomb = {'R', 'I', 'F', 'F', 26,  0,  0, 0, 'W', 'E', 'B',
+                               'P', 'V', 'P', '8', 'L', 14, 0, 0, 0,   0x2f};
+  const uint32_t bits = 16382u | (16382u << 14);
+  for (int i = 0; i < 4; ++i) bomb.push_back(static_cast<uint8_t>(bits >> (8 * i)));
+  bomb.resize(34, 0);
+  EXPECT_EQ(Decode(bomb, DecodeOptions{}).status().code(), StatusCode::kResourceExhausted)
+      << Decode(bomb, DecodeOptions{}).status().ToString();
+
+  const std::vector<uint8_t> tiff = {'I', 'I', 42, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  const Status refused = Decode(tiff, DecodeOptions{}).status();
+  EXPECT_EQ(refused.code(), StatusCode::kDataLoss);
+  EXPECT_NE(refused.message().find("unsupported image format"), std::string::npos);
 }
 
 TEST(DecoderTest, ScaledDecodePicksTheSmallestSufficientFactor) {

@@ -235,5 +235,31 @@ TEST(SegmentLayout, GeometryIsAlignedAndValidated) {
   EXPECT_FALSE(ComputeGeometry(4, 1u << 31, 1ull << 40).ok());
 }
 
+TEST(Json, TextThatIsNotUtf8IsEscapedOrRefusedNeverThrown) {
+  EXPECT_TRUE(IsValidUtf8("caf\xc3\xa9 \xf0\x9f\x98\x80"));
+  EXPECT_FALSE(IsValidUtf8("caf\xe9"));           // Latin-1
+  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // a surrogate
+  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // past U+10FFFF
+  EXPECT_EQ(EscapeBytes("caf\xe9\n\\ok"), "caf\\xe9\\x0a\\x5cok");
+  const nlohmann::json body = {{"dataset", "d\xff"}};
+  EXPECT_NO_THROW((void)DumpJson(body));
+  auto encoded = EncodeJson(body);
+  ASSERT_FALSE(encoded.ok());
+  EXPECT_EQ(encoded.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(encoded.status().message().find("UTF-8"), std::string::npos);
+}
+
+TEST(Json, NestingBeyondTheLimitIsRefusedBeforeParsing) {
+  auto nested = [](int depth) {
+    return "{\"a\":" + std::string(depth - 1, '[') + std::string(depth - 1, ']') + "}";
+  };
+  EXPECT_TRUE(ParseObject(nested(kMaxJsonDepth)).ok());
+  EXPECT_EQ(ParseObject(nested(kMaxJsonDepth + 1)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseObject(nested(70000)).status().code(), StatusCode::kInvalidArgument);
+  // Brackets inside strings do not count.
+  EXPECT_TRUE(ParseObject("{\"a\":\"" + std::string(1000, '[') + "\\\"\"}").ok());
+}
+
 }  // namespace
 }  // namespace galley::wire

@@ -1,0 +1,347 @@
+// Regression tests for peers that misbehave on purpose: each test replays an
+// input that once crashed or wedged galleyd (issue 13) against the real
+// daemon, then checks that the daemon still serves others and still shuts
+// down on SIGTERM.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "galley/client.h"
+#include "tests/integration/galleyd_process.h"
+#include "wire/connection.h"
+#include "wire/messages.h"
+#include "wire/segment_layout.h"
+
+namespace galley {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::GalleydProcess;
+using testing::TempDir;
+
+constexpr const char* kSmallTransform = R"({"ops":[{"op":"Resize","size":[32,32]}]})";
+
+class HostilePeerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_ = tmp_.path() / "data";
+    testing::WriteJpegFolder(data_, 2, 6);
+    daemon_ = std::make_unique<GalleydProcess>(
+        tmp_.path() / "galleyd.sock", std::vector<std::string>{"--allowed-root", tmp_.path()});
+    ASSERT_TRUE(daemon_->started()) << "galleyd did not start";
+    options_.socket_path = daemon_->socket();
+    options_.request_timeout = 5s;
+  }
+
+  nlohmann::json OpenJobBody(const std::string& dataset) const {
+    JobSpec spec;
+    spec.dataset = dataset;
+    spec.batch_size = 4;
+    spec.prefetch = 2;
+    spec.transform_json = kSmallTransform;
+    return wire::JobSpecToJson(spec);
+  }
+
+  // A raw connection that has completed the handshake.
+  std::unique_ptr<wire::Connection> Handshaken() {
+    auto fd = wire::Connection::ConnectUnix(daemon_->socket());
+    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
+    if (!fd.ok()) return nullptr;
+    auto connection = std::make_unique<wire::Connection>(std::move(fd).value());
+    EXPECT_TRUE(
+        connection->SendFrame(wire::MessageType::kHello, 0, R"({"client":"hostile"})").ok());
+    auto welcome = connection->ReadFrame(std::chrono::steady_clock::now() + 5s);
+    EXPECT_TRUE(welcome.ok() && welcome->header.type == wire::MessageType::kWelcome);
+    return connection;
+  }
+
+  // Sends OpenJob with `payload` as its body and returns the reply frame.
+  Result<wire::Frame> OpenRaw(wire::Connection& connection, const std::string& payload) {
+    GALLEY_RETURN_IF_ERROR(connection.SendFrame(wire::MessageType::kOpenJob, 1, payload));
+    return connection.ReadFrame(std::chrono::steady_clock::now() + 10s);
+  }
+
+  static Status ErrorOf(const wire::Frame& frame) {
+    if (frame.header.type != wire::MessageType::kError) return Status::Ok();
+    auto body = wire::ParseObject(frame.payload);
+    return body.ok() ? wire::StatusFromErrorJson(*body) : body.status();
+  }
+
+  // The daemon still answers queries and serves a well-behaved job.
+  void ExpectDaemonServes() {
+    auto client = Client::Connect(options_);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    auto status = client->Query("status");
+    ASSERT_TRUE(status.ok()) << status.status().ToString();
+    JobSpec spec;
+    spec.dataset = data_.string();
+    spec.batch_size = 4;
+    spec.transform_json = kSmallTransform;
+    auto job = client->OpenJob(spec);
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    for (int i = 0; i < 4; ++i) {
+      auto batch = job->Next(10s);
+      ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+    }
+  }
+
+  TempDir tmp_;
+  std::filesystem::path data_;
+  std::unique_ptr<GalleydProcess> daemon_;
+  ClientOptions options_;
+};
+
+TEST_F(HostilePeerTest, TruncatingTheRingDescriptorIsRefusedAndCannotFaultTheDaemon) {
+  auto connection = Handshaken();
+  ASSERT_NE(connection, nullptr);
+  auto opened = OpenRaw(*connection, OpenJobBody(data_.string()).dump());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ASSERT_EQ(opened->header.type, wire::MessageType::kJobOpened) << ErrorOf(*opened).ToString();
+  ASSERT_TRUE(opened->passed_fd.valid());
+  ASSERT_TRUE(opened->second_fd.valid());
+  // The seals refuse both a shrink and a grow.
+  EXPECT_NE(::ftruncate(opened->passed_fd.get(), 0), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(::ftruncate(opened->passed_fd.get(), 1 << 30), 0);
+  // Make the daemon write every slot of the ring.
+  ASSERT_TRUE(connection->SendFrame(wire::MessageType::kConsumerReady, 0, "").ok());
+  std::this_thread::sleep_for(300ms);
+  ExpectDaemonServes();
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
+TEST_F(HostilePeerTest, ScribblingOverTheWholeSegmentHurtsOnlyThatJob) {
+  auto connection = Handshaken();
+  ASSERT_NE(connection, nullptr);
+  auto opened = OpenRaw(*connection, OpenJobBody(data_.string()).dump());
+  ASSERT_TRUE(opened.ok());
+  ASSERT_EQ(opened->header.type, wire::MessageType::kJobOpened) << ErrorOf(*opened).ToString();
+  const auto info = wire::JobInfoFromJson(*wire::ParseObject(opened->payload));
+  ASSERT_TRUE(info.ok());
+  const size_t bytes = info->segment_bytes;
+  void* base =
+      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, opened->passed_fd.get(), 0);
+  ASSERT_NE(base, MAP_FAILED);
+  // What once aborted the daemon: 0x7FFFFFFF over the old semaphore (offset
+  // 80), then every byte of the segment set, slot states included.
+  const uint32_t big = 0x7FFFFFFF;
+  std::memcpy(static_cast<char*>(base) + 80, &big, sizeof(big));
+  ASSERT_TRUE(connection->SendFrame(wire::MessageType::kConsumerReady, 0, "").ok());
+  for (int round = 0; round < 20; ++round) {
+    std::memset(base, round % 2 == 0 ? 0xFF : 0x00, bytes);
+    ASSERT_TRUE(connection->SendFrame(wire::MessageType::kSlotReleased, 0, "").ok());
+    std::this_thread::sleep_for(10ms);
+  }
+  // Fill the eventfd's counter to its maximum: the daemon's writes must not
+  // block. (The descriptor is non-blocking: the flag is shared with the
+  // daemon's copy.)
+  for (uint64_t add = 0xfffffffffffffffeull; add > 0; add /= 2) {
+    while (::write(opened->second_fd.get(), &add, sizeof(add)) == sizeof(add)) {
+    }
+  }
+  const uint64_t one = 1;
+  EXPECT_LT(::write(opened->second_fd.get(), &one, sizeof(one)), 0) << "counter not saturated";
+  std::memset(base, 0, bytes);  // every slot Free again
+  ASSERT_TRUE(connection->SendFrame(wire::MessageType::kSlotReleased, 0, "").ok());
+  std::this_thread::sleep_for(200ms);
+  ::munmap(base, bytes);
+  ExpectDaemonServes();
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
+TEST_F(HostilePeerTest, AnUnknownPolicyIsRefusedAndTheDaemonStaysResponsive) {
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  JobSpec spec;
+  spec.dataset = data_.string();
+  spec.batch_size = 4;
+  spec.transform_json = kSmallTransform;
+  spec.policy = "DSA";  // a typo of "dsa"
+  auto job = client->OpenJob(spec);
+  ASSERT_FALSE(job.ok());
+  EXPECT_NE(job.status().message().find("DSA"), std::string::npos) << job.status().ToString();
+  ExpectDaemonServes();
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
+TEST_F(HostilePeerTest, DeeplyNestedJsonIsRefusedWithoutRecursion) {
+  // 70,000 levels once overflowed the stack in the recursive dump.
+  std::string transform(70000, '[');
+  transform += std::string(70000, ']');
+  const std::string body = R"({"dataset":")" + data_.string() +
+                           R"(","batch_size":4,"transform":{"ops":)" + transform + "}}";
+  auto connection = Handshaken();
+  ASSERT_NE(connection, nullptr);
+  auto reply = OpenRaw(*connection, body);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(ErrorOf(*reply).code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(ErrorOf(*reply).message().find("nested"), std::string::npos);
+  ExpectDaemonServes();
+}
+
+TEST_F(HostilePeerTest, TextThatIsNotUtf8NeverReachesTheEncoderUnescaped) {
+  // A class folder named in Latin-1: refused, naming the folder.
+  const auto latin = tmp_.path() / "latin";
+  testing::WriteJpegFolder(latin, 2, 2);
+  std::filesystem::rename(latin / "class0", latin / "caf\xe9");
+  auto connection = Handshaken();
+  ASSERT_NE(connection, nullptr);
+  auto reply = OpenRaw(*connection, OpenJobBody(latin.string()).dump());
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  const Status refused = ErrorOf(*reply);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("caf\\xe9"), std::string::npos) << refused.ToString();
+
+  // A dataset whose real path is not UTF-8 (reached through a symlink), then
+  // the queries that print dataset roots.
+  const auto odd = tmp_.path() / "d\xff";
+  testing::WriteJpegFolder(odd, 2, 2);
+  std::filesystem::create_symlink(odd, tmp_.path() / "link");
+  auto second = Handshaken();
+  ASSERT_NE(second, nullptr);
+  auto opened = OpenRaw(*second, OpenJobBody((tmp_.path() / "link").string()).dump());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  for (const char* what : {"status", "datasets", "jobs"}) {
+    auto text = client->Query(what);
+    ASSERT_TRUE(text.ok()) << what << ": " << text.status().ToString();
+  }
+
+  // A binary file given as the dataset.
+  const auto binary = tmp_.path() / "blob.bin";
+  {
+    std::ofstream out(binary, std::ios::binary);
+    for (int i = 0; i < 4096; ++i) out.put(static_cast<char>((i * 131 + 7) & 0xFF));
+  }
+  auto third = Handshaken();
+  ASSERT_NE(third, nullptr);
+  auto blob = OpenRaw(*third, OpenJobBody(binary.string()).dump());
+  ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+  EXPECT_EQ(blob->header.type, wire::MessageType::kError);
+
+  // The client refuses to send a path that is not UTF-8, saying why.
+  JobSpec spec;
+  spec.dataset = odd.string();
+  spec.batch_size = 4;
+  spec.transform_json = kSmallTransform;
+  auto job = client->OpenJob(spec);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(job.status().message().find("UTF-8"), std::string::npos);
+  ExpectDaemonServes();
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
+TEST_F(HostilePeerTest, SigtermCompletesWhilePeersLeaveRepliesUnread) {
+  std::vector<std::unique_ptr<wire::Connection>> flooders;
+  for (int i = 0; i < 3; ++i) {
+    auto connection = Handshaken();
+    ASSERT_NE(connection, nullptr);
+    auto opened = OpenRaw(*connection, OpenJobBody(data_.string()).dump());
+    ASSERT_TRUE(opened.ok());
+    ASSERT_EQ(opened->header.type, wire::MessageType::kJobOpened);
+    // Ask for stats until the socket is full both ways, never reading.
+    ::fcntl(connection->fd(), F_SETFL, ::fcntl(connection->fd(), F_GETFL) | O_NONBLOCK);
+    const std::string head = [] {
+      wire::FrameHeader h;
+      h.type = wire::MessageType::kStatsRequest;
+      auto bytes = wire::EncodeFrameHeader(h);
+      return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    }();
+    for (int k = 0; k < 200000; ++k) {
+      if (::send(connection->fd(), head.data(), head.size(), MSG_NOSIGNAL) < 0) break;
+    }
+    flooders.push_back(std::move(connection));
+  }
+  std::this_thread::sleep_for(500ms);
+  // Stop() gives the daemon 10 s before it resorts to SIGKILL.
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
+TEST_F(HostilePeerTest, ATrickledFrameIsDroppedAtItsWholeFrameDeadline) {
+  auto connection = Handshaken();
+  ASSERT_NE(connection, nullptr);
+  wire::FrameHeader h;
+  h.type = wire::MessageType::kOpenJob;
+  h.payload_length = 1 << 20;
+  auto head = wire::EncodeFrameHeader(h);
+  ASSERT_EQ(::send(connection->fd(), head.data(), head.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(head.size()));
+  // One byte every 200 ms: each gap is short, the frame never completes.
+  const auto start = std::chrono::steady_clock::now();
+  bool closed = false;
+  while (std::chrono::steady_clock::now() - start < 20s) {
+    if (::send(connection->fd(), "{", 1, MSG_NOSIGNAL) < 0) {
+      closed = true;
+      break;
+    }
+    char byte;
+    if (::recv(connection->fd(), &byte, 1, MSG_DONTWAIT) == 0) {
+      closed = true;
+      break;
+    }
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_TRUE(closed) << "the daemon kept a trickled frame open for 20 s";
+  ExpectDaemonServes();
+}
+
+}  // namespace
+}  // namespace galley
+
+namespace galley {
+namespace {
+
+TEST_F(HostilePeerTest, PrefetchCountsBatchesBeyondTheOneInHand) {
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  JobSpec spec;
+  spec.dataset = data_.string();
+  spec.batch_size = 4;
+  spec.prefetch = 1;
+  spec.epochs = 2;
+  spec.transform_json = kSmallTransform;
+  auto job = client->OpenJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->info().slots, 2u);
+  // A plain loop that holds one batch while it asks for the next: this once
+  // deadlocked with prefetch=1.
+  uint64_t samples = 0;
+  {
+    auto held = job->Next(10s);
+    ASSERT_TRUE(held.ok()) << held.status().ToString();
+    samples += held->size();
+    for (int i = 0; i < 10 && samples < 24; ++i) {
+      auto next = job->Next(10s);
+      ASSERT_TRUE(next.ok()) << next.status().ToString();
+      samples += next->size();
+      held = std::move(next);
+    }
+  }
+  EXPECT_EQ(samples, 2u * 12u);  // two epochs of 12 items, batches of 4
+
+  // Holding every slot is an immediate, explicit error, not a timeout.
+  auto again = client->OpenJob(spec);
+  ASSERT_TRUE(again.ok());
+  auto first = again->Next(10s);
+  auto second = again->Next(10s);
+  ASSERT_TRUE(first.ok() && second.ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto third = again->Next(30s);
+  EXPECT_EQ(third.status().code(), StatusCode::kResourceExhausted) << third.status().ToString();
+  EXPECT_NE(third.status().message().find("held by the caller"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+}  // namespace
+}  // namespace galley
