@@ -141,6 +141,9 @@ json JobSpecToJson(const JobSpec& spec) {
       {"classes", spec.classes},
       {"ids", spec.ids},
       {"ods_fraction", spec.ods_fraction},
+      {"shards", spec.shards},
+      {"image_key", spec.image_key},
+      {"label_key", spec.label_key},
   };
   json ranges = json::array();
   for (const auto& [begin, end] : spec.id_ranges) ranges.push_back({begin, end});
@@ -170,6 +173,9 @@ Result<JobSpec> JobSpecFromJson(const json& body) {
   GALLEY_RETURN_IF_ERROR(r.String("policy", &spec.policy));
   GALLEY_RETURN_IF_ERROR(r.Fraction("ods_fraction", &spec.ods_fraction));
   GALLEY_RETURN_IF_ERROR(r.String("name", &spec.name));
+  GALLEY_RETURN_IF_ERROR(r.StringList("shards", &spec.shards));
+  GALLEY_RETURN_IF_ERROR(r.String("image_key", &spec.image_key));
+  GALLEY_RETURN_IF_ERROR(r.String("label_key", &spec.label_key));
   auto transform = body.find("transform");
   if (transform == body.end() || !transform->is_object()) {
     return Status::InvalidArgument("field 'transform' must be a transform pipeline object");

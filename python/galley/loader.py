@@ -5,6 +5,7 @@ import os
 
 from . import _galley
 from . import _tensors
+from . import shards as _shards
 from . import transforms as T
 
 __all__ = ["DataLoader"]
@@ -42,7 +43,7 @@ class DataLoader:
                  seed=0, epochs=None, rank=0, world_size=1, drop_last=False, prefetch=4,
                  on_error="skip", policy=None, classes=None, indices=None, layout="NCHW",
                  socket=None, timeout=60.0, name=None, num_workers=None, pin_memory=False,
-                 ods_fraction=0.1):
+                 ods_fraction=0.1, image_key=None, label_key="cls"):
         if not shuffle:
             raise ValueError("galley always serves a uniformly random order; shuffle=False "
                              "is not supported")
@@ -54,7 +55,9 @@ class DataLoader:
             raise ValueError("ods_fraction must lie in [0, 1]")
         if epochs is not None and int(epochs) < 1:
             raise ValueError("epochs must be None (endless) or at least 1")
-        self.dataset = os.fspath(dataset)
+        # Tar shards (a list, glob, brace pattern or folder of *.tar) are
+        # expanded here, as the user; see galley.shards.
+        self.dataset, shards = _shards.resolve_dataset(dataset)
         self.batch_size = int(batch_size)
         self.drop_last = bool(drop_last)
         self.seed = int(seed)
@@ -83,6 +86,10 @@ class DataLoader:
             "classes": list(classes) if classes else None,
             "ids": [int(i) for i in indices] if indices is not None else None,
         }
+        if shards is not None:
+            self._spec.update(shards=shards, image_key=image_key or "", label_key=label_key)
+        elif image_key is not None or label_key != "cls":
+            raise ValueError("image_key= and label_key= apply to tar shard datasets only")
         self._socket = socket or ""
         self._client = None
         self._job = None
