@@ -218,6 +218,8 @@ PYBIND11_MODULE(_galley, m) {
   ex.end_of_stream = make("EndOfStream", ex.base);
 
   m.def("default_socket_path", &galley::DefaultSocketPath);
+  m.def("user_socket_path", &galley::UserSocketPath);
+  m.def("system_socket_path", &galley::SystemSocketPath);
   m.attr("__version__") = galley::kVersion;
   m.attr("protocol_version") = galley::kProtocolVersion;
 

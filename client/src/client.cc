@@ -1,5 +1,6 @@
 #include "galley/client.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -67,14 +68,28 @@ Result<nlohmann::json> RoundTrip(const ClientOptions& options, wire::MessageType
 
 }  // namespace
 
+std::string UserSocketPath() {
+  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime && *runtime) {
+    return std::string(runtime) + "/galley/galleyd.sock";
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string base = tmp != nullptr && *tmp ? tmp : "/tmp";
+  return base + "/galley-" + std::to_string(::getuid()) + "/galleyd.sock";
+}
+
+std::string SystemSocketPath() { return "/run/galley/galleyd.sock"; }
+
 std::string DefaultSocketPath() {
   if (const char* explicit_path = std::getenv("GALLEY_SOCKET"); explicit_path && *explicit_path) {
     return explicit_path;
   }
-  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime && *runtime) {
-    return std::string(runtime) + "/galley/galleyd.sock";
-  }
-  return "/run/galley/galleyd.sock";
+  struct stat st {};
+  const std::string user = UserSocketPath();
+  if (::stat(user.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return user;
+  const std::string system = SystemSocketPath();
+  if (::stat(system.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return system;
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  return runtime != nullptr && *runtime ? user : system;
 }
 
 Result<Client> Client::Connect(const ClientOptions& options) {

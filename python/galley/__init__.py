@@ -20,7 +20,8 @@ _galley = _native.load()
 from . import transforms  # noqa: E402
 from ._galley import (AccessDenied, DatasetNotFound, EndOfStream, GalleyError,  # noqa: E402
                       InvalidRequest, JobCancelled, ProtocolError, ResourceLimit, SampleError,
-                      ServerUnavailable, Timeout, default_socket_path)
+                      ServerUnavailable, Timeout, default_socket_path, system_socket_path,
+                      user_socket_path)
 from .loader import DataLoader  # noqa: E402
 
 __version__ = _galley.__version__
@@ -29,17 +30,21 @@ __version__ = _galley.__version__
 protocol_version = _galley.protocol_version
 
 
-def query(what="status", socket=None):
+def query(what="status", socket=None, autostart=None):
     """A daemon-wide document: "status", "datasets", "jobs", "cache" or "plan".
 
-    ``socket`` defaults to ``$GALLEY_SOCKET``, then the user's runtime
-    directory, then the system socket (see ``default_socket_path()``).
+    The daemon is found as the loader finds it: ``socket`` or
+    ``$GALLEY_SOCKET``; else the user's own daemon, then the node's service;
+    else one is started for the user unless ``autostart=False`` or
+    ``GALLEY_AUTOSTART=0`` (docs/autostart.md).
     """
-    return _galley.Client(socket or "").query(what)
+    from . import _autostart
+    return _autostart.client(socket, autostart).query(what)
 
 
 __all__ = [
-    "DataLoader", "transforms", "query", "default_socket_path", "GalleyError",
+    "DataLoader", "transforms", "query", "default_socket_path", "user_socket_path",
+    "system_socket_path", "GalleyError",
     "ServerUnavailable", "InvalidRequest", "DatasetNotFound", "AccessDenied", "ResourceLimit",
     "Timeout", "SampleError", "JobCancelled", "ProtocolError", "EndOfStream", "__version__",
     "protocol_version",

@@ -3,6 +3,7 @@
 import json
 import os
 
+from . import _autostart
 from . import _galley
 from . import _tensors
 from . import shards as _shards
@@ -37,13 +38,19 @@ class DataLoader:
     is not cached the daemon may serve a cached one the epoch still owes
     instead, for at most ``ods_fraction`` (0 to 1) of each epoch's samples;
     every item still appears exactly once per epoch.
+
+    ``socket=`` names the galleyd to use (default ``$GALLEY_SOCKET``, then the
+    user's own daemon, then the node's service). When none answers and none
+    was named, a private galleyd is started for the user and reused by later
+    jobs; ``autostart=False`` (or ``GALLEY_AUTOSTART=0``) raises
+    ``ServerUnavailable`` instead, listing the sockets tried.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=True, transform=None, normalize=None,
                  seed=0, epochs=None, rank=0, world_size=1, drop_last=False, prefetch=4,
                  on_error="skip", policy=None, classes=None, indices=None, layout="NCHW",
                  socket=None, timeout=60.0, name=None, num_workers=None, pin_memory=False,
-                 ods_fraction=0.1, image_key=None, label_key="cls"):
+                 ods_fraction=0.1, autostart=None, image_key=None, label_key="cls"):
         if not shuffle:
             raise ValueError("galley always serves a uniformly random order; shuffle=False "
                              "is not supported")
@@ -90,7 +97,8 @@ class DataLoader:
             self._spec.update(shards=shards, image_key=image_key or "", label_key=label_key)
         elif image_key is not None or label_key != "cls":
             raise ValueError("image_key= and label_key= apply to tar shard datasets only")
-        self._socket = socket or ""
+        self._socket = socket
+        self._autostart = autostart
         self._client = None
         self._job = None
         self._epoch = 0           # the epoch the next iteration yields
@@ -188,9 +196,17 @@ class DataLoader:
     def _open(self):
         if self._job is None:
             if self._client is None:
-                self._client = _galley.Client(self._socket, self.timeout)
+                self._client = _autostart.client(self._socket, self._autostart, self.timeout)
             spec = dict(self._spec)
             spec["start_epoch"] = self._epoch
-            self._job = self._client.open_job(spec)
+            try:
+                self._job = self._client.open_job(spec)
+            except (_galley.ServerUnavailable, _galley.JobCancelled):
+                # A daemon galley chose may have been exiting for idleness:
+                # find (or start) one again, once.
+                if not _autostart.may_retry(self._socket):
+                    raise
+                self._client = _autostart.client(self._socket, self._autostart, self.timeout)
+                self._job = self._client.open_job(spec)
             self._daemon_epoch = self._epoch
         return self._job

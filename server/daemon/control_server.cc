@@ -172,6 +172,12 @@ void ControlServer::Serve(Session* session) {
   };
   auto peer = connection.Peer();
   if (!peer.ok()) return finish(peer.status());
+  if (options_.owner_only && peer->uid != ::geteuid()) {
+    return finish(Status::PermissionDenied(
+        "this galleyd is a personal daemon of uid " + std::to_string(::geteuid()) +
+        " and serves no other user (you are uid " + std::to_string(peer->uid) +
+        "); start your own, or use the node's service"));
+  }
 
   auto hello = connection.ReadFrame(Clock::now() + kHandshakeTimeout);
   if (!hello.ok()) return finish(hello.status());
@@ -477,6 +483,8 @@ json ControlServer::Query(const std::string& what) const {
   if (what == "status") {
     return {{"version", kVersion},
             {"protocol_version", wire::kProtocolVersion},
+            {"uid", static_cast<int64_t>(::geteuid())},
+            {"owner_only", options_.owner_only},
             {"pid", static_cast<int64_t>(::getpid())},
             {"socket", options_.socket_path},
             {"uptime_seconds", uptime},

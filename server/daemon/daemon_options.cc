@@ -24,6 +24,12 @@ Status ReadKey(const toml::table& table, const char* key, T* out) {
     if (!value)
       return Status::InvalidArgument(std::string("config key '") + key + "' must be a string");
     *out = *value;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    auto value = node->value<bool>();
+    if (!value) {
+      return Status::InvalidArgument(std::string("config key '") + key + "' must be true or false");
+    }
+    *out = *value;
   } else if constexpr (std::is_floating_point_v<T>) {
     // toml++ converts integers to double here, so "5e8" and "500000000" both work.
     auto value = node->value<double>();
@@ -63,6 +69,8 @@ Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_image_pixels", &options->max_image_pixels));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "metrics_port", &options->metrics_port));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "log_level", &options->log_level));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "owner_only", &options->owner_only));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "idle_exit_seconds", &options->idle_exit_seconds));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "cache_eviction", &options->cache_eviction));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "storage_bytes_per_s", &options->storage_bytes_per_s));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "decode_per_core_per_s", &options->decode_per_core_per_s));
@@ -203,6 +211,13 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
                  "serve Prometheus metrics on 127.0.0.1:PORT (0 disables)");
   app.add_option("--log-level", options.log_level, "trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  app.add_flag("--owner-only", options.owner_only,
+               "serve only connections from the uid galleyd runs as (a personal daemon)");
+  app.add_flag("--detach", options.detach,
+               "run in the background; return once the socket is served");
+  app.add_option("--idle-exit", options.idle_exit_seconds,
+                 "exit after SECONDS with no job open (0 = never)")
+      ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -80,6 +80,20 @@ struct DaemonOptions {
 
   // trace, debug, info, warn, error.
   std::string log_level = "info";
+
+  // A personal daemon: refuse every connection whose peer (SO_PEERCRED) is
+  // not the uid galleyd runs as. The daemon a job starts for its user on
+  // first use runs this way. Default off (a node-wide service).
+  bool owner_only = false;
+
+  // Exit cleanly after this many seconds with no job open (0 = never). The
+  // daemon a job starts for its user exits this way when the last job ends.
+  double idle_exit_seconds = 0;
+
+  // Start in the background: galleyd forks twice (a new session, parent
+  // init), and the command returns only once the socket is served (exit 0)
+  // or startup failed (exit 1). stdout/stderr stay where the caller put them.
+  bool detach = false;
 };
 
 // Parses argv (and the TOML file named by --config). On --help/--version,

@@ -1,10 +1,16 @@
 // galleyd: the per-node daemon. See README.md and docs/operations.md.
+#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -18,6 +24,83 @@
 #include "server/daemon/node_probe.h"
 #include "server/daemon/scheduler.h"
 
+namespace {
+
+// Blocks until SIGTERM/SIGINT/SIGHUP, or, with idle_exit_seconds > 0, until
+// no job has been open for that long. Returns true for the idle exit.
+bool WaitForSignalOrIdleExit(const sigset_t& signals, double idle_exit_seconds,
+                             const galley::ControlServer& server) {
+  using Clock = std::chrono::steady_clock;
+  if (idle_exit_seconds <= 0) {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    spdlog::info("received signal {}, shutting down", signal_number);
+    return false;
+  }
+  const auto idle_limit = std::chrono::duration<double>(idle_exit_seconds);
+  auto idle_since = Clock::now();
+  while (true) {
+    const timespec tick{0, 200'000'000};
+    const int signal_number = sigtimedwait(&signals, nullptr, &tick);
+    if (signal_number > 0) {
+      spdlog::info("received signal {}, shutting down", signal_number);
+      return false;
+    }
+    if (server.Query("status").value("jobs", 0) > 0) {
+      idle_since = Clock::now();
+    } else if (Clock::now() - idle_since >= idle_limit) {
+      return true;
+    }
+  }
+}
+
+// --detach: forks into a new session and a grandchild whose parent is init,
+// before any thread exists. The original process waits on a pipe and exits 0
+// when the grandchild reports that it serves the socket, 1 if it dies first.
+// Returns the pipe's write end in the grandchild (-1 without --detach).
+int Detach() {
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) {
+    std::perror("galleyd: pipe");
+    std::exit(1);
+  }
+  const pid_t child = ::fork();
+  if (child < 0) {
+    std::perror("galleyd: fork");
+    std::exit(1);
+  }
+  if (child > 0) {
+    ::close(ready[1]);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    char byte = 0;
+    ssize_t n;
+    do {
+      n = ::read(ready[0], &byte, 1);
+    } while (n < 0 && errno == EINTR);
+    std::_Exit(n == 1 && byte == 'R' ? 0 : 1);
+  }
+  ::close(ready[0]);
+  ::setsid();
+  const pid_t grandchild = ::fork();
+  if (grandchild != 0) std::_Exit(grandchild < 0 ? 1 : 0);
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd >= 0) {
+    ::dup2(null_fd, STDIN_FILENO);
+    ::close(null_fd);
+  }
+  return ready[1];
+}
+
+void ReportReady(int ready_fd) {
+  if (ready_fd < 0) return;
+  const char byte = 'R';
+  (void)!::write(ready_fd, &byte, 1);
+  ::close(ready_fd);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace galley;
   bool exit_now = false;
@@ -27,6 +110,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (exit_now) return 0;
+  const int ready_fd = options->detach ? Detach() : -1;
   // Logs go to stderr (journald under systemd), leaving stdout free.
   spdlog::set_default_logger(spdlog::stderr_color_mt("galleyd"));
   spdlog::set_level(spdlog::level::from_str(options->log_level));
@@ -102,6 +186,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   scheduler.Start();
+  ReportReady(ready_fd);
   std::unique_ptr<MetricsServer> metrics;
   if (options->metrics_port != 0) {
     metrics = std::make_unique<MetricsServer>(options->metrics_port, [&server] {
@@ -116,9 +201,9 @@ int main(int argc, char** argv) {
                pipeline.threads(), options->cache_bytes,
                cache != nullptr ? options->cache_eviction : "no", options->default_policy);
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  spdlog::info("received signal {}, shutting down", signal_number);
+  if (WaitForSignalOrIdleExit(signals, options->idle_exit_seconds, server)) {
+    spdlog::info("no job for {} s, exiting (--idle-exit)", options->idle_exit_seconds);
+  }
   if (metrics != nullptr) metrics->Stop();
   server.Stop(Status::Cancelled("galleyd is shutting down"));
   scheduler.Stop();

@@ -12,6 +12,10 @@ import pytest
 from PIL import Image
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# A test that forgets socket= must fail, not start a daemon for the user
+# (tests/python/test_autostart.py turns autostart on in its own processes).
+os.environ["GALLEY_AUTOSTART"] = "0"
+os.environ.pop("GALLEY_SOCKET", None)
 GALLEYD = os.environ.get("GALLEYD", str(ROOT / "build" / "server" / "daemon" / "galleyd"))
 
 

@@ -21,8 +21,16 @@
 
 namespace galley {
 
-// $GALLEY_SOCKET if set; else $XDG_RUNTIME_DIR/galley/galleyd.sock if
-// XDG_RUNTIME_DIR is set; else /run/galley/galleyd.sock.
+// The socket of the user's own galleyd: $XDG_RUNTIME_DIR/galley/galleyd.sock,
+// or, where XDG_RUNTIME_DIR is unset, ${TMPDIR:-/tmp}/galley-<uid>/galleyd.sock.
+std::string UserSocketPath();
+
+// The node-wide service's socket: /run/galley/galleyd.sock.
+std::string SystemSocketPath();
+
+// $GALLEY_SOCKET if set; else the user's socket if it exists; else the
+// system socket if it exists; else the user's socket when XDG_RUNTIME_DIR is
+// set, the system socket otherwise.
 std::string DefaultSocketPath();
 
 struct ClientOptions {
