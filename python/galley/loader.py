@@ -200,7 +200,9 @@ class DataLoader:
             spec = dict(self._spec)
             spec["start_epoch"] = self._epoch
             try:
-                self._job = self._client.open_job(spec)
+                with _shards.IndexingProgress(
+                        lambda: _autostart.client(self._socket, False, 5.0), spec.get("shards")):
+                    self._job = self._client.open_job(spec)
             except (_galley.ServerUnavailable, _galley.JobCancelled):
                 # A daemon galley chose may have been exiting for idleness:
                 # find (or start) one again, once.

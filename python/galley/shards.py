@@ -92,3 +92,69 @@ def resolve_dataset(dataset):
     if path.endswith(".tar"):
         return path, [os.path.abspath(path)]
     return path, None
+
+
+def format_progress(entry):
+    """One progress line, as tqdm writes it, from a "datasets" query's
+    ``indexing`` entry."""
+    done, total = int(entry["done"]), int(entry["shards"])
+    rate, left = float(entry["rate"]), float(entry["seconds_left"])
+    left_text = "?" if left < 0 else f"{int(left) // 60:02d}:{int(left) % 60:02d}"
+    return (f"galley: indexing {os.path.basename(entry['first_shard'])}…: "
+            f"{done}/{total} shards [{100 * done // max(total, 1)}%, {rate:.1f} shards/s, "
+            f"{left_text} left]")
+
+
+class IndexingProgress:
+    """While a job over shards waits for galleyd to index them, prints the
+    daemon's progress on a terminal (stderr, rewritten in place) after one
+    second. ``GALLEY_PROGRESS=1`` prints even when stderr is not a terminal;
+    ``GALLEY_PROGRESS=0`` never prints."""
+
+    def __init__(self, connect, shards, stream=None, delay=1.0, interval=0.5):
+        import sys
+        self._connect, self._stream = connect, stream or sys.stderr
+        setting = os.environ.get("GALLEY_PROGRESS", "")
+        wanted = setting == "1" or (setting != "0" and self._stream.isatty())
+        self._active = bool(shards) and wanted
+        self._first = shards[0] if shards else None
+        self._delay, self._interval = delay, interval
+        self._thread = None
+        self._printed = False
+
+    def __enter__(self):
+        if self._active:
+            import threading
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            if self._printed:
+                self._stream.write("\n")
+                self._stream.flush()
+        return False
+
+    def _run(self):
+        if self._stop.wait(self._delay):
+            return
+        try:
+            client = self._connect()
+        except Exception:  # no second connection: no progress, the job goes on
+            return
+        while True:
+            try:
+                entries = client.query("datasets").get("indexing", [])
+            except Exception:
+                return
+            for entry in entries:
+                if os.path.realpath(entry["first_shard"]) == os.path.realpath(self._first):
+                    self._stream.write("\r" + format_progress(entry))
+                    self._stream.flush()
+                    self._printed = True
+            if self._stop.wait(self._interval):
+                return

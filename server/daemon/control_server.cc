@@ -510,7 +510,9 @@ json ControlServer::Query(const std::string& what) const {
                       {"bytes", dataset->total_bytes()},
                       {"shards", DescribeShards(*dataset)}});
     }
-    return {{"datasets", list}, {"samplers", scheduler_->Describe()}};
+    return {{"datasets", list},
+            {"indexing", DescribeIndexing()},
+            {"samplers", scheduler_->Describe()}};
   }
   if (what == "jobs") {
     json list = json::array();

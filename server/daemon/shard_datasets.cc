@@ -77,4 +77,21 @@ nlohmann::json DescribeShards(const Dataset& dataset) {
           {"daemon_stale_idx", counters.stale_idx.load()}};
 }
 
+nlohmann::json DescribeIndexing() {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& p : ActiveIndexing()) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - p->started).count();
+    const uint64_t done = p->done.load();
+    const double rate = seconds > 0 ? double(done) / seconds : 0.0;
+    list.push_back({{"first_shard", p->first_shard},
+                    {"shards", p->shards},
+                    {"done", done},
+                    {"seconds", seconds},
+                    {"rate", rate},
+                    {"seconds_left", rate > 0 ? double(p->shards - done) / rate : -1.0}});
+  }
+  return list;
+}
+
 }  // namespace galley

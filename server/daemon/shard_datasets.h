@@ -29,6 +29,10 @@ Status CheckShardJob(const Dataset& dataset, const JobSpec& spec, uid_t uid, gid
 // process-wide index counters; null for other datasets.
 nlohmann::json DescribeShards(const Dataset& dataset);
 
+// Shard sets being indexed now: first shard, shards done and total, seconds,
+// rate (shards/s) and estimated seconds left.
+nlohmann::json DescribeIndexing();
+
 }  // namespace galley
 
 #endif  // GALLEY_SERVER_DAEMON_SHARD_DATASETS_H_

@@ -410,3 +410,40 @@ def test_1100_shards_under_a_1024_descriptor_limit(tmp_path, corpus):
         assert open_fds < 400, f"{open_fds} descriptors open"
     finally:
         stop_daemon(daemon)
+
+
+def test_progress_while_a_large_set_is_indexed(tmp_path):
+    # 100 copies of a shard of 4,000 empty members (400,000 headers, cache
+    # off): indexing lasts long enough for the waiting side to print the
+    # daemon's progress. GALLEY_PROGRESS=1 stands in for a terminal.
+    from galley.shards import IndexingProgress, format_progress
+    assert format_progress({"first_shard": "/x/p-000000.tar", "shards": 1024, "done": 512,
+                            "rate": 85.3, "seconds_left": 6.0}) == \
+        "galley: indexing p-000000.tar…: 512/1024 shards [50%, 85.3 shards/s, 00:06 left]"
+    one = io.BytesIO()
+    with tarfile.open(fileobj=one, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for k in range(4000):
+            add_member(tar, f"k{k:05d}.jpg", b"")
+    d = tmp_path / "p"
+    d.mkdir()
+    shards = [str(d / f"p-{s:06d}.tar") for s in range(100)]
+    for path in shards:
+        with open(path, "wb") as f:
+            f.write(one.getvalue())
+    daemon = start_daemon(tmp_path, "--cache-bytes", "0", "--tar-index-dir", "none")
+    try:
+        os.environ["GALLEY_PROGRESS"] = "1"
+        watcher = galley._galley.Client(daemon.socket, 10.0)
+        stream = io.StringIO()
+        with IndexingProgress(lambda: watcher, shards, stream=stream, delay=0, interval=0.01):
+            loader = galley.DataLoader(shards, batch_size=8, label_key=None, transform=FIXED,
+                                       socket=daemon.socket)
+            assert len(loader) == 100 * 4000 // 8
+        lines = [l for l in stream.getvalue().split("\r") if l.strip()]
+        assert lines, "no progress printed"
+        assert "/100 shards" in lines[-1] and "shards/s" in lines[-1], lines[-1]
+        assert daemon.query("datasets")["indexing"] == []
+        loader.close()
+    finally:
+        os.environ.pop("GALLEY_PROGRESS", None)
+        stop_daemon(daemon)
