@@ -251,10 +251,9 @@ Result<std::shared_ptr<const Dataset>> ControlServer::OpenDataset(const JobSpec&
   }
   std::vector<std::filesystem::path> roots(options_.allowed_roots.begin(),
                                            options_.allowed_roots.end());
-  GALLEY_ASSIGN_OR_RETURN(auto dataset,
-                          spec.shards.empty()
-                              ? Dataset::Open(spec.dataset, roots)
-                              : Dataset::OpenShards(spec.shards, shard_options, roots));
+  GALLEY_ASSIGN_OR_RETURN(
+      auto dataset, spec.shards.empty() ? Dataset::Open(spec.dataset, roots)
+                                        : Dataset::OpenShards(spec.shards, shard_options, roots));
   std::lock_guard lock(mu_);
   // Two jobs may open the same dataset at once; the first one in wins so
   // both share one instance (and one sampler).
@@ -510,9 +509,8 @@ json ControlServer::Query(const std::string& what) const {
                       {"bytes", dataset->total_bytes()},
                       {"shards", DescribeShards(*dataset)}});
     }
-    return {{"datasets", list},
-            {"indexing", DescribeIndexing()},
-            {"samplers", scheduler_->Describe()}};
+    return {
+        {"datasets", list}, {"indexing", DescribeIndexing()}, {"samplers", scheduler_->Describe()}};
   }
   if (what == "jobs") {
     json list = json::array();

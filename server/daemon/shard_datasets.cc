@@ -41,10 +41,10 @@ Status CheckShardJob(const Dataset& dataset, const JobSpec& spec, uid_t uid, gid
   if (spec.on_error == "raise") {
     const ShardStats& stats = shards->stats();
     if (stats.skipped_samples > 0) {
-      return Status::InvalidArgument(std::to_string(stats.skipped_samples) +
-                                     " samples have no usable image or label, the first: " +
-                                     stats.first_skipped_sample +
-                                     " (on_error=\"skip\" serves the others)");
+      return Status::InvalidArgument(
+          std::to_string(stats.skipped_samples) +
+          " samples have no usable image or label, the first: " + stats.first_skipped_sample +
+          " (on_error=\"skip\" serves the others)");
     }
     if (stats.damaged_shards > 0) {
       return Status::InvalidArgument(std::to_string(stats.damaged_shards) +

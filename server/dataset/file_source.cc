@@ -142,7 +142,6 @@ Result<std::unique_ptr<FileSource>> FileSource::Open(const fs::path& canonical) 
   return source;
 }
 
-
 void FileSource::AddItem(const std::string& relative_path, int64_t label) {
   path_pool_ += relative_path;
   path_offsets_.push_back(path_pool_.size());

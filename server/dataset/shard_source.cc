@@ -400,7 +400,8 @@ Result<ShardListing> ListShard(const fs::path& shard, const ShardOptions& option
     GlobalShardIndexCounters().stale_idx++;
     stats_for_idx->stale_idx++;
   }
-  if (use_cache) StoreCached(options.index_cache_dir, shard, listing, options.index_cache_max_bytes);
+  if (use_cache)
+    StoreCached(options.index_cache_dir, shard, listing, options.index_cache_max_bytes);
   return listing;
 }
 
@@ -483,8 +484,8 @@ class ShardSource::OpenShards {
       lru_.splice(lru_.begin(), lru_, it->second.position);
       return it->second.fd;
     }
-    auto fd = std::make_shared<UniqueFd>(
-        ::open(shard.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    auto fd =
+        std::make_shared<UniqueFd>(::open(shard.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (fd->get() < 0) return OpenError(shard.path, errno);
     if (::fstat(fd->get(), &info) != 0 || !(IdentityOf(info) == shard.identity))
       return Changed(shard);
@@ -556,8 +557,9 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
   std::vector<ShardStats> idx_stats(shards.size());
   {
     IndexingRegistration registration(shards.front(), shards.size());
-    unsigned threads = options.index_threads != 0 ? options.index_threads
-                                                  : std::max(1u, std::thread::hardware_concurrency());
+    unsigned threads = options.index_threads != 0
+                           ? options.index_threads
+                           : std::max(1u, std::thread::hardware_concurrency());
     threads = static_cast<unsigned>(std::min<size_t>(threads, shards.size()));
     std::atomic<size_t> next{0};
     auto work = [&] {
@@ -683,8 +685,8 @@ double ShardSource::index_age_seconds() const {
 }
 
 std::string ShardSource::Locate(ItemId id) const {
-  const std::string_view key = std::string_view(key_pool_).substr(
-      key_offsets_[id], key_offsets_[id + 1] - key_offsets_[id]);
+  const std::string_view key =
+      std::string_view(key_pool_).substr(key_offsets_[id], key_offsets_[id + 1] - key_offsets_[id]);
   return files_->shards()[items_[id].shard].path.string() + ":" + std::string(key);
 }
 

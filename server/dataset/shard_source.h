@@ -59,8 +59,8 @@ struct ShardOptions {
 struct ShardStats {
   uint64_t shards = 0;
   uint64_t samples = 0;
-  uint64_t skipped_members = 0;  // non-regular, unsafe names, no key, duplicates
-  uint64_t skipped_samples = 0;  // no image member, or no usable label
+  uint64_t skipped_members = 0;      // non-regular, unsafe names, no key, duplicates
+  uint64_t skipped_samples = 0;      // no image member, or no usable label
   std::string first_skipped_sample;  // "shard: key (why)", for messages
   uint64_t damaged_shards = 0;
   std::string first_damage;  // "shard: what", for messages

@@ -173,8 +173,8 @@ Result<TarListing> ListTar(uint64_t file_size, const TarReader& read) {
     if (!header_size) return stop("malformed size field");
     const char type = static_cast<char>(block[156]);
     const uint64_t data = offset + kBlock;
-    const uint64_t size = (type == '0' || type == 0 || type == '7') && next_size ? *next_size
-                                                                                  : *header_size;
+    const uint64_t size =
+        (type == '0' || type == 0 || type == '7') && next_size ? *next_size : *header_size;
     if (size > file_size - data) return stop("member payload runs past the end of the file");
     const uint64_t next = data + Padded(size);
     switch (type) {

@@ -32,7 +32,11 @@ Bytes Header(const std::string& name, uint64_t size, char type, bool gnu = false
   PutOctal(block, 100, 8, 0644);
   PutOctal(block, 124, 12, size);
   block[156] = static_cast<uint8_t>(type);
-  std::memcpy(block.data() + 257, gnu ? "ustar  " : "ustar\0" "00", 8);
+  std::memcpy(block.data() + 257,
+              gnu ? "ustar  "
+                  : "ustar\0"
+                    "00",
+              8);
   std::memcpy(block.data() + 345, prefix.data(), std::min<size_t>(prefix.size(), 155));
   std::memset(block.data() + 148, ' ', 8);
   uint64_t sum = 0;
