@@ -703,10 +703,11 @@ Result<std::vector<uint8_t>> ShardSource::Read(ItemId id) const {
   }
   std::vector<uint8_t> bytes(item.size);
   Status read = PreadExactly((*fd)->get(), item.offset, bytes, files_->shards()[item.shard].path);
-  if (!read.ok() || !files_->StillListed(item.shard, (*fd)->get())) {
+  if (!files_->StillListed(item.shard, (*fd)->get())) {
     stale_ = true;
     return files_->Changed(files_->shards()[item.shard]);
   }
+  if (!read.ok()) return read;  // an I/O error on an unchanged shard
   return bytes;
 }
 
