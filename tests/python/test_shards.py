@@ -447,3 +447,39 @@ def test_progress_while_a_large_set_is_indexed(tmp_path):
     finally:
         os.environ.pop("GALLEY_PROGRESS", None)
         stop_daemon(daemon)
+
+
+def test_index_cache_keeps_under_its_size_cap(tmp_path, corpus):
+    root, _ = corpus
+    shards = write_shards(tmp_path / "s", folder_samples(root), 6)
+    index_dir = tmp_path / "index"
+    daemon = start_daemon(tmp_path, "--tar-index-dir", str(index_dir),
+                          "--tar-index-max-bytes", "2500")
+    try:
+        loader = galley.DataLoader([str(p) for p in shards], batch_size=60, transform=FIXED,
+                                   socket=daemon.socket)
+        assert len(loader) == 1
+        loader.close()
+    finally:
+        stop_daemon(daemon)
+    sizes = [f.stat().st_size for f in index_dir.iterdir()]
+    assert 0 < len(sizes) < 6, "the cap removed some, kept the newest"
+    assert sum(sizes) <= 2500
+
+
+def test_grouping_follows_webdataset_key_rules(daemon, workdir, corpus):
+    root, _ = corpus
+    samples = folder_samples(root)
+    path = workdir / "keys.tar"
+    with tarfile.open(path, "w") as tar:
+        # Members of one sample far apart, mixed-case extensions, keys with
+        # dots in directories and multi-dot extensions.
+        add_member(tar, "v1.0/a.JPG", samples[0][0])
+        add_member(tar, "v1.0/b.seg.png", b"ignored: not an image key")
+        add_member(tar, "v1.0/b.jpeg", samples[1][0])
+        add_member(tar, "v1.0/a.CLS", b"3")
+        add_member(tar, "v1.0/b.cls", b" 4\n")
+    loader = galley.DataLoader(str(path), batch_size=2, transform=FIXED, socket=daemon.socket)
+    _, labels, ids = next(loader.iter_with_ids())
+    assert dict(zip(ids.tolist(), labels.tolist())) == {0: 3, 1: 4}
+    loader.close()
