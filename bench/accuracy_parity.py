@@ -83,6 +83,7 @@ def train(spec, results):
             import galley
             from galley import transforms as GT
             loader = galley.DataLoader(spec["train"], batch_size=spec["batch_size"],
+                                       shuffle=True,
                                        transform=GT.Compose([GT.Resize([28, 28])]),
                                        seed=spec["seed"], socket=spec["socket"],
                                        name=f"parity-seed{spec['seed']}")

@@ -40,7 +40,7 @@ def decoded_bytes(root):
 def job(socket, root, seed, barrier, marks, out):
     import galley
     from galley import transforms as T
-    loader = galley.DataLoader(root, batch_size=64, seed=seed, socket=socket,
+    loader = galley.DataLoader(root, batch_size=64, shuffle=True, seed=seed, socket=socket,
                                transform=T.Compose([T.RandomResizedCrop(224),
                                                     T.RandomHorizontalFlip()]))
     len(loader)

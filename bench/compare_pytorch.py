@@ -147,6 +147,11 @@ def run_job(spec, barrier, results, parent_pid):
         if spec["side"] == "galley":
             import galley
             from galley import transforms as GT
+        elif spec["side"] == "ffcv":
+            import torch  # noqa: F401  (FFCV's ToTensor makes torch tensors)
+            from ffcv.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
+            from ffcv.loader import Loader, OrderOption
+            from ffcv.transforms import RandomHorizontalFlip, ToTensor, ToTorchImage
         else:
             import torch
             import torchvision
@@ -156,11 +161,23 @@ def run_job(spec, barrier, results, parent_pid):
 
         if spec["side"] == "galley":
             loader = galley.DataLoader(
-                spec["dataset"], batch_size=spec["batch_size"],
+                spec["dataset"], batch_size=spec["batch_size"], shuffle=True,
                 transform=GT.Compose([GT.RandomResizedCrop(224), GT.RandomHorizontalFlip()]),
                 seed=spec["seed"], indices=spec["indices"], socket=spec["socket"],
-                name=f"bench-{spec['scenario']}-{index}", timeout=spec["batch_timeout"])
+                name=f"bench-{spec['scenario']}-{index}", timeout=spec["batch_timeout"],
+                policy=spec.get("policy"))
             segment_bytes = int(loader.info["segment_bytes"])
+        elif spec["side"] == "ffcv":
+            # FFCV's own pipeline: RandomResizedCrop fused into the JPEG
+            # decoder, flip, uint8 NCHW (a channels-last view) torch tensors.
+            loader = Loader(
+                spec["beton"], batch_size=spec["batch_size"], num_workers=spec["torch_workers"],
+                order=OrderOption.RANDOM, os_cache=True, seed=spec["seed"],
+                indices=spec["indices"], drop_last=False,
+                pipelines={"image": [RandomResizedCropRGBImageDecoder((224, 224)),
+                                     RandomHorizontalFlip(), ToTensor(), ToTorchImage()],
+                           "label": [IntDecoder(), ToTensor()]})
+            segment_bytes = None
         else:
             dataset = torchvision.datasets.ImageFolder(
                 spec["dataset"],
@@ -190,10 +207,21 @@ def run_job(spec, barrier, results, parent_pid):
         cpu_begin = tree_cpu_seconds(os.getpid())
         t_begin = time.monotonic()
         count = 0
-        for _ in range(spec["batches"] - 1):
+        # Simulated model time per batch (mixed speeds), and a stall: the
+        # consumer stops taking batches for a while, holding the one it has.
+        model_s = spec.get("model_s", 0.0)
+        stall_window = None
+        stall_after, stall_s = spec.get("stall") or (None, 0.0)
+        for k in range(spec["batches"] - 1):
             images, labels = next(batches)
             checksum += _touch(images)
             count += int(labels.shape[0])
+            if model_s:
+                time.sleep(model_s)
+            if k == stall_after:
+                stall_window = (time.monotonic(), None)
+                time.sleep(stall_s)
+                stall_window = (stall_window[0], time.monotonic())
         del images, labels
         t_end = time.monotonic()
         cpu_end = tree_cpu_seconds(os.getpid())
@@ -203,7 +231,9 @@ def run_job(spec, barrier, results, parent_pid):
         row = {"index": index, "images": count, "t_begin": t_begin, "t_end": t_end,
                "cpu": cpu_end - cpu_begin, "segment_bytes": segment_bytes,
                "snapshot_begin": snapshot_begin, "snapshot_end": snapshot_end,
-               "checksum": checksum}
+               "checksum": checksum, "stall_window": stall_window}
+        if spec["side"] == "galley":
+            row["job_stats"] = loader.stats().get("job", {})
         del batches
         if spec["side"] == "galley":
             loader.close()
@@ -447,7 +477,11 @@ def run_side(side, name, args, ctx):
              for k in range(jobs)]
     result = {"scenario": name, "side": side, "jobs": jobs, "batches_per_job": batches,
               "loadavg_1m": os.getloadavg()[0]}
-    if side == "pytorch":
+    if side != "galley":
+        if side == "ffcv":
+            warm_page_cache([ctx["beton"]])
+            for spec in specs:
+                spec["beton"] = ctx["beton"]
         rows, lifetime_cpu = run_jobs(side, name, specs, args)
         result["jobs_lifetime_cpu_s"] = lifetime_cpu
         s = summarize(rows)
@@ -554,6 +588,53 @@ def print_scenario(name, g, t):
     return ratio
 
 
+def _ratio(g, r):
+    if g.get("images_per_s") and r.get("images_per_s"):
+        return g["images_per_s"] / r["images_per_s"]
+    return None
+
+
+def print_peer(name, side, g, r):
+    if r.get("error"):
+        print(f"  {side:8s} ERROR: {r['error']}")
+        return
+    print(f"  {side:8s} {r['images_per_s']:8.1f} images/s aggregate (per job "
+          f"{r['job_ips_min']:.1f}..{r['job_ips_max']:.1f}), "
+          f"{r['cpu_s_per_image'] * 1e3:.2f} CPU ms/image; ratio galley/{side} "
+          f"{_fmt(_ratio(g, r), '.2f')}x")
+    sys.stdout.flush()
+
+
+def print_peer_table(peers):
+    header = (f"{'scenario':9s} {'peer':8s} {'galley/s':>9s} {'peer/s':>8s} {'ratio':>6s} "
+              f"{'g ms/img':>8s} {'p ms/img':>8s}")
+    print("\n" + header)
+    print("-" * len(header))
+    for name, side, g, r in peers:
+        print(f"{name:9s} {side:8s} {_fmt(g.get('images_per_s'), '.1f', 'ERR'):>9s} "
+              f"{_fmt(r.get('images_per_s'), '.1f', 'ERR'):>8s} {_fmt(_ratio(g, r), '.2f'):>6s} "
+              f"{_fmt(_ms(g.get('cpu_s_per_image')), '.2f'):>8s} "
+              f"{_fmt(_ms(r.get('cpu_s_per_image')), '.2f'):>8s}")
+
+
+def write_beton(dataset, path):
+    """FFCV's .beton of the same JPEGs at full resolution (made once, reused)."""
+    if os.path.exists(path) and os.path.getmtime(path) >= os.path.getmtime(dataset):
+        return path
+    import torchvision
+    from ffcv.fields import IntField, RGBImageField
+    from ffcv.writer import DatasetWriter
+    started = time.monotonic()
+    images = torchvision.datasets.ImageFolder(str(dataset))  # PIL images, labels
+    partial = path + ".partial"
+    DatasetWriter(partial, {"image": RGBImageField(write_mode="jpg", jpeg_quality=90),
+                            "label": IntField()}, num_workers=2).from_indexed_dataset(images)
+    os.replace(partial, path)
+    print(f"wrote {path} ({os.path.getsize(path) / (1 << 20):.0f} MiB) in "
+          f"{time.monotonic() - started:.0f} s")
+    return path
+
+
 def print_table(pairs):
     header = (f"{'scenario':9s} {'jobs':>4s} {'galley/s':>9s} {'torch/s':>8s} {'ratio':>6s} "
               f"{'g ms/img':>8s} {'t ms/img':>8s} {'RSS MiB':>8s} {'shm MiB':>8s} "
@@ -641,6 +722,8 @@ def parse_args():
                    help="smoke run: 800 images, 1job and 4same")
     p.add_argument("--cache-bytes", type=int, default=None,
                    help="galleyd --cache-bytes outside the warm scenario (default: the daemon's)")
+    p.add_argument("--sides", default="galley,pytorch",
+                   help="galley,pytorch and optionally ffcv (FFCV 1.0.2, see bench/README.md)")
     p.add_argument("--torch-workers", type=int, default=2)
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1,
                    help="cores in the cost-model limit (default: this machine's)")
@@ -656,6 +739,10 @@ def parse_args():
     for s in args.scenarios:
         if s not in ALL_SCENARIOS:
             p.error(f"unknown scenario {s!r}")
+    args.sides = [x.strip() for x in args.sides.split(",") if x.strip()]
+    if args.sides[:2] != ["galley", "pytorch"] or not set(args.sides) <= {"galley", "pytorch",
+                                                                           "ffcv"}:
+        p.error("--sides starts with galley,pytorch; the only other side is ffcv")
     if args.batches_per_job is None:
         args.batches_per_job = args.images // args.batch_size
     if args.batches_per_job < 2:
@@ -682,6 +769,10 @@ def main():
     if len(files) != args.images:
         sys.exit(f"{dataset} holds {len(files)} images, expected {args.images}")
     ctx = {"dataset": dataset, "files": files}
+    import torch
+    print(f"python {sys.version.split()[0]} ({sys.executable}), torch {torch.__version__}")
+    if "ffcv" in args.sides:
+        ctx["beton"] = write_beton(dataset, str(dataset) + ".beton")
     if "warm" in args.scenarios:
         size = decoded_bytes(files)
         # Room beyond the pixels for per-entry bookkeeping and the planner's split.
@@ -704,11 +795,11 @@ def main():
           f"{args.batches_per_job} batches per job (first untimed), {args.cores} cores, "
           f"PyTorch {args.torch_workers} workers per job")
 
-    pairs = []
+    pairs, peers = [], []
     try:
         for name in args.scenarios:
             results = {}
-            for side in ("galley", "pytorch"):
+            for side in args.sides:
                 try:
                     results[side] = run_side(side, name, args, ctx)
                 except Exception as e:  # one failed side is a row, not the end of the run
@@ -719,6 +810,9 @@ def main():
                     CHILDREN.kill_all()
             ratio = print_scenario(name, results["galley"], results["pytorch"])
             pairs.append((name, results["galley"], results["pytorch"], ratio))
+            for side in args.sides[2:]:
+                peers.append((name, side, results["galley"], results[side]))
+                print_peer(name, side, results["galley"], results[side])
     finally:
         CHILDREN.kill_all()
         if pairs:
@@ -733,6 +827,11 @@ def main():
             except Exception as e:
                 print(f"plot failed: {e}", file=sys.stderr)
             print_table(pairs)
+            if peers:
+                print_peer_table(peers)
+                peer_csv = os.path.join(args.results, "compare_peers.csv")
+                write_csv(peer_csv, [(n, g, r, _ratio(g, r)) for n, _side, g, r in peers])
+                print(f"wrote {peer_csv}")
             print(f"\nwrote {csv_path} and {png_path}")
 
 

@@ -118,6 +118,15 @@ galley::JobSpec SpecFromDict(const py::dict& d) {
   if (d.contains("label_key")) {
     spec.label_key = get("label_key").is_none() ? "" : get("label_key").cast<std::string>();
   }
+  if (!get("shard_drop_last").is_none()) {
+    spec.shard_drop_last = get("shard_drop_last").cast<bool>();
+  }
+  if (!get("shuffle").is_none()) spec.shuffle = get("shuffle").cast<bool>();
+  if (!get("start_batch").is_none()) spec.start_batch = get("start_batch").cast<uint64_t>();
+  if (!get("native_size").is_none()) spec.native_size = get("native_size").cast<bool>();
+  if (!get("resume_consumed").is_none()) {
+    spec.resume_consumed = get("resume_consumed").cast<std::vector<uint64_t>>();
+  }
   return spec;
 }
 

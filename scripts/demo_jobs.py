@@ -16,7 +16,7 @@ def job(index, args, barrier, results):
     import galley
     from galley import transforms as T
     loader = galley.DataLoader(
-        args.dataset, batch_size=args.batch_size, seed=index,
+        args.dataset, batch_size=args.batch_size, shuffle=True, seed=index,
         transform=T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()]),
         socket=args.socket, name=f"demo-{index}")
     len(loader)  # opens the job

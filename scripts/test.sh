@@ -5,8 +5,9 @@
 #      (torch 1.13 and torchvision 0.14, the oldest supported; NumPy 1),
 #      with the package in place (PYTHONPATH=python);
 #   3. the same tests in a venv of the PATH's python3 with PyTorch 2.x,
-#      torchvision and NumPy 2 (scripts/setup_venv.sh), against galley built
-#      as a wheel with `pip wheel` and installed with pip;
+#      torchvision and NumPy 2 (scripts/setup_venv.sh), against galley's
+#      self-contained wheel (scripts/build_wheel.sh: `pip wheel`, then
+#      `auditwheel repair`) installed with pip;
 #   4. the install tree, a C++ consumer (find_package and pkg-config) and the
 #      .deb (tests/install/check_install.sh).
 # Safe to re-run; set GALLEY_VENV to use another venv.
@@ -27,13 +28,11 @@ GALLEYD="$GALLEYD" PYTHONPATH="$ROOT/python" \
 
 echo "== pytest: a venv with galley installed by pip"
 VENV="$("$ROOT/scripts/setup_venv.sh")"
-WHEELS="$BUILD_DIR/wheels"
-rm -rf "$WHEELS"
-"$VENV/bin/python" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps \
-  -w "$WHEELS" "$ROOT" 2> >(grep -v "^WARNING: Location" >&2)
+WHEEL="$(GALLEY_WHEEL_DIR="$BUILD_DIR/wheels" "$ROOT/scripts/build_wheel.sh" | tail -1)"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps \
-  "$WHEELS"/galley-*.whl 2> >(grep -v "^WARNING: Location" >&2)
-"$VENV/bin/python" -c "import sys, torch, numpy, galley; print(sys.version.split()[0], 'torch', torch.__version__, 'numpy', numpy.__version__, 'galley', galley.__version__, 'wheel', '$(cd "$WHEELS" && ls galley-*.whl)', '$(du -k "$WHEELS"/galley-*.whl | cut -f1) KiB')"
+  "$WHEEL" 2> >(grep -v "^WARNING: Location" >&2)
+"$VENV/bin/python" -c "import sys, torch, numpy, galley; print(sys.version.split()[0], 'torch', torch.__version__, 'numpy', numpy.__version__, 'galley', galley.__version__)"
+echo "wheel: $(basename "$WHEEL"), $(du -k "$WHEEL" | cut -f1) KiB"
 # From outside the clone, so only the installed package can be imported.
 (cd "$BUILD_DIR" && GALLEYD="$GALLEYD" GALLEY_EXPECT_INSTALLED=1 \
   "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python")

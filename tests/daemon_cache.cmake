@@ -1,7 +1,9 @@
 # The daemon's use of the cache: tier hits skipping work in the item
-# pipeline, demand bookkeeping in the scheduler, planner inputs and options.
+# pipeline, demand bookkeeping in the scheduler, planner inputs and options;
+# and ServedJob's DDP split and batch arithmetic.
 galley_add_test(daemon_cache_test
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/unit/daemon_cache_pipeline_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/daemon_cache_planner_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/unit/served_job_split_test.cc
   LIBS galley_daemon galley_opencv)

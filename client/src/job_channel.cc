@@ -58,6 +58,19 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
   }
   while (true) {
     bool got = head->ready.try_wait();
+    // The time the consumer waits for a batch is reported to the daemon
+    // through the segment header (galleyctl jobs, metrics).
+    struct WaitRecorder {
+      wire::SegmentHeader* head;
+      Clock::time_point start;
+      ~WaitRecorder() {
+        if (start == Clock::time_point{}) return;
+        head->consumer_wait_ns.fetch_add(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(),
+            std::memory_order_relaxed);
+        head->consumer_waits.fetch_add(1, std::memory_order_relaxed);
+      }
+    } recorder{head, got ? Clock::time_point{} : Clock::now()};
     while (!got) {
       if (head->closed.load(std::memory_order_acquire) != 0) {
         terminal_ = Status(static_cast<StatusCode>(head->close_code),

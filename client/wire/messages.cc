@@ -1,5 +1,6 @@
 #include "wire/messages.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace galley::wire {
@@ -114,6 +115,50 @@ class FieldReader {
   const json& body_;
 };
 
+// A set of item ids as a hex bitmap: byte i is two hex digits, its bit j
+// (least significant first) stands for id 8i + j. Far denser than a list for
+// the large random sets a mid-epoch resume carries.
+std::string IdsToHexBitmap(const std::vector<uint64_t>& ids) {
+  uint64_t bytes = 0;
+  for (uint64_t id : ids) bytes = std::max(bytes, id / 8 + 1);
+  std::vector<uint8_t> bitmap(bytes, 0);
+  for (uint64_t id : ids) bitmap[id / 8] |= static_cast<uint8_t>(1u << (id % 8));
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(bytes * 2);
+  for (uint8_t b : bitmap) {
+    hex.push_back(kDigits[b >> 4]);
+    hex.push_back(kDigits[b & 15]);
+  }
+  return hex;
+}
+
+Status HexBitmapToIds(const json& body, const char* name, std::vector<uint64_t>* out) {
+  auto it = body.find(name);
+  if (it == body.end()) return Status::Ok();
+  const auto error = Status::InvalidArgument(std::string("field '") + name +
+                                             "' must be a hex bitmap string of even length");
+  if (!it->is_string()) return error;
+  const std::string& hex = it->get_ref<const std::string&>();
+  if (hex.size() % 2 != 0) return error;
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = digit(hex[i]);
+    const int lo = digit(hex[i + 1]);
+    if (hi < 0 || lo < 0) return error;
+    const unsigned byte = static_cast<unsigned>(hi * 16 + lo);
+    for (unsigned bit = 0; bit < 8; ++bit) {
+      if (byte & (1u << bit)) out->push_back(uint64_t{i / 2} * 8 + bit);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<json> ParseObject(std::string_view payload) {
@@ -144,7 +189,12 @@ json JobSpecToJson(const JobSpec& spec) {
       {"shards", spec.shards},
       {"image_key", spec.image_key},
       {"label_key", spec.label_key},
+      {"shard_drop_last", spec.shard_drop_last},
+      {"shuffle", spec.shuffle},
+      {"start_batch", spec.start_batch},
+      {"native_size", spec.native_size},
   };
+  if (!spec.resume_consumed.empty()) body["resume_consumed"] = IdsToHexBitmap(spec.resume_consumed);
   json ranges = json::array();
   for (const auto& [begin, end] : spec.id_ranges) ranges.push_back({begin, end});
   body["id_ranges"] = std::move(ranges);
@@ -176,6 +226,11 @@ Result<JobSpec> JobSpecFromJson(const json& body) {
   GALLEY_RETURN_IF_ERROR(r.StringList("shards", &spec.shards));
   GALLEY_RETURN_IF_ERROR(r.String("image_key", &spec.image_key));
   GALLEY_RETURN_IF_ERROR(r.String("label_key", &spec.label_key));
+  GALLEY_RETURN_IF_ERROR(r.Bool("shard_drop_last", &spec.shard_drop_last));
+  GALLEY_RETURN_IF_ERROR(r.Bool("shuffle", &spec.shuffle));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("start_batch", &spec.start_batch));
+  GALLEY_RETURN_IF_ERROR(r.Bool("native_size", &spec.native_size));
+  GALLEY_RETURN_IF_ERROR(HexBitmapToIds(body, "resume_consumed", &spec.resume_consumed));
   auto transform = body.find("transform");
   if (transform == body.end() || !transform->is_object()) {
     return Status::InvalidArgument("field 'transform' must be a transform pipeline object");

@@ -20,7 +20,7 @@
 namespace galley::wire {
 
 inline constexpr uint32_t kSegmentMagic = 0x47534547;  // "GSEG"
-inline constexpr uint32_t kSegmentLayoutVersion = 1;
+inline constexpr uint32_t kSegmentLayoutVersion = 2;
 inline constexpr size_t kSlotAlignment = 4096;
 inline constexpr size_t kMaxErrorText = 240;
 
@@ -74,6 +74,11 @@ struct SegmentHeader {
   std::atomic<uint32_t> closed;  // nonzero once the daemon ended the job
   int32_t close_code;            // StatusCode explaining why
   char close_reason[kMaxErrorText];
+  // Written by the client, read by the daemon for its statistics only: the
+  // time the job's consumer spent waiting for a batch that was not ready
+  // yet, and how many of its batches it had to wait for.
+  std::atomic<uint64_t> consumer_wait_ns;
+  std::atomic<uint64_t> consumer_waits;
 };
 
 // Geometry of a segment, computed identically on both sides.

@@ -2,7 +2,7 @@
 
     import galley
     from galley import transforms as T
-    loader = galley.DataLoader("/data/imagenet/train", batch_size=256,
+    loader = galley.DataLoader("/data/imagenet/train", batch_size=256, shuffle=True,
                                transform=T.Compose([T.RandomResizedCrop(224),
                                                     T.RandomHorizontalFlip()]))
     for images, labels in loader:

@@ -1,7 +1,20 @@
-"""galley.DataLoader: a drop-in for torch.utils.data.DataLoader backed by galleyd."""
+"""galley.DataLoader: a drop-in for torch.utils.data.DataLoader backed by galleyd.
+
+The arguments torch's DataLoader takes keep their names, positions and
+defaults; those that mean nothing when the node's daemon prepares the batches
+are accepted with a one-time warning, and those galley cannot honour are
+refused at construction with a message saying what to do instead.
+docs/python.md is the migration guide.
+"""
+
+from __future__ import annotations
 
 import json
 import os
+import warnings
+import weakref
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional,
+                    Sequence, Tuple)
 
 from . import _autostart
 from . import _galley
@@ -9,7 +22,54 @@ from . import _tensors
 from . import shards as _shards
 from . import transforms as T
 
+if TYPE_CHECKING:  # torch is imported lazily: importing galley must not need it
+    import torch
+
 __all__ = ["DataLoader"]
+
+_STATE_VERSION = 1
+# The daemon's message for an image whose size differs from the first one's
+# when there is no transform (JobSpec::native_size).
+_NATIVE_SIZE_MISMATCH = "transform=None needs every image at the first image's size"
+_WARNED: set = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    """One warning per argument and process, however many loaders are made."""
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def _torch_distributed() -> Tuple[Optional[int], Optional[int]]:
+    """(rank, world_size) of an initialised torch.distributed, else (None, None)."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None, None
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return None, None
+
+
+def _dataset_root(dataset: Any) -> Tuple[str, Any]:
+    """The dataset's root as an absolute path, and a torchvision dataset's transform."""
+    if isinstance(dataset, (str, bytes, os.PathLike)):
+        return os.path.abspath(os.fsdecode(os.fspath(dataset))), None
+    root = getattr(dataset, "root", None)
+    try:
+        from torchvision.datasets import DatasetFolder
+    except ImportError:  # torchvision is optional
+        DatasetFolder = ()
+    if isinstance(dataset, DatasetFolder) and root is not None:
+        if getattr(dataset, "target_transform", None) is not None:
+            raise ValueError("galley does not apply an ImageFolder's target_transform; map the "
+                             "labels yourself (e.g. in collate_fn) and pass a dataset without it")
+        return os.path.abspath(os.fspath(root)), getattr(dataset, "transform", None)
+    raise TypeError(
+        f"galley.DataLoader serves image folders and manifest files that galleyd reads itself; "
+        f"got a {type(dataset).__name__}. Pass the dataset's root path (or a "
+        f"torchvision.datasets.ImageFolder) instead.")
 
 
 class DataLoader:
@@ -17,43 +77,110 @@ class DataLoader:
 
     ``images`` is a zero-copy view of the daemon's shared memory:
     ``torch.uint8`` ``[B, 3, H, W]`` (``layout="NHWC"``: ``[B, H, W, 3]``), or
-    ``torch.float32`` ``[B, 3, H, W]`` when the transform ends in
-    ``Normalize`` or ``normalize=(mean, std)`` is given. ``labels`` is
+    ``torch.float32`` ``[B, 3, H, W]`` when the transform ends in ``ToTensor``
+    or ``Normalize`` or ``normalize=(mean, std)`` is given. ``labels`` is
     ``torch.int64`` ``[B]``. The batch's memory goes back to the daemon when
-    the images tensor is freed; keep at most ``prefetch`` batches alive.
+    the images tensor is freed: keep fewer than ``prefetch`` batches alive
+    (``.clone()`` the ones you keep); holding all of them raises at once.
 
-    ``pin_memory=True`` behaves as in ``torch.utils.data.DataLoader``: where
-    CUDA is available each batch is copied into page-locked memory (and its
-    shared-memory slot released at once), so ``.to(device,
-    non_blocking=True)`` overlaps the transfer with compute; where it is not,
-    a warning says so and batches stay unpinned.
+    Order and epochs, as torch's ``DataLoader`` + ``DistributedSampler``:
 
-    One ``for`` loop is one epoch; every item of the job's subset (its DDP
-    shard when ``world_size > 1``) appears exactly once, in a uniformly random
-    order. Breaking out of a loop and iterating again starts the next epoch;
-    ``set_epoch(e)`` chooses the epoch explicitly, as with
-    ``DistributedSampler``.
+    * ``shuffle=False`` (torch's default): items in id order (ImageFolder
+      order), every epoch. ``shuffle=True``: a uniformly random order per
+      epoch, a pure function of ``(seed, epoch)`` while no other job on the
+      node shares the items (docs/python.md says what coupled jobs share).
+    * Each ``for`` loop over the loader is one pass over epoch ``e`` and the
+      next loop uses ``e + 1``; ``set_epoch(e)`` (or a ``DistributedSampler``'s
+      ``set_epoch``) chooses it. A loop left early (``break``, a peek with
+      ``next(iter(loader))``) is not a completed epoch: ``epochs=N`` stops
+      after N loops that ran to their end.
+    * With ``world_size > 1`` every rank gets exactly ``len(loader)``
+      batches: the shard is padded by wrapping around (or, with
+      ``drop_last=True``, cut to the floor) as ``DistributedSampler`` does.
+    * A file that cannot be read or decoded never shortens a batch: the
+      daemon puts a substitute in its place (another item of the rank's shard
+      of that epoch, which then appears twice), counts it in ``skipped`` and,
+      with ``on_error="raise"``, the loop raises ``galley.SampleError``.
+    * ``state_dict()`` / ``load_state_dict()`` resume mid-epoch: a loader
+      restored from a state taken after k batches of epoch e yields exactly
+      the items of e it had not yielded, then epoch e + 1.
 
-    ``policy="ods"`` trades that uniformity for cache hits: when the next item
-    is not cached the daemon may serve a cached one the epoch still owes
-    instead, for at most ``ods_fraction`` (0 to 1) of each epoch's samples;
-    every item still appears exactly once per epoch.
+    Args (torch's, in torch's order):
+        dataset: an ImageFolder root or manifest file path (made absolute
+            here), or a ``torchvision.datasets.ImageFolder`` (its root; its
+            ``transform`` when ``transform=`` is not given).
+        batch_size: samples per batch.
+        shuffle: random order per epoch (True) or id order (False, default).
+        sampler: ``DistributedSampler`` (rank, world size, seed, shuffle and
+            shard drop_last are taken from it, and its epoch at each loop),
+            ``SequentialSampler``, ``RandomSampler`` (without replacement) or
+            ``SubsetRandomSampler`` (its indices); other samplers are refused.
+        batch_sampler: refused (use ``batch_size``/``drop_last``).
+        num_workers: has no effect (galleyd's threads prepare the batches); a
+            one-time warning if not 0.
+        collate_fn: called on each ``(images, labels)`` batch and its result
+            yielded. torch calls it on a list of samples; here the batch is
+            already stacked.
+        pin_memory: as torch: where CUDA is available each batch is copied
+            into page-locked memory (and its shared-memory slot released at
+            once); where it is not, a warning says so.
+        drop_last: leave out each epoch's incomplete last batch; with DDP
+            (and no ``sampler=``) also cut the shards to the floor.
+        timeout: seconds to wait for a batch; 0 (default) waits as long as the
+            daemon is alive (a dead daemon raises within seconds).
+        worker_init_fn, multiprocessing_context, persistent_workers,
+            in_order: no worker processes here; a one-time warning when set.
+        generator: its ``initial_seed()`` is the order's seed unless ``seed=``
+            is given.
+        prefetch_factor: batches prepared ahead per worker; sets
+            ``prefetch = prefetch_factor * max(1, num_workers)``.
 
-    ``socket=`` names the galleyd to use (default ``$GALLEY_SOCKET``, then the
-    user's own daemon, then the node's service). When none answers and none
-    was named, a private galleyd is started for the user and reused by later
-    jobs; ``autostart=False`` (or ``GALLEY_AUTOSTART=0``) raises
-    ``ServerUnavailable`` instead, listing the sockets tried.
+    Args (galley's, keyword only):
+        transform: a ``galley.transforms`` pipeline (or a torchvision one, see
+            docs/transforms.md) run by the daemon. None (or only
+            ToTensor/Normalize): the images at their own size, as torch; all
+            must share the first image's size, and the first batch holding
+            another size raises ValueError naming the file.
+        normalize: ``(mean, std)``: float32 normalised output.
+        seed: order, DDP split and augmentation randomness (default 0).
+        epochs: completed epochs after which iteration stops (None: endless).
+        rank, world_size: the DDP shard; default ``torch.distributed``'s rank
+            and world size when it is initialised, else 0 and 1.
+        prefetch: batch slots in shared memory (default 4).
+        on_error: ``"skip"`` (substitute and count) or ``"raise"``.
+        policy: sampling policy (``dsa``, ``independent``, ``lockstep``,
+            ``ods``); only with ``shuffle=True``.
+        classes, indices: a subset of the dataset (class names, item ids).
+        layout: ``"NCHW"`` or ``"NHWC"`` for uint8 output.
+        socket: the galleyd to use (default ``$GALLEY_SOCKET``, then the
+            user's own daemon, then the node's service). When none answers
+            and none was named, a private galleyd is started for the user and
+            reused by later jobs.
+        autostart: False (or ``GALLEY_AUTOSTART=0``) raises
+            ``ServerUnavailable`` instead of starting a daemon, listing the
+            sockets tried.
+        name: shown by ``galleyctl jobs``.
+        ods_fraction: with ``policy="ods"``, the most of each epoch's draws
+            the daemon may replace by cached items (0 to 1).
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=True, transform=None, normalize=None,
-                 seed=0, epochs=None, rank=0, world_size=1, drop_last=False, prefetch=4,
-                 on_error="skip", policy=None, classes=None, indices=None, layout="NCHW",
-                 socket=None, timeout=60.0, name=None, num_workers=None, pin_memory=False,
-                 ods_fraction=0.1, autostart=None, image_key=None, label_key="cls"):
-        if not shuffle:
-            raise ValueError("galley always serves a uniformly random order; shuffle=False "
-                             "is not supported")
+    def __init__(self, dataset: Any, batch_size: int = 1, shuffle: Optional[bool] = None,
+                 sampler: Any = None, batch_sampler: Any = None, num_workers: int = 0,
+                 collate_fn: Optional[Callable[[Tuple[torch.Tensor, torch.Tensor]], Any]] = None,
+                 pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
+                 worker_init_fn: Optional[Callable[[int], None]] = None,
+                 multiprocessing_context: Any = None, generator: Optional[torch.Generator] = None,
+                 *, prefetch_factor: Optional[int] = None, persistent_workers: bool = False,
+                 pin_memory_device: str = "", in_order: bool = True,
+                 transform: Any = None, normalize: Optional[Sequence[Sequence[float]]] = None,
+                 seed: Optional[int] = None, epochs: Optional[int] = None,
+                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 prefetch: Optional[int] = None, on_error: str = "skip",
+                 policy: Optional[str] = None, classes: Optional[Iterable[str]] = None,
+                 indices: Optional[Iterable[int]] = None, layout: str = "NCHW",
+                 socket: Optional[str] = None, name: Optional[str] = None,
+                 ods_fraction: float = 0.1, autostart: Optional[bool] = None,
+                 image_key: Optional[str] = None, label_key: Optional[str] = "cls") -> None:
         if on_error not in ("skip", "raise"):
             raise ValueError('on_error must be "skip" or "raise"')
         if int(batch_size) < 1:
@@ -62,32 +189,95 @@ class DataLoader:
             raise ValueError("ods_fraction must lie in [0, 1]")
         if epochs is not None and int(epochs) < 1:
             raise ValueError("epochs must be None (endless) or at least 1")
+        if batch_sampler is not None:
+            raise ValueError("galley builds batches in the daemon and takes no batch_sampler; "
+                             "give batch_size= and drop_last= instead")
+        if float(timeout) < 0:
+            raise ValueError("timeout option should be non-negative")
+        self._warn_meaningless(num_workers, worker_init_fn, multiprocessing_context,
+                               persistent_workers, in_order)
+        if seed is None and generator is not None:
+            seed = int(generator.initial_seed()) % (1 << 64)
+
         # Tar shards (a list, glob, brace pattern or folder of *.tar) are
         # expanded here, as the user; see galley.shards.
-        self.dataset, shards = _shards.resolve_dataset(dataset)
+        shards = None
+        if isinstance(dataset, (str, os.PathLike, list, tuple)):
+            shard_name, shards = _shards.resolve_dataset(dataset)
+        if shards is not None:
+            root, dataset_transform = shard_name, None
+        else:
+            root, dataset_transform = _dataset_root(dataset)
+        if transform is None:
+            transform = dataset_transform
+
+        shard_drop_last = bool(drop_last)
+        self._sampler = None
+        if sampler is not None:
+            if shuffle:
+                raise ValueError("sampler option is mutually exclusive with shuffle")
+            shuffle, seed, indices, rank, world_size, shard_drop_last = self._from_sampler(
+                sampler, seed, indices, rank, world_size)
+        shuffle = bool(shuffle)
+        if not shuffle and policy not in (None, "", "sequential"):
+            raise ValueError(f"policy={policy!r} decides a random order; it needs shuffle=True")
+
+        dist_rank, dist_world = _torch_distributed()
+        if world_size is None:
+            world_size = dist_world if dist_world is not None else 1
+        if rank is None:
+            if dist_rank is not None and world_size == dist_world:
+                rank = dist_rank
+            elif int(world_size) == 1:
+                rank = 0
+            else:
+                raise ValueError("world_size > 1 needs rank= (or an initialised "
+                                 "torch.distributed, or sampler=DistributedSampler(...))")
+        if not 0 <= int(rank) < int(world_size):
+            raise ValueError(f"rank must lie in [0, world_size), got rank={rank} "
+                             f"world_size={world_size}")
+
+        if prefetch_factor is not None:
+            if prefetch is not None:
+                raise ValueError("give prefetch= or prefetch_factor=, not both")
+            if int(prefetch_factor) < 1:
+                raise ValueError("prefetch_factor must be at least 1")
+            prefetch = int(prefetch_factor) * max(1, int(num_workers))
+        prefetch = 4 if prefetch is None else int(prefetch)
+
+        self.dataset = root
         self.batch_size = int(batch_size)
+        self.shuffle = shuffle
         self.drop_last = bool(drop_last)
-        self.seed = int(seed)
+        self.seed = 0 if seed is None else int(seed)
         self.epochs = None if epochs is None else int(epochs)
         self.rank, self.world_size = int(rank), int(world_size)
-        self.prefetch = int(prefetch)
+        self.prefetch = prefetch
         self.on_error = on_error
         self.pin_memory = bool(pin_memory)
         self._pin = _tensors.pinning_available(self.pin_memory)
+        self.pin_memory_device = pin_memory_device
+        self.collate_fn = collate_fn
         self.timeout = float(timeout)
         self.transform = transform
-        self._spec = {
+        transform_spec = T.build_spec(transform, normalize, layout)
+        self._spec: Dict[str, Any] = {
             "dataset": self.dataset,
             "batch_size": self.batch_size,
             "drop_last": self.drop_last,
-            "transform_json": json.dumps(T.build_spec(transform, normalize, layout)),
+            "shard_drop_last": shard_drop_last if self.world_size > 1 else False,
+            "shuffle": self.shuffle,
+            "transform_json": json.dumps(transform_spec),
+            # No op that sets the size (transform=None, ToTensor, Normalize):
+            # images pass at their own size, which must be the same for all.
+            "native_size": not transform_spec["ops"],
             "seed": self.seed,
-            "epochs": 0 if self.epochs is None else self.epochs,
+            "epochs": 0,  # the loader counts completed epochs itself
             "rank": self.rank,
             "world_size": self.world_size,
             "prefetch": self.prefetch,
             "on_error": on_error,
-            "policy": policy or "",
+            "policy": "" if not shuffle else (policy or ""),
             "ods_fraction": float(ods_fraction),
             "name": name or f"pid{os.getpid()}",
             "classes": list(classes) if classes else None,
@@ -99,57 +289,211 @@ class DataLoader:
             raise ValueError("image_key= and label_key= apply to tar shard datasets only")
         self._socket = socket
         self._autostart = autostart
-        self._client = None
-        self._job = None
-        self._epoch = 0           # the epoch the next iteration yields
-        self._daemon_epoch = None  # the epoch the daemon's next batch belongs to
+        self._client: Any = None
+        self._job: Any = None
+        self._epoch = 0             # the epoch the next loop yields (set_epoch)
+        self._completed = 0         # loops that ran to the end of their epoch
+        self._daemon_epoch: Optional[int] = None  # the epoch the daemon's next batch belongs to
         self._skipped = 0
+        self._resume: Optional[Dict[str, Any]] = None  # a loaded state not yet resumed
+        # The pass in progress: its epoch, batches yielded and item ids yielded.
+        self._pass_epoch: Optional[int] = None
+        self._pass_batches = 0
+        self._pass_consumed: Optional[bytearray] = None  # bitmap over item ids
+        self._held: List[weakref.ref] = []  # the batches handed out (their shared memory)
+
+    # -- torch argument mapping ----------------------------------------------------
+
+    @staticmethod
+    def _warn_meaningless(num_workers, worker_init_fn, multiprocessing_context,
+                          persistent_workers, in_order) -> None:
+        if int(num_workers) < 0:
+            raise ValueError("num_workers option should be non-negative")
+        if num_workers:
+            _warn_once("num_workers", "galley.DataLoader: num_workers has no effect; galleyd's "
+                       "worker threads prepare the batches (galleyd --worker-threads)")
+        if worker_init_fn is not None:
+            _warn_once("worker_init_fn", "galley.DataLoader: worker_init_fn is never called; "
+                       "there are no worker processes (the daemon prepares batches)")
+        if multiprocessing_context is not None:
+            _warn_once("multiprocessing_context", "galley.DataLoader: multiprocessing_context "
+                       "has no effect; there are no worker processes")
+        if persistent_workers:
+            _warn_once("persistent_workers", "galley.DataLoader: persistent_workers has no "
+                       "effect; the daemon keeps the job across epochs anyway")
+        if not in_order:
+            _warn_once("in_order", "galley.DataLoader: in_order=False has no effect; batches "
+                       "always come in order")
+
+    def _from_sampler(self, sampler, seed, indices, rank, world_size):
+        """shuffle, seed, indices, rank, world_size, shard_drop_last from a torch sampler."""
+        from torch.utils.data import (DistributedSampler, RandomSampler, SequentialSampler,
+                                      SubsetRandomSampler)
+        if isinstance(sampler, DistributedSampler):
+            for given, taken, what in ((rank, sampler.rank, "rank"),
+                                       (world_size, sampler.num_replicas, "world_size")):
+                if given is not None and int(given) != int(taken):
+                    raise ValueError(f"{what}={given} disagrees with the DistributedSampler's "
+                                     f"{taken}; give one or the other")
+            if seed is not None and int(seed) != int(sampler.seed):
+                raise ValueError(f"seed={seed} disagrees with the DistributedSampler's seed "
+                                 f"{sampler.seed}; give one or the other")
+            self._sampler = sampler  # its set_epoch() chooses each loop's epoch
+            return (bool(sampler.shuffle), int(sampler.seed), indices, int(sampler.rank),
+                    int(sampler.num_replicas), bool(sampler.drop_last))
+        if isinstance(sampler, SequentialSampler):
+            return False, seed, indices, rank, world_size, False
+        if isinstance(sampler, SubsetRandomSampler):
+            if indices is not None:
+                raise ValueError("give indices= or a SubsetRandomSampler, not both")
+            return True, seed, list(sampler.indices), rank, world_size, False
+        if isinstance(sampler, RandomSampler):
+            if sampler.replacement or sampler._num_samples is not None:
+                raise ValueError("galley serves each item exactly once per epoch; a "
+                                 "RandomSampler with replacement or num_samples is not supported")
+            if seed is None and sampler.generator is not None:
+                seed = int(sampler.generator.initial_seed()) % (1 << 64)
+            return True, seed, indices, rank, world_size, False
+        raise ValueError(f"galley decides the order in the daemon and cannot run a "
+                         f"{type(sampler).__name__}; use shuffle=, indices= or a "
+                         f"DistributedSampler")
 
     # -- torch.utils.data.DataLoader look-alikes ---------------------------------
 
-    def __len__(self):
+    def __len__(self) -> int:
+        """Batches per epoch; the same on every rank, and exact."""
         return int(self._open().info["batches_per_epoch"])
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next loop yields, as DistributedSampler.set_epoch."""
         self._epoch = int(epoch)
 
     @property
-    def classes(self):
+    def classes(self) -> List[str]:
         return list(self._open().info["classes"])
 
     @property
-    def info(self):
+    def info(self) -> Dict[str, Any]:
         return dict(self._open().info)
 
     @property
-    def skipped(self):
-        """Samples skipped so far because they could not be read or decoded."""
+    def skipped(self) -> int:
+        """Samples that could not be read or decoded so far (each was substituted)."""
         return self._skipped
 
-    def stats(self):
+    @property
+    def completed_epochs(self) -> int:
+        """Loops that ran to the end of their epoch."""
+        return self._completed
+
+    def stats(self) -> Dict[str, Any]:
         """The daemon's counters for this job and its sampler group."""
         return self._open().stats()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return self._epoch_batches(with_ids=False)
 
-    def iter_with_ids(self):
+    def iter_with_ids(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         """Like iterating the loader, but yields (images, labels, item_ids)."""
         return self._epoch_batches(with_ids=True)
 
-    def _epoch_batches(self, with_ids):
-        job = self._open()
-        if self.epochs is not None and self._epoch >= self.epochs:
+    # -- resume (torchdata StatefulDataLoader style) ------------------------------
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Where the loader stands: save it with the model's checkpoint.
+
+        Taken inside a loop after k batches of epoch e, a loader given it by
+        ``load_state_dict`` yields exactly the items of e not yielded yet, then
+        e + 1. Taken between loops, it resumes at the next loop's epoch. Each
+        DDP rank saves its own.
+        """
+        if self._resume is not None:  # loaded, not iterated yet: pass it on unchanged
+            return dict(self._resume["state"])
+        if self._pass_epoch is not None:
+            epoch, batches = self._pass_epoch, self._pass_batches
+            consumed = bytes(self._pass_consumed)
+        else:
+            epoch, batches, consumed = self._epoch, 0, b""
+        return {
+            "version": _STATE_VERSION, "epoch": epoch, "batches_yielded": batches,
+            "consumed": consumed, "completed_epochs": self._completed, "skipped": self._skipped,
+            "dataset": self.dataset, "batch_size": self.batch_size, "shuffle": self.shuffle,
+            "seed": self.seed, "rank": self.rank, "world_size": self.world_size,
+            "drop_last": self.drop_last, "shard_drop_last": self._spec["shard_drop_last"],
+            "subset": [self._spec["classes"], self._spec["ids"]],
+            # Item ids are positions in the dataset: a dataset that changed since
+            # the checkpoint cannot be resumed exactly.
+            "dataset_size": int(self._open().info["dataset_size"]),
+        }
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Resume from ``state_dict()``: the next loop continues its epoch."""
+        if state.get("version") != _STATE_VERSION:
+            raise ValueError(f"unknown galley.DataLoader state version {state.get('version')!r}")
+        mine = self.state_dict() if self._resume is None else self._resume["state"]
+        for key in ("dataset", "batch_size", "shuffle", "seed", "rank", "world_size",
+                    "drop_last", "shard_drop_last", "subset"):
+            if state[key] != mine[key]:
+                raise ValueError(f"the state was saved by a loader with {key}={state[key]!r}, "
+                                 f"this one has {mine[key]!r}; build the loader as it was")
+        consumed = [8 * i + bit for i, byte in enumerate(bytes(state["consumed"])) if byte
+                    for bit in range(8) if byte >> bit & 1]
+        self.close()
+        self._epoch = int(state["epoch"])
+        self._completed = int(state["completed_epochs"])
+        self._skipped = int(state["skipped"])
+        self._daemon_epoch = None
+        self._pass_epoch = None
+        self._resume = {"state": dict(state), "batches": int(state["batches_yielded"]),
+                        "consumed": consumed}
+
+    # -- iteration -----------------------------------------------------------------
+
+    def _epoch_batches(self, with_ids: bool) -> Iterator[Any]:
+        if self.epochs is not None and self._completed >= self.epochs:
             return
-        if self._daemon_epoch != self._epoch:
-            job.seek_epoch(self._epoch)
-            self._daemon_epoch = self._epoch
+        resume = self._resume
+        if self._sampler is not None:
+            sampler_epoch = int(getattr(self._sampler, "epoch", self._epoch))
+            if resume is not None and sampler_epoch != self._epoch:
+                raise ValueError(f"the loader resumes epoch {self._epoch} but its "
+                                 f"DistributedSampler is at epoch {sampler_epoch}; call "
+                                 f"sampler.set_epoch({self._epoch}) first")
+            self._epoch = sampler_epoch
+        if resume is not None:
+            self._close_job()  # reopened with the resume point
+        job = self._open()
+        if resume is not None and resume["state"]["dataset_size"] != job.info["dataset_size"]:
+            raise ValueError(f"the dataset has {job.info['dataset_size']} items but had "
+                             f"{resume['state']['dataset_size']} when the state was saved; "
+                             f"it cannot be resumed exactly")
+        self._resume = None
         epoch = self._epoch
+        if self._daemon_epoch != epoch:
+            job.seek_epoch(epoch)
+            self._daemon_epoch = epoch
         self._epoch = epoch + 1  # the next loop is the next epoch, finished or not
+        slots = int(job.info["slots"])
+        self._pass_epoch = epoch
+        self._pass_batches = resume["batches"] if resume else 0
+        self._pass_consumed = bytearray((int(job.info["dataset_size"]) + 7) // 8)
+        if resume:
+            self._pass_consumed[:] = bytes(resume["state"]["consumed"]).ljust(
+                len(self._pass_consumed), b"\0")[:len(self._pass_consumed)]
         completed = False
         try:
             while True:
-                images, labels, ids, meta = job.next(self.timeout)
+                self._held = [ref for ref in self._held if ref() is not None]
+                if len(self._held) >= slots:
+                    raise RuntimeError(
+                        f"all {slots} batch slots are held by batches still alive, so no new "
+                        f"batch can be prepared: .clone() the batches you keep (or raise "
+                        f"prefetch=)")
+                images, labels, ids, meta = job.next(self.timeout or 1e6)
+                if meta["epoch"] != epoch:
+                    continue  # left over from before a seek
+                if _NATIVE_SIZE_MISMATCH in meta["first_error"]:
+                    raise ValueError(meta["first_error"])
                 if meta["skipped"]:
                     self._skipped += meta["skipped"]
                     if self.on_error == "raise":
@@ -157,35 +501,51 @@ class DataLoader:
                             f"{meta['skipped']} sample(s) of epoch {epoch} failed: "
                             f"{meta['first_error']}")
                 last = meta["last_in_epoch"]
+                if len(labels):
+                    self._held.append(weakref.ref(images))
+                    ids = _tensors.int64_tensor(ids)
+                    for item in ids.tolist():
+                        self._pass_consumed[item >> 3] |= 1 << (item & 7)
+                    self._pass_batches += 1
                 if last:
                     completed = True
                     self._daemon_epoch = epoch + 1
+                    self._completed += 1
+                    self._pass_epoch = None
                 if len(labels):
                     batch = (_tensors.images_tensor(images), _tensors.int64_tensor(labels))
+                    del images
                     if self._pin:
                         batch = tuple(_tensors.pin(t) for t in batch)
                     if with_ids:
-                        batch += (_tensors.int64_tensor(ids),)
+                        batch = batch + (ids,)
+                    elif self.collate_fn is not None:
+                        batch = self.collate_fn(batch)
                     yield batch
+                    del batch
                 if last:
+                    if self.epochs is not None and self._completed >= self.epochs:
+                        self._close_job()  # nothing more to prepare
                     return
         finally:
             if not completed:
-                self._daemon_epoch = None  # the daemon is mid-epoch: the next loop seeks
+                # Abandoned: the daemon is mid-epoch, so the next loop seeks to
+                # its own epoch, and a state taken now resumes there too.
+                self._daemon_epoch = None
+                self._pass_epoch = None
 
-    def close(self):
-        if self._job is not None:
-            self._job.close()
-            self._job = None
+    def close(self) -> None:
+        """Ends the job in the daemon and frees its shared memory."""
+        self._close_job()
         self._client = None
 
-    def __enter__(self):
+    def __enter__(self) -> "DataLoader":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
@@ -193,12 +553,22 @@ class DataLoader:
 
     # -- internals -----------------------------------------------------------------
 
-    def _open(self):
+    def _close_job(self) -> None:
+        if self._job is not None:
+            self._job.close()
+            self._job = None
+        self._daemon_epoch = None
+
+    def _open(self) -> Any:
         if self._job is None:
             if self._client is None:
-                self._client = _autostart.client(self._socket, self._autostart, self.timeout)
+                self._client = _autostart.client(self._socket, self._autostart,
+                                                 self.timeout or 30.0)
             spec = dict(self._spec)
             spec["start_epoch"] = self._epoch
+            if self._resume is not None:
+                spec["start_batch"] = self._resume["batches"]
+                spec["resume_consumed"] = self._resume["consumed"]
             try:
                 with _shards.IndexingProgress(
                         lambda: _autostart.client(self._socket, False, 5.0), spec.get("shards")):
@@ -208,7 +578,8 @@ class DataLoader:
                 # find (or start) one again, once.
                 if not _autostart.may_retry(self._socket):
                     raise
-                self._client = _autostart.client(self._socket, self._autostart, self.timeout)
+                self._client = _autostart.client(self._socket, self._autostart,
+                                                 self.timeout or 30.0)
                 self._job = self._client.open_job(spec)
             self._daemon_epoch = self._epoch
         return self._job

@@ -66,6 +66,8 @@ Result<std::unique_ptr<BatchRing>> BatchRing::Create(const wire::SegmentGeometry
         .closed = 0,
         .close_code = 0,
         .close_reason = {},
+        .consumer_wait_ns = 0,
+        .consumer_waits = 0,
     };
     (void)header;
     auto ring =
@@ -121,6 +123,15 @@ uint32_t BatchRing::FreeSlots() const {
             static_cast<uint32_t>(wire::SlotState::kFree);
   }
   return free;
+}
+
+std::chrono::nanoseconds BatchRing::ConsumerWait() const {
+  return std::chrono::nanoseconds(
+      wire::HeaderAt(region_.get_address())->consumer_wait_ns.load(std::memory_order_relaxed));
+}
+
+uint64_t BatchRing::ConsumerWaits() const {
+  return wire::HeaderAt(region_.get_address())->consumer_waits.load(std::memory_order_relaxed);
 }
 
 uint32_t BatchRing::ReadySlots() const {

@@ -15,6 +15,7 @@
 
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -53,6 +54,10 @@ class BatchRing {
   uint32_t FreeSlots() const;
   // Published slots the client has not taken yet: what its consumer has buffered.
   uint32_t ReadySlots() const;
+  // What the client reports of its consumer's waits for batches (the
+  // segment is writable by the client, so for statistics only).
+  std::chrono::nanoseconds ConsumerWait() const;
+  uint64_t ConsumerWaits() const;
 
   // Tells the client the job is over (code and reason) and wakes it.
   void Close(const Status& reason);

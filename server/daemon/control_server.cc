@@ -14,6 +14,7 @@
 
 #include "galley/version.h"
 #include "server/daemon/shard_datasets.h"
+#include "server/image/decoder.h"
 #include "wire/messages.h"
 
 namespace galley {
@@ -281,6 +282,18 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
   GALLEY_ASSIGN_OR_RETURN(job->dataset, OpenDataset(spec));
   GALLEY_RETURN_IF_ERROR(CheckShardJob(*job->dataset, spec, peer.uid, peer.gid));
   job->policy = spec.policy;
+  if (!spec.shuffle) {
+    // The sequential order is a policy of its own: jobs that walk it together
+    // share their items.
+    if (!job->policy.empty() && job->policy != "sequential") {
+      return Status::InvalidArgument("policy '" + job->policy +
+                                     "' decides a random order; a job with shuffle=false uses "
+                                     "the sequential order (leave the policy empty)");
+    }
+    job->policy = "sequential";
+  } else if (job->policy == "sequential") {
+    return Status::InvalidArgument("policy 'sequential' needs shuffle=false");
+  }
   if (job->policy.empty()) {
     auto configured = options_.dataset_policies.find(job->dataset->root().string());
     job->policy = configured != options_.dataset_policies.end() ? configured->second
@@ -307,7 +320,7 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
   }
   GALLEY_ASSIGN_OR_RETURN(job->subset, job->dataset->Select(subset));
   const uint64_t n = job->subset.size();
-  job->epoch_size = n / spec.world_size + (spec.rank < n % spec.world_size ? 1 : 0);
+  job->epoch_size = n == 0 ? 0 : job->ShardSize();
   if (job->epoch_size == 0) {
     return Status::InvalidArgument("rank " + std::to_string(spec.rank) + " of " +
                                    std::to_string(spec.world_size) +
@@ -316,6 +329,22 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
 
   auto transform = json::parse(spec.transform_json, nullptr, false);
   if (transform.is_discarded()) return Status::InvalidArgument("transform is not valid JSON");
+  if (spec.native_size) {
+    // torch's transform=None: the first image's size is the batch's; a
+    // full-size CenterCrop passes same-size images through unchanged.
+    if (!transform.is_object() || !transform.value("ops", json::array()).empty()) {
+      return Status::InvalidArgument("native_size takes a transform without ops");
+    }
+    GALLEY_ASSIGN_OR_RETURN(auto bytes, job->dataset->Read(job->subset.front()));
+    auto header = image::ReadHeader(bytes);
+    if (!header.ok()) {
+      return Status::InvalidArgument("transform=None takes the first image's size, but " +
+                                     job->dataset->path(job->subset.front()).string() +
+                                     " cannot be read: " + header.status().message());
+    }
+    transform["ops"] =
+        json::array({{{"op", "CenterCrop"}, {"size", {header->height, header->width}}}});
+  }
   GALLEY_ASSIGN_OR_RETURN(auto pipeline, image::TransformPipeline::FromJson(transform));
   job->pipeline = std::make_shared<const image::TransformPipeline>(std::move(pipeline));
 

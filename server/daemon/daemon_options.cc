@@ -63,11 +63,14 @@ Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "tar_index_max_bytes", &options->tar_index_max_bytes));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_open_shards", &options->max_open_shards));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "default_policy", &options->default_policy));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "sampler_seed", &options->sampler_seed));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_jobs", &options->max_jobs));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_shm_per_job", &options->max_shm_per_job));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_shm_total", &options->max_shm_total));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_image_pixels", &options->max_image_pixels));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "metrics_port", &options->metrics_port));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "hold_budget_ms", &options->hold_budget_ms));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "thin_hold_ms", &options->thin_hold_ms));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "log_level", &options->log_level));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "owner_only", &options->owner_only));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "idle_exit_seconds", &options->idle_exit_seconds));
@@ -197,6 +200,8 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
   app.add_option("--cores", options.cores,
                  "planner input: cores preparing items (0 = the worker threads)");
   app.add_option("--worker-threads", options.worker_threads, "pipeline threads (0 = one per core)");
+  app.add_option("--sampler-seed", options.sampler_seed,
+                 "mixed into every job's order; 0 = orders depend on the job's seed only");
   app.add_option("--default-policy", options.default_policy,
                  "sampling policy for jobs that name none")
       ->check(CLI::IsMember({"dsa", "independent", "lockstep", "ods"}));
@@ -207,6 +212,10 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
   app.add_option("--max-shm-per-job", options.max_shm_per_job, "shared-memory bytes per job");
   app.add_option("--max-shm-total", options.max_shm_total, "shared-memory bytes for all jobs");
   app.add_option("--max-image-pixels", options.max_image_pixels, "largest image accepted");
+  app.add_option("--hold-budget-ms", options.hold_budget_ms,
+                 "most a job is held per epoch for a slower peer (0: never)");
+  app.add_option("--thin-hold-ms", options.thin_hold_ms,
+                 "longest single hold of a job whose consumer has little buffered");
   app.add_option("--metrics-port", options.metrics_port,
                  "serve Prometheus metrics on 127.0.0.1:PORT (0 disables)");
   app.add_option("--log-level", options.log_level, "trace|debug|info|warn|error")

@@ -49,6 +49,12 @@ struct DaemonOptions {
   // Threads that read, decode and augment. 0: one per core.
   uint32_t worker_threads = 0;
 
+  // Mixed into every job's order (and each dataset sampler's stream). 0, the
+  // default, keeps a job's order a pure function of its own (seed, epoch):
+  // the same after a restart and on every node. Set it to vary the orders of
+  // all jobs of this daemon. DDP splits never depend on it.
+  uint64_t sampler_seed = 0;
+
   // Default sampling policy for jobs that do not name one.
   std::string default_policy = "dsa";
   // Per-dataset default policies, keyed by the dataset's path (canonical
@@ -65,6 +71,12 @@ struct DaemonOptions {
   std::string tar_index_dir;
   uint64_t tar_index_max_bytes = uint64_t{1} << 30;
   uint32_t max_open_shards = 128;
+  // Jobs at different speeds (docs/sampling.md §3.3): the most time per
+  // epoch a job whose consumer has little buffered may be held so that a
+  // full peer shares the next wave (0: jobs are never held), and the
+  // longest one such hold.
+  uint32_t hold_budget_ms = 100;
+  uint32_t thin_hold_ms = 10;
 
   // Limits: a request beyond them is refused with a clear error.
   uint32_t max_jobs = 64;

@@ -179,7 +179,11 @@ int main(int argc, char** argv) {
     planner->Start();
   }
 
-  Scheduler scheduler(SchedulerOptions{}, &pipeline, cache.get(), planner.get());
+  SchedulerOptions scheduler_options;
+  scheduler_options.sampler_seed = options->sampler_seed;
+  scheduler_options.gate.hold_budget_per_epoch = std::chrono::milliseconds(options->hold_budget_ms);
+  scheduler_options.gate.thin_hold = std::chrono::milliseconds(options->thin_hold_ms);
+  Scheduler scheduler(scheduler_options, &pipeline, cache.get(), planner.get());
   ControlServer server(*options, &scheduler, &pipeline, planner.get());
   if (Status s = server.Start(); !s.ok()) {
     spdlog::error("cannot start: {}", s.ToString());

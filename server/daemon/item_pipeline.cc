@@ -248,6 +248,23 @@ void ItemPipeline::RunOne(ItemTask& task) {
     SlotPlan& plan = *d.plan;
     ServedJob& job = *plan.job;
     const std::span<std::byte> dst = destination(d);
+    if (job.spec.native_size) {
+      const int width = cached   ? static_cast<int>(cached->width)
+                        : region ? region->full_width
+                                 : image.width;
+      const int height = cached   ? static_cast<int>(cached->height)
+                         : region ? region->full_height
+                                  : image.height;
+      if (width != job.pipeline->output_width() || height != job.pipeline->output_height()) {
+        counters_.failures++;
+        plan.errors[d.position] = fmt::format(
+            "{}: transform=None needs every image at the first image's size {}x{}, this one "
+            "is {}x{}; give a transform that resizes (e.g. Resize + CenterCrop)",
+            task.dataset->path(task.item).string(), job.pipeline->output_width(),
+            job.pipeline->output_height(), width, height);
+        continue;
+      }
+    }
     Status status;
     if (cached != nullptr) {
       status = job.pipeline->Apply(cached->bytes, static_cast<int>(cached->width),

@@ -48,6 +48,10 @@ struct SlotPlan {
   uint32_t flags = 0;
   std::vector<ItemId> items;        // position -> item
   std::vector<std::string> errors;  // position -> failure ("" = prepared)
+  // Samples that failed and were replaced by a substitute, and the first
+  // failure's message (reported with the batch).
+  uint32_t substituted = 0;
+  std::string first_failure;
 };
 
 struct SlotPosition {

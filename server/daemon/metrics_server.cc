@@ -182,6 +182,10 @@ std::string RenderPrometheus(const nlohmann::json& status, const nlohmann::json&
   w.Metric("job_samples_per_second", "gauge", "The job's mean delivery rate since it opened.");
   w.Metric("job_ring_full_seconds_total", "counter",
            "Time the job's ring was full (the consumer was slower than galleyd).");
+  w.Metric("job_consumer_wait_seconds_total", "counter",
+           "Time the job's consumer waited for a batch (galleyd was slower than the consumer).");
+  w.Metric("job_peer_hold_seconds_total", "counter",
+           "Time the job was held back so that a slower peer could share a wave.");
   for (const auto& job : Field(jobs, "jobs")) {
     const std::string labels =
         Label("job", Text(job, "job_id")) + "," + Label("name", Text(job, "name"));
@@ -190,6 +194,8 @@ std::string RenderPrometheus(const nlohmann::json& status, const nlohmann::json&
     w.Sample("job_skipped_total", Field(job, "skipped"), labels);
     w.Sample("job_samples_per_second", Field(job, "samples_per_second"), labels);
     w.Sample("job_ring_full_seconds_total", Field(job, "ring_full_seconds"), labels);
+    w.Sample("job_consumer_wait_seconds_total", Field(job, "consumer_wait_seconds"), labels);
+    w.Sample("job_peer_hold_seconds_total", Field(job, "peer_hold_seconds"), labels);
   }
 
   w.Metric("cache_hits_total", "counter", "Cache hits per tier.");

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 #include <unordered_map>
 
 namespace galley {
@@ -14,15 +13,35 @@ using Clock = std::chrono::steady_clock;
 
 // A safety net only: every state change notifies the condition variable.
 constexpr auto kIdleWait = std::chrono::milliseconds(500);
-// How long a job that is ready to start waits for jobs on the same dataset
-// that have been opened but whose consumers have not asked for a batch yet.
-// Jobs started together (a sweep launched at once) then begin their first
-// epoch in the same round and share it whole.
-constexpr auto kStartGrace = std::chrono::milliseconds(100);
-constexpr auto kStartPoll = std::chrono::milliseconds(5);
-// How long a job whose consumer has nothing buffered waits for slower jobs on
-// its dataset before it is served alone.
-constexpr auto kStepWait = std::chrono::milliseconds(10);
+// How many times a failed sample's substitute is itself replaced when it
+// fails too; past that the batch goes out short (a shard of broken files).
+constexpr uint32_t kSubstituteAttempts = 4;
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A job's own sampling stream for one epoch: its (seed, epoch, rank) and the
+// daemon-wide seed, nothing else, so a job alone gets the same order after a
+// restart or on another machine.
+uint64_t JobEpochSeed(const JobSpec& spec, uint64_t epoch, uint64_t daemon_seed) {
+  return Mix(Mix(Mix(spec.seed ^ 0x6a09e667f3bcc909ULL) ^ epoch) ^ spec.rank) ^ Mix(daemon_seed);
+}
+// While a job is held for a peer, how often the scheduler looks whether its
+// consumer's buffer has fallen below the gate's threshold (taking a batch
+// sends nothing to the daemon; releasing it does).
+constexpr auto kHoldPoll = std::chrono::milliseconds(2);
+
+class SharedRings final : public RingView {
+ public:
+  RingOccupancy Occupancy(const ServedJob& job) const override {
+    return {job.ring->geometry().slot_count, job.ring->FreeSlots(), job.ring->ReadySlots()};
+  }
+  std::optional<uint32_t> Claim(ServedJob& job) override { return job.ring->Claim(); }
+};
 
 uint64_t HashString(const std::string& s) {
   uint64_t h = 1469598103934665603ULL;
@@ -32,9 +51,20 @@ uint64_t HashString(const std::string& s) {
 
 }  // namespace
 
+RingView* RingView::Shared() {
+  static SharedRings rings;
+  return &rings;
+}
+
 Scheduler::Scheduler(SchedulerOptions options, ItemPipeline* pipeline, cache::TieredCache* cache,
-                     CachePlanner* planner)
-    : options_(options), pipeline_(pipeline), cache_(cache), planner_(planner) {}
+                     CachePlanner* planner, SchedulerHooks hooks)
+    : options_(options),
+      pipeline_(pipeline),
+      cache_(cache),
+      planner_(planner),
+      clock_(hooks.clock != nullptr ? hooks.clock : SchedulerClock::Steady()),
+      rings_(hooks.rings != nullptr ? hooks.rings : RingView::Shared()),
+      gate_(options.gate) {}
 
 Scheduler::~Scheduler() { Stop(); }
 
@@ -82,6 +112,8 @@ Status Scheduler::AddJob(std::shared_ptr<ServedJob> job) {
   p.job = job;
   p.group = group.get();
   p.epoch = job->spec.start_epoch;
+  p.batch_index = job->spec.start_batch;
+  p.resuming = job->spec.start_batch > 0 || !job->spec.resume_consumed.empty();
   p.dataset_index = DatasetIndex(job->dataset);
   jobs_.emplace(job->id, std::move(p));
   if (planner_ != nullptr) {
@@ -147,6 +179,7 @@ void Scheduler::RemoveJob(uint64_t job_id) {
   LeaveSampler(it->second);
   it->second.group->jobs--;
   jobs_.erase(it);
+  gate_.Forget(job_id);
   if (planner_ != nullptr) planner_->JobClosed(job_id);
   dirty_ = true;
   cv_.notify_all();
@@ -165,6 +198,7 @@ Result<uint64_t> Scheduler::Seek(uint64_t job_id, uint64_t epoch) {
   LeaveSampler(p);
   p.epoch = epoch;
   p.batch_index = 0;
+  p.resuming = false;
   p.finished = false;
   p.generation++;
   dirty_ = true;
@@ -191,59 +225,61 @@ void Scheduler::Wake() {
   cv_.notify_all();
 }
 
+std::vector<uint64_t> Scheduler::DecideWave() {
+  const auto now = clock_->Now();
+  std::vector<GateInput> inputs;
+  inputs.reserve(jobs_.size());
+  for (const auto& [id, p] : jobs_) {
+    inputs.push_back(GateInput{.job = id,
+                               .group = p.group,
+                               .sharing = p.group->policy_name != "independent",
+                               .finished = p.finished,
+                               .consumer_ready = p.consumer_ready,
+                               .started = p.started,
+                               .opened_at = p.job->opened_at,
+                               .epoch = p.epoch,
+                               .generation = p.generation,
+                               .ring = rings_->Occupancy(*p.job)});
+  }
+  const std::vector<GateDecision> decisions = gate_.Decide(inputs, now);
+  std::vector<uint64_t> produce;
+  size_t i = 0;
+  for (auto& [id, p] : jobs_) {
+    const GateTimes times = gate_.Times(id, now);
+    p.job->counters.blocked_ns.store(times.ring_full.count(), std::memory_order_relaxed);
+    p.job->counters.held_ns.store(times.held.count(), std::memory_order_relaxed);
+    if (decisions[i] == GateDecision::kProduce) produce.push_back(id);
+    ++i;
+  }
+  if (spdlog::should_log(spdlog::level::trace)) {
+    std::vector<std::string> rings;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      rings.push_back(fmt::format("{}:{}f{}r:{}", inputs[k].job, inputs[k].ring.free,
+                                  inputs[k].ring.ready, GateDecisionName(decisions[k])));
+    }
+    spdlog::trace("wave decisions {}", fmt::join(rings, " "));
+  }
+  return produce;
+}
+
+bool Scheduler::PlanOneWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
+                            std::vector<ItemTask>* tasks) {
+  std::lock_guard lock(mu_);
+  return PlanWave(plans, tasks);
+}
+
 bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
                          std::vector<ItemTask>* tasks) {
-  // Claim one slot for each job that has one free and work left.
+  // Claim one slot for each job the gate lets produce. Jobs over one dataset
+  // that are claimed in the same wave share its rounds; a job left out is
+  // masked in the sampler and keeps the items it still needs.
   std::unordered_map<JobId, SlotPlan*> claimed;
   std::unordered_map<JobId, Production*> production;
   std::map<SamplerGroup*, std::vector<Production*>> by_group;
-  // Jobs over one dataset are produced for in step while every one of them
-  // can take a batch: a round's item then goes to all of them. A job whose
-  // consumer has nothing buffered is served at once regardless, so no job
-  // waits on a slower one for longer than its ring lasts.
-  std::map<SamplerGroup*, bool> in_step;
-  std::set<SamplerGroup*> awaiting_peers;
-  const auto now = Clock::now();
-  for (auto& [id, p] : jobs_) {
-    if (p.finished) continue;
-    if (!p.consumer_ready) {
-      if (now - p.job->opened_at < kStartGrace) {
-        awaiting_peers.insert(p.group);
-        start_grace_pending_ = true;
-      }
-      continue;
-    }
-    auto [it, inserted] = in_step.try_emplace(p.group, true);
-    it->second = it->second && p.job->ring->FreeSlots() > 0;
-  }
-  for (auto& [id, p] : jobs_) {
-    if (p.finished || !p.consumer_ready) continue;
-    if (!p.started && awaiting_peers.count(p.group)) continue;
-    if (!in_step[p.group]) {
-      if (p.job->ring->ReadySlots() > 0) {
-        p.starving_since.reset();
-        continue;
-      }
-      // Nothing buffered: wait a moment for the slower peers (a release is
-      // usually milliseconds away), then go alone.
-      if (!p.starving_since) p.starving_since = now;
-      if (now - *p.starving_since < kStepWait) {
-        step_wait_pending_ = true;
-        continue;
-      }
-    }
-    p.starving_since.reset();
-    auto slot = p.job->ring->Claim();
-    if (!slot) {
-      if (!p.full_since) p.full_since = Clock::now();
-      continue;
-    }
-    if (p.full_since) {
-      p.job->counters.blocked_ns +=
-          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - *p.full_since)
-              .count();
-      p.full_since.reset();
-    }
+  for (uint64_t id : DecideWave()) {
+    Production& p = jobs_.at(id);
+    auto slot = rings_->Claim(*p.job);
+    if (!slot) continue;
     p.started = true;
     auto plan = std::make_unique<SlotPlan>();
     plan->job = p.job;
@@ -253,8 +289,10 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     plan->generation = p.generation;
     plan->items.reserve(p.job->spec.batch_size);
     if (!p.in_sampler) {
-      const auto items = p.job->EpochItems(p.epoch);
-      const JobSamplingOptions sampling{.substitution_fraction = p.job->spec.ods_fraction};
+      const auto items = p.job->EpochItems(p.epoch, p.resuming);
+      const JobSamplingOptions sampling{
+          .substitution_fraction = p.job->spec.ods_fraction,
+          .seed = JobEpochSeed(p.job->spec, p.epoch, options_.sampler_seed)};
       if (Status s = p.group->policy->AddJob(static_cast<JobId>(id), items, sampling); !s.ok()) {
         spdlog::error("job {}: sampler refused epoch {}: {}", id, p.epoch, s.ToString());
       } else {
@@ -268,23 +306,15 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     plans->push_back(std::move(plan));
   }
   if (plans->empty()) return false;
-  if (spdlog::should_log(spdlog::level::trace)) {
-    // Which jobs share this wave, and each ring's free/ready slots.
-    std::vector<uint64_t> wave;
-    for (const auto& plan : *plans) wave.push_back(plan->job->id);
-    std::vector<std::string> rings;
-    for (auto& [id, p] : jobs_) {
-      rings.push_back(
-          fmt::format("{}:{}f{}r", id, p.job->ring->FreeSlots(), p.job->ring->ReadySlots()));
-    }
-    spdlog::trace("wave for jobs {} (rings {})", fmt::join(wave, " "), fmt::join(rings, " "));
-  }
-
   for (auto& [group, members] : by_group) {
     std::unordered_map<ItemId, size_t> task_of_item;
+    // A batch takes what its position in the epoch holds (BatchTarget), so
+    // every epoch has exactly BatchesPerEpoch() batches.
     auto ready = [&](JobId job) {
       auto it = claimed.find(job);
-      return it != claimed.end() && it->second->items.size() < it->second->job->spec.batch_size;
+      if (it == claimed.end()) return false;
+      const SlotPlan& plan = *it->second;
+      return plan.items.size() < plan.job->BatchTarget(plan.batch_index);
     };
     const Dataset* dataset = members.front()->job->dataset.get();
     const uint32_t dataset_index = members.front()->dataset_index;
@@ -304,13 +334,27 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
         group->loads += inserted ? 1 : 0;
       }
     }
-    // Close epochs that ran out, decide flags, and advance counters.
+    // Close epochs at their last batch, decide flags, and advance counters.
     for (Production* p : members) {
       SlotPlan* plan = claimed.at(static_cast<JobId>(p->job->id));
-      const bool exhausted =
-          !p->in_sampler || group->policy->Remaining(static_cast<JobId>(p->job->id)) == 0;
-      if (exhausted) {
+      // The sampler ran dry before the batch is full only when a resumed
+      // epoch was given fewer items than it has positions left; substitutes
+      // keep the batch count exact then too.
+      const uint64_t target = p->job->BatchTarget(plan->batch_index);
+      for (uint32_t attempt = 0; plan->items.size() < target; ++attempt) {
+        const ItemId item = p->job->Substitute(p->epoch, 0, attempt, [&](ItemId i) {
+          return failed_items_.count({dataset_index, i}) > 0;
+        });
+        auto [it, inserted] = task_of_item.try_emplace(item, tasks->size());
+        if (inserted) tasks->push_back(ItemTask{dataset, item, {}, dataset_index});
+        (*tasks)[it->second].deliveries.push_back(
+            {plan, static_cast<uint32_t>(plan->items.size())});
+        plan->items.push_back(item);
+      }
+      const bool last = plan->batch_index + 1 >= p->job->BatchesPerEpoch();
+      if (last) {
         LeaveSampler(*p);
+        p->resuming = false;
         plan->flags |= wire::kLastInEpoch;
         p->job->counters.epochs_completed++;
         p->epoch++;
@@ -325,27 +369,39 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
       }
     }
   }
-  // drop_last: an incomplete last batch is delivered empty (still flagged,
-  // so the client knows the epoch ended). Its items are prepared for nobody.
+  // An epoch with no batch at all (drop_last, fewer items than batch_size)
+  // is one empty batch flagged last, so the client still sees it end.
   for (auto& plan : *plans) {
     plan->errors.assign(plan->items.size(), std::string());
   }
-  for (auto& task : *tasks) {
-    std::erase_if(task.deliveries, [](const SlotPosition& d) {
-      const SlotPlan& plan = *d.plan;
-      return plan.job->spec.drop_last && (plan.flags & wire::kLastInEpoch) &&
-             plan.items.size() < plan.job->spec.batch_size;
-    });
-  }
-  std::erase_if(*tasks, [](const ItemTask& t) { return t.deliveries.empty(); });
-  for (auto& plan : *plans) {
-    if (plan->job->spec.drop_last && (plan->flags & wire::kLastInEpoch) &&
-        plan->items.size() < plan->job->spec.batch_size) {
-      plan->items.clear();
-      plan->errors.clear();
+  return true;
+}
+
+std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<SlotPlan>>& plans,
+                                                 uint32_t attempt) {
+  std::vector<ItemTask> tasks;
+  std::lock_guard lock(mu_);
+  for (auto& plan : plans) {
+    const uint32_t dataset_index = DatasetIndex(plan->job->dataset);
+    for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
+      if (!plan->errors[pos].empty()) failed_items_.insert({dataset_index, plan->items[pos]});
+    }
+    auto known_to_fail = [&](ItemId item) {
+      return failed_items_.count({dataset_index, item}) > 0;
+    };
+    for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
+      if (plan->errors[pos].empty()) continue;
+      // A position is counted once, however many of its substitutes fail.
+      if (attempt == 1 && plan->substituted++ == 0) plan->first_failure = plan->errors[pos];
+      const ItemId item =
+          plan->job->Substitute(plan->epoch, plan->items[pos], attempt, known_to_fail);
+      if (item == plan->items[pos]) continue;  // nothing else to try: the batch goes out short
+      plan->errors[pos].clear();
+      plan->items[pos] = item;
+      tasks.push_back(ItemTask{plan->job->dataset.get(), item, {{plan.get(), pos}}, dataset_index});
     }
   }
-  return true;
+  return tasks;
 }
 
 void Scheduler::Publish(SlotPlan& plan) {
@@ -357,15 +413,12 @@ void Scheduler::Publish(SlotPlan& plan) {
   int64_t* labels = wire::SlotLabels(slot, g);
   std::byte* tensor = wire::SlotTensor(slot, g);
   uint32_t kept = 0;
-  uint32_t skipped = 0;
-  std::string first_error;
+  uint32_t skipped = plan.substituted;
+  std::string first_error = plan.first_failure;
   // Failed samples are left out; later ones move down so the tensor stays
   // contiguous. Failures are rare, so the move is too.
   for (uint32_t pos = 0; pos < plan.items.size(); ++pos) {
-    if (!plan.errors[pos].empty()) {
-      if (skipped++ == 0) first_error = plan.errors[pos];
-      continue;
-    }
+    if (!plan.errors[pos].empty()) continue;  // its substitutes failed too (counted)
     if (kept != pos) {
       std::memmove(tensor + g.sample_bytes * kept, tensor + g.sample_bytes * pos, g.sample_bytes);
     }
@@ -396,11 +449,14 @@ void Scheduler::Loop() {
       std::unique_lock lock(mu_);
       while (!stop_) {
         dirty_ = false;
-        start_grace_pending_ = false;
-        step_wait_pending_ = false;
         if (PlanWave(&plans, &tasks)) break;
-        cv_.wait_for(lock, start_grace_pending_ || step_wait_pending_ ? kStartPoll : kIdleWait,
-                     [&] { return stop_ || dirty_; });
+        auto wait = std::chrono::duration_cast<Clock::duration>(kIdleWait);
+        if (gate_.any_held()) wait = kHoldPoll;
+        if (auto deadline = gate_.next_deadline()) {
+          wait =
+              std::clamp<Clock::duration>(*deadline - clock_->Now(), Clock::duration::zero(), wait);
+        }
+        cv_.wait_for(lock, wait, [&] { return stop_ || dirty_; });
       }
       if (stop_) {
         for (auto& plan : plans) plan->job->ring->Unclaim(plan->slot);
@@ -409,6 +465,13 @@ void Scheduler::Loop() {
     }
     const auto start = Clock::now();
     pipeline_->Run(tasks);
+    // A sample that failed is replaced by a substitute, so every batch holds
+    // what its position in the epoch promises.
+    for (uint32_t attempt = 1; attempt <= kSubstituteAttempts; ++attempt) {
+      std::vector<ItemTask> retry = PlanSubstitutes(plans, attempt);
+      if (retry.empty()) break;
+      pipeline_->Run(retry);
+    }
     const uint64_t ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
     for (auto& plan : plans) {

@@ -18,6 +18,23 @@
 // whether an item is in the encoded or decoded tier, and each job's epoch is
 // registered with its spec's ods_fraction.
 //
+// Every batch holds what its position in the epoch promises
+// (ServedJob::BatchTarget) and an epoch ends with its last batch, so
+// batches_per_epoch is exact for every job and rank. A sample that fails in
+// the pipeline is replaced by a substitute (ServedJob::Substitute, never an
+// item known to fail) in up to four more pipeline passes before the wave is
+// published. Each job's epoch enters its policy with the job's own seed
+// (JobSpec seed, epoch, rank and the daemon's sampler_seed).
+//
+// When each job gets a batch is decided by a ProductionGate from the time of
+// an injected SchedulerClock and the occupancy read through an injected
+// RingView: jobs are not kept in step, so a slower or stalled job costs a
+// faster peer at most the gate's hold budget per epoch (and none under
+// "independent"); sharing between jobs of different speeds comes from the
+// sampler (a job whose ring is full is masked and keeps the items it still
+// needs) and from the decoded tier, which keeps items that are still in
+// demand.
+//
 // AddJob/RemoveJob/Seek/Wake/Describe may be called from any thread; they
 // take mu_. Production state is changed only under mu_ by the scheduler
 // thread or by Seek.
@@ -31,6 +48,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <span>
 #include <thread>
 #include <unordered_map>
@@ -39,6 +57,7 @@
 #include "galley/cache/tiered_cache.h"
 #include "server/daemon/cache_planner.h"
 #include "server/daemon/item_pipeline.h"
+#include "server/daemon/production_gate.h"
 #include "server/daemon/served_job.h"
 #include "server/sampler/sampling_policy.h"
 
@@ -58,7 +77,29 @@ struct SamplerGroup {
 };
 
 struct SchedulerOptions {
-  uint64_t sampler_seed = 0;  // seeds each dataset's sampler (mixed with the dataset)
+  // The daemon-wide seed (DaemonOptions::sampler_seed): mixed into every
+  // sampler's stream and every job's order. 0 (default) keeps a job's order
+  // a pure function of its (seed, epoch) across restarts and machines.
+  uint64_t sampler_seed = 0;
+  GateOptions gate;           // when a job is produced for (production_gate.h)
+};
+
+// What the scheduler reads and claims of a job's batch ring. The daemon's
+// is RingView::Shared(), over the job's BatchRing; tests may pass their own.
+// Called by the scheduler thread under the scheduler's mutex.
+class RingView {
+ public:
+  virtual ~RingView() = default;
+  virtual RingOccupancy Occupancy(const ServedJob& job) const = 0;
+  // Takes a free slot for filling, or nullopt if there is none.
+  virtual std::optional<uint32_t> Claim(ServedJob& job) = 0;
+  static RingView* Shared();  // never null, lives forever
+};
+
+// Seams for tests; null members mean the real ones.
+struct SchedulerHooks {
+  const SchedulerClock* clock = nullptr;
+  RingView* rings = nullptr;
 };
 
 class Scheduler {
@@ -66,7 +107,7 @@ class Scheduler {
   // `cache` and `planner` may be null; when set they must outlive the
   // scheduler.
   Scheduler(SchedulerOptions options, ItemPipeline* pipeline, cache::TieredCache* cache = nullptr,
-            CachePlanner* planner = nullptr);
+            CachePlanner* planner = nullptr, SchedulerHooks hooks = {});
   ~Scheduler();  // stops the thread
 
   void Start();
@@ -85,6 +126,12 @@ class Scheduler {
 
   nlohmann::json Describe() const;
 
+  // Plans one wave as the scheduler thread does each turn (slots claimed
+  // through the RingView, rounds decided, nothing prepared or published);
+  // false if the gate lets no job be produced for now. Only for a scheduler
+  // that was not started: tests drive its decisions by hand.
+  bool PlanOneWave(std::vector<std::unique_ptr<SlotPlan>>* plans, std::vector<ItemTask>* tasks);
+
  private:
   struct Production {
     std::shared_ptr<ServedJob> job;
@@ -96,10 +143,8 @@ class Scheduler {
     bool finished = false;
     bool consumer_ready = false;  // production starts when the consumer first waits
     bool started = false;         // a batch has been planned for the job
-    // Since when the job has had nothing buffered while its peers were full.
-    std::optional<std::chrono::steady_clock::time_point> starving_since;
-    // Since when the job's ring has been full (its consumer is behind).
-    std::optional<std::chrono::steady_clock::time_point> full_since;
+    // Producing start_epoch after a restart: leave out resume_consumed.
+    bool resuming = false;
     uint32_t dataset_index = 0;
     // Items of the current epoch not delivered yet, indexed by item id, for
     // as long as their demand is registered with the cache.
@@ -108,9 +153,16 @@ class Scheduler {
   };
 
   void Loop();
+  // Asks the gate which jobs to produce for now and copies its times into
+  // the jobs' counters; returns the jobs to produce for, in jobs_ order.
+  std::vector<uint64_t> DecideWave();  // requires mu_
   // Plans a wave under mu_; returns false if no job can take a batch.
   bool PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans, std::vector<ItemTask>* tasks);
   void Publish(SlotPlan& plan);
+  // Replaces the samples of `plans` that failed by substitutes and returns
+  // the tasks that prepare them (empty: nothing failed). Takes mu_.
+  std::vector<ItemTask> PlanSubstitutes(std::vector<std::unique_ptr<SlotPlan>>& plans,
+                                        uint32_t attempt);
   // Leaves the job's current epoch, dropping the demand it still had.
   void LeaveSampler(Production& p);
   void EnterEpochDemand(Production& p, std::span<const ItemId> items);   // requires mu_
@@ -121,13 +173,14 @@ class Scheduler {
   ItemPipeline* const pipeline_;
   cache::TieredCache* const cache_;
   CachePlanner* const planner_;
+  const SchedulerClock* const clock_;
+  RingView* const rings_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;                    // GUARDED_BY(mu_)
   bool dirty_ = false;                   // GUARDED_BY(mu_)
-  bool start_grace_pending_ = false;     // GUARDED_BY(mu_): a job waits for peers to start
-  bool step_wait_pending_ = false;       // GUARDED_BY(mu_): a job waits briefly for slower peers
+  ProductionGate gate_;                  // GUARDED_BY(mu_)
   std::map<uint64_t, Production> jobs_;  // GUARDED_BY(mu_)
   std::map<std::pair<const Dataset*, std::string>, std::unique_ptr<SamplerGroup>>
       groups_;  // GUARDED_BY(mu_)
@@ -135,6 +188,9 @@ class Scheduler {
   // another while its keys may be in the cache.
   std::vector<std::shared_ptr<const Dataset>> indexed_datasets_;  // GUARDED_BY(mu_)
   std::map<const Dataset*, uint32_t> dataset_index_;              // GUARDED_BY(mu_)
+  // Items that failed to read or decode, by dataset index: substitutes are
+  // never drawn from them.
+  std::set<std::pair<uint32_t, ItemId>> failed_items_;  // GUARDED_BY(mu_)
   std::thread thread_;
 };
 

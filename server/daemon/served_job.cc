@@ -1,7 +1,8 @@
 #include "server/daemon/served_job.h"
 
 #include <algorithm>
-#include <random>
+
+#include "server/sampler/uniform_random.h"
 
 namespace galley {
 namespace {
@@ -15,23 +16,82 @@ uint64_t SplitMix64(uint64_t x) {
 
 }  // namespace
 
-std::vector<ItemId> ServedJob::EpochItems(uint64_t epoch) const {
-  if (spec.world_size <= 1) return subset;
-  // Every rank computes the same shuffle from (seed, epoch), then keeps every
-  // world_size-th element: shards are disjoint and together cover the subset.
-  std::vector<ItemId> order = subset;
-  std::mt19937_64 rng(SplitMix64(spec.seed ^ SplitMix64(epoch + 0x5eed)));
-  std::shuffle(order.begin(), order.end(), rng);
-  std::vector<ItemId> shard;
-  shard.reserve(order.size() / spec.world_size + 1);
-  for (size_t i = spec.rank; i < order.size(); i += spec.world_size) shard.push_back(order[i]);
-  std::sort(shard.begin(), shard.end());
-  return shard;
+std::vector<ItemId> ServedJob::EpochItems(uint64_t epoch, bool resuming) const {
+  std::vector<ItemId> items;
+  if (spec.world_size <= 1) {
+    items = subset;
+  } else {
+    // DistributedSampler's split, with galley's own portable generator so
+    // every rank, on any machine and under any daemon, computes the same
+    // permutation from (seed, epoch) alone.
+    std::vector<ItemId> order = subset;
+    if (spec.shuffle) {
+      UniformRandom random(SplitMix64(spec.seed ^ SplitMix64(epoch + 0x5eed)));
+      for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[random.Below(i)]);
+    }
+    const uint64_t total = ShardSize() * spec.world_size;
+    items.reserve(ShardSize());
+    for (uint64_t pos = spec.rank; pos < total; pos += spec.world_size) {
+      items.push_back(order[pos % order.size()]);  // positions past n wrap around (padding)
+    }
+    if (spec.shuffle) std::sort(items.begin(), items.end());
+  }
+  if (resuming && epoch == spec.start_epoch && !spec.resume_consumed.empty()) {
+    std::vector<uint64_t> consumed = spec.resume_consumed;
+    std::sort(consumed.begin(), consumed.end());
+    std::erase_if(items, [&](ItemId item) {
+      return std::binary_search(consumed.begin(), consumed.end(), uint64_t{item});
+    });
+  }
+  return items;
+}
+
+uint64_t ServedJob::ShardSize() const {
+  const uint64_t n = subset.size();
+  const uint64_t w = spec.world_size;
+  if (w <= 1) return n;
+  return spec.shard_drop_last ? n / w : (n + w - 1) / w;
 }
 
 uint64_t ServedJob::BatchesPerEpoch() const {
   const uint64_t b = spec.batch_size;
-  return spec.drop_last ? epoch_size / b : (epoch_size + b - 1) / b;
+  const uint64_t size = ShardSize();
+  return spec.drop_last ? size / b : (size + b - 1) / b;
+}
+
+uint64_t ServedJob::BatchTarget(uint64_t batch_index) const {
+  const uint64_t b = spec.batch_size;
+  const uint64_t batches = BatchesPerEpoch();
+  if (batch_index >= batches) return 0;
+  if (batch_index + 1 < batches || spec.drop_last) return b;
+  return ShardSize() - (batches - 1) * b;
+}
+
+ItemId ServedJob::Substitute(uint64_t epoch, ItemId failed, uint32_t attempt,
+                             const std::function<bool(ItemId)>& known_to_fail) const {
+  // A DDP shard costs a permutation of the subset to compute: keep the last
+  // one, as failures come in runs within an epoch.
+  std::lock_guard lock(substitute_mu_);
+  if (spec.world_size > 1 && (substitute_epoch_ != epoch || substitute_shard_.empty())) {
+    substitute_shard_ = EpochItems(epoch);
+    substitute_epoch_ = epoch;
+  }
+  const std::vector<ItemId>& shard = spec.world_size > 1 ? substitute_shard_ : subset;
+  if (shard.empty()) return failed;
+  UniformRandom random(
+      SplitMix64(spec.seed ^ SplitMix64(epoch ^ SplitMix64((uint64_t{failed} << 8) ^ attempt))));
+  auto usable = [&](ItemId item) { return item != failed && !known_to_fail(item); };
+  // Uniform over the usable items: rejection while they are plentiful (the
+  // usual case: a few broken files), an exact scan otherwise.
+  for (int tries = 0; tries < 64; ++tries) {
+    const ItemId pick = shard[random.Below(shard.size())];
+    if (usable(pick)) return pick;
+  }
+  std::vector<ItemId> candidates;
+  for (ItemId item : shard) {
+    if (usable(item)) candidates.push_back(item);
+  }
+  return candidates.empty() ? failed : candidates[random.Below(candidates.size())];
 }
 
 nlohmann::json ServedJob::Describe() const {
@@ -55,6 +115,9 @@ nlohmann::json ServedJob::Describe() const {
           {"epochs_completed", counters.epochs_completed.load()},
           {"produce_seconds", counters.produce_ns.load() / 1e9},
           {"ring_full_seconds", counters.blocked_ns.load() / 1e9},
+          {"peer_hold_seconds", counters.held_ns.load() / 1e9},
+          {"consumer_wait_seconds", std::chrono::duration<double>(ring->ConsumerWait()).count()},
+          {"consumer_waits", ring->ConsumerWaits()},
           {"uptime_seconds", seconds},
           {"samples_per_second", seconds > 0 ? samples / seconds : 0.0}};
 }

@@ -12,7 +12,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -30,7 +32,13 @@ struct JobCounters {
   std::atomic<uint64_t> skipped{0};
   std::atomic<uint64_t> epochs_completed{0};
   std::atomic<uint64_t> produce_ns{0};  // time spent preparing this job's batches
-  std::atomic<uint64_t> blocked_ns{0};  // time the job's ring was full (consumer slower)
+  // Time the job's ring had no free slot (its consumer was slower than
+  // galleyd, or held its batches), including a stretch in progress; kept
+  // by the scheduler.
+  std::atomic<uint64_t> blocked_ns{0};
+  // Time the scheduler held the job back so that a peer could share a wave
+  // (bounded per epoch by GateOptions::hold_budget_per_epoch).
+  std::atomic<uint64_t> held_ns{0};
 };
 
 struct ServedJob {
@@ -48,10 +56,31 @@ struct ServedJob {
 
   JobCounters counters;
 
+ private:
+  // Substitute's copy of the last DDP shard it needed.
+  mutable std::mutex substitute_mu_;
+  mutable uint64_t substitute_epoch_ = 0;         // GUARDED_BY(substitute_mu_)
+  mutable std::vector<ItemId> substitute_shard_;  // GUARDED_BY(substitute_mu_)
+
+ public:
   // The items this rank receives in `epoch`: the whole subset, or its shard
-  // of a (seed, epoch)-shuffled split into world_size parts.
-  std::vector<ItemId> EpochItems(uint64_t epoch) const;
+  // of the DistributedSampler-style split (JobSpec::rank). Sorted by id when
+  // the job shuffles (the sampling policy decides the order); in the
+  // sequential order otherwise. With `resuming`, start_epoch's items the job
+  // consumed before a restart (JobSpec::resume_consumed) are left out.
+  std::vector<ItemId> EpochItems(uint64_t epoch, bool resuming = false) const;
+  // Items per epoch for this rank: n, or ceil / floor(n / world_size).
+  uint64_t ShardSize() const;
   uint64_t BatchesPerEpoch() const;
+  // How many samples batch `batch_index` of an epoch holds: batch_size, but
+  // the epoch's rest for the last batch unless drop_last.
+  uint64_t BatchTarget(uint64_t batch_index) const;
+  // A documented stand-in for a sample that failed: an item of the job's
+  // shard of `epoch` that is not `failed` and not known to fail, chosen
+  // uniformly from (seed, epoch, failed, attempt); `failed` itself when the
+  // shard has no other candidate.
+  ItemId Substitute(uint64_t epoch, ItemId failed, uint32_t attempt,
+                    const std::function<bool(ItemId)>& known_to_fail) const;
   nlohmann::json Describe() const;
 };
 

@@ -46,15 +46,22 @@ class ThreadDecompressor {
   ThreadDecompressor& operator=(const ThreadDecompressor&) = delete;
 
   tjhandle get() const { return handle_; }
+  // A handle that failed on a stream can keep that stream's state (the next
+  // header then reads as 0x0), so a failure gets a fresh one.
+  void Renew() {
+    if (handle_ != nullptr) tjDestroy(handle_);
+    handle_ = tjInitDecompress();
+  }
 
  private:
   tjhandle handle_;
 };
 
-tjhandle Decompressor() {
+ThreadDecompressor& ThisThreadDecompressor() {
   thread_local ThreadDecompressor decompressor;
-  return decompressor.get();
+  return decompressor;
 }
+tjhandle Decompressor() { return ThisThreadDecompressor().get(); }
 
 // Whether the JPEG carries Adobe's APP14 marker, which means its CMYK samples
 // are stored inverted (Adobe Photoshop's convention, followed by PIL).
@@ -120,7 +127,9 @@ Result<JpegHeader> ReadJpegHeader(std::span<const uint8_t> bytes) {
   int subsampling = 0;
   if (tjDecompressHeader3(handle, bytes.data(), static_cast<unsigned long>(bytes.size()),
                           &header.width, &header.height, &subsampling, &header.colorspace) != 0) {
-    return Status::DataLoss(std::string("malformed JPEG header: ") + tjGetErrorStr2(handle));
+    const std::string reason = tjGetErrorStr2(handle);
+    ThisThreadDecompressor().Renew();
+    return Status::DataLoss("malformed JPEG header: " + reason);
   }
   return header;
 }
@@ -195,7 +204,9 @@ Result<RgbImage> DecodeJpeg(std::span<const uint8_t> bytes, const DecodeOptions&
   if (tjDecompress2(handle, bytes.data(), static_cast<unsigned long>(bytes.size()), decoded.data(),
                     width, width * pixel_size, height, pixel_format, TJFLAG_STOPONWARNING) != 0) {
     const std::string reason = tjGetErrorStr2(handle);
-    if (tjGetErrorCode(handle) == TJERR_WARNING) {
+    const bool warning = tjGetErrorCode(handle) == TJERR_WARNING;
+    ThisThreadDecompressor().Renew();
+    if (warning) {
       return Status::DataLoss("corrupt or truncated JPEG: " + reason);
     }
     // TurboJPEG refused the stream outright. OpenCV's libjpeg warns and pads

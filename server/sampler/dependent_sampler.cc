@@ -31,7 +31,8 @@ void DependentSampler::DecideTree(std::span<const int> ready,
       }
     }
     if (parent < 0) {
-      chosen[k] = index_.UniformPick(k, /*exclude=*/0, lk, random_);
+      // Nobody earlier shares k's items: k draws alone, from its own stream.
+      chosen[k] = index_.UniformPick(k, /*exclude=*/0, lk, AloneRandom(k));
       continue;
     }
     // Maximal coupling of two uniform draws with ℓ_parent <= ℓ_k: each item of
@@ -73,7 +74,7 @@ void DependentSampler::DecideChain(std::span<const int> ready,
     if (common == 0) {
       // Nothing is needed by every undecided job: the smallest draws alone
       // from what it still has in play.
-      uint64_t target = random_.Below(available[first]);
+      uint64_t target = AloneRandom(first).Below(available[first]);
       for (size_t a = 0; a < atoms; ++a) {
         if (visited_[a] || (index_.atom_members(a) & SlotBit(first)) == 0) continue;
         if (target < index_.atom_size(a)) {
@@ -98,7 +99,9 @@ void DependentSampler::DecideChain(std::span<const int> ready,
       }
     }
     if (joiners > 0) {
-      uint64_t target = random_.Below(common);
+      // A job deciding alone draws from its own stream (when it has one).
+      UniformRandom& random = undecided.size() == 1 ? AloneRandom(first) : random_;
+      uint64_t target = random.Below(common);
       ItemId item = 0;
       for (size_t a = 0; a < atoms; ++a) {
         if (visited_[a] || (index_.atom_members(a) & undecided_mask) != undecided_mask) continue;

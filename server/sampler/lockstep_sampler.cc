@@ -9,7 +9,7 @@
 namespace galley {
 
 Status LockstepSampler::AddJob(JobId job, std::span<const ItemId> items,
-                               const JobSamplingOptions& /*options*/) {
+                               const JobSamplingOptions& options) {
   for (const JobOrder& existing : jobs_) {
     if (existing.job == job) {
       return Status::InvalidArgument("job " + std::to_string(job) + " is already registered");
@@ -22,17 +22,24 @@ Status LockstepSampler::AddJob(JobId job, std::span<const ItemId> items,
   JobOrder entry;
   entry.job = job;
   entry.order.assign(items.begin(), items.end());
-  std::sort(entry.order.begin(), entry.order.end());
-  if (std::adjacent_find(entry.order.begin(), entry.order.end()) != entry.order.end()) {
+  std::vector<ItemId> sorted = entry.order;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
     return Status::InvalidArgument("the subset of job " + std::to_string(job) +
                                    " has a duplicate item");
   }
   const uint64_t epoch = epochs_started_[job]++;
-  // Fisher–Yates with a stream fixed by (seed, epoch): equal sorted subsets
-  // get equal orders.
-  UniformRandom random(seed_ ^ (epoch * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL));
-  for (size_t i = entry.order.size(); i > 1; --i) {
-    std::swap(entry.order[i - 1], entry.order[random.Below(i)]);
+  if (shuffle_) {
+    // Fisher–Yates with a stream fixed by the job's epoch seed (or, without
+    // one, by the policy seed and the job's epoch count): equal sorted
+    // subsets with equal seeds get equal orders.
+    entry.order = std::move(sorted);
+    UniformRandom random(options.seed
+                             ? *options.seed
+                             : seed_ ^ (epoch * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL));
+    for (size_t i = entry.order.size(); i > 1; --i) {
+      std::swap(entry.order[i - 1], entry.order[random.Below(i)]);
+    }
   }
   jobs_.push_back(std::move(entry));
   return Status::Ok();

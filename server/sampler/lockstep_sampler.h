@@ -23,7 +23,9 @@ namespace galley {
 
 class LockstepSampler final : public SamplingPolicy {
  public:
-  explicit LockstepSampler(uint64_t seed) : seed_(seed) {}
+  // shuffle = false: the "sequential" policy — each job walks its items in
+  // the order AddJob gave them, so jobs given equal orders share.
+  explicit LockstepSampler(uint64_t seed, bool shuffle = true) : seed_(seed), shuffle_(shuffle) {}
 
   using SamplingPolicy::AddJob;
   Status AddJob(JobId job, std::span<const ItemId> items,
@@ -31,7 +33,7 @@ class LockstepSampler final : public SamplingPolicy {
   void RemoveJob(JobId job) override;
   size_t Remaining(JobId job) const override;
   bool Next(const ReadyFn& ready, Round* round) override;
-  std::string_view name() const override { return "lockstep"; }
+  std::string_view name() const override { return shuffle_ ? "lockstep" : "sequential"; }
 
  private:
   struct JobOrder {
@@ -41,6 +43,7 @@ class LockstepSampler final : public SamplingPolicy {
   };
 
   const uint64_t seed_;
+  const bool shuffle_;
   std::vector<JobOrder> jobs_;                          // in registration order
   std::unordered_map<JobId, uint64_t> epochs_started_;  // AddJob calls per job id
 };

@@ -8,12 +8,25 @@
 namespace galley {
 
 Status MembershipSampler::AddJob(JobId job, std::span<const ItemId> items,
-                                 const JobSamplingOptions& /*options*/) {
+                                 const JobSamplingOptions& options) {
+  const bool alone = index_.occupied() == 0;
   Result<int> slot = index_.AddJob(job, items);
-  return slot.status();
+  if (!slot.ok()) return slot.status();
+  // A job keeps its own stream only while it has been alone since it entered
+  // its epoch: once two jobs are registered, every draw uses the policy's
+  // stream for the rest of their epochs. Own streams are equal for equal
+  // seeds, so a draw from one must never follow a history that another
+  // job's draws from the same bits have shaped.
+  for (auto& own : own_random_) own.reset();
+  if (alone && options.seed) own_random_[*slot].emplace(*options.seed);
+  return Status::Ok();
 }
 
-void MembershipSampler::RemoveJob(JobId job) { index_.RemoveJob(job); }
+void MembershipSampler::RemoveJob(JobId job) {
+  const int slot = index_.SlotOf(job);
+  if (slot >= 0) own_random_[slot].reset();
+  index_.RemoveJob(job);
+}
 
 size_t MembershipSampler::Remaining(JobId job) const {
   const int slot = index_.SlotOf(job);

@@ -15,6 +15,7 @@
 #define GALLEY_SERVER_SAMPLER_MEMBERSHIP_SAMPLER_H_
 
 #include <array>
+#include <optional>
 #include <span>
 
 #include "server/sampler/membership_index.h"
@@ -43,6 +44,10 @@ class MembershipSampler : public SamplingPolicy {
   virtual void Decide(std::span<const int> ready,
                       std::array<ItemId, kMaxJobsPerDataset>& chosen) = 0;
 
+  // The stream for a draw `slot` makes alone: its own when AddJob gave a
+  // seed (JobSamplingOptions::seed), the policy's otherwise.
+  UniformRandom& AloneRandom(int slot) { return own_random_[slot] ? *own_random_[slot] : random_; }
+
   MembershipIndex index_;
   UniformRandom random_;
 
@@ -50,6 +55,7 @@ class MembershipSampler : public SamplingPolicy {
   std::vector<int> ready_slots_;                     // reused across rounds
   std::array<ItemId, kMaxJobsPerDataset> chosen_{};  // reused across rounds
   std::array<SlotMask, kMaxJobsPerDataset> receivers_{};
+  std::array<std::optional<UniformRandom>, kMaxJobsPerDataset> own_random_;  // per slot
 };
 
 }  // namespace galley

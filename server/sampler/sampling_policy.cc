@@ -23,11 +23,14 @@ Result<std::unique_ptr<SamplingPolicy>> MakeSamplingPolicy(const SamplerOptions&
     policy = std::make_unique<IndependentSampler>(options.seed);
   } else if (options.policy == "lockstep") {
     policy = std::make_unique<LockstepSampler>(options.seed);
+  } else if (options.policy == "sequential") {
+    policy = std::make_unique<LockstepSampler>(options.seed, /*shuffle=*/false);
   } else if (options.policy == "ods") {
     policy = std::make_unique<OpportunisticSampler>(options.seed, options.is_cached);
   } else {
-    return Status::InvalidArgument("unknown sampling policy '" + options.policy +
-                                   "' (expected dsa, dsa-chain, independent, lockstep or ods)");
+    return Status::InvalidArgument(
+        "unknown sampling policy '" + options.policy +
+        "' (expected dsa, dsa-chain, independent, lockstep, ods or sequential)");
   }
   return policy;
 }

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -71,6 +72,16 @@ struct JobSamplingOptions {
   // floor(fraction × items). 0 makes ods decide as dsa does; larger values
   // buy hit rate with a larger bias toward whatever the cache holds.
   double substitution_fraction = 0.1;
+  // The job's own random stream for this epoch (the daemon derives it from
+  // the job's seed and epoch). While the job is the only one registered with
+  // the policy, from its AddJob on, every draw it makes uses this stream, so
+  // its order is a pure function of this seed and its items. From the moment
+  // a second job is registered, every job's draws use the policy's stream
+  // until it re-enters: equal seeds give equal streams, and a job's draw must
+  // never reuse bits that shaped another job's history. Unset: the policy's
+  // stream always. "lockstep" and "sequential" take it as the order's seed
+  // whatever the other jobs.
+  std::optional<uint64_t> seed;
 };
 
 // How far a substituting policy (ods) has bent a job's current epoch.
@@ -122,6 +133,8 @@ struct SamplerOptions {
   //   item the job still needs, within the job's budget
   //   (JobSamplingOptions::substitution_fraction). Trades exact uniformity
   //   for hit rate; exactly-once still holds.
+  // "sequential": every job walks its items in the order given to AddJob
+  //   (not random); jobs walking identical orders together share them.
   std::string policy = "dsa";
   // Seeds the policy's random stream; equal seeds and equal call sequences
   // give equal decisions.

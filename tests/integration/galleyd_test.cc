@@ -284,18 +284,26 @@ TEST_F(GalleydTest, CorruptEmptyAndTruncatedFilesAreSkippedAndCounted) {
   auto job = client->OpenJob(Spec(8));
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_EQ(job->info().epoch_size, 33u);
-  uint64_t samples = 0, skipped = 0;
+  EXPECT_EQ(job->info().batches_per_epoch, 5u);
+  uint64_t samples = 0, skipped = 0, batches = 0;
+  std::set<uint64_t> distinct;
   bool last = false;
   std::string first_error;
   while (!last) {
     auto batch = job->Next(10s);
     ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+    // Failed samples are replaced by substitutes: every batch but the last is full.
+    if (!batch->last_in_epoch()) EXPECT_EQ(batch->size(), 8u);
+    ++batches;
     samples += batch->size();
     skipped += batch->skipped();
+    for (uint64_t id : batch->item_ids()) distinct.insert(id);
     if (batch->skipped() && first_error.empty()) first_error = batch->first_error();
     last = batch->last_in_epoch();
   }
-  EXPECT_EQ(samples, 30u);
+  EXPECT_EQ(batches, 5u);
+  EXPECT_EQ(samples, 33u);
+  EXPECT_EQ(distinct.size(), 30u);  // the good files, each once; 3 substitutes repeat some
   EXPECT_EQ(skipped, 3u);
   EXPECT_NE(first_error.find(".jpg"), std::string::npos) << first_error;
 }

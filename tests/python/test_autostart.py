@@ -286,3 +286,27 @@ def test_cache_budget_follows_available_memory():
                          if line.startswith("MemAvailable:"))) * 1024
     budget = _autostart.default_cache_bytes()
     assert 0 < budget <= _autostart.CACHE_SHARE * available * 1.05
+
+
+def test_the_wheels_own_galleyd_is_started(home, data):
+    # Installed from the wheel, galley carries galleyd and starts it when
+    # GALLEYD is not set; in place (PYTHONPATH=python) it has none to carry
+    # and says how to get one.
+    env, folder = home
+    env = {k: v for k, v in env.items() if k != "GALLEYD"}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if not (pathlib.Path(p) / "galleyd").exists())
+    bundled = pathlib.Path(galley.__file__).resolve().parent / "bin" / "galleyd"
+    job = run_job(env, data)
+    if os.environ.get("GALLEY_EXPECT_INSTALLED") == "1":
+        assert bundled.exists()
+        assert job.returncode == 0, job.stderr
+        pid, = daemons_serving(folder / "galleyd.sock")
+        assert pathlib.Path(f"/proc/{pid}/exe").resolve() == bundled.resolve()
+        console = pathlib.Path(sys.executable).with_name("galleyctl")
+        out = subprocess.run([str(console), "--version"], capture_output=True, text=True)
+        assert out.stdout.startswith(f"galleyctl {galley.__version__} ")
+    else:
+        assert not bundled.exists()
+        assert job.returncode != 0
+        assert "carries no galleyd" in job.stderr and "GALLEYD" in job.stderr

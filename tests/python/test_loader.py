@@ -70,7 +70,7 @@ def test_labels_and_classes_match_torchvision_imagefolder(daemon, folder):
 @pytest.mark.parametrize("batch_size,drop_last", [(7, False), (7, True), (60, False), (1, False)])
 def test_every_item_exactly_once_per_epoch(daemon, folder, batch_size, drop_last):
     loader = galley.DataLoader(folder, batch_size=batch_size, drop_last=drop_last, transform=FIXED,
-                               socket=daemon.socket, seed=3)
+                               socket=daemon.socket, seed=3, shuffle=True)
     n = 60
     expected_batches = n // batch_size if drop_last else -(-n // batch_size)
     assert len(loader) == expected_batches
@@ -98,7 +98,8 @@ def test_every_item_exactly_once_per_epoch(daemon, folder, batch_size, drop_last
 def test_ddp_ranks_get_disjoint_complete_shards(daemon, folder):
     world = 3
     loaders = [galley.DataLoader(folder, batch_size=8, transform=FIXED, socket=daemon.socket,
-                                 seed=11, rank=r, world_size=world) for r in range(world)]
+                                 seed=11, rank=r, world_size=world, shuffle=True)
+               for r in range(world)]
     # 20 items per rank, batch 8: 3 batches each (the last one short).
     assert [len(l) for l in loaders] == [3, 3, 3]
     shards_by_epoch = []
@@ -124,7 +125,7 @@ def test_order_is_uniformly_random(daemon, tiny_folder):
     n = 12
     orders = []
     for seed in range(4):
-        loader = galley.DataLoader(tiny_folder, batch_size=n, seed=seed,
+        loader = galley.DataLoader(tiny_folder, batch_size=n, seed=seed, shuffle=True,
                                    transform=T.Resize([8, 8]), socket=daemon.socket)
         for _ in range(900):
             order = epoch_ids(loader)
@@ -176,8 +177,8 @@ def test_batches_are_zero_copy_and_freed_slots_return(daemon, folder):
                                socket=daemon.socket, timeout=1.0, epochs=None)
     it = iter(loader)
     held = [next(it), next(it)]  # both slots leased by us
-    with pytest.raises(galley.Timeout):
-        next(it)
+    with pytest.raises(RuntimeError, match=r"\.clone\(\)"):
+        next(it)  # at once, not after the timeout
     del held[0]  # frees one slot: the daemon can fill it again
     it = iter(loader)  # the failed generator is finished; a new loop continues
     images, labels = next(it)
@@ -196,11 +197,22 @@ def test_corrupt_truncated_and_empty_files_are_skipped_and_counted(daemon, workd
     data = paths[0].read_bytes()
     (root / "class_01" / "truncated.jpg").write_bytes(data[: len(data) // 2])
 
-    loader = galley.DataLoader(root, batch_size=5, transform=FIXED, socket=daemon.socket)
+    loader = galley.DataLoader(root, batch_size=5, transform=FIXED, socket=daemon.socket,
+                               drop_last=True)
+    assert len(loader) == 4  # 23 files, 3 of them broken: batch count is exact
+    good = set(range(23)) - {10, 21, 22}  # bad.jpg, empty.jpg, truncated.jpg sort last
     for epoch in range(2):
-        ids = epoch_ids(loader)
-        assert len(ids) == 20 and len(set(ids)) == 20
-    assert loader.skipped == 6
+        batches = list(loader.iter_with_ids())
+        assert [len(b[2]) for b in batches] == [5, 5, 5, 5]  # substitutes fill the gaps
+        ids = [i for b in batches for i in b[2].tolist()]
+        assert set(ids) <= good
+        del batches  # their slots go back to the daemon
+    assert loader.skipped > 0
+    loader.close()
+    loader = galley.DataLoader(root, batch_size=5, transform=FIXED, socket=daemon.socket)
+    ids = epoch_ids(loader)
+    assert len(ids) == 23 and set(ids) == good  # every good file once, 3 substitutes
+    assert loader.skipped == 3
     loader.close()
 
     strict = galley.DataLoader(root, batch_size=23, on_error="raise", transform=FIXED,

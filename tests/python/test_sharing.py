@@ -9,7 +9,7 @@ from conftest import start_daemon, stop_daemon, write_folder
 
 
 def run_job(socket, root, seed, epochs, barrier, out):
-    loader = galley.DataLoader(root, batch_size=8, seed=seed, socket=socket,
+    loader = galley.DataLoader(root, batch_size=8, seed=seed, socket=socket, shuffle=True,
                                transform=T.Compose([T.RandomResizedCrop(32),
                                                     T.RandomHorizontalFlip()]))
     len(loader)  # opens the job

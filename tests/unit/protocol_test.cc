@@ -130,6 +130,11 @@ TEST(Messages, JobSpecRoundTrips) {
   spec.rank = 1;
   spec.world_size = 4;
   spec.on_error = "raise";
+  spec.shard_drop_last = true;
+  spec.shuffle = false;
+  spec.start_batch = 7;
+  spec.resume_consumed = {0, 5, 8, 9, 1000};
+  spec.native_size = true;
   auto parsed = JobSpecFromJson(JobSpecToJson(spec));
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->dataset, spec.dataset);
@@ -142,6 +147,11 @@ TEST(Messages, JobSpecRoundTrips) {
   EXPECT_EQ(parsed->rank, 1u);
   EXPECT_EQ(parsed->world_size, 4u);
   EXPECT_EQ(parsed->on_error, "raise");
+  EXPECT_TRUE(parsed->shard_drop_last);
+  EXPECT_FALSE(parsed->shuffle);
+  EXPECT_EQ(parsed->start_batch, 7u);
+  EXPECT_EQ(parsed->resume_consumed, spec.resume_consumed);  // through the hex bitmap
+  EXPECT_TRUE(parsed->native_size);
   EXPECT_EQ(nlohmann::json::parse(parsed->transform_json),
             nlohmann::json::parse(spec.transform_json));
 }
@@ -171,6 +181,15 @@ TEST(Messages, JobSpecValidationNamesTheField) {
   b["rank"] = 4;
   b["world_size"] = 4;
   expect_error(b, "rank");
+  b = base;
+  b["resume_consumed"] = "0g";
+  expect_error(b, "resume_consumed");
+  b = base;
+  b["resume_consumed"] = "abc";
+  expect_error(b, "resume_consumed");
+  b = base;
+  b["shuffle"] = 1;
+  expect_error(b, "shuffle");
   b = base;
   b["on_error"] = "ignore";
   expect_error(b, "on_error");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <span>
 #include <vector>
 
 #include "server/sampler/sampling_policy.h"
@@ -11,7 +12,8 @@
 namespace galley {
 namespace {
 
-const char* const kPolicies[] = {"dsa", "dsa-chain", "independent", "lockstep", "ods"};
+const char* const kPolicies[] = {"dsa",      "dsa-chain", "independent",
+                                 "lockstep", "ods",       "sequential"};
 
 std::unique_ptr<SamplingPolicy> Make(const std::string& name, uint64_t seed = 1) {
   Result<std::unique_ptr<SamplingPolicy>> policy = MakeSamplingPolicy({name, seed});
@@ -112,6 +114,57 @@ TEST(SamplingPolicyTest, EqualSeedsGiveEqualDecisions) {
     }
     EXPECT_EQ(runs[0], runs[1]);
   }
+}
+
+// One job's order for an epoch, drawn alone.
+std::vector<ItemId> AloneOrder(SamplingPolicy& policy, JobId job, std::span<const ItemId> items,
+                               uint64_t job_seed) {
+  JobSamplingOptions options;
+  options.seed = job_seed;
+  EXPECT_TRUE(policy.AddJob(job, items, options).ok());
+  Round round;
+  std::vector<ItemId> order;
+  while (policy.Next(AllReady, &round)) {
+    for (const Delivery& d : round.deliveries) order.push_back(d.item);
+  }
+  policy.RemoveJob(job);
+  return order;
+}
+
+TEST(SamplingPolicyTest, AJobAlonesOrderIsAFunctionOfItsOwnSeed) {
+  // Whatever the policy's seed, the job id and what the policy did before:
+  // the daemon's seed, the job ids and the history differ across restarts.
+  std::vector<ItemId> items(40);
+  std::iota(items.begin(), items.end(), 100);
+  for (const char* name : {"dsa", "dsa-chain", "independent", "lockstep", "ods"}) {
+    SCOPED_TRACE(name);
+    auto first = Make(name, 1);
+    auto second = Make(name, 2);
+    AloneOrder(*second, 9, items, 5);  // some history
+    const auto a = AloneOrder(*first, 1, items, 7);
+    const auto b = AloneOrder(*second, 3, items, 7);
+    const auto c = AloneOrder(*second, 3, items, 8);
+    EXPECT_EQ(a, b);
+    EXPECT_NE(a, c);
+    std::vector<ItemId> sorted = a;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, items);
+  }
+}
+
+TEST(SamplingPolicyTest, SequentialWalksTheGivenOrderAndSharesIt) {
+  auto policy = Make("sequential");
+  const std::vector<ItemId> order = {5, 1, 9, 3, 7};
+  ASSERT_TRUE(policy->AddJob(1, order).ok());
+  ASSERT_TRUE(policy->AddJob(2, order).ok());
+  Round round;
+  std::vector<ItemId> items;
+  while (policy->Next(AllReady, &round)) {
+    ASSERT_EQ(round.deliveries.size(), 1u);  // both jobs take the same item: one load
+    EXPECT_EQ(round.deliveries[0].receivers.size(), 2u);
+    items.push_back(round.deliveries[0].item);
+  }
+  EXPECT_EQ(items, order);
 }
 
 }  // namespace

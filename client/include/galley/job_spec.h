@@ -36,7 +36,10 @@ struct JobSpec {
   std::vector<std::pair<uint64_t, uint64_t>> id_ranges;  // [begin, end)
   std::vector<uint64_t> ids;
 
-  // Samples per batch. The last batch of an epoch is smaller unless drop_last.
+  // Samples per batch. The last batch of an epoch is smaller unless
+  // drop_last, which leaves the epoch's incomplete last batch out. Every
+  // batch but that last one is full: a sample that cannot be read or decoded
+  // is replaced by a substitute (see on_error), so batches_per_epoch is exact.
   uint32_t batch_size = 1;
   bool drop_last = false;
 
@@ -50,10 +53,17 @@ struct JobSpec {
   uint64_t epochs = 0;       // 0 = endless
   uint64_t start_epoch = 0;  // the first epoch to produce
 
-  // DDP sharding: every epoch the subset is split into world_size disjoint
-  // shards (the same split on every rank, drawn from (seed, epoch)).
+  // DDP sharding, as torch's DistributedSampler: every epoch the subset (n
+  // items) is permuted from (seed, epoch) alone (identity when !shuffle),
+  // padded by wrapping around to ceil(n / world_size) * world_size positions
+  // (or cut to floor(n / world_size) * world_size with shard_drop_last), and
+  // rank r keeps positions r, r + world_size, ... Every rank gets the same
+  // number of items, hence of batches; shards are disjoint apart from the
+  // padding. The split does not depend on the daemon, so ranks served by
+  // different daemons agree.
   uint32_t rank = 0;
   uint32_t world_size = 1;
+  bool shard_drop_last = false;
 
   // Batch slots in the job's shared-memory ring: how far the daemon may run
   // ahead of the consumer. More slots smooth stalls and cost memory.
@@ -76,6 +86,26 @@ struct JobSpec {
 
   // Free-form name shown by galleyctl and in metrics.
   std::string name;
+
+  // Order within an epoch. true: random, decided by the sampling policy (a
+  // pure function of (seed, epoch) while no other job shares the job's items;
+  // docs/sampling.md). false: sequential, the items in id order (with DDP the
+  // shard in split order, as DistributedSampler(shuffle=False)); such jobs use
+  // the "sequential" policy, so evaluation jobs over one dataset that run
+  // together still share reads and decodes.
+  bool shuffle = true;
+
+  // Mid-epoch resume: start_epoch begins at batch start_batch and leaves out
+  // the items in resume_consumed (those the job consumed before it stopped).
+  // A later epoch, or start_epoch again after SeekEpoch, is whole.
+  uint64_t start_batch = 0;
+  std::vector<uint64_t> resume_consumed;
+
+  // The images pass at their own size (torch with transform=None): the
+  // daemon takes the size of the subset's first image, and a sample of
+  // another size fails with a message naming both sizes (the client raises).
+  // The transform must then resize nothing.
+  bool native_size = false;
 };
 
 }  // namespace galley

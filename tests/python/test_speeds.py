@@ -1,0 +1,72 @@
+"""Jobs at different speeds on one galleyd: a stalled peer does not hold a job
+back beyond the scheduler's per-epoch hold budget, and the per-job timers
+(ring full, consumer wait, peer hold) report what happened."""
+
+import time
+
+import galley
+from galley import transforms as T
+
+from conftest import start_daemon, stop_daemon, write_folder
+
+# GateOptions::hold_budget_per_epoch, plus how late the scheduler thread may
+# wake on a loaded 2-core machine to end the last hold of an epoch.
+HOLD_BUDGET_S = 0.1 + 0.05
+
+
+def open_loader(root, socket, seed, **kw):
+    return galley.DataLoader(str(root), batch_size=8, shuffle=True, seed=seed, socket=socket,
+                             transform=T.Compose([T.RandomResizedCrop(32)]), **kw)
+
+
+def test_stalled_peer_costs_a_job_at_most_the_hold_budget_per_epoch(tmp_path):
+    root = tmp_path / "data"
+    write_folder(root, classes=4, per_class=30, sizes=(60, 100), seed=5)
+    daemon = start_daemon(tmp_path, "--cache-bytes", "0")
+    try:
+        stalled = open_loader(root, daemon.socket, seed=1)
+        stalled_batches = iter(stalled)
+        next(stalled_batches)  # takes one batch, then stops consuming (holds its slots)
+        fast = open_loader(root, daemon.socket, seed=2)
+        epochs = 3
+        for _ in range(epochs):
+            ids = []
+            for _images, _labels, item_ids in fast.iter_with_ids():
+                ids.extend(item_ids.tolist())
+            assert sorted(ids) == list(range(120))
+        job = fast.stats()["job"]
+        assert 0 <= job["peer_hold_seconds"] <= epochs * HOLD_BUDGET_S, job
+        assert job["consumer_waits"] >= 1 and job["consumer_wait_seconds"] > 0, job
+        # The stalled job's ring has been full since it stopped.
+        time.sleep(1.0)
+        held = stalled.stats()["job"]
+        assert held["ring_full_seconds"] >= 0.4, held
+        assert held["peer_hold_seconds"] == 0, held
+        jobs = daemon.query("jobs")["jobs"]
+        assert {"ring_full_seconds", "consumer_wait_seconds",
+                "peer_hold_seconds"} <= set(jobs[0]), jobs[0]
+        del stalled_batches
+        stalled.close()
+        fast.close()
+    finally:
+        stop_daemon(daemon)
+
+
+def test_independent_jobs_are_never_held(tmp_path):
+    root = tmp_path / "data"
+    write_folder(root, classes=2, per_class=24, sizes=(60, 100), seed=6)
+    daemon = start_daemon(tmp_path, "--cache-bytes", "0")
+    try:
+        slow = open_loader(root, daemon.socket, seed=1, policy="independent")
+        slow_batches = iter(slow)
+        next(slow_batches)
+        fast = open_loader(root, daemon.socket, seed=2, policy="independent")
+        for _ in range(2):
+            for _batch in fast:
+                pass
+        assert fast.stats()["job"]["peer_hold_seconds"] == 0
+        del slow_batches
+        slow.close()
+        fast.close()
+    finally:
+        stop_daemon(daemon)

@@ -1,0 +1,130 @@
+"""torch.utils.data.DataLoader's arguments: each is honoured, refused at
+construction with a message saying what to do, or accepted with a one-time
+warning where it means nothing here. torchvision ImageFolder objects and
+relative dataset paths."""
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from torch.utils.data import (DistributedSampler, RandomSampler, SequentialSampler,
+                              SubsetRandomSampler, WeightedRandomSampler)
+
+import galley
+from galley import loader as loader_module
+from galley import transforms as T
+
+FIXED = T.Compose([T.Resize([8, 8])])
+
+
+def ids_of(loader):
+    return [i for _x, _y, ids in loader.iter_with_ids() for i in ids.tolist()]
+
+
+@pytest.mark.parametrize("kwargs,name", [
+    (dict(num_workers=4), "num_workers"),
+    (dict(worker_init_fn=lambda worker: None), "worker_init_fn"),
+    (dict(multiprocessing_context="spawn"), "multiprocessing_context"),
+    (dict(persistent_workers=True), "persistent_workers"),
+    (dict(in_order=False), "in_order"),
+])
+def test_meaningless_arguments_warn_once(daemon, folder, kwargs, name):
+    loader_module._WARNED.discard(name)
+    with pytest.warns(UserWarning, match=name):
+        galley.DataLoader(folder, transform=FIXED, socket=daemon.socket, **kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        galley.DataLoader(folder, transform=FIXED, socket=daemon.socket, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(batch_sampler=[[0, 1]]), "batch_size= and drop_last="),
+    (dict(sampler=WeightedRandomSampler([1.0] * 60, 60)), "WeightedRandomSampler"),
+    (dict(sampler=RandomSampler(range(60), replacement=True)), "replacement"),
+    (dict(sampler=SequentialSampler(range(60)), shuffle=True), "mutually exclusive"),
+    (dict(prefetch=2, prefetch_factor=2), "not both"),
+    (dict(timeout=-1), "non-negative"),
+    (dict(world_size=2), "rank="),
+])
+def test_unsupported_arguments_are_refused_at_construction(daemon, folder, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        galley.DataLoader(folder, transform=FIXED, socket=daemon.socket, **kwargs)
+
+
+def test_samplers_and_generator_set_the_order(daemon, folder):
+    def order(**kwargs):
+        loader = galley.DataLoader(folder, batch_size=8, transform=FIXED, socket=daemon.socket,
+                                   **kwargs)
+        result = ids_of(loader)
+        loader.close()
+        return result
+
+    assert order(sampler=SequentialSampler(range(60))) == list(range(60))
+    seeded = order(shuffle=True, seed=5)
+    assert order(shuffle=True, generator=torch.Generator().manual_seed(5)) == seeded
+    assert order(sampler=RandomSampler(range(60),
+                                       generator=torch.Generator().manual_seed(5))) == seeded
+    subset = order(sampler=SubsetRandomSampler([3, 9, 12, 40]))
+    assert sorted(subset) == [3, 9, 12, 40]
+    ddp = order(sampler=DistributedSampler(range(60), num_replicas=3, rank=2, shuffle=False))
+    assert ddp == list(range(2, 60, 3))
+
+
+def test_prefetch_factor_and_collate_fn(daemon, folder):
+    loader = galley.DataLoader(folder, batch_size=8, transform=FIXED, socket=daemon.socket,
+                               prefetch_factor=3, collate_fn=lambda b: (b[0].float() / 255, b[1]))
+    assert loader.info["slots"] == 3
+    images, labels = next(iter(loader))
+    assert images.dtype == torch.float32 and images.max() <= 1.0 and labels.shape == (8,)
+    del images, labels
+    loader.close()
+
+
+def test_imagefolder_object_and_relative_paths(daemon, folder, workdir, monkeypatch):
+    reference = torchvision.datasets.ImageFolder(str(folder), transform=FIXED)
+    loader = galley.DataLoader(reference, batch_size=60, socket=daemon.socket)
+    assert loader.dataset == str(folder)
+    assert loader.transform is FIXED  # the ImageFolder's transform, none given
+    images, labels = next(iter(loader))
+    assert images.shape == (60, 3, 8, 8)
+    assert labels.tolist() == [label for _path, label in reference.samples]
+    del images, labels
+    loader.close()
+    with pytest.raises(ValueError, match="target_transform"):
+        galley.DataLoader(torchvision.datasets.ImageFolder(str(folder), target_transform=int),
+                          transform=FIXED, socket=daemon.socket)
+    with pytest.raises(TypeError, match="root path"):
+        galley.DataLoader(list(range(10)), transform=FIXED, socket=daemon.socket)
+    # A relative root is the client's, not the daemon's working directory.
+    monkeypatch.chdir(folder.parent)
+    relative = galley.DataLoader(folder.name, batch_size=60, transform=FIXED,
+                                 socket=daemon.socket)
+    assert relative.dataset == str(folder)
+    assert len(relative) == 1
+    relative.close()
+
+
+def test_transform_none_gives_native_size_or_a_clear_error(daemon, workdir):
+    from conftest import write_folder
+    same = workdir / "same_size"
+    write_folder(same, classes=2, per_class=3, sizes=(24, 24), seed=2)  # all 24 x 24
+    loader = galley.DataLoader(same, batch_size=6, socket=daemon.socket)
+    images, labels = next(iter(loader))
+    assert images.shape == (6, 3, 24, 24) and images.dtype == torch.uint8
+    reference = torchvision.datasets.ImageFolder(str(same))
+    for i in range(6):  # the decoded pixels themselves, as torchvision's PIL loader gives them
+        expected = torch.from_numpy(np.array(reference[i][0])).permute(2, 0, 1)
+        assert torch.equal(images[i], expected)
+    del images, labels
+    loader.close()
+
+    mixed = workdir / "mixed_size"
+    write_folder(mixed, classes=1, per_class=6, sizes=(20, 30), seed=3)
+    loader = galley.DataLoader(mixed, batch_size=2, on_error="skip", socket=daemon.socket)
+    with pytest.raises(ValueError, match=r"first image's size .*give a transform that resizes"):
+        for _ in loader:
+            pass
+    loader.close()
