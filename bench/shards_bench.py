@@ -85,7 +85,7 @@ def tv_transform():
 def run_galley(kind, dataset, socket, seed, out):
     import galley
     from galley import transforms as T
-    loader = galley.DataLoader(dataset, batch_size=BATCH, seed=seed, socket=socket,
+    loader = galley.DataLoader(dataset, batch_size=BATCH, shuffle=True, seed=seed, socket=socket,
                                transform=T.Compose([T.RandomResizedCrop(224),
                                                     T.RandomHorizontalFlip()]))
     start, order = time.time(), []

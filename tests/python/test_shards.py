@@ -23,6 +23,12 @@ from stats import position_table_p
 FIXED = T.Compose([T.Resize(64), T.CenterCrop(56)])
 
 
+def Loader(dataset, **kwargs):
+    """A galley loader in random order (torch's DataLoader defaults to
+    shuffle=False, and so does galley's)."""
+    return galley.DataLoader(dataset, shuffle=True, **kwargs)
+
+
 def epoch_ids(loader):
     ids = []
     for _images, _labels, item_ids in loader.iter_with_ids():
@@ -86,7 +92,7 @@ def test_pixel_identical_to_the_same_images_in_an_imagefolder(daemon, corpus):
     aug = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip()])
     results = []
     for dataset in (root, [str(p) for p in shards]):
-        loader = galley.DataLoader(dataset, batch_size=7, transform=aug, seed=5,
+        loader = Loader(dataset, batch_size=7, transform=aug, seed=5,
                                    socket=daemon.socket)
         by_id = {}
         for images, labels, ids in loader.iter_with_ids():
@@ -109,7 +115,7 @@ def test_exactly_once_and_uniform_order_across_shards(daemon, workdir):
     shards = write_shards(workdir / "tiny_shards", folder_samples(root), 3)
     n, orders = 12, []
     for seed in range(4):
-        loader = galley.DataLoader([str(p) for p in shards], batch_size=n, seed=seed,
+        loader = Loader([str(p) for p in shards], batch_size=n, seed=seed,
                                    transform=T.Resize([8, 8]), socket=daemon.socket)
         for _ in range(450):
             order = epoch_ids(loader)
@@ -129,18 +135,18 @@ def test_indices_classes_and_ddp_over_shards(daemon, corpus):
     _, shards = corpus
     dataset = [str(p) for p in shards]
     subset = [3, 17, 18, 40, 59]
-    loader = galley.DataLoader(dataset, batch_size=2, indices=subset, transform=FIXED,
+    loader = Loader(dataset, batch_size=2, indices=subset, transform=FIXED,
                                socket=daemon.socket)
     assert sorted(epoch_ids(loader)) == subset
     loader.close()
     # classes= names label values on shards.
-    loader = galley.DataLoader(dataset, batch_size=8, classes=["2"], transform=FIXED,
+    loader = Loader(dataset, batch_size=8, classes=["2"], transform=FIXED,
                                socket=daemon.socket)
     labels = [int(x) for _, lab in loader for x in lab]
     assert labels == [2] * 15
     loader.close()
     world = 3
-    loaders = [galley.DataLoader(dataset, batch_size=8, transform=FIXED, seed=4, rank=r,
+    loaders = [Loader(dataset, batch_size=8, transform=FIXED, seed=4, rank=r,
                                  world_size=world, socket=daemon.socket) for r in range(world)]
     parts = [set(epoch_ids(l)) for l in loaders]
     assert all(len(p) == 20 for p in parts)
@@ -154,9 +160,9 @@ def test_glob_and_list_jobs_share_one_dataset(tmp_path, corpus):
     shards = write_shards(tmp_path / "s", folder_samples(root), 4)
     daemon = start_daemon(tmp_path, "--cache-bytes", "0", "--tar-index-dir", str(tmp_path / "ix"))
     try:
-        a = galley.DataLoader(str(tmp_path / "s" / "train-*.tar"), batch_size=60, seed=1,
+        a = Loader(str(tmp_path / "s" / "train-*.tar"), batch_size=60, seed=1,
                               transform=FIXED, socket=daemon.socket)
-        b = galley.DataLoader([str(p) for p in shards], batch_size=60, seed=2,
+        b = Loader([str(p) for p in shards], batch_size=60, seed=2,
                               transform=FIXED, socket=daemon.socket)
         ita, itb = a.iter_with_ids(), b.iter_with_ids()
         ia, ib = next(ita)[2].tolist(), next(itb)[2].tolist()
@@ -189,7 +195,7 @@ def test_index_reused_after_restart_and_stale_idx_detected(tmp_path, corpus):
     for _ in range(2):
         daemon = start_daemon(tmp_path, "--tar-index-dir", str(index_dir))
         try:
-            loader = galley.DataLoader([str(p) for p in shards], socket=daemon.socket, **spec)
+            loader = Loader([str(p) for p in shards], socket=daemon.socket, **spec)
             assert sorted(epoch_ids(loader)) == list(range(60))
             loader.close()
             counts.append(daemon.query("datasets")["datasets"][0]["shards"])
@@ -218,7 +224,7 @@ def test_gnu_tar_with_and_without_sort_and_long_names(daemon, workdir, corpus):
         out = workdir / f"gnu{len(sort)}.tar"
         subprocess.run(["tar", "--format=gnu", *sort, "-cf", str(out), "-C", str(stage), "."],
                        check=True)
-        loader = galley.DataLoader(str(out), batch_size=20, transform=FIXED,
+        loader = Loader(str(out), batch_size=20, transform=FIXED,
                                    socket=daemon.socket)
         _, labels, ids = next(loader.iter_with_ids())
         loader.close()
@@ -240,7 +246,7 @@ def test_webdataset_shardwriter_output_is_served(daemon, workdir, corpus):
     found = sorted(out.glob("w-*.tar"))
     assert len(found) == 3
     for label_key in ("cls", "json:label"):
-        loader = galley.DataLoader(str(out / "w-{000000..000002}.tar"), batch_size=60,
+        loader = Loader(str(out / "w-{000000..000002}.tar"), batch_size=60,
                                    label_key=label_key, transform=FIXED, socket=daemon.socket)
         _, labels, ids = next(loader.iter_with_ids())
         loader.close()
@@ -256,7 +262,7 @@ def test_unlabelled_and_image_key(daemon, workdir, corpus):
         for i, (data, _) in enumerate(samples):
             add_member(tar, f"x{i}.jpg", b"not this one")
             add_member(tar, f"x{i}.photo", data)
-    loader = galley.DataLoader(str(path), batch_size=6, image_key="photo", label_key=None,
+    loader = Loader(str(path), batch_size=6, image_key="photo", label_key=None,
                                transform=FIXED, socket=daemon.socket)
     images, labels = next(iter(loader))
     assert images.shape[0] == 6 and labels.tolist() == [-1] * 6
@@ -267,17 +273,17 @@ def test_refusals(daemon, workdir, corpus):
     _, shards = corpus
     for url in ("s3://bucket/train-{000..003}.tar", "http://x/y.tar", "pipe:curl x"):
         with pytest.raises(ValueError, match="URL"):
-            galley.DataLoader(url, transform=FIXED, socket=daemon.socket)
+            Loader(url, transform=FIXED, socket=daemon.socket)
     with pytest.raises(ValueError, match="decompress"):
-        galley.DataLoader(str(workdir / "train.tar.gz"), transform=FIXED, socket=daemon.socket)
+        Loader(str(workdir / "train.tar.gz"), transform=FIXED, socket=daemon.socket)
     # A gzip file named .tar is refused by the daemon from its magic bytes.
     fake = workdir / "gz_named.tar"
     subprocess.run(f"gzip -c {shards[0]} > {fake}", shell=True, check=True)
-    loader = galley.DataLoader(str(fake), transform=FIXED, socket=daemon.socket)
+    loader = Loader(str(fake), transform=FIXED, socket=daemon.socket)
     with pytest.raises(galley.InvalidRequest, match="decompress"):
         len(loader)
     with pytest.raises(ValueError, match="tar shard"):
-        galley.DataLoader(str(workdir), image_key="png", transform=FIXED, socket=daemon.socket)
+        Loader(str(workdir), image_key="png", transform=FIXED, socket=daemon.socket)
 
 
 def damaged_shard(path, samples):
@@ -329,7 +335,7 @@ def test_bad_input_is_counted_and_never_crashes_the_daemon(daemon, workdir, corp
     (d / "empty.tar").write_bytes(b"")
     (d / "garbage.tar").write_bytes(os.urandom(3000))
 
-    loader = galley.DataLoader(str(good), batch_size=10, transform=FIXED, socket=daemon.socket)
+    loader = Loader(str(good), batch_size=10, transform=FIXED, socket=daemon.socket)
     assert sorted(epoch_ids(loader)) == list(range(5))  # good0..3 and late
     loader.close()
     stats = {s["root"]: s["shards"] for s in daemon.query("datasets")["datasets"]
@@ -338,21 +344,21 @@ def test_bad_input_is_counted_and_never_crashes_the_daemon(daemon, workdir, corp
     # ../, /abs, dotfile, duplicate, symlink, hard link, device, directory
     assert stats["skipped_members"] == 8
     for name in ("b.tar", "c.tar", "d.tar"):
-        loader = galley.DataLoader(str(d / name), batch_size=10, transform=FIXED,
+        loader = Loader(str(d / name), batch_size=10, transform=FIXED,
                                    socket=daemon.socket)
         assert sorted(epoch_ids(loader)) == list(range(4)), name  # up to the damage
         loader.close()
-        strict = galley.DataLoader(str(d / name), batch_size=10, on_error="raise",
+        strict = Loader(str(d / name), batch_size=10, on_error="raise",
                                    transform=FIXED, socket=daemon.socket)
         with pytest.raises(galley.InvalidRequest, match=name):
             len(strict)
-    strict = galley.DataLoader(str(good), batch_size=10, on_error="raise", transform=FIXED,
+    strict = Loader(str(good), batch_size=10, on_error="raise", transform=FIXED,
                                socket=daemon.socket)
     with pytest.raises(galley.InvalidRequest, match=r"a\.tar: nolabel"):
         len(strict)
     for name in ("empty.tar", "garbage.tar"):
         with pytest.raises(galley.InvalidRequest):
-            len(galley.DataLoader(str(d / name), transform=FIXED, socket=daemon.socket))
+            len(Loader(str(d / name), transform=FIXED, socket=daemon.socket))
     assert daemon.proc.poll() is None, "galleyd died"
 
 
@@ -363,7 +369,7 @@ def test_replaced_shard_fails_cleanly_then_is_reindexed(tmp_path, corpus):
     daemon = start_daemon(tmp_path, "--cache-bytes", "0", "--tar-index-dir", "none")
     try:
         dataset = [str(p) for p in shards]
-        loader = galley.DataLoader(dataset, batch_size=5, transform=FIXED, socket=daemon.socket)
+        loader = Loader(dataset, batch_size=5, transform=FIXED, socket=daemon.socket)
         it = loader.iter_with_ids()
         next(it)
         # Replace shard 1 by a smaller one (by rename, as a copy tool does).
@@ -374,7 +380,7 @@ def test_replaced_shard_fails_cleanly_then_is_reindexed(tmp_path, corpus):
             pass
         assert loader.skipped > 0, "reads of the replaced shard fail as sample errors"
         loader.close()
-        again = galley.DataLoader(dataset, batch_size=5, transform=FIXED, socket=daemon.socket)
+        again = Loader(dataset, batch_size=5, transform=FIXED, socket=daemon.socket)
         assert sorted(epoch_ids(again)) == list(range(40)), "re-indexed: 30 + 10 samples"
         again.close()
         assert daemon.proc.poll() is None
@@ -401,7 +407,7 @@ def test_1100_shards_under_a_1024_descriptor_limit(tmp_path, corpus):
     try:
         limit = open(f"/proc/{daemon.proc.pid}/limits").read()
         assert any(l.startswith("Max open files") and " 1024 " in l for l in limit.splitlines())
-        loader = galley.DataLoader(str(d / "m-{000000..001099}.tar"), batch_size=100,
+        loader = Loader(str(d / "m-{000000..001099}.tar"), batch_size=100,
                                    transform=T.Resize([16, 16]), socket=daemon.socket)
         assert sorted(epoch_ids(loader)) == list(range(1100))
         assert loader.skipped == 0
@@ -436,7 +442,7 @@ def test_progress_while_a_large_set_is_indexed(tmp_path):
         watcher = galley._galley.Client(daemon.socket, 10.0)
         stream = io.StringIO()
         with IndexingProgress(lambda: watcher, shards, stream=stream, delay=0, interval=0.01):
-            loader = galley.DataLoader(shards, batch_size=8, label_key=None, transform=FIXED,
+            loader = Loader(shards, batch_size=8, label_key=None, transform=FIXED,
                                        socket=daemon.socket)
             assert len(loader) == 100 * 4000 // 8
         lines = [l for l in stream.getvalue().split("\r") if l.strip()]
@@ -456,7 +462,7 @@ def test_index_cache_keeps_under_its_size_cap(tmp_path, corpus):
     daemon = start_daemon(tmp_path, "--tar-index-dir", str(index_dir),
                           "--tar-index-max-bytes", "2500")
     try:
-        loader = galley.DataLoader([str(p) for p in shards], batch_size=60, transform=FIXED,
+        loader = Loader([str(p) for p in shards], batch_size=60, transform=FIXED,
                                    socket=daemon.socket)
         assert len(loader) == 1
         loader.close()
@@ -479,7 +485,33 @@ def test_grouping_follows_webdataset_key_rules(daemon, workdir, corpus):
         add_member(tar, "v1.0/b.jpeg", samples[1][0])
         add_member(tar, "v1.0/a.CLS", b"3")
         add_member(tar, "v1.0/b.cls", b" 4\n")
-    loader = galley.DataLoader(str(path), batch_size=2, transform=FIXED, socket=daemon.socket)
+    loader = Loader(str(path), batch_size=2, transform=FIXED, socket=daemon.socket)
     _, labels, ids = next(loader.iter_with_ids())
     assert dict(zip(ids.tolist(), labels.tolist())) == {0: 3, 1: 4}
     loader.close()
+
+
+def test_resume_mid_epoch_over_shards(daemon, corpus):
+    _, shards = corpus
+    pattern = str(shards[0].parent / "train-*.tar")
+
+    def make():
+        return Loader(pattern, batch_size=7, seed=9, transform=FIXED,
+                                 socket=daemon.socket)
+
+    loader = make()
+    it = loader.iter_with_ids()
+    first = []
+    for _ in range(3):
+        first.extend(next(it)[2].tolist())
+    state = loader.state_dict()
+    del it
+    loader.close()
+    resumed = make()
+    resumed.load_state_dict(state)
+    rest = []
+    for _images, _labels, ids in resumed.iter_with_ids():
+        rest.extend(ids.tolist())
+    resumed.close()
+    assert len(first) == 21
+    assert sorted(first + rest) == list(range(60)), "the epoch resumed exactly once"
