@@ -3,7 +3,8 @@
 
 Usage:
   bench/accuracy_parity.py [--train 10000] [--test 2000] [--epochs 3] [--seeds 1,2]
-                           [--batch-size 64] [--galleyd PATH] [--results DIR]
+                           [--batch-size 64] [--recipe plain|augment]
+                           [--galleyd PATH] [--results DIR]
 
 Fashion-MNIST (Debian's dataset-fashion-mnist) is written as PNG ImageFolders
 by scripts/make_fashion_mnist.py into .demo/fashion-mnist-{train,test}-<N>.
@@ -13,7 +14,11 @@ torch.utils.data.DataLoader over torchvision's ImageFolder (also concurrently).
 Model, optimizer, initial weights, batch size and epochs are the same for a
 seed on both sides; only the loader differs. Both loaders resize to 28x28
 (the identity here) and give uint8 RGB; the training loop takes one channel
-as float / 255. Every model is evaluated by the same code on the test split.
+as float / 255. With --recipe augment both sides get the same torchvision
+Compose, an augmentation-heavy one: RandomCrop(28, padding=2, reflect),
+RandomHorizontalFlip, TrivialAugmentWide, ToTensor, RandomErasing(0.25)
+(galley translates it and runs it in galleyd). Every model is evaluated by
+the same code on the test split.
 
 Prints a table and writes DIR/accuracy_parity.csv.
 """
@@ -64,8 +69,18 @@ def load_test_set(root):
 
 
 def to_input(images):
-    # uint8 [B, 3, 28, 28] (gray replicated into RGB) -> float [B, 1, 28, 28] in [0, 1]
+    # [B, 3, 28, 28] (gray replicated into RGB) -> float [B, 1, 28, 28] in [0, 1]
+    if images.is_floating_point():
+        return images[:, :1].clone()  # ToTensor already scaled it
     return images[:, :1].float() / 255.0
+
+
+def augment_recipe():
+    """The augmentation-heavy recipe, one torchvision object for both loaders."""
+    from torchvision import transforms as TT
+    return TT.Compose([TT.RandomCrop(28, padding=2, padding_mode="reflect"),
+                       TT.RandomHorizontalFlip(), TT.TrivialAugmentWide(), TT.ToTensor(),
+                       TT.RandomErasing(p=0.25)])
 
 
 def train(spec, results):
@@ -82,17 +97,20 @@ def train(spec, results):
         if spec["side"] == "galley":
             import galley
             from galley import transforms as GT
+            recipe = augment_recipe() if spec["recipe"] == "augment" else None
             loader = galley.DataLoader(spec["train"], batch_size=spec["batch_size"],
                                        shuffle=True,
-                                       transform=GT.Compose([GT.Resize([28, 28])]),
+                                       transform=recipe or GT.Compose([GT.Resize([28, 28])]),
                                        seed=spec["seed"], socket=spec["socket"],
                                        name=f"parity-seed{spec['seed']}")
             classes = loader.classes
         else:
             import torchvision
             from torchvision import transforms as TT
+            recipe = augment_recipe() if spec["recipe"] == "augment" else None
             dataset = torchvision.datasets.ImageFolder(
-                spec["train"], transform=TT.Compose([TT.Resize([28, 28]), TT.PILToTensor()]))
+                spec["train"],
+                transform=recipe or TT.Compose([TT.Resize([28, 28]), TT.PILToTensor()]))
             loader = torch.utils.data.DataLoader(
                 dataset, batch_size=spec["batch_size"], shuffle=True,
                 num_workers=spec["torch_workers"],
@@ -199,6 +217,8 @@ def main():
     p.add_argument("--galleyd", default=str(REPO / "build/server/daemon/galleyd"))
     p.add_argument("--results", default=str(REPO / "results"))
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per side")
+    p.add_argument("--recipe", choices=("plain", "augment"), default="plain",
+                   help="augment: the TrivialAugmentWide + RandomErasing recipe on both sides")
     args = p.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -216,7 +236,8 @@ def main():
                     "--limit", str(args.test)], check=True)
 
     common = {"train": str(train_dir), "test": str(test_dir), "epochs": args.epochs,
-              "batch_size": args.batch_size, "lr": args.lr, "torch_workers": args.torch_workers}
+              "batch_size": args.batch_size, "lr": args.lr, "torch_workers": args.torch_workers,
+              "recipe": args.recipe}
     rows = []
     run_dir = tempfile.mkdtemp(prefix="galley-parity-")
     daemon = None
@@ -244,7 +265,7 @@ def main():
         shutil.rmtree(run_dir, ignore_errors=True)
 
     print(f"\nFashion-MNIST: {args.train} train / {args.test} test images, {args.epochs} epochs, "
-          f"batch {args.batch_size}, Adam lr {args.lr}, CPU, "
+          f"recipe {args.recipe}, batch {args.batch_size}, Adam lr {args.lr}, CPU, "
           f"{len(seeds)} models trained concurrently per loader")
     header = (f"{'loader':8s} {'seed':>4s} {'test acc':>8s} {'train loss/epoch':>26s} "
               f"{'train s':>8s} {'images/s':>8s}")

@@ -3,12 +3,16 @@
 
 Usage:
   bench/compare_pytorch.py [--images 5000] [--batch-size 64]
-                           [--scenarios 1job,4same,4overlap,8same,warm]
+                           [--scenarios 1job,4same,4overlap,8same,warm,recipe1,recipe4]
                            [--batches-per-job N] [--galleyd PATH] [--results DIR] [--quick]
 
 Both sides read the same generated ImageNet-like JPEG ImageFolder
 (scripts/make_demo_dataset.py into .demo/bench-<N>) and produce uint8 NCHW
-batches of RandomResizedCrop(224) + RandomHorizontalFlip. galley: a fresh
+batches of RandomResizedCrop(224) + RandomHorizontalFlip; the recipe1 and
+recipe4 scenarios (1 and 4 jobs sharing the dataset) run torchvision's
+ImageNet training recipe instead (RandomResizedCrop(224, bicubic), flip,
+TrivialAugmentWide, float32 Normalize, RandomErasing), the same torchvision
+Compose on both sides (galley translates it into its daemon pipeline). galley: a fresh
 galleyd per scenario (default worker threads, temporary socket) and one
 galley.DataLoader per job process. PyTorch: one torch.utils.data.DataLoader
 over torchvision's ImageFolder per job process, 2 workers each, shuffled.
@@ -50,7 +54,7 @@ sys.path.insert(0, str(REPO / "python"))
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PR_SET_PDEATHSIG = 1
-ALL_SCENARIOS = ["1job", "4same", "4overlap", "8same", "warm"]
+ALL_SCENARIOS = ["1job", "4same", "4overlap", "8same", "warm", "recipe1", "recipe4"]
 OVERLAP_FRACTION = 0.75
 # Job k starts k x this after the first. galley prepares a 3,750-image epoch
 # in a few seconds, so a longer stagger would leave the jobs barely
@@ -128,13 +132,27 @@ def _torch_worker_init(_worker_id):
 def _touch(images):
     # A consumer reads the batch; a checksum of one pixel per sample reaches
     # every sample's memory without making the consumer the bottleneck.
-    return int(images[:, :, 0, 0].sum())
+    return int(images[:, :, 0, 0].sum())  # float batches: sum truncated
 
 
 def _galley_snapshot(socket, daemon_pid):
     import galley
     return {"status": galley.query("status", socket=socket),
             "daemon_cpu": process_cpu_seconds(daemon_pid)}
+
+
+def imagenet_recipe():
+    """torchvision's ImageNet training recipe (references/classification with
+    --auto-augment ta_wide --random-erase 0.25, bicubic as for ViT/ConvNeXt):
+    the same torchvision object is given to both loaders; galley translates it."""
+    import torch
+    from torchvision import transforms as TT
+    bicubic = TT.InterpolationMode.BICUBIC
+    return TT.Compose([TT.RandomResizedCrop(224, interpolation=bicubic),
+                       TT.RandomHorizontalFlip(), TT.TrivialAugmentWide(interpolation=bicubic),
+                       TT.PILToTensor(), TT.ConvertImageDtype(torch.float),
+                       TT.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+                       TT.RandomErasing(p=0.25)])
 
 
 def run_job(spec, barrier, results, parent_pid):
@@ -159,10 +177,12 @@ def run_job(spec, barrier, results, parent_pid):
         barrier.wait(timeout=spec["barrier_timeout"])
         time.sleep(spec["delay"])
 
+        recipe = imagenet_recipe() if spec.get("recipe") else None
         if spec["side"] == "galley":
             loader = galley.DataLoader(
                 spec["dataset"], batch_size=spec["batch_size"], shuffle=True,
-                transform=GT.Compose([GT.RandomResizedCrop(224), GT.RandomHorizontalFlip()]),
+                transform=recipe or GT.Compose([GT.RandomResizedCrop(224),
+                                                GT.RandomHorizontalFlip()]),
                 seed=spec["seed"], indices=spec["indices"], socket=spec["socket"],
                 name=f"bench-{spec['scenario']}-{index}", timeout=spec["batch_timeout"],
                 policy=spec.get("policy"))
@@ -181,8 +201,8 @@ def run_job(spec, barrier, results, parent_pid):
         else:
             dataset = torchvision.datasets.ImageFolder(
                 spec["dataset"],
-                transform=TT.Compose([TT.RandomResizedCrop(224), TT.RandomHorizontalFlip(),
-                                      TT.PILToTensor()]))
+                transform=recipe or TT.Compose([TT.RandomResizedCrop(224),
+                                                TT.RandomHorizontalFlip(), TT.PILToTensor()]))
             if spec["indices"] is not None:
                 dataset = torch.utils.data.Subset(dataset, spec["indices"])
             loader = torch.utils.data.DataLoader(
@@ -458,6 +478,10 @@ def scenario_specs(name, args, n_images):
         return 4, subsets, [k * OVERLAP_STAGGER_S for k in range(4)], 0
     if name == "warm":
         return 1, [None], [0.0], 1
+    if name == "recipe1":
+        return 1, [None], [0.0], 0
+    if name == "recipe4":
+        return 4, [None] * 4, [0.0] * 4, 0
     raise ValueError(f"unknown scenario {name!r}")
 
 
@@ -473,7 +497,8 @@ def run_side(side, name, args, ctx):
     specs = [{"side": side, "scenario": name, "index": k, "dataset": str(ctx["dataset"]),
               "batch_size": args.batch_size, "batches": batches, "indices": subsets[k],
               "seed": 1000 + k, "delay": delays[k], "untimed_epochs": untimed_epochs,
-              "torch_workers": args.torch_workers, "batch_timeout": 300.0}
+              "torch_workers": args.torch_workers, "batch_timeout": 300.0,
+              "recipe": name.startswith("recipe")}
              for k in range(jobs)]
     result = {"scenario": name, "side": side, "jobs": jobs, "batches_per_job": batches,
               "loadavg_1m": os.getloadavg()[0]}

@@ -1,5 +1,6 @@
 // Transform throughput on a decoded 500 x 375 image (ImageNet's typical
-// size): each op alone, the training pipeline RandomResizedCrop(224) +
+// size): each op alone (issue 12's ops on a 224 x 224 crop), torchvision's
+// ImageNet recipe, the training pipeline RandomResizedCrop(224) +
 // RandomHorizontalFlip with uint8 NCHW and float32 normalised output, and the
 // evaluation pipeline Resize(256) + CenterCrop(224). One thread; items/s
 // counts samples, bytes/s output bytes.
@@ -110,6 +111,71 @@ void BM_EvalPipelineFloat32(benchmark::State& state) {
        {"output", kFloat}});
 }
 BENCHMARK(BM_EvalPipelineFloat32)->UseRealTime();
+
+// Each op of issue 12 on a 224 x 224 image (the size a training pipeline's
+// ops see after RandomResizedCrop): CenterCrop(224), the op, uint8 NCHW.
+// bench/transforms_vs_torchvision.py times torchvision on the same work.
+void BM_Op(benchmark::State& state, json op) {
+  RunPipeline(state,
+              {{"ops", {{{"op", "CenterCrop"}, {"size", {224}}}, std::move(op)}}, {"output", kNchw}});
+}
+BENCHMARK_CAPTURE(BM_Op, CenterCropOnly, json{{"op", "RandomHorizontalFlip"}, {"p", 0.0}})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Op, RandomCrop_pad4_reflect,
+                  json{{"op", "RandomCrop"}, {"size", {224}}, {"padding", 4},
+                       {"padding_mode", "reflect"}})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Op, RandomVerticalFlip, json{{"op", "RandomVerticalFlip"}, {"p", 1.0}})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Op, ColorJitter,
+                  json{{"op", "ColorJitter"},
+                       {"brightness", 0.4},
+                       {"contrast", 0.4},
+                       {"saturation", 0.4},
+                       {"hue", 0.1}})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Op, Grayscale, json{{"op", "Grayscale"}, {"num_output_channels", 3}})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Op, GaussianBlur_k23,
+                  json{{"op", "GaussianBlur"}, {"kernel_size", 23}, {"sigma", {0.1, 2.0}}})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Op, RandomRotation_bilinear,
+                  json{{"op", "RandomRotation"}, {"degrees", 30}, {"interpolation", "bilinear"}})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Op, RandomAffine,
+                  json{{"op", "RandomAffine"},
+                       {"degrees", 15},
+                       {"translate", {0.1, 0.1}},
+                       {"scale", {0.9, 1.1}},
+                       {"shear", 10}})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Op, AutoAugment_imagenet, json{{"op", "AutoAugment"}})->UseRealTime();
+BENCHMARK_CAPTURE(BM_Op, RandAugment, json{{"op", "RandAugment"}})->UseRealTime();
+BENCHMARK_CAPTURE(BM_Op, TrivialAugmentWide, json{{"op", "TrivialAugmentWide"}})->UseRealTime();
+
+// RandomErasing on normalised float32 output (after Normalize).
+void BM_RandomErasingFloat32(benchmark::State& state) {
+  RunPipeline(state, {{"ops",
+                       {{{"op", "CenterCrop"}, {"size", {224}}},
+                        {{"op", "RandomErasing"}, {"p", 1.0}, {"value", 0}}}},
+                      {"output", kFloat}});
+}
+BENCHMARK(BM_RandomErasingFloat32)->UseRealTime();
+
+// torchvision's ImageNet training recipe: RandomResizedCrop(224, bicubic) +
+// flip + TrivialAugmentWide + Normalize + RandomErasing(0.25), on the
+// 500 x 375 image.
+const json kImageNetRecipe = {{"ops",
+                               {{{"op", "RandomResizedCrop"},
+                                 {"size", {224}},
+                                 {"interpolation", "bicubic"}},
+                                {{"op", "RandomHorizontalFlip"}},
+                                {{"op", "TrivialAugmentWide"}, {"interpolation", "bicubic"}},
+                                {{"op", "RandomErasing"}, {"p", 0.25}}}},
+                              {"output", kFloat}};
+
+void BM_ImageNetRecipe(benchmark::State& state) { RunPipeline(state, kImageNetRecipe); }
+BENCHMARK(BM_ImageNetRecipe)->UseRealTime();
 
 void BM_BaselineOpenCvTrainPipelineUInt8(benchmark::State& state) {
   cv::setNumThreads(1);

@@ -32,3 +32,15 @@ target_compile_definitions(image_resample_test PRIVATE GALLEY_TEST_PYTHON="/usr/
 galley_add_test(image_region_test
   SOURCES unit/image_region_test.cc
   LIBS galley_image PkgConfig::TurboJPEG)
+
+# Pixel ops (colour, AutoAugment's ops, warps, padding, blur) against
+# torchvision.transforms.functional on PIL images, with forced parameters.
+galley_add_test(image_pixel_ops_test
+  SOURCES unit/image_pixel_ops_test.cc
+  LIBS galley_image galley_opencv)
+target_compile_definitions(image_pixel_ops_test PRIVATE GALLEY_TEST_PYTHON="/usr/bin/python3")
+
+# The random draws of every op follow torchvision's distributions.
+galley_add_test(image_draws_test
+  SOURCES unit/image_draws_test.cc
+  LIBS galley_image galley_opencv)

@@ -19,6 +19,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 from . import _autostart
 from . import _galley
 from . import _tensors
+from . import batch_ops
 from . import shards as _shards
 from . import transforms as T
 
@@ -162,6 +163,10 @@ class DataLoader:
         name: shown by ``galleyctl jobs``.
         ods_fraction: with ``policy="ods"``, the most of each epoch's draws
             the daemon may replace by cached items (0 to 1).
+        batch_transform: ``galley.batch_ops.MixUp`` / ``CutMix`` /
+            ``RandomChoice`` (or torchvision v2's), applied to each batch in
+            this process, on its ``device``; labels become float soft
+            targets ``[B, num_classes]`` (galley/batch_ops.py says why here).
     """
 
     def __init__(self, dataset: Any, batch_size: int = 1, shuffle: Optional[bool] = None,
@@ -180,6 +185,7 @@ class DataLoader:
                  indices: Optional[Iterable[int]] = None, layout: str = "NCHW",
                  socket: Optional[str] = None, name: Optional[str] = None,
                  ods_fraction: float = 0.1, autostart: Optional[bool] = None,
+                 batch_transform: Any = None,
                  image_key: Optional[str] = None, label_key: Optional[str] = "cls") -> None:
         if on_error not in ("skip", "raise"):
             raise ValueError('on_error must be "skip" or "raise"')
@@ -260,6 +266,7 @@ class DataLoader:
         self.collate_fn = collate_fn
         self.timeout = float(timeout)
         self.transform = transform
+        self.batch_transform = batch_ops.resolve(batch_transform)
         transform_spec = T.build_spec(transform, normalize, layout)
         self._spec: Dict[str, Any] = {
             "dataset": self.dataset,
@@ -517,6 +524,9 @@ class DataLoader:
                     del images
                     if self._pin:
                         batch = tuple(_tensors.pin(t) for t in batch)
+                    if self.batch_transform is not None:
+                        batch = tuple(self.batch_transform(
+                            *batch, rng=batch_ops.batch_rng(self.seed, epoch, ids)))
                     if with_ids:
                         batch = batch + (ids,)
                     elif self.collate_fn is not None:

@@ -1,23 +1,59 @@
 """Transforms with torchvision's names, defaults and semantics.
 
 These do not run in Python: they describe the pipeline that galleyd applies
-(docs/transforms.md). ``Compose([...])`` of them is passed to
-``galley.DataLoader(transform=...)``. Randomness is a pure function of
-(seed, epoch, item id), so a sample's augmentation does not depend on the
-order in which the daemon prepares it.
+(docs/transforms.md). ``Compose([...])`` of them, or a torchvision
+``transforms`` / ``transforms.v2`` pipeline, is passed to
+``galley.DataLoader(transform=...)``; ``build_spec`` translates either into
+the daemon's JSON spec and names any op galley cannot run. Randomness is a
+pure function of (seed, epoch, item id), so a sample's augmentation does not
+depend on the order in which the daemon prepares it.
+
+Output: without ``ToTensor`` the batch is uint8 (``PILToTensor``'s values);
+``ToTensor()`` (or ``PILToTensor`` + ``ConvertImageDtype(torch.float)``,
+or v2's ``ToImage`` + ``ToDtype(torch.float32, scale=True)``) makes it
+float32 in [0, 1]; a following ``Normalize`` normalises it. galley's own
+``Normalize`` may also stand alone (it implies ``ToTensor``).
 """
 
 import math
 import numbers
+import struct
 
 __all__ = [
-    "Compose", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip", "Normalize",
-    "ToTensor", "PILToTensor", "InterpolationMode",
+    "Compose", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
+    "RandomVerticalFlip", "RandomCrop", "Pad", "ColorJitter", "Grayscale", "RandomGrayscale",
+    "GaussianBlur", "RandomRotation", "RandomAffine", "RandomApply", "RandomChoice",
+    "RandomOrder", "AutoAugment", "AutoAugmentPolicy", "RandAugment", "TrivialAugmentWide",
+    "RandomErasing", "Normalize", "ToTensor", "PILToTensor", "InterpolationMode", "build_spec",
 ]
 
 
 class InterpolationMode:
+    NEAREST = "nearest"
     BILINEAR = "bilinear"
+    BICUBIC = "bicubic"
+    BOX = "box"
+    HAMMING = "hamming"
+    LANCZOS = "lanczos"
+
+
+class AutoAugmentPolicy:
+    IMAGENET = "imagenet"
+    CIFAR10 = "cifar10"
+    SVHN = "svhn"
+
+
+_RESIZE_INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "box", "hamming", "lanczos")
+_WARP_INTERPOLATIONS = ("nearest", "bilinear", "bicubic")  # PIL's Image.transform
+
+
+def _interp(interpolation, name, warp=False):
+    value = str(getattr(interpolation, "value", interpolation)).lower()
+    allowed = _WARP_INTERPOLATIONS if warp else _RESIZE_INTERPOLATIONS
+    if value not in allowed:
+        raise ValueError(f"{name}: interpolation {interpolation!r} is not supported by galley "
+                         f"(supported: {', '.join(allowed)})")
+    return value
 
 
 def _pair(size, name):
@@ -30,14 +66,58 @@ def _pair(size, name):
     raise ValueError(f"{name}: size must be an int or a (h, w) pair, got {size!r}")
 
 
-def _interp(interpolation, name):
-    value = getattr(interpolation, "value", interpolation)
-    if str(value).lower() != "bilinear":
-        raise ValueError(f"{name}: only bilinear interpolation is supported, got {interpolation!r}")
-    return "bilinear"
+def _range(value, name, center=0.0):
+    """torchvision's number-or-(min, max) convention, as a list or None."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Number):
+        return [center - float(value), center + float(value)]
+    if len(value) != 2:
+        raise ValueError(f"{name}: expected a number or (min, max), got {value!r}")
+    return [float(value[0]), float(value[1])]
+
+
+def _fill(fill, name):
+    """A fill as three numbers; torchvision's per-type dict (v2) is reduced
+    to its image entry."""
+    if isinstance(fill, dict):
+        values = [v for v in fill.values() if v is not None]
+        fill = values[0] if values else 0
+    if fill is None:
+        return [0.0, 0.0, 0.0]
+    if isinstance(fill, numbers.Number):
+        return [float(fill)] * 3
+    fill = [float(f) for f in fill]
+    if len(fill) == 1:
+        return fill * 3
+    if len(fill) != 3:
+        raise ValueError(f"{name}: fill needs one value or one per RGB channel, got {fill!r}")
+    return fill
+
+
+def _padding(padding, name):
+    if padding is None:
+        return None
+    if isinstance(padding, numbers.Integral):
+        return [int(padding)] * 4
+    padding = [int(p) for p in padding]
+    if len(padding) == 1:
+        return padding * 4
+    if len(padding) == 2:
+        return [padding[0], padding[1], padding[0], padding[1]]
+    if len(padding) == 4:
+        return padding
+    raise ValueError(f"{name}: padding must have 1, 2 or 4 values, got {padding!r}")
+
+
+def _no_center(center, name):
+    if center is not None:
+        raise ValueError(f"{name}: only center=None (the image centre) is supported by galley")
 
 
 class _Op:
+    """An op galleyd runs; spec() is its JSON."""
+
     def spec(self):
         raise NotImplementedError
 
@@ -48,6 +128,7 @@ class _Op:
 class RandomResizedCrop(_Op):
     def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
                  interpolation=InterpolationMode.BILINEAR, antialias=None):
+        _check_antialias(antialias, "RandomResizedCrop")
         self.size = _pair(size, "RandomResizedCrop")
         self.scale = [float(scale[0]), float(scale[1])]
         self.ratio = [float(ratio[0]), float(ratio[1])]
@@ -58,11 +139,19 @@ class RandomResizedCrop(_Op):
                 "ratio": self.ratio, "interpolation": self.interpolation}
 
 
+def _check_antialias(antialias, name):
+    # PIL always antialiases, and so does galley; asking for aliasing cannot be honoured.
+    if antialias is False:
+        raise ValueError(f"{name}: antialias=False is not supported; galley resizes with "
+                         "PIL's antialiased filters (antialias=True)")
+
+
 class Resize(_Op):
     def __init__(self, size, interpolation=InterpolationMode.BILINEAR, max_size=None,
                  antialias=None):
         if max_size is not None:
-            raise ValueError("Resize: max_size is not supported")
+            raise ValueError("Resize: max_size is not supported by galley")
+        _check_antialias(antialias, "Resize")
         if isinstance(size, numbers.Integral):
             self.size = [int(size)]
         elif isinstance(size, (list, tuple)) and len(size) in (1, 2):
@@ -91,8 +180,217 @@ class RandomHorizontalFlip(_Op):
         return {"op": "RandomHorizontalFlip", "p": self.p}
 
 
+class RandomVerticalFlip(_Op):
+    def __init__(self, p=0.5):
+        self.p = float(p)
+
+    def spec(self):
+        return {"op": "RandomVerticalFlip", "p": self.p}
+
+
+class RandomCrop(_Op):
+    def __init__(self, size, padding=None, pad_if_needed=False, fill=0, padding_mode="constant"):
+        self.size = _pair(size, "RandomCrop")
+        self.padding = _padding(padding, "RandomCrop")
+        self.pad_if_needed = bool(pad_if_needed)
+        self.fill = _fill(fill, "RandomCrop")
+        self.padding_mode = str(padding_mode)
+
+    def spec(self):
+        return {"op": "RandomCrop", "size": self.size, "padding": self.padding,
+                "pad_if_needed": self.pad_if_needed, "fill": self.fill,
+                "padding_mode": self.padding_mode}
+
+
+class Pad(_Op):
+    def __init__(self, padding, fill=0, padding_mode="constant"):
+        self.padding = _padding(padding, "Pad")
+        self.fill = _fill(fill, "Pad")
+        self.padding_mode = str(padding_mode)
+
+    def spec(self):
+        return {"op": "Pad", "padding": self.padding, "fill": self.fill,
+                "padding_mode": self.padding_mode}
+
+
+class ColorJitter(_Op):
+    def __init__(self, brightness=0, contrast=0, saturation=0, hue=0):
+        def check(value, name, center, clip):
+            r = _range(value, f"ColorJitter {name}", center)
+            if r is None or r == [center, center]:
+                return None  # torchvision's None: the adjustment is not drawn
+            if clip:
+                r[0] = max(r[0], 0.0)
+            return r
+        self.brightness = check(brightness, "brightness", 1.0, True)
+        self.contrast = check(contrast, "contrast", 1.0, True)
+        self.saturation = check(saturation, "saturation", 1.0, True)
+        self.hue = check(hue, "hue", 0.0, False)
+
+    def spec(self):
+        return {"op": "ColorJitter", "brightness": self.brightness, "contrast": self.contrast,
+                "saturation": self.saturation, "hue": self.hue}
+
+
+class Grayscale(_Op):
+    def __init__(self, num_output_channels=1):
+        if num_output_channels != 3:
+            raise ValueError("Grayscale: galley's output has 3 channels; use "
+                             "Grayscale(num_output_channels=3)")
+
+    def spec(self):
+        return {"op": "Grayscale", "num_output_channels": 3}
+
+
+class RandomGrayscale(_Op):
+    def __init__(self, p=0.1):
+        self.p = float(p)
+
+    def spec(self):
+        return {"op": "RandomGrayscale", "p": self.p}
+
+
+class GaussianBlur(_Op):
+    def __init__(self, kernel_size, sigma=(0.1, 2.0)):
+        self.kernel_size = _pair(kernel_size, "GaussianBlur")
+        if isinstance(sigma, numbers.Number):
+            sigma = (sigma, sigma)
+        self.sigma = [float(sigma[0]), float(sigma[1])]
+
+    def spec(self):
+        return {"op": "GaussianBlur", "kernel_size": self.kernel_size, "sigma": self.sigma}
+
+
+class RandomRotation(_Op):
+    def __init__(self, degrees, interpolation=InterpolationMode.NEAREST, expand=False,
+                 center=None, fill=0):
+        if expand:
+            raise ValueError("RandomRotation: expand=True is not supported by galley (the "
+                             "size would depend on the angle); crop or resize afterwards")
+        _no_center(center, "RandomRotation")
+        self.degrees = _range(degrees, "RandomRotation degrees")
+        self.interpolation = _interp(interpolation, "RandomRotation", warp=True)
+        self.fill = _fill(fill, "RandomRotation")
+
+    def spec(self):
+        return {"op": "RandomRotation", "degrees": self.degrees,
+                "interpolation": self.interpolation, "fill": self.fill}
+
+
+class RandomAffine(_Op):
+    def __init__(self, degrees, translate=None, scale=None, shear=None,
+                 interpolation=InterpolationMode.NEAREST, fill=0, center=None):
+        _no_center(center, "RandomAffine")
+        self.degrees = _range(degrees, "RandomAffine degrees")
+        self.translate = None if translate is None else [float(t) for t in translate]
+        self.scale = None if scale is None else [float(s) for s in scale]
+        if shear is None:
+            self.shear = None
+        elif isinstance(shear, numbers.Number) or len(shear) == 2:
+            self.shear = _range(shear, "RandomAffine shear")
+        else:
+            self.shear = [float(s) for s in shear]
+        self.interpolation = _interp(interpolation, "RandomAffine", warp=True)
+        self.fill = _fill(fill, "RandomAffine")
+
+    def spec(self):
+        return {"op": "RandomAffine", "degrees": self.degrees, "translate": self.translate,
+                "scale": self.scale, "shear": self.shear, "interpolation": self.interpolation,
+                "fill": self.fill}
+
+
+class RandomApply(_Op):
+    def __init__(self, transforms, p=0.5):
+        self.transforms = list(transforms)
+        self.p = float(p)
+
+    def spec(self):
+        return {"op": "RandomApply", "transforms": _image_ops(self.transforms, "RandomApply"),
+                "p": self.p}
+
+
+class RandomChoice(_Op):
+    def __init__(self, transforms, p=None):
+        self.transforms = list(transforms)
+        self.p = None if p is None else [float(w) for w in p]
+
+    def spec(self):
+        return {"op": "RandomChoice", "transforms": _image_ops(self.transforms, "RandomChoice"),
+                "p": self.p}
+
+
+class RandomOrder(_Op):
+    def __init__(self, transforms):
+        self.transforms = list(transforms)
+
+    def spec(self):
+        return {"op": "RandomOrder", "transforms": _image_ops(self.transforms, "RandomOrder")}
+
+
+class AutoAugment(_Op):
+    def __init__(self, policy=AutoAugmentPolicy.IMAGENET,
+                 interpolation=InterpolationMode.NEAREST, fill=None):
+        self.policy = str(getattr(policy, "value", policy)).lower()
+        self.interpolation = _interp(interpolation, "AutoAugment", warp=True)
+        self.fill = _fill(fill, "AutoAugment")
+
+    def spec(self):
+        return {"op": "AutoAugment", "policy": self.policy, "interpolation": self.interpolation,
+                "fill": self.fill}
+
+
+class RandAugment(_Op):
+    def __init__(self, num_ops=2, magnitude=9, num_magnitude_bins=31,
+                 interpolation=InterpolationMode.NEAREST, fill=None):
+        self.num_ops, self.magnitude = int(num_ops), int(magnitude)
+        self.num_magnitude_bins = int(num_magnitude_bins)
+        self.interpolation = _interp(interpolation, "RandAugment", warp=True)
+        self.fill = _fill(fill, "RandAugment")
+
+    def spec(self):
+        return {"op": "RandAugment", "num_ops": self.num_ops, "magnitude": self.magnitude,
+                "num_magnitude_bins": self.num_magnitude_bins,
+                "interpolation": self.interpolation, "fill": self.fill}
+
+
+class TrivialAugmentWide(_Op):
+    def __init__(self, num_magnitude_bins=31, interpolation=InterpolationMode.NEAREST, fill=None):
+        self.num_magnitude_bins = int(num_magnitude_bins)
+        self.interpolation = _interp(interpolation, "TrivialAugmentWide", warp=True)
+        self.fill = _fill(fill, "TrivialAugmentWide")
+
+    def spec(self):
+        return {"op": "TrivialAugmentWide", "num_magnitude_bins": self.num_magnitude_bins,
+                "interpolation": self.interpolation, "fill": self.fill}
+
+
+class RandomErasing:
+    """Erases a rectangle of the output tensor (so it comes after ToTensor).
+    ``value`` is in the units of the tensor at that point: [0, 1] after
+    ToTensor, normalised units after Normalize."""
+
+    def __init__(self, p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0, inplace=False):
+        self.p = float(p)
+        self.scale = [float(scale[0]), float(scale[1])]
+        self.ratio = [float(ratio[0]), float(ratio[1])]
+        if isinstance(value, str):
+            if value != "random":
+                raise ValueError(f'RandomErasing: value must be a number, a tuple or "random", '
+                                 f"got {value!r}")
+            self.value = "random"
+        elif value is None:
+            self.value = "random"  # torchvision's get_params draws normal noise for None
+        else:
+            self.value = _fill(value, "RandomErasing value")
+
+    def __repr__(self):
+        return (f"RandomErasing(p={self.p}, scale={self.scale}, ratio={self.ratio}, "
+                f"value={self.value!r})")
+
+
 class Normalize:
-    """Makes the output float32 NCHW: (x / 255 - mean) / std per channel."""
+    """(x - mean) / std per channel on the float tensor; alone it also
+    implies ToTensor's scaling to [0, 1]."""
 
     def __init__(self, mean, std, inplace=False):
         self.mean = [float(m) for m in mean]
@@ -107,52 +405,213 @@ class Normalize:
 
 
 class ToTensor:
-    """Accepted for familiarity: galley always yields tensors. Alone it keeps
-    uint8; followed by Normalize it yields float32."""
+    """torchvision's ToTensor: float32 in [0, 1], CHW."""
 
     def __repr__(self):
         return "ToTensor()"
 
 
-PILToTensor = ToTensor
+class PILToTensor:
+    """torchvision's PILToTensor: uint8, CHW (galley's default output)."""
+
+    def __repr__(self):
+        return "PILToTensor()"
 
 
 class Compose:
     def __init__(self, transforms):
         self.transforms = list(transforms)
-        for t in self.transforms:
-            if not isinstance(t, (_Op, Normalize, ToTensor)):
-                raise TypeError(f"galley cannot run {t!r}; use the ops in galley.transforms")
 
     def __repr__(self):
         return "Compose(" + ", ".join(repr(t) for t in self.transforms) + ")"
 
 
+# --- torchvision objects ---------------------------------------------------
+
+def _is_torchvision(t):
+    return type(t).__module__.startswith("torchvision.")
+
+
+def _tv_ops(t):
+    """The galley objects for one torchvision transform (a list: Compose
+    expands), or raises ValueError naming what galley cannot run."""
+    name = type(t).__name__
+    g = lambda attr, default=None: getattr(t, attr, default)  # noqa: E731
+    if name == "Compose":
+        return [op for child in t.transforms for op in _translate(child)]
+    if name == "RandomResizedCrop":
+        return [RandomResizedCrop(g("size"), g("scale"), g("ratio"), g("interpolation"),
+                                  g("antialias"))]
+    if name == "Resize":
+        return [Resize(g("size"), g("interpolation"), g("max_size"), g("antialias"))]
+    if name == "CenterCrop":
+        return [CenterCrop(g("size"))]
+    if name == "RandomHorizontalFlip":
+        return [RandomHorizontalFlip(g("p"))]
+    if name == "RandomVerticalFlip":
+        return [RandomVerticalFlip(g("p"))]
+    if name == "RandomCrop":
+        return [RandomCrop(g("size"), g("padding"), g("pad_if_needed"), g("fill"),
+                           g("padding_mode"))]
+    if name == "Pad":
+        return [Pad(g("padding"), g("fill"), g("padding_mode"))]
+    if name == "ColorJitter":
+        jitter = ColorJitter()
+        for attr in ("brightness", "contrast", "saturation", "hue"):
+            value = g(attr)  # already (min, max) or None in torchvision
+            setattr(jitter, attr, None if value is None else [float(v) for v in value])
+        return [jitter]
+    if name == "Grayscale":
+        return [Grayscale(g("num_output_channels"))]
+    if name == "RandomGrayscale":
+        return [RandomGrayscale(g("p"))]
+    if name == "GaussianBlur":
+        return [GaussianBlur(list(g("kernel_size")), g("sigma"))]
+    if name == "RandomRotation":
+        return [RandomRotation(g("degrees"), g("interpolation"), g("expand"), g("center"),
+                               g("fill"))]
+    if name == "RandomAffine":
+        return [RandomAffine(g("degrees"), g("translate"), g("scale"), g("shear"),
+                             g("interpolation"), g("fill"), g("center"))]
+    if name in ("RandomApply", "RandomOrder"):
+        children = [op for child in t.transforms for op in _translate(child)]
+        return [RandomApply(children, g("p")) if name == "RandomApply" else RandomOrder(children)]
+    if name == "RandomChoice":
+        children = []
+        for child in t.transforms:
+            ops = _translate(child)
+            if len(ops) != 1:
+                raise ValueError("RandomChoice: each choice must be a single op in galley")
+            children.append(ops[0])
+        return [RandomChoice(children, g("p"))]
+    if name == "AutoAugment":
+        return [AutoAugment(g("policy"), g("interpolation"), g("fill"))]
+    if name == "RandAugment":
+        return [RandAugment(g("num_ops"), g("magnitude"), g("num_magnitude_bins"),
+                            g("interpolation"), g("fill"))]
+    if name == "TrivialAugmentWide":
+        return [TrivialAugmentWide(g("num_magnitude_bins"), g("interpolation"), g("fill"))]
+    if name == "RandomErasing":
+        # inplace only says whether torchvision copies first: the output is the same.
+        return [RandomErasing(g("p"), g("scale"), g("ratio"), g("value"))]
+    if name == "Normalize":
+        return [Normalize(g("mean"), g("std"))]
+    if name == "ToTensor":
+        return [ToTensor()]
+    if name in ("PILToTensor", "ToImage", "ToImageTensor", "ToPureTensor"):
+        return [PILToTensor()]
+    if name in ("ConvertImageDtype", "ToDtype"):
+        return [_to_float(t, name)]
+    raise ValueError(f"galley cannot run torchvision's {name} in the daemon (supported: "
+                     "Compose, RandomResizedCrop, Resize, CenterCrop, RandomCrop, Pad, "
+                     "Random{Horizontal,Vertical}Flip, ColorJitter, Grayscale, RandomGrayscale, "
+                     "GaussianBlur, RandomRotation, RandomAffine, RandomApply, RandomChoice, "
+                     "RandomOrder, AutoAugment, RandAugment, TrivialAugmentWide, RandomErasing, "
+                     "ToTensor, PILToTensor, ToImage, ConvertImageDtype/ToDtype(float32), "
+                     "Normalize); apply it to the batch in the training loop instead")
+
+
+def _to_float(t, name):
+    import torch  # only torchvision objects get here, so torch is installed
+    dtype = getattr(t, "dtype", None)
+    if isinstance(dtype, dict):  # v2: {type: dtype}
+        dtype = next(iter(dtype.values()), None)
+    if dtype == torch.uint8:
+        return PILToTensor()
+    if dtype != torch.float32:
+        raise ValueError(f"{name}: galley outputs uint8 or float32, not {dtype}")
+    if name == "ToDtype" and not getattr(t, "scale", False):
+        raise ValueError("ToDtype(torch.float32, scale=False) keeps 0..255 floats; galley "
+                         "supports scale=True (values in [0, 1], as ToTensor)")
+    return ToTensor()
+
+
+def _translate(t):
+    if isinstance(t, Compose):
+        return [op for child in t.transforms for op in _translate(child)]
+    if isinstance(t, (list, tuple)):
+        return [op for child in t for op in _translate(child)]
+    if isinstance(t, (_Op, RandomErasing, Normalize, ToTensor, PILToTensor)):
+        return [t]
+    if _is_torchvision(t):
+        return _tv_ops(t)
+    raise TypeError(f"galley cannot run {t!r} in the daemon; use galley.transforms or "
+                    "torchvision transforms")
+
+
+def _image_ops(transforms, name):
+    ops = [op for t in transforms for op in _translate(t)]
+    for op in ops:
+        if not isinstance(op, _Op):
+            raise ValueError(f"{name}: {op!r} cannot be inside {name}")
+    return [op.spec() for op in ops]
+
+
+def _float32(x):
+    """x rounded to float32, as a Python float."""
+    return struct.unpack("f", struct.pack("f", float(x)))[0]
+
+
 def build_spec(transform, normalize=None, layout="NCHW"):
-    """The pipeline description galleyd receives (docs/transforms.md)."""
-    if transform is None:
-        ops = []
-    elif isinstance(transform, Compose):
-        ops = transform.transforms
-    else:
-        ops = [transform]
-    spec_ops, norm = [], None
+    """The pipeline description galleyd receives (docs/transforms.md).
+
+    ``transform`` is a galley or torchvision (v1 or v2) transform, a
+    ``Compose`` of them, or a list. Raises ValueError / TypeError naming any
+    op or argument galley cannot honour."""
+    ops = [] if transform is None else _translate(transform)
+    spec_ops = []
+    dtype = "uint8"
+    norm = None  # (mean, std) once Normalize has run
+    tensor = False  # a ToTensor-like op has run
     for t in ops:
-        if isinstance(t, Normalize):
-            norm = t
-        elif isinstance(t, ToTensor):
-            continue
-        else:
+        if isinstance(t, ToTensor):
+            dtype, tensor = "float32", True
+        elif isinstance(t, PILToTensor):
+            tensor = True
+        elif isinstance(t, Normalize):
             if norm is not None:
-                raise ValueError("Normalize must come last in the pipeline")
+                raise ValueError("Normalize may appear once")
+            dtype, tensor, norm = "float32", True, t
+        elif isinstance(t, RandomErasing):
+            if not tensor:
+                raise ValueError("RandomErasing works on tensors: put it after ToTensor / "
+                                 "PILToTensor (or Normalize)")
+            spec_ops.append(_erasing_spec(t, norm, normalize, ops))
+        else:
             spec_ops.append(t.spec())
     if normalize is not None:
         if norm is not None:
             raise ValueError("give Normalize either in the transform or as normalize=, not both")
         norm = normalize if isinstance(normalize, Normalize) else Normalize(*normalize)
-    output = {"layout": layout, "dtype": "uint8"}
-    if norm is not None:
+        dtype = "float32"
+    output = {"layout": layout, "dtype": dtype}
+    if dtype == "float32":
         if layout != "NCHW":
-            raise ValueError("normalised float32 output is NCHW only")
-        output.update({"dtype": "float32", "mean": norm.mean, "std": norm.std})
+            raise ValueError("float32 output is NCHW only")
+        output["mean"] = norm.mean if norm else [0.0, 0.0, 0.0]
+        output["std"] = norm.std if norm else [1.0, 1.0, 1.0]
     return {"ops": spec_ops, "output": output}
+
+
+def _erasing_spec(t, norm_before, normalize_arg, ops):
+    """RandomErasing's value in the output's units: a value given before a
+    later Normalize is normalised as torchvision's Normalize would (float32)."""
+    value = t.value
+    later = None
+    index = next(i for i, o in enumerate(ops) if o is t)
+    for o in ops[index + 1:]:
+        if isinstance(o, Normalize):
+            later = o
+    if norm_before is None and later is None and normalize_arg is not None:
+        later = normalize_arg if isinstance(normalize_arg, Normalize) else Normalize(*normalize_arg)
+    if later is not None:
+        if value == "random":
+            raise ValueError('RandomErasing(value="random") before Normalize is not supported; '
+                             "put it after Normalize")
+        # torchvision's Normalize in float32: (v - mean) / std, each step rounded.
+        value = [_float32(_float32(_float32(v) - _float32(m)) / _float32(s))
+                 for v, m, s in zip(value, later.mean, later.std)]
+    float_output = any(isinstance(o, (ToTensor, Normalize)) for o in ops) or normalize_arg
+    if value != "random" and not float_output:
+        value = [float(int(v)) for v in value]  # a uint8 tensor keeps whole levels
+    return {"op": "RandomErasing", "p": t.p, "scale": t.scale, "ratio": t.ratio, "value": value}

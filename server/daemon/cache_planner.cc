@@ -101,6 +101,28 @@ cache::Plan CachePlanner::ReplanNow() {
       if (!info.sample && info.sample_error.empty()) to_sample.push_back(info.dataset);
     }
   }
+  // Pipelines not measured yet; measured, like datasets, without mu_. With
+  // no cache there is nothing to split, so no CPU goes to timing them.
+  std::map<std::string, std::shared_ptr<const image::TransformPipeline>> to_measure;
+  if (cache_->cache_bytes() > 0) {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, job] : jobs_) {
+      if (job.pipeline && !pipeline_rates_.contains(job.pipeline->Signature())) {
+        to_measure.emplace(job.pipeline->Signature(), job.pipeline);
+      }
+    }
+  }
+  std::map<std::string, double> rates;
+  for (const auto& [signature, pipeline] : to_measure) {
+    auto rate = MeasureAugmentRate(*pipeline);
+    rates[signature] = rate.ok() ? *rate : 0.0;
+    if (!rate.ok())
+      spdlog::warn("cache planner: cannot time a pipeline: {}", rate.status().ToString());
+  }
+  {
+    std::lock_guard lock(mu_);
+    pipeline_rates_.insert(rates.begin(), rates.end());
+  }
   // Sampling reads files: done without mu_, so JobOpened never waits on disk.
   std::vector<std::pair<const Dataset*, Result<DatasetSample>>> samples;
   for (const auto& dataset : to_sample)
@@ -175,6 +197,27 @@ cache::PlannerInputs CachePlanner::InputsLocked() const {
   in.augment_per_core_per_s = overrides_.augment_per_core_per_s > 0
                                   ? overrides_.augment_per_core_per_s
                                   : node_.augment_per_core_per_s;
+  // The open jobs' pipelines replace the probe's augment cost (their mean
+  // seconds per item); the decode share of the probe's decode + augment
+  // cost stays. An admin's override still wins.
+  double pipeline_seconds = 0;
+  int timed = 0;
+  for (const auto& [id, job] : jobs_) {
+    if (!job.pipeline) continue;
+    const auto rate = pipeline_rates_.find(job.pipeline->Signature());
+    if (rate == pipeline_rates_.end() || rate->second <= 0) continue;
+    pipeline_seconds += 1.0 / rate->second;
+    ++timed;
+  }
+  if (timed > 0 && node_.augment_per_core_per_s > 0 && node_.decode_augment_per_core_per_s > 0) {
+    const double augment_seconds = pipeline_seconds / timed;
+    const double decode_seconds = std::max(
+        0.0, 1.0 / node_.decode_augment_per_core_per_s - 1.0 / node_.augment_per_core_per_s);
+    if (overrides_.augment_per_core_per_s <= 0) in.augment_per_core_per_s = 1.0 / augment_seconds;
+    if (overrides_.decode_augment_per_core_per_s <= 0) {
+      in.decode_augment_per_core_per_s = 1.0 / (decode_seconds + augment_seconds);
+    }
+  }
   in.cores = overrides_.cores > 0 ? overrides_.cores : worker_threads_;
   in.memory_bytes_per_s = node_.memory_bytes_per_s;
   // Jobs pull as fast as they can; their own pace is not known in advance.

@@ -8,8 +8,11 @@
 //   * the datasets, sampled the first time a job opens one (SampleDataset):
 //     storage read rate, item count, mean encoded size, inflation;
 //   * the open jobs: the largest group of jobs with one augmentation
-//     signature on one dataset, the finished-sample size, and the items they
-//     use.
+//     signature on one dataset, the finished-sample size, the items they
+//     use, and their pipelines' augment cost, measured once per pipeline
+//     (MeasureAugmentRate) on the planner's thread: a RandAugment pipeline
+//     costs several times RandomResizedCrop's, which lowers the decoded and
+//     encoded tiers' rates and so favours the augmented tier.
 // Any of the node's and the storage inputs, and the split itself, can be
 // overridden by the admin; an override always wins.
 //
@@ -55,6 +58,9 @@ struct PlannedJob {
   std::string signature;      // augmentation signature (pipeline + seed)
   uint64_t sample_bytes = 0;  // one finished sample
   uint64_t subset_items = 0;  // items the job uses per epoch, over all ranks
+  // The job's pipeline: its augment cost is measured once per pipeline (the
+  // node's probe pipeline stands in when null).
+  std::shared_ptr<const image::TransformPipeline> pipeline;
 };
 
 class CachePlanner {
@@ -112,9 +118,11 @@ class CachePlanner {
   bool pending_ = false;                            // GUARDED_BY(mu_)
   std::map<const Dataset*, DatasetInfo> datasets_;  // GUARDED_BY(mu_)
   std::map<uint64_t, PlannedJob> jobs_;             // GUARDED_BY(mu_)
-  std::optional<cache::Plan> plan_;                 // GUARDED_BY(mu_); last applied
-  cache::PlannerInputs plan_inputs_;                // GUARDED_BY(mu_); what plan_ used
-  uint64_t plans_made_ = 0;                         // GUARDED_BY(mu_)
+  // Augment items/s per core by pipeline signature; 0 when it failed.
+  std::map<std::string, double> pipeline_rates_;  // GUARDED_BY(mu_)
+  std::optional<cache::Plan> plan_;               // GUARDED_BY(mu_); last applied
+  cache::PlannerInputs plan_inputs_;              // GUARDED_BY(mu_); what plan_ used
+  uint64_t plans_made_ = 0;                       // GUARDED_BY(mu_)
   std::thread thread_;
 };
 

@@ -108,6 +108,18 @@ Result<NodeMeasurements> MeasureNode(std::chrono::duration<double> budget) {
   return m;
 }
 
+Result<double> MeasureAugmentRate(const image::TransformPipeline& pipeline,
+                                  std::chrono::duration<double> budget) {
+  GALLEY_ASSIGN_OR_RETURN(const std::vector<uint8_t> jpeg, SyntheticJpeg());
+  GALLEY_ASSIGN_OR_RETURN(const image::RgbImage decoded,
+                          image::Decode(jpeg, image::DecodeOptions{}));
+  std::vector<std::byte> sample(pipeline.sample_bytes());
+  uint64_t item = 0;
+  // Different items draw different ops (RandAugment's choice, a blur or
+  // not), so the rate averages over the pipeline's random branches.
+  return Rate(budget, [&]() -> Status { return pipeline.Apply(decoded, 0, 0, item++, sample); });
+}
+
 Result<DatasetSample> SampleDataset(const Dataset& dataset, uint32_t max_files,
                                     uint64_t max_bytes) {
   DatasetSample sample;

@@ -29,6 +29,7 @@
 
 #include "galley/status.h"
 #include "server/dataset/dataset.h"
+#include "server/image/transforms.h"
 
 namespace galley {
 
@@ -52,6 +53,13 @@ struct DatasetSample {
 // second each, enough for a few hundred items on a current core).
 Result<NodeMeasurements> MeasureNode(
     std::chrono::duration<double> budget = std::chrono::milliseconds(200));
+
+// Items/s one core augments with `pipeline` (the decoded synthetic image of
+// MeasureNode, successive item ids), within about `budget`: the planner's
+// per-pipeline augment cost.
+Result<double> MeasureAugmentRate(
+    const image::TransformPipeline& pipeline,
+    std::chrono::duration<double> budget = std::chrono::milliseconds(50));
 
 // Reads up to `max_files` files and up to about `max_bytes` from `dataset`.
 // Files that cannot be read or decoded are skipped; InvalidArgument if none

@@ -117,8 +117,9 @@ Status Scheduler::AddJob(std::shared_ptr<ServedJob> job) {
   p.dataset_index = DatasetIndex(job->dataset);
   jobs_.emplace(job->id, std::move(p));
   if (planner_ != nullptr) {
-    planner_->JobOpened(job->id, PlannedJob{job->dataset, AugmentationSignature(*job),
-                                            job->pipeline->sample_bytes(), job->subset.size()});
+    planner_->JobOpened(
+        job->id, PlannedJob{job->dataset, AugmentationSignature(*job),
+                            job->pipeline->sample_bytes(), job->subset.size(), job->pipeline});
   }
   dirty_ = true;
   cv_.notify_all();

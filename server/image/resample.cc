@@ -26,11 +26,40 @@ constexpr int kLowWeightBits = 11;
 // Taps the horizontal AVX2 kernel handles per step.
 constexpr int kTapsPerGroup = 4;
 
-double Support(ResampleFilter filter) { return filter == ResampleFilter::kBicubic ? 2.0 : 1.0; }
+double Support(ResampleFilter filter) {
+  switch (filter) {
+    case ResampleFilter::kBox:
+      return 0.5;
+    case ResampleFilter::kBicubic:
+      return 2.0;
+    case ResampleFilter::kLanczos:
+      return 3.0;
+    default:
+      return 1.0;
+  }
+}
 
+double Sinc(double x) {
+  if (x == 0.0) return 1.0;
+  x *= M_PI;
+  return std::sin(x) / x;
+}
+
+// PIL's filters, with their half-open edges (box and lanczos are not
+// symmetric at the edge of their support).
 double Kernel(ResampleFilter filter, double x) {
+  if (filter == ResampleFilter::kBox) return x > -0.5 && x <= 0.5 ? 1.0 : 0.0;
+  if (filter == ResampleFilter::kLanczos) {
+    return -3.0 <= x && x < 3.0 ? Sinc(x) * Sinc(x / 3.0) : 0.0;
+  }
   x = std::fabs(x);
   if (filter == ResampleFilter::kBilinear) return x < 1.0 ? 1.0 - x : 0.0;
+  if (filter == ResampleFilter::kHamming) {
+    if (x == 0.0) return 1.0;
+    if (x >= 1.0) return 0.0;
+    x *= M_PI;
+    return std::sin(x) / x * (0.54 + 0.46 * std::cos(x));
+  }
   // Keys' cubic convolution kernel with a = -0.5.
   constexpr double a = -0.5;
   if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;

@@ -1,5 +1,6 @@
 // ResizeAntialiased: separable resampling of interleaved RGB uint8 images with
-// PIL's antialiased bilinear and bicubic filters (docs/transforms.md).
+// PIL's antialiased filters: bilinear, bicubic, box, hamming and lanczos
+// (docs/transforms.md).
 //
 // The result equals PIL's `Image.resize(size, filter, box)` (reducing_gap
 // None), which is what torchvision 0.14 computes on PIL images: the kernel
@@ -40,6 +41,9 @@ struct RgbView {
 enum class ResampleFilter {
   kBilinear,  // PIL's BILINEAR: triangle of support 1
   kBicubic,   // PIL's BICUBIC: Keys cubic with a = -0.5, support 2
+  kBox,       // PIL's BOX: 1 on (-0.5, 0.5]
+  kHamming,   // PIL's HAMMING: sinc times a Hamming window, support 1
+  kLanczos,   // PIL's LANCZOS: sinc(x) sinc(x / 3) on [-3, 3)
 };
 
 // What to compute. The source rectangle [box_x0, box_x1) x [box_y0, box_y1),

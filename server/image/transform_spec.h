@@ -11,6 +11,7 @@
 
 #include <array>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "galley/status.h"
@@ -19,9 +20,36 @@ namespace galley::image {
 
 enum class Layout { kNCHW, kNHWC };
 enum class DType { kUInt8, kFloat32 };
-enum class Interpolation { kNearest, kBilinear, kBicubic };
+enum class Interpolation { kNearest, kBilinear, kBicubic, kBox, kHamming, kLanczos };
 
-enum class OpKind { kRandomResizedCrop, kResize, kCenterCrop, kRandomHorizontalFlip };
+enum class OpKind {
+  kRandomResizedCrop,
+  kResize,
+  kCenterCrop,
+  kRandomHorizontalFlip,
+  kRandomCrop,
+  kPad,
+  kRandomVerticalFlip,
+  kColorJitter,
+  kGrayscale,
+  kRandomGrayscale,
+  kGaussianBlur,
+  kRandomRotation,
+  kRandomAffine,
+  kRandomApply,
+  kRandomChoice,
+  kRandomOrder,
+  kAutoAugment,
+  kRandAugment,
+  kTrivialAugmentWide,
+  kRandomErasing,
+};
+
+// torchvision's padding_mode.
+enum class PaddingMode { kConstant, kEdge, kReflect, kSymmetric };
+enum class AutoAugmentPolicy { kImageNet, kCifar10, kSvhn };
+
+using Range = std::array<double, 2>;
 
 // One op with every field filled in. Sizes are [h, w], except Resize with a
 // single number, which sets the shorter side (size has one element then).
@@ -32,6 +60,38 @@ struct TransformOp {
   std::array<double, 2> ratio = {3.0 / 4.0, 4.0 / 3.0};
   Interpolation interpolation = Interpolation::kBilinear;
   double p = 0.5;
+
+  // RandomCrop / Pad: [left, top, right, bottom] (RandomCrop: empty = none).
+  std::vector<int> padding;
+  bool pad_if_needed = false;
+  PaddingMode padding_mode = PaddingMode::kConstant;
+  // Pad, RandomCrop, RandomRotation, RandomAffine and the AutoAugment family:
+  // the colour of pixels from outside the image, truncated to integers as
+  // torchvision does for PIL images.
+  std::array<double, 3> fill = {0, 0, 0};
+  // ColorJitter factor ranges; absent means torchvision's None (not drawn).
+  std::optional<Range> brightness, contrast, saturation, hue;
+  // GaussianBlur: kernel [x, y] (odd) and sigma's range.
+  std::array<int, 2> kernel_size = {3, 3};
+  Range sigma = {0.1, 2.0};
+  // RandomRotation / RandomAffine.
+  Range degrees = {0, 0};
+  std::optional<Range> translate;     // fractions of width and height
+  std::optional<Range> affine_scale;  // RandomAffine's scale
+  // RandomAffine's shear: x range, then y range when shear_y is set.
+  std::optional<Range> shear_x, shear_y;
+  // AutoAugment family.
+  AutoAugmentPolicy policy = AutoAugmentPolicy::kImageNet;
+  int num_ops = 2;
+  int magnitude = 9;
+  int num_magnitude_bins = 31;
+  // RandomErasing's value per channel in the output's units (after
+  // Normalize for float32 output); absent means "random" (standard normal).
+  std::optional<std::array<double, 3>> erase_value = std::array<double, 3>{0, 0, 0};
+  // RandomApply / RandomChoice / RandomOrder: the ops they hold, and
+  // RandomChoice's weights (empty = uniform).
+  std::vector<TransformOp> children;
+  std::vector<double> weights;
 };
 
 struct OutputSpec {
@@ -52,6 +112,9 @@ struct TransformSpec {
 
 // Limits that keep one request from asking for absurd memory.
 inline constexpr int kMaxTransformOps = 16;
+// Ops inside RandomApply / RandomChoice / RandomOrder, all levels together.
+inline constexpr int kMaxNestedOps = 32;
+inline constexpr int kMaxNestingDepth = 3;
 inline constexpr int kMaxOutputSide = 8192;
 
 // Validates `json` (unknown ops or fields, wrong types, non-positive sizes,

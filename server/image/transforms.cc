@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #endif
 
+#include "server/image/pixel_ops.h"
 #include "server/image/resample.h"
 #include "server/image/sample_random.h"
 
@@ -32,23 +33,70 @@ struct Rect {
   int height = 0;
 };
 
-// One geometric step of a sample's plan. A crop rectangle is in the
-// coordinates of the image as torchvision would see it at that point (after
-// any earlier flip) and may extend past its edges, which reads as zeros.
+// A step that rewrites the pixels (a pixel op, padding, a warp): its
+// parameters, already drawn.
+struct PixelStep {
+  enum class Kind {
+    kBrightness,
+    kContrast,
+    kSaturation,
+    kHue,
+    kSharpness,
+    kGrayscale,
+    kPosterize,
+    kSolarize,
+    kAutoContrast,
+    kEqualize,
+    kInvert,
+    kVerticalFlip,
+    kAffine,
+    kRotate,
+    kBlur,
+    kPad,
+  };
+  Kind kind = Kind::kInvert;
+  // Factor, threshold or bits (v[0]); affine: angle, tx, ty, scale, shear x,
+  // shear y; blur: sigma x, sigma y.
+  std::array<double, 6> v{};
+  std::array<int, 4> sides{};  // pad: left, top, right, bottom; blur: kernel x, y
+  bool center_at_origin = false;
+  Interpolation interpolation = Interpolation::kNearest;
+  PaddingMode padding_mode = PaddingMode::kConstant;
+  Fill fill{};
+};
+
+// One step of a sample's plan. A crop rectangle is in the coordinates of
+// the image as torchvision would see it at that point (after any earlier
+// flip) and may extend past its edges, which reads as zeros.
 struct Step {
-  enum class Kind { kCrop, kResize, kFlip };
+  enum class Kind { kCrop, kResize, kFlip, kPixel };
   Kind kind = Kind::kFlip;
   Rect rect;
   int width = 0;  // resize target
   int height = 0;
   Interpolation interpolation = Interpolation::kBilinear;
+  PixelStep pixel;
+};
+
+// RandomErasing's rectangle on the output tensor and what it writes.
+struct Erasure {
+  int x = 0;
+  int y = 0;
+  int width = 0;
+  int height = 0;
+  bool random = false;  // standard normal noise drawn from noise_seed
+  std::array<float, 3> value{};
+  uint64_t noise_seed = 0;
 };
 
 // The steps of one sample. Fixed capacity, so planning allocates nothing.
+constexpr int kMaxPlanSteps = 96;
+constexpr int kMaxErasures = 8;
 struct Plan {
-  std::array<Step, 2 * kMaxTransformOps> steps;
+  std::array<Step, kMaxPlanSteps> steps;
   int count = 0;
-  void Add(const Step& step) { steps[count++] = step; }
+  std::array<Erasure, kMaxErasures> erasures;
+  int erasure_count = 0;
 };
 
 // torchvision's RandomResizedCrop.get_params: ten tries at a random area and
@@ -86,71 +134,579 @@ Rect CenterCropRect(int width, int height, int crop_height, int crop_width) {
   return {offset(width, crop_width), offset(height, crop_height), crop_width, crop_height};
 }
 
-Result<Plan> MakePlan(const TransformSpec& spec, int width, int height, SampleRandom& random) {
-  Plan plan;
-  auto add_resize = [&](int w, int h, Interpolation interpolation) -> Status {
-    if (static_cast<int64_t>(w) * h > kMaxIntermediatePixels) {
-      return Status::ResourceExhausted("transform would resize a " + std::to_string(width) + "x" +
-                                       std::to_string(height) + " image to " + std::to_string(w) +
-                                       "x" + std::to_string(h));
-    }
-    Step step;
-    step.kind = Step::Kind::kResize;
-    step.width = w;
-    step.height = h;
-    step.interpolation = interpolation;
-    plan.Add(step);
-    width = w;
-    height = h;
-    return Status::Ok();
+// torch.empty(1).uniform_(low, high): torchvision draws these parameters as
+// float32, so a degenerate range (a, a) gives float32(a), not a.
+double UniformF32(SampleRandom& random, double low, double high) {
+  return static_cast<float>(random.Uniform(low, high));
+}
+
+Fill FillOf(const std::array<double, 3>& fill) {
+  return {static_cast<uint8_t>(fill[0]), static_cast<uint8_t>(fill[1]),
+          static_cast<uint8_t>(fill[2])};
+}
+
+// The ops of torchvision's AutoAugment, RandAugment and TrivialAugmentWide;
+// RandAugment and TrivialAugmentWide draw from the first 14.
+enum class AugmentOp {
+  kIdentity,
+  kShearX,
+  kShearY,
+  kTranslateX,
+  kTranslateY,
+  kRotate,
+  kBrightness,
+  kColor,
+  kContrast,
+  kSharpness,
+  kPosterize,
+  kSolarize,
+  kAutoContrast,
+  kEqualize,
+  kInvert,
+};
+constexpr int kRandAugmentOps = 14;
+
+struct PolicyStep {
+  AugmentOp op;
+  double p;
+  int magnitude;  // bin, -1 for ops without one
+};
+using SubPolicy = std::array<PolicyStep, 2>;
+
+// The learned policies of Cubuk et al., "AutoAugment: Learning Augmentation
+// Strategies from Data" (CVPR 2019), as torchvision 0.14 lists them.
+const std::vector<SubPolicy>& Policies(AutoAugmentPolicy policy) {
+  using enum AugmentOp;
+  static const std::vector<SubPolicy> imagenet = {
+      {{{kPosterize, 0.4, 8}, {kRotate, 0.6, 9}}},
+      {{{kSolarize, 0.6, 5}, {kAutoContrast, 0.6, -1}}},
+      {{{kEqualize, 0.8, -1}, {kEqualize, 0.6, -1}}},
+      {{{kPosterize, 0.6, 7}, {kPosterize, 0.6, 6}}},
+      {{{kEqualize, 0.4, -1}, {kSolarize, 0.2, 4}}},
+      {{{kEqualize, 0.4, -1}, {kRotate, 0.8, 8}}},
+      {{{kSolarize, 0.6, 3}, {kEqualize, 0.6, -1}}},
+      {{{kPosterize, 0.8, 5}, {kEqualize, 1.0, -1}}},
+      {{{kRotate, 0.2, 3}, {kSolarize, 0.6, 8}}},
+      {{{kEqualize, 0.6, -1}, {kPosterize, 0.4, 6}}},
+      {{{kRotate, 0.8, 8}, {kColor, 0.4, 0}}},
+      {{{kRotate, 0.4, 9}, {kEqualize, 0.6, -1}}},
+      {{{kEqualize, 0.0, -1}, {kEqualize, 0.8, -1}}},
+      {{{kInvert, 0.6, -1}, {kEqualize, 1.0, -1}}},
+      {{{kColor, 0.6, 4}, {kContrast, 1.0, 8}}},
+      {{{kRotate, 0.8, 8}, {kColor, 1.0, 2}}},
+      {{{kColor, 0.8, 8}, {kSolarize, 0.8, 7}}},
+      {{{kSharpness, 0.4, 7}, {kInvert, 0.6, -1}}},
+      {{{kShearX, 0.6, 5}, {kEqualize, 1.0, -1}}},
+      {{{kColor, 0.4, 0}, {kEqualize, 0.6, -1}}},
+      {{{kEqualize, 0.4, -1}, {kSolarize, 0.2, 4}}},
+      {{{kSolarize, 0.6, 5}, {kAutoContrast, 0.6, -1}}},
+      {{{kInvert, 0.6, -1}, {kEqualize, 1.0, -1}}},
+      {{{kColor, 0.6, 4}, {kContrast, 1.0, 8}}},
+      {{{kEqualize, 0.8, -1}, {kEqualize, 0.6, -1}}},
   };
-  auto add_crop = [&](const Rect& rect) {
+  static const std::vector<SubPolicy> cifar10 = {
+      {{{kInvert, 0.1, -1}, {kContrast, 0.2, 6}}},
+      {{{kRotate, 0.7, 2}, {kTranslateX, 0.3, 9}}},
+      {{{kSharpness, 0.8, 1}, {kSharpness, 0.9, 3}}},
+      {{{kShearY, 0.5, 8}, {kTranslateY, 0.7, 9}}},
+      {{{kAutoContrast, 0.5, -1}, {kEqualize, 0.9, -1}}},
+      {{{kShearY, 0.2, 7}, {kPosterize, 0.3, 7}}},
+      {{{kColor, 0.4, 3}, {kBrightness, 0.6, 7}}},
+      {{{kSharpness, 0.3, 9}, {kBrightness, 0.7, 9}}},
+      {{{kEqualize, 0.6, -1}, {kEqualize, 0.5, -1}}},
+      {{{kContrast, 0.6, 7}, {kSharpness, 0.6, 5}}},
+      {{{kColor, 0.7, 7}, {kTranslateX, 0.5, 8}}},
+      {{{kEqualize, 0.3, -1}, {kAutoContrast, 0.4, -1}}},
+      {{{kTranslateY, 0.4, 3}, {kSharpness, 0.2, 6}}},
+      {{{kBrightness, 0.9, 6}, {kColor, 0.2, 8}}},
+      {{{kSolarize, 0.5, 2}, {kInvert, 0.0, -1}}},
+      {{{kEqualize, 0.2, -1}, {kAutoContrast, 0.6, -1}}},
+      {{{kEqualize, 0.2, -1}, {kEqualize, 0.6, -1}}},
+      {{{kColor, 0.9, 9}, {kEqualize, 0.6, -1}}},
+      {{{kAutoContrast, 0.8, -1}, {kSolarize, 0.2, 8}}},
+      {{{kBrightness, 0.1, 3}, {kColor, 0.7, 0}}},
+      {{{kSolarize, 0.4, 5}, {kAutoContrast, 0.9, -1}}},
+      {{{kTranslateY, 0.9, 9}, {kTranslateY, 0.7, 9}}},
+      {{{kAutoContrast, 0.9, -1}, {kSolarize, 0.8, 3}}},
+      {{{kEqualize, 0.8, -1}, {kInvert, 0.1, -1}}},
+      {{{kTranslateY, 0.7, 9}, {kAutoContrast, 0.9, -1}}},
+  };
+  static const std::vector<SubPolicy> svhn = {
+      {{{kShearX, 0.9, 4}, {kInvert, 0.2, -1}}},
+      {{{kShearY, 0.9, 8}, {kInvert, 0.7, -1}}},
+      {{{kEqualize, 0.6, -1}, {kSolarize, 0.6, 6}}},
+      {{{kInvert, 0.9, -1}, {kEqualize, 0.6, -1}}},
+      {{{kEqualize, 0.6, -1}, {kRotate, 0.9, 3}}},
+      {{{kShearX, 0.9, 4}, {kAutoContrast, 0.8, -1}}},
+      {{{kShearY, 0.9, 8}, {kInvert, 0.4, -1}}},
+      {{{kShearY, 0.9, 5}, {kSolarize, 0.2, 6}}},
+      {{{kInvert, 0.9, -1}, {kAutoContrast, 0.8, -1}}},
+      {{{kEqualize, 0.6, -1}, {kRotate, 0.9, 3}}},
+      {{{kShearX, 0.9, 4}, {kSolarize, 0.3, 3}}},
+      {{{kShearY, 0.8, 8}, {kInvert, 0.7, -1}}},
+      {{{kEqualize, 0.9, -1}, {kTranslateY, 0.6, 6}}},
+      {{{kInvert, 0.9, -1}, {kEqualize, 0.6, -1}}},
+      {{{kContrast, 0.3, 3}, {kRotate, 0.8, 4}}},
+      {{{kInvert, 0.8, -1}, {kTranslateY, 0.0, 2}}},
+      {{{kShearY, 0.7, 6}, {kSolarize, 0.4, 8}}},
+      {{{kInvert, 0.6, -1}, {kRotate, 0.8, 4}}},
+      {{{kShearY, 0.3, 7}, {kTranslateX, 0.9, 3}}},
+      {{{kShearX, 0.1, 6}, {kInvert, 0.6, -1}}},
+      {{{kSolarize, 0.7, 2}, {kTranslateY, 0.6, 7}}},
+      {{{kShearY, 0.8, 4}, {kInvert, 0.8, -1}}},
+      {{{kShearX, 0.7, 9}, {kTranslateY, 0.8, 3}}},
+      {{{kShearY, 0.8, 5}, {kAutoContrast, 0.7, -1}}},
+      {{{kShearX, 0.7, 2}, {kInvert, 0.1, -1}}},
+  };
+  switch (policy) {
+    case AutoAugmentPolicy::kCifar10:
+      return cifar10;
+    case AutoAugmentPolicy::kSvhn:
+      return svhn;
+    case AutoAugmentPolicy::kImageNet:
+      break;
+  }
+  return imagenet;
+}
+
+// torch.linspace(start, end, steps)[index] in float32: the first half
+// counts up from start, the second down from end.
+double TorchLinspace(double start, double end, int steps, int index) {
+  if (steps == 1) return static_cast<float>(start);
+  const float s = static_cast<float>(start);
+  const float e = static_cast<float>(end);
+  const float step = (e - s) / static_cast<float>(steps - 1);
+  if (index < steps / 2) return s + step * static_cast<float>(index);
+  return e - step * static_cast<float>(steps - index - 1);
+}
+
+}  // namespace
+
+Result<double> AugmentMagnitude(OpKind family, int op, int num_bins, int bin, int width,
+                                int height) {
+  if (op < 0 || op > static_cast<int>(AugmentOp::kInvert) || bin < 0 || bin >= num_bins) {
+    return Status::InvalidArgument("AugmentMagnitude: op or bin out of range");
+  }
+  const bool wide = family == OpKind::kTrivialAugmentWide;
+  switch (static_cast<AugmentOp>(op)) {
+    case AugmentOp::kShearX:
+    case AugmentOp::kShearY:
+      return TorchLinspace(0.0, wide ? 0.99 : 0.3, num_bins, bin);
+    case AugmentOp::kTranslateX:
+      return TorchLinspace(0.0, wide ? 32.0 : 150.0 / 331.0 * width, num_bins, bin);
+    case AugmentOp::kTranslateY:
+      return TorchLinspace(0.0, wide ? 32.0 : 150.0 / 331.0 * height, num_bins, bin);
+    case AugmentOp::kRotate:
+      return TorchLinspace(0.0, wide ? 135.0 : 30.0, num_bins, bin);
+    case AugmentOp::kBrightness:
+    case AugmentOp::kColor:
+    case AugmentOp::kContrast:
+    case AugmentOp::kSharpness:
+      return TorchLinspace(0.0, wide ? 0.99 : 0.9, num_bins, bin);
+    case AugmentOp::kPosterize: {
+      // 8 - round(arange(bins) / ((bins - 1) / d)) in float32, halves to even.
+      const float divisor = static_cast<float>((num_bins - 1) / (wide ? 6.0 : 4.0));
+      return 8 - static_cast<int>(std::nearbyint(static_cast<float>(bin) / divisor));
+    }
+    case AugmentOp::kSolarize:
+      return TorchLinspace(255.0, 0.0, num_bins, bin);
+    default:
+      return 0.0;
+  }
+}
+
+namespace {
+
+bool SignedAugment(AugmentOp op) { return op >= AugmentOp::kShearX && op <= AugmentOp::kSharpness; }
+
+// Builds one sample's plan: draws every random parameter in op order,
+// following torchvision's rules, and tracks the image size.
+class PlanBuilder {
+ public:
+  PlanBuilder(int width, int height, SampleRandom& random)
+      : width_(width), height_(height), random_(random) {}
+
+  Status Add(const TransformOp& op, int output_height, int output_width);
+  Plan& plan() { return plan_; }
+
+ private:
+  Status Push(const Step& step) {
+    if (plan_.count >= kMaxPlanSteps) {
+      return Status::ResourceExhausted("transform plan has more than " +
+                                       std::to_string(kMaxPlanSteps) + " steps");
+    }
+    plan_.steps[plan_.count++] = step;
+    return Status::Ok();
+  }
+  Status AddResize(int w, int h, Interpolation interpolation);
+  Status AddCrop(const Rect& rect) {
     Step step;
     step.kind = Step::Kind::kCrop;
     step.rect = rect;
-    plan.Add(step);
-    width = rect.width;
-    height = rect.height;
-  };
-  for (const TransformOp& op : spec.ops) {
-    switch (op.kind) {
-      case OpKind::kRandomResizedCrop:
-        add_crop(RandomResizedCropRect(width, height, op, random));
-        GALLEY_RETURN_IF_ERROR(add_resize(op.size[1], op.size[0], op.interpolation));
-        break;
-      case OpKind::kResize:
-        if (op.size.size() == 2) {
-          GALLEY_RETURN_IF_ERROR(add_resize(op.size[1], op.size[0], op.interpolation));
-        } else {
-          // _compute_resized_output_size: the shorter side becomes size, the
-          // longer one int(size * long / short), truncated.
-          const int64_t shorter = std::min(width, height);
-          const int64_t longer = std::max(width, height);
-          const int new_short = op.size[0];
-          const double new_long_exact = static_cast<double>(new_short * longer) / shorter;
-          if (new_long_exact > static_cast<double>(kMaxIntermediatePixels)) {
-            return Status::ResourceExhausted("transform Resize: image too elongated");
-          }
-          const int new_long = static_cast<int>(new_long_exact);
-          const bool portrait = width <= height;
-          GALLEY_RETURN_IF_ERROR(add_resize(portrait ? new_short : new_long,
-                                            portrait ? new_long : new_short, op.interpolation));
-        }
-        break;
-      case OpKind::kCenterCrop:
-        add_crop(CenterCropRect(width, height, op.size[0], op.size[1]));
-        break;
-      case OpKind::kRandomHorizontalFlip:
-        // torchvision: flip when torch.rand(1) < p.
-        if (random.Uniform(0.0, 1.0) < op.p) {
-          Step step;
-          step.kind = Step::Kind::kFlip;
-          plan.Add(step);
-        }
-        break;
-    }
+    width_ = rect.width;
+    height_ = rect.height;
+    return Push(step);
   }
-  return plan;
+  Status AddPixel(const PixelStep& pixel) {
+    Step step;
+    step.kind = Step::Kind::kPixel;
+    step.pixel = pixel;
+    if (pixel.kind == PixelStep::Kind::kPad) {
+      const int64_t w = int64_t{width_} + pixel.sides[0] + pixel.sides[2];
+      const int64_t h = int64_t{height_} + pixel.sides[1] + pixel.sides[3];
+      if (w * h > kMaxIntermediatePixels) {
+        return Status::ResourceExhausted("transform Pad: image too large");
+      }
+      width_ = static_cast<int>(w);
+      height_ = static_cast<int>(h);
+    }
+    return Push(step);
+  }
+  Status AddFactor(PixelStep::Kind kind, double value) {
+    PixelStep pixel;
+    pixel.kind = kind;
+    pixel.v[0] = value;
+    return AddPixel(pixel);
+  }
+  Status AddPad(int left, int top, int right, int bottom, const TransformOp& op) {
+    PixelStep pixel;
+    pixel.kind = PixelStep::Kind::kPad;
+    pixel.sides = {left, top, right, bottom};
+    pixel.padding_mode = op.padding_mode;
+    pixel.fill = FillOf(op.fill);
+    return AddPixel(pixel);
+  }
+  Status AddAffine(double angle, double tx, double ty, double scale, double shear_x, double shear_y,
+                   bool center_at_origin, const TransformOp& op) {
+    PixelStep pixel;
+    pixel.kind = PixelStep::Kind::kAffine;
+    pixel.v = {angle, tx, ty, scale, shear_x, shear_y};
+    pixel.center_at_origin = center_at_origin;
+    pixel.interpolation = op.interpolation;
+    pixel.fill = FillOf(op.fill);
+    return AddPixel(pixel);
+  }
+  Status AddRotate(double angle, const TransformOp& op) {
+    PixelStep pixel;
+    pixel.kind = PixelStep::Kind::kRotate;
+    pixel.v[0] = angle;
+    pixel.interpolation = op.interpolation;
+    pixel.fill = FillOf(op.fill);
+    return AddPixel(pixel);
+  }
+  Status AddRandomCrop(const TransformOp& op);
+  Status AddColorJitter(const TransformOp& op);
+  Status AddAugment(AugmentOp augment, double magnitude, const TransformOp& op);
+  Status AddAutoAugment(const TransformOp& op);
+  Status AddErasing(const TransformOp& op, int output_height, int output_width);
+
+  Plan plan_;
+  int width_;
+  int height_;
+  SampleRandom& random_;
+};
+
+Status PlanBuilder::AddResize(int w, int h, Interpolation interpolation) {
+  if (static_cast<int64_t>(w) * h > kMaxIntermediatePixels) {
+    return Status::ResourceExhausted("transform would resize a " + std::to_string(width_) + "x" +
+                                     std::to_string(height_) + " image to " + std::to_string(w) +
+                                     "x" + std::to_string(h));
+  }
+  Step step;
+  step.kind = Step::Kind::kResize;
+  step.width = w;
+  step.height = h;
+  step.interpolation = interpolation;
+  width_ = w;
+  height_ = h;
+  return Push(step);
+}
+
+Status PlanBuilder::AddRandomCrop(const TransformOp& op) {
+  // torchvision's RandomCrop.forward: padding, then pad_if_needed (both
+  // sides of the short axis by the shortfall), then a uniform corner.
+  if (!op.padding.empty()) {
+    GALLEY_RETURN_IF_ERROR(AddPad(op.padding[0], op.padding[1], op.padding[2], op.padding[3], op));
+  }
+  const int crop_height = op.size[0];
+  const int crop_width = op.size[1];
+  if (op.pad_if_needed && width_ < crop_width) {
+    const int pad = crop_width - width_;
+    GALLEY_RETURN_IF_ERROR(AddPad(pad, 0, pad, 0, op));
+  }
+  if (op.pad_if_needed && height_ < crop_height) {
+    const int pad = crop_height - height_;
+    GALLEY_RETURN_IF_ERROR(AddPad(0, pad, 0, pad, op));
+  }
+  if (height_ < crop_height || width_ < crop_width) {
+    return Status::InvalidArgument("transform RandomCrop: required crop size " +
+                                   std::to_string(crop_height) + "x" + std::to_string(crop_width) +
+                                   " is larger than the input image " + std::to_string(height_) +
+                                   "x" + std::to_string(width_) + " (set pad_if_needed)");
+  }
+  const int y = static_cast<int>(random_.UniformInt(0, height_ - crop_height));
+  const int x = static_cast<int>(random_.UniformInt(0, width_ - crop_width));
+  return AddCrop({x, y, crop_width, crop_height});
+}
+
+Status PlanBuilder::AddColorJitter(const TransformOp& op) {
+  // torchvision's ColorJitter.get_params: a uniform permutation of the four
+  // adjustments, then each factor uniform in its range.
+  std::array<int, 4> order = {0, 1, 2, 3};
+  for (int i = 3; i > 0; --i) std::swap(order[i], order[random_.UniformInt(0, i)]);
+  const std::array<const std::optional<Range>*, 4> ranges = {&op.brightness, &op.contrast,
+                                                             &op.saturation, &op.hue};
+  std::array<double, 4> factors{};
+  for (int i = 0; i < 4; ++i) {
+    if (*ranges[i]) factors[i] = UniformF32(random_, (**ranges[i])[0], (**ranges[i])[1]);
+  }
+  constexpr PixelStep::Kind kKinds[4] = {PixelStep::Kind::kBrightness, PixelStep::Kind::kContrast,
+                                         PixelStep::Kind::kSaturation, PixelStep::Kind::kHue};
+  for (int i : order) {
+    if (*ranges[i]) GALLEY_RETURN_IF_ERROR(AddFactor(kKinds[i], factors[i]));
+  }
+  return Status::Ok();
+}
+
+Status PlanBuilder::AddAugment(AugmentOp augment, double magnitude, const TransformOp& op) {
+  switch (augment) {
+    case AugmentOp::kIdentity:
+      return Status::Ok();
+    case AugmentOp::kShearX:
+      return AddAffine(0, 0, 0, 1, Degrees(std::atan(magnitude)), 0, true, op);
+    case AugmentOp::kShearY:
+      return AddAffine(0, 0, 0, 1, 0, Degrees(std::atan(magnitude)), true, op);
+    case AugmentOp::kTranslateX:
+      return AddAffine(0, std::trunc(magnitude), 0, 1, 0, 0, false, op);
+    case AugmentOp::kTranslateY:
+      return AddAffine(0, 0, std::trunc(magnitude), 1, 0, 0, false, op);
+    case AugmentOp::kRotate:
+      return AddRotate(magnitude, op);
+    case AugmentOp::kBrightness:
+      return AddFactor(PixelStep::Kind::kBrightness, 1.0 + magnitude);
+    case AugmentOp::kColor:
+      return AddFactor(PixelStep::Kind::kSaturation, 1.0 + magnitude);
+    case AugmentOp::kContrast:
+      return AddFactor(PixelStep::Kind::kContrast, 1.0 + magnitude);
+    case AugmentOp::kSharpness:
+      return AddFactor(PixelStep::Kind::kSharpness, 1.0 + magnitude);
+    case AugmentOp::kPosterize:
+      return AddFactor(PixelStep::Kind::kPosterize, std::trunc(magnitude));
+    case AugmentOp::kSolarize:
+      return AddFactor(PixelStep::Kind::kSolarize, magnitude);
+    case AugmentOp::kAutoContrast:
+      return AddFactor(PixelStep::Kind::kAutoContrast, 0);
+    case AugmentOp::kEqualize:
+      return AddFactor(PixelStep::Kind::kEqualize, 0);
+    case AugmentOp::kInvert:
+      return AddFactor(PixelStep::Kind::kInvert, 0);
+  }
+  return Status::Ok();
+}
+
+Status PlanBuilder::AddAutoAugment(const TransformOp& op) {
+  auto magnitude_of = [&](AugmentOp augment, int bins, int bin) -> Result<double> {
+    return AugmentMagnitude(op.kind, static_cast<int>(augment), bins, bin, width_, height_);
+  };
+  if (op.kind == OpKind::kAutoAugment) {
+    // AutoAugment.forward: a uniform sub-policy, two uniform probabilities
+    // and two fair signs, drawn up front; step i runs when prob <= p.
+    const auto& policies = Policies(op.policy);
+    const SubPolicy& sub =
+        policies[random_.UniformInt(0, static_cast<int64_t>(policies.size()) - 1)];
+    const double probs[2] = {random_.Uniform(0, 1), random_.Uniform(0, 1)};
+    const bool negative[2] = {random_.UniformInt(0, 1) == 0, random_.UniformInt(0, 1) == 0};
+    for (int i = 0; i < 2; ++i) {
+      if (!(probs[i] <= sub[i].p)) continue;
+      double magnitude = 0;
+      if (sub[i].magnitude >= 0) {
+        GALLEY_ASSIGN_OR_RETURN(magnitude, magnitude_of(sub[i].op, 10, sub[i].magnitude));
+      }
+      if (SignedAugment(sub[i].op) && negative[i]) magnitude = -magnitude;
+      GALLEY_RETURN_IF_ERROR(AddAugment(sub[i].op, magnitude, op));
+    }
+    return Status::Ok();
+  }
+  const bool wide = op.kind == OpKind::kTrivialAugmentWide;
+  const int rounds = wide ? 1 : op.num_ops;
+  for (int round = 0; round < rounds; ++round) {
+    // RandAugment: a uniform op at the fixed magnitude bin; TrivialAugment:
+    // a uniform op at a uniform bin. Signed ops flip sign with chance 1/2.
+    const auto augment = static_cast<AugmentOp>(random_.UniformInt(0, kRandAugmentOps - 1));
+    const int bin =
+        wide ? static_cast<int>(random_.UniformInt(0, op.num_magnitude_bins - 1)) : op.magnitude;
+    GALLEY_ASSIGN_OR_RETURN(double magnitude, magnitude_of(augment, op.num_magnitude_bins, bin));
+    if (SignedAugment(augment) && random_.UniformInt(0, 1) == 1) magnitude = -magnitude;
+    GALLEY_RETURN_IF_ERROR(AddAugment(augment, magnitude, op));
+  }
+  return Status::Ok();
+}
+
+Status PlanBuilder::AddErasing(const TransformOp& op, int output_height, int output_width) {
+  // torchvision's RandomErasing: erase with probability p; ten tries at an
+  // area fraction U(scale) and log-uniform ratio, h = round(sqrt(area *
+  // ratio)), w = round(sqrt(area / ratio)), kept if strictly smaller than
+  // the image; otherwise nothing is erased.
+  if (!(random_.Uniform(0, 1) < op.p)) return Status::Ok();
+  const double area = static_cast<double>(output_height) * output_width;
+  const double log_low = std::log(op.ratio[0]);
+  const double log_high = std::log(op.ratio[1]);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double erase_area = area * random_.Uniform(op.scale[0], op.scale[1]);
+    const double aspect = std::exp(random_.Uniform(log_low, log_high));
+    const int h = RoundHalfEven(std::sqrt(erase_area * aspect));
+    const int w = RoundHalfEven(std::sqrt(erase_area / aspect));
+    if (!(h < output_height && w < output_width)) continue;
+    Erasure erasure;
+    erasure.random = !op.erase_value.has_value();
+    if (erasure.random) {
+      erasure.noise_seed = random_.NextBits();
+    } else {
+      for (int c = 0; c < 3; ++c) erasure.value[c] = static_cast<float>((*op.erase_value)[c]);
+    }
+    erasure.y = static_cast<int>(random_.UniformInt(0, output_height - h));
+    erasure.x = static_cast<int>(random_.UniformInt(0, output_width - w));
+    erasure.width = w;
+    erasure.height = h;
+    if (plan_.erasure_count >= kMaxErasures) {
+      return Status::ResourceExhausted("transform: too many RandomErasing ops");
+    }
+    plan_.erasures[plan_.erasure_count++] = erasure;
+    return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+Status PlanBuilder::Add(const TransformOp& op, int output_height, int output_width) {
+  switch (op.kind) {
+    case OpKind::kRandomResizedCrop:
+      GALLEY_RETURN_IF_ERROR(AddCrop(RandomResizedCropRect(width_, height_, op, random_)));
+      return AddResize(op.size[1], op.size[0], op.interpolation);
+    case OpKind::kResize:
+      if (op.size.size() == 2) return AddResize(op.size[1], op.size[0], op.interpolation);
+      {
+        // _compute_resized_output_size: the shorter side becomes size, the
+        // longer one int(size * long / short), truncated.
+        const int64_t shorter = std::min(width_, height_);
+        const int64_t longer = std::max(width_, height_);
+        const int new_short = op.size[0];
+        const double new_long_exact = static_cast<double>(new_short * longer) / shorter;
+        if (new_long_exact > static_cast<double>(kMaxIntermediatePixels)) {
+          return Status::ResourceExhausted("transform Resize: image too elongated");
+        }
+        const int new_long = static_cast<int>(new_long_exact);
+        const bool portrait = width_ <= height_;
+        return AddResize(portrait ? new_short : new_long, portrait ? new_long : new_short,
+                         op.interpolation);
+      }
+    case OpKind::kCenterCrop:
+      return AddCrop(CenterCropRect(width_, height_, op.size[0], op.size[1]));
+    case OpKind::kRandomHorizontalFlip:
+      // torchvision: flip when torch.rand(1) < p.
+      if (random_.Uniform(0.0, 1.0) < op.p) {
+        Step step;
+        step.kind = Step::Kind::kFlip;
+        return Push(step);
+      }
+      return Status::Ok();
+    case OpKind::kRandomVerticalFlip:
+      if (random_.Uniform(0.0, 1.0) < op.p) return AddFactor(PixelStep::Kind::kVerticalFlip, 0);
+      return Status::Ok();
+    case OpKind::kRandomCrop:
+      return AddRandomCrop(op);
+    case OpKind::kPad:
+      return AddPad(op.padding[0], op.padding[1], op.padding[2], op.padding[3], op);
+    case OpKind::kColorJitter:
+      return AddColorJitter(op);
+    case OpKind::kGrayscale:
+      return AddFactor(PixelStep::Kind::kGrayscale, 0);
+    case OpKind::kRandomGrayscale:
+      if (random_.Uniform(0.0, 1.0) < op.p) return AddFactor(PixelStep::Kind::kGrayscale, 0);
+      return Status::Ok();
+    case OpKind::kGaussianBlur: {
+      const double sigma = UniformF32(random_, op.sigma[0], op.sigma[1]);
+      PixelStep pixel;
+      pixel.kind = PixelStep::Kind::kBlur;
+      pixel.v[0] = pixel.v[1] = sigma;
+      pixel.sides = {op.kernel_size[0], op.kernel_size[1], 0, 0};
+      return AddPixel(pixel);
+    }
+    case OpKind::kRandomRotation:
+      return AddRotate(UniformF32(random_, op.degrees[0], op.degrees[1]), op);
+    case OpKind::kRandomAffine: {
+      // RandomAffine.get_params: angle, translation (rounded half to even),
+      // scale, shear x, shear y, in that order.
+      const double angle = UniformF32(random_, op.degrees[0], op.degrees[1]);
+      double tx = 0, ty = 0;
+      if (op.translate) {
+        const double max_dx = (*op.translate)[0] * width_;
+        const double max_dy = (*op.translate)[1] * height_;
+        tx = RoundHalfEven(UniformF32(random_, -max_dx, max_dx));
+        ty = RoundHalfEven(UniformF32(random_, -max_dy, max_dy));
+      }
+      const double scale =
+          op.affine_scale ? UniformF32(random_, (*op.affine_scale)[0], (*op.affine_scale)[1]) : 1.0;
+      const double shear_x =
+          op.shear_x ? UniformF32(random_, (*op.shear_x)[0], (*op.shear_x)[1]) : 0.0;
+      const double shear_y =
+          op.shear_y ? UniformF32(random_, (*op.shear_y)[0], (*op.shear_y)[1]) : 0.0;
+      return AddAffine(angle, tx, ty, scale, shear_x, shear_y, false, op);
+    }
+    case OpKind::kRandomApply:
+      // torchvision: skip when p < torch.rand(1).
+      if (op.p < random_.Uniform(0.0, 1.0)) return Status::Ok();
+      for (const TransformOp& child : op.children) {
+        GALLEY_RETURN_IF_ERROR(Add(child, output_height, output_width));
+      }
+      return Status::Ok();
+    case OpKind::kRandomChoice: {
+      size_t chosen = 0;
+      if (op.weights.empty()) {
+        chosen = static_cast<size_t>(
+            random_.UniformInt(0, static_cast<int64_t>(op.children.size()) - 1));
+      } else {
+        double total = 0;
+        for (double w : op.weights) total += w;
+        double target = random_.Uniform(0.0, total);
+        chosen = op.weights.size() - 1;
+        for (size_t i = 0; i < op.weights.size(); ++i) {
+          if (target < op.weights[i]) {
+            chosen = i;
+            break;
+          }
+          target -= op.weights[i];
+        }
+      }
+      return Add(op.children[chosen], output_height, output_width);
+    }
+    case OpKind::kRandomOrder: {
+      std::array<size_t, kMaxNestedOps> order{};
+      const size_t n = op.children.size();
+      for (size_t i = 0; i < n; ++i) order[i] = i;
+      for (size_t i = n; i > 1; --i) {
+        std::swap(order[i - 1], order[random_.UniformInt(0, static_cast<int64_t>(i) - 1)]);
+      }
+      for (size_t i = 0; i < n; ++i) {
+        GALLEY_RETURN_IF_ERROR(Add(op.children[order[i]], output_height, output_width));
+      }
+      return Status::Ok();
+    }
+    case OpKind::kAutoAugment:
+    case OpKind::kRandAugment:
+    case OpKind::kTrivialAugmentWide:
+      return AddAutoAugment(op);
+    case OpKind::kRandomErasing:
+      return AddErasing(op, output_height, output_width);
+  }
+  return Status::Ok();
+}
+
+Result<Plan> MakePlan(const TransformSpec& spec, int width, int height, SampleRandom& random) {
+  PlanBuilder builder(width, height, random);
+  for (const TransformOp& op : spec.ops) {
+    GALLEY_RETURN_IF_ERROR(builder.Add(op, spec.output_height, spec.output_width));
+  }
+  return std::move(builder.plan());
 }
 
 // Two reusable HWC buffers per thread, used alternately so a step can read
@@ -260,8 +816,18 @@ ResizeGeometry ResizeOf(const Current& current, int width, int height) {
 }
 
 ResampleFilter FilterOf(Interpolation interpolation) {
-  return interpolation == Interpolation::kBicubic ? ResampleFilter::kBicubic
-                                                  : ResampleFilter::kBilinear;
+  switch (interpolation) {
+    case Interpolation::kBicubic:
+      return ResampleFilter::kBicubic;
+    case Interpolation::kBox:
+      return ResampleFilter::kBox;
+    case Interpolation::kHamming:
+      return ResampleFilter::kHamming;
+    case Interpolation::kLanczos:
+      return ResampleFilter::kLanczos;
+    default:
+      return ResampleFilter::kBilinear;
+  }
 }
 
 Status Resize(const Step& step, Current& current, Scratch& scratch) {
@@ -271,12 +837,18 @@ Status Resize(const Step& step, Current& current, Scratch& scratch) {
   current.origin_x = current.origin_y = 0.0;
   current.scale_x = current.scale_y = 1.0;
   cv::Mat resized = scratch.Take(step.width, step.height, current.buffer);
-  // Horizontal flips commute with resampling (the filters are symmetric), so
-  // the pending flip stays pending.
+  // Horizontal flips commute with the symmetric filters, so a pending flip
+  // stays pending; Run applies it first for the others.
   if (step.interpolation == Interpolation::kNearest) {
-    // PIL's NEAREST is a point sample, not a filter; OpenCV's exact variant
-    // rounds the same way.
-    cv::resize(current.mat, resized, resized.size(), 0, 0, cv::INTER_NEAREST_EXACT);
+    // PIL's NEAREST resize is its scale-only affine transform: a point
+    // sample at box0 + (x + 0.5) * scale, positions accumulated in double.
+    const std::array<double, 6> matrix = {(geometry.box_x1 - geometry.box_x0) / step.width,
+                                          0.0,
+                                          geometry.box_x0,
+                                          0.0,
+                                          (geometry.box_y1 - geometry.box_y0) / step.height,
+                                          geometry.box_y0};
+    AffineWarp(current.mat, resized, matrix, WarpInterpolation::kNearest, Fill{});
   } else {
     ResampleOptions options;
     options.filter = FilterOf(step.interpolation);
@@ -286,6 +858,170 @@ Status Resize(const Step& step, Current& current, Scratch& scratch) {
   current.mat = resized;
   current.buffer = scratch.taken();
   return Status::Ok();
+}
+
+WarpInterpolation WarpOf(Interpolation interpolation) {
+  switch (interpolation) {
+    case Interpolation::kBilinear:
+      return WarpInterpolation::kBilinear;
+    case Interpolation::kBicubic:
+      return WarpInterpolation::kBicubic;
+    default:
+      break;
+  }
+  return WarpInterpolation::kNearest;
+}
+
+PadMode PadModeOf(PaddingMode mode) {
+  switch (mode) {
+    case PaddingMode::kEdge:
+      return PadMode::kEdge;
+    case PaddingMode::kReflect:
+      return PadMode::kReflect;
+    case PaddingMode::kSymmetric:
+      return PadMode::kSymmetric;
+    case PaddingMode::kConstant:
+      break;
+  }
+  return PadMode::kConstant;
+}
+
+// Applies a pending horizontal flip to the stored pixels. The logical image
+// keeps its place: stored x becomes cols - x, so its origin moves to where
+// its right edge was.
+void MaterializeFlip(Current& current, Scratch& scratch) {
+  if (!current.flipped) return;
+  cv::Mat flipped = scratch.Take(current.mat.cols, current.mat.rows, current.buffer);
+  cv::flip(current.mat, flipped, 1);
+  current.origin_x =
+      current.mat.cols - (current.origin_x + current.logical_width * current.scale_x);
+  current.mat = flipped;
+  current.buffer = scratch.taken();
+  current.flipped = false;
+}
+
+// PIL's nearest is a point sample and its box and lanczos kernels have
+// half-open supports: none is mirror-symmetric, so a pending flip must be
+// applied before resizing with them.
+bool SymmetricFilter(Interpolation interpolation) {
+  return interpolation == Interpolation::kBilinear || interpolation == Interpolation::kBicubic ||
+         interpolation == Interpolation::kHamming;
+}
+
+// Whether an op gives the mirror image for a mirrored input, so a pending
+// horizontal flip can stay pending (Pad does, with its sides swapped).
+bool CommutesWithFlip(PixelStep::Kind kind) {
+  return kind != PixelStep::Kind::kAffine && kind != PixelStep::Kind::kRotate;
+}
+
+// Runs one pixel step on the current image into a scratch buffer.
+Status ApplyPixel(PixelStep step, Current& current, Scratch& scratch) {
+  if (current.scaled() || current.origin_x != 0.0 || current.origin_y != 0.0) {
+    return Status::InvalidArgument("pixel ops before the first resize need full-resolution pixels");
+  }
+  if (!CommutesWithFlip(step.kind)) MaterializeFlip(current, scratch);
+  if (step.kind == PixelStep::Kind::kPad && current.flipped) {
+    std::swap(step.sides[0], step.sides[2]);
+  }
+  const cv::Mat& src = current.mat;
+  int width = src.cols;
+  int height = src.rows;
+  if (step.kind == PixelStep::Kind::kPad) {
+    width += step.sides[0] + step.sides[2];
+    height += step.sides[1] + step.sides[3];
+  }
+  cv::Mat dst = scratch.Take(width, height, current.buffer);
+  const double v = step.v[0];
+  switch (step.kind) {
+    case PixelStep::Kind::kBrightness:
+      AdjustBrightness(src, dst, v);
+      break;
+    case PixelStep::Kind::kContrast:
+      AdjustContrast(src, dst, v);
+      break;
+    case PixelStep::Kind::kSaturation:
+      AdjustSaturation(src, dst, v);
+      break;
+    case PixelStep::Kind::kHue:
+      AdjustHue(src, dst, v);
+      break;
+    case PixelStep::Kind::kSharpness:
+      AdjustSharpness(src, dst, v);
+      break;
+    case PixelStep::Kind::kGrayscale:
+      ToGrayscale(src, dst);
+      break;
+    case PixelStep::Kind::kPosterize:
+      Posterize(src, dst, static_cast<int>(v));
+      break;
+    case PixelStep::Kind::kSolarize:
+      Solarize(src, dst, v);
+      break;
+    case PixelStep::Kind::kAutoContrast:
+      AutoContrast(src, dst);
+      break;
+    case PixelStep::Kind::kEqualize:
+      Equalize(src, dst);
+      break;
+    case PixelStep::Kind::kInvert:
+      Invert(src, dst);
+      break;
+    case PixelStep::Kind::kVerticalFlip:
+      VerticalFlip(src, dst);
+      break;
+    case PixelStep::Kind::kAffine:
+      Affine(src, dst, step.v[0], step.v[1], step.v[2], step.v[3], step.v[4], step.v[5],
+             WarpOf(step.interpolation), step.fill, step.center_at_origin);
+      break;
+    case PixelStep::Kind::kRotate:
+      Rotate(src, dst, v, WarpOf(step.interpolation), step.fill);
+      break;
+    case PixelStep::Kind::kBlur:
+      GaussianBlur(src, dst, step.sides[0], step.sides[1], step.v[0], step.v[1]);
+      break;
+    case PixelStep::Kind::kPad:
+      PadImage(src, dst, step.sides[0], step.sides[1], step.sides[2], step.sides[3],
+               PadModeOf(step.padding_mode), step.fill);
+      break;
+  }
+  current.mat = dst;
+  current.buffer = scratch.taken();
+  current.logical_width = width;
+  current.logical_height = height;
+  return Status::Ok();
+}
+
+// A standard normal draw (Box-Muller) for RandomErasing's "random" value.
+float StandardNormal(SampleRandom& random) {
+  const double u1 = 1.0 - random.Uniform(0.0, 1.0);  // (0, 1]
+  const double u2 = random.Uniform(0.0, 1.0);
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+}
+
+// Writes the plan's erasures into the finished sample.
+void Erase(const Plan& plan, const OutputSpec& output, int width, int height, std::byte* dst) {
+  const size_t plane = static_cast<size_t>(width) * height;
+  const size_t element = output.dtype == DType::kUInt8 ? 1 : sizeof(float);
+  for (int e = 0; e < plan.erasure_count; ++e) {
+    const Erasure& erasure = plan.erasures[e];
+    SampleRandom noise(erasure.noise_seed, 0, 0);
+    // Channel-major like torchvision's tensor, so noise lands per (c, y, x).
+    for (int c = 0; c < 3; ++c) {
+      for (int y = erasure.y; y < erasure.y + erasure.height; ++y) {
+        for (int x = erasure.x; x < erasure.x + erasure.width; ++x) {
+          const size_t index = output.layout == Layout::kNCHW
+                                   ? c * plane + static_cast<size_t>(y) * width + x
+                                   : (static_cast<size_t>(y) * width + x) * 3 + c;
+          const float value = erasure.random ? StandardNormal(noise) : erasure.value[c];
+          if (element == 1) {
+            dst[index] = static_cast<std::byte>(static_cast<uint8_t>(value));
+          } else {
+            std::memcpy(dst + index * element, &value, sizeof(float));
+          }
+        }
+      }
+    }
+  }
 }
 
 // Pixel x of an interleaved row, or pixel width - 1 - x when mirrored, goes
@@ -516,8 +1252,19 @@ size_t TransformPipeline::sample_bytes() const {
 
 bool TransformPipeline::is_random() const {
   return std::any_of(spec_.ops.begin(), spec_.ops.end(), [](const TransformOp& op) {
-    return op.kind == OpKind::kRandomResizedCrop ||
-           (op.kind == OpKind::kRandomHorizontalFlip && op.p > 0 && op.p < 1);
+    switch (op.kind) {
+      case OpKind::kResize:
+      case OpKind::kCenterCrop:
+      case OpKind::kPad:
+      case OpKind::kGrayscale:
+        return false;
+      case OpKind::kRandomHorizontalFlip:
+      case OpKind::kRandomVerticalFlip:
+      case OpKind::kRandomGrayscale:
+        return op.p > 0 && op.p < 1;
+      default:
+        return true;
+    }
   });
 }
 
@@ -635,6 +1382,9 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
   }
   for (int i = 0; i < plan.count; ++i) {
     const Step& step = plan.steps[i];
+    if (step.kind == Step::Kind::kResize && !SymmetricFilter(step.interpolation)) {
+      MaterializeFlip(current, scratch);
+    }
     FusedOutput fused;
     if (i == last_resize && step.interpolation != Interpolation::kNearest &&
         FuseAfterResize(plan, i, current.flipped, fused) && fused.width == spec_.output_width &&
@@ -648,7 +1398,9 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
       options.filter = FilterOf(step.interpolation);
       SampleWriter writer(fused.width, fused.height, fused.flipped, spec_.output, normalized_,
                           dst.data(), row);
-      return ResizeAntialiased(ViewOf(current.mat), geometry, options, writer);
+      GALLEY_RETURN_IF_ERROR(ResizeAntialiased(ViewOf(current.mat), geometry, options, writer));
+      Erase(plan, spec_.output, spec_.output_width, spec_.output_height, dst.data());
+      return Status::Ok();
     }
     switch (step.kind) {
       case Step::Kind::kCrop:
@@ -660,6 +1412,9 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
       case Step::Kind::kFlip:
         current.flipped = !current.flipped;
         break;
+      case Step::Kind::kPixel:
+        GALLEY_RETURN_IF_ERROR(ApplyPixel(step.pixel, current, scratch));
+        break;
     }
   }
   if (current.scaled() || current.mat.cols != spec_.output_width ||
@@ -670,7 +1425,56 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
   const SampleWriter writer(current.mat.cols, current.mat.rows, current.flipped, spec_.output,
                             normalized_, dst.data(), row);
   for (int y = 0; y < current.mat.rows; ++y) writer.Write(y, current.mat.ptr<uint8_t>(y));
+  Erase(plan, spec_.output, spec_.output_width, spec_.output_height, dst.data());
   return Status::Ok();
+}
+
+Result<nlohmann::json> TransformPipeline::DescribeSample(int source_width, int source_height,
+                                                         uint64_t seed, uint64_t epoch,
+                                                         uint64_t item) const {
+  if (source_width <= 0 || source_height <= 0) {
+    return Status::InvalidArgument("DescribeSample: source size must be positive");
+  }
+  static constexpr const char* kPixelNames[] = {
+      "brightness", "contrast", "saturation",   "hue",      "sharpness", "grayscale",
+      "posterize",  "solarize", "autocontrast", "equalize", "invert",    "vflip",
+      "affine",     "rotate",   "blur",         "pad"};
+  SampleRandom random(seed, epoch, item);
+  GALLEY_ASSIGN_OR_RETURN(const Plan plan, MakePlan(spec_, source_width, source_height, random));
+  nlohmann::json steps = nlohmann::json::array();
+  for (int i = 0; i < plan.count; ++i) {
+    const Step& step = plan.steps[i];
+    switch (step.kind) {
+      case Step::Kind::kCrop:
+        steps.push_back({{"step", "crop"},
+                         {"x", step.rect.x},
+                         {"y", step.rect.y},
+                         {"width", step.rect.width},
+                         {"height", step.rect.height}});
+        break;
+      case Step::Kind::kResize:
+        steps.push_back({{"step", "resize"}, {"width", step.width}, {"height", step.height}});
+        break;
+      case Step::Kind::kFlip:
+        steps.push_back({{"step", "flip"}});
+        break;
+      case Step::Kind::kPixel:
+        steps.push_back({{"step", "pixel"},
+                         {"kind", kPixelNames[static_cast<int>(step.pixel.kind)]},
+                         {"v", step.pixel.v},
+                         {"sides", step.pixel.sides}});
+        break;
+    }
+  }
+  for (int e = 0; e < plan.erasure_count; ++e) {
+    const Erasure& erasure = plan.erasures[e];
+    steps.push_back({{"step", "erase"},
+                     {"x", erasure.x},
+                     {"y", erasure.y},
+                     {"width", erasure.width},
+                     {"height", erasure.height}});
+  }
+  return steps;
 }
 
 Result<CropWindow> TransformPipeline::SourceWindow(int source_width, int source_height,
@@ -690,6 +1494,7 @@ Result<CropWindow> TransformPipeline::SourceWindow(int source_width, int source_
   window.min_decode_width = source_width;
   window.min_decode_height = source_height;
   bool resized = false;
+  bool opaque = false;
   for (int i = 0; i < plan.count; ++i) {
     const Step& step = plan.steps[i];
     switch (step.kind) {
@@ -723,7 +1528,18 @@ Result<CropWindow> TransformPipeline::SourceWindow(int source_width, int source_
       case Step::Kind::kFlip:
         flipped = !flipped;
         break;
+      case Step::Kind::kPixel:
+        // Later steps see only what this one made of the current region,
+        // so the window stops narrowing here; before any resize, the op
+        // needs full-resolution pixels.
+        if (!resized) {
+          window.min_decode_width = source_width;
+          window.min_decode_height = source_height;
+        }
+        opaque = true;
+        break;
     }
+    if (opaque) break;
   }
   const int x0 = std::clamp(static_cast<int>(std::floor(origin_x)), 0, source_width);
   const int y0 = std::clamp(static_cast<int>(std::floor(origin_y)), 0, source_height);

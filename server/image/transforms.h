@@ -2,16 +2,26 @@
 // into one output sample (docs/transforms.md).
 //
 // Supported ops, with torchvision 0.14's names, defaults and parameter
-// sampling: RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip. The
-// output is uint8 NCHW (default) or NHWC, or float32 normalised as
-// ToTensor + Normalize would give. Randomness is a pure function of
-// (seed, epoch, item), so a sample's crop does not depend on scheduling.
-// Bilinear and bicubic resizes go through ResizeAntialiased (resample.h),
-// which gives PIL's, hence torchvision's, pixels exactly.
+// sampling: RandomResizedCrop, Resize, CenterCrop, RandomCrop, Pad,
+// Random{Horizontal,Vertical}Flip, ColorJitter, Grayscale, RandomGrayscale,
+// GaussianBlur, RandomRotation, RandomAffine, RandomApply, RandomChoice,
+// RandomOrder, AutoAugment, RandAugment, TrivialAugmentWide, and
+// RandomErasing on the output. The output is uint8 NCHW (default) or NHWC,
+// or float32 normalised as ToTensor + Normalize would give. Randomness is a
+// pure function of (seed, epoch, item), so a sample's augmentation does not
+// depend on scheduling. Bilinear and bicubic resizes go through
+// ResizeAntialiased (resample.h), which gives PIL's, hence torchvision's,
+// pixels exactly; the other ops are pixel_ops.h's, which repeat Pillow's
+// arithmetic.
+//
+// A sample's plan (crops, resizes, flips, pixel steps with their drawn
+// parameters, erasures) is made first; crops and flips are views, and a
+// resize followed only by crops and flips writes straight into the output.
 //
 // Thread-safety: immutable after FromJson; Apply and the other const methods
 // may run concurrently. Apply allocates nothing per sample beyond per-thread
-// scratch buffers that are reused.
+// scratch buffers that are reused (GaussianBlur aside, which allocates its
+// padded copy).
 #ifndef GALLEY_SERVER_IMAGE_TRANSFORMS_H_
 #define GALLEY_SERVER_IMAGE_TRANSFORMS_H_
 
@@ -53,6 +63,15 @@ struct SourceRect {
   int height = 0;
 };
 
+// The magnitude torchvision's AutoAugment (family kAutoAugment),
+// RandAugment or TrivialAugmentWide gives op number `op` (AutoAugment's
+// order: Identity, ShearX, ShearY, TranslateX, TranslateY, Rotate,
+// Brightness, Color, Contrast, Sharpness, Posterize, Solarize, AutoContrast,
+// Equalize, Invert) at `bin` of `num_bins`, for a width x height image: the
+// float32 value of its torch.linspace table. Exposed for parity tests.
+Result<double> AugmentMagnitude(OpKind family, int op, int num_bins, int bin, int width,
+                                int height);
+
 class TransformPipeline {
  public:
   // Validates the JSON spec; InvalidArgument names the op and field at fault.
@@ -83,6 +102,14 @@ class TransformPipeline {
   // decoded image), so they need not be copied into an RgbImage first.
   Status Apply(std::span<const uint8_t> pixels, int width, int height, uint64_t seed,
                uint64_t epoch, uint64_t item, std::span<std::byte> dst) const;
+
+  // The random draws of one sample for an image of this size, as the plan
+  // the pipeline would run: [{"step": "crop"|"resize"|"flip"|"pixel"|
+  // "erase", ...}]. A pixel step names its kind ("brightness", "affine",
+  // ...) and parameters. For tests of the draws' distributions and for
+  // debugging; Apply does not use it.
+  Result<nlohmann::json> DescribeSample(int source_width, int source_height, uint64_t seed,
+                                        uint64_t epoch, uint64_t item) const;
 
   // The source window that Apply would read for an image of this size.
   Result<CropWindow> SourceWindow(int source_width, int source_height, uint64_t seed,

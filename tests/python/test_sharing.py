@@ -51,8 +51,13 @@ def test_four_jobs_on_one_dataset_load_each_item_about_once(tmp_path):
         ratio = group["loads"] / group["requests"]
         # Identical subsets started together share every item (ratio 1/4);
         # jobs open a few milliseconds apart, so the first batches of the
-        # first epoch may be drawn before every job has joined.
-        assert ratio < 0.32, f"loads per request {ratio:.3f} (ideal 0.25)"
+        # first epoch may be drawn before every job has joined. The jobs are
+        # not kept in step beyond the scheduler's hold budget
+        # (docs/sampling.md), so when four consumers and galleyd contend for
+        # two cores and a consumer is descheduled, the jobs drift apart for
+        # a while: measured 0.26-0.41 on a loaded 2-core machine. Separate
+        # loaders would give 1.0.
+        assert ratio < 0.45, f"loads per request {ratio:.3f} (ideal 0.25)"
         # Without a cache, every load is one file read and one decode.
         assert status["pipeline"]["decodes"] <= group["loads"]
     finally:

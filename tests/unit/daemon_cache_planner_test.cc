@@ -15,6 +15,7 @@
 #include "server/daemon/cache_planner.h"
 #include "server/daemon/daemon_options.h"
 #include "server/daemon/node_probe.h"
+#include "server/image/transforms.h"
 
 namespace galley {
 namespace {
@@ -200,6 +201,83 @@ TEST_F(CachePlannerTest, ThePlannerThreadReplansWhenJobsChange) {
   }
   EXPECT_GE(planner.plans_made(), 1u);
   planner.Stop();
+}
+
+std::shared_ptr<const image::TransformPipeline> PipelineOf(const nlohmann::json& ops) {
+  auto pipeline = image::TransformPipeline::FromJson({{"ops", ops}});
+  EXPECT_TRUE(pipeline.ok()) << pipeline.status().ToString();
+  return std::make_shared<const image::TransformPipeline>(std::move(pipeline).value());
+}
+
+TEST_F(CachePlannerTest, EachPipelinesMeasuredCostReplacesTheProbesAugmentCost) {
+  const auto cheap =
+      PipelineOf({{{"op", "RandomResizedCrop"}, {"size", 224}}, {{"op", "RandomHorizontalFlip"}}});
+  const auto heavy = PipelineOf({{{"op", "RandomResizedCrop"}, {"size", 224}},
+                                 {{"op", "RandAugment"}, {"num_ops", 3}},
+                                 {{"op", "GaussianBlur"}, {"kernel_size", 23}}});
+  auto inputs_for = [&](const std::shared_ptr<const image::TransformPipeline>& pipeline) {
+    CachePlanner planner(cache_.get(), node_, 4, PlannerOverrides{});
+    for (uint64_t id = 1; id <= 4; ++id) {
+      PlannedJob job = Job("same#seed=1");
+      job.pipeline = pipeline;
+      planner.JobOpened(id, job);
+    }
+    const cache::Plan plan = planner.ReplanNow();
+    const cache::PlannerInputs in = planner.CurrentInputs();
+    EXPECT_EQ(plan.split(), cache::ModelDrivenPlanner().MakePlan(in).split());
+    return in;
+  };
+  const cache::PlannerInputs cheap_in = inputs_for(cheap);
+  const cache::PlannerInputs heavy_in = inputs_for(heavy);
+  // The decode share of the probe (1/200 - 1/1500 s) stays; augment is the
+  // pipeline's own: decode_augment = 1 / (decode + augment).
+  const double decode_seconds = 1.0 / 200 - 1.0 / 1500;
+  for (const auto* in : {&cheap_in, &heavy_in}) {
+    EXPECT_NEAR(1.0 / in->decode_augment_per_core_per_s,
+                decode_seconds + 1.0 / in->augment_per_core_per_s, 1e-12);
+  }
+  // RandAugment x3 + a 23-tap blur costs several times RandomResizedCrop.
+  EXPECT_GT(cheap_in.augment_per_core_per_s, 3 * heavy_in.augment_per_core_per_s);
+
+  // What that does to the split, at ImageNet scale (the test's 10 tiny
+  // files fit every tier): the model's answer for the measured rates, two
+  // jobs sharing the pipeline, float32 samples (600 KB, more than a decoded
+  // image). A decoded entry saves the decode for every request; an
+  // augmented one saves decode and augment, but for only half the requests
+  // (g = 2) and takes more bytes. So the augmented tier pays only when
+  // augmenting costs about as much as decoding: the heavy pipeline moves the
+  // split towards it, and the predicted rate falls.
+  // The split is a pure function of the rates, so it is checked at fixed
+  // rates standing for the two pipelines (the measured ones vary with the
+  // machine and its load): the cheap one augments in an eighth of a
+  // millisecond, the heavy one takes longer than the decode.
+  auto imagenet = [&](cache::PlannerInputs in, double augment_per_s) {
+    in.augment_per_core_per_s = augment_per_s;
+    in.decode_augment_per_core_per_s = 1.0 / (decode_seconds + 1.0 / augment_per_s);
+    in.cores = 16;
+    in.dataset_items = 1281167;
+    in.encoded_item_bytes = 110e3;
+    in.inflation = 5;
+    in.augmented_item_bytes = 4 * 3 * 224 * 224;  // float32 output
+    in.cache_bytes = uint64_t{64} << 30;
+    in.storage_bytes_per_s = 500e6;
+    in.memory_bytes_per_s = 10e9;
+    in.identical_pipeline_jobs = 2;
+    in.augmented_reuse_limit = 1;
+    return cache::ModelDrivenPlanner().MakePlan(in);
+  };
+  const cache::Plan cheap_plan = imagenet(cheap_in, 8000);
+  const cache::Plan heavy_plan = imagenet(heavy_in, 1.0 / (1.5 * decode_seconds));
+  std::printf(
+      "ImageNet-scale split, cheap pipeline (measured %.0f/s): %d/%d/%d, predicted %.0f items/s\n",
+      cheap_in.augment_per_core_per_s, cheap_plan.encoded_pct, cheap_plan.decoded_pct,
+      cheap_plan.augmented_pct, cheap_plan.predicted_items_per_s);
+  std::printf(
+      "ImageNet-scale split, heavy pipeline (measured %.0f/s): %d/%d/%d, predicted %.0f items/s\n",
+      heavy_in.augment_per_core_per_s, heavy_plan.encoded_pct, heavy_plan.decoded_pct,
+      heavy_plan.augmented_pct, heavy_plan.predicted_items_per_s);
+  EXPECT_GT(heavy_plan.augmented_pct, cheap_plan.augmented_pct);
+  EXPECT_LT(heavy_plan.predicted_items_per_s, cheap_plan.predicted_items_per_s);
 }
 
 TEST(NodeProbeTest, MeasuresPositiveRatesAndAugmentIsCheaperThanDecode) {

@@ -38,7 +38,8 @@ from PIL import Image
 
 work = sys.argv[1]
 cases = json.load(open(f"{work}/cases.json"))
-filters = {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}
+filters = {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC, "box": Image.BOX,
+           "hamming": Image.HAMMING, "lanczos": Image.LANCZOS}
 tv = None
 for i, case in enumerate(cases):
     pixels = np.fromfile(f"{work}/{case['input']}", np.uint8)
@@ -58,6 +59,21 @@ for i, case in enumerate(cases):
             out = tv.Compose([tv.Resize(case["resize"]), tv.CenterCrop(case["crop"])])(image)
     np.ascontiguousarray(np.asarray(out, np.uint8)).tofile(f"{work}/out{i}.raw")
 )PY";
+
+const char* FilterName(ResampleFilter filter) {
+  switch (filter) {
+    case ResampleFilter::kBicubic:
+      return "bicubic";
+    case ResampleFilter::kBox:
+      return "box";
+    case ResampleFilter::kHamming:
+      return "hamming";
+    case ResampleFilter::kLanczos:
+      return "lanczos";
+    default:
+      return "bilinear";
+  }
+}
 
 struct Image {
   int width = 0;
@@ -239,6 +255,13 @@ TEST(ResizeAntialiasedTest, MatchesPilResize) {
       WholeView("bicubic down 2.2x", 1, 0, 0, 500, 375, 227, 170, ResampleFilter::kBicubic),
       WholeView("bicubic up 1.5x", 2, 0, 0, 333, 251, 500, 377, ResampleFilter::kBicubic),
       WholeView("bicubic crop", 1, 101, 40, 350, 300, 224, 224, ResampleFilter::kBicubic),
+      WholeView("box down 2.2x", 1, 0, 0, 500, 375, 227, 170, ResampleFilter::kBox),
+      WholeView("box up 1.5x", 2, 0, 0, 333, 251, 500, 377, ResampleFilter::kBox),
+      WholeView("hamming down 2.2x", 1, 0, 0, 500, 375, 227, 170, ResampleFilter::kHamming),
+      WholeView("hamming crop", 1, 101, 40, 350, 300, 224, 224, ResampleFilter::kHamming),
+      WholeView("lanczos down 2.2x", 1, 0, 0, 500, 375, 227, 170, ResampleFilter::kLanczos),
+      WholeView("lanczos up 1.5x", 2, 0, 0, 333, 251, 500, 377, ResampleFilter::kLanczos),
+      WholeView("lanczos crop", 1, 101, 40, 350, 300, 224, 224, ResampleFilter::kLanczos),
   };
   // PIL's box: a fractional rectangle of the view stretched onto the output;
   // pixels outside it but inside the view contribute near its edges.
@@ -279,7 +302,7 @@ TEST(ResizeAntialiasedTest, MatchesPilResize) {
                     {"view", {c.view[0], c.view[1], c.view[2], c.view[3]}},
                     {"box", {c.box[0], c.box[1], c.box[2], c.box[3]}},
                     {"size", {c.out_width, c.out_height}},
-                    {"filter", c.filter == ResampleFilter::kBicubic ? "bicubic" : "bilinear"}});
+                    {"filter", FilterName(c.filter)}});
   }
   const auto references = References(inputs, spec);
   ASSERT_EQ(references.size(), cases.size());

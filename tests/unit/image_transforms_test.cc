@@ -86,7 +86,7 @@ TEST(TransformSpecTest, RejectsMalformedSpecsNamingTheField) {
   };
   const std::vector<Case> cases = {
       {json::array(), "object"},
-      {{{"ops", {{{"op", "RandomCrop"}, {"size", {3}}}}}}, "unknown op 'RandomCrop'"},
+      {{{"ops", {{{"op", "RandomPerspective"}, {"size", {3}}}}}}, "unknown op 'RandomPerspective'"},
       {{{"ops", {{{"op", "CenterCrop"}}}}}, "'size' is required"},
       {{{"ops", {{{"op", "CenterCrop"}, {"size", {0, 4}}}}}}, "positive"},
       {{{"ops", {{{"op", "CenterCrop"}, {"size", {-3}}}}}}, "positive"},
@@ -99,8 +99,10 @@ TEST(TransformSpecTest, RejectsMalformedSpecsNamingTheField) {
       {{{"ops", {{{"op", "RandomResizedCrop"}, {"size", {8}}, {"ratio", {2.0, 1.0}}}}}}, "ordered"},
       {{{"ops", {{{"op", "RandomResizedCrop"}, {"size", {8}}, {"ratio", {0.0, 1.0}}}}}},
        "positive"},
-      {{{"ops", {{{"op", "RandomResizedCrop"}, {"size", {8}}, {"interpolation", "lanczos"}}}}},
+      {{{"ops", {{{"op", "RandomResizedCrop"}, {"size", {8}}, {"interpolation", "sinc"}}}}},
        "interpolation"},
+      {{{"ops", {{{"op", "RandomRotation"}, {"degrees", 5}, {"interpolation", "lanczos"}}}}},
+       "warps support"},
       {{{"ops",
          {{{"op", "CenterCrop"}, {"size", {8}}}, {{"op", "RandomHorizontalFlip"}, {"p", 1.5}}}}},
        "RandomHorizontalFlip field 'p'"},
@@ -474,6 +476,35 @@ TEST(TransformPipelineTest, AbsurdIntermediateSizesAreRefused) {
   std::vector<std::byte> out(pipeline.sample_bytes());
   EXPECT_EQ(pipeline.Apply(SmoothImage(2, 2000), 0, 0, 0, out).code(),
             StatusCode::kResourceExhausted);
+}
+
+TEST(TransformPipelineTest, AbsurdOpParametersGiveSamplesOrErrorsNeverCrashes) {
+  // Specs come from other processes: extreme but valid values must end in a
+  // sample or an error. Degenerate warps (NaN or huge matrices) read fill.
+  const json cases[] = {
+      {{"op", "RandomRotation"}, {"degrees", {-1e308, 1e308}}},
+      {{"op", "RandomAffine"}, {"degrees", 0}, {"shear", {89.999999, 90.0}}},
+      {{"op", "RandomAffine"}, {"degrees", 0}, {"scale", {1e-300, 1e-300}}},
+      {{"op", "RandomAffine"}, {"degrees", 0}, {"scale", {1e300, 1e300}}},
+      {{"op", "RandomAffine"}, {"degrees", 1e9}, {"translate", {1, 1}}},
+      {{"op", "Pad"}, {"padding", 8192}, {"padding_mode", "reflect"}},
+      {{"op", "GaussianBlur"}, {"kernel_size", 255}, {"sigma", {1e-9, 1e9}}},
+      {{"op", "RandAugment"}, {"num_ops", 8}, {"magnitude", 999}, {"num_magnitude_bins", 1000}},
+      {{"op", "RandomCrop"}, {"size", 64}},  // larger than the image: an error
+  };
+  for (const json& op : cases) {
+    auto pipeline = TransformPipeline::FromJson(
+        {{"ops", {op, {{"op", "CenterCrop"}, {"size", 8}}}},
+         {"output", {{"dtype", "float32"}, {"mean", {0.5}}, {"std", {0.2}}}}});
+    ASSERT_TRUE(pipeline.ok()) << op.dump() << pipeline.status().ToString();
+    std::vector<std::byte> out(pipeline->sample_bytes());
+    for (uint64_t item = 0; item < 20; ++item) {
+      const Status status = pipeline->Apply(SmoothImage(17, 11), 0, 0, item, out);
+      EXPECT_TRUE(status.ok() || status.code() == StatusCode::kInvalidArgument ||
+                  status.code() == StatusCode::kResourceExhausted)
+          << op.dump() << status.ToString();
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,349 @@
+// Pixel ops against torchvision 0.14 on PIL images (Pillow 9.4), op by op,
+// with the same forced parameters: the reference is computed by
+// /usr/bin/python3 with torchvision.transforms.functional on the same pixels,
+// in a temporary directory, when the test runs. Every op is expected to be
+// identical (max |diff| 0) except GaussianBlur, whose reference is a float32
+// 2-D convolution (torchvision's tensor kernel): there a sum that lands
+// near .5 may round the other way, so one level on a few pixels is allowed.
+// The measured figures are printed (docs/transforms.md quotes them).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "server/image/pixel_ops.h"
+#include "server/image/transforms.h"
+
+namespace galley::image {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kReferenceScript = R"PY(
+import json, sys
+import numpy as np
+from PIL import Image
+import torchvision.transforms.functional as F
+from torchvision.transforms import InterpolationMode as IM
+
+work = sys.argv[1]
+modes = {"nearest": IM.NEAREST, "bilinear": IM.BILINEAR, "bicubic": IM.BICUBIC}
+for i, c in enumerate(json.load(open(f"{work}/cases.json"))):
+    pixels = np.fromfile(f"{work}/{c['input']}", np.uint8).reshape(c["height"], c["width"], 3)
+    img = Image.fromarray(pixels, "RGB")
+    op, a = c["op"], c["args"]
+    if op == "brightness": out = F.adjust_brightness(img, a["factor"])
+    elif op == "contrast": out = F.adjust_contrast(img, a["factor"])
+    elif op == "saturation": out = F.adjust_saturation(img, a["factor"])
+    elif op == "sharpness": out = F.adjust_sharpness(img, a["factor"])
+    elif op == "hue": out = F.adjust_hue(img, a["factor"])
+    elif op == "grayscale": out = F.rgb_to_grayscale(img, num_output_channels=3)
+    elif op == "posterize": out = F.posterize(img, a["bits"])
+    elif op == "solarize": out = F.solarize(img, a["threshold"])
+    elif op == "autocontrast": out = F.autocontrast(img)
+    elif op == "equalize": out = F.equalize(img)
+    elif op == "invert": out = F.invert(img)
+    elif op == "vflip": out = F.vflip(img)
+    elif op == "pad":
+        out = F.pad(img, a["padding"], fill=tuple(a["fill"]), padding_mode=a["mode"])
+    elif op == "affine":
+        out = F.affine(img, angle=a["angle"], translate=a["translate"], scale=a["scale"],
+                       shear=a["shear"], interpolation=modes[a["interpolation"]],
+                       fill=a["fill"], center=[0, 0] if a["origin"] else None)
+    elif op == "rotate":
+        out = F.rotate(img, a["angle"], interpolation=modes[a["interpolation"]], fill=a["fill"])
+    elif op == "blur":
+        out = F.gaussian_blur(img, [a["kw"], a["kh"]], [a["sx"], a["sy"]])
+    np.ascontiguousarray(np.asarray(out, np.uint8)).tofile(f"{work}/out{i}.raw")
+)PY";
+
+struct Image {
+  int width = 0;
+  int height = 0;
+  std::vector<uint8_t> pixels;
+  cv::Mat Mat() { return cv::Mat(height, width, CV_8UC3, pixels.data()); }
+};
+
+// Smooth gradients with noise on top, so both flat and busy regions occur.
+Image Textured(int width, int height, uint32_t seed) {
+  Image image{width, height, std::vector<uint8_t>(static_cast<size_t>(width) * height * 3)};
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> noise(-40, 40);
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      uint8_t* p = &image.pixels[(static_cast<size_t>(y) * width + x) * 3];
+      const double base[3] = {40 + 170.0 * x / width, 127.5 + 100 * std::sin(x * 0.11 + y * 0.07),
+                              30 + 190.0 * y / height};
+      for (int c = 0; c < 3; ++c) {
+        p[c] =
+            static_cast<uint8_t>(std::clamp<int>(static_cast<int>(base[c]) + noise(rng), 0, 255));
+      }
+    }
+  }
+  return image;
+}
+
+struct Case {
+  std::string op;
+  json args;
+  int input = 0;
+  int max_diff = 0;  // allowed
+  std::function<cv::Mat(cv::Mat)> apply;
+};
+
+cv::Mat Same(const cv::Mat& src) { return cv::Mat(src.rows, src.cols, CV_8UC3); }
+
+WarpInterpolation ModeOf(const std::string& name) {
+  if (name == "bilinear") return WarpInterpolation::kBilinear;
+  if (name == "bicubic") return WarpInterpolation::kBicubic;
+  return WarpInterpolation::kNearest;
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  auto simple = [&](const std::string& op, json args, std::function<void(cv::Mat, cv::Mat&)> fn) {
+    for (int input = 0; input < 2; ++input) {
+      cases.push_back({op, args, input, 0, [fn](cv::Mat src) {
+                         cv::Mat dst = Same(src);
+                         fn(src, dst);
+                         return dst;
+                       }});
+    }
+  };
+  for (double f : {0.0, 0.35, 1.0, 1.7}) {
+    simple("brightness", {{"factor", f}},
+           [f](cv::Mat s, cv::Mat& d) { AdjustBrightness(s, d, f); });
+    simple("contrast", {{"factor", f}}, [f](cv::Mat s, cv::Mat& d) { AdjustContrast(s, d, f); });
+    simple("saturation", {{"factor", f}},
+           [f](cv::Mat s, cv::Mat& d) { AdjustSaturation(s, d, f); });
+    simple("sharpness", {{"factor", f}}, [f](cv::Mat s, cv::Mat& d) { AdjustSharpness(s, d, f); });
+  }
+  for (double f : {-0.5, -0.23, -0.01, 0.0, 0.05, 0.31, 0.5}) {
+    simple("hue", {{"factor", f}}, [f](cv::Mat s, cv::Mat& d) { AdjustHue(s, d, f); });
+  }
+  simple("grayscale", json::object(), [](cv::Mat s, cv::Mat& d) { ToGrayscale(s, d); });
+  for (int bits : {1, 4, 7, 8}) {
+    simple("posterize", {{"bits", bits}}, [bits](cv::Mat s, cv::Mat& d) { Posterize(s, d, bits); });
+  }
+  for (double t : {0.0, 93.5, 128.0, 255.0}) {
+    simple("solarize", {{"threshold", t}}, [t](cv::Mat s, cv::Mat& d) { Solarize(s, d, t); });
+  }
+  simple("autocontrast", json::object(), [](cv::Mat s, cv::Mat& d) { AutoContrast(s, d); });
+  simple("equalize", json::object(), [](cv::Mat s, cv::Mat& d) { Equalize(s, d); });
+  simple("invert", json::object(), [](cv::Mat s, cv::Mat& d) { Invert(s, d); });
+  simple("vflip", json::object(), [](cv::Mat s, cv::Mat& d) { VerticalFlip(s, d); });
+
+  const std::vector<std::pair<std::string, PadMode>> pad_modes = {
+      {"constant", PadMode::kConstant},
+      {"edge", PadMode::kEdge},
+      {"reflect", PadMode::kReflect},
+      {"symmetric", PadMode::kSymmetric}};
+  for (const auto& [name, mode] : pad_modes) {
+    const std::array<int, 4> pad = {3, 5, 7, 2};  // left, top, right, bottom
+    const Fill fill = {10, 200, 77};
+    cases.push_back({"pad",
+                     {{"padding", pad}, {"fill", fill}, {"mode", name}},
+                     0,
+                     0,
+                     [pad, mode, fill](cv::Mat src) {
+                       cv::Mat dst;
+                       PadImage(src, dst, pad[0], pad[1], pad[2], pad[3], mode, fill);
+                       return dst;
+                     }});
+  }
+
+  struct AffineCase {
+    double angle, tx, ty, scale, shear_x, shear_y;
+    bool origin;
+  };
+  const std::vector<AffineCase> affines = {
+      {17.3, 0, 0, 1.0, 0, 0, false},      {-42.0, 3, -5, 1.0, 0, 0, false},
+      {0, 0, 0, 1.0, 16.7, 0, true},       {0, 0, 0, 1.0, 0, -12.4, true},
+      {0, 11, 0, 1.0, 0, 0, false},        {0, 0, -7, 1.0, 0, 0, false},
+      {8.0, 2, 1, 1.15, 5.5, -3.0, false}, {0, 0, 0, 0.8, 0, 0, false}};
+  for (const AffineCase& a : affines) {
+    for (const char* mode : {"nearest", "bilinear", "bicubic"}) {
+      const Fill fill = {0, 0, 0};
+      cases.push_back({"affine",
+                       {{"angle", a.angle},
+                        {"translate", {a.tx, a.ty}},
+                        {"scale", a.scale},
+                        {"shear", {a.shear_x, a.shear_y}},
+                        {"interpolation", mode},
+                        {"fill", {0, 0, 0}},
+                        {"origin", a.origin}},
+                       1,
+                       0,
+                       [a, m = ModeOf(mode), fill](cv::Mat src) {
+                         cv::Mat dst = Same(src);
+                         Affine(src, dst, a.angle, a.tx, a.ty, a.scale, a.shear_x, a.shear_y, m,
+                                fill, a.origin);
+                         return dst;
+                       }});
+    }
+  }
+  for (double angle : {0.0, 90.0, 180.0, -270.0, 33.3, -121.0, 400.0}) {
+    for (const char* mode : {"nearest", "bilinear"}) {
+      const Fill fill = {128, 64, 32};
+      cases.push_back({"rotate",
+                       {{"angle", angle}, {"interpolation", mode}, {"fill", {128, 64, 32}}},
+                       0,
+                       0,
+                       [angle, m = ModeOf(mode), fill](cv::Mat src) {
+                         cv::Mat dst = Same(src);
+                         Rotate(src, dst, angle, m, fill);
+                         return dst;
+                       }});
+    }
+  }
+  for (auto [kw, kh, sx, sy] :
+       std::vector<std::tuple<int, int, double, double>>{{3, 3, 0.1, 0.1},
+                                                         {5, 5, 1.3, 1.3},
+                                                         {9, 9, 2.0, 2.0},
+                                                         {23, 23, 1.7, 1.7},
+                                                         {7, 3, 1.1, 0.6}}) {
+    cases.push_back({"blur",
+                     {{"kw", kw}, {"kh", kh}, {"sx", sx}, {"sy", sy}},
+                     0,
+                     1,
+                     [kw, kh, sx, sy](cv::Mat src) {
+                       cv::Mat dst = Same(src);
+                       GaussianBlur(src, dst, kw, kh, sx, sy);
+                       return dst;
+                     }});
+  }
+  return cases;
+}
+
+TEST(PixelOpsParityTest, EveryOpMatchesTorchvisionOnPil) {
+  const fs::path work =
+      fs::temp_directory_path() / ("galley_pixel_ops_" + std::to_string(getpid()));
+  fs::create_directories(work);
+  std::vector<Image> inputs = {Textured(67, 53, 1), Textured(48, 48, 2)};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::ofstream(work / ("in" + std::to_string(i) + ".raw"), std::ios::binary)
+        .write(reinterpret_cast<const char*>(inputs[i].pixels.data()),
+               static_cast<std::streamsize>(inputs[i].pixels.size()));
+  }
+  const std::vector<Case> cases = Cases();
+  json list = json::array();
+  for (const Case& c : cases) {
+    list.push_back({{"op", c.op},
+                    {"args", c.args},
+                    {"input", "in" + std::to_string(c.input) + ".raw"},
+                    {"width", inputs[c.input].width},
+                    {"height", inputs[c.input].height}});
+  }
+  std::ofstream(work / "cases.json") << list.dump();
+  std::ofstream(work / "reference.py") << kReferenceScript;
+  const std::string command = std::string(GALLEY_TEST_PYTHON) + " " +
+                              (work / "reference.py").string() + " " + work.string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+
+  std::map<std::string, std::pair<int, double>> worst;  // op -> (max diff, worst mean diff)
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const cv::Mat ours = c.apply(inputs[c.input].Mat());
+    std::ifstream file(work / ("out" + std::to_string(i) + ".raw"), std::ios::binary);
+    std::vector<uint8_t> expected((std::istreambuf_iterator<char>(file)),
+                                  std::istreambuf_iterator<char>());
+    ASSERT_EQ(expected.size(), ours.total() * 3) << c.op << " " << c.args.dump();
+    int max_diff = 0;
+    int64_t total = 0, differing = 0;
+    for (int y = 0; y < ours.rows; ++y) {
+      const uint8_t* row = ours.ptr<uint8_t>(y);
+      for (int x = 0; x < ours.cols * 3; ++x) {
+        const int diff = std::abs(row[x] - expected[static_cast<size_t>(y) * ours.cols * 3 + x]);
+        max_diff = std::max(max_diff, diff);
+        total += diff;
+        differing += diff != 0;
+      }
+    }
+    const double mean = static_cast<double>(total) / static_cast<double>(expected.size());
+    auto& [op_max, op_mean] = worst[c.op];
+    op_max = std::max(op_max, max_diff);
+    op_mean = std::max(op_mean, mean);
+    EXPECT_LE(max_diff, c.max_diff) << c.op << " " << c.args.dump() << " on input " << c.input;
+    if (c.max_diff > 0) {
+      // Rounding ties only: at most 1% of values one level off.
+      EXPECT_LT(static_cast<double>(differing) / expected.size(), 0.01) << c.op << c.args.dump();
+    }
+  }
+  for (const auto& [op, figures] : worst) {
+    std::printf("parity %-13s max |diff| %d  worst mean |diff| %.5f\n", op.c_str(), figures.first,
+                figures.second);
+  }
+  fs::remove_all(work);
+}
+
+// AutoAugment, RandAugment and TrivialAugmentWide's magnitude tables: the
+// float32 values of torchvision's torch.linspace / arange tables, exactly.
+constexpr const char* kMagnitudeScript = R"PY(
+import json, sys
+import torchvision.transforms as TV
+out = {}
+for name, t, bins in (("AutoAugment", TV.AutoAugment(), 10), ("RandAugment", TV.RandAugment(), 31),
+                      ("TrivialAugmentWide", TV.TrivialAugmentWide(), 31)):
+    space = t._augmentation_space(bins) if name == "TrivialAugmentWide" else \
+        t._augmentation_space(bins, (160, 224))
+    out[name] = {op: [float(v) for v in (m.reshape(-1).tolist() if m.ndim else [])]
+                 for op, (m, signed) in space.items()}
+json.dump(out, open(sys.argv[1], "w"))
+)PY";
+
+TEST(PixelOpsParityTest, AugmentMagnitudesEqualTorchvisionTables) {
+  const fs::path work =
+      fs::temp_directory_path() / ("galley_magnitudes_" + std::to_string(getpid()));
+  fs::create_directories(work);
+  std::ofstream(work / "magnitudes.py") << kMagnitudeScript;
+  const std::string command = std::string(GALLEY_TEST_PYTHON) + " " +
+                              (work / "magnitudes.py").string() + " " +
+                              (work / "out.json").string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const json tables = json::parse(std::ifstream(work / "out.json"));
+  const std::vector<std::string> names = {"Identity",     "ShearX",    "ShearY",     "TranslateX",
+                                          "TranslateY",   "Rotate",    "Brightness", "Color",
+                                          "Contrast",     "Sharpness", "Posterize",  "Solarize",
+                                          "AutoContrast", "Equalize",  "Invert"};
+  const std::vector<std::pair<std::string, OpKind>> families = {
+      {"AutoAugment", OpKind::kAutoAugment},
+      {"RandAugment", OpKind::kRandAugment},
+      {"TrivialAugmentWide", OpKind::kTrivialAugmentWide}};
+  int compared = 0, exact = 0;
+  for (const auto& [family, kind] : families) {
+    for (size_t op = 0; op < names.size(); ++op) {
+      if (!tables[family].contains(names[op])) continue;
+      const auto& expected = tables[family][names[op]];
+      for (size_t bin = 0; bin < expected.size(); ++bin) {
+        auto magnitude =
+            AugmentMagnitude(kind, static_cast<int>(op), static_cast<int>(expected.size()),
+                             static_cast<int>(bin), 224, 160);
+        ASSERT_TRUE(magnitude.ok());
+        // torch's linspace computes some entries with SIMD arange steps, so
+        // a few differ from the serial formula by one float32 ulp.
+        const auto reference = static_cast<float>(expected[bin].get<double>());
+        const float ulp = std::nextafter(std::abs(reference), INFINITY) - std::abs(reference);
+        EXPECT_LE(std::abs(*magnitude - reference), ulp)
+            << family << " " << names[op] << " bin " << bin;
+        exact += *magnitude == reference;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 300);
+  std::printf("magnitudes: %d of %d identical to torchvision's, the rest within 1 ulp\n", exact,
+              compared);
+  fs::remove_all(work);
+}
+
+}  // namespace
+}  // namespace galley::image
