@@ -118,6 +118,11 @@ galley::JobSpec SpecFromDict(const py::dict& d) {
   if (!get("policy").is_none()) spec.policy = get("policy").cast<std::string>();
   if (!get("ods_fraction").is_none()) spec.ods_fraction = get("ods_fraction").cast<double>();
   if (!get("name").is_none()) spec.name = get("name").cast<std::string>();
+  if (!get("shards").is_none()) spec.shards = get("shards").cast<std::vector<std::string>>();
+  if (!get("image_key").is_none()) spec.image_key = get("image_key").cast<std::string>();
+  if (d.contains("label_key")) {
+    spec.label_key = get("label_key").is_none() ? "" : get("label_key").cast<std::string>();
+  }
   if (!get("shard_drop_last").is_none()) {
     spec.shard_drop_last = get("shard_drop_last").cast<bool>();
   }

@@ -2,3 +2,8 @@
 galley_add_test(dataset_test
   SOURCES unit/dataset_test.cc
   LIBS galley_dataset)
+
+# The tar indexer, with a short run of its fuzz target.
+galley_add_test(tar_index_test
+  SOURCES unit/tar_index_test.cc fuzz/tar_index_fuzz.cc
+  LIBS galley_dataset)

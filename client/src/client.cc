@@ -23,8 +23,12 @@ Result<std::unique_ptr<wire::Connection>> Handshake(const ClientOptions& options
                           {"client", options.client_name},
                           {"pid", static_cast<int64_t>(::getpid())}};
   GALLEY_ASSIGN_OR_RETURN(auto hello_text, wire::EncodeJson(hello));
-  GALLEY_RETURN_IF_ERROR(connection->SendFrame(wire::MessageType::kHello, 0, hello_text));
+  // A daemon that refuses the connection (a per-user limit, a personal
+  // daemon of another user) says why and closes, possibly before the Hello
+  // arrives: a failed send still reads that answer.
+  const Status sent = connection->SendFrame(wire::MessageType::kHello, 0, hello_text);
   auto frame = connection->ReadFrame(Clock::now() + options.request_timeout);
+  if (!sent.ok() && (!frame.ok() || frame->header.type != wire::MessageType::kError)) return sent;
   if (!frame.ok() && frame.status().code() == StatusCode::kProtocolError) {
     // A daemon of another release answers in its own protocol version.
     return Status::ProtocolError("galleyd at " + options.socket_path +

@@ -285,6 +285,9 @@ json JobSpecToJson(const JobSpec& spec) {
       {"classes", spec.classes},
       {"ids", spec.ids},
       {"ods_fraction", spec.ods_fraction},
+      {"shards", spec.shards},
+      {"image_key", spec.image_key},
+      {"label_key", spec.label_key},
       {"shard_drop_last", spec.shard_drop_last},
       {"shuffle", spec.shuffle},
       {"start_batch", spec.start_batch},
@@ -319,6 +322,9 @@ Result<JobSpec> JobSpecFromJson(const json& body) {
   GALLEY_RETURN_IF_ERROR(r.String("policy", &spec.policy));
   GALLEY_RETURN_IF_ERROR(r.Fraction("ods_fraction", &spec.ods_fraction));
   GALLEY_RETURN_IF_ERROR(r.String("name", &spec.name));
+  GALLEY_RETURN_IF_ERROR(r.StringList("shards", &spec.shards));
+  GALLEY_RETURN_IF_ERROR(r.String("image_key", &spec.image_key));
+  GALLEY_RETURN_IF_ERROR(r.String("label_key", &spec.label_key));
   GALLEY_RETURN_IF_ERROR(r.Bool("shard_drop_last", &spec.shard_drop_last));
   GALLEY_RETURN_IF_ERROR(r.Bool("shuffle", &spec.shuffle));
   GALLEY_RETURN_IF_ERROR(r.Unsigned("start_batch", &spec.start_batch));

@@ -20,6 +20,7 @@ from . import _autostart
 from . import _galley
 from . import _tensors
 from . import batch_ops
+from . import shards as _shards
 from . import transforms as T
 
 if TYPE_CHECKING:  # torch is imported lazily: importing galley must not need it
@@ -186,7 +187,8 @@ class DataLoader:
                  indices: Optional[Iterable[int]] = None, layout: str = "NCHW",
                  socket: Optional[str] = None, name: Optional[str] = None,
                  ods_fraction: float = 0.1, autostart: Optional[bool] = None,
-                 batch_transform: Any = None) -> None:
+                 batch_transform: Any = None,
+                 image_key: Optional[str] = None, label_key: Optional[str] = "cls") -> None:
         if on_error not in ("skip", "raise"):
             raise ValueError('on_error must be "skip" or "raise"')
         if int(batch_size) < 1:
@@ -205,7 +207,15 @@ class DataLoader:
         if seed is None and generator is not None:
             seed = int(generator.initial_seed()) % (1 << 64)
 
-        root, dataset_transform = _dataset_root(dataset)
+        # Tar shards (a list, glob, brace pattern or folder of *.tar) are
+        # expanded here, as the user; see galley.shards.
+        shards = None
+        if isinstance(dataset, (str, os.PathLike, list, tuple)):
+            shard_name, shards = _shards.resolve_dataset(dataset)
+        if shards is not None:
+            root, dataset_transform = shard_name, None
+        else:
+            root, dataset_transform = _dataset_root(dataset)
         if transform is None:
             transform = dataset_transform
 
@@ -282,6 +292,10 @@ class DataLoader:
             "classes": list(classes) if classes else None,
             "ids": [int(i) for i in indices] if indices is not None else None,
         }
+        if shards is not None:
+            self._spec.update(shards=shards, image_key=image_key or "", label_key=label_key)
+        elif image_key is not None or label_key != "cls":
+            raise ValueError("image_key= and label_key= apply to tar shard datasets only")
         self._socket = socket
         self._autostart = autostart
         self._client: Any = None
@@ -568,7 +582,9 @@ class DataLoader:
                 spec["start_batch"] = self._resume["batches"]
                 spec["resume_consumed"] = self._resume["consumed"]
             try:
-                self._job = self._client.open_job(spec)
+                with _shards.IndexingProgress(
+                        lambda: _autostart.client(self._socket, False, 5.0), spec.get("shards")):
+                    self._job = self._client.open_job(spec)
             except (_galley.ServerUnavailable, _galley.JobCancelled):
                 # A daemon galley chose may have been exiting for idleness:
                 # find (or start) one again, once.

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "galley/version.h"
+#include "server/daemon/shard_datasets.h"
 #include "server/image/decoder.h"
 #include "server/sampler/sampling_policy.h"
 #include "wire/messages.h"
@@ -382,17 +383,29 @@ void ControlServer::Release(const Admission& a) {
   shm_in_use_ -= a.shm_bytes;
 }
 
-Result<std::shared_ptr<const Dataset>> ControlServer::OpenDataset(const std::string& path) {
-  std::error_code ec;
-  std::string key = std::filesystem::weakly_canonical(path, ec).string();
-  if (ec) key = path;
+Result<std::shared_ptr<const Dataset>> ControlServer::OpenDataset(const JobSpec& spec) {
+  const ShardOptions shard_options = ShardOptionsFor(spec, options_);
+  std::string key;
+  if (spec.shards.empty()) {
+    std::error_code ec;
+    key = std::filesystem::weakly_canonical(spec.dataset, ec).string();
+    if (ec) key = spec.dataset;
+  } else {
+    key = Dataset::ShardSetKey(spec.shards, shard_options);
+  }
   {
     std::lock_guard lock(mu_);
-    if (auto it = datasets_.find(key); it != datasets_.end()) return it->second;
+    if (auto it = datasets_.find(key); it != datasets_.end()) {
+      // A shard replaced under running jobs: list the set again for this job.
+      if (!it->second->stale()) return it->second;
+      datasets_.erase(it);
+    }
   }
   std::vector<std::filesystem::path> roots(options_.allowed_roots.begin(),
                                            options_.allowed_roots.end());
-  GALLEY_ASSIGN_OR_RETURN(auto dataset, Dataset::Open(path, roots));
+  GALLEY_ASSIGN_OR_RETURN(
+      auto dataset, spec.shards.empty() ? Dataset::Open(spec.dataset, roots)
+                                        : Dataset::OpenShards(spec.shards, shard_options, roots));
   std::lock_guard lock(mu_);
   // Two jobs may open the same dataset at once; the first one in wins so
   // both share one instance (and one sampler).
@@ -418,7 +431,8 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
   job->spec = spec;
   job->owner_uid = peer.uid;
   job->owner_pid = peer.pid;
-  GALLEY_ASSIGN_OR_RETURN(job->dataset, OpenDataset(spec.dataset));
+  GALLEY_ASSIGN_OR_RETURN(job->dataset, OpenDataset(spec));
+  GALLEY_RETURN_IF_ERROR(CheckShardJob(*job->dataset, spec, peer.uid, peer.gid));
   // Class names travel to the client as JSON text; a folder whose name is
   // not UTF-8 (Latin-1, say) is refused here, naming it, rather than
   // renamed silently.
@@ -684,9 +698,11 @@ json ControlServer::Query(const std::string& what) const {
       list.push_back({{"root", dataset->root().string()},
                       {"items", dataset->size()},
                       {"classes", dataset->classes().size()},
-                      {"bytes", dataset->total_bytes()}});
+                      {"bytes", dataset->total_bytes()},
+                      {"shards", DescribeShards(*dataset)}});
     }
-    return {{"datasets", list}, {"samplers", scheduler_->Describe()}};
+    return {
+        {"datasets", list}, {"indexing", DescribeIndexing()}, {"samplers", scheduler_->Describe()}};
   }
   if (what == "jobs") {
     json list = json::array();

@@ -78,7 +78,9 @@ class ControlServer {
   Result<std::shared_ptr<ServedJob>> CreateJob(const JobSpec& spec,
                                                const wire::PeerCredentials& peer,
                                                Admission* admission);
-  Result<std::shared_ptr<const Dataset>> OpenDataset(const std::string& path);
+  // The job's dataset: shared with other jobs whose source resolves to the
+  // same files (and keys); opened, or re-opened when stale, otherwise.
+  Result<std::shared_ptr<const Dataset>> OpenDataset(const JobSpec& spec);
   void ReapFinishedSessions();
   Status Admit(const Admission& admission);  // takes mu_
   void Release(const Admission& admission);  // takes mu_

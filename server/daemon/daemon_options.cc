@@ -61,6 +61,9 @@ Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "socket", &options->socket_path));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "cache_bytes", &options->cache_bytes));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "worker_threads", &options->worker_threads));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "tar_index_dir", &options->tar_index_dir));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "tar_index_max_bytes", &options->tar_index_max_bytes));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_open_shards", &options->max_open_shards));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "default_policy", &options->default_policy));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "sampler_seed", &options->sampler_seed));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "max_jobs", &options->max_jobs));
@@ -179,6 +182,12 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
   app.add_option("--allowed-root", options.allowed_roots,
                  "directory datasets may be served from (repeatable; default: any)");
   app.add_option("--cache-bytes", options.cache_bytes, "cache budget in bytes (0 disables)");
+  app.add_option("--tar-index-dir", options.tar_index_dir,
+                 "folder of the tar shard index cache (none disables)");
+  app.add_option("--tar-index-max-bytes", options.tar_index_max_bytes,
+                 "size cap of the tar shard index cache");
+  app.add_option("--max-open-shards", options.max_open_shards,
+                 "open shard descriptors kept per dataset");
   app.add_option("--cache-eviction", options.cache_eviction,
                  "cache eviction policy: refcount (default) or lru")
       ->check(CLI::IsMember({"refcount", "lru"}));

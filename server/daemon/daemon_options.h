@@ -62,6 +62,15 @@ struct DaemonOptions {
   // PATH=POLICY. A job that names a policy still gets its own.
   std::map<std::string, std::string> dataset_policies;
 
+  // Tar shard datasets (docs/datasets.md). The on-disk index of each shard
+  // version is kept in tar_index_dir (created 0700, files 0600: member names
+  // can be private), at most tar_index_max_bytes in all, oldest removed
+  // first. Default dir: $XDG_CACHE_HOME/galley/tar-index, else
+  // ~/.cache/galley/tar-index; "" or "none" disables the cache. At most
+  // max_open_shards shard descriptors stay open per dataset.
+  std::string tar_index_dir;
+  uint64_t tar_index_max_bytes = uint64_t{1} << 30;
+  uint32_t max_open_shards = 128;
   // Jobs at different speeds (docs/sampling.md §3.3): the most time per
   // epoch a job whose consumer has little buffered may be held so that a
   // full peer shares the next wave (0: jobs are never held), and the

@@ -1,16 +1,10 @@
-// Dataset: the list of samples galleyd serves from one root, with a stable
+// Dataset: the list of samples galleyd serves from one source, with a stable
 // integer item id per sample.
 //
-// A root is either an ImageFolder directory (root/<class>/**/<file>), read
-// exactly as torchvision 0.14's datasets.ImageFolder reads it, so item ids and
-// labels match a PyTorch loader over the same tree; or a manifest file of
-// `relative/path<TAB>label` lines, paths relative to the manifest's folder,
-// '#' comments and blank lines skipped. Labels are integers, or class names
-// (then classes() lists them sorted and a label is the name's index, as in
-// ImageFolder); the item id is the line's rank. Paths never leave the
-// root: `..` components and symlinks that resolve outside it are refused when
-// the dataset is opened, and again when a file is read, in case a link was
-// swapped in since.
+// The items come from a DatasetSource: an ImageFolder directory or a
+// manifest file (FileSource), or a list of tar shards (ShardSource). The
+// sampler, the scheduler and the cache tiers see only ids, labels and bytes.
+// Item ids are 32-bit: a dataset holds at most 2^32-1 items.
 //
 // Thread-safety: immutable after Open; every method may be called from any
 // thread. Share it as std::shared_ptr<const Dataset>.
@@ -25,14 +19,15 @@
 #include <vector>
 
 #include "galley/status.h"
+#include "server/dataset/dataset_source.h"
+#include "server/dataset/shard_source.h"
 
 namespace galley {
 
-using ItemId = uint32_t;
-
 // Which items of a dataset a job uses. Empty (all three lists empty) means
 // every item; otherwise the union of the named classes, the [begin, end)
-// ranges and the single ids.
+// ranges and the single ids. For a dataset without class names (integer
+// labels) a class is named by its label value, e.g. "7".
 struct SubsetSpec {
   std::vector<std::string> classes;
   std::vector<std::pair<ItemId, ItemId>> ranges;
@@ -54,22 +49,41 @@ class Dataset {
   static Result<std::shared_ptr<const Dataset>> Open(
       const std::filesystem::path& root, const std::vector<std::filesystem::path>& allowed_roots);
 
-  // The canonical root: the ImageFolder directory, or the manifest file.
-  const std::filesystem::path& root() const { return root_; }
-  size_t size() const { return labels_.size(); }
-  // Class names, sorted; a label is an index into them. Empty for a manifest
-  // whose labels are all integers.
-  const std::vector<std::string>& classes() const { return classes_; }
-  // Label of an item; -1 for an id out of range.
-  int64_t label(ItemId id) const;
-  // Absolute path of an item (empty for an id out of range).
-  std::filesystem::path path(ItemId id) const;
-  // Sum of the files' sizes at open time, for the cache planner.
-  uint64_t total_bytes() const { return total_bytes_; }
+  // Opens a list of tar shards (ShardSource), each resolved to its canonical
+  // path, which must lie under `allowed_roots`. Refuses URLs and compressed
+  // tars with a message saying what to do. Errors as Open, plus those of
+  // ShardSource::Open.
+  static Result<std::shared_ptr<const Dataset>> OpenShards(
+      const std::vector<std::string>& shards, const ShardOptions& options,
+      const std::vector<std::filesystem::path>& allowed_roots);
 
-  // The whole file. InvalidArgument for an id out of range, NotFound if it
-  // vanished, PermissionDenied if it now resolves outside the root, DataLoss
-  // for I/O errors or a non-regular file, ResourceExhausted over kMaxFileBytes.
+  // The key under which jobs share a shard dataset: the canonical shard
+  // paths and the keys, so a glob and a list naming the same files agree.
+  static std::string ShardSetKey(const std::vector<std::string>& shards,
+                                 const ShardOptions& options);
+
+  // The canonical root: the ImageFolder directory, the manifest file, or the
+  // first shard.
+  const std::filesystem::path& root() const { return root_; }
+  size_t size() const { return source_->size(); }
+  // Class names, sorted; a label is an index into them. Empty for a manifest
+  // whose labels are all integers, and for shards.
+  const std::vector<std::string>& classes() const { return source_->classes(); }
+  // Label of an item; -1 for an id out of range.
+  int64_t label(ItemId id) const { return id < size() ? source_->label(id) : -1; }
+  // Where an item lives (a file, or shard:key.ext); empty for an id out of
+  // range. For messages only.
+  std::filesystem::path path(ItemId id) const;
+  // Sum of the items' sizes at open time, for the cache planner.
+  uint64_t total_bytes() const { return source_->total_bytes(); }
+  // Whether the storage changed since the listing (a shard was replaced).
+  bool stale() const { return source_->stale(); }
+  // The shard source, or null for files.
+  const ShardSource* shard_source() const { return shards_; }
+
+  // The item's bytes. InvalidArgument for an id out of range; otherwise the
+  // source's errors (NotFound, PermissionDenied, DataLoss,
+  // ResourceExhausted).
   Result<std::vector<uint8_t>> Read(ItemId id) const;
 
   // The sorted, de-duplicated ids a subset names. InvalidArgument for an
@@ -79,21 +93,9 @@ class Dataset {
  private:
   Dataset() = default;
 
-  Status ScanImageFolder();
-  Status ReadManifest();
-  void AddItem(const std::string& relative_path, int64_t label);
-  std::string_view relative_path(ItemId id) const;
-
   std::filesystem::path root_;
-  // Directory every item must stay inside: root_ itself, or the manifest's.
-  std::filesystem::path base_dir_;
-  std::vector<std::string> classes_;
-  std::vector<int64_t> labels_;
-  // Relative paths, concatenated; item i is [path_offsets_[i], path_offsets_[i+1]).
-  // One buffer instead of a string per item keeps ten million items compact.
-  std::string path_pool_;
-  std::vector<uint64_t> path_offsets_{0};
-  uint64_t total_bytes_ = 0;
+  std::unique_ptr<const DatasetSource> source_;
+  const ShardSource* shards_ = nullptr;  // source_, when it is a ShardSource
 };
 
 }  // namespace galley

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
@@ -125,13 +126,21 @@ TEST_F(AdmissionTest, PerUidLimitsNameTheLimit) {
       << c.status().ToString();
 
   // Two job connections plus two idle ones fill the user's four.
-  std::vector<wire::UniqueFd> idle;
+  // Each completes the handshake, so the daemon has surely accepted and
+  // counted it before the next connection is tried.
+  std::vector<std::unique_ptr<wire::Connection>> idle;
   for (int i = 0; i < 2; ++i) {
     auto fd = wire::Connection::ConnectUnix(options_.socket_path);
     ASSERT_TRUE(fd.ok());
-    idle.push_back(std::move(fd).value());
+    auto connection = std::make_unique<wire::Connection>(std::move(fd).value());
+    const std::string hello =
+        R"({"protocol_version":)" + std::to_string(wire::kProtocolVersion) + R"(,"client":"idle"})";
+    ASSERT_TRUE(connection->SendFrame(wire::MessageType::kHello, 0, hello).ok());
+    auto welcome = connection->ReadFrame(std::chrono::steady_clock::now() + 10s);
+    ASSERT_TRUE(welcome.ok()) << welcome.status().ToString();
+    ASSERT_EQ(welcome->header.type, wire::MessageType::kWelcome);
+    idle.push_back(std::move(connection));
   }
-  std::this_thread::sleep_for(200ms);  // the daemon accepts them
   auto refused = Client::Connect(options_);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);

@@ -18,6 +18,18 @@ struct JobSpec {
   // roots.
   std::string dataset;
 
+  // Tar shards (WebDataset layout) to serve instead of `dataset`, already
+  // expanded from any glob or brace pattern by the client; `dataset` then only
+  // names the set in messages. Jobs whose shards resolve to the same files,
+  // with the same keys, share one dataset.
+  std::vector<std::string> shards;
+  // Extension of the image member of a shard sample; "" = the first of jpg,
+  // jpeg, png, webp present.
+  std::string image_key;
+  // Label of a shard sample: "cls" (text integer), "json:FIELD", or ""
+  // (unlabelled; labels are -1).
+  std::string label_key = "cls";
+
   // Subset of the dataset: the union of these three selections; all empty
   // means the whole dataset.
   std::vector<std::string> classes;

@@ -1,0 +1,166 @@
+"""Expanding ``dataset=`` into a list of tar shards, as the user.
+
+``galley.DataLoader(dataset=...)`` accepts, besides an ImageFolder root or a
+manifest file, tar shards in the WebDataset layout given as:
+
+* a list (or tuple) of tar paths, served in the order given;
+* a brace pattern, ``/data/in1k/train-{000000..001023}.tar`` (numeric ranges
+  keep the width of the first bound, as WebDataset's ``braceexpand`` does;
+  ``{a,b}`` lists alternatives), in the order expanded;
+* a glob, ``/data/in1k/train-*.tar``, sorted by name;
+* a folder holding ``*.tar`` files and no sub-folders, sorted by name;
+* one ``.tar`` path.
+
+The client expands patterns with the user's own view of the file system and
+sends the daemon the resolved absolute paths; jobs whose lists resolve to the
+same files share work however they were spelled. Compressed tars and URLs
+are refused here, with what to do instead.
+"""
+
+import glob
+import os
+import re
+
+_COMPRESSED = (".tar.gz", ".tgz", ".tar.zst", ".tar.zstd", ".tar.bz2", ".tar.xz")
+_BRACE = re.compile(r"\{([^{}]*)\}")
+
+
+def _check_name(path):
+    lower = path.lower()
+    if "://" in path or lower.startswith("pipe:"):
+        raise ValueError(f"dataset {path!r} is a URL or pipe: galley reads local (or mounted) "
+                         "files only; copy the shards to local storage or mount them")
+    if lower.endswith(_COMPRESSED):
+        raise ValueError(f"shard {path!r} is compressed; a compressed tar cannot be read by "
+                         "byte range: decompress it to a plain .tar first (e.g. gunzip, unzstd)")
+
+
+def expand_braces(pattern):
+    """Expands ``{a..b}`` numeric ranges and ``{x,y}`` alternatives, left to
+    right, like WebDataset's ``braceexpand``."""
+    match = _BRACE.search(pattern)
+    if match is None:
+        return [pattern]
+    head, body, tail = pattern[:match.start()], match.group(1), pattern[match.end():]
+    range_match = re.fullmatch(r"(-?\d+)\.\.(-?\d+)", body)
+    if range_match:
+        first, last = range_match.group(1), range_match.group(2)
+        width = len(first) if first.lstrip("-").startswith("0") else 0
+        lo, hi = int(first), int(last)
+        step = 1 if hi >= lo else -1
+        options = [str(i).zfill(width) for i in range(lo, hi + step, step)]
+    else:
+        options = body.split(",")
+    return [item for option in options for item in expand_braces(head + option + tail)]
+
+
+def resolve_dataset(dataset):
+    """Returns ``(name, shards)``: ``shards`` is the list of absolute shard
+    paths, or None when ``dataset`` is an ImageFolder root or a manifest (then
+    ``name`` is its path, unchanged)."""
+    if isinstance(dataset, (list, tuple)):
+        for p in dataset:
+            if not isinstance(p, (str, os.PathLike)):
+                raise TypeError("dataset must be a root path (ImageFolder or manifest), a "
+                                "torchvision ImageFolder, or tar shards (a list of paths, a glob, "
+                                f"a brace pattern or a folder); got a list holding "
+                                f"{type(p).__name__}")
+        paths = [os.fspath(p) for p in dataset]
+        if not paths:
+            raise ValueError("dataset is an empty list of shards")
+        for p in paths:
+            _check_name(p)
+        shards = [os.path.abspath(p) for p in paths]
+        return shards[0], shards
+    path = os.fspath(dataset)
+    _check_name(path)
+    if _BRACE.search(path):
+        shards = [os.path.abspath(p) for p in expand_braces(path)]
+        for p in shards:
+            _check_name(p)
+        return path, shards
+    if glob.has_magic(path):
+        shards = sorted(os.path.abspath(p) for p in glob.glob(path))
+        if not shards:
+            raise FileNotFoundError(f"no file matches {path!r}")
+        for p in shards:
+            _check_name(p)
+        return path, shards
+    if os.path.isdir(path):
+        entries = list(os.scandir(path))
+        tars = sorted(e.path for e in entries if e.name.endswith(".tar") and e.is_file())
+        if not any(e.is_dir() for e in entries):
+            if tars:
+                return path, [os.path.abspath(p) for p in tars]
+            for e in entries:
+                _check_name(e.path)
+        return path, None
+    if path.endswith(".tar"):
+        return path, [os.path.abspath(path)]
+    return path, None
+
+
+def format_progress(entry):
+    """One progress line, as tqdm writes it, from a "datasets" query's
+    ``indexing`` entry."""
+    done, total = int(entry["done"]), int(entry["shards"])
+    rate, left = float(entry["rate"]), float(entry["seconds_left"])
+    left_text = "?" if left < 0 else f"{int(left) // 60:02d}:{int(left) % 60:02d}"
+    return (f"galley: indexing {os.path.basename(entry['first_shard'])}…: "
+            f"{done}/{total} shards [{100 * done // max(total, 1)}%, {rate:.1f} shards/s, "
+            f"{left_text} left]")
+
+
+class IndexingProgress:
+    """While a job over shards waits for galleyd to index them, prints the
+    daemon's progress on a terminal (stderr, rewritten in place) after one
+    second. ``GALLEY_PROGRESS=1`` prints even when stderr is not a terminal;
+    ``GALLEY_PROGRESS=0`` never prints."""
+
+    def __init__(self, connect, shards, stream=None, delay=1.0, interval=0.5):
+        import sys
+        self._connect, self._stream = connect, stream or sys.stderr
+        setting = os.environ.get("GALLEY_PROGRESS", "")
+        wanted = setting == "1" or (setting != "0" and self._stream.isatty())
+        self._active = bool(shards) and wanted
+        self._first = shards[0] if shards else None
+        self._delay, self._interval = delay, interval
+        self._thread = None
+        self._printed = False
+
+    def __enter__(self):
+        if self._active:
+            import threading
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            if self._printed:
+                self._stream.write("\n")
+                self._stream.flush()
+        return False
+
+    def _run(self):
+        if self._stop.wait(self._delay):
+            return
+        try:
+            client = self._connect()
+        except Exception:  # no second connection: no progress, the job goes on
+            return
+        while True:
+            try:
+                entries = client.query("datasets").get("indexing", [])
+            except Exception:
+                return
+            for entry in entries:
+                if os.path.realpath(entry["first_shard"]) == os.path.realpath(self._first):
+                    self._stream.write("\r" + format_progress(entry))
+                    self._stream.flush()
+                    self._printed = True
+            if self._stop.wait(self._interval):
+                return

@@ -1,0 +1,97 @@
+#include "server/daemon/shard_datasets.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+
+namespace galley {
+
+ShardOptions ShardOptionsFor(const JobSpec& spec, const DaemonOptions& options) {
+  ShardOptions shard;
+  shard.image_key = spec.image_key;
+  shard.label_key = spec.label_key;
+  shard.max_open_shards = options.max_open_shards;
+  shard.index_cache_max_bytes = options.tar_index_max_bytes;
+  if (options.tar_index_dir == "none") return shard;
+  if (!options.tar_index_dir.empty()) {
+    shard.index_cache_dir = options.tar_index_dir;
+  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
+    shard.index_cache_dir = std::filesystem::path(xdg) / "galley" / "tar-index";
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
+    shard.index_cache_dir = std::filesystem::path(home) / ".cache" / "galley" / "tar-index";
+  }
+  return shard;
+}
+
+Status CheckShardJob(const Dataset& dataset, const JobSpec& spec, uid_t uid, gid_t gid) {
+  const ShardSource* shards = dataset.shard_source();
+  if (shards == nullptr) return Status::Ok();
+  if (uid != 0) {
+    for (const auto& path : shards->shards()) {
+      struct stat info {};
+      if (::stat(path.c_str(), &info) != 0) continue;  // its reads fail as sample errors
+      const bool readable = info.st_uid == uid   ? (info.st_mode & S_IRUSR) != 0
+                            : info.st_gid == gid ? (info.st_mode & S_IRGRP) != 0
+                                                 : (info.st_mode & S_IROTH) != 0;
+      if (!readable) {
+        return Status::PermissionDenied("you may not read shard " + path.string());
+      }
+    }
+  }
+  if (spec.on_error == "raise") {
+    const ShardStats& stats = shards->stats();
+    if (stats.skipped_samples > 0) {
+      return Status::InvalidArgument(
+          std::to_string(stats.skipped_samples) +
+          " samples have no usable image or label, the first: " + stats.first_skipped_sample +
+          " (on_error=\"skip\" serves the others)");
+    }
+    if (stats.damaged_shards > 0) {
+      return Status::InvalidArgument(std::to_string(stats.damaged_shards) +
+                                     " shards are damaged, the first: " + stats.first_damage +
+                                     " (on_error=\"skip\" serves what precedes the damage)");
+    }
+  }
+  return Status::Ok();
+}
+
+nlohmann::json DescribeShards(const Dataset& dataset) {
+  const ShardSource* shards = dataset.shard_source();
+  if (shards == nullptr) return nullptr;
+  const ShardStats& s = shards->stats();
+  const ShardIndexCounters& counters = GlobalShardIndexCounters();
+  return {{"shards", s.shards},
+          {"samples", s.samples},
+          {"skipped_members", s.skipped_members},
+          {"skipped_samples", s.skipped_samples},
+          {"first_skipped_sample", s.first_skipped_sample},
+          {"damaged_shards", s.damaged_shards},
+          {"first_damage", s.first_damage},
+          {"from_index_cache", s.from_cache},
+          {"stale_idx", s.stale_idx},
+          {"index_seconds", s.index_seconds},
+          {"index_age_seconds", shards->index_age_seconds()},
+          {"stale", dataset.stale()},
+          {"daemon_shards_scanned", counters.scanned.load()},
+          {"daemon_index_cache_hits", counters.cache_hits.load()},
+          {"daemon_stale_idx", counters.stale_idx.load()}};
+}
+
+nlohmann::json DescribeIndexing() {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& p : ActiveIndexing()) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - p->started).count();
+    const uint64_t done = p->done.load();
+    const double rate = seconds > 0 ? double(done) / seconds : 0.0;
+    list.push_back({{"first_shard", p->first_shard},
+                    {"shards", p->shards},
+                    {"done", done},
+                    {"seconds", seconds},
+                    {"rate", rate},
+                    {"seconds_left", rate > 0 ? double(p->shards - done) / rate : -1.0}});
+  }
+  return list;
+}
+
+}  // namespace galley

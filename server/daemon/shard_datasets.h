@@ -1,0 +1,38 @@
+// The daemon's glue for tar shard datasets: the ShardOptions a job asks for,
+// the checks a job over shards must pass, and what galleyctl shows of them.
+//
+// Thread-safety: free functions of their arguments; call from any thread.
+#ifndef GALLEY_SERVER_DAEMON_SHARD_DATASETS_H_
+#define GALLEY_SERVER_DAEMON_SHARD_DATASETS_H_
+
+#include <sys/types.h>
+
+#include <nlohmann/json.hpp>
+
+#include "galley/job_spec.h"
+#include "galley/status.h"
+#include "server/daemon/daemon_options.h"
+#include "server/dataset/dataset.h"
+
+namespace galley {
+
+// The job's image_key/label_key with the daemon's index cache and
+// descriptor limits.
+ShardOptions ShardOptionsFor(const JobSpec& spec, const DaemonOptions& options);
+
+// For a shard dataset: PermissionDenied unless the peer (uid, gid) may read
+// every shard; with on_error "raise", InvalidArgument naming the first
+// skipped sample (shard and key) or damaged shard. Ok for other datasets.
+Status CheckShardJob(const Dataset& dataset, const JobSpec& spec, uid_t uid, gid_t gid);
+
+// Shard counts, skipped members and samples, damage, index age and the
+// process-wide index counters; null for other datasets.
+nlohmann::json DescribeShards(const Dataset& dataset);
+
+// Shard sets being indexed now: first shard, shards done and total, seconds,
+// rate (shards/s) and estimated seconds left.
+nlohmann::json DescribeIndexing();
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DAEMON_SHARD_DATASETS_H_

@@ -1,0 +1,47 @@
+// DatasetSource: where a dataset's items come from. One implementation per
+// storage format (FileSource: ImageFolder trees and manifests; ShardSource:
+// tar shards), so the sampler and the cache tiers see only item ids, labels
+// and bytes, never the format.
+//
+// An implementation lists its items once, when it is built, in a stable
+// order (the item id is the rank), and reads one item's bytes on demand.
+//
+// Thread-safety: implementations are immutable after construction apart from
+// internal, locked caches; every method may be called from any thread.
+#ifndef GALLEY_SERVER_DATASET_DATASET_SOURCE_H_
+#define GALLEY_SERVER_DATASET_DATASET_SOURCE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "galley/status.h"
+
+namespace galley {
+
+using ItemId = uint32_t;
+
+class DatasetSource {
+ public:
+  virtual ~DatasetSource() = default;
+
+  virtual size_t size() const = 0;
+  // Label of item `id` < size().
+  virtual int64_t label(ItemId id) const = 0;
+  // Class names, sorted; a label indexes them. Empty when labels are plain
+  // integers.
+  virtual const std::vector<std::string>& classes() const = 0;
+  // Where item `id` < size() lives, for messages: a path, or shard:member.
+  virtual std::string Locate(ItemId id) const = 0;
+  // The item's bytes; `id` < size().
+  virtual Result<std::vector<uint8_t>> Read(ItemId id) const = 0;
+  // Sum of the items' encoded sizes, for the cache planner.
+  virtual uint64_t total_bytes() const = 0;
+  // Whether the storage changed under the listing (a replaced or truncated
+  // shard), so the dataset should be listed again at the next open.
+  virtual bool stale() const { return false; }
+};
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DATASET_DATASET_SOURCE_H_

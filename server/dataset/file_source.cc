@@ -1,0 +1,315 @@
+#include "server/dataset/file_source.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <system_error>
+
+namespace galley {
+namespace {
+
+namespace fs = std::filesystem;
+
+// torchvision.datasets.folder.IMG_EXTENSIONS, matched case-insensitively.
+constexpr const char* kImageExtensions[] = {".jpg", ".jpeg", ".png",  ".ppm", ".bmp",
+                                            ".pgm", ".tif",  ".tiff", ".webp"};
+
+bool HasImageExtension(const std::string& name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* extension : kImageExtensions) {
+    const size_t n = std::strlen(extension);
+    if (lower.size() >= n && lower.compare(lower.size() - n, n, extension) == 0) return true;
+  }
+  return false;
+}
+
+bool IsWithin(const fs::path& path, const fs::path& dir) { return IsWithinDirectory(path, dir); }
+
+// A file descriptor that closes itself.
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ~ScopedFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::string ErrnoText(int error) {
+  return std::error_code(error, std::generic_category()).message();
+}
+
+// One directory as os.walk yields it: its path relative to the root, and
+// the names of its non-directory entries.
+struct WalkedDirectory {
+  std::string relative;
+  std::vector<std::string> files;
+};
+
+// os.walk(top, followlinks=True), collecting every directory. Symlinked
+// directories are followed, but never outside `boundary`, and never into one
+// of their own ancestors (os.walk would loop until the path grew too long).
+Status Walk(const fs::path& boundary, const fs::path& directory, const std::string& relative,
+            std::vector<fs::path>& ancestors, std::vector<WalkedDirectory>& out) {
+  std::error_code error;
+  const fs::path canonical = fs::canonical(directory, error);
+  if (error)
+    return Status::NotFound("cannot resolve " + directory.string() + ": " + error.message());
+  if (!IsWithin(canonical, boundary)) {
+    return Status::PermissionDenied("symlink " + directory.string() + " leads outside the root");
+  }
+  if (std::find(ancestors.begin(), ancestors.end(), canonical) != ancestors.end()) {
+    return Status::InvalidArgument("symlink cycle at " + directory.string());
+  }
+  WalkedDirectory walked{relative, {}};
+  std::vector<std::string> subdirectories;
+  fs::directory_iterator it(directory, error);
+  if (error) return Status::NotFound("cannot list " + directory.string() + ": " + error.message());
+  for (; it != fs::directory_iterator(); it.increment(error)) {
+    if (error) break;
+    const std::string name = it->path().filename().string();
+    std::error_code type_error;
+    // is_directory follows symlinks, as os.scandir's entry.is_dir() does.
+    if (it->is_directory(type_error)) {
+      subdirectories.push_back(name);
+    } else {
+      walked.files.push_back(name);
+    }
+  }
+  if (error) return Status::NotFound("cannot list " + directory.string() + ": " + error.message());
+  out.push_back(std::move(walked));
+  ancestors.push_back(canonical);
+  for (const std::string& name : subdirectories) {
+    GALLEY_RETURN_IF_ERROR(Walk(boundary, directory / name, relative + "/" + name, ancestors, out));
+  }
+  ancestors.pop_back();
+  return Status::Ok();
+}
+
+uint64_t FileSize(const fs::path& path) {
+  std::error_code error;
+  const auto size = fs::file_size(path, error);
+  return error ? 0 : static_cast<uint64_t>(size);
+}
+
+bool ParseInteger(std::string_view text, int64_t& value) {
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  return ec == std::errc() && ptr == end;
+}
+
+}  // namespace
+
+bool IsWithinDirectory(const fs::path& path, const fs::path& dir) {
+  auto p = path.begin();
+  for (auto d = dir.begin(); d != dir.end(); ++d, ++p) {
+    if (p == path.end() || *p != *d) return false;
+  }
+  return true;
+}
+
+Result<std::unique_ptr<FileSource>> FileSource::Open(const fs::path& canonical) {
+  std::unique_ptr<FileSource> source(new FileSource());
+  source->root_ = canonical;
+  std::error_code error;
+  if (fs::is_directory(canonical, error)) {
+    source->base_dir_ = canonical;
+    GALLEY_RETURN_IF_ERROR(source->ScanImageFolder());
+  } else if (fs::is_regular_file(canonical, error)) {
+    source->base_dir_ = canonical.parent_path();
+    GALLEY_RETURN_IF_ERROR(source->ReadManifest());
+  } else {
+    return Status::InvalidArgument("dataset root " + canonical.string() +
+                                   " is neither a directory nor a manifest file");
+  }
+  return source;
+}
+
+void FileSource::AddItem(const std::string& relative_path, int64_t label) {
+  path_pool_ += relative_path;
+  path_offsets_.push_back(path_pool_.size());
+  labels_.push_back(label);
+  total_bytes_ += FileSize(base_dir_ / relative_path);
+}
+
+Status FileSource::ScanImageFolder() {
+  // find_classes: sorted names of the root's subdirectories (links followed).
+  std::error_code error;
+  for (fs::directory_iterator it(root_, error); !error && it != fs::directory_iterator();
+       it.increment(error)) {
+    std::error_code type_error;
+    if (it->is_directory(type_error)) classes_.push_back(it->path().filename().string());
+  }
+  if (error) return Status::NotFound("cannot list " + root_.string() + ": " + error.message());
+  if (classes_.empty()) {
+    return Status::InvalidArgument("no class folders in " + root_.string());
+  }
+  std::sort(classes_.begin(), classes_.end());
+  // make_dataset: for each class, sorted(os.walk(class_dir)) (directories in
+  // path-string order), then each directory's files sorted by name.
+  for (size_t label = 0; label < classes_.size(); ++label) {
+    std::vector<WalkedDirectory> directories;
+    std::vector<fs::path> ancestors;
+    GALLEY_RETURN_IF_ERROR(
+        Walk(root_, root_ / classes_[label], classes_[label], ancestors, directories));
+    std::sort(
+        directories.begin(), directories.end(),
+        [](const WalkedDirectory& a, const WalkedDirectory& b) { return a.relative < b.relative; });
+    const size_t before = size();
+    for (WalkedDirectory& directory : directories) {
+      std::sort(directory.files.begin(), directory.files.end());
+      for (const std::string& name : directory.files) {
+        if (!HasImageExtension(name)) continue;
+        const std::string relative = directory.relative + "/" + name;
+        const fs::path resolved = fs::weakly_canonical(root_ / relative, error);
+        if (error || !IsWithin(resolved, root_)) {
+          return Status::PermissionDenied("symlink " + (root_ / relative).string() +
+                                          " leads outside the root");
+        }
+        AddItem(relative, static_cast<int64_t>(label));
+      }
+    }
+    if (size() == before) {
+      // torchvision's make_dataset raises for an empty class too: a silently
+      // missing class would shift no labels but would surprise a user.
+      return Status::InvalidArgument("class folder '" + classes_[label] +
+                                     "' has no image files (extensions: .jpg .jpeg .png .ppm "
+                                     ".bmp .pgm .tif .tiff .webp)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status FileSource::ReadManifest() {
+  std::ifstream in(root_);
+  if (!in) return Status::NotFound("cannot read manifest " + root_.string());
+  struct Line {
+    std::string path;
+    std::string label;
+  };
+  std::vector<Line> lines;
+  std::string text;
+  for (size_t number = 1; std::getline(in, text); ++number) {
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+    const size_t first = text.find_first_not_of(" \t");
+    if (first == std::string::npos || text[first] == '#') continue;
+    const std::string where = root_.string() + ":" + std::to_string(number) + ": ";
+    const size_t tab = text.find('\t');
+    if (tab == std::string::npos || tab == 0 || tab + 1 >= text.size()) {
+      return Status::InvalidArgument(where + "expected 'relative/path<TAB>label'");
+    }
+    Line line{text.substr(0, tab), text.substr(tab + 1)};
+    const fs::path relative(line.path);
+    if (relative.is_absolute()) {
+      return Status::PermissionDenied(where + "absolute path '" + line.path + "' refused");
+    }
+    const fs::path normal = (base_dir_ / relative).lexically_normal();
+    if (!IsWithin(normal, base_dir_)) {
+      return Status::PermissionDenied(where + "path '" + line.path + "' leaves the root");
+    }
+    std::error_code error;
+    if (!fs::exists(normal, error)) {
+      return Status::NotFound(where + "file '" + line.path + "' does not exist");
+    }
+    const fs::path resolved = fs::canonical(normal, error);
+    if (error || !IsWithin(resolved, base_dir_)) {
+      return Status::PermissionDenied(where + "symlink '" + line.path + "' leads outside the root");
+    }
+    line.path = normal.lexically_relative(base_dir_).string();
+    lines.push_back(std::move(line));
+  }
+  if (in.bad()) return Status::DataLoss("error reading manifest " + root_.string());
+  int64_t number = 0;
+  const bool numeric = std::all_of(lines.begin(), lines.end(), [&](const Line& line) {
+    return ParseInteger(line.label, number);
+  });
+  std::map<std::string, int64_t> class_index;
+  if (!numeric) {
+    for (const Line& line : lines) class_index.emplace(line.label, 0);
+    for (auto& [name, index] : class_index) {
+      index = static_cast<int64_t>(classes_.size());
+      classes_.push_back(name);
+    }
+  }
+  for (const Line& line : lines) {
+    int64_t label = 0;
+    if (numeric) {
+      ParseInteger(line.label, label);
+    } else {
+      label = class_index.at(line.label);
+    }
+    AddItem(line.path, label);
+  }
+  return Status::Ok();
+}
+
+std::string_view FileSource::relative_path(ItemId id) const {
+  return std::string_view(path_pool_)
+      .substr(path_offsets_[id], path_offsets_[id + 1] - path_offsets_[id]);
+}
+
+std::string FileSource::Locate(ItemId id) const {
+  return (base_dir_ / fs::path(std::string(relative_path(id)))).string();
+}
+
+Result<std::vector<uint8_t>> FileSource::Read(ItemId id) const {
+  const fs::path file = Locate(id);
+  // O_NONBLOCK: opening a FIFO planted in the tree must not hang a worker.
+  ScopedFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) {
+    const int error = errno;
+    if (error == ENOENT) return Status::NotFound(file.string() + ": no such file");
+    if (error == EACCES || error == EPERM) {
+      return Status::PermissionDenied(file.string() + ": " + ErrnoText(error));
+    }
+    return Status::DataLoss(file.string() + ": " + ErrnoText(error));
+  }
+  // Check what was actually opened, not the name: a link swapped in between a
+  // check and the open cannot redirect the read.
+  std::error_code error;
+  const fs::path opened = fs::read_symlink("/proc/self/fd/" + std::to_string(fd.get()), error);
+  if (error || !IsWithin(opened, base_dir_)) {
+    return Status::PermissionDenied(file.string() + " resolves outside the dataset root");
+  }
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0)
+    return Status::DataLoss(file.string() + ": " + ErrnoText(errno));
+  if (!S_ISREG(info.st_mode)) return Status::DataLoss(file.string() + " is not a regular file");
+  if (static_cast<uint64_t>(info.st_size) > kMaxFileBytes) {
+    return Status::ResourceExhausted(file.string() + " is larger than " +
+                                     std::to_string(kMaxFileBytes) + " bytes");
+  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(info.st_size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n =
+        ::pread(fd.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::DataLoss(file.string() + ": read failed: " + ErrnoText(errno));
+    }
+    if (n == 0) break;  // the file shrank while being read
+    done += static_cast<size_t>(n);
+  }
+  if (done != bytes.size()) return Status::DataLoss(file.string() + ": file shrank while read");
+  return bytes;
+}
+
+}  // namespace galley

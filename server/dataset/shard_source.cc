@@ -1,0 +1,714 @@
+#include "server/dataset/shard_source.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <list>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+
+#include "server/dataset/tar_index.h"
+
+namespace galley {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Member payloads galley reads while indexing, to find labels; kept in the
+// index so that a cached listing needs no payload read.
+constexpr const char* kInlineExtensions[] = {"cls", "json"};
+constexpr uint64_t kMaxInlineBytes = 64 << 10;
+// The image extensions picked by default, in order of preference (those the
+// decoders read).
+constexpr const char* kDefaultImageKeys[] = {"jpg", "jpeg", "png", "webp"};
+constexpr char kCacheMagic[] = "galley-tar-index-v1";
+
+std::string ErrnoText(int error) {
+  return std::error_code(error, std::generic_category()).message();
+}
+
+// What identifies one version of a shard file.
+struct FileIdentity {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint64_t inode = 0;
+  uint64_t device = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+FileIdentity IdentityOf(const struct stat& info) {
+  return {static_cast<uint64_t>(info.st_size),
+          int64_t{info.st_mtim.tv_sec} * 1000000000 + info.st_mtim.tv_nsec,
+          static_cast<uint64_t>(info.st_ino), static_cast<uint64_t>(info.st_dev)};
+}
+
+// An owned file descriptor.
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+Status OpenError(const fs::path& path, int error) {
+  const std::string text = path.string() + ": " + ErrnoText(error);
+  if (error == ENOENT) return Status::NotFound(text);
+  if (error == EACCES || error == EPERM) return Status::PermissionDenied(text);
+  return Status::DataLoss(text);
+}
+
+Status PreadExactly(int fd, uint64_t offset, std::span<uint8_t> out, const fs::path& path) {
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n =
+        ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::DataLoss(path.string() + ": read failed: " + ErrnoText(errno));
+    }
+    if (n == 0) return Status::DataLoss(path.string() + ": file shrank while read");
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+// A shard's listing plus the payloads of its label members: what the index
+// cache stores.
+struct ShardListing {
+  FileIdentity identity;
+  TarListing tar;
+  std::vector<std::string> inline_payloads;  // one per member; empty if not kept
+  bool from_cache = false;
+};
+
+// Lower-cased extension after the first dot of the base name; false when the
+// name has no key (no dot, a dotfile) or is unsafe (absolute, `..`).
+bool SplitMemberName(const std::string& name, std::string* key, std::string* extension) {
+  if (name.empty() || name.front() == '/') return false;
+  size_t start = 0;
+  while (start <= name.size()) {
+    const size_t slash = name.find('/', start);
+    const size_t end = slash == std::string::npos ? name.size() : slash;
+    if (name.compare(start, end - start, "..") == 0) return false;
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  const size_t base = name.rfind('/') == std::string::npos ? 0 : name.rfind('/') + 1;
+  const size_t dot = name.find('.', base);
+  if (dot == std::string::npos || dot == base || dot + 1 == name.size()) return false;
+  *key = name.substr(0, dot);
+  *extension = name.substr(dot + 1);
+  std::transform(extension->begin(), extension->end(), extension->begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return true;
+}
+
+bool IsInlineExtension(const std::string& extension) {
+  return std::any_of(std::begin(kInlineExtensions), std::end(kInlineExtensions),
+                     [&](const char* e) { return extension == e; });
+}
+
+// ---- The on-disk index cache --------------------------------------------
+//
+// One file per shard version, named by a hash of (canonical path, size,
+// mtime, inode, device); the file repeats the path and identity, which are
+// compared on load. Integers are little-endian, strings length-prefixed.
+
+uint64_t Fnv1a(std::string_view text) {
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+
+fs::path CacheFile(const fs::path& dir, const fs::path& shard, const FileIdentity& id) {
+  const std::string text = shard.string() + '\0' + std::to_string(id.size) + ':' +
+                           std::to_string(id.mtime_ns) + ':' + std::to_string(id.inode) + ':' +
+                           std::to_string(id.device);
+  char name[32];
+  std::snprintf(name, sizeof(name), "%016llx.tarindex",
+                static_cast<unsigned long long>(Fnv1a(text)));
+  return dir / name;
+}
+
+void PutU64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+void PutString(std::string& out, std::string_view s) {
+  PutU64(out, s.size());
+  out.append(s);
+}
+
+// Bounds-checked reader of a cache file: any inconsistency is a miss.
+class CacheReader {
+ public:
+  explicit CacheReader(std::string_view data) : data_(data) {}
+  bool U64(uint64_t* v) {
+    if (data_.size() < 8) return false;
+    *v = 0;
+    for (int i = 0; i < 8; ++i) *v |= uint64_t(static_cast<unsigned char>(data_[i])) << (8 * i);
+    data_.remove_prefix(8);
+    return true;
+  }
+  bool String(std::string* s) {
+    uint64_t n = 0;
+    if (!U64(&n) || n > data_.size()) return false;
+    s->assign(data_.substr(0, n));
+    data_.remove_prefix(n);
+    return true;
+  }
+  bool done() const { return data_.empty(); }
+
+ private:
+  std::string_view data_;
+};
+
+std::string SerializeListing(const fs::path& shard, const ShardListing& listing) {
+  std::string out;
+  PutString(out, kCacheMagic);
+  PutString(out, shard.string());
+  PutU64(out, listing.identity.size);
+  PutU64(out, static_cast<uint64_t>(listing.identity.mtime_ns));
+  PutU64(out, listing.identity.inode);
+  PutU64(out, listing.identity.device);
+  PutU64(out, listing.tar.skipped_non_regular);
+  PutString(out, listing.tar.damage);
+  PutU64(out, listing.tar.damaged_bytes);
+  PutU64(out, listing.tar.members.size());
+  for (size_t i = 0; i < listing.tar.members.size(); ++i) {
+    const TarMember& m = listing.tar.members[i];
+    PutString(out, m.name);
+    PutU64(out, m.header_offset);
+    PutU64(out, m.offset);
+    PutU64(out, m.size);
+    PutString(out, listing.inline_payloads[i]);
+  }
+  return out;
+}
+
+bool ParseListing(std::string_view data, const fs::path& shard, const FileIdentity& identity,
+                  ShardListing* listing) {
+  CacheReader r(data);
+  std::string magic, path;
+  uint64_t mtime = 0, count = 0;
+  if (!r.String(&magic) || magic != kCacheMagic || !r.String(&path) || path != shard.string())
+    return false;
+  if (!r.U64(&listing->identity.size) || !r.U64(&mtime) || !r.U64(&listing->identity.inode) ||
+      !r.U64(&listing->identity.device))
+    return false;
+  listing->identity.mtime_ns = static_cast<int64_t>(mtime);
+  if (!(listing->identity == identity)) return false;
+  if (!r.U64(&listing->tar.skipped_non_regular) || !r.String(&listing->tar.damage) ||
+      !r.U64(&listing->tar.damaged_bytes) || !r.U64(&count) || count > data.size() / 40)
+    return false;
+  listing->tar.members.resize(count);
+  listing->inline_payloads.resize(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    TarMember& m = listing->tar.members[i];
+    if (!r.String(&m.name) || !r.U64(&m.header_offset) || !r.U64(&m.offset) || !r.U64(&m.size) ||
+        !r.String(&listing->inline_payloads[i]))
+      return false;
+    if (m.offset > identity.size || m.size > identity.size - m.offset) return false;
+  }
+  return r.done();
+}
+
+// The cache folder, made private to the daemon's user; false when it cannot
+// be used (another owner, not a directory).
+bool PrepareCacheDir(const fs::path& dir) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  struct stat info {};
+  if (::lstat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != ::geteuid())
+    return false;
+  if ((info.st_mode & 077) != 0) ::chmod(dir.c_str(), 0700);
+  return true;
+}
+
+bool LoadCached(const fs::path& dir, const fs::path& shard, const FileIdentity& identity,
+                ShardListing* listing) {
+  const fs::path file = CacheFile(dir, shard, identity);
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (fd.get() < 0) return false;
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode) || info.st_uid != ::geteuid() ||
+      info.st_size > (int64_t{1} << 32))
+    return false;
+  std::string data(static_cast<size_t>(info.st_size), '\0');
+  if (!PreadExactly(fd.get(), 0, std::span(reinterpret_cast<uint8_t*>(data.data()), data.size()),
+                    file)
+           .ok())
+    return false;
+  return ParseListing(data, shard, identity, listing);
+}
+
+// Writes a cache file (private, atomically by rename), then trims the folder
+// to `max_bytes`, oldest files first. Failures only cost a rescan later.
+std::mutex cache_trim_mutex;
+
+void StoreCached(const fs::path& dir, const fs::path& shard, const ShardListing& listing,
+                 uint64_t max_bytes) {
+  const fs::path file = CacheFile(dir, shard, listing.identity);
+  const std::string data = SerializeListing(shard, listing);
+  if (data.size() > max_bytes) return;
+  const fs::path temp =
+      file.string() + ".tmp" + std::to_string(::getpid()) + "." +
+      std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()) % 1000000);
+  {
+    UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (fd.get() < 0) return;
+    size_t done = 0;
+    while (done < data.size()) {
+      const ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ::unlink(temp.c_str());
+        return;
+      }
+      done += static_cast<size_t>(n);
+    }
+  }
+  if (::rename(temp.c_str(), file.c_str()) != 0) {
+    ::unlink(temp.c_str());
+    return;
+  }
+  std::lock_guard lock(cache_trim_mutex);
+  struct Entry {
+    fs::path path;
+    int64_t mtime_ns;
+    uint64_t size;
+  };
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error); !error && it != fs::directory_iterator();
+       it.increment(error)) {
+    if (it->path().extension() != ".tarindex") continue;
+    struct stat info {};
+    if (::lstat(it->path().c_str(), &info) != 0 || !S_ISREG(info.st_mode)) continue;
+    entries.push_back({it->path(), IdentityOf(info).mtime_ns, static_cast<uint64_t>(info.st_size)});
+    total += static_cast<uint64_t>(info.st_size);
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.mtime_ns < b.mtime_ns; });
+  for (const Entry& e : entries) {
+    if (total <= max_bytes) break;
+    if (e.path == file) continue;
+    if (::unlink(e.path.c_str()) == 0) total -= e.size;
+  }
+}
+
+// ---- DALI .idx hints ---------------------------------------------------
+//
+// wds2idx writes "v1.2 N" (or "v1.1 N"), then one line per sample of
+// "ext offset size [name]" groups. galley lists the shard anyway; a hint
+// whose entries do not name members of the listing (by header or payload
+// offset, size, and name where given) is counted as stale.
+
+// Whether the .idx beside `shard` (if any) agrees with the listing;
+// nullopt-like -1 when there is none.
+int IdxAgrees(const fs::path& shard, const TarListing& tar) {
+  fs::path idx = shard;
+  idx.replace_extension(".idx");
+  std::ifstream in(idx);
+  if (!in) return -1;
+  std::string version;
+  uint64_t samples = 0;
+  if (!(in >> version >> samples) || (version != "v1.1" && version != "v1.2")) return 0;
+  const bool named = version == "v1.2";
+  std::unordered_map<uint64_t, const TarMember*> by_offset;
+  for (const TarMember& m : tar.members) {
+    by_offset.emplace(m.header_offset, &m);
+    by_offset.emplace(m.offset, &m);
+  }
+  std::string line;
+  std::getline(in, line);
+  uint64_t lines = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    ++lines;
+    std::istringstream fields(line);
+    std::string extension, name;
+    uint64_t offset = 0, size = 0;
+    while (fields >> extension >> offset >> size) {
+      if (named && !(fields >> name)) return 0;
+      auto it = by_offset.find(offset);
+      if (it == by_offset.end() || it->second->size != size) return 0;
+      if (named) {
+        const std::string& member = it->second->name;
+        const size_t base = member.rfind('/') == std::string::npos ? 0 : member.rfind('/') + 1;
+        if (member != name && member.substr(base) != name) return 0;
+      }
+    }
+  }
+  return lines == samples ? 1 : 0;
+}
+
+// Lists one shard: from the cache when it holds this version, else from
+// its headers (and stores the result).
+Result<ShardListing> ListShard(const fs::path& shard, const ShardOptions& options, bool use_cache,
+                               ShardStats* stats_for_idx) {
+  UniqueFd fd(::open(shard.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) return OpenError(shard, errno);
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0) return OpenError(shard, errno);
+  if (!S_ISREG(info.st_mode)) return Status::InvalidArgument(shard.string() + " is not a file");
+  ShardListing listing;
+  listing.identity = IdentityOf(info);
+  if (use_cache && LoadCached(options.index_cache_dir, shard, listing.identity, &listing)) {
+    listing.from_cache = true;
+    GlobalShardIndexCounters().cache_hits++;
+    return listing;
+  }
+  GlobalShardIndexCounters().scanned++;
+  auto tar = ListTar(listing.identity.size, [&](uint64_t offset, std::span<uint8_t> out) {
+    return PreadExactly(fd.get(), offset, out, shard);
+  });
+  if (!tar.ok()) return Status(tar.status().code(), shard.string() + " " + tar.status().message());
+  listing.tar = std::move(*tar);
+  listing.inline_payloads.resize(listing.tar.members.size());
+  for (size_t i = 0; i < listing.tar.members.size(); ++i) {
+    const TarMember& m = listing.tar.members[i];
+    std::string key, extension;
+    if (m.size > kMaxInlineBytes || !SplitMemberName(m.name, &key, &extension) ||
+        !IsInlineExtension(extension))
+      continue;
+    std::string& payload = listing.inline_payloads[i];
+    payload.resize(m.size);
+    GALLEY_RETURN_IF_ERROR(PreadExactly(
+        fd.get(), m.offset, std::span(reinterpret_cast<uint8_t*>(payload.data()), m.size), shard));
+  }
+  if (IdxAgrees(shard, listing.tar) == 0) {
+    GlobalShardIndexCounters().stale_idx++;
+    stats_for_idx->stale_idx++;
+  }
+  if (use_cache)
+    StoreCached(options.index_cache_dir, shard, listing, options.index_cache_max_bytes);
+  return listing;
+}
+
+bool ParseLabel(std::string_view text, int64_t* label) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
+    text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+    text.remove_suffix(1);
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), *label);
+  return ec == std::errc() && ptr == text.data() + text.size();
+}
+
+}  // namespace
+
+namespace {
+
+std::mutex active_indexing_mutex;
+// Guarded by active_indexing_mutex.
+std::vector<std::shared_ptr<IndexingProgress>> active_indexing;
+
+// Registers a listing for progress reports while it runs.
+class IndexingRegistration {
+ public:
+  IndexingRegistration(const fs::path& first, size_t shards)
+      : progress_(std::make_shared<IndexingProgress>()) {
+    progress_->first_shard = first.string();
+    progress_->shards = shards;
+    progress_->started = std::chrono::steady_clock::now();
+    std::lock_guard lock(active_indexing_mutex);
+    active_indexing.push_back(progress_);
+  }
+  ~IndexingRegistration() {
+    std::lock_guard lock(active_indexing_mutex);
+    std::erase(active_indexing, progress_);
+  }
+  IndexingProgress& progress() { return *progress_; }
+
+ private:
+  std::shared_ptr<IndexingProgress> progress_;
+};
+
+}  // namespace
+
+std::vector<std::shared_ptr<const IndexingProgress>> ActiveIndexing() {
+  std::lock_guard lock(active_indexing_mutex);
+  return {active_indexing.begin(), active_indexing.end()};
+}
+
+ShardIndexCounters& GlobalShardIndexCounters() {
+  static ShardIndexCounters counters;
+  return counters;
+}
+
+// The bounded set of open shard descriptors. Guarded by mu_; a reader holds
+// a shared_ptr to the descriptor it uses, so closing the least recently used
+// one never pulls it from under a pread in flight.
+class ShardSource::OpenShards {
+ public:
+  struct Shard {
+    fs::path path;
+    FileIdentity identity;
+  };
+  OpenShards(std::vector<Shard> shards, size_t capacity)
+      : shards_(std::move(shards)), capacity_(std::max<size_t>(1, capacity)) {}
+
+  const std::vector<Shard>& shards() const { return shards_; }
+  const std::vector<fs::path>& paths() const { return paths_; }
+
+  // The shard's descriptor, checked to still be the listed version.
+  Result<std::shared_ptr<UniqueFd>> Get(uint32_t index) {
+    const Shard& shard = shards_[index];
+    struct stat info {};
+    // stat the name too: a shard replaced by rename keeps the old inode
+    // open, which would silently serve the old contents.
+    if (::stat(shard.path.c_str(), &info) != 0) return OpenError(shard.path, errno);
+    if (!(IdentityOf(info) == shard.identity)) return Changed(shard);
+    std::lock_guard lock(mu_);
+    auto it = open_.find(index);
+    if (it != open_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.position);
+      return it->second.fd;
+    }
+    auto fd =
+        std::make_shared<UniqueFd>(::open(shard.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (fd->get() < 0) return OpenError(shard.path, errno);
+    if (::fstat(fd->get(), &info) != 0 || !(IdentityOf(info) == shard.identity))
+      return Changed(shard);
+    while (open_.size() >= capacity_) {
+      open_.erase(lru_.back());
+      lru_.pop_back();
+    }
+    lru_.push_front(index);
+    open_.emplace(index, Entry{fd, lru_.begin()});
+    return fd;
+  }
+
+  // Re-checks the identity after a read: a truncation during the pread shows
+  // here rather than as a short read of stale data.
+  bool StillListed(uint32_t index, int fd) const {
+    struct stat info {};
+    return ::fstat(fd, &info) == 0 && IdentityOf(info) == shards_[index].identity;
+  }
+
+  Status Changed(const Shard& shard) {
+    changed_ = true;
+    return Status::DataLoss(shard.path.string() +
+                            " changed since it was indexed (size, mtime or inode differ); its "
+                            "items fail until a job opens the dataset again, which re-indexes it");
+  }
+  bool changed() const { return changed_.load(); }
+
+  void SetPaths() {
+    for (const Shard& s : shards_) paths_.push_back(s.path);
+  }
+
+ private:
+  struct Entry {
+    std::shared_ptr<UniqueFd> fd;
+    std::list<uint32_t>::iterator position;
+  };
+  const std::vector<Shard> shards_;
+  std::vector<fs::path> paths_;
+  const size_t capacity_;
+  std::mutex mu_;
+  std::unordered_map<uint32_t, Entry> open_;  // guarded by mu_
+  std::list<uint32_t> lru_;                   // guarded by mu_; most recent first
+  std::atomic<bool> changed_{false};
+};
+
+ShardSource::~ShardSource() = default;
+
+const std::vector<fs::path>& ShardSource::shards() const { return files_->paths(); }
+
+Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::path>& shards,
+                                                       const ShardOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  if (shards.empty()) return Status::InvalidArgument("the shard list is empty");
+  if (shards.size() > std::numeric_limits<uint32_t>::max())
+    return Status::ResourceExhausted("too many shards");
+  std::string json_field;
+  if (options.label_key.rfind("json:", 0) == 0) {
+    json_field = options.label_key.substr(5);
+    if (json_field.empty()) return Status::InvalidArgument("label_key 'json:' needs a field name");
+  } else if (!options.label_key.empty() && options.label_key != "cls") {
+    return Status::InvalidArgument("label_key must be \"cls\", \"json:FIELD\" or None, not '" +
+                                   options.label_key + "'");
+  }
+  const bool use_cache =
+      !options.index_cache_dir.empty() && PrepareCacheDir(options.index_cache_dir);
+
+  std::unique_ptr<ShardSource> source(new ShardSource());
+  std::vector<Result<ShardListing>> listings(shards.size(), Status::Internal("not listed"));
+  std::vector<ShardStats> idx_stats(shards.size());
+  {
+    IndexingRegistration registration(shards.front(), shards.size());
+    unsigned threads = options.index_threads != 0
+                           ? options.index_threads
+                           : std::max(1u, std::thread::hardware_concurrency());
+    threads = static_cast<unsigned>(std::min<size_t>(threads, shards.size()));
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i = next++; i < shards.size(); i = next++) {
+        listings[i] = ListShard(shards[i], options, use_cache, &idx_stats[i]);
+        registration.progress().done++;
+      }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+  }
+
+  std::vector<OpenShards::Shard> opened;
+  ShardStats& stats = source->stats_;
+  stats.shards = shards.size();
+  const std::string wanted_label_extension = json_field.empty() ? "cls" : "json";
+  for (size_t s = 0; s < shards.size(); ++s) {
+    if (!listings[s].ok()) return listings[s].status();
+    const ShardListing& listing = *listings[s];
+    opened.push_back({shards[s], listing.identity});
+    stats.stale_idx += idx_stats[s].stale_idx;
+    if (listing.from_cache) stats.from_cache++;
+    stats.skipped_members += listing.tar.skipped_non_regular;
+    if (!listing.tar.damage.empty()) {
+      if (stats.damaged_shards++ == 0)
+        stats.first_damage = shards[s].string() + ": " + listing.tar.damage;
+    }
+    // Group members by key across the whole shard, in order of first sight.
+    struct Sample {
+      std::string key;
+      std::vector<std::pair<std::string, size_t>> members;  // extension, member index
+    };
+    std::vector<Sample> samples;
+    std::unordered_map<std::string, size_t> by_key;
+    const auto& members = listing.tar.members;
+    for (size_t m = 0; m < members.size(); ++m) {
+      std::string key, extension;
+      if (!SplitMemberName(members[m].name, &key, &extension)) {
+        stats.skipped_members++;
+        continue;
+      }
+      auto [it, inserted] = by_key.try_emplace(key, samples.size());
+      if (inserted) samples.push_back({key, {}});
+      auto& group = samples[it->second].members;
+      if (std::any_of(group.begin(), group.end(),
+                      [&](const auto& e) { return e.first == extension; })) {
+        stats.skipped_members++;  // a duplicate key.extension: the first wins
+        continue;
+      }
+      group.emplace_back(extension, m);
+    }
+    for (const Sample& sample : samples) {
+      auto find = [&](const std::string& extension) -> const TarMember* {
+        for (const auto& [e, m] : sample.members)
+          if (e == extension) return &members[m];
+        return nullptr;
+      };
+      auto find_index = [&](const std::string& extension) -> size_t {
+        for (const auto& [e, m] : sample.members)
+          if (e == extension) return m;
+        return members.size();
+      };
+      const TarMember* image = nullptr;
+      std::string image_extension;
+      if (!options.image_key.empty()) {
+        image_extension = options.image_key;
+        image = find(image_extension);
+      } else {
+        for (const char* e : kDefaultImageKeys) {
+          if ((image = find(e)) != nullptr) {
+            image_extension = e;
+            break;
+          }
+        }
+      }
+      std::string why;
+      int64_t label = -1;
+      if (image == nullptr) {
+        why = options.image_key.empty() ? "no jpg, jpeg, png or webp member"
+                                        : "no ." + options.image_key + " member";
+      } else if (!options.label_key.empty()) {
+        const size_t m = find_index(wanted_label_extension);
+        if (m == members.size()) {
+          why = "no ." + wanted_label_extension + " member";
+        } else if (json_field.empty()) {
+          if (!ParseLabel(listing.inline_payloads[m], &label)) why = "the .cls is not an integer";
+        } else {
+          const auto doc = nlohmann::json::parse(listing.inline_payloads[m], nullptr, false);
+          const auto field = doc.is_object() ? doc.find(json_field) : doc.end();
+          if (doc.is_object() && field != doc.end() && field->is_number_integer()) {
+            label = field->get<int64_t>();
+          } else {
+            why = "the .json has no integer field '" + json_field + "'";
+          }
+        }
+      }
+      if (!why.empty()) {
+        if (stats.skipped_samples++ == 0)
+          stats.first_skipped_sample = shards[s].string() + ": " + sample.key + " (" + why + ")";
+        continue;
+      }
+      if (source->items_.size() >= std::numeric_limits<ItemId>::max())
+        return Status::ResourceExhausted("more than 2^32-1 samples in the shard set");
+      source->items_.push_back({static_cast<uint32_t>(s), image->offset, image->size, label});
+      source->key_pool_ += sample.key + "." + image_extension;
+      source->key_offsets_.push_back(source->key_pool_.size());
+      source->total_bytes_ += image->size;
+    }
+  }
+  stats.samples = source->items_.size();
+  source->files_ = std::make_unique<OpenShards>(std::move(opened), options.max_open_shards);
+  source->files_->SetPaths();
+  source->listed_at_ = std::chrono::steady_clock::now();
+  stats.index_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return source;
+}
+
+double ShardSource::index_age_seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - listed_at_).count();
+}
+
+std::string ShardSource::Locate(ItemId id) const {
+  const std::string_view key =
+      std::string_view(key_pool_).substr(key_offsets_[id], key_offsets_[id + 1] - key_offsets_[id]);
+  return files_->shards()[items_[id].shard].path.string() + ":" + std::string(key);
+}
+
+Result<std::vector<uint8_t>> ShardSource::Read(ItemId id) const {
+  const Item& item = items_[id];
+  if (item.size > kMaxMemberBytes) {
+    return Status::ResourceExhausted(Locate(id) + " is larger than " +
+                                     std::to_string(kMaxMemberBytes) + " bytes");
+  }
+  auto fd = files_->Get(item.shard);
+  if (!fd.ok()) {
+    if (files_->changed()) stale_ = true;
+    return fd.status();
+  }
+  std::vector<uint8_t> bytes(item.size);
+  Status read = PreadExactly((*fd)->get(), item.offset, bytes, files_->shards()[item.shard].path);
+  if (!files_->StillListed(item.shard, (*fd)->get())) {
+    stale_ = true;
+    return files_->Changed(files_->shards()[item.shard]);
+  }
+  if (!read.ok()) return read;  // an I/O error on an unchanged shard
+  return bytes;
+}
+
+}  // namespace galley

@@ -1,0 +1,226 @@
+#include "server/dataset/tar_index.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
+namespace galley {
+namespace {
+
+constexpr uint64_t kBlock = 512;
+
+// A numeric header field: octal digits (leading spaces/NULs allowed), or the
+// GNU base-256 form (high bit of the first byte set). nullopt when malformed.
+std::optional<uint64_t> ParseNumber(std::span<const uint8_t> field) {
+  if (!field.empty() && (field[0] & 0x80) != 0) {
+    if ((field[0] & 0x40) != 0) return std::nullopt;  // negative
+    uint64_t value = field[0] & 0x3f;
+    for (size_t i = 1; i < field.size(); ++i) {
+      if (value > (UINT64_MAX >> 8)) return std::nullopt;
+      value = (value << 8) | field[i];
+    }
+    return value;
+  }
+  size_t i = 0;
+  while (i < field.size() && (field[i] == ' ' || field[i] == 0)) ++i;
+  uint64_t value = 0;
+  bool any = false;
+  for (; i < field.size() && field[i] >= '0' && field[i] <= '7'; ++i) {
+    if (value > (UINT64_MAX >> 3)) return std::nullopt;
+    value = value * 8 + (field[i] - '0');
+    any = true;
+  }
+  for (; i < field.size(); ++i) {
+    if (field[i] != ' ' && field[i] != 0) return std::nullopt;
+  }
+  if (!any) return 0;
+  return value;
+}
+
+std::string FieldString(std::span<const uint8_t> field) {
+  const auto end = std::find(field.begin(), field.end(), uint8_t{0});
+  return std::string(field.begin(), end);
+}
+
+bool ChecksumOk(std::span<const uint8_t> block) {
+  const auto stored = ParseNumber(block.subspan(148, 8));
+  if (!stored) return false;
+  uint64_t unsigned_sum = 0;
+  int64_t signed_sum = 0;
+  for (size_t i = 0; i < kBlock; ++i) {
+    const uint8_t b = (i >= 148 && i < 156) ? uint8_t{' '} : block[i];
+    unsigned_sum += b;
+    signed_sum += static_cast<int8_t>(b);
+  }
+  return *stored == unsigned_sum || static_cast<int64_t>(*stored) == signed_sum;
+}
+
+bool IsZeroBlock(std::span<const uint8_t> block) {
+  return std::all_of(block.begin(), block.end(), [](uint8_t b) { return b == 0; });
+}
+
+uint64_t Padded(uint64_t size) { return (size + kBlock - 1) / kBlock * kBlock; }
+
+// The name fields of a header: POSIX ustar joins prefix and name; GNU's
+// "ustar  " magic uses the prefix area for other fields.
+std::string HeaderName(std::span<const uint8_t> block) {
+  std::string name = FieldString(block.subspan(0, 100));
+  const bool posix = std::memcmp(block.data() + 257, "ustar\0", 6) == 0;
+  if (posix) {
+    const std::string prefix = FieldString(block.subspan(345, 155));
+    if (!prefix.empty()) name = prefix + "/" + name;
+  }
+  return name;
+}
+
+// PAX records "LEN key=value\n"; picks path and size. False when malformed.
+bool ParsePax(std::string_view text, std::optional<std::string>* path,
+              std::optional<uint64_t>* size) {
+  while (!text.empty()) {
+    size_t length = 0;
+    size_t i = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+      if (length > kMaxTarExtendedHeaderBytes) return false;
+      length = length * 10 + static_cast<size_t>(text[i] - '0');
+      ++i;
+    }
+    if (i == 0 || i >= text.size() || text[i] != ' ' || length <= i + 1 || length > text.size()) {
+      // Some writers pad the payload with NULs after the last record.
+      return std::all_of(text.begin(), text.end(), [](char c) { return c == 0; });
+    }
+    const std::string_view record = text.substr(i + 1, length - i - 1);
+    text.remove_prefix(length);
+    if (record.empty() || record.back() != '\n') return false;
+    const size_t eq = record.find('=');
+    if (eq == std::string_view::npos) return false;
+    const std::string_view key = record.substr(0, eq);
+    const std::string_view value = record.substr(eq + 1, record.size() - eq - 2);
+    if (key == "path") {
+      *path = std::string(value);
+    } else if (key == "size") {
+      uint64_t v = 0;
+      if (value.empty()) return false;
+      for (char c : value) {
+        if (c < '0' || c > '9' || v > UINT64_MAX / 10 - 9) return false;
+        v = v * 10 + static_cast<uint64_t>(c - '0');
+      }
+      *size = v;
+    }
+  }
+  return true;
+}
+
+Status CompressedRefusal(std::span<const uint8_t> head) {
+  struct Magic {
+    const char* bytes;
+    size_t n;
+    const char* what;
+    const char* tool;
+  };
+  static constexpr Magic kMagics[] = {{"\x1f\x8b", 2, "gzip", "gunzip"},
+                                      {"BZh", 3, "bzip2", "bunzip2"},
+                                      {"\xfd\x37\x7a\x58\x5a\x00", 6, "xz", "unxz"},
+                                      {"\x28\xb5\x2f\xfd", 4, "zstd", "unzstd"}};
+  for (const Magic& m : kMagics) {
+    if (head.size() >= m.n && std::memcmp(head.data(), m.bytes, m.n) == 0) {
+      return Status::InvalidArgument(std::string("is ") + m.what +
+                                     "-compressed; a compressed tar cannot be read by byte "
+                                     "range: decompress it first (" +
+                                     m.tool + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool ParseTarHeaderBlock(std::span<const uint8_t> block, std::string* name, uint64_t* size) {
+  if (block.size() != kBlock || !ChecksumOk(block)) return false;
+  const auto parsed = ParseNumber(block.subspan(124, 12));
+  if (!parsed) return false;
+  *size = *parsed;
+  *name = HeaderName(block);
+  return true;
+}
+
+Result<TarListing> ListTar(uint64_t file_size, const TarReader& read) {
+  TarListing listing;
+  std::array<uint8_t, kBlock> block{};
+  if (file_size > 0) {
+    std::array<uint8_t, 6> head{};
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(file_size, head.size()));
+    GALLEY_RETURN_IF_ERROR(read(0, std::span(head.data(), n)));
+    GALLEY_RETURN_IF_ERROR(CompressedRefusal(std::span(head.data(), n)));
+  }
+  std::optional<std::string> next_name;  // from a GNU 'L' or PAX 'x' record
+  std::optional<uint64_t> next_size;     // from a PAX 'x' record
+  uint64_t offset = 0;
+  auto stop = [&](std::string why) {
+    listing.damage = std::move(why) + " at byte " + std::to_string(offset);
+    listing.damaged_bytes = file_size - offset;
+    return listing;
+  };
+  while (offset + kBlock <= file_size) {
+    GALLEY_RETURN_IF_ERROR(read(offset, block));
+    if (IsZeroBlock(block)) return listing;  // end-of-archive marker
+    if (!ChecksumOk(block)) {
+      if (offset == 0) return Status::InvalidArgument("is not a tar archive (no valid header)");
+      return stop("bad header checksum");
+    }
+    const auto header_size = ParseNumber(std::span(block).subspan(124, 12));
+    if (!header_size) return stop("malformed size field");
+    const char type = static_cast<char>(block[156]);
+    const uint64_t data = offset + kBlock;
+    const uint64_t size =
+        (type == '0' || type == 0 || type == '7') && next_size ? *next_size : *header_size;
+    if (size > file_size - data) return stop("member payload runs past the end of the file");
+    const uint64_t next = data + Padded(size);
+    switch (type) {
+      case 'L':
+      case 'x': {
+        if (size > kMaxTarExtendedHeaderBytes) return stop("extended header too large");
+        std::string payload(size, '\0');
+        GALLEY_RETURN_IF_ERROR(
+            read(data, std::span(reinterpret_cast<uint8_t*>(payload.data()), payload.size())));
+        if (type == 'L') {
+          next_name = payload.substr(0, payload.find('\0'));
+        } else if (!ParsePax(payload, &next_name, &next_size)) {
+          return stop("malformed PAX extended header");
+        }
+        offset = next;
+        continue;
+      }
+      case 'g':  // PAX global header: nothing galley needs
+      case 'K':  // GNU long link name
+        offset = next;
+        continue;
+      case '0':
+      case 0:
+      case '7': {
+        TarMember member;
+        member.name = next_name ? *next_name : HeaderName(block);
+        member.header_offset = offset;
+        member.offset = data;
+        member.size = size;
+        if (!member.name.empty() && member.name.back() == '/') {
+          ++listing.skipped_non_regular;  // old tars mark directories this way
+        } else {
+          listing.members.push_back(std::move(member));
+        }
+        break;
+      }
+      default:
+        ++listing.skipped_non_regular;
+        break;
+    }
+    next_name.reset();
+    next_size.reset();
+    offset = next;
+  }
+  if (offset < file_size) return stop("file ends inside a header");
+  return listing;
+}
+
+}  // namespace galley
