@@ -81,10 +81,7 @@ std::vector<GateDecision> ProductionGate::Decide(std::span<const GateInput> jobs
   for (const GateInput& job : jobs) {
     if (job.finished) continue;
     if (!job.consumer_ready) {
-      if (now - job.opened_at < options_.start_grace) {
-        awaiting_start.insert(job.group);
-        NoteDeadline(job.opened_at + options_.start_grace);
-      }
+      awaiting_start.insert(job.group);
       continue;
     }
     if (job.ring.free == 0) has_full_peer.insert(job.group);
@@ -114,8 +111,11 @@ std::vector<GateDecision> ProductionGate::Decide(std::span<const GateInput> jobs
     bool buffered = false;
     if (job.finished || !job.consumer_ready) {
       decision = GateDecision::kIdle;
-    } else if (!job.started && awaiting_start.count(job.group)) {
+    } else if (!job.started && awaiting_start.count(job.group) &&
+               now - *(state.ready_since ? state.ready_since : (state.ready_since = now)) <
+                   options_.start_grace) {
       decision = GateDecision::kAwaitStart;
+      NoteDeadline(*state.ready_since + options_.start_grace);
     } else if (job.ring.free == 0) {
       decision = GateDecision::kFull;
     } else if (has_full_peer.count(job.group) && MayHoldBuffered(job)) {

@@ -9,9 +9,11 @@
 // once, with two bounded exceptions (docs/sampling.md, "Jobs at different
 // speeds"):
 //
-// - start grace: a job whose consumer is ready waits up to
-//   GateOptions::start_grace after a peer on its dataset was opened, so that
-//   a sweep launched together starts its first epoch together; once per job.
+// - start grace: before its first batch, a job whose consumer is ready waits
+//   up to GateOptions::start_grace (counted from its consumer's first
+//   request) for open peers on its dataset whose consumers have not asked
+//   yet, so that jobs launched together (a sweep, evaluation jobs behind a
+//   barrier) start their first epoch together; once per job.
 // - hold: a job of a sharing policy (not "independent") may be held while a
 //   peer on its dataset has no free slot, so that the next wave serves both.
 //   While the job's consumer has at least GateOptions::hold_min_ready_fraction
@@ -149,6 +151,8 @@ class ProductionGate {
     std::chrono::nanoseconds held_this_epoch{0};
     std::optional<SchedulerClock::TimePoint> full_since;
     std::optional<SchedulerClock::TimePoint> hold_since;
+    // When its consumer first asked for a batch (start grace counts from here).
+    std::optional<SchedulerClock::TimePoint> ready_since;
   };
 
   // Ends a hold in progress and charges it.

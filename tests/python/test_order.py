@@ -60,7 +60,9 @@ def run_eval(socket, root, barrier, out):
 
 def test_evaluation_jobs_running_together_share_reads(tmp_path):
     root = tmp_path / "data"
-    write_folder(root, classes=2, per_class=20, sizes=(30, 40), seed=4)
+    # Images large enough that galleyd, not the consumers, sets the pace:
+    # both jobs then want a batch at every wave, as evaluation jobs do.
+    write_folder(root, classes=2, per_class=20, sizes=(400, 500), seed=4)
     daemon = start_daemon(tmp_path, "--cache-bytes", "0")
     try:
         ctx = mp.get_context("spawn")
