@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "server/daemon/restarting_loop.h"
+
 namespace galley {
 namespace {
 
@@ -48,21 +50,7 @@ CachePlanner::CachePlanner(cache::TieredCache* cache, const NodeMeasurements& no
 CachePlanner::~CachePlanner() { Stop(); }
 
 void CachePlanner::Start() {
-  thread_ = std::thread([this] {
-    // Thread boundary: log and carry on rather than std::terminate.
-    while (true) {
-      try {
-        Loop();
-        return;
-      } catch (const std::exception& e) {
-        spdlog::error("cache planner loop: {}; restarting it", e.what());
-      } catch (...) {
-        spdlog::error("cache planner loop: unknown exception; restarting it");
-      }
-      // A fault that recurs at once must not turn into a busy loop.
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  });
+  thread_ = std::thread([this] { RunRestartingLoop("cache planner", [this] { Loop(); }); });
 }
 
 void CachePlanner::Stop() {

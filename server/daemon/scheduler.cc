@@ -6,6 +6,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "server/daemon/restarting_loop.h"
+
 namespace galley {
 namespace {
 
@@ -69,21 +71,7 @@ Scheduler::Scheduler(SchedulerOptions options, ItemPipeline* pipeline, cache::Ti
 Scheduler::~Scheduler() { Stop(); }
 
 void Scheduler::Start() {
-  thread_ = std::thread([this] {
-    // Thread boundary: log and carry on rather than std::terminate.
-    while (true) {
-      try {
-        Loop();
-        return;
-      } catch (const std::exception& e) {
-        spdlog::error("scheduler loop: {}; restarting it", e.what());
-      } catch (...) {
-        spdlog::error("scheduler loop: unknown exception; restarting it");
-      }
-      // A fault that recurs at once must not turn into a busy loop.
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  });
+  thread_ = std::thread([this] { RunRestartingLoop("scheduler", [this] { Loop(); }); });
 }
 
 void Scheduler::Stop() {
