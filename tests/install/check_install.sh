@@ -82,6 +82,17 @@ for consumer in "$SCRATCH/consumer/galley_consumer" "$SCRATCH/consumer_pc"; do
 done
 kill -TERM "$DAEMON"; wait "$DAEMON"; DAEMON=""
 
+echo "== the client alone (GALLEY_BUILD_SERVER=OFF) looks for none of the daemon's libraries"
+/usr/bin/cmake -S "$ROOT" -B "$SCRATCH/client-only" -DGALLEY_BUILD_SERVER=OFF \
+  -DGALLEY_BUILD_PYTHON=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+if grep -qiE "^(OpenCV|TBB|TurboJPEG|LibJpeg|LibExif|LibWebP|spdlog|tomlplusplus|CLI11)[_A-Za-z]*(DIR|LIBRARY|INCLUDE_DIR|_FOUND)" \
+    "$SCRATCH/client-only/CMakeCache.txt"; then
+  fail "the client-only configuration looked for a daemon library"
+fi
+/usr/bin/cmake --build "$SCRATCH/client-only" --target galley_client_shared >/dev/null
+[[ -e "$SCRATCH/client-only/client/libgalley_client.so" ]] || fail "client-only build made no library"
+[[ ! -e "$SCRATCH/client-only/server" ]] || fail "client-only build configured the server"
+
 echo "== the .deb"
 DEB="$("$ROOT/scripts/package_deb.sh" | tail -1)"
 dpkg-deb -x "$DEB" "$SCRATCH/deb"
