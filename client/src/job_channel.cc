@@ -18,7 +18,7 @@ constexpr auto kLivenessSlice = std::chrono::milliseconds(100);
 }  // namespace
 
 JobChannel::JobChannel(wire::Connection* connection, JobInfo info, wire::MappedRegion region,
-                       wire::UniqueFd ready_fd, wire::SegmentGeometry geometry,
+                       UniqueFd ready_fd, wire::SegmentGeometry geometry,
                        std::chrono::milliseconds request_timeout)
     : connection_(connection),
       info_(std::move(info)),

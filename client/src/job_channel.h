@@ -25,7 +25,7 @@ class JobChannel {
   // `ready_fd` is the eventfd the daemon signals once per published slot
   // (and once when it ends the job); the channel owns it.
   JobChannel(wire::Connection* connection, JobInfo info, wire::MappedRegion region,
-             wire::UniqueFd ready_fd, wire::SegmentGeometry geometry,
+             UniqueFd ready_fd, wire::SegmentGeometry geometry,
              std::chrono::milliseconds request_timeout);
 
   const JobInfo& info() const { return info_; }
@@ -56,7 +56,7 @@ class JobChannel {
   std::unique_ptr<wire::Connection> connection_;
   const JobInfo info_;
   const wire::MappedRegion region_;
-  const wire::UniqueFd ready_fd_;
+  const UniqueFd ready_fd_;
   const wire::SegmentGeometry geometry_;
   const std::chrono::milliseconds request_timeout_;
 

@@ -16,8 +16,9 @@
 #include <string_view>
 
 #include "galley/status.h"
+#include "galley/unique_fd.h"
 #include "wire/protocol.h"
-#include "wire/unique_fd.h"
+#include "wire/unique_fd.h"  // wire::UniqueFd, until control_server.* says galley::UniqueFd
 
 namespace galley::wire {
 

@@ -24,7 +24,7 @@ Status SysError(const std::string& what, int error) {
 
 Result<std::unique_ptr<BatchRing>> BatchRing::Create(const wire::SegmentGeometry& geometry,
                                                      const TensorShape& shape, uid_t owner) {
-  wire::UniqueFd fd(::memfd_create("galley-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  UniqueFd fd(::memfd_create("galley-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return SysError("memfd_create for the batch ring", errno);
   const auto bytes = static_cast<off_t>(geometry.segment_bytes);
   if (::ftruncate(fd.get(), bytes) != 0) return SysError("ftruncate of the batch ring", errno);
@@ -43,7 +43,7 @@ Result<std::unique_ptr<BatchRing>> BatchRing::Create(const wire::SegmentGeometry
   if (::geteuid() == 0 && owner != 0 && ::fchown(fd.get(), owner, static_cast<gid_t>(-1)) != 0) {
     return SysError("fchown of the batch ring", errno);
   }
-  wire::UniqueFd ready(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE));
+  UniqueFd ready(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE));
   if (!ready.valid()) return SysError("eventfd for the batch ring", errno);
   void* base =
       ::mmap(nullptr, geometry.segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);

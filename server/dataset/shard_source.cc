@@ -19,6 +19,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "galley/unique_fd.h"
 #include "server/dataset/tar_index.h"
 
 namespace galley {
@@ -53,21 +54,6 @@ FileIdentity IdentityOf(const struct stat& info) {
           int64_t{info.st_mtim.tv_sec} * 1000000000 + info.st_mtim.tv_nsec,
           static_cast<uint64_t>(info.st_ino), static_cast<uint64_t>(info.st_dev)};
 }
-
-// An owned file descriptor.
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 Status OpenError(const fs::path& path, int error) {
   const std::string text = path.string() + ": " + ErrnoText(error);
