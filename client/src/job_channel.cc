@@ -56,7 +56,7 @@ Status JobChannel::CheckConnection() {
 }
 
 Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
-  std::lock_guard lock(consume_mu_);
+  MutexLock lock(&consume_mu_);
   if (end_of_stream_) return Status::EndOfStream("the job has delivered all its epochs");
   if (!terminal_.ok()) return terminal_;
   const auto deadline = Clock::now() + timeout;
@@ -170,7 +170,7 @@ Result<nlohmann::json> JobChannel::Request(wire::MessageType type, const nlohman
 }
 
 Status JobChannel::Seek(uint64_t epoch) {
-  std::lock_guard lock(consume_mu_);
+  MutexLock lock(&consume_mu_);
   if (!terminal_.ok()) return terminal_;
   GALLEY_ASSIGN_OR_RETURN(auto reply, Request(wire::MessageType::kSeekEpoch, {{"epoch", epoch}},
                                               wire::MessageType::kEpochSought));
@@ -184,7 +184,7 @@ Status JobChannel::Seek(uint64_t epoch) {
 }
 
 Result<nlohmann::json> JobChannel::Stats() {
-  std::lock_guard lock(consume_mu_);
+  MutexLock lock(&consume_mu_);
   if (!terminal_.ok()) return terminal_;
   return Request(wire::MessageType::kStatsRequest, nlohmann::json::object(),
                  wire::MessageType::kStats);

@@ -48,11 +48,11 @@ bool Connection::TrySendFrame(MessageType type, uint32_t request_id, std::string
   header.payload_length = static_cast<uint32_t>(payload.size());
   header.request_id = request_id;
   const auto head = EncodeFrameHeader(header);
-  std::unique_lock lock(send_mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return false;
   std::string whole(reinterpret_cast<const char*>(head.data()), head.size());
   whole.append(payload);
+  if (!send_mu_.TryLock()) return false;
   const ssize_t n = ::send(socket_.get(), whole.data(), whole.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  send_mu_.Unlock();
   return n == static_cast<ssize_t>(whole.size());
 }
 
@@ -68,7 +68,7 @@ Status Connection::SendFrame(MessageType type, uint32_t request_id, std::string_
   header.request_id = request_id;
   const auto head = EncodeFrameHeader(header);
 
-  std::lock_guard lock(send_mu_);
+  MutexLock lock(&send_mu_);
   iovec iov[2] = {{const_cast<std::byte*>(head.data()), head.size()},
                   {const_cast<char*>(payload.data()), payload.size()}};
   size_t total = head.size() + payload.size();

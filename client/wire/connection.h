@@ -10,11 +10,11 @@
 #include <sys/types.h>
 
 #include <chrono>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "galley/mutex.h"
 #include "galley/status.h"
 #include "galley/unique_fd.h"
 #include "wire/protocol.h"
@@ -80,7 +80,7 @@ class Connection {
                    Deadline finish_deadline, bool frame_start, Frame* frame);
 
   UniqueFd socket_;
-  std::mutex send_mu_;  // keeps concurrent frames from interleaving
+  Mutex send_mu_;  // keeps concurrent frames from interleaving
 };
 
 }  // namespace galley::wire

@@ -55,50 +55,50 @@ void CachePlanner::Start() {
 
 void CachePlanner::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void CachePlanner::JobOpened(uint64_t job_id, PlannedJob job) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     const Dataset* key = job.dataset.get();
     if (!datasets_.contains(key)) datasets_[key].dataset = job.dataset;
     jobs_[job_id] = std::move(job);
     pending_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void CachePlanner::JobClosed(uint64_t job_id) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (jobs_.erase(job_id) == 0) return;
     pending_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void CachePlanner::Loop() {
-  std::unique_lock lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stop_ || pending_; });
-    if (stop_) return;
-    pending_ = false;
-    lock.unlock();
+    {
+      MutexLock lock(&mu_);
+      while (!stop_ && !pending_) cv_.Wait(&mu_);
+      if (stop_) return;
+      pending_ = false;
+    }
     ReplanNow();
-    lock.lock();
   }
 }
 
 cache::Plan CachePlanner::ReplanNow() {
-  std::lock_guard plan_lock(plan_mu_);
+  MutexLock plan_lock(&plan_mu_);
   std::vector<std::shared_ptr<const Dataset>> to_sample;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& [key, info] : datasets_) {
       if (!info.sample && info.sample_error.empty()) to_sample.push_back(info.dataset);
     }
@@ -107,7 +107,7 @@ cache::Plan CachePlanner::ReplanNow() {
   // no cache there is nothing to split, so no CPU goes to timing them.
   std::map<std::string, std::shared_ptr<const image::TransformPipeline>> to_measure;
   if (cache_->cache_bytes() > 0) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& [id, job] : jobs_) {
       if (job.pipeline && !pipeline_rates_.contains(job.pipeline->Signature())) {
         to_measure.emplace(job.pipeline->Signature(), job.pipeline);
@@ -122,7 +122,7 @@ cache::Plan CachePlanner::ReplanNow() {
       spdlog::warn("cache planner: cannot time a pipeline: {}", rate.status().ToString());
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     pipeline_rates_.insert(rates.begin(), rates.end());
   }
   // Sampling reads files: done without mu_, so JobOpened never waits on disk.
@@ -133,7 +133,7 @@ cache::Plan CachePlanner::ReplanNow() {
   cache::PlannerInputs inputs;
   bool have_data = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& [key, sample] : samples) {
       DatasetInfo& info = datasets_[key];
       if (sample.ok()) {
@@ -170,7 +170,7 @@ cache::Plan CachePlanner::ReplanNow() {
                   plan.decoded_pct, plan.augmented_pct);
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     plan_ = plan;
     plan_inputs_ = inputs;
     ++plans_made_;
@@ -182,12 +182,12 @@ cache::Plan CachePlanner::ReplanNow() {
 }
 
 cache::PlannerInputs CachePlanner::CurrentInputs() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return InputsLocked();
 }
 
 uint64_t CachePlanner::plans_made() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return plans_made_;
 }
 
@@ -264,7 +264,7 @@ cache::PlannerInputs CachePlanner::InputsLocked() const {
 }
 
 json CachePlanner::Describe() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   const cache::PlannerInputs in = plan_ ? plan_inputs_ : InputsLocked();
   auto measured = [](double override_value) {
     return override_value > 0 ? "override" : "measured";

@@ -76,15 +76,15 @@ void Scheduler::Start() {
 
 void Scheduler::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 Status Scheduler::AddJob(std::shared_ptr<ServedJob> job) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto key = std::make_pair(job->dataset.get(), job->policy);
   auto& group = groups_[key];
   if (!group) {
@@ -124,7 +124,7 @@ Status Scheduler::AddJob(std::shared_ptr<ServedJob> job) {
                             job->pipeline->sample_bytes(), job->subset.size(), job->pipeline});
   }
   dirty_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
   return Status::Ok();
 }
 
@@ -176,7 +176,7 @@ void Scheduler::LeaveSampler(Production& p) {
 }
 
 void Scheduler::RemoveJob(uint64_t job_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   LeaveSampler(it->second);
@@ -185,11 +185,11 @@ void Scheduler::RemoveJob(uint64_t job_id) {
   gate_.Forget(job_id);
   if (planner_ != nullptr) planner_->JobClosed(job_id);
   dirty_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 Result<uint64_t> Scheduler::Seek(uint64_t job_id, uint64_t epoch) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return Status::NotFound("no such job");
   Production& p = it->second;
@@ -205,27 +205,27 @@ Result<uint64_t> Scheduler::Seek(uint64_t job_id, uint64_t epoch) {
   p.finished = false;
   p.generation++;
   dirty_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
   return p.generation;
 }
 
 void Scheduler::ConsumerReady(uint64_t job_id) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return;
     it->second.consumer_ready = true;
     dirty_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void Scheduler::Wake() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     dirty_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 std::vector<uint64_t> Scheduler::DecideWave() {
@@ -267,7 +267,7 @@ std::vector<uint64_t> Scheduler::DecideWave() {
 
 bool Scheduler::PlanOneWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
                             std::vector<ItemTask>* tasks) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return PlanWave(plans, tasks);
 }
 
@@ -346,6 +346,7 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
       const uint64_t target = p->job->BatchTarget(plan->batch_index);
       for (uint32_t attempt = 0; plan->items.size() < target; ++attempt) {
         const ItemId item = p->job->Substitute(p->epoch, 0, attempt, [&](ItemId i) {
+          mu_.AssertHeld();  // Substitute calls back before it returns, under our lock
           return failed_items_.count({dataset_index, i}) > 0;
         });
         auto [it, inserted] = task_of_item.try_emplace(item, tasks->size());
@@ -383,13 +384,14 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
 std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<SlotPlan>>& plans,
                                                  uint32_t attempt) {
   std::vector<ItemTask> tasks;
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   for (auto& plan : plans) {
     const uint32_t dataset_index = DatasetIndex(plan->job->dataset);
     for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
       if (!plan->errors[pos].empty()) failed_items_.insert({dataset_index, plan->items[pos]});
     }
     auto known_to_fail = [&](ItemId item) {
+      mu_.AssertHeld();  // Substitute calls back before it returns, under our lock
       return failed_items_.count({dataset_index, item}) > 0;
     };
     for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
@@ -449,7 +451,7 @@ void Scheduler::Loop() {
     std::vector<std::unique_ptr<SlotPlan>> plans;
     std::vector<ItemTask> tasks;
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(&mu_);
       while (!stop_) {
         dirty_ = false;
         if (PlanWave(&plans, &tasks)) break;
@@ -459,7 +461,9 @@ void Scheduler::Loop() {
           wait =
               std::clamp<Clock::duration>(*deadline - clock_->Now(), Clock::duration::zero(), wait);
         }
-        cv_.wait_for(lock, wait, [&] { return stop_ || dirty_; });
+        const auto until = Clock::now() + wait;
+        while (!stop_ && !dirty_ && cv_.WaitUntil(&mu_, until)) {
+        }
       }
       if (stop_) {
         for (auto& plan : plans) plan->job->ring->Unclaim(plan->slot);
@@ -485,7 +489,7 @@ void Scheduler::Loop() {
 }
 
 nlohmann::json Scheduler::Describe() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   // Substitutions of the epochs in progress are still held by the policies.
   std::map<const SamplerGroup*, uint64_t> substitutions;
   for (const auto& [id, p] : jobs_) {

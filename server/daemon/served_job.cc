@@ -71,7 +71,7 @@ ItemId ServedJob::Substitute(uint64_t epoch, ItemId failed, uint32_t attempt,
                              const std::function<bool(ItemId)>& known_to_fail) const {
   // A DDP shard costs a permutation of the subset to compute: keep the last
   // one, as failures come in runs within an epoch.
-  std::lock_guard lock(substitute_mu_);
+  MutexLock lock(&substitute_mu_);
   if (spec.world_size > 1 && (substitute_epoch_ != epoch || substitute_shard_.empty())) {
     substitute_shard_ = EpochItems(epoch);
     substitute_epoch_ = epoch;

@@ -12,13 +12,13 @@
 #include <cstring>
 #include <fstream>
 #include <list>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <system_error>
 #include <thread>
 #include <unordered_map>
 
+#include "galley/mutex.h"
 #include "galley/unique_fd.h"
 #include "server/dataset/tar_index.h"
 
@@ -248,7 +248,7 @@ bool LoadCached(const fs::path& dir, const fs::path& shard, const FileIdentity& 
 
 // Writes a cache file (private, atomically by rename), then trims the folder
 // to `max_bytes`, oldest files first. Failures only cost a rescan later.
-std::mutex cache_trim_mutex;
+Mutex cache_trim_mutex;
 
 void StoreCached(const fs::path& dir, const fs::path& shard, const ShardListing& listing,
                  uint64_t max_bytes) {
@@ -276,7 +276,7 @@ void StoreCached(const fs::path& dir, const fs::path& shard, const ShardListing&
     ::unlink(temp.c_str());
     return;
   }
-  std::lock_guard lock(cache_trim_mutex);
+  MutexLock lock(&cache_trim_mutex);
   struct Entry {
     fs::path path;
     int64_t mtime_ns;
@@ -404,9 +404,8 @@ bool ParseLabel(std::string_view text, int64_t* label) {
 
 namespace {
 
-std::mutex active_indexing_mutex;
-// Guarded by active_indexing_mutex.
-std::vector<std::shared_ptr<IndexingProgress>> active_indexing;
+Mutex active_indexing_mutex;
+std::vector<std::shared_ptr<IndexingProgress>> active_indexing GUARDED_BY(active_indexing_mutex);
 
 // Registers a listing for progress reports while it runs.
 class IndexingRegistration {
@@ -416,11 +415,11 @@ class IndexingRegistration {
     progress_->first_shard = first.string();
     progress_->shards = shards;
     progress_->started = std::chrono::steady_clock::now();
-    std::lock_guard lock(active_indexing_mutex);
+    MutexLock lock(&active_indexing_mutex);
     active_indexing.push_back(progress_);
   }
   ~IndexingRegistration() {
-    std::lock_guard lock(active_indexing_mutex);
+    MutexLock lock(&active_indexing_mutex);
     std::erase(active_indexing, progress_);
   }
   IndexingProgress& progress() { return *progress_; }
@@ -432,7 +431,7 @@ class IndexingRegistration {
 }  // namespace
 
 std::vector<std::shared_ptr<const IndexingProgress>> ActiveIndexing() {
-  std::lock_guard lock(active_indexing_mutex);
+  MutexLock lock(&active_indexing_mutex);
   return {active_indexing.begin(), active_indexing.end()};
 }
 
@@ -464,7 +463,7 @@ class ShardSource::OpenShards {
     // open, which would silently serve the old contents.
     if (::stat(shard.path.c_str(), &info) != 0) return OpenError(shard.path, errno);
     if (!(IdentityOf(info) == shard.identity)) return Changed(shard);
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = open_.find(index);
     if (it != open_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second.position);
@@ -511,9 +510,9 @@ class ShardSource::OpenShards {
   const std::vector<Shard> shards_;
   std::vector<fs::path> paths_;
   const size_t capacity_;
-  std::mutex mu_;
-  std::unordered_map<uint32_t, Entry> open_;  // guarded by mu_
-  std::list<uint32_t> lru_;                   // guarded by mu_; most recent first
+  Mutex mu_;
+  std::unordered_map<uint32_t, Entry> open_ GUARDED_BY(mu_);
+  std::list<uint32_t> lru_ GUARDED_BY(mu_);  // most recent first
   std::atomic<bool> changed_{false};
 };
 
