@@ -1,5 +1,5 @@
 # Wire protocol, client and daemon tests.
-galley_add_test(protocol_test SOURCES unit/protocol_test.cc LIBS galley_wire)
+galley_add_test(protocol_test SOURCES unit/protocol_test.cc LIBS galley_client)
 
 galley_add_test(galleyd_test
   SOURCES integration/galleyd_test.cc integration/hostile_peer_test.cc

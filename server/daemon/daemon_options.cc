@@ -209,7 +209,7 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
                  "mixed into every job's order; 0 = orders depend on the job's seed only");
   app.add_option("--default-policy", options.default_policy,
                  "sampling policy for jobs that name none")
-      ->check(CLI::IsMember({"dsa", "independent", "lockstep", "ods"}));
+      ->check(CLI::IsMember(RandomOrderPolicyNames()));
   std::vector<std::string> dataset_policy_flags;
   app.add_option("--dataset-policy", dataset_policy_flags,
                  "PATH=POLICY: default sampling policy for one dataset (repeatable)");
@@ -262,14 +262,18 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
     }
     options.dataset_policies[flag.substr(0, eq)] = flag.substr(eq + 1);
   }
+  if (!IsRandomOrderPolicy(options.default_policy)) {
+    return Status::InvalidArgument("default_policy: unknown sampling policy '" +
+                                   options.default_policy + "' (expected " +
+                                   RandomOrderPolicyList() + ")");
+  }
   // Keys name datasets as the daemon sees them (canonical paths); every
   // policy must be one galleyd knows.
   std::map<std::string, std::string> canonical;
   for (const auto& [path, policy] : options.dataset_policies) {
-    if (policy != "dsa" && policy != "dsa-chain" && policy != "independent" &&
-        policy != "lockstep" && policy != "ods") {
+    if (!IsRandomOrderPolicy(policy)) {
       return Status::InvalidArgument("unknown sampling policy '" + policy + "' for dataset " +
-                                     path);
+                                     path + " (expected " + RandomOrderPolicyList() + ")");
     }
     std::error_code ec;
     auto key = std::filesystem::weakly_canonical(path, ec);

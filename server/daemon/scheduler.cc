@@ -6,6 +6,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "galley/random.h"
 #include "server/daemon/restarting_loop.h"
 
 namespace galley {
@@ -19,18 +20,12 @@ constexpr auto kIdleWait = std::chrono::milliseconds(500);
 // fails too; past that the batch goes out short (a shard of broken files).
 constexpr uint32_t kSubstituteAttempts = 4;
 
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // A job's own sampling stream for one epoch: its (seed, epoch, rank) and the
 // daemon-wide seed, nothing else, so a job alone gets the same order after a
 // restart or on another machine.
 uint64_t JobEpochSeed(const JobSpec& spec, uint64_t epoch, uint64_t daemon_seed) {
-  return Mix(Mix(Mix(spec.seed ^ 0x6a09e667f3bcc909ULL) ^ epoch) ^ spec.rank) ^ Mix(daemon_seed);
+  return SplitMix64(SplitMix64(SplitMix64(spec.seed ^ 0x6a09e667f3bcc909ULL) ^ epoch) ^ spec.rank) ^
+         SplitMix64(daemon_seed);
 }
 // While a job is held for a peer, how often the scheduler looks whether its
 // consumer's buffer has fallen below the gate's threshold (taking a batch
@@ -91,7 +86,7 @@ Status Scheduler::AddJob(std::shared_ptr<ServedJob> job) {
     SamplerOptions sampler_options;
     sampler_options.policy = job->policy;
     sampler_options.seed = options_.sampler_seed ^ HashString(job->dataset->root().string());
-    if (job->policy == "ods" && cache_ != nullptr) {
+    if (job->policy == SamplingPolicyNameOf(SamplingPolicyKind::kOds) && cache_ != nullptr) {
       // Runs on the scheduler thread under mu_; the tiers lock themselves.
       sampler_options.is_cached = [cache = cache_,
                                    dataset_index = DatasetIndex(job->dataset)](ItemId item) {
@@ -233,16 +228,17 @@ std::vector<uint64_t> Scheduler::DecideWave() {
   std::vector<GateInput> inputs;
   inputs.reserve(jobs_.size());
   for (const auto& [id, p] : jobs_) {
-    inputs.push_back(GateInput{.job = id,
-                               .group = p.group,
-                               .sharing = p.group->policy_name != "independent",
-                               .finished = p.finished,
-                               .consumer_ready = p.consumer_ready,
-                               .started = p.started,
-                               .opened_at = p.job->opened_at,
-                               .epoch = p.epoch,
-                               .generation = p.generation,
-                               .ring = rings_->Occupancy(*p.job)});
+    inputs.push_back(GateInput{
+        .job = id,
+        .group = p.group,
+        .sharing = p.group->policy_name != SamplingPolicyNameOf(SamplingPolicyKind::kIndependent),
+        .finished = p.finished,
+        .consumer_ready = p.consumer_ready,
+        .started = p.started,
+        .opened_at = p.job->opened_at,
+        .epoch = p.epoch,
+        .generation = p.generation,
+        .ring = rings_->Occupancy(*p.job)});
   }
   const std::vector<GateDecision> decisions = gate_.Decide(inputs, now);
   std::vector<uint64_t> produce;

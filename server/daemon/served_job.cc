@@ -2,19 +2,10 @@
 
 #include <algorithm>
 
+#include "galley/random.h"
 #include "server/sampler/uniform_random.h"
 
 namespace galley {
-namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 std::vector<ItemId> ServedJob::EpochItems(uint64_t epoch, bool resuming) const {
   std::vector<ItemId> items;

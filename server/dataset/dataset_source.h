@@ -15,11 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "galley/ids.h"
 #include "galley/status.h"
 
 namespace galley {
-
-using ItemId = uint32_t;
 
 class DatasetSource {
  public:

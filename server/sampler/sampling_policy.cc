@@ -14,23 +14,31 @@ size_t Round::requests() const {
 }
 
 Result<std::unique_ptr<SamplingPolicy>> MakeSamplingPolicy(const SamplerOptions& options) {
+  const std::optional<SamplingPolicyKind> kind = ParseSamplingPolicy(options.policy);
+  if (!kind) {
+    return Status::InvalidArgument("unknown sampling policy '" + options.policy + "' (expected " +
+                                   RandomOrderPolicyList() + ", or sequential)");
+  }
   std::unique_ptr<SamplingPolicy> policy;
-  if (options.policy == "dsa") {
-    policy = std::make_unique<DependentSampler>(DependentSampler::Coupling::kTree, options.seed);
-  } else if (options.policy == "dsa-chain") {
-    policy = std::make_unique<DependentSampler>(DependentSampler::Coupling::kChain, options.seed);
-  } else if (options.policy == "independent") {
-    policy = std::make_unique<IndependentSampler>(options.seed);
-  } else if (options.policy == "lockstep") {
-    policy = std::make_unique<LockstepSampler>(options.seed);
-  } else if (options.policy == "sequential") {
-    policy = std::make_unique<LockstepSampler>(options.seed, /*shuffle=*/false);
-  } else if (options.policy == "ods") {
-    policy = std::make_unique<OpportunisticSampler>(options.seed, options.is_cached);
-  } else {
-    return Status::InvalidArgument(
-        "unknown sampling policy '" + options.policy +
-        "' (expected dsa, dsa-chain, independent, lockstep, ods or sequential)");
+  switch (*kind) {
+    case SamplingPolicyKind::kDsa:
+      policy = std::make_unique<DependentSampler>(DependentSampler::Coupling::kTree, options.seed);
+      break;
+    case SamplingPolicyKind::kDsaChain:
+      policy = std::make_unique<DependentSampler>(DependentSampler::Coupling::kChain, options.seed);
+      break;
+    case SamplingPolicyKind::kIndependent:
+      policy = std::make_unique<IndependentSampler>(options.seed);
+      break;
+    case SamplingPolicyKind::kLockstep:
+      policy = std::make_unique<LockstepSampler>(options.seed);
+      break;
+    case SamplingPolicyKind::kSequential:
+      policy = std::make_unique<LockstepSampler>(options.seed, /*shuffle=*/false);
+      break;
+    case SamplingPolicyKind::kOds:
+      policy = std::make_unique<OpportunisticSampler>(options.seed, options.is_cached);
+      break;
   }
   return policy;
 }
