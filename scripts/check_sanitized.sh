@@ -13,6 +13,8 @@
 # Python tests against a sanitized galleyd, and ThreadSanitizer).
 #
 #   scripts/check_sanitized.sh [CTEST_ARGS...]   e.g. -R Protocol
+#   scripts/check_sanitized.sh --configure-only  (the compile commands
+#                                                 scripts/check_tidy.sh uses)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${GALLEY_SANITIZED_BUILD_DIR:-$ROOT/build-asan}"
@@ -35,18 +37,21 @@ if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
     -DGALLEY_SANITIZE=address,undefined \
     -DGALLEY_BUILD_PYTHON=OFF -DGALLEY_BUILD_BENCH=OFF
 fi
+[[ "${1:-}" == --configure-only ]] && exit 0
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}" CCACHE_NOHASHDIR=true
 echo "== clang build: -Wthread-safety, ASan + UBSan ($BUILD_DIR)"
 cmake --build "$BUILD_DIR" --parallel "$(nproc)"
 
-# The sampler's statistical uniformity tests repeat the same code paths
-# hundreds of times to measure a distribution (three quarters of the
-# sanitized test time); the exactly-once, sharing and ods tests run those
-# paths under the sanitizers here, and the uniformity tests run in the
-# ordinary build's ctest.
-echo "== ctest -L 'unit|integration' under ASan + UBSan (statistical uniformity tests excluded)"
+# Left to the ordinary build's ctest: the sampler's statistical uniformity
+# tests, which repeat the same code paths hundreds of times to measure a
+# distribution (three quarters of the sanitized test time; the exactly-once,
+# sharing and ods tests run those paths here), and NodeProbeTest, which
+# compares two measured speeds over 30 ms windows: instrumentation slows
+# galley's code, not the uninstrumented libjpeg-turbo, so the ratio it
+# checks does not hold under ASan on a loaded machine.
+echo "== ctest -L 'unit|integration' under ASan + UBSan (uniformity statistics, node probe left out)"
 export ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:${UBSAN_OPTIONS:-}"
-(cd "$BUILD_DIR" && ctest -L 'unit|integration' -E 'UniformityTest|UniformityHarnessTest' \
+(cd "$BUILD_DIR" && ctest -L 'unit|integration' -E 'UniformityTest|UniformityHarnessTest|NodeProbeTest' \
   --output-on-failure --timeout 900 -j 2 "$@")
 echo "== no thread-safety warnings, no sanitizer reports"

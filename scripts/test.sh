@@ -9,7 +9,11 @@
 #      self-contained wheel (scripts/build_wheel.sh: `pip wheel`, then
 #      `auditwheel repair`) installed with pip;
 #   4. the install tree, a C++ consumer (find_package and pkg-config) and the
-#      .deb (tests/install/check_install.sh).
+#      .deb (tests/install/check_install.sh);
+#   5. one clang build with ASan + UBSan that also checks the lock
+#      annotations (-Wthread-safety), running the unit and integration tests
+#      (scripts/check_sanitized.sh), and clang-tidy over server/, client/ and
+#      cache/ with that build's compile commands (scripts/check_tidy.sh).
 # Safe to re-run; set GALLEY_VENV to use another venv.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,4 +43,7 @@ echo "wheel: $(basename "$WHEEL"), $(du -k "$WHEEL" | cut -f1) KiB"
 
 echo "== install tree, C++ consumer, .deb"
 "$ROOT/tests/install/check_install.sh" "$BUILD_DIR"
+
+"$ROOT/scripts/check_sanitized.sh"
+"$ROOT/scripts/check_tidy.sh"
 echo "== all tests passed"

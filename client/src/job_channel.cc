@@ -86,7 +86,7 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
     // The time the consumer waits for a batch is reported to the daemon
     // through the segment header (galleyctl jobs, metrics).
     struct WaitRecorder {
-      wire::SegmentHeader* head;
+      wire::SegmentHeader* head = nullptr;
       Clock::time_point start;
       ~WaitRecorder() {
         if (start == Clock::time_point{}) return;

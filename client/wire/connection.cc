@@ -9,10 +9,12 @@
 #include <cstring>
 #include <limits>
 
+#include "galley/errno_text.h"
+
 namespace galley::wire {
 namespace {
 
-std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+std::string Errno(const char* what) { return std::string(what) + ": " + ErrnoText(errno); }
 
 int RemainingMs(std::optional<Deadline> deadline) {
   if (!deadline) return -1;
@@ -35,7 +37,7 @@ Result<UniqueFd> Connection::ConnectUnix(const std::string& path) {
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return Status::Unavailable("cannot reach galleyd at " + path + " (" + std::strerror(errno) +
+    return Status::Unavailable("cannot reach galleyd at " + path + " (" + ErrnoText(errno) +
                                "); is the daemon running?");
   }
   return fd;
@@ -176,7 +178,7 @@ Status Connection::ReadExact(void* out, size_t size, std::optional<Deadline> sta
 
 Result<Frame> Connection::ReadFrame(std::optional<Deadline> deadline) {
   Frame frame;
-  std::array<std::byte, kFrameHeaderBytes> head;
+  std::array<std::byte, kFrameHeaderBytes> head{};
   // The finish deadline is set when the first byte has arrived (ReadExact
   // waits for it first); measuring from here is at most one poll early.
   GALLEY_RETURN_IF_ERROR(ReadExact(head.data(), 1, deadline, Deadline::max(), true, &frame));

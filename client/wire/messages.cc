@@ -137,8 +137,8 @@ std::string IdsToHexBitmap(const std::vector<uint64_t>& ids) {
 Status HexBitmapToIds(const json& body, const char* name, std::vector<uint64_t>* out) {
   auto it = body.find(name);
   if (it == body.end()) return Status::Ok();
-  const auto error = Status::InvalidArgument(std::string("field '") + name +
-                                             "' must be a hex bitmap string of even length");
+  auto error = Status::InvalidArgument(std::string("field '") + name +
+                                       "' must be a hex bitmap string of even length");
   if (!it->is_string()) return error;
   const std::string& hex = it->get_ref<const std::string&>();
   if (hex.size() % 2 != 0) return error;

@@ -11,13 +11,15 @@
 #include <filesystem>
 #include <new>
 
+#include "galley/errno_text.h"
+
 namespace galley {
 namespace {
 
 constexpr const char* kSegmentPrefix = "galley-";
 
 Status SysError(const std::string& what, int error) {
-  return Status::Internal(what + ": " + std::strerror(error));
+  return Status::Internal(what + ": " + ErrnoText(error));
 }
 
 }  // namespace
@@ -33,7 +35,7 @@ Result<std::unique_ptr<BatchRing>> BatchRing::Create(const wire::SegmentGeometry
   if (int err = ::posix_fallocate(fd.get(), 0, bytes); err != 0) {
     return Status::ResourceExhausted(
         "cannot reserve " + std::to_string(geometry.segment_bytes) +
-        " bytes of shared memory for the batch ring: " + std::strerror(err));
+        " bytes of shared memory for the batch ring: " + ErrnoText(err));
   }
   // The client gets a read-write descriptor; with these seals it can write
   // the pages but never change the size under the daemon's mapping.
@@ -50,7 +52,7 @@ Result<std::unique_ptr<BatchRing>> BatchRing::Create(const wire::SegmentGeometry
   if (base == MAP_FAILED) {
     return Status::ResourceExhausted("cannot map the batch ring (" +
                                      std::to_string(geometry.segment_bytes) +
-                                     " bytes): " + std::strerror(errno));
+                                     " bytes): " + ErrnoText(errno));
   }
   new (base) wire::SegmentHeader{
       .magic = wire::kSegmentMagic,

@@ -127,6 +127,7 @@ cache::Plan CachePlanner::ReplanNow() {
   }
   // Sampling reads files: done without mu_, so JobOpened never waits on disk.
   std::vector<std::pair<const Dataset*, Result<DatasetSample>>> samples;
+  samples.reserve(to_sample.size());
   for (const auto& dataset : to_sample)
     samples.emplace_back(dataset.get(), SampleDataset(*dataset));
 

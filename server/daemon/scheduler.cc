@@ -78,7 +78,7 @@ void Scheduler::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-Status Scheduler::AddJob(std::shared_ptr<ServedJob> job) {
+Status Scheduler::AddJob(const std::shared_ptr<ServedJob>& job) {
   MutexLock lock(&mu_);
   auto key = std::make_pair(job->dataset.get(), job->policy);
   auto& group = groups_[key];

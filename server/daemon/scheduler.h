@@ -113,7 +113,7 @@ class Scheduler {
   void Stop() EXCLUDES(mu_);
 
   // Registers a job; InvalidArgument if its policy is unknown.
-  Status AddJob(std::shared_ptr<ServedJob> job) EXCLUDES(mu_);
+  Status AddJob(const std::shared_ptr<ServedJob>& job) EXCLUDES(mu_);
   // Forgets a job (closed or its client died). Safe to call twice.
   void RemoveJob(uint64_t job_id) EXCLUDES(mu_);
   // Restarts a job at the beginning of `epoch`; returns the new generation.

@@ -18,6 +18,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "galley/errno_text.h"
 #include "galley/mutex.h"
 #include "galley/unique_fd.h"
 #include "server/dataset/tar_index.h"
@@ -35,10 +36,6 @@ constexpr uint64_t kMaxInlineBytes = 64 << 10;
 // decoders read).
 constexpr const char* kDefaultImageKeys[] = {"jpg", "jpeg", "png", "webp"};
 constexpr char kCacheMagic[] = "galley-tar-index-v1";
-
-std::string ErrnoText(int error) {
-  return std::error_code(error, std::generic_category()).message();
-}
 
 // What identifies one version of a shard file.
 struct FileIdentity {
