@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -233,6 +234,46 @@ TEST_F(AccessTest, AnAclThatDeniesTheUserIsHonoured) {
   EXPECT_NE(outcome.message.find(denied.string()), std::string::npos) << outcome.message;
   // The same ACL does not stop a third user: "other" still reads.
   outcome = RunAs(65533, 65533, {}, [&]() -> Status { return ReadEpoch(Spec()).status(); });
+  EXPECT_EQ(outcome.code, 0) << outcome.message;
+}
+
+TEST_F(AccessTest, TarShardsAreCheckedShardByShard) {
+  // Two shards of three samples each (image + .cls label), made by GNU tar;
+  // the second is root's only.
+  std::vector<std::string> shards;
+  for (int shard = 0; shard < 2; ++shard) {
+    const fs::path members = tmp_.path() / ("members" + std::to_string(shard));
+    fs::create_directories(members);
+    for (int i = 0; i < 3; ++i) {
+      const std::string key = "s" + std::to_string(shard) + "_" + std::to_string(i);
+      WriteSolid(members / (key + ".jpg"), 10, 20, 30);
+      std::ofstream(members / (key + ".cls")) << i;
+    }
+    const fs::path tar = tmp_.path() / ("train-00000" + std::to_string(shard) + ".tar");
+    const std::string command =
+        "tar --sort=name -cf " + tar.string() + " -C " + members.string() + " .";
+    ASSERT_EQ(std::system(command.c_str()), 0);
+    fs::permissions(tar, fs::perms(shard == 0 ? 0644 : 0600));
+    shards.push_back(tar.string());
+  }
+  Start();
+  JobSpec spec = Spec();
+  spec.dataset = (tmp_.path() / "train-*.tar").string();  // the set's name in messages
+  spec.shards = shards;
+  const auto root_epoch = ReadEpoch(spec);  // root lists and reads both
+  ASSERT_TRUE(root_epoch.ok()) << root_epoch.status().ToString();
+  Outcome outcome = ReadEpochAs({}, spec);
+  EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
+  EXPECT_NE(outcome.message.find(shards[1]), std::string::npos) << outcome.message;
+  // Items of the open shard only: still refused, since galleyd would index
+  // the closed shard on the user's behalf.
+  spec.id_ranges = {{0, 3}};
+  outcome = ReadEpochAs({}, spec);
+  EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
+  // The open shard alone is served.
+  spec.shards = {shards[0]};
+  spec.id_ranges.clear();
+  outcome = ReadEpochAs({}, spec);
   EXPECT_EQ(outcome.code, 0) << outcome.message;
 }
 
