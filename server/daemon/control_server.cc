@@ -15,6 +15,7 @@
 
 #include "galley/version.h"
 #include "server/daemon/shard_datasets.h"
+#include "server/daemon/socket_access.h"
 #include "server/image/decoder.h"
 #include "server/sampler/sampling_policy.h"
 #include "wire/messages.h"
@@ -85,7 +86,8 @@ ControlServer::ControlServer(const DaemonOptions& options, Scheduler* scheduler,
     : options_(options),
       scheduler_(scheduler),
       pipeline_(pipeline),
-      cache_planner_(cache_planner) {}
+      cache_planner_(cache_planner),
+      settings_(options) {}
 
 ControlServer::~ControlServer() { Stop(Status::Cancelled("galleyd is shutting down")); }
 
@@ -116,9 +118,13 @@ Status ControlServer::Start() {
   if (::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     return Status::PermissionDenied(Errno("bind " + path.string()));
   }
-  // Any local user may open jobs; what they can read is bounded by the
-  // allowed roots, and each job's memory is readable only by its owner.
-  ::chmod(path.c_str(), 0666);
+  // Who may connect: the socket file's group and mode (socket_group,
+  // socket_mode). Each job's memory is readable only by its owner.
+  if (Status s = SetSocketAccess(path.string(), options_.socket_group, options_.socket_mode);
+      !s.ok()) {
+    std::filesystem::remove(path, ec);
+    return s;
+  }
   if (::listen(listen_fd_.get(), 128) != 0) return Status::Internal(Errno("listen"));
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Status::Internal(Errno("pipe"));
@@ -202,13 +208,13 @@ void ControlServer::AcceptLoop() {
     auto peer = connection->Peer();
     if (!peer.ok()) continue;
     std::lock_guard lock(mu_);
-    if (sessions_.size() >= options_.max_jobs + kExtraConnections) {
+    if (sessions_.size() >= settings_.max_jobs + kExtraConnections) {
       (void)connection->TrySendFrame(
           wire::MessageType::kError, 0,
           wire::DumpJson(wire::ErrorToJson(Status::ResourceExhausted(
               "galleyd has too many connections (limit max_jobs + " +
               std::to_string(kExtraConnections) + " = " +
-              std::to_string(options_.max_jobs + kExtraConnections) + ")"))));
+              std::to_string(settings_.max_jobs + kExtraConnections) + ")"))));
       continue;
     }
     UidUsage& usage = uid_usage_[peer->uid];
@@ -322,24 +328,40 @@ void ControlServer::Serve(Session* session) {
 }
 
 uint32_t ControlServer::JobsPerUid() const {
-  return options_.max_jobs_per_uid != 0 ? options_.max_jobs_per_uid : options_.max_jobs;
+  return settings_.max_jobs_per_uid != 0 ? settings_.max_jobs_per_uid : settings_.max_jobs;
 }
 uint64_t ControlServer::ShmPerUid() const {
-  return options_.max_shm_per_uid != 0 ? options_.max_shm_per_uid : options_.max_shm_total;
+  return settings_.max_shm_per_uid != 0 ? settings_.max_shm_per_uid : settings_.max_shm_total;
 }
 uint32_t ControlServer::ConnectionsPerUid() const {
-  return options_.max_connections_per_uid != 0 ? options_.max_connections_per_uid
-                                               : JobsPerUid() + 8;
+  return settings_.max_connections_per_uid != 0 ? settings_.max_connections_per_uid
+                                                : JobsPerUid() + 8;
+}
+
+DaemonOptions ControlServer::Settings() const {
+  std::lock_guard lock(mu_);
+  return settings_;
+}
+
+Status ControlServer::Reload(const DaemonOptions& updated) {
+  std::lock_guard lock(mu_);
+  if (updated.allowed_roots != settings_.allowed_roots) {
+    // Opened datasets were checked against the old roots: the next job on
+    // each opens (and checks) it again. Running jobs keep theirs.
+    datasets_.clear();
+  }
+  settings_ = updated;
+  return Status::Ok();
 }
 
 Status ControlServer::Admit(const Admission& a) {
   std::lock_guard lock(mu_);
   UidUsage& usage = uid_usage_[a.uid];
   const std::string uid = "uid " + std::to_string(a.uid);
-  if (admitted_jobs_ >= options_.max_jobs) {
+  if (admitted_jobs_ >= settings_.max_jobs) {
     return Status::ResourceExhausted("galleyd already serves " + std::to_string(admitted_jobs_) +
                                      " jobs, the limit max_jobs (" +
-                                     std::to_string(options_.max_jobs) + ")");
+                                     std::to_string(settings_.max_jobs) + ")");
   }
   if (usage.jobs >= JobsPerUid()) {
     return Status::ResourceExhausted(uid + " already has " + std::to_string(usage.jobs) +
@@ -353,11 +375,11 @@ Status ControlServer::Admit(const Admission& a) {
         a.sampler.second + "', the most one sampler tracks (" + std::to_string(kMaxJobsPerDataset) +
         "); use another policy or wait for one to end");
   }
-  if (shm_in_use_ + a.shm_bytes > options_.max_shm_total) {
+  if (shm_in_use_ + a.shm_bytes > settings_.max_shm_total) {
     return Status::ResourceExhausted("the job needs " + std::to_string(a.shm_bytes) +
                                      " bytes of shared memory and " + std::to_string(shm_in_use_) +
                                      " are in use, over the limit max_shm_total (" +
-                                     std::to_string(options_.max_shm_total) + ")");
+                                     std::to_string(settings_.max_shm_total) + ")");
   }
   if (usage.shm_bytes + a.shm_bytes > ShmPerUid()) {
     return Status::ResourceExhausted(uid + " would hold " +
@@ -401,8 +423,8 @@ Result<std::shared_ptr<const Dataset>> ControlServer::OpenDataset(const JobSpec&
       datasets_.erase(it);
     }
   }
-  std::vector<std::filesystem::path> roots(options_.allowed_roots.begin(),
-                                           options_.allowed_roots.end());
+  const std::vector<std::string> allowed_roots = Settings().allowed_roots;
+  std::vector<std::filesystem::path> roots(allowed_roots.begin(), allowed_roots.end());
   GALLEY_ASSIGN_OR_RETURN(
       auto dataset, spec.shards.empty() ? Dataset::Open(spec.dataset, roots)
                                         : Dataset::OpenShards(spec.shards, shard_options, roots));
@@ -417,15 +439,16 @@ Result<std::shared_ptr<const Dataset>> ControlServer::OpenDataset(const JobSpec&
 Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
                                                             const wire::PeerCredentials& peer,
                                                             Admission* admission) {
-  if (spec.batch_size > options_.max_batch_size) {
+  const DaemonOptions settings = Settings();
+  if (spec.batch_size > settings.max_batch_size) {
     return Status::ResourceExhausted("batch_size " + std::to_string(spec.batch_size) +
                                      " exceeds the daemon's limit of " +
-                                     std::to_string(options_.max_batch_size));
+                                     std::to_string(settings.max_batch_size));
   }
-  if (spec.prefetch > options_.max_prefetch) {
+  if (spec.prefetch > settings.max_prefetch) {
     return Status::ResourceExhausted("prefetch " + std::to_string(spec.prefetch) +
                                      " exceeds the daemon's limit of " +
-                                     std::to_string(options_.max_prefetch));
+                                     std::to_string(settings.max_prefetch));
   }
   auto job = std::make_shared<ServedJob>();
   job->spec = spec;
@@ -459,9 +482,9 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
     return Status::InvalidArgument("policy 'sequential' needs shuffle=false");
   }
   if (job->policy.empty()) {
-    auto configured = options_.dataset_policies.find(job->dataset->root().string());
-    job->policy = configured != options_.dataset_policies.end() ? configured->second
-                                                                : options_.default_policy;
+    auto configured = settings.dataset_policies.find(job->dataset->root().string());
+    job->policy = configured != settings.dataset_policies.end() ? configured->second
+                                                                : settings.default_policy;
   }
 
   SubsetSpec subset;
@@ -523,11 +546,11 @@ Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
   // ring has one slot more: prefetch=1 double-buffers instead of deadlocking.
   GALLEY_ASSIGN_OR_RETURN(auto geometry, wire::ComputeGeometry(spec.prefetch + 1, spec.batch_size,
                                                                job->pipeline->sample_bytes()));
-  if (geometry.segment_bytes > options_.max_shm_per_job) {
+  if (geometry.segment_bytes > settings.max_shm_per_job) {
     return Status::ResourceExhausted("the job needs " + std::to_string(geometry.segment_bytes) +
                                      " bytes of shared memory ((prefetch + 1) x batch_size x "
                                      "sample size), over the per-job limit of " +
-                                     std::to_string(options_.max_shm_per_job) +
+                                     std::to_string(settings.max_shm_per_job) +
                                      "; lower prefetch or batch_size");
   }
   *admission = {peer.uid, geometry.segment_bytes, {job->dataset.get(), job->policy}};
@@ -683,9 +706,9 @@ json ControlServer::Query(const std::string& what) const {
             {"datasets", datasets_.size()},
             {"shm_bytes", shm_in_use_},
             {"limits",
-             {{"max_jobs", options_.max_jobs},
-              {"max_shm_per_job", options_.max_shm_per_job},
-              {"max_shm_total", options_.max_shm_total},
+             {{"max_jobs", settings_.max_jobs},
+              {"max_shm_per_job", settings_.max_shm_per_job},
+              {"max_shm_total", settings_.max_shm_total},
               {"max_jobs_per_uid", JobsPerUid()},
               {"max_shm_per_uid", ShmPerUid()},
               {"max_connections_per_uid", ConnectionsPerUid()}}},

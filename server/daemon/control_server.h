@@ -45,6 +45,11 @@ class ControlServer {
   Status Start();
   // Ends every job with `reason`, closes all connections, joins threads.
   void Stop(const Status& reason);
+  // SIGHUP: from now on admission and job creation use `updated`'s limits,
+  // allowed roots and default policies (DaemonOptions' reloadable keys;
+  // the caller leaves the others as they were). Running jobs keep going,
+  // even over a lowered limit. Main thread.
+  Status Reload(const DaemonOptions& updated);
 
   nlohmann::json Query(const std::string& what) const;
 
@@ -84,11 +89,12 @@ class ControlServer {
   void ReapFinishedSessions();
   Status Admit(const Admission& admission);  // takes mu_
   void Release(const Admission& admission);  // takes mu_
-  uint32_t JobsPerUid() const;
-  uint64_t ShmPerUid() const;
-  uint32_t ConnectionsPerUid() const;
+  uint32_t JobsPerUid() const;               // expects mu_ held
+  uint64_t ShmPerUid() const;                // expects mu_ held
+  uint32_t ConnectionsPerUid() const;        // expects mu_ held
+  DaemonOptions Settings() const;            // takes mu_: a copy of settings_
 
-  const DaemonOptions options_;
+  const DaemonOptions options_;  // as started; keys SIGHUP may change are read from settings_
   Scheduler* const scheduler_;
   ItemPipeline* const pipeline_;
   const CachePlanner* const cache_planner_;
@@ -100,6 +106,7 @@ class ControlServer {
   std::atomic<bool> stopping_{false};
 
   mutable std::mutex mu_;
+  DaemonOptions settings_;                                                 // GUARDED_BY(mu_)
   std::list<Session> sessions_;                                            // GUARDED_BY(mu_)
   std::map<uint64_t, std::shared_ptr<ServedJob>> jobs_;                    // GUARDED_BY(mu_)
   std::map<std::string, std::shared_ptr<const Dataset>> datasets_;         // GUARDED_BY(mu_)
