@@ -125,14 +125,6 @@ std::string DidYouMean(std::string_view given, const std::vector<std::string>& c
   return suggestion.empty() ? "" : " (did you mean '" + suggestion + "'?)";
 }
 
-// "got 'text'" for words, "got 12" for numbers.
-std::string Got(std::string_view text) {
-  const bool numeric = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-    return std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.';
-  });
-  return numeric ? "got " + std::string(text) : "got '" + std::string(text) + "'";
-}
-
 std::optional<uint64_t> ParseUnsigned(std::string_view text) {
   uint64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -145,6 +137,13 @@ std::optional<double> ParseNumber(std::string_view text) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
   return value;
+}
+
+// "got 'text'" for words, "got 12" for numbers.
+std::string Got(std::string_view text) {
+  const bool numeric =
+      ParseNumber(text).has_value() && std::isdigit(static_cast<unsigned char>(text.back()));
+  return numeric ? "got " + std::string(text) : "got '" + std::string(text) + "'";
 }
 
 std::string RenderNumber(double value) {
@@ -654,8 +653,10 @@ std::string FileWhere(const std::string& path, const toml::node& node) {
 }
 
 // Returns false when the file cannot be read or is not TOML.
+// `given` keeps each key's value as text, for checks across keys.
 bool ApplyFile(const std::string& path, DaemonOptions* options,
-               std::map<std::string, OptionSource>* sources, Problems* problems) {
+               std::map<std::string, OptionSource>* sources,
+               std::map<std::string, std::string>* given, Problems* problems) {
   if (::access(path.c_str(), R_OK) != 0) {
     problems->AddLine("config " + path + ": cannot read it: " + std::strerror(errno));
     return false;
@@ -735,6 +736,7 @@ bool ApplyFile(const std::string& path, DaemonOptions* options,
       continue;
     }
     (*sources)[name] = OptionSource::kFile;
+    (*given)[name] = Join(values, ",");
   }
   return true;
 }
@@ -770,7 +772,8 @@ std::string Where(const LoadedOptions& loaded, const std::string& key) {
 
 // Defaults that depend on other keys or on the node, and checks that span
 // several keys.
-void Resolve(LoadedOptions* loaded, Problems* problems) {
+void Resolve(const std::map<std::string, std::string>& given, LoadedOptions* loaded,
+             Problems* problems) {
   DaemonOptions& options = loaded->options;
   auto is_default = [loaded](const std::string& key) {
     return loaded->sources.at(key) == OptionSource::kDefault;
@@ -780,14 +783,18 @@ void Resolve(LoadedOptions* loaded, Problems* problems) {
     options.socket_group = "galley";
   }
   if (options.max_shm_total == 0) options.max_shm_total = DerivedShmTotal();
-  // metrics_port after metrics_address replaces its port (the file applies
-  // its keys in name order, flags apply after the file); both in one place
-  // is a slip.
+  // A flag's metrics_port replaces the port of the file's metrics_address
+  // (and the other way round); in one place the two must agree.
   if (!is_default("metrics_address") &&
       loaded->sources.at("metrics_port") == loaded->sources.at("metrics_address")) {
-    problems->Add("metrics_port", Where(*loaded, "metrics_port"),
-                  "set as well as metrics_address in the same place",
-                  "only one of them: metrics_address = \"HOST:PORT\" names the port too");
+    const std::string& address = given.at("metrics_address");
+    const std::string& port = given.at("metrics_port");
+    if (address.substr(address.rfind(':') + 1) != port) {
+      problems->Add("metrics_port", Where(*loaded, "metrics_port"),
+                    "got " + port + ", another port than metrics_address " + Quote(address) +
+                        " in the same place",
+                    "only metrics_address = \"HOST:PORT\", which names the port too");
+    }
   }
   if (!options.owner_only && options.allowed_roots.empty() && !problems->About("allowed_roots")) {
     problems->AddLine("allowed_roots (" + Where(*loaded, "allowed_roots") +
@@ -911,8 +918,10 @@ Result<LoadedOptions> LoadDaemonOptions(int argc, const char* const* argv) {
     }
   }
 
-  const bool file_read = loaded.config_path.empty() ||
-                         ApplyFile(loaded.config_path, &options, &loaded.sources, &problems);
+  std::map<std::string, std::string> given;
+  const bool file_read =
+      loaded.config_path.empty() ||
+      ApplyFile(loaded.config_path, &options, &loaded.sources, &given, &problems);
   for (FlagValues& flag : flags) {
     if (flag.option->count() == 0) continue;
     const Key& key = *flag.key;
@@ -926,9 +935,10 @@ Result<LoadedOptions> LoadDaemonOptions(int argc, const char* const* argv) {
       continue;
     }
     loaded.sources[key.name] = OptionSource::kFlag;
+    given[key.name] = Join(values, ",");
   }
   // Checks across keys would only mislead when the file was not read.
-  if (file_read) Resolve(&loaded, &problems);
+  if (file_read) Resolve(given, &loaded, &problems);
   if (!problems.empty()) return Status::InvalidArgument(problems.Text());
   return loaded;
 }

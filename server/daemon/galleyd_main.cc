@@ -1,5 +1,6 @@
 // galleyd: the per-node daemon. See README.md and docs/operations.md.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -11,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,27 +32,43 @@ namespace {
 
 enum class Wake { kStop, kIdleExit, kReload };
 
+// Signals reach the main loop through a pipe written by a handler. sigwait
+// alone is not enough: a library may start a thread before main() blocks
+// the signals (OpenCV's OpenBLAS does), and the kernel may deliver a
+// process-directed signal to that thread, whose default action would end
+// the daemon without a clean shutdown. With a handler installed, whichever
+// thread takes the signal only writes its number here.
+int signal_pipe[2] = {-1, -1};
+
+extern "C" void OnSignal(int signal_number) {
+  const int saved_errno = errno;
+  const unsigned char byte = static_cast<unsigned char>(signal_number);
+  (void)!::write(signal_pipe[1], &byte, 1);
+  errno = saved_errno;
+}
+
+// The next signal number OnSignal saw, or 0 after `timeout_ms` (-1: wait).
+int NextSignal(int timeout_ms) {
+  pollfd ready{signal_pipe[0], POLLIN, 0};
+  if (::poll(&ready, 1, timeout_ms) <= 0) return 0;  // timeout, or EINTR: the byte waits
+  unsigned char byte = 0;
+  return ::read(signal_pipe[0], &byte, 1) == 1 ? byte : 0;
+}
+
 // Blocks until SIGTERM/SIGINT (kStop) or SIGHUP (kReload), or, with
 // idle_exit_seconds > 0, until no job has been open for that long.
-Wake WaitForSignalOrIdleExit(const sigset_t& signals, double idle_exit_seconds,
-                             const galley::ControlServer& server) {
+Wake WaitForSignalOrIdleExit(double idle_exit_seconds, const galley::ControlServer& server) {
   using Clock = std::chrono::steady_clock;
-  const auto wake = [](int signal_number) {
-    if (signal_number == SIGHUP) return Wake::kReload;
-    spdlog::info("received signal {}, shutting down", signal_number);
-    return Wake::kStop;
-  };
-  if (idle_exit_seconds <= 0) {
-    int signal_number = 0;
-    sigwait(&signals, &signal_number);
-    return wake(signal_number);
-  }
   const auto idle_limit = std::chrono::duration<double>(idle_exit_seconds);
   auto idle_since = Clock::now();
   while (true) {
-    const timespec tick{0, 200'000'000};
-    const int signal_number = sigtimedwait(&signals, nullptr, &tick);
-    if (signal_number > 0) return wake(signal_number);
+    const int signal_number = NextSignal(idle_exit_seconds > 0 ? 200 : -1);
+    if (signal_number == SIGHUP) return Wake::kReload;
+    if (signal_number != 0) {
+      spdlog::info("received signal {}, shutting down", signal_number);
+      return Wake::kStop;
+    }
+    if (idle_exit_seconds <= 0) continue;
     if (server.Query("status").value("jobs", 0) > 0) {
       idle_since = Clock::now();
     } else if (Clock::now() - idle_since >= idle_limit) {
@@ -181,8 +199,9 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ galleyd: %v");
   for (const std::string& warning : loaded->warnings) spdlog::warn("{}", warning);
 
-  // Signals are taken synchronously by this thread; every other thread
-  // inherits the mask, and SIGPIPE never kills the daemon.
+  // SIGTERM/SIGINT/SIGHUP go to OnSignal and on to the main loop; the
+  // threads galleyd starts inherit them blocked (so their system calls are
+  // never interrupted), and SIGPIPE never kills the daemon.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -190,6 +209,15 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  if (::pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    spdlog::error("cannot create the signal pipe: {}", std::strerror(errno));
+    return 1;
+  }
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  for (int signal_number : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(signal_number, &action, nullptr);
 
   if (int stale = BatchRing::RemoveStaleSegments(); stale > 0) {
     spdlog::info("removed {} stale shared-memory segments", stale);
@@ -275,8 +303,11 @@ int main(int argc, char** argv) {
     spdlog::warn("cannot tell the service manager galleyd is ready: {}", s.ToString());
   }
 
+  // Every thread of ours is started (later ones start from them, signals
+  // blocked); the main thread takes signals from here on.
+  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
   while (true) {
-    const Wake wake = WaitForSignalOrIdleExit(signals, options->idle_exit_seconds, server);
+    const Wake wake = WaitForSignalOrIdleExit(options->idle_exit_seconds, server);
     if (wake == Wake::kReload) {
       Reload(argc, argv, &running, &server);
       continue;

@@ -266,7 +266,8 @@ TEST_F(GalleydTest, SigtermEndsJobsWithAClearErrorAndARestartServesAgain) {
 }
 
 TEST_F(GalleydTest, ASecondDaemonOnTheSameSocketRefusesToStart) {
-  const int code = testing::RunGalleydToExit({"--socket", daemon_->socket()});
+  const int code = testing::RunGalleydToExit(
+      {"--socket", daemon_->socket(), "--allowed-root", tmp_.path().string()});
   EXPECT_EQ(code, 1);
   EXPECT_TRUE(Client::Connect(options_).ok());
 }
