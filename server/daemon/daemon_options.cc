@@ -56,6 +56,17 @@ struct Key {
 template <typename T>
 using Field = T DaemonOptions::*;
 
+Key Named(std::string name, std::string flag, std::string help, std::string expected,
+          bool reloadable) {
+  Key key;
+  key.name = std::move(name);
+  key.flag = std::move(flag);
+  key.help = std::move(help);
+  key.expected = std::move(expected);
+  key.reloadable = reloadable;
+  return key;
+}
+
 template <typename T>
 std::function<void(const DaemonOptions&, DaemonOptions*)> CopyOf(Field<T> field) {
   return [field](const DaemonOptions& from, DaemonOptions* to) { to->*field = from.*field; };
@@ -195,13 +206,9 @@ Key ScalarKey(std::string name, std::string flag, std::string help, std::string 
               unsigned toml_types, bool reloadable, Field<T> field,
               std::function<std::string(const std::string&, T*)> parse,
               std::function<std::string(const T&)> render) {
-  Key key;
-  key.name = std::move(name);
-  key.flag = std::move(flag);
-  key.help = std::move(help);
-  key.expected = std::move(expected);
+  Key key =
+      Named(std::move(name), std::move(flag), std::move(help), std::move(expected), reloadable);
   key.toml_types = toml_types;
-  key.reloadable = reloadable;
   key.set = [field, parse](const std::vector<std::string>& values, DaemonOptions* options) {
     T value{};
     std::string problem = parse(values.front(), &value);
@@ -359,13 +366,10 @@ const std::vector<Key>& Keys() {
           return Quote(buffer);
         }));
     {
-      Key roots;
-      roots.name = "allowed_roots";
-      roots.flag = "--allowed-root";
-      roots.help =
-          "directory datasets may be served from (repeatable; required unless --owner-only)";
-      roots.expected = "a list of absolute directory paths";
-      roots.reloadable = true;
+      Key roots =
+          Named("allowed_roots", "--allowed-root",
+                "directory datasets may be served from (repeatable; required unless --owner-only)",
+                "a list of absolute directory paths", true);
       roots.list = true;
       roots.set = [](const std::vector<std::string>& values, DaemonOptions* options) {
         for (const std::string& root : values) {
@@ -386,13 +390,12 @@ const std::vector<Key>& Keys() {
                           "cache eviction policy: refcount (default) or lru",
                           &DaemonOptions::cache_eviction, {"refcount", "lru"}, false));
     {
-      Key split;
-      split.name = "cache_split";
-      split.flag = "--cache-split";
-      split.help = "fix the cache split as E,D,A percent (encoded, decoded, augmented)";
-      split.expected =
+      Key split = Named(
+          "cache_split", "--cache-split",
+          "fix the cache split as E,D,A percent (encoded, decoded, augmented)",
           "three percentages E,D,A (encoded, decoded, augmented), each 0..100, adding up to at "
-          "most 100; or none ([]) to let the planner choose";
+          "most 100; or none ([]) to let the planner choose",
+          false);
       split.list = true;
       split.comma_list = true;
       split.toml_types = kInteger;
@@ -442,13 +445,12 @@ const std::vector<Key>& Keys() {
                           "sampling policy for jobs that name none", &DaemonOptions::default_policy,
                           RandomOrderPolicies(), true));
     {
-      Key policies;
-      policies.name = "dataset_policies";
-      policies.flag = "--dataset-policy";
-      policies.help = "PATH=POLICY: default sampling policy for one dataset (repeatable)";
-      policies.expected = "PATH=POLICY pairs (a TOML table \"PATH\" = \"POLICY\"), POLICY one of " +
-                          Names(RandomOrderPolicies());
-      policies.reloadable = true;
+      Key policies =
+          Named("dataset_policies", "--dataset-policy",
+                "PATH=POLICY: default sampling policy for one dataset (repeatable)",
+                "PATH=POLICY pairs (a TOML table \"PATH\" = \"POLICY\"), POLICY one of " +
+                    Names(RandomOrderPolicies()),
+                true);
       policies.table = true;
       policies.set = [](const std::vector<std::string>& values, DaemonOptions* options) {
         const std::vector<std::string> known = RandomOrderPolicies();
@@ -514,13 +516,12 @@ const std::vector<Key>& Keys() {
     k.push_back(IntegerKey("max_image_pixels", "--max-image-pixels", "largest image accepted",
                            &DaemonOptions::max_image_pixels, 1, uint64_t{1} << 40, false));
     {
-      Key address;
-      address.name = "metrics_address";
-      address.flag = "--metrics-address";
-      address.help = "serve Prometheus metrics on HOST:PORT (e.g. 0.0.0.0:9464)";
-      address.expected =
+      Key address = Named(
+          "metrics_address", "--metrics-address",
+          "serve Prometheus metrics on HOST:PORT (e.g. 0.0.0.0:9464)",
           "HOST:PORT, HOST an IPv4 address, [IPv6 address] or localhost, PORT 1..65535; or \"\" "
-          "for none";
+          "for none",
+          false);
       address.set = [](const std::vector<std::string>& values, DaemonOptions* options) {
         if (values.front().empty()) {
           options->metrics_port = 0;
@@ -541,11 +542,9 @@ const std::vector<Key>& Keys() {
     k.push_back(ChoiceKey("log_level", "--log-level", "trace|debug|info|warn|error|critical|off",
                           &DaemonOptions::log_level, LogLevels(), true));
     {
-      Key owner;
-      owner.name = "owner_only";
-      owner.flag = "--owner-only";
-      owner.help = "serve only connections from the uid galleyd runs as (a personal daemon)";
-      owner.expected = "true or false";
+      Key owner = Named("owner_only", "--owner-only",
+                        "serve only connections from the uid galleyd runs as (a personal daemon)",
+                        "true or false", false);
       owner.boolean = true;
       owner.toml_types = kBoolean;
       owner.set = [](const std::vector<std::string>& values, DaemonOptions* options) {

@@ -93,10 +93,14 @@ class ConfigTest : public ::testing::Test {
     return spec;
   }
 
-  nlohmann::json Query(const std::string& what) {
+  Result<Client> Connect() const {
     ClientOptions options;
     options.socket_path = socket_.string();
-    auto client = Client::Connect(options);
+    return Client::Connect(options);
+  }
+
+  nlohmann::json Query(const std::string& what) {
+    auto client = Connect();
     EXPECT_TRUE(client.ok()) << client.status().ToString();
     if (!client.ok()) return {};
     auto text = client->Query(what);
@@ -318,9 +322,7 @@ TEST_F(ConfigTest, SighupChangesTheLogLevelAndLimitsWhileTwoJobsRunAndLosesNoBat
   WriteFile(config_, Config("warn", "max_jobs = 8\n"));
   auto daemon = StartWithConfig();
   ASSERT_TRUE(daemon->started());
-  ClientOptions options;
-  options.socket_path = socket_.string();
-  auto client = Client::Connect(options);
+  auto client = Connect();
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   constexpr uint64_t kEpochs = 3;
   auto first = client->OpenJob(Spec(kEpochs));
@@ -373,9 +375,7 @@ TEST_F(ConfigTest, ABadFileOnSighupChangesNothingAndSaysWhy) {
   WriteFile(config_, Config("warn", "max_jobs = 8\n"));
   auto daemon = StartWithConfig();
   ASSERT_TRUE(daemon->started());
-  ClientOptions options;
-  options.socket_path = socket_.string();
-  auto client = Client::Connect(options);
+  auto client = Connect();
   ASSERT_TRUE(client.ok());
   auto job = client->OpenJob(Spec(2));
   ASSERT_TRUE(job.ok());
@@ -411,9 +411,7 @@ TEST_F(ConfigTest, NarrowedAllowedRootsRefuseNewJobsAndKeepRunningOnes) {
   WriteFile(config_, Config("warn"));
   auto daemon = StartWithConfig();
   ASSERT_TRUE(daemon->started());
-  ClientOptions options;
-  options.socket_path = socket_.string();
-  auto client = Client::Connect(options);
+  auto client = Connect();
   ASSERT_TRUE(client.ok());
   auto running = client->OpenJob(Spec(2));
   ASSERT_TRUE(running.ok());
