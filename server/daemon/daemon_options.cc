@@ -14,10 +14,12 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <iostream>
 #include <limits>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "galley/client.h"
 #include "galley/version.h"
@@ -621,6 +623,7 @@ std::string ShownValue(const toml::node& node) {
   std::ostringstream out;
   node.visit([&out](const auto& value) { out << value; });
   std::string shown = out.str();
+  std::replace(shown.begin(), shown.end(), '\n', ' ');
   if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
   return shown;
 }
@@ -692,11 +695,11 @@ bool ApplyFile(const std::string& path, DaemonOptions* options,
     std::vector<std::string> values;
     std::string problem;
     if (key->table) {
-      const toml::table* entries = node.as_table();
-      if (entries == nullptr) {
+      const toml::table* pairs = node.as_table();
+      if (pairs == nullptr) {
         problem = "got " + TomlTypeName(node);
       } else {
-        for (const auto& [entry_key, value] : *entries) {
+        for (const auto& [entry_key, value] : *pairs) {
           auto text = value.value_exact<std::string>();
           if (!text) {
             problem = "got " + TomlTypeName(value) + " for " + std::string(entry_key.str());

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -107,7 +108,10 @@ void Reload(int argc, char** argv, galley::DaemonOptions* running, galley::Contr
     if (Status s = server->Reload(applied); !s.ok()) {
       spdlog::error("reload: {}; nothing changed", s.ToString());
     } else {
-      spdlog::set_level(spdlog::level::from_str(applied.log_level));
+      // The report is logged at the more verbose of the two levels, so a
+      // change of log_level itself is seen either way.
+      const auto level = spdlog::level::from_str(applied.log_level);
+      spdlog::set_level(std::min(level, spdlog::get_level()));
       const auto changes = DiffOptions(*running, loaded->options);
       for (const OptionChange& change : changes) {
         if (change.reloadable) {
@@ -119,6 +123,7 @@ void Reload(int argc, char** argv, galley::DaemonOptions* running, galley::Contr
       }
       for (const std::string& warning : loaded->warnings) spdlog::warn("{}", warning);
       if (changes.empty()) spdlog::info("reload: {} changes nothing", loaded->config_path);
+      spdlog::set_level(level);
       *running = applied;
     }
   }
