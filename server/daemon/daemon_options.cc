@@ -298,6 +298,12 @@ Key TextKey(std::string name, std::string flag, std::string help, Field<std::str
       Quote);
 }
 
+// "" for no group or one the node has.
+std::string GroupProblem(const std::string& text) {
+  if (text.empty() || ::getgrnam(text.c_str()) != nullptr) return "";
+  return Got(text) + ", a group this node does not have";
+}
+
 // "HOST:PORT" with HOST an IPv4 address, [IPv6] or localhost.
 std::string ParseAddress(const std::string& text, std::string* host, uint16_t* port) {
   const size_t colon = text.rfind(':');
@@ -343,10 +349,7 @@ const std::vector<Key>& Keys() {
         "socket_group", "--socket-group",
         "group owning the control socket (default: galley if it exists, else galleyd's own)",
         &DaemonOptions::socket_group, "the name of a group on this node, or \"\" for galleyd's own",
-        [](const std::string& text) -> std::string {
-          if (text.empty() || ::getgrnam(text.c_str()) != nullptr) return "";
-          return Got(text) + ", a group this node does not have";
-        }));
+        GroupProblem));
     k.push_back(ScalarKey<uint32_t>(
         "socket_mode", "--socket-mode",
         "control socket mode, octal (default 0660; 0666 owner-only)",
@@ -541,6 +544,10 @@ const std::vector<Key>& Keys() {
     k.push_back(IntegerKey("metrics_port", "--metrics-port",
                            "serve Prometheus metrics on 127.0.0.1:PORT (0 disables)",
                            &DaemonOptions::metrics_port, 0, 65535, false, "0 = no metrics"));
+    k.push_back(TextKey("admin_group", "--admin-group",
+                        "group whose members see every job and may cancel any or drain galleyd",
+                        &DaemonOptions::admin_group,
+                        "the name of a group on this node, or \"\" for none", GroupProblem));
     k.push_back(ChoiceKey("log_level", "--log-level", "trace|debug|info|warn|error|critical|off",
                           &DaemonOptions::log_level, LogLevels(), true));
     {

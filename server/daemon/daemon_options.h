@@ -107,6 +107,11 @@ struct DaemonOptions {
   // Images with more pixels are refused (decompression bombs). PIL's limit.
   uint64_t max_image_pixels = 178956970;
 
+  // Members of this group (besides root and galleyd's own user) see every
+  // user's jobs and datasets and may cancel any job or drain the daemon.
+  // Empty (default): no group.
+  std::string admin_group;
+
   // Prometheus metrics on http://<metrics_host>:<metrics_port>/metrics;
   // port 0 (the default) disables them. Key metrics_address = "HOST:PORT"
   // sets both; metrics_port alone keeps the loopback host.
