@@ -90,8 +90,8 @@ ControlServer::ControlServer(const DaemonOptions& options, Scheduler* scheduler,
       pipeline_(pipeline),
       cache_planner_(cache_planner),
       datasets_(options),
-      // A finished drain stops galleyd the way SIGTERM does: the main thread
-      // waits for that signal (it is blocked everywhere else).
+      // A finished drain stops galleyd the way SIGTERM does: the signal
+      // reaches the main loop (galleyd_main.cc) whichever thread takes it.
       jobs_(options, scheduler, &datasets_, [] { ::kill(::getpid(), SIGTERM); }) {}
 
 Status ControlServer::Reload(const DaemonOptions& options) {
