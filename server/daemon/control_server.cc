@@ -17,6 +17,7 @@
 
 #include "galley/version.h"
 #include "server/daemon/shard_datasets.h"
+#include "server/daemon/socket_access.h"
 #include "server/image/decoder.h"
 #include "server/sampler/sampling_policy.h"
 #include "wire/messages.h"
@@ -96,8 +97,8 @@ ControlServer::ControlServer(const DaemonOptions& options, Scheduler* scheduler,
       pipeline_(pipeline),
       cache_planner_(cache_planner),
       datasets_(options),
-      // A finished drain stops galleyd the way SIGTERM does: the main thread
-      // waits for that signal (it is blocked everywhere else).
+      // A finished drain stops galleyd the way SIGTERM does: the signal
+      // reaches the main loop (galleyd_main.cc) whichever thread takes it.
       jobs_(options, scheduler, &datasets_, [] { ::kill(::getpid(), SIGTERM); }) {}
 
 Status ControlServer::Reload(const DaemonOptions& options) {
@@ -135,9 +136,13 @@ Status ControlServer::Start() {
   if (::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     return Status::PermissionDenied(Errno("bind " + path.string()));
   }
-  // Any local user may open jobs; what they can read is bounded by the
-  // allowed roots, and each job's memory is readable only by its owner.
-  ::chmod(path.c_str(), 0666);
+  // Who may connect: the socket file's group and mode (socket_group,
+  // socket_mode). Each job's memory is readable only by its owner.
+  if (Status s = SetSocketAccess(path.string(), options_.socket_group, options_.socket_mode);
+      !s.ok()) {
+    std::filesystem::remove(path, ec);
+    return s;
+  }
   if (::listen(listen_fd_.get(), 128) != 0) return Status::Internal(Errno("listen"));
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Status::Internal(Errno("pipe"));
