@@ -17,6 +17,14 @@ add_dependencies(image_decoder_test galley_image_fixtures)
 target_compile_definitions(image_decoder_test PRIVATE
   GALLEY_IMAGE_FIXTURE_DIR="${GALLEY_IMAGE_FIXTURE_DIR}")
 
+# PNG and BMP against PIL, variant by variant.
+galley_add_test(image_png_bmp_test
+  SOURCES unit/image_png_bmp_test.cc
+  LIBS galley_image)
+add_dependencies(image_png_bmp_test galley_image_fixtures)
+target_compile_definitions(image_png_bmp_test PRIVATE
+  GALLEY_IMAGE_FIXTURE_DIR="${GALLEY_IMAGE_FIXTURE_DIR}")
+
 galley_add_test(image_transforms_test
   SOURCES unit/image_transforms_test.cc
   LIBS galley_image galley_opencv)

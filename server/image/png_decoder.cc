@@ -78,6 +78,10 @@ bool ReadRows(png_structp png, png_infop info, Input* input, PngSize size, uint8
       height != static_cast<png_uint_32>(size.height)) {
     png_error(png, "IHDR changed between reads");
   }
+  // From here on only IDAT (and IEND) remain: PIL does not check their CRC,
+  // so a CRC mismatch there is ignored too (zlib's own checksum still
+  // guards the compressed data). IHDR and PLTE were checked above.
+  png_set_crc_action(png, PNG_CRC_QUIET_USE, PNG_CRC_DEFAULT);
   const bool clip = color_type == PNG_COLOR_TYPE_GRAY && bit_depth == 16;
   if (color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (color_type == PNG_COLOR_TYPE_GRAY && bit_depth < 8) png_set_expand_gray_1_2_4_to_8(png);

@@ -8,13 +8,14 @@
 // except 16-bit gray without alpha, which PIL opens as mode "I;16" and clips
 // to 255 when converting (a sample of 1000 gives 255, not 3); galley clips
 // too, so both loaders see the same pixels. Ancillary chunks other than tRNS
-// are skipped unread, and decoding stops after the last image row, so a
-// file whose IEND is missing decodes as it does in PIL.
+// are skipped unread, decoding stops after the last image row, and IDAT
+// CRCs are not checked, so a file whose IEND is missing or whose IDAT CRC is
+// wrong decodes as it does in PIL.
 //
 // ReadPngHeader reads only the IHDR chunk; DecodePng is given its result
 // after the caller has checked the pixel count, so no pixel memory is
 // allocated for an image over the limit. Every failure (corrupt, truncated,
-// CRC error in a critical chunk, IHDR that libpng rejects) is DataLoss;
+// CRC error in IHDR or PLTE, IHDR that libpng rejects) is DataLoss;
 // libpng's errors never escape past DecodePng.
 //
 // Thread-safety: both functions may be called concurrently; they share no

@@ -1,47 +1,18 @@
-// Decoder tests over the fixtures written by tests/fixtures/make_fixtures.py.
-// Expected pixels come from PIL (the torchvision loader), stored losslessly as
-// `<name>.ref.png` next to each fixture.
+// Decoder tests over the fixtures written by tests/fixtures/make_fixtures.py
+// (tests/unit/image_fixture.h); PNG and BMP in depth are in
+// image_png_bmp_test.cc.
 #include <gtest/gtest.h>
 #include <webp/encode.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "server/image/decoder.h"
+#include "tests/unit/image_fixture.h"
 
 namespace galley::image {
 namespace {
-
-std::vector<uint8_t> ReadFixture(const std::string& name) {
-  const std::string path = std::string(GALLEY_IMAGE_FIXTURE_DIR) + "/" + name;
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "missing fixture " << path;
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-RgbImage DecodeFixture(const std::string& name) {
-  auto image = Decode(ReadFixture(name), DecodeOptions{});
-  EXPECT_TRUE(image.ok()) << name << ": " << image.status().ToString();
-  return image.ok() ? std::move(image).value() : RgbImage{};
-}
-
-Status DecodeStatus(const std::string& name) {
-  return Decode(ReadFixture(name), DecodeOptions{}).status();
-}
-
-// Largest per-sample difference; -1 when the sizes differ.
-int MaxAbsDiff(const RgbImage& a, const RgbImage& b) {
-  if (a.width != b.width || a.height != b.height || a.pixels.size() != b.pixels.size()) return -1;
-  int worst = 0;
-  for (size_t i = 0; i < a.pixels.size(); ++i) {
-    worst = std::max(worst, std::abs(int{a.pixels[i]} - int{b.pixels[i]}));
-  }
-  return worst;
-}
 
 double MeanAbsDiff(const RgbImage& a, const RgbImage& b) {
   double sum = 0;
