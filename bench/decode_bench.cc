@@ -150,25 +150,31 @@ const std::vector<std::vector<uint8_t>>& PngInputs() {
   return inputs;
 }
 
-double MeanInputBytes() {
+double MeanBytes(const std::vector<std::vector<uint8_t>>& files) {
   double sum = 0;
-  for (const auto& jpeg : Inputs()) sum += static_cast<double>(jpeg.size());
-  return sum / static_cast<double>(Inputs().size());
+  for (const auto& file : files) sum += static_cast<double>(file.size());
+  return sum / static_cast<double>(files.size());
 }
 
-void BM_DecodeFull(benchmark::State& state) {
-  const auto& inputs = Inputs();
-  benchmark::DoNotOptimize(Decode(inputs[0], DecodeOptions{}).ok());  // warm-up
+double MeanInputBytes() { return MeanBytes(Inputs()); }
+
+// Full decodes cycling through `files`: items/s, encoded bytes/s, and the
+// mean file size as the counter `size_counter`.
+void TimeFullDecodes(benchmark::State& state, const std::vector<std::vector<uint8_t>>& files,
+                     const char* size_counter) {
+  benchmark::DoNotOptimize(Decode(files[0], DecodeOptions{}).ok());  // warm-up
   size_t i = 0;
   for (auto _ : state) {
-    auto image = Decode(inputs[i++ % inputs.size()], DecodeOptions{});
+    auto image = Decode(files[i++ % files.size()], DecodeOptions{});
     if (!image.ok()) state.SkipWithError(image.status().ToString().c_str());
     benchmark::DoNotOptimize(image->pixels.data());
   }
   state.SetItemsProcessed(state.iterations());
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * MeanInputBytes()));
-  state.counters["jpeg_bytes"] = MeanInputBytes();
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * MeanBytes(files)));
+  state.counters[size_counter] = MeanBytes(files);
 }
+
+void BM_DecodeFull(benchmark::State& state) { TimeFullDecodes(state, Inputs(), "jpeg_bytes"); }
 BENCHMARK(BM_DecodeFull)->UseRealTime();
 
 // Scaled decode at 1/argument (2, 4 or 8): each file is asked for exactly
@@ -243,22 +249,7 @@ BENCHMARK(BM_ReadHeader)->UseRealTime();
 
 // A whole PNG to RGB through libpng, cycling through PngInputs(): items/s,
 // and encoded bytes/s.
-void BM_DecodePng(benchmark::State& state) {
-  const auto& inputs = PngInputs();
-  double encoded = 0;
-  for (const auto& png : inputs) encoded += static_cast<double>(png.size());
-  encoded /= static_cast<double>(inputs.size());
-  benchmark::DoNotOptimize(Decode(inputs[0], DecodeOptions{}).ok());  // warm-up
-  size_t i = 0;
-  for (auto _ : state) {
-    auto image = Decode(inputs[i++ % inputs.size()], DecodeOptions{});
-    if (!image.ok()) state.SkipWithError(image.status().ToString().c_str());
-    benchmark::DoNotOptimize(image->pixels.data());
-  }
-  state.SetItemsProcessed(state.iterations());
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * encoded));
-  state.counters["png_bytes"] = encoded;
-}
+void BM_DecodePng(benchmark::State& state) { TimeFullDecodes(state, PngInputs(), "png_bytes"); }
 BENCHMARK(BM_DecodePng)->UseRealTime();
 
 // RandomResizedCrop(224) + RandomHorizontalFlip, the usual training pipeline.

@@ -207,22 +207,10 @@ TEST(DecoderTest, RandomGarbageNeverCrashesOrSucceedsSilently) {
   std::mt19937 random(1234);
   const auto jpeg = ReadFixture("baseline.jpg");
   const auto png = ReadFixture("rgb.png");
+  // Corrupt a few bytes after the signature.
   for (int round = 0; round < 300; ++round) {
-    const auto& original = round % 2 == 0 ? jpeg : png;
-    std::vector<uint8_t> bytes = original;
-    // Corrupt a few bytes after the signature.
-    for (int k = 0; k < 4; ++k) {
-      bytes[8 + random() % (bytes.size() - 8)] = static_cast<uint8_t>(random());
-    }
-    if (round % 3 == 0) bytes.resize(8 + random() % (bytes.size() - 8));
-    auto image = Decode(bytes, DecodeOptions{});
-    if (image.ok()) {
-      EXPECT_EQ(image->pixels.size(), static_cast<size_t>(image->width) * image->height * 3);
-    } else {
-      const StatusCode code = image.status().code();
-      EXPECT_TRUE(code == StatusCode::kDataLoss || code == StatusCode::kResourceExhausted)
-          << image.status().ToString();
-    }
+    ExpectDamageHandled(round % 2 == 0 ? jpeg : png, 8, 4, round, random,
+                        round % 2 == 0 ? "baseline.jpg" : "rgb.png");
   }
 }
 

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,27 @@ inline int MaxAbsDiff(const RgbImage& a, const RgbImage& b) {
     worst = std::max(worst, std::abs(int{a.pixels[i]} - int{b.pixels[i]}));
   }
   return worst;
+}
+
+// Overwrites `flips` random bytes of `original` at or after `keep` (so the
+// signature survives) and, every third round, cuts it short; the decode of
+// what is left must give a whole image or fail with DataLoss or
+// ResourceExhausted, never crash.
+inline void ExpectDamageHandled(const std::vector<uint8_t>& original, size_t keep, int flips,
+                                int round, std::mt19937& random, const std::string& name) {
+  std::vector<uint8_t> bytes = original;
+  for (int k = 0; k < flips; ++k) {
+    bytes[keep + random() % (bytes.size() - keep)] = static_cast<uint8_t>(random());
+  }
+  if (round % 3 == 0) bytes.resize(keep + random() % (bytes.size() - keep));
+  auto image = Decode(bytes, DecodeOptions{});
+  if (image.ok()) {
+    EXPECT_EQ(image->pixels.size(), static_cast<size_t>(image->width) * image->height * 3);
+  } else {
+    const StatusCode code = image.status().code();
+    EXPECT_TRUE(code == StatusCode::kDataLoss || code == StatusCode::kResourceExhausted)
+        << name << ": " << image.status().ToString();
+  }
 }
 
 }  // namespace galley::image
