@@ -35,11 +35,12 @@ int BorderSource(int p, int length, PadMode mode) {
   return -1;
 }
 
-// Source pixel (sx, sy) of output pixel (ox, oy) under a turn that swaps
-// the axes: sx = ox * x_per_ox + oy * x_per_oy + x0, likewise sy.
+// Under a turn that swaps the axes, output pixel (ox, oy) reads source
+// pixel (sx, sy) with sx depending on oy alone and sy on ox alone:
+// sx = x_sign * oy (+ width - 1 when x_sign < 0), likewise sy with ox.
 struct AxisSwap {
-  int x_per_ox, x_per_oy, x0;
-  int y_per_ox, y_per_oy, y0;
+  int x_sign;
+  int y_sign;
 };
 
 }  // namespace
@@ -83,25 +84,29 @@ void ReorientPixels(const RgbView& src, const RgbSpan& dst, int orientation) {
   if (orientation >= 5 && orientation <= 8) {
     // Output pixel (ox, oy) of a w x h source turned onto h x w.
     static constexpr AxisSwap kSwaps[4] = {
-        {0, 1, 0, 1, 0, 0},    // 5: transposed, (oy, ox)
-        {0, 1, 0, -1, 0, 1},   // 6: clockwise, (oy, h - 1 - ox)
-        {0, -1, 1, -1, 0, 1},  // 7: other diagonal, (w - 1 - oy, h - 1 - ox)
-        {0, -1, 1, 1, 0, 0},   // 8: counter-clockwise, (w - 1 - oy, ox)
+        {1, 1},    // 5: transposed, (oy, ox)
+        {1, -1},   // 6: clockwise, (oy, h - 1 - ox)
+        {-1, -1},  // 7: other diagonal, (w - 1 - oy, h - 1 - ox)
+        {-1, 1},   // 8: counter-clockwise, (w - 1 - oy, ox)
     };
-    const AxisSwap& s = kSwaps[orientation - 5];
-    const int x0 = s.x0 * (w - 1), y0 = s.y0 * (h - 1);
+    const AxisSwap& swap = kSwaps[orientation - 5];
+    auto source_x = [&](int oy) { return swap.x_sign > 0 ? oy : w - 1 - oy; };
+    auto source_y = [&](int ox) { return swap.y_sign > 0 ? ox : h - 1 - ox; };
     // Square tiles keep both the rows read and the rows written in cache.
-    constexpr int kTile = 32;
+    // Along an output row the source moves one row down or up per pixel.
+    constexpr int kTile = 64;
+    const ptrdiff_t step = swap.y_sign * src.stride;
     for (int ty = 0; ty < dst.height; ty += kTile) {
       for (int tx = 0; tx < dst.width; tx += kTile) {
         const int y_end = std::min(ty + kTile, dst.height);
         const int x_end = std::min(tx + kTile, dst.width);
         for (int oy = ty; oy < y_end; ++oy) {
-          uint8_t* out = dst.row(oy);
-          for (int ox = tx; ox < x_end; ++ox) {
-            const int sx = ox * s.x_per_ox + oy * s.x_per_oy + x0;
-            const int sy = ox * s.y_per_ox + oy * s.y_per_oy + y0;
-            std::memcpy(out + ox * 3, src.row(sy) + sx * 3, 3);
+          uint8_t* out = dst.row(oy) + tx * 3;
+          const uint8_t* in = src.row(source_y(tx)) + source_x(oy) * 3;
+          for (int ox = tx; ox < x_end; ++ox, out += 3, in += step) {
+            out[0] = in[0];
+            out[1] = in[1];
+            out[2] = in[2];
           }
         }
       }
