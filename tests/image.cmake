@@ -25,6 +25,11 @@ add_dependencies(image_png_bmp_test galley_image_fixtures)
 target_compile_definitions(image_png_bmp_test PRIVATE
   GALLEY_IMAGE_FIXTURE_DIR="${GALLEY_IMAGE_FIXTURE_DIR}")
 
+# Padding, copies and the eight turns under the pipeline, against hand-written values.
+galley_add_test(image_rgb_span_test
+  SOURCES unit/image_rgb_span_test.cc
+  LIBS galley_image)
+
 galley_add_test(image_transforms_test
   SOURCES unit/image_transforms_test.cc
   LIBS galley_image galley_opencv)
