@@ -9,7 +9,7 @@ PACKAGES=(
   build-essential cmake pkg-config ninja-build ccache dpkg-dev
   libturbojpeg0-dev libjpeg62-turbo-dev libexif-dev libwebp-dev libpng-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
-  libboost-dev libtbb-dev
+  libboost-dev libtbb-dev libacl1-dev
   nlohmann-json3-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
   pybind11-dev python3-dev
   libgtest-dev libgmock-dev libbenchmark-dev

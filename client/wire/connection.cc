@@ -209,7 +209,21 @@ Result<PeerCredentials> Connection::Peer() const {
   if (::getsockopt(socket_.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
     return Status::Internal(Errno("SO_PEERCRED"));
   }
-  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+  PeerCredentials peer{cred.pid, cred.uid, cred.gid, {}};
+  // The supplementary groups as they were at connect (Linux 4.13+). Without
+  // them only the primary group counts: access is narrower, never wider.
+  std::vector<gid_t> groups(64);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(socket_.get(), SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      peer.groups = std::move(groups);
+      break;
+    }
+    if (errno != ERANGE) break;
+    groups.resize(len / sizeof(gid_t) + 1);
+  }
+  return peer;
 }
 
 void Connection::Shutdown() { ::shutdown(socket_.get(), SHUT_RDWR); }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "galley/status.h"
 #include "wire/protocol.h"
@@ -32,6 +33,7 @@ struct PeerCredentials {
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary (SO_PEERGROUPS)
 };
 
 using Deadline = std::chrono::steady_clock::time_point;

@@ -76,7 +76,16 @@ void CachePlanner::JobOpened(uint64_t job_id, PlannedJob job) {
 void CachePlanner::JobClosed(uint64_t job_id) {
   {
     std::lock_guard lock(mu_);
-    if (jobs_.erase(job_id) == 0) return;
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return;
+    const Dataset* dataset = it->second.dataset.get();
+    jobs_.erase(it);
+    // A dataset no job reads any more is not planned for (and a re-listed
+    // one is a new dataset): its sample goes with it.
+    const bool in_use = std::any_of(jobs_.begin(), jobs_.end(), [&](const auto& job) {
+      return job.second.dataset.get() == dataset;
+    });
+    if (!in_use) datasets_.erase(dataset);
     pending_ = true;
   }
   cv_.notify_all();
@@ -135,7 +144,9 @@ cache::Plan CachePlanner::ReplanNow() {
   {
     std::lock_guard lock(mu_);
     for (auto& [key, sample] : samples) {
-      DatasetInfo& info = datasets_[key];
+      auto found = datasets_.find(key);
+      if (found == datasets_.end()) continue;  // its last job closed meanwhile
+      DatasetInfo& info = found->second;
       if (sample.ok()) {
         info.sample = *sample;
         spdlog::info(

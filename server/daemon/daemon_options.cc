@@ -77,6 +77,7 @@ Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "hold_budget_ms", &options->hold_budget_ms));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "thin_hold_ms", &options->thin_hold_ms));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "log_level", &options->log_level));
+  GALLEY_RETURN_IF_ERROR(ReadKey(t, "admin_group", &options->admin_group));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "owner_only", &options->owner_only));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "idle_exit_seconds", &options->idle_exit_seconds));
   GALLEY_RETURN_IF_ERROR(ReadKey(t, "cache_eviction", &options->cache_eviction));
@@ -229,6 +230,8 @@ Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now) {
                  "longest single hold of a job whose consumer has little buffered");
   app.add_option("--metrics-port", options.metrics_port,
                  "serve Prometheus metrics on 127.0.0.1:PORT (0 disables)");
+  app.add_option("--admin-group", options.admin_group,
+                 "group whose members see every job and may cancel any or drain galleyd");
   app.add_option("--log-level", options.log_level, "trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   app.add_flag("--owner-only", options.owner_only,

@@ -95,6 +95,11 @@ struct DaemonOptions {
   // Images with more pixels are refused (decompression bombs). PIL's limit.
   uint64_t max_image_pixels = 178956970;
 
+  // Members of this group (besides root and galleyd's own user) see every
+  // user's jobs and datasets and may cancel any job or drain the daemon.
+  // Empty (default): no group.
+  std::string admin_group;
+
   // Prometheus metrics on http://127.0.0.1:<port>/metrics. 0 disables.
   uint16_t metrics_port = 0;
 

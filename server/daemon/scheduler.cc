@@ -94,7 +94,7 @@ Status Scheduler::AddJob(std::shared_ptr<ServedJob> job) {
     if (job->policy == "ods" && cache_ != nullptr) {
       // Runs on the scheduler thread under mu_; the tiers lock themselves.
       sampler_options.is_cached = [cache = cache_,
-                                   dataset_index = DatasetIndex(job->dataset)](ItemId item) {
+                                   dataset_index = job->dataset_index](ItemId item) {
         const cache::Key key = cache::MakeKey(dataset_index, item);
         return cache->decoded().Contains(key) || cache->encoded().Contains(key);
       };
@@ -116,7 +116,7 @@ Status Scheduler::AddJob(std::shared_ptr<ServedJob> job) {
   p.epoch = job->spec.start_epoch;
   p.batch_index = job->spec.start_batch;
   p.resuming = job->spec.start_batch > 0 || !job->spec.resume_consumed.empty();
-  p.dataset_index = DatasetIndex(job->dataset);
+  p.dataset_index = job->dataset_index;
   jobs_.emplace(job->id, std::move(p));
   if (planner_ != nullptr) {
     planner_->JobOpened(
@@ -126,13 +126,6 @@ Status Scheduler::AddJob(std::shared_ptr<ServedJob> job) {
   dirty_ = true;
   cv_.notify_all();
   return Status::Ok();
-}
-
-uint32_t Scheduler::DatasetIndex(const std::shared_ptr<const Dataset>& dataset) {
-  auto [it, inserted] =
-      dataset_index_.try_emplace(dataset.get(), static_cast<uint32_t>(indexed_datasets_.size()));
-  if (inserted) indexed_datasets_.push_back(dataset);
-  return it->second;
 }
 
 void Scheduler::EnterEpochDemand(Production& p, std::span<const ItemId> items) {
@@ -385,7 +378,7 @@ std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<Slo
   std::vector<ItemTask> tasks;
   std::lock_guard lock(mu_);
   for (auto& plan : plans) {
-    const uint32_t dataset_index = DatasetIndex(plan->job->dataset);
+    const uint32_t dataset_index = plan->job->dataset_index;
     for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
       if (!plan->errors[pos].empty()) failed_items_.insert({dataset_index, plan->items[pos]});
     }

@@ -12,11 +12,11 @@
 // is consumed when the sampler hands it to the job (while the wave is
 // planned, so before the pipeline offers the item to a tier), and whatever
 // the job had not received yet is dropped when it leaves its epoch early
-// (Seek, close, death). Each dataset gets a small stable index for the cache
-// keys (cache::MakeKey). A CachePlanner, when given, hears of every job that
-// opens or closes. An "ods" group asks the cache, while a wave is planned,
-// whether an item is in the encoded or decoded tier, and each job's epoch is
-// registered with its spec's ods_fraction.
+// (Seek, close, death). The cache keys' dataset half is the job's
+// dataset_index, the DatasetRegistry's number for its listing (cache::MakeKey). A CachePlanner,
+// when given, hears of every job that opens or closes. An "ods" group asks the cache, while a wave
+// is planned, whether an item is in the encoded or decoded tier, and each job's epoch is registered
+// with its spec's ods_fraction.
 //
 // Every batch holds what its position in the epoch promises
 // (ServedJob::BatchTarget) and an epoch ends with its last batch, so
@@ -81,7 +81,7 @@ struct SchedulerOptions {
   // sampler's stream and every job's order. 0 (default) keeps a job's order
   // a pure function of its (seed, epoch) across restarts and machines.
   uint64_t sampler_seed = 0;
-  GateOptions gate;           // when a job is produced for (production_gate.h)
+  GateOptions gate;  // when a job is produced for (production_gate.h)
 };
 
 // What the scheduler reads and claims of a job's batch ring. The daemon's
@@ -165,9 +165,8 @@ class Scheduler {
                                         uint32_t attempt);
   // Leaves the job's current epoch, dropping the demand it still had.
   void LeaveSampler(Production& p);
-  void EnterEpochDemand(Production& p, std::span<const ItemId> items);   // requires mu_
-  void ConsumeDemand(Production& p, ItemId item);                        // requires mu_
-  uint32_t DatasetIndex(const std::shared_ptr<const Dataset>& dataset);  // requires mu_
+  void EnterEpochDemand(Production& p, std::span<const ItemId> items);  // requires mu_
+  void ConsumeDemand(Production& p, ItemId item);                       // requires mu_
 
   const SchedulerOptions options_;
   ItemPipeline* const pipeline_;
@@ -184,10 +183,6 @@ class Scheduler {
   std::map<uint64_t, Production> jobs_;  // GUARDED_BY(mu_)
   std::map<std::pair<const Dataset*, std::string>, std::unique_ptr<SamplerGroup>>
       groups_;  // GUARDED_BY(mu_)
-  // Datasets by index; held so a Dataset's address is never reused for
-  // another while its keys may be in the cache.
-  std::vector<std::shared_ptr<const Dataset>> indexed_datasets_;  // GUARDED_BY(mu_)
-  std::map<const Dataset*, uint32_t> dataset_index_;              // GUARDED_BY(mu_)
   // Items that failed to read or decode, by dataset index: substitutes are
   // never drawn from them.
   std::set<std::pair<uint32_t, ItemId>> failed_items_;  // GUARDED_BY(mu_)

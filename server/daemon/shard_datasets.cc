@@ -1,7 +1,5 @@
 #include "server/daemon/shard_datasets.h"
 
-#include <sys/stat.h>
-
 #include <cstdlib>
 
 namespace galley {
@@ -23,21 +21,9 @@ ShardOptions ShardOptionsFor(const JobSpec& spec, const DaemonOptions& options) 
   return shard;
 }
 
-Status CheckShardJob(const Dataset& dataset, const JobSpec& spec, uid_t uid, gid_t gid) {
+Status CheckShardJob(const Dataset& dataset, const JobSpec& spec) {
   const ShardSource* shards = dataset.shard_source();
   if (shards == nullptr) return Status::Ok();
-  if (uid != 0) {
-    for (const auto& path : shards->shards()) {
-      struct stat info {};
-      if (::stat(path.c_str(), &info) != 0) continue;  // its reads fail as sample errors
-      const bool readable = info.st_uid == uid   ? (info.st_mode & S_IRUSR) != 0
-                            : info.st_gid == gid ? (info.st_mode & S_IRGRP) != 0
-                                                 : (info.st_mode & S_IROTH) != 0;
-      if (!readable) {
-        return Status::PermissionDenied("you may not read shard " + path.string());
-      }
-    }
-  }
   if (spec.on_error == "raise") {
     const ShardStats& stats = shards->stats();
     if (stats.skipped_samples > 0) {

@@ -20,10 +20,10 @@ namespace galley {
 // descriptor limits.
 ShardOptions ShardOptionsFor(const JobSpec& spec, const DaemonOptions& options);
 
-// For a shard dataset: PermissionDenied unless the peer (uid, gid) may read
-// every shard; with on_error "raise", InvalidArgument naming the first
-// skipped sample (shard and key) or damaged shard. Ok for other datasets.
-Status CheckShardJob(const Dataset& dataset, const JobSpec& spec, uid_t uid, gid_t gid);
+// For a shard dataset with on_error "raise": InvalidArgument naming the
+// first skipped sample (shard and key) or damaged shard. Ok otherwise.
+// (Who may read which shard is the DatasetRegistry's check.)
+Status CheckShardJob(const Dataset& dataset, const JobSpec& spec);
 
 // Shard counts, skipped members and samples, damage, index age and the
 // process-wide index counters; null for other datasets.
