@@ -12,10 +12,10 @@ add_custom_target(galley_image_fixtures DEPENDS ${GALLEY_IMAGE_FIXTURE_DIR}/stam
 
 galley_add_test(image_decoder_test
   SOURCES unit/image_decoder_test.cc
-  LIBS galley_image PkgConfig::LibWebP)
+  LIBS galley_image PkgConfig::LibWebP PkgConfig::LibJpeg)
 add_dependencies(image_decoder_test galley_image_fixtures)
 target_compile_definitions(image_decoder_test PRIVATE
-  GALLEY_IMAGE_FIXTURE_DIR="${GALLEY_IMAGE_FIXTURE_DIR}")
+  GALLEY_IMAGE_FIXTURE_DIR="${GALLEY_IMAGE_FIXTURE_DIR}" GALLEY_TEST_PYTHON="/usr/bin/python3")
 
 # PNG and BMP against PIL, variant by variant.
 galley_add_test(image_png_bmp_test

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "server/image/bmp_decoder.h"
@@ -53,7 +54,10 @@ tjhandle Decompressor() { return ThisThreadDecompressor().get(); }
 
 // Whether the JPEG carries Adobe's APP14 marker, which means its CMYK samples
 // are stored inverted (Adobe Photoshop's convention, followed by PIL).
-bool HasAdobeMarker(std::span<const uint8_t> jpeg) {
+// Calls visit(marker, payload) for each marker segment before the first
+// scan, in file order, until visit returns true; returns whether one did.
+template <typename Visit>
+bool FindJpegSegment(std::span<const uint8_t> jpeg, Visit visit) {
   size_t pos = 2;
   while (pos + 4 <= jpeg.size()) {
     if (jpeg[pos] != 0xFF) return false;
@@ -65,10 +69,16 @@ bool HasAdobeMarker(std::span<const uint8_t> jpeg) {
     if (marker == 0xDA || marker == 0xD9) return false;
     const size_t length = (size_t{jpeg[pos + 2]} << 8) | jpeg[pos + 3];
     if (length < 2 || pos + 2 + length > jpeg.size()) return false;
-    if (marker == 0xEE && length >= 7 && std::memcmp(&jpeg[pos + 4], "Adobe", 5) == 0) return true;
+    if (visit(marker, jpeg.subspan(pos + 4, length - 2))) return true;
     pos += 2 + length;
   }
   return false;
+}
+
+bool HasAdobeMarker(std::span<const uint8_t> jpeg) {
+  return FindJpegSegment(jpeg, [](uint8_t marker, std::span<const uint8_t> payload) {
+    return marker == 0xEE && payload.size() >= 5 && std::memcmp(payload.data(), "Adobe", 5) == 0;
+  });
 }
 
 // (a * b) / 255 rounded, exactly as PIL's MULDIV255.
@@ -108,6 +118,34 @@ struct JpegHeader {
   int colorspace = 0;
 };
 
+// The frame header (SOFn) of a JPEG: dimensions and component count.
+// TurboJPEG 2.1's header reader refuses chroma sampling it has no name for
+// (4x2, 1x4, 3x1, ...) although its decoder, and PIL, read such files; this
+// reads what the decoder needs instead.
+std::optional<JpegHeader> ReadJpegFrame(std::span<const uint8_t> bytes) {
+  JpegHeader header;
+  const bool found =
+      FindJpegSegment(bytes, [&header](uint8_t marker, std::span<const uint8_t> payload) {
+        // SOF0..SOF15 less DHT (C4), JPG (C8) and DAC (CC).
+        if (marker < 0xC0 || marker > 0xCF || marker == 0xC4 || marker == 0xC8 || marker == 0xCC ||
+            payload.size() < 6) {
+          return false;
+        }
+        header.height = (payload[1] << 8) | payload[2];
+        header.width = (payload[3] << 8) | payload[4];
+        const int components = payload[5];
+        header.colorspace = components == 1   ? TJCS_GRAY
+                            : components == 3 ? TJCS_YCbCr
+                            : components == 4 ? TJCS_CMYK
+                                              : -1;
+        return true;
+      });
+  if (!found || header.width == 0 || header.height == 0 || header.colorspace < 0) {
+    return std::nullopt;
+  }
+  return header;
+}
+
 Result<JpegHeader> ReadJpegHeader(std::span<const uint8_t> bytes) {
   tjhandle handle = Decompressor();
   if (handle == nullptr) return Status::Internal("cannot create a TurboJPEG decompressor");
@@ -117,6 +155,7 @@ Result<JpegHeader> ReadJpegHeader(std::span<const uint8_t> bytes) {
                           &header.width, &header.height, &subsampling, &header.colorspace) != 0) {
     const std::string reason = tjGetErrorStr2(handle);
     ThisThreadDecompressor().Renew();
+    if (auto frame = ReadJpegFrame(bytes)) return *frame;
     return Status::DataLoss("malformed JPEG header: " + reason);
   }
   return header;
