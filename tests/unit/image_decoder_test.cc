@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "server/image/decoder.h"
+#include "server/image/region_decoder.h"
 #include "tests/unit/image_fixture.h"
 
 namespace galley::image {
@@ -293,6 +294,15 @@ TEST(DecoderTest, UnusualChromaSamplingDecodesLikePil) {
     auto image = Decode(jpeg, DecodeOptions{});
     ASSERT_TRUE(image.ok()) << image.status().ToString();
     EXPECT_EQ(image->pixels, pil);
+    // The crop path (libjpeg directly) gives the same rectangle.
+    auto region = DecodeRegion(jpeg, DecodeOptions{}, 9, 5, 30, 20);
+    ASSERT_TRUE(region.ok()) << region.status().ToString();
+    for (int y = 0; y < 20; ++y) {
+      for (int x = 0; x < 30 * 3; ++x) {
+        ASSERT_EQ(region->pixels.pixels[y * 30 * 3 + x], pil[((5 + y) * 53 + 9) * 3 + x])
+            << "row " << y << " byte " << x;
+      }
+    }
   }
   fs::remove_all(work);
 }
