@@ -732,8 +732,8 @@ class Scratch {
 // the logical image lies in the stored pixels (origin and pixels per logical
 // pixel) until the first crop or resize absorbs the difference.
 struct Current {
-  RgbSpan mat;      // the source's pixels are viewed writable but never written
-  int buffer = -1;  // scratch buffer holding mat, or -1 for the source
+  RgbSpan pixels;   // the source's pixels are viewed writable but never written
+  int buffer = -1;  // scratch buffer holding pixels, or -1 for the source
   bool flipped = false;
   int logical_width = 0;
   int logical_height = 0;
@@ -757,15 +757,15 @@ void Crop(Rect rect, Current& current, Scratch& scratch) {
     const double x1 = current.origin_x + (rect.x + rect.width) * current.scale_x;
     const double y1 = current.origin_y + (rect.y + rect.height) * current.scale_y;
     constexpr double kSlack = 1e-6;  // rounding in the scale itself
-    if (x0 >= 0 && y0 >= 0 && x1 <= current.mat.width + kSlack &&
-        y1 <= current.mat.height + kSlack) {
+    if (x0 >= 0 && y0 >= 0 && x1 <= current.pixels.width + kSlack &&
+        y1 <= current.pixels.height + kSlack) {
       // Inside the image: keep the fractional crop for the resize's box,
       // which samples exactly the region the full-size crop covers.
       const int ix0 = static_cast<int>(std::floor(x0));
       const int iy0 = static_cast<int>(std::floor(y0));
-      const int ix1 = std::clamp(static_cast<int>(std::ceil(x1)), ix0 + 1, current.mat.width);
-      const int iy1 = std::clamp(static_cast<int>(std::ceil(y1)), iy0 + 1, current.mat.height);
-      current.mat = current.mat.Window(ix0, iy0, ix1 - ix0, iy1 - iy0);
+      const int ix1 = std::clamp(static_cast<int>(std::ceil(x1)), ix0 + 1, current.pixels.width);
+      const int iy1 = std::clamp(static_cast<int>(std::ceil(y1)), iy0 + 1, current.pixels.height);
+      current.pixels = current.pixels.Window(ix0, iy0, ix1 - ix0, iy1 - iy0);
       current.origin_x = x0 - ix0;
       current.origin_y = y0 - iy0;
       return;
@@ -782,34 +782,34 @@ void Crop(Rect rect, Current& current, Scratch& scratch) {
   }
   const int inside_x0 = std::max(rect.x, 0);
   const int inside_y0 = std::max(rect.y, 0);
-  const int inside_x1 = std::min(rect.x + rect.width, current.mat.width);
-  const int inside_y1 = std::min(rect.y + rect.height, current.mat.height);
+  const int inside_x1 = std::min(rect.x + rect.width, current.pixels.width);
+  const int inside_y1 = std::min(rect.y + rect.height, current.pixels.height);
   if (inside_x0 == rect.x && inside_y0 == rect.y && inside_x1 == rect.x + rect.width &&
       inside_y1 == rect.y + rect.height) {
-    current.mat = current.mat.Window(rect.x, rect.y, rect.width, rect.height);
+    current.pixels = current.pixels.Window(rect.x, rect.y, rect.width, rect.height);
     return;
   }
   const RgbSpan padded = scratch.Take(rect.width, rect.height, current.buffer);
   FillPixels(padded, Fill{0, 0, 0});
   if (inside_x0 < inside_x1 && inside_y0 < inside_y1) {
     const int width = inside_x1 - inside_x0, height = inside_y1 - inside_y0;
-    CopyPixels(current.mat.Window(inside_x0, inside_y0, width, height),
+    CopyPixels(current.pixels.Window(inside_x0, inside_y0, width, height),
                padded.Window(inside_x0 - rect.x, inside_y0 - rect.y, width, height));
   }
-  current.mat = padded;
+  current.pixels = padded;
   current.buffer = scratch.taken();
 }
 
 // The resampling geometry of resizing the whole logical image to
 // width x height: the box is the logical image's place in the stored pixels.
 ResizeGeometry ResizeOf(const Current& current, int width, int height) {
-  ResizeGeometry geometry = ResizeGeometry::Whole(current.mat, width, height);
+  ResizeGeometry geometry = ResizeGeometry::Whole(current.pixels, width, height);
   if (current.scaled() || current.origin_x != 0.0 || current.origin_y != 0.0) {
     geometry.box_x0 = current.origin_x;
     geometry.box_y0 = current.origin_y;
-    geometry.box_x1 = std::min<double>(current.mat.width,
+    geometry.box_x1 = std::min<double>(current.pixels.width,
                                        current.origin_x + current.logical_width * current.scale_x);
-    geometry.box_y1 = std::min<double>(current.mat.height,
+    geometry.box_y1 = std::min<double>(current.pixels.height,
                                        current.origin_y + current.logical_height * current.scale_y);
   }
   return geometry;
@@ -848,14 +848,14 @@ Status Resize(const Step& step, Current& current, Scratch& scratch) {
                                           0.0,
                                           (geometry.box_y1 - geometry.box_y0) / step.height,
                                           geometry.box_y0};
-    AffineWarp(current.mat, resized, matrix, WarpInterpolation::kNearest, Fill{});
+    AffineWarp(current.pixels, resized, matrix, WarpInterpolation::kNearest, Fill{});
   } else {
     ResampleOptions options;
     options.filter = FilterOf(step.interpolation);
     GALLEY_RETURN_IF_ERROR(
-        ResizeAntialiased(current.mat, geometry, options, resized.data, resized.stride));
+        ResizeAntialiased(current.pixels, geometry, options, resized.data, resized.stride));
   }
-  current.mat = resized;
+  current.pixels = resized;
   current.buffer = scratch.taken();
   return Status::Ok();
 }
@@ -891,11 +891,11 @@ PadMode PadModeOf(PaddingMode mode) {
 // its right edge was.
 void MaterializeFlip(Current& current, Scratch& scratch) {
   if (!current.flipped) return;
-  const RgbSpan flipped = scratch.Take(current.mat.width, current.mat.height, current.buffer);
-  ReorientPixels(current.mat, flipped, 2);
+  const RgbSpan flipped = scratch.Take(current.pixels.width, current.pixels.height, current.buffer);
+  ReorientPixels(current.pixels, flipped, 2);
   current.origin_x =
-      current.mat.width - (current.origin_x + current.logical_width * current.scale_x);
-  current.mat = flipped;
+      current.pixels.width - (current.origin_x + current.logical_width * current.scale_x);
+  current.pixels = flipped;
   current.buffer = scratch.taken();
   current.flipped = false;
 }
@@ -923,7 +923,7 @@ Status ApplyPixel(PixelStep step, Current& current, Scratch& scratch) {
   if (step.kind == PixelStep::Kind::kPad && current.flipped) {
     std::swap(step.sides[0], step.sides[2]);
   }
-  const RgbSpan src = current.mat;
+  const RgbSpan src = current.pixels;
   int width = src.width;
   int height = src.height;
   if (step.kind == PixelStep::Kind::kPad) {
@@ -983,7 +983,7 @@ Status ApplyPixel(PixelStep step, Current& current, Scratch& scratch) {
       PadPixels(src, dst, step.sides[0], step.sides[1], PadModeOf(step.padding_mode), step.fill);
       break;
   }
-  current.mat = dst;
+  current.pixels = dst;
   current.buffer = scratch.taken();
   current.logical_width = width;
   current.logical_height = height;
@@ -1368,7 +1368,7 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
   thread_local Scratch scratch;
   thread_local std::vector<uint8_t> row;
   Current current;
-  current.mat = RgbSpan::Packed(const_cast<uint8_t*>(pixels.data()), width, height);
+  current.pixels = RgbSpan::Packed(const_cast<uint8_t*>(pixels.data()), width, height);
   current.logical_width = logical_width;
   current.logical_height = logical_height;
   current.scale_x = scaled ? static_cast<double>(width) / logical_width : 1.0;
@@ -1397,7 +1397,7 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
       options.filter = FilterOf(step.interpolation);
       SampleWriter writer(fused.width, fused.height, fused.flipped, spec_.output, normalized_,
                           dst.data(), row);
-      GALLEY_RETURN_IF_ERROR(ResizeAntialiased(current.mat, geometry, options, writer));
+      GALLEY_RETURN_IF_ERROR(ResizeAntialiased(current.pixels, geometry, options, writer));
       Erase(plan, spec_.output, spec_.output_width, spec_.output_height, dst.data());
       return Status::Ok();
     }
@@ -1416,14 +1416,14 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
         break;
     }
   }
-  if (current.scaled() || current.mat.width != spec_.output_width ||
-      current.mat.height != spec_.output_height) {
+  if (current.scaled() || current.pixels.width != spec_.output_width ||
+      current.pixels.height != spec_.output_height) {
     return Status::InvalidArgument(
         "pipeline has no resize after the crop, so it needs full-resolution pixels");
   }
-  const SampleWriter writer(current.mat.width, current.mat.height, current.flipped, spec_.output,
-                            normalized_, dst.data(), row);
-  for (int y = 0; y < current.mat.height; ++y) writer.Write(y, current.mat.row(y));
+  const SampleWriter writer(current.pixels.width, current.pixels.height, current.flipped,
+                            spec_.output, normalized_, dst.data(), row);
+  for (int y = 0; y < current.pixels.height; ++y) writer.Write(y, current.pixels.row(y));
   Erase(plan, spec_.output, spec_.output_width, spec_.output_height, dst.data());
   return Status::Ok();
 }
