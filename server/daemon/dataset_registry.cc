@@ -39,7 +39,14 @@ DatasetRegistry::DatasetRegistry(const DaemonOptions& options) : options_(option
 
 void DatasetRegistry::SetAllowedRoots(const std::vector<std::string>& roots) {
   std::lock_guard lock(mu_);
-  allowed_roots_.assign(roots.begin(), roots.end());
+  std::vector<fs::path> updated(roots.begin(), roots.end());
+  if (updated == allowed_roots_) return;
+  allowed_roots_ = std::move(updated);
+  if (!entries_.empty()) {
+    spdlog::info("allowed roots changed: {} listings dropped, to be checked again",
+                 entries_.size());
+  }
+  entries_.clear();
 }
 
 std::string DatasetRegistry::KeyOf(const JobSpec& spec) const {
@@ -50,20 +57,21 @@ std::string DatasetRegistry::KeyOf(const JobSpec& spec) const {
   return error ? spec.dataset : canonical;
 }
 
-Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec,
-                                                             AccessChecker& checker) const {
+Status DatasetRegistry::CheckRoots(const JobSpec& spec, AccessChecker& checker) const {
+  if (spec.shards.empty()) return CheckRoot(spec.dataset, checker);
+  // Every shard, not only those holding the job's items: a shard the user
+  // may not read is not indexed, nor counted, on their behalf.
+  for (const std::string& shard : spec.shards) GALLEY_RETURN_IF_ERROR(CheckRoot(shard, checker));
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec) const {
   std::vector<fs::path> roots;
   {
     std::lock_guard lock(mu_);
     roots = allowed_roots_;
   }
-  if (spec.shards.empty()) {
-    GALLEY_RETURN_IF_ERROR(CheckRoot(spec.dataset, checker));
-    return Dataset::Open(spec.dataset, roots);
-  }
-  // Every shard, not only those holding the job's items: a shard the user
-  // may not read must not be indexed on their behalf.
-  for (const std::string& shard : spec.shards) GALLEY_RETURN_IF_ERROR(CheckRoot(shard, checker));
+  if (spec.shards.empty()) return Dataset::Open(spec.dataset, roots);
   return Dataset::OpenShards(spec.shards, ShardOptionsFor(spec, options_), roots);
 }
 
@@ -85,13 +93,15 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& spec, const Credentia
                                             const Selector& select) {
   const std::string key = KeyOf(spec);
   AccessChecker checker(peer);
+  // The same check whether or not another job listed the dataset first.
+  GALLEY_RETURN_IF_ERROR(CheckRoots(spec, checker));
   Entry entry;
   {
     std::lock_guard lock(mu_);
     if (auto it = entries_.find(key); it != entries_.end()) entry = it->second;
   }
   if (entry.dataset == nullptr) {
-    GALLEY_ASSIGN_OR_RETURN(auto listed, List(spec, checker));
+    GALLEY_ASSIGN_OR_RETURN(auto listed, List(spec));
     entry = Install(key, std::move(listed), nullptr);
   }
   // At most one re-listing: a dataset changing faster than it can be listed
@@ -104,7 +114,7 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& spec, const Credentia
       GALLEY_RETURN_IF_ERROR(access);
       return OpenedDataset{entry.dataset, entry.index, std::move(subset)};
     }
-    GALLEY_ASSIGN_OR_RETURN(auto listed, List(spec, checker));
+    GALLEY_ASSIGN_OR_RETURN(auto listed, List(spec));
     entry = Install(key, std::move(listed), entry.dataset.get());
   }
 }

@@ -85,6 +85,9 @@ class DatasetRegistry {
   Status Forget(const std::string& name, AccessChecker* checker);
 
   // Allowed roots from a reloaded configuration; later opens use them.
+  // When they change, every listing is dropped: each was checked against
+  // the old roots, so the next job on it lists (and checks) it again. Jobs
+  // already running keep theirs.
   void SetAllowedRoots(const std::vector<std::string>& roots);
 
   std::vector<DatasetSnapshot> Snapshot() const;
@@ -100,9 +103,11 @@ class DatasetRegistry {
 
   // The key under which jobs share the dataset `spec` names.
   std::string KeyOf(const JobSpec& spec) const;
-  // Lists the dataset anew after checking `checker`'s user may read its
-  // root.
-  Result<std::shared_ptr<const Dataset>> List(const JobSpec& spec, AccessChecker& checker) const;
+  // PermissionDenied unless `checker`'s user may read the dataset's root
+  // (list the folder; read the manifest, or every shard).
+  Status CheckRoots(const JobSpec& spec, AccessChecker& checker) const;
+  // Lists the dataset anew.
+  Result<std::shared_ptr<const Dataset>> List(const JobSpec& spec) const;
   // Installs `dataset` under `key` unless `replacing` is no longer the one
   // there (another job listed it first); returns the entry now in force.
   Entry Install(const std::string& key, std::shared_ptr<const Dataset> dataset,

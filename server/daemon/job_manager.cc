@@ -356,8 +356,11 @@ Status JobManager::Cancel(uint64_t job_id, const wire::PeerCredentials& by) {
     if (it == jobs_.end() || (it->second.job->owner_uid != by.uid && !IsAdmin(by))) {
       return Status::NotFound("no job " + std::to_string(job_id) + " of yours");
     }
-    // Under mu_: the record, hence the connection `cancel` writes to, is
-    // alive until Close erases it. `cancel` never blocks nor calls back.
+    // The ring first, so the client reads this reason rather than that of
+    // the disconnect that follows. Under mu_: the record, hence the
+    // connection `cancel` writes to, is alive until Close erases it; the
+    // ring's Close and `cancel` never block nor call back.
+    it->second.job->ring->Close(why);
     if (it->second.cancel) it->second.cancel(why);
   }
   spdlog::info("job {}: {}", job_id, why.message());
