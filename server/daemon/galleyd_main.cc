@@ -22,6 +22,7 @@
 #include "server/daemon/item_pipeline.h"
 #include "server/daemon/metrics_server.h"
 #include "server/daemon/node_probe.h"
+#include "server/daemon/prometheus_text.h"
 #include "server/daemon/scheduler.h"
 
 namespace {
@@ -46,7 +47,7 @@ bool WaitForSignalOrIdleExit(const sigset_t& signals, double idle_exit_seconds,
       spdlog::info("received signal {}, shutting down", signal_number);
       return false;
     }
-    if (server.Query("status").value("jobs", 0) > 0) {
+    if (server.open_jobs() > 0) {
       idle_since = Clock::now();
     } else if (Clock::now() - idle_since >= idle_limit) {
       return true;
@@ -193,9 +194,8 @@ int main(int argc, char** argv) {
   ReportReady(ready_fd);
   std::unique_ptr<MetricsServer> metrics;
   if (options->metrics_port != 0) {
-    metrics = std::make_unique<MetricsServer>(options->metrics_port, [&server] {
-      return RenderPrometheus(server.Query("status"), server.Query("jobs"), server.Query("cache"));
-    });
+    metrics = std::make_unique<MetricsServer>(
+        options->metrics_port, [&server] { return RenderPrometheus(server.Metrics()); });
     if (Status s = metrics->Start(); !s.ok()) {
       spdlog::error("cannot start metrics: {}", s.ToString());
       return 1;

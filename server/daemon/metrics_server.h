@@ -2,7 +2,8 @@
 //
 // Serves GET /metrics on 127.0.0.1:<port> (Boost.Beast, one thread, one
 // request at a time: scrapes are rare and cheap). The body comes from a
-// callback so the server knows nothing of the daemon's internals.
+// callback so the server knows nothing of the daemon's internals (galleyd
+// renders it with RenderPrometheus, prometheus_text.h).
 // Start/Stop from one thread; the callback runs on the server's thread.
 #ifndef GALLEY_SERVER_DAEMON_METRICS_SERVER_H_
 #define GALLEY_SERVER_DAEMON_METRICS_SERVER_H_
@@ -10,7 +11,6 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -36,11 +36,6 @@ class MetricsServer {
   std::thread thread_;
   std::atomic<bool> stop_{false};
 };
-
-// Renders the daemon's status, jobs and cache documents (as answered to
-// galleyctl) in the Prometheus text exposition format.
-std::string RenderPrometheus(const nlohmann::json& status, const nlohmann::json& jobs,
-                             const nlohmann::json& cache);
 
 }  // namespace galley
 
