@@ -131,7 +131,14 @@ bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* imag
   auto fail = [&](const std::string& why) {
     counters_.failures++;
     const std::string message = task.dataset->path(task.item).string() + ": " + why;
-    spdlog::warn("sample {} skipped: {}", task.item, message);
+    uint64_t dropped = 0;
+    if (failure_log_.Allow(LogThrottle::Clock::now(), &dropped)) {
+      if (dropped > 0) {
+        spdlog::warn("{} more skipped samples were not logged (galleyctl jobs counts them)",
+                     dropped);
+      }
+      spdlog::warn("sample {} skipped: {}", task.item, message);
+    }
     RecordFailure(task, message);
     return false;
   };

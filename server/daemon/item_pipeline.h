@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
+#include "server/daemon/log_throttle.h"
 #include "server/daemon/served_job.h"
 #include "server/daemon/snapshots.h"
 #include "server/image/decoder.h"
@@ -128,6 +129,8 @@ class ItemPipeline {
   uint32_t threads_;
   std::unique_ptr<tbb::task_arena> arena_;
   PipelineCounters counters_;
+  // Per-sample failure warnings: at most 20 every 10 s, then a count.
+  LogThrottle failure_log_{20, std::chrono::seconds(10)};
 };
 
 // What the augmented tier keys a job's samples by: the canonical pipeline and
