@@ -292,9 +292,9 @@ int main(int argc, char** argv) {
   ReportReady(ready_fd);
   std::unique_ptr<MetricsServer> metrics;
   if (options->metrics_port != 0) {
-    metrics = std::make_unique<MetricsServer>(
-        options->metrics_host, options->metrics_port,
-        [&server] { return RenderPrometheus(server.Metrics()); });
+    metrics =
+        std::make_unique<MetricsServer>(options->metrics_host, options->metrics_port,
+                                        [&server] { return RenderPrometheus(server.Metrics()); });
     if (Status s = metrics->Start(); !s.ok()) {
       spdlog::error("cannot start metrics: {}", s.ToString());
       return 1;
