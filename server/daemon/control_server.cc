@@ -283,7 +283,7 @@ void ControlServer::AcceptLoop() {
         spdlog::error("closing a connection after an unknown internal error");
       }
       session.connection->Shutdown();
-      jobs_.ReleaseConnection(session.uid);
+      Uncount(&session);
       session.done = true;
     });
   }
@@ -295,6 +295,7 @@ void ControlServer::Serve(Session* session) {
     if (!status.ok() && status.code() != StatusCode::kUnavailable) {
       if (status.code() == StatusCode::kProtocolError) protocol_errors_++;
       spdlog::warn("closing a connection: {}", status.ToString());
+      Uncount(session);
       SendError(connection, 0, status);
     }
     connection.Shutdown();
@@ -336,7 +337,7 @@ void ControlServer::Serve(Session* session) {
     const uint32_t request_id = frame->header.request_id;
     switch (frame->header.type) {
       case wire::MessageType::kOpenJob:
-        return finish(ServeJob(connection, *frame, *peer));
+        return finish(ServeJob(session, *frame, *peer));
       case wire::MessageType::kQuery: {
         auto body = wire::ParseObject(frame->payload);
         if (!body.ok()) return finish(Status::ProtocolError(body.status().message()));
@@ -360,11 +361,17 @@ void ControlServer::Serve(Session* session) {
   finish(Status::Ok());
 }
 
-Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& open_frame,
+void ControlServer::Uncount(Session* session) {
+  if (session->counted.exchange(false)) jobs_.ReleaseConnection(session->uid);
+}
+
+Status ControlServer::ServeJob(Session* session, const wire::Frame& open_frame,
                                const wire::PeerCredentials& peer) {
+  wire::Connection& connection = *session->connection;
   const uint32_t open_id = open_frame.header.request_id;
   auto refuse = [&](const Status& status) {
     spdlog::info("refused a job from pid {}: {}", peer.pid, status.ToString());
+    Uncount(session);
     SendError(connection, open_id, status);
     return Status::Ok();  // answered; the connection closes quietly
   };
