@@ -1,6 +1,7 @@
 #include "server/daemon/control_server.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -252,6 +253,7 @@ void ControlServer::AcceptLoop() {
     wire::UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!fd.valid()) continue;
     auto connection = std::make_unique<wire::Connection>(std::move(fd));
+    connection->SetFrameBudget(&frame_budget_);
     auto peer = connection->Peer();
     if (!peer.ok()) continue;
     const uint32_t max_sessions = jobs_.limits().max_jobs + kExtraConnections;
@@ -337,7 +339,7 @@ void ControlServer::Serve(Session* session) {
     const uint32_t request_id = frame->header.request_id;
     switch (frame->header.type) {
       case wire::MessageType::kOpenJob:
-        return finish(ServeJob(session, *frame, *peer));
+        return finish(ServeJob(session, std::move(frame).value(), *peer));
       case wire::MessageType::kQuery: {
         auto body = wire::ParseObject(frame->payload);
         if (!body.ok()) return finish(Status::ProtocolError(body.status().message()));
@@ -365,7 +367,7 @@ void ControlServer::Uncount(Session* session) {
   if (session->counted.exchange(false)) jobs_.ReleaseConnection(session->uid);
 }
 
-Status ControlServer::ServeJob(Session* session, const wire::Frame& open_frame,
+Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
                                const wire::PeerCredentials& peer) {
   wire::Connection& connection = *session->connection;
   const uint32_t open_id = open_frame.header.request_id;
@@ -378,6 +380,12 @@ Status ControlServer::ServeJob(Session* session, const wire::Frame& open_frame,
   auto body = wire::ParseObject(open_frame.payload);
   if (!body.ok()) return refuse(body.status());
   auto spec = wire::JobSpecFromJson(*body);
+  // The request's text and document are not needed for the job's life: a
+  // large one (a long resume list) goes back to the budget and the system.
+  const bool large = open_frame.payload.size() > wire::FrameBudget::kFreeBytes;
+  body = Status::Cancelled("parsed");
+  open_frame = wire::Frame();
+  if (large) ::malloc_trim(0);
   if (!spec.ok()) return refuse(spec.status());
   // How a cancel reaches the client: the reason, then the connection
   // closes, which ends this thread's read loop.

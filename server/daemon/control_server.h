@@ -76,8 +76,7 @@ class ControlServer {
 
   void AcceptLoop();
   void Serve(Session* session);
-  Status ServeJob(Session* session, const wire::Frame& open_frame,
-                  const wire::PeerCredentials& peer);
+  Status ServeJob(Session* session, wire::Frame open_frame, const wire::PeerCredentials& peer);
   // Gives back the session's place in the per-uid connection limit (once).
   void Uncount(Session* session);
   // A query or control request from `peer`: the reply, or the error to send.
@@ -106,6 +105,10 @@ class ControlServer {
   std::thread accept_thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> protocol_errors_{0};
+  // Bytes of large frames all peers together may hold at once
+  // (wire::FrameBudget): 16 full-size frames.
+  static constexpr uint64_t kFrameBudgetBytes = uint64_t{16} * wire::kMaxPayloadBytes;
+  wire::FrameBudget frame_budget_{kFrameBudgetBytes};
 
   mutable std::mutex mu_;
   std::list<Session> sessions_;  // GUARDED_BY(mu_)
