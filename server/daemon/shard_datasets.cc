@@ -41,41 +41,41 @@ Status CheckShardJob(const Dataset& dataset, const JobSpec& spec) {
   return Status::Ok();
 }
 
-nlohmann::json DescribeShards(const Dataset& dataset) {
+std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset) {
   const ShardSource* shards = dataset.shard_source();
-  if (shards == nullptr) return nullptr;
-  const ShardStats& s = shards->stats();
+  if (shards == nullptr) return std::nullopt;
+  const ShardStats& stats = shards->stats();
   const ShardIndexCounters& counters = GlobalShardIndexCounters();
-  return {{"shards", s.shards},
-          {"samples", s.samples},
-          {"skipped_members", s.skipped_members},
-          {"skipped_samples", s.skipped_samples},
-          {"first_skipped_sample", s.first_skipped_sample},
-          {"damaged_shards", s.damaged_shards},
-          {"first_damage", s.first_damage},
-          {"from_index_cache", s.from_cache},
-          {"stale_idx", s.stale_idx},
-          {"index_seconds", s.index_seconds},
-          {"index_age_seconds", shards->index_age_seconds()},
-          {"stale", dataset.stale()},
-          {"daemon_shards_scanned", counters.scanned.load()},
-          {"daemon_index_cache_hits", counters.cache_hits.load()},
-          {"daemon_stale_idx", counters.stale_idx.load()}};
+  ShardSetSnapshot s;
+  s.shards = stats.shards;
+  s.samples = stats.samples;
+  s.skipped_members = stats.skipped_members;
+  s.skipped_samples = stats.skipped_samples;
+  s.first_skipped_sample = stats.first_skipped_sample;
+  s.damaged_shards = stats.damaged_shards;
+  s.first_damage = stats.first_damage;
+  s.from_index_cache = stats.from_cache;
+  s.stale_idx = stats.stale_idx;
+  s.index_seconds = stats.index_seconds;
+  s.index_age_seconds = shards->index_age_seconds();
+  s.stale = dataset.stale();
+  s.daemon_shards_scanned = counters.scanned.load();
+  s.daemon_index_cache_hits = counters.cache_hits.load();
+  s.daemon_stale_idx = counters.stale_idx.load();
+  return s;
 }
 
-nlohmann::json DescribeIndexing() {
-  nlohmann::json list = nlohmann::json::array();
+std::vector<IndexingSnapshot> SnapshotIndexing() {
+  std::vector<IndexingSnapshot> list;
   for (const auto& p : ActiveIndexing()) {
-    const double seconds =
+    IndexingSnapshot& s = list.emplace_back();
+    s.first_shard = p->first_shard;
+    s.shards = p->shards;
+    s.done = p->done.load();
+    s.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - p->started).count();
-    const uint64_t done = p->done.load();
-    const double rate = seconds > 0 ? double(done) / seconds : 0.0;
-    list.push_back({{"first_shard", p->first_shard},
-                    {"shards", p->shards},
-                    {"done", done},
-                    {"seconds", seconds},
-                    {"rate", rate},
-                    {"seconds_left", rate > 0 ? double(p->shards - done) / rate : -1.0}});
+    s.rate = s.seconds > 0 ? double(s.done) / s.seconds : 0.0;
+    s.seconds_left = s.rate > 0 ? double(s.shards - s.done) / s.rate : -1.0;
   }
   return list;
 }
