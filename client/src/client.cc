@@ -139,6 +139,24 @@ Result<std::string> Client::Query(const std::string& what) const {
   return reply.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+Status Client::Cancel(uint64_t job_id) const {
+  return RoundTrip(options_, wire::MessageType::kQuery, {{"what", "cancel"}, {"job", job_id}},
+                   wire::MessageType::kQueryReply)
+      .status();
+}
+
+Status Client::Drain() const {
+  return RoundTrip(options_, wire::MessageType::kQuery, {{"what", "drain"}},
+                   wire::MessageType::kQueryReply)
+      .status();
+}
+
+Status Client::Forget(const std::string& dataset) const {
+  return RoundTrip(options_, wire::MessageType::kQuery, {{"what", "forget"}, {"dataset", dataset}},
+                   wire::MessageType::kQueryReply)
+      .status();
+}
+
 Job::Job(std::shared_ptr<internal::JobChannel> channel) : channel_(std::move(channel)) {}
 Job::Job(Job&&) noexcept = default;
 Job& Job::operator=(Job&& other) noexcept {

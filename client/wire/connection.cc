@@ -186,6 +186,15 @@ Result<Frame> Connection::ReadFrame(std::optional<Deadline> deadline) {
   GALLEY_RETURN_IF_ERROR(
       ReadExact(head.data() + 1, head.size() - 1, std::nullopt, finish, false, &frame));
   GALLEY_ASSIGN_OR_RETURN(frame.header, DecodeFrameHeader(head));
+  if (budget_ != nullptr && frame.header.payload_length > FrameBudget::kFreeBytes) {
+    frame.budget_lease = budget_->TryTake(frame.header.payload_length);
+    if (frame.budget_lease == nullptr) {
+      return Status::ResourceExhausted(
+          "a frame of " + std::to_string(frame.header.payload_length) +
+          " bytes would take the bytes held in large frames past the limit of " +
+          std::to_string(budget_->limit()) + "; retry later or send a smaller request");
+    }
+  }
   // The payload buffer grows as bytes arrive, so a peer that announces a
   // large frame and trickles it holds only what it has sent.
   constexpr size_t kChunk = 64 * 1024;
@@ -211,7 +220,21 @@ Result<PeerCredentials> Connection::Peer() const {
   if (::getsockopt(socket_.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
     return Status::Internal(Errno("SO_PEERCRED"));
   }
-  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+  PeerCredentials peer{cred.pid, cred.uid, cred.gid, {}};
+  // The supplementary groups as they were at connect (Linux 4.13+). Without
+  // them only the primary group counts: access is narrower, never wider.
+  std::vector<gid_t> groups(64);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(socket_.get(), SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      peer.groups = std::move(groups);
+      break;
+    }
+    if (errno != ERANGE) break;
+    groups.resize(len / sizeof(gid_t) + 1);
+  }
+  return peer;
 }
 
 void Connection::Shutdown() { ::shutdown(socket_.get(), SHUT_RDWR); }

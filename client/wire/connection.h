@@ -10,13 +10,16 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "galley/mutex.h"
 #include "galley/status.h"
 #include "galley/unique_fd.h"
+#include "wire/frame_budget.h"
 #include "wire/protocol.h"
 #include "wire/unique_fd.h"  // wire::UniqueFd, until control_server.* says galley::UniqueFd
 
@@ -27,12 +30,15 @@ struct Frame {
   std::string payload;  // JSON text, possibly empty
   UniqueFd passed_fd;   // the first descriptor the frame carried, if any
   UniqueFd second_fd;   // the second one (JobOpened passes the ring and its eventfd)
+  // The payload's charge against the connection's FrameBudget, if any.
+  std::unique_ptr<FrameBudget::Lease> budget_lease;
 };
 
 struct PeerCredentials {
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary (SO_PEERGROUPS)
 };
 
 using Deadline = std::chrono::steady_clock::time_point;
@@ -43,6 +49,9 @@ inline constexpr std::chrono::seconds kFrameCompletionTimeout{10};
 class Connection {
  public:
   explicit Connection(UniqueFd socket) : socket_(std::move(socket)) {}
+  // Frames read from now on are charged against `budget` (which must
+  // outlive the connection); see FrameBudget.
+  void SetFrameBudget(FrameBudget* budget) { budget_ = budget; }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -80,6 +89,7 @@ class Connection {
                    Deadline finish_deadline, bool frame_start, Frame* frame);
 
   UniqueFd socket_;
+  FrameBudget* budget_ = nullptr;
   Mutex send_mu_;  // keeps concurrent frames from interleaving
 };
 

@@ -1,7 +1,9 @@
 #include "server/daemon/control_server.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -11,10 +13,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "galley/version.h"
 #include "server/daemon/shard_datasets.h"
+#include "server/daemon/snapshot_json.h"
+#include "server/daemon/socket_access.h"
 #include "server/image/decoder.h"
 #include "server/sampler/sampling_policy.h"
 #include "wire/messages.h"
@@ -53,18 +58,25 @@ class MessagePacer {
   MessagePacer(double rate_per_s, double burst)
       : rate_(rate_per_s), burst_(burst), tokens_(burst) {}
   // Takes one token, sleeping (in slices, while `stopping` is false) until
-  // one is available.
-  void Take(const std::atomic<bool>& stopping) {
+  // one is available. False when the peer hung up meanwhile: what it queued
+  // before closing is not worth serving, and its job must end now rather
+  // than once a flood's backlog is paced through.
+  bool Take(const std::atomic<bool>& stopping, int fd) {
     while (true) {
       const auto now = Clock::now();
       tokens_ =
           std::min(burst_, tokens_ + rate_ * std::chrono::duration<double>(now - last_).count());
       last_ = now;
       if (tokens_ >= 1.0 || stopping.load()) break;
-      const double wait_s = std::min(0.05, (1.0 - tokens_) / rate_);
-      std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+      const int wait_ms = static_cast<int>(std::min(50.0, 1000.0 * (1.0 - tokens_) / rate_));
+      pollfd hangup{fd, POLLRDHUP, 0};
+      if (::poll(&hangup, 1, std::max(wait_ms, 1)) > 0 &&
+          (hangup.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+        return false;
+      }
     }
     tokens_ -= 1.0;
+    return true;
   }
 
  private:
@@ -78,6 +90,34 @@ class MessagePacer {
 constexpr double kReleaseRate = 10000, kReleaseBurst = 20000;
 constexpr double kRequestRate = 20, kRequestBurst = 50;
 
+// Which dataset paths a user may see in replies: an admin every one, anyone
+// else those they may read.
+class DatasetVisibility {
+ public:
+  DatasetVisibility(const wire::PeerCredentials& peer, bool admin)
+      : admin_(admin), checker_(Credentials{peer.uid, peer.gid, peer.groups}) {}
+
+  bool MaySee(const std::string& path) {
+    if (admin_) return true;
+    struct stat info {};
+    return ::stat(path.c_str(), &info) == 0 && checker_.CheckFile(path, info).ok();
+  }
+
+  // The groups on datasets the user may see.
+  std::vector<SamplerGroupSnapshot> Visible(std::vector<SamplerGroupSnapshot> groups) {
+    std::erase_if(groups, [this](const SamplerGroupSnapshot& g) { return !MaySee(g.dataset); });
+    return groups;
+  }
+
+ private:
+  const bool admin_;
+  AccessChecker checker_;
+};
+
+wire::PeerCredentials Myself() {
+  return wire::PeerCredentials{::getpid(), ::geteuid(), ::getegid(), {}};
+}
+
 }  // namespace
 
 ControlServer::ControlServer(const DaemonOptions& options, Scheduler* scheduler,
@@ -85,7 +125,17 @@ ControlServer::ControlServer(const DaemonOptions& options, Scheduler* scheduler,
     : options_(options),
       scheduler_(scheduler),
       pipeline_(pipeline),
-      cache_planner_(cache_planner) {}
+      cache_planner_(cache_planner),
+      datasets_(options),
+      // A finished drain stops galleyd the way SIGTERM does: the signal
+      // reaches the main loop (galleyd_main.cc) whichever thread takes it.
+      jobs_(options, scheduler, &datasets_, [] { ::kill(::getpid(), SIGTERM); }) {}
+
+Status ControlServer::Reload(const DaemonOptions& options) {
+  jobs_.Reload(options);
+  datasets_.SetAllowedRoots(options.allowed_roots);
+  return Status::Ok();
+}
 
 ControlServer::~ControlServer() { Stop(Status::Cancelled("galleyd is shutting down")); }
 
@@ -116,9 +166,13 @@ Status ControlServer::Start() {
   if (::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     return Status::PermissionDenied(Errno("bind " + path.string()));
   }
-  // Any local user may open jobs; what they can read is bounded by the
-  // allowed roots, and each job's memory is readable only by its owner.
-  ::chmod(path.c_str(), 0666);
+  // Who may connect: the socket file's group and mode (socket_group,
+  // socket_mode). Each job's memory is readable only by its owner.
+  if (Status s = SetSocketAccess(path.string(), options_.socket_group, options_.socket_mode);
+      !s.ok()) {
+    std::filesystem::remove(path, ec);
+    return s;
+  }
   if (::listen(listen_fd_.get(), 128) != 0) return Status::Internal(Errno("listen"));
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Status::Internal(Errno("pipe"));
@@ -147,9 +201,9 @@ void ControlServer::Stop(const Status& reason) {
     (void)!::write(wake_write_.get(), &byte, 1);
   }
   if (accept_thread_.joinable()) accept_thread_.join();
+  jobs_.CloseAll(reason);
   {
     std::lock_guard lock(mu_);
-    for (auto& [id, job] : jobs_) job->ring->Close(reason);
     for (auto& session : sessions_) {
       // Tell the client why before the connection drops, but never wait for
       // a peer that leaves its replies unread: shutdown stays bounded.
@@ -199,29 +253,25 @@ void ControlServer::AcceptLoop() {
     wire::UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!fd.valid()) continue;
     auto connection = std::make_unique<wire::Connection>(std::move(fd));
+    connection->SetFrameBudget(&frame_budget_);
     auto peer = connection->Peer();
     if (!peer.ok()) continue;
+    const uint32_t max_sessions = jobs_.limits().max_jobs + kExtraConnections;
+    if (Status admitted = jobs_.AdmitConnection(peer->uid); !admitted.ok()) {
+      (void)connection->TrySendFrame(wire::MessageType::kError, 0,
+                                     wire::DumpJson(wire::ErrorToJson(admitted)));
+      continue;
+    }
     std::lock_guard lock(mu_);
-    if (sessions_.size() >= options_.max_jobs + kExtraConnections) {
+    if (sessions_.size() >= max_sessions) {
+      jobs_.ReleaseConnection(peer->uid);
       (void)connection->TrySendFrame(
           wire::MessageType::kError, 0,
           wire::DumpJson(wire::ErrorToJson(Status::ResourceExhausted(
               "galleyd has too many connections (limit max_jobs + " +
-              std::to_string(kExtraConnections) + " = " +
-              std::to_string(options_.max_jobs + kExtraConnections) + ")"))));
+              std::to_string(kExtraConnections) + " = " + std::to_string(max_sessions) + ")"))));
       continue;
     }
-    UidUsage& usage = uid_usage_[peer->uid];
-    if (usage.connections >= ConnectionsPerUid()) {
-      (void)connection->TrySendFrame(
-          wire::MessageType::kError, 0,
-          wire::DumpJson(wire::ErrorToJson(Status::ResourceExhausted(
-              "uid " + std::to_string(peer->uid) + " has " + std::to_string(usage.connections) +
-              " connections open, the limit max_connections_per_uid (" +
-              std::to_string(ConnectionsPerUid()) + ")"))));
-      continue;
-    }
-    usage.connections++;
     Session& session = sessions_.emplace_back();
     session.uid = peer->uid;
     session.connection = std::move(connection);
@@ -235,10 +285,7 @@ void ControlServer::AcceptLoop() {
         spdlog::error("closing a connection after an unknown internal error");
       }
       session.connection->Shutdown();
-      {
-        std::lock_guard lock(mu_);
-        uid_usage_[session.uid].connections--;
-      }
+      Uncount(&session);
       session.done = true;
     });
   }
@@ -248,11 +295,9 @@ void ControlServer::Serve(Session* session) {
   wire::Connection& connection = *session->connection;
   auto finish = [&](const Status& status) {
     if (!status.ok() && status.code() != StatusCode::kUnavailable) {
-      if (status.code() == StatusCode::kProtocolError) {
-        std::lock_guard lock(mu_);
-        protocol_errors_++;
-      }
+      if (status.code() == StatusCode::kProtocolError) protocol_errors_++;
       spdlog::warn("closing a connection: {}", status.ToString());
+      Uncount(session);
       SendError(connection, 0, status);
     }
     connection.Shutdown();
@@ -287,26 +332,23 @@ void ControlServer::Serve(Session* session) {
   while (!stopping_.load()) {
     auto frame = connection.ReadFrame(Clock::now() + kIdleQueryTimeout);
     if (!frame.ok()) return finish(frame.status());
-    if (frame->header.type == wire::MessageType::kQuery) queries.Take(stopping_);
+    if (frame->header.type == wire::MessageType::kQuery &&
+        !queries.Take(stopping_, connection.fd())) {
+      return finish(Status::Ok());  // the peer hung up
+    }
     const uint32_t request_id = frame->header.request_id;
     switch (frame->header.type) {
       case wire::MessageType::kOpenJob:
-        return finish(ServeJob(connection, *frame, *peer));
+        return finish(ServeJob(session, std::move(frame).value(), *peer));
       case wire::MessageType::kQuery: {
         auto body = wire::ParseObject(frame->payload);
         if (!body.ok()) return finish(Status::ProtocolError(body.status().message()));
-        auto what = body->find("what");
-        if (what == body->end() || !what->is_string()) {
-          SendError(connection, request_id, Status::InvalidArgument("Query needs 'what'"));
+        auto reply = Request(*body, *peer);
+        if (!reply.ok()) {
+          SendError(connection, request_id, reply.status());
           continue;
         }
-        json reply = Query(what->get<std::string>());
-        if (reply.contains("error")) {
-          SendError(connection, request_id,
-                    Status::InvalidArgument(reply["error"].get<std::string>()));
-          continue;
-        }
-        if (Status s = SendJson(connection, wire::MessageType::kQueryReply, request_id, reply);
+        if (Status s = SendJson(connection, wire::MessageType::kQueryReply, request_id, *reply);
             !s.ok()) {
           return finish(s);
         }
@@ -321,269 +363,41 @@ void ControlServer::Serve(Session* session) {
   finish(Status::Ok());
 }
 
-uint32_t ControlServer::JobsPerUid() const {
-  return options_.max_jobs_per_uid != 0 ? options_.max_jobs_per_uid : options_.max_jobs;
-}
-uint64_t ControlServer::ShmPerUid() const {
-  return options_.max_shm_per_uid != 0 ? options_.max_shm_per_uid : options_.max_shm_total;
-}
-uint32_t ControlServer::ConnectionsPerUid() const {
-  return options_.max_connections_per_uid != 0 ? options_.max_connections_per_uid
-                                               : JobsPerUid() + 8;
+void ControlServer::Uncount(Session* session) {
+  if (session->counted.exchange(false)) jobs_.ReleaseConnection(session->uid);
 }
 
-Status ControlServer::Admit(const Admission& a) {
-  std::lock_guard lock(mu_);
-  UidUsage& usage = uid_usage_[a.uid];
-  const std::string uid = "uid " + std::to_string(a.uid);
-  if (admitted_jobs_ >= options_.max_jobs) {
-    return Status::ResourceExhausted("galleyd already serves " + std::to_string(admitted_jobs_) +
-                                     " jobs, the limit max_jobs (" +
-                                     std::to_string(options_.max_jobs) + ")");
-  }
-  if (usage.jobs >= JobsPerUid()) {
-    return Status::ResourceExhausted(uid + " already has " + std::to_string(usage.jobs) +
-                                     " jobs, the limit max_jobs_per_uid (" +
-                                     std::to_string(JobsPerUid()) + ")");
-  }
-  const size_t sharing = sampler_jobs_[a.sampler];
-  if (sharing >= kMaxJobsPerDataset) {
-    return Status::ResourceExhausted(
-        std::to_string(sharing) + " jobs already read this dataset with policy '" +
-        a.sampler.second + "', the most one sampler tracks (" + std::to_string(kMaxJobsPerDataset) +
-        "); use another policy or wait for one to end");
-  }
-  if (shm_in_use_ + a.shm_bytes > options_.max_shm_total) {
-    return Status::ResourceExhausted("the job needs " + std::to_string(a.shm_bytes) +
-                                     " bytes of shared memory and " + std::to_string(shm_in_use_) +
-                                     " are in use, over the limit max_shm_total (" +
-                                     std::to_string(options_.max_shm_total) + ")");
-  }
-  if (usage.shm_bytes + a.shm_bytes > ShmPerUid()) {
-    return Status::ResourceExhausted(uid + " would hold " +
-                                     std::to_string(usage.shm_bytes + a.shm_bytes) +
-                                     " bytes of shared memory, over the limit max_shm_per_uid (" +
-                                     std::to_string(ShmPerUid()) + ")");
-  }
-  admitted_jobs_++;
-  usage.jobs++;
-  usage.shm_bytes += a.shm_bytes;
-  sampler_jobs_[a.sampler]++;
-  shm_in_use_ += a.shm_bytes;
-  return Status::Ok();
-}
-
-void ControlServer::Release(const Admission& a) {
-  std::lock_guard lock(mu_);
-  UidUsage& usage = uid_usage_[a.uid];
-  admitted_jobs_--;
-  usage.jobs--;
-  usage.shm_bytes -= a.shm_bytes;
-  if (--sampler_jobs_[a.sampler] == 0) sampler_jobs_.erase(a.sampler);
-  shm_in_use_ -= a.shm_bytes;
-}
-
-Result<std::shared_ptr<const Dataset>> ControlServer::OpenDataset(const JobSpec& spec) {
-  const ShardOptions shard_options = ShardOptionsFor(spec, options_);
-  std::string key;
-  if (spec.shards.empty()) {
-    std::error_code ec;
-    key = std::filesystem::weakly_canonical(spec.dataset, ec).string();
-    if (ec) key = spec.dataset;
-  } else {
-    key = Dataset::ShardSetKey(spec.shards, shard_options);
-  }
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = datasets_.find(key); it != datasets_.end()) {
-      // A shard replaced under running jobs: list the set again for this job.
-      if (!it->second->stale()) return it->second;
-      datasets_.erase(it);
-    }
-  }
-  std::vector<std::filesystem::path> roots(options_.allowed_roots.begin(),
-                                           options_.allowed_roots.end());
-  GALLEY_ASSIGN_OR_RETURN(
-      auto dataset, spec.shards.empty() ? Dataset::Open(spec.dataset, roots)
-                                        : Dataset::OpenShards(spec.shards, shard_options, roots));
-  std::lock_guard lock(mu_);
-  // Two jobs may open the same dataset at once; the first one in wins so
-  // both share one instance (and one sampler).
-  auto [it, inserted] = datasets_.emplace(key, dataset);
-  if (inserted) spdlog::info("dataset {}: {} items", dataset->root().string(), dataset->size());
-  return it->second;
-}
-
-Result<std::shared_ptr<ServedJob>> ControlServer::CreateJob(const JobSpec& spec,
-                                                            const wire::PeerCredentials& peer,
-                                                            Admission* admission) {
-  if (spec.batch_size > options_.max_batch_size) {
-    return Status::ResourceExhausted("batch_size " + std::to_string(spec.batch_size) +
-                                     " exceeds the daemon's limit of " +
-                                     std::to_string(options_.max_batch_size));
-  }
-  if (spec.prefetch > options_.max_prefetch) {
-    return Status::ResourceExhausted("prefetch " + std::to_string(spec.prefetch) +
-                                     " exceeds the daemon's limit of " +
-                                     std::to_string(options_.max_prefetch));
-  }
-  auto job = std::make_shared<ServedJob>();
-  job->spec = spec;
-  job->owner_uid = peer.uid;
-  job->owner_pid = peer.pid;
-  GALLEY_ASSIGN_OR_RETURN(job->dataset, OpenDataset(spec));
-  GALLEY_RETURN_IF_ERROR(CheckShardJob(*job->dataset, spec, peer.uid, peer.gid));
-  // Class names travel to the client as JSON text; a folder whose name is
-  // not UTF-8 (Latin-1, say) is refused here, naming it, rather than
-  // renamed silently.
-  for (const auto& name : job->dataset->classes()) {
-    if (!wire::IsValidUtf8(name)) {
-      return Status::InvalidArgument(
-          "dataset " + wire::EscapeBytes(job->dataset->root().string()) + " has a class folder '" +
-          wire::EscapeBytes(name) +
-          "' whose name is not valid UTF-8; rename it (for example with convmv) to use it "
-          "with galley");
-    }
-  }
-  job->policy = spec.policy;
-  if (!spec.shuffle) {
-    // The sequential order is a policy of its own: jobs that walk it together
-    // share their items.
-    if (!job->policy.empty() && job->policy != "sequential") {
-      return Status::InvalidArgument("policy '" + job->policy +
-                                     "' decides a random order; a job with shuffle=false uses "
-                                     "the sequential order (leave the policy empty)");
-    }
-    job->policy = "sequential";
-  } else if (job->policy == "sequential") {
-    return Status::InvalidArgument("policy 'sequential' needs shuffle=false");
-  }
-  if (job->policy.empty()) {
-    auto configured = options_.dataset_policies.find(job->dataset->root().string());
-    job->policy = configured != options_.dataset_policies.end() ? configured->second
-                                                                : options_.default_policy;
-  }
-
-  SubsetSpec subset;
-  subset.classes = spec.classes;
-  for (const auto& [begin, end] : spec.id_ranges) {
-    if (end > job->dataset->size()) {
-      return Status::InvalidArgument("id range ends at " + std::to_string(end) +
-                                     " but the dataset has " +
-                                     std::to_string(job->dataset->size()) + " items");
-    }
-    subset.ranges.emplace_back(static_cast<ItemId>(begin), static_cast<ItemId>(end));
-  }
-  for (uint64_t id : spec.ids) {
-    if (id >= job->dataset->size()) {
-      return Status::InvalidArgument("item id " + std::to_string(id) +
-                                     " is out of range (dataset has " +
-                                     std::to_string(job->dataset->size()) + " items)");
-    }
-    subset.ids.push_back(static_cast<ItemId>(id));
-  }
-  GALLEY_ASSIGN_OR_RETURN(job->subset, job->dataset->Select(subset));
-  const uint64_t n = job->subset.size();
-  job->epoch_size = n == 0 ? 0 : job->ShardSize();
-  if (job->epoch_size == 0) {
-    return Status::InvalidArgument("rank " + std::to_string(spec.rank) + " of " +
-                                   std::to_string(spec.world_size) +
-                                   " gets no items from a subset of " + std::to_string(n));
-  }
-
-  auto transform = json::parse(spec.transform_json, nullptr, false);
-  if (transform.is_discarded()) return Status::InvalidArgument("transform is not valid JSON");
-  if (spec.native_size) {
-    // torch's transform=None: the first image's size is the batch's; a
-    // full-size CenterCrop passes same-size images through unchanged.
-    if (!transform.is_object() || !transform.value("ops", json::array()).empty()) {
-      return Status::InvalidArgument("native_size takes a transform without ops");
-    }
-    GALLEY_ASSIGN_OR_RETURN(auto bytes, job->dataset->Read(job->subset.front()));
-    auto header = image::ReadHeader(bytes);
-    if (!header.ok()) {
-      return Status::InvalidArgument("transform=None takes the first image's size, but " +
-                                     job->dataset->path(job->subset.front()).string() +
-                                     " cannot be read: " + header.status().message());
-    }
-    transform["ops"] =
-        json::array({{{"op", "CenterCrop"}, {"size", {header->height, header->width}}}});
-  }
-  GALLEY_ASSIGN_OR_RETURN(auto pipeline, image::TransformPipeline::FromJson(transform));
-  job->pipeline = std::make_shared<const image::TransformPipeline>(std::move(pipeline));
-
-  TensorShape shape;
-  shape.height = static_cast<uint32_t>(job->pipeline->output_height());
-  shape.width = static_cast<uint32_t>(job->pipeline->output_width());
-  shape.dtype = job->pipeline->dtype() == image::DType::kUInt8 ? wire::ElementType::kUInt8
-                                                               : wire::ElementType::kFloat32;
-  shape.layout = job->pipeline->layout() == image::Layout::kNCHW ? wire::TensorLayout::kNCHW
-                                                                 : wire::TensorLayout::kNHWC;
-  // prefetch = batches prepared ahead of the one the consumer holds, so the
-  // ring has one slot more: prefetch=1 double-buffers instead of deadlocking.
-  GALLEY_ASSIGN_OR_RETURN(auto geometry, wire::ComputeGeometry(spec.prefetch + 1, spec.batch_size,
-                                                               job->pipeline->sample_bytes()));
-  if (geometry.segment_bytes > options_.max_shm_per_job) {
-    return Status::ResourceExhausted("the job needs " + std::to_string(geometry.segment_bytes) +
-                                     " bytes of shared memory ((prefetch + 1) x batch_size x "
-                                     "sample size), over the per-job limit of " +
-                                     std::to_string(options_.max_shm_per_job) +
-                                     "; lower prefetch or batch_size");
-  }
-  *admission = {peer.uid, geometry.segment_bytes, {job->dataset.get(), job->policy}};
-  GALLEY_RETURN_IF_ERROR(Admit(*admission));  // returned if creation fails
-  {
-    std::lock_guard lock(mu_);
-    job->id = next_job_id_++;
-  }
-  auto ring = BatchRing::Create(geometry, shape, peer.uid);
-  if (!ring.ok()) {
-    Release(*admission);
-    return ring.status();
-  }
-  job->ring = std::move(ring).value();
-  return job;
-}
-
-Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& open_frame,
+Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
                                const wire::PeerCredentials& peer) {
+  wire::Connection& connection = *session->connection;
   const uint32_t open_id = open_frame.header.request_id;
   auto refuse = [&](const Status& status) {
-    {
-      std::lock_guard lock(mu_);
-      jobs_refused_++;
-    }
     spdlog::info("refused a job from pid {}: {}", peer.pid, status.ToString());
+    Uncount(session);
     SendError(connection, open_id, status);
     return Status::Ok();  // answered; the connection closes quietly
   };
   auto body = wire::ParseObject(open_frame.payload);
   if (!body.ok()) return refuse(body.status());
   auto spec = wire::JobSpecFromJson(*body);
+  // The request's text and document are not needed for the job's life: a
+  // large one (a long resume list) goes back to the budget and the system.
+  const bool large = open_frame.payload.size() > wire::FrameBudget::kFreeBytes;
+  body = Status::Cancelled("parsed");
+  open_frame = wire::Frame();
+  if (large) ::malloc_trim(0);
   if (!spec.ok()) return refuse(spec.status());
-  Admission admission;  // held from CreateJob until cleanup
-  auto created = CreateJob(*spec, peer, &admission);
-  if (!created.ok()) return refuse(created.status());
-  std::shared_ptr<ServedJob> job = *created;
-  if (Status s = scheduler_->AddJob(job); !s.ok()) {
-    Release(admission);  // takes and drops mu_ before refuse() takes it
-    return refuse(s);
-  }
-  {
-    std::lock_guard lock(mu_);
-    jobs_[job->id] = job;
-    jobs_opened_++;
-  }
-  auto cleanup = [&](const Status& why) {
-    scheduler_->RemoveJob(job->id);
-    job->ring->Close(why);
-    {
-      std::lock_guard lock(mu_);
-      jobs_.erase(job->id);
-    }
-    Release(admission);
-    spdlog::info("job {} ({}) ended: {}", job->id, job->spec.name, why.ToString());
+  // How a cancel reaches the client: the reason, then the connection
+  // closes, which ends this thread's read loop.
+  auto cancel = [&connection](const Status& why) {
+    (void)connection.TrySendFrame(wire::MessageType::kError, 0,
+                                  wire::DumpJson(wire::ErrorToJson(why)));
+    connection.Shutdown();
   };
+  auto opened = jobs_.Open(*spec, peer, cancel);
+  if (!opened.ok()) return refuse(opened.status());
+  std::shared_ptr<ServedJob> job = *opened;
+  auto cleanup = [&](const Status& why) { jobs_.Close(job->id, why); };
 
   JobInfo info;
   info.job_id = job->id;
@@ -614,9 +428,11 @@ Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& 
   MessagePacer releases(kReleaseRate, kReleaseBurst), requests(kRequestRate, kRequestBurst);
   while (true) {
     auto frame = connection.ReadFrame();
-    if (frame.ok()) {
-      (frame->header.type == wire::MessageType::kSlotReleased ? releases : requests)
-          .Take(stopping_);
+    if (frame.ok() &&
+        !(frame->header.type == wire::MessageType::kSlotReleased ? releases : requests)
+             .Take(stopping_, connection.fd())) {
+      ending = Status::Cancelled("the client disconnected");
+      break;
     }
     if (!frame.ok()) {
       ending = frame.status().code() == StatusCode::kUnavailable
@@ -646,10 +462,12 @@ Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& 
       (void)SendJson(connection, wire::MessageType::kEpochSought, request_id,
                      {{"epoch", epoch->get<uint64_t>()}, {"generation", *generation}});
     } else if (frame->header.type == wire::MessageType::kStatsRequest) {
-      (void)SendJson(connection, wire::MessageType::kStats, request_id,
-                     {{"job", job->Describe()},
-                      {"samplers", scheduler_->Describe()},
-                      {"pipeline", pipeline_->Describe()}});
+      // The job's own sampler groups only: others name other users' data.
+      JobStatsSnapshot stats{job->Snapshot(), scheduler_->Snapshot(), pipeline_->Snapshot()};
+      std::erase_if(stats.samplers, [&](const SamplerGroupSnapshot& group) {
+        return group.dataset != job->dataset->root().string();
+      });
+      (void)SendJson(connection, wire::MessageType::kStats, request_id, stats);
     } else if (frame->header.type == wire::MessageType::kConsumerReady) {
       scheduler_->ConsumerReady(job->id);
     } else if (frame->header.type == wire::MessageType::kCloseJob) {
@@ -665,67 +483,111 @@ Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& 
   return ending.code() == StatusCode::kProtocolError ? ending : Status::Ok();
 }
 
-json ControlServer::Query(const std::string& what) const {
-  const double uptime = std::chrono::duration<double>(Clock::now() - started_).count();
-  std::lock_guard lock(mu_);
-  if (what == "status") {
-    return {{"version", kVersion},
-            {"protocol_version", wire::kProtocolVersion},
-            {"uid", static_cast<int64_t>(::geteuid())},
-            {"owner_only", options_.owner_only},
-            {"pid", static_cast<int64_t>(::getpid())},
-            {"socket", options_.socket_path},
-            {"uptime_seconds", uptime},
-            {"jobs", jobs_.size()},
-            {"jobs_opened", jobs_opened_},
-            {"jobs_refused", jobs_refused_},
-            {"protocol_errors", protocol_errors_},
-            {"datasets", datasets_.size()},
-            {"shm_bytes", shm_in_use_},
-            {"limits",
-             {{"max_jobs", options_.max_jobs},
-              {"max_shm_per_job", options_.max_shm_per_job},
-              {"max_shm_total", options_.max_shm_total},
-              {"max_jobs_per_uid", JobsPerUid()},
-              {"max_shm_per_uid", ShmPerUid()},
-              {"max_connections_per_uid", ConnectionsPerUid()}}},
-            {"pipeline", pipeline_->Describe()},
-            {"samplers", scheduler_->Describe()}};
+MetricsSnapshot ControlServer::Metrics() const {
+  return {StatusFor(Myself(), true), JobsFor(Myself(), true).jobs, Cache()};
+}
+
+uint64_t ControlServer::open_jobs() const { return jobs_.counters().jobs; }
+
+Result<json> ControlServer::Request(const json& body, const wire::PeerCredentials& peer) {
+  auto what = body.find("what");
+  if (what == body.end() || !what->is_string()) {
+    return Status::InvalidArgument("a request needs 'what'");
   }
-  if (what == "datasets") {
-    json list = json::array();
-    for (const auto& [key, dataset] : datasets_) {
-      list.push_back({{"root", dataset->root().string()},
-                      {"items", dataset->size()},
-                      {"classes", dataset->classes().size()},
-                      {"bytes", dataset->total_bytes()},
-                      {"shards", DescribeShards(*dataset)}});
+  const std::string name = what->get<std::string>();
+  if (name == "cancel") {
+    auto id = body.find("job");
+    if (id == body.end() || !id->is_number_unsigned()) {
+      return Status::InvalidArgument("cancel needs 'job', a job id");
     }
-    return {
-        {"datasets", list}, {"indexing", DescribeIndexing()}, {"samplers", scheduler_->Describe()}};
+    GALLEY_RETURN_IF_ERROR(jobs_.Cancel(id->get<uint64_t>(), peer));
+    return json{{"cancelled", id->get<uint64_t>()}};
   }
-  if (what == "jobs") {
-    json list = json::array();
-    for (const auto& [id, job] : jobs_) list.push_back(job->Describe());
-    return {{"jobs", list}};
+  if (name == "drain") {
+    GALLEY_RETURN_IF_ERROR(jobs_.Drain(peer));
+    return json{{"draining", true}, {"jobs", jobs_.counters().jobs}};
   }
+  if (name == "forget") {
+    auto dataset = body.find("dataset");
+    if (dataset == body.end() || !dataset->is_string()) {
+      return Status::InvalidArgument("forget needs 'dataset', a dataset path");
+    }
+    std::optional<AccessChecker> checker;
+    if (!jobs_.IsAdmin(peer)) checker.emplace(Credentials{peer.uid, peer.gid, peer.groups});
+    GALLEY_RETURN_IF_ERROR(
+        datasets_.Forget(dataset->get<std::string>(), checker ? &*checker : nullptr));
+    return json{{"forgotten", dataset->get<std::string>()}};
+  }
+  return QueryAs(name, peer, jobs_.IsAdmin(peer));
+}
+
+Result<json> ControlServer::QueryAs(const std::string& what, const wire::PeerCredentials& peer,
+                                    bool admin) const {
+  if (what == "status") return json(StatusFor(peer, admin));
+  if (what == "datasets") return json(DatasetsFor(peer, admin));
+  if (what == "jobs") return json(JobsFor(peer, admin));
+  // Node-wide figures with no paths in them: anyone may see them.
   if (what == "cache") {
-    if (cache_planner_ == nullptr) return {{"enabled", false}, {"cache_bytes", 0}};
-    json reply = cache_planner_->DescribeCache();
-    const json plan = cache_planner_->Describe();
-    reply["planner_inputs"] = plan["inputs"];
-    const json pipeline = pipeline_->Describe();
-    reply["pipeline"] = {
-        {"file_reads", pipeline["file_reads"]},     {"decodes", pipeline["decodes"]},
-        {"augments", pipeline["augments"]},         {"decoded_hits", pipeline["decoded_hits"]},
-        {"encoded_hits", pipeline["encoded_hits"]}, {"augmented_hits", pipeline["augmented_hits"]}};
-    return reply;
+    const std::optional<CacheSnapshot> cache = Cache();
+    return cache ? json(*cache) : CachingOffJson();
   }
   if (what == "plan") {
-    if (cache_planner_ == nullptr) return {{"enabled", false}, {"cache_bytes", 0}};
-    return cache_planner_->Describe();
+    return cache_planner_ != nullptr ? json(cache_planner_->Snapshot()) : CachingOffJson();
   }
-  return {{"error", "unknown query '" + what + "' (status, datasets, jobs, cache, plan)"}};
+  return Status::InvalidArgument("unknown request '" + what +
+                                 "' (status, datasets, jobs, cache, plan, cancel, drain, forget)");
+}
+
+DaemonStatusSnapshot ControlServer::StatusFor(const wire::PeerCredentials& peer, bool admin) const {
+  const JobManagerCounters counters = jobs_.counters();
+  const JobLimits limits = jobs_.limits();
+  DaemonStatusSnapshot s;
+  s.version = kVersion;
+  s.protocol_version = wire::kProtocolVersion;
+  s.uid = static_cast<int64_t>(::geteuid());
+  s.owner_only = options_.owner_only;
+  s.admin = admin;
+  s.pid = static_cast<int64_t>(::getpid());
+  s.socket = options_.socket_path;
+  s.uptime_seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+  s.jobs = counters.jobs;
+  s.your_jobs = jobs_.Jobs(peer.uid, admin).size();
+  s.jobs_opened = counters.jobs_opened;
+  s.jobs_refused = counters.jobs_refused;
+  s.draining = counters.draining;
+  s.protocol_errors = protocol_errors_.load();
+  s.datasets = datasets_.size();
+  s.shm_bytes = counters.shm_bytes;
+  s.limits = {limits.max_jobs,         limits.max_shm_per_job, limits.max_shm_total,
+              limits.max_jobs_per_uid, limits.max_shm_per_uid, limits.max_connections_per_uid};
+  s.pipeline = pipeline_->Snapshot();
+  s.samplers = DatasetVisibility(peer, admin).Visible(scheduler_->Snapshot());
+  return s;
+}
+
+DatasetsSnapshot ControlServer::DatasetsFor(const wire::PeerCredentials& peer, bool admin) const {
+  DatasetVisibility visibility(peer, admin);
+  DatasetsSnapshot s;
+  s.datasets = datasets_.Snapshot();
+  std::erase_if(s.datasets, [&](const DatasetSnapshot& d) { return !visibility.MaySee(d.root); });
+  s.indexing = SnapshotIndexing();
+  std::erase_if(s.indexing,
+                [&](const IndexingSnapshot& i) { return !visibility.MaySee(i.first_shard); });
+  s.samplers = visibility.Visible(scheduler_->Snapshot());
+  return s;
+}
+
+JobsSnapshot ControlServer::JobsFor(const wire::PeerCredentials& peer, bool admin) const {
+  JobsSnapshot s;
+  for (const auto& job : jobs_.Jobs(peer.uid, admin)) s.jobs.push_back(job->Snapshot());
+  return s;
+}
+
+std::optional<CacheSnapshot> ControlServer::Cache() const {
+  if (cache_planner_ == nullptr) return std::nullopt;
+  CacheSnapshot cache = cache_planner_->SnapshotCache();
+  cache.pipeline = pipeline_->Snapshot();
+  return cache;
 }
 
 }  // namespace galley

@@ -1,18 +1,23 @@
-// ControlServer: galleyd's Unix-socket front door.
+// ControlServer: galleyd's Unix-socket front door (the transport).
 //
 // Accepts connections on the control socket and serves each on a thread of
 // its own: handshake, then either one job (OpenJob; the connection then
 // lives as long as the job and its close is how the daemon learns the
-// client died) or queries. Every frame is validated; a bad one is answered
-// with an Error and the connection is closed. Nothing a peer sends can stop
-// the daemon.
+// client died) or requests: queries (status, datasets, jobs, cache, plan)
+// and the control requests cancel, drain and forget. Every frame is
+// validated; a bad one is answered with an Error and the connection is
+// closed. Nothing a peer sends can stop the daemon.
+//
+// What a job is and whether it may run is the JobManager's business; which
+// datasets exist, whether they are fresh and who may read them, the
+// DatasetRegistry's. This class owns both and assembles the components'
+// snapshots (snapshots.h) into the replies to queries, rendered by
+// snapshot_json.h: a user sees their own jobs and the datasets they may
+// read, unless they are an admin (JobManager::IsAdmin).
 //
 // Start/Stop from the main thread; everything else is internal.
 //
-// Lock order: mu_ is a leaf with respect to this class (no method that
-// holds it calls another that takes it; helpers named *Locked expect it
-// held); under it only the scheduler's and pipeline's Describe() may be
-// called, which take their own locks and never call back.
+// Lock order: mu_ (sessions only) is a leaf: nothing is called under it.
 #ifndef GALLEY_SERVER_DAEMON_CONTROL_SERVER_H_
 #define GALLEY_SERVER_DAEMON_CONTROL_SERVER_H_
 
@@ -21,13 +26,17 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "server/daemon/cache_planner.h"
 #include "server/daemon/daemon_options.h"
+#include "server/daemon/dataset_registry.h"
 #include "server/daemon/item_pipeline.h"
+#include "server/daemon/job_manager.h"
 #include "server/daemon/scheduler.h"
+#include "server/daemon/snapshots.h"
 #include "wire/connection.h"
 
 namespace galley {
@@ -46,7 +55,12 @@ class ControlServer {
   // Ends every job with `reason`, closes all connections, joins threads.
   void Stop(const Status& reason);
 
-  nlohmann::json Query(const std::string& what) const;
+  // Everything /metrics shows, as an admin sees it.
+  MetricsSnapshot Metrics() const;
+  // Open jobs, every user's.
+  uint64_t open_jobs() const;
+  // Applies what SIGHUP may change: limits, policies, allowed roots.
+  Status Reload(const DaemonOptions& options);
 
  private:
   struct Session {
@@ -54,63 +68,50 @@ class ControlServer {
     uid_t uid = 0;  // the peer's, from SO_PEERCRED at accept
     std::thread thread;
     std::atomic<bool> done{false};
-  };
-  // What one user holds now, for the per-uid limits.
-  struct UidUsage {
-    uint32_t connections = 0;
-    uint32_t jobs = 0;
-    uint64_t shm_bytes = 0;
-  };
-  // A job's place in the daemon's limits, taken in one step under mu_ by
-  // Admit and given back by Release: the checks and the counts never race.
-  struct Admission {
-    uid_t uid = 0;
-    uint64_t shm_bytes = 0;
-    std::pair<const Dataset*, std::string> sampler;  // the sampler group it joins
+    // Whether the connection still counts against its uid's limit; it stops
+    // counting before its last reply, so a client that reads a refusal and
+    // connects again is never refused for the connection it just lost.
+    std::atomic<bool> counted{true};
   };
 
   void AcceptLoop();
   void Serve(Session* session);
-  Status ServeJob(wire::Connection& connection, const wire::Frame& open_frame,
-                  const wire::PeerCredentials& peer);
-  // On success `admission` holds the job's place in the limits; the caller
-  // gives it back with Release when the job ends.
-  Result<std::shared_ptr<ServedJob>> CreateJob(const JobSpec& spec,
-                                               const wire::PeerCredentials& peer,
-                                               Admission* admission);
-  // The job's dataset: shared with other jobs whose source resolves to the
-  // same files (and keys); opened, or re-opened when stale, otherwise.
-  Result<std::shared_ptr<const Dataset>> OpenDataset(const JobSpec& spec);
+  Status ServeJob(Session* session, wire::Frame open_frame, const wire::PeerCredentials& peer);
+  // Gives back the session's place in the per-uid connection limit (once).
+  void Uncount(Session* session);
+  // A query or control request from `peer`: the reply, or the error to send.
+  Result<nlohmann::json> Request(const nlohmann::json& body, const wire::PeerCredentials& peer);
+  // A query's reply as `peer` may see it; InvalidArgument for an unknown one.
+  Result<nlohmann::json> QueryAs(const std::string& what, const wire::PeerCredentials& peer,
+                                 bool admin) const;
+  // The snapshots behind the queries, filtered for `peer` unless `admin`.
+  DaemonStatusSnapshot StatusFor(const wire::PeerCredentials& peer, bool admin) const;
+  DatasetsSnapshot DatasetsFor(const wire::PeerCredentials& peer, bool admin) const;
+  JobsSnapshot JobsFor(const wire::PeerCredentials& peer, bool admin) const;
+  // Tier statistics with the pipeline's counters; none with caching off.
+  std::optional<CacheSnapshot> Cache() const;
   void ReapFinishedSessions();
-  Status Admit(const Admission& admission);  // takes mu_
-  void Release(const Admission& admission);  // takes mu_
-  uint32_t JobsPerUid() const;
-  uint64_t ShmPerUid() const;
-  uint32_t ConnectionsPerUid() const;
 
   const DaemonOptions options_;
   Scheduler* const scheduler_;
   ItemPipeline* const pipeline_;
   const CachePlanner* const cache_planner_;
+  DatasetRegistry datasets_;
+  JobManager jobs_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 
   wire::UniqueFd listen_fd_;
   wire::UniqueFd wake_read_, wake_write_;  // wakes AcceptLoop on Stop
   std::thread accept_thread_;
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> protocol_errors_{0};
+  // Bytes of large frames all peers together may hold at once
+  // (wire::FrameBudget): 16 full-size frames.
+  static constexpr uint64_t kFrameBudgetBytes = uint64_t{16} * wire::kMaxPayloadBytes;
+  wire::FrameBudget frame_budget_{kFrameBudgetBytes};
 
   mutable std::mutex mu_;
-  std::list<Session> sessions_;                                            // GUARDED_BY(mu_)
-  std::map<uint64_t, std::shared_ptr<ServedJob>> jobs_;                    // GUARDED_BY(mu_)
-  std::map<std::string, std::shared_ptr<const Dataset>> datasets_;         // GUARDED_BY(mu_)
-  uint64_t next_job_id_ = 1;                                               // GUARDED_BY(mu_)
-  uint64_t shm_in_use_ = 0;                                                // GUARDED_BY(mu_)
-  uint32_t admitted_jobs_ = 0;                                             // GUARDED_BY(mu_)
-  std::map<uid_t, UidUsage> uid_usage_;                                    // GUARDED_BY(mu_)
-  std::map<std::pair<const Dataset*, std::string>, size_t> sampler_jobs_;  // GUARDED_BY(mu_)
-  uint64_t protocol_errors_ = 0;                                           // GUARDED_BY(mu_)
-  uint64_t jobs_opened_ = 0;                                               // GUARDED_BY(mu_)
-  uint64_t jobs_refused_ = 0;                                              // GUARDED_BY(mu_)
+  std::list<Session> sessions_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace galley

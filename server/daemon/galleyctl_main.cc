@@ -1,6 +1,7 @@
 // galleyctl: asks a running galleyd about its state.
 //
-//   galleyctl [--socket PATH] [--json] status|datasets|jobs|cache|plan|stop
+//   galleyctl [--socket PATH] [--json] status|datasets|jobs|cache|plan
+//   galleyctl [--socket PATH] stop | drain | cancel JOB | forget DATASET
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -112,19 +113,58 @@ int Run(int argc, char** argv) {
   options.client_name = "galleyctl";
   bool as_json = false;
   std::string what = "status";
+  std::string argument;
   app.set_version_flag("--version", std::string("galleyctl ") + galley::kVersion + " (protocol " +
                                         std::to_string(galley::kProtocolVersion) + ")");
   app.add_option("--socket", options.socket_path, "galleyd's control socket");
   app.add_flag("--json", as_json, "print the raw JSON document");
-  app.add_option("what", what, "status | datasets | jobs | cache | plan | stop")
-      ->check(CLI::IsMember({"status", "datasets", "jobs", "cache", "plan", "stop"}));
+  app.add_option("what", what,
+                 "status | datasets | jobs | cache | plan | stop | drain | cancel JOB | "
+                 "forget DATASET")
+      ->check(CLI::IsMember(
+          {"status", "datasets", "jobs", "cache", "plan", "stop", "drain", "cancel", "forget"}));
+  app.add_option("argument", argument, "the job id (cancel) or dataset path (forget)");
   CLI11_PARSE(app, argc, argv);
   if (what == "stop") return Stop(options.socket_path);
+  const bool takes_argument = what == "cancel" || what == "forget";
+  if (takes_argument == argument.empty()) {
+    std::fprintf(stderr, "galleyctl: %s\n",
+                 takes_argument
+                     ? (what + " needs " + (what == "cancel" ? "a job id" : "a dataset")).c_str()
+                     : (what + " takes no argument").c_str());
+    return 2;
+  }
 
   auto client = galley::Client::Connect(options);
   if (!client.ok()) {
     std::fprintf(stderr, "galleyctl: %s\n", client.status().ToString().c_str());
     return 1;
+  }
+  if (takes_argument || what == "drain") {
+    galley::Status done = galley::Status::Ok();
+    if (what == "cancel") {
+      uint64_t job_id = 0;
+      try {
+        job_id = std::stoull(argument);
+      } catch (const std::exception&) {
+        std::fprintf(stderr, "galleyctl: '%s' is not a job id\n", argument.c_str());
+        return 2;
+      }
+      done = client->Cancel(job_id);
+    } else if (what == "forget") {
+      done = client->Forget(argument);
+    } else {
+      done = client->Drain();
+    }
+    if (!done.ok()) {
+      std::fprintf(stderr, "galleyctl: %s\n", done.ToString().c_str());
+      return 1;
+    }
+    std::printf("%s\n", what == "cancel"   ? ("cancelled job " + argument).c_str()
+                        : what == "forget" ? ("forgot " + argument).c_str()
+                                           : "draining: no new jobs; galleyd exits when the "
+                                             "running ones end");
+    return 0;
   }
   auto reply = client->Query(what);
   if (!reply.ok()) {

@@ -25,14 +25,15 @@
 
 #include <atomic>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
+#include "server/daemon/log_throttle.h"
 #include "server/daemon/served_job.h"
+#include "server/daemon/snapshots.h"
 #include "server/image/decoder.h"
 #include "server/image/region_decoder.h"
 
@@ -99,7 +100,7 @@ class ItemPipeline {
   void Run(std::span<ItemTask> tasks);
 
   const PipelineCounters& counters() const { return counters_; }
-  nlohmann::json Describe() const;
+  PipelineSnapshot Snapshot() const;
   uint32_t threads() const { return threads_; }
 
  private:
@@ -128,6 +129,8 @@ class ItemPipeline {
   uint32_t threads_;
   std::unique_ptr<tbb::task_arena> arena_;
   PipelineCounters counters_;
+  // Per-sample failure warnings: at most 20 every 10 s, then a count.
+  LogThrottle failure_log_{20, std::chrono::seconds(10)};
 };
 
 // What the augmented tier keys a job's samples by: the canonical pipeline and

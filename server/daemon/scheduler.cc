@@ -89,7 +89,7 @@ Status Scheduler::AddJob(const std::shared_ptr<ServedJob>& job) {
     if (job->policy == SamplingPolicyNameOf(SamplingPolicyKind::kOds) && cache_ != nullptr) {
       // Runs on the scheduler thread under mu_; the tiers lock themselves.
       sampler_options.is_cached = [cache = cache_,
-                                   dataset_index = DatasetIndex(job->dataset)](ItemId item) {
+                                   dataset_index = job->dataset_index](ItemId item) {
         const cache::Key key = cache::MakeKey(dataset_index, item);
         return cache->decoded().Contains(key) || cache->encoded().Contains(key);
       };
@@ -111,7 +111,7 @@ Status Scheduler::AddJob(const std::shared_ptr<ServedJob>& job) {
   p.epoch = job->spec.start_epoch;
   p.batch_index = job->spec.start_batch;
   p.resuming = job->spec.start_batch > 0 || !job->spec.resume_consumed.empty();
-  p.dataset_index = DatasetIndex(job->dataset);
+  p.dataset_index = job->dataset_index;
   jobs_.emplace(job->id, std::move(p));
   if (planner_ != nullptr) {
     planner_->JobOpened(
@@ -121,13 +121,6 @@ Status Scheduler::AddJob(const std::shared_ptr<ServedJob>& job) {
   dirty_ = true;
   cv_.SignalAll();
   return Status::Ok();
-}
-
-uint32_t Scheduler::DatasetIndex(const std::shared_ptr<const Dataset>& dataset) {
-  auto [it, inserted] =
-      dataset_index_.try_emplace(dataset.get(), static_cast<uint32_t>(indexed_datasets_.size()));
-  if (inserted) indexed_datasets_.push_back(dataset);
-  return it->second;
 }
 
 void Scheduler::EnterEpochDemand(Production& p, std::span<const ItemId> items) {
@@ -382,7 +375,7 @@ std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<Slo
   std::vector<ItemTask> tasks;
   MutexLock lock(&mu_);
   for (auto& plan : plans) {
-    const uint32_t dataset_index = DatasetIndex(plan->job->dataset);
+    const uint32_t dataset_index = plan->job->dataset_index;
     for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
       if (!plan->errors[pos].empty()) failed_items_.insert({dataset_index, plan->items[pos]});
     }
@@ -484,7 +477,7 @@ void Scheduler::Loop() {
   }
 }
 
-nlohmann::json Scheduler::Describe() const {
+std::vector<SamplerGroupSnapshot> Scheduler::Snapshot() const {
   MutexLock lock(&mu_);
   // Substitutions of the epochs in progress are still held by the policies.
   std::map<const SamplerGroup*, uint64_t> substitutions;
@@ -494,16 +487,16 @@ nlohmann::json Scheduler::Describe() const {
       substitutions[p.group] += p.group->policy->Substitutions(job).substitutions;
     }
   }
-  nlohmann::json groups = nlohmann::json::array();
+  std::vector<SamplerGroupSnapshot> groups;
   for (const auto& [key, group] : groups_) {
-    groups.push_back(
-        {{"dataset", group->dataset},
-         {"policy", group->policy_name},
-         {"jobs", group->jobs},
-         {"requests", group->requests},
-         {"loads", group->loads},
-         {"loads_per_request", group->requests ? double(group->loads) / group->requests : 0.0},
-         {"substitutions", group->substitutions + substitutions[group.get()]}});
+    SamplerGroupSnapshot& s = groups.emplace_back();
+    s.dataset = group->dataset;
+    s.policy = group->policy_name;
+    s.jobs = group->jobs;
+    s.requests = group->requests;
+    s.loads = group->loads;
+    s.loads_per_request = group->requests ? double(group->loads) / group->requests : 0.0;
+    s.substitutions = group->substitutions + substitutions[group.get()];
   }
   return groups;
 }

@@ -12,11 +12,11 @@
 // is consumed when the sampler hands it to the job (while the wave is
 // planned, so before the pipeline offers the item to a tier), and whatever
 // the job had not received yet is dropped when it leaves its epoch early
-// (Seek, close, death). Each dataset gets a small stable index for the cache
-// keys (cache::MakeKey). A CachePlanner, when given, hears of every job that
-// opens or closes. An "ods" group asks the cache, while a wave is planned,
-// whether an item is in the encoded or decoded tier, and each job's epoch is
-// registered with its spec's ods_fraction.
+// (Seek, close, death). The cache keys' dataset half is the job's
+// dataset_index, the DatasetRegistry's number for its listing (cache::MakeKey). A CachePlanner,
+// when given, hears of every job that opens or closes. An "ods" group asks the cache, while a wave
+// is planned, whether an item is in the encoded or decoded tier, and each job's epoch is registered
+// with its spec's ods_fraction.
 //
 // Every batch holds what its position in the epoch promises
 // (ServedJob::BatchTarget) and an epoch ends with its last batch, so
@@ -35,7 +35,7 @@
 // needs) and from the decoded tier, which keeps items that are still in
 // demand.
 //
-// AddJob/RemoveJob/Seek/Wake/Describe may be called from any thread; they
+// AddJob/RemoveJob/Seek/Wake/Snapshot may be called from any thread; they
 // take mu_. Production state is changed only under mu_ by the scheduler
 // thread or by Seek.
 #ifndef GALLEY_SERVER_DAEMON_SCHEDULER_H_
@@ -44,7 +44,6 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <span>
@@ -58,6 +57,7 @@
 #include "server/daemon/item_pipeline.h"
 #include "server/daemon/production_gate.h"
 #include "server/daemon/served_job.h"
+#include "server/daemon/snapshots.h"
 #include "server/sampler/sampling_policy.h"
 
 namespace galley {
@@ -123,7 +123,8 @@ class Scheduler {
   // The job's consumer is waiting for its first batch: start producing.
   void ConsumerReady(uint64_t job_id) EXCLUDES(mu_);
 
-  nlohmann::json Describe() const EXCLUDES(mu_);
+  // Every sampler group, with the substitutions of the epochs in progress.
+  std::vector<SamplerGroupSnapshot> Snapshot() const EXCLUDES(mu_);
 
   // Plans one wave as the scheduler thread does each turn (slots claimed
   // through the RingView, rounds decided, nothing prepared or published);
@@ -169,7 +170,6 @@ class Scheduler {
   void LeaveSampler(Production& p) REQUIRES(mu_);
   void EnterEpochDemand(Production& p, std::span<const ItemId> items) REQUIRES(mu_);
   void ConsumeDemand(Production& p, ItemId item) REQUIRES(mu_);
-  uint32_t DatasetIndex(const std::shared_ptr<const Dataset>& dataset) REQUIRES(mu_);
 
   const SchedulerOptions options_;
   ItemPipeline* const pipeline_;
@@ -186,10 +186,6 @@ class Scheduler {
   std::map<uint64_t, Production> jobs_ GUARDED_BY(mu_);
   std::map<std::pair<const Dataset*, std::string>, std::unique_ptr<SamplerGroup>> groups_
       GUARDED_BY(mu_);
-  // Datasets by index; held so a Dataset's address is never reused for
-  // another while its keys may be in the cache.
-  std::vector<std::shared_ptr<const Dataset>> indexed_datasets_ GUARDED_BY(mu_);
-  std::map<const Dataset*, uint32_t> dataset_index_ GUARDED_BY(mu_);
   // Items that failed to read or decode, by dataset index: substitutes are
   // never drawn from them.
   std::set<std::pair<uint32_t, ItemId>> failed_items_ GUARDED_BY(mu_);

@@ -1,6 +1,6 @@
 // ServedJob: the daemon's record of one open job.
 //
-// Created by the control server when a client opens a job, shared with the
+// Created by the JobManager when a client opens a job, shared with the
 // scheduler. The spec, dataset, pipeline and ring are fixed at creation.
 // Production state (epoch, batch counters) belongs to the scheduler thread;
 // counters are atomics readable from any thread for stats and metrics.
@@ -14,13 +14,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "galley/job_spec.h"
 #include "galley/mutex.h"
 #include "server/daemon/batch_ring.h"
+#include "server/daemon/snapshots.h"
 #include "server/dataset/dataset.h"
 #include "server/image/transforms.h"
 
@@ -47,9 +47,15 @@ struct ServedJob {
   uid_t owner_uid = 0;
   pid_t owner_pid = 0;
   std::shared_ptr<const Dataset> dataset;
+  // The dataset's number in the DatasetRegistry: the dataset half of the
+  // job's cache keys (cache::MakeKey).
+  uint32_t dataset_index = 0;
   std::shared_ptr<const image::TransformPipeline> pipeline;
   std::vector<ItemId> subset;  // sorted, distinct
   uint64_t epoch_size = 0;     // items this rank receives per epoch
+  // The ring's layout, decided before the ring exists.
+  wire::SegmentGeometry geometry;
+  TensorShape shape;
   std::unique_ptr<BatchRing> ring;
   std::string policy;  // the sampling policy actually used
   std::chrono::steady_clock::time_point opened_at = std::chrono::steady_clock::now();
@@ -81,7 +87,7 @@ struct ServedJob {
   // shard has no other candidate.
   ItemId Substitute(uint64_t epoch, ItemId failed, uint32_t attempt,
                     const std::function<bool(ItemId)>& known_to_fail) const;
-  nlohmann::json Describe() const;
+  JobSnapshot Snapshot() const;
 };
 
 }  // namespace galley

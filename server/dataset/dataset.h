@@ -78,6 +78,11 @@ class Dataset {
   uint64_t total_bytes() const { return source_->total_bytes(); }
   // Whether the storage changed since the listing (a shard was replaced).
   bool stale() const { return source_->stale(); }
+  // See DatasetSource::Verify: whether the storage still matches the
+  // listing, and whether `checker`'s user may read the `served` items.
+  Status Verify(AccessChecker* checker, std::span<const ItemId> served, bool* changed) const {
+    return source_->Verify(checker, served, changed);
+  }
   // The shard source, or null for files.
   const ShardSource* shard_source() const { return shards_; }
 

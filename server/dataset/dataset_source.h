@@ -12,11 +12,13 @@
 #define GALLEY_SERVER_DATASET_DATASET_SOURCE_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "galley/ids.h"
 #include "galley/status.h"
+#include "server/dataset/access.h"
 
 namespace galley {
 
@@ -39,6 +41,15 @@ class DatasetSource {
   // Whether the storage changed under the listing (a replaced or truncated
   // shard), so the dataset should be listed again at the next open.
   virtual bool stale() const { return false; }
+  // One pass over the storage as it is now. `*changed` tells whether it
+  // still matches the listing: false unless an item or a listed directory
+  // was added, removed, replaced or rewritten (device, inode, size, mtime or
+  // ctime differ). With a `checker`, the items `served` (sorted ids) and the
+  // directories leading to them are checked for its user: PermissionDenied
+  // names the first it may not read. The pass always completes, so
+  // `*changed` is set whatever is returned.
+  virtual Status Verify(AccessChecker* checker, std::span<const ItemId> served,
+                        bool* changed) const = 0;
 };
 
 }  // namespace galley

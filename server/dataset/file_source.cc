@@ -101,10 +101,24 @@ Status Walk(const fs::path& boundary, const fs::path& directory, const std::stri
   return Status::Ok();
 }
 
-uint64_t FileSize(const fs::path& path) {
-  std::error_code error;
-  const auto size = fs::file_size(path, error);
-  return error ? 0 : static_cast<uint64_t>(size);
+// Folds what identifies one version of a file into `hash`: a path that
+// cannot be stat'ed folds a marker, so its vanishing changes the result.
+uint64_t FoldIdentity(uint64_t hash, const struct stat* info) {
+  auto mix = [&hash](uint64_t value) {
+    hash ^= value + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2);
+  };
+  if (info == nullptr) {
+    mix(~uint64_t{0});
+    return hash;
+  }
+  mix(info->st_dev);
+  mix(info->st_ino);
+  mix(static_cast<uint64_t>(info->st_size));
+  mix(static_cast<uint64_t>(info->st_mtim.tv_sec) * 1000000000ULL +
+      static_cast<uint64_t>(info->st_mtim.tv_nsec));
+  mix(static_cast<uint64_t>(info->st_ctim.tv_sec) * 1000000000ULL +
+      static_cast<uint64_t>(info->st_ctim.tv_nsec));
+  return hash;
 }
 
 bool ParseInteger(std::string_view text, int64_t& value) {
@@ -129,14 +143,17 @@ Result<std::unique_ptr<FileSource>> FileSource::Open(const fs::path& canonical) 
   std::error_code error;
   if (fs::is_directory(canonical, error)) {
     source->base_dir_ = canonical;
+    source->directories_.push_back("");
     GALLEY_RETURN_IF_ERROR(source->ScanImageFolder());
   } else if (fs::is_regular_file(canonical, error)) {
     source->base_dir_ = canonical.parent_path();
+    source->directories_.push_back(canonical.filename().string());
     GALLEY_RETURN_IF_ERROR(source->ReadManifest());
   } else {
     return Status::InvalidArgument("dataset root " + canonical.string() +
                                    " is neither a directory nor a manifest file");
   }
+  source->directories_fingerprint_ = source->DirectoriesFingerprint();
   return source;
 }
 
@@ -144,7 +161,41 @@ void FileSource::AddItem(const std::string& relative_path, int64_t label) {
   path_pool_ += relative_path;
   path_offsets_.push_back(path_pool_.size());
   labels_.push_back(label);
-  total_bytes_ += FileSize(base_dir_ / relative_path);
+  struct stat info {};
+  const bool found = ::stat((base_dir_ / relative_path).c_str(), &info) == 0;
+  if (found) total_bytes_ += static_cast<uint64_t>(info.st_size);
+  items_fingerprint_ = FoldIdentity(items_fingerprint_, found ? &info : nullptr);
+}
+
+uint64_t FileSource::DirectoriesFingerprint() const {
+  uint64_t hash = 0;
+  for (const std::string& relative : directories_) {
+    struct stat info {};
+    const fs::path path = relative.empty() ? base_dir_ : base_dir_ / relative;
+    hash = FoldIdentity(hash, ::stat(path.c_str(), &info) == 0 ? &info : nullptr);
+  }
+  return hash;
+}
+
+Status FileSource::Verify(AccessChecker* checker, std::span<const ItemId> served,
+                          bool* changed) const {
+  Status denied = checker != nullptr ? checker->CheckDirectory(base_dir_) : Status::Ok();
+  uint64_t items = 0;
+  size_t next = 0;  // the next served id
+  for (ItemId id = 0; id < size(); ++id) {
+    const fs::path file = base_dir_ / fs::path(std::string(relative_path(id)));
+    struct stat info {};
+    const bool found = ::stat(file.c_str(), &info) == 0;
+    items = FoldIdentity(items, found ? &info : nullptr);
+    while (next < served.size() && served[next] < id) ++next;
+    // A file gone since the listing fails as a sample error when read; the
+    // listing is stale anyway.
+    if (found && denied.ok() && checker != nullptr && next < served.size() && served[next] == id) {
+      denied = checker->CheckFile(file, info);
+    }
+  }
+  *changed = items != items_fingerprint_ || DirectoriesFingerprint() != directories_fingerprint_;
+  return denied;
 }
 
 Status FileSource::ScanImageFolder() {
@@ -172,6 +223,7 @@ Status FileSource::ScanImageFolder() {
         [](const WalkedDirectory& a, const WalkedDirectory& b) { return a.relative < b.relative; });
     const size_t before = size();
     for (WalkedDirectory& directory : directories) {
+      directories_.push_back(directory.relative);
       std::sort(directory.files.begin(), directory.files.end());
       for (const std::string& name : directory.files) {
         if (!HasImageExtension(name)) continue;

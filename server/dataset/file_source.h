@@ -42,6 +42,8 @@ class FileSource final : public DatasetSource {
   // ResourceExhausted over kMaxFileBytes.
   Result<std::vector<uint8_t>> Read(ItemId id) const override;
   uint64_t total_bytes() const override { return total_bytes_; }
+  Status Verify(AccessChecker* checker, std::span<const ItemId> served,
+                bool* changed) const override;
 
  private:
   FileSource() = default;
@@ -49,6 +51,9 @@ class FileSource final : public DatasetSource {
   Status ScanImageFolder();
   Status ReadManifest();
   void AddItem(const std::string& relative_path, int64_t label);
+  // What Verify compares: the identities of the listed directories (an
+  // ImageFolder's walked folders, or the manifest file), then of the items.
+  uint64_t DirectoriesFingerprint() const;
   std::string_view relative_path(ItemId id) const;
 
   std::filesystem::path root_;
@@ -61,6 +66,10 @@ class FileSource final : public DatasetSource {
   std::string path_pool_;
   std::vector<uint64_t> path_offsets_{0};
   uint64_t total_bytes_ = 0;
+  // Relative to base_dir_ ("" for base_dir_ itself), or the manifest's name.
+  std::vector<std::string> directories_;
+  uint64_t items_fingerprint_ = 0;  // as listed
+  uint64_t directories_fingerprint_ = 0;
 };
 
 // Whether canonical path `path` is `dir` or lies below it (both canonical).

@@ -672,6 +672,29 @@ std::string ShardSource::Locate(ItemId id) const {
   return files_->shards()[items_[id].shard].path.string() + ":" + std::string(key);
 }
 
+Status ShardSource::Verify(AccessChecker* checker, std::span<const ItemId> served,
+                           bool* changed) const {
+  const auto& shards = files_->shards();
+  std::vector<bool> holds_served(checker != nullptr ? shards.size() : 0);
+  if (checker != nullptr) {
+    for (ItemId id : served) {
+      if (id < items_.size()) holds_served[items_[id].shard] = true;
+    }
+  }
+  Status denied = Status::Ok();
+  *changed = false;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    struct stat info {};
+    const bool found = ::stat(shards[i].path.c_str(), &info) == 0;
+    if (!found || !(IdentityOf(info) == shards[i].identity)) *changed = true;
+    if (found && denied.ok() && checker != nullptr && holds_served[i]) {
+      denied = checker->CheckFile(shards[i].path, info);
+    }
+  }
+  if (*changed) stale_ = true;
+  return denied;
+}
+
 Result<std::vector<uint8_t>> ShardSource::Read(ItemId id) const {
   const Item& item = items_[id];
   if (item.size > kMaxMemberBytes) {

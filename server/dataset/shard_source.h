@@ -106,6 +106,10 @@ class ShardSource final : public DatasetSource {
   Result<std::vector<uint8_t>> Read(ItemId id) const override;
   uint64_t total_bytes() const override { return total_bytes_; }
   bool stale() const override { return stale_.load(); }
+  // Compares each shard's identity with the listing; checks the shards that
+  // hold served items.
+  Status Verify(AccessChecker* checker, std::span<const ItemId> served,
+                bool* changed) const override;
 
   const ShardStats& stats() const { return stats_; }
   // Seconds since the listing was made (or loaded from the cache).

@@ -16,8 +16,12 @@ size_t Round::requests() const {
 Result<std::unique_ptr<SamplingPolicy>> MakeSamplingPolicy(const SamplerOptions& options) {
   const std::optional<SamplingPolicyKind> kind = ParseSamplingPolicy(options.policy);
   if (!kind) {
-    return Status::InvalidArgument("unknown sampling policy '" + options.policy + "' (expected " +
-                                   RandomOrderPolicyList() + ", or sequential)");
+    std::string expected;
+    for (const SamplingPolicyName& known : SamplingPolicyNames()) {
+      expected += (expected.empty() ? "" : ", ") + std::string(known.name);
+    }
+    return Status::InvalidArgument("unknown sampling policy '" + options.policy +
+                                   "' (expected one of " + expected + ")");
   }
   std::unique_ptr<SamplingPolicy> policy;
   switch (*kind) {

@@ -146,6 +146,8 @@ struct SamplerOptions {
 
 // Builds the policy `options.policy` names; InvalidArgument for an unknown name.
 Result<std::unique_ptr<SamplingPolicy>> MakeSamplingPolicy(const SamplerOptions& options);
+// MakeSamplingPolicy accepts the names of galley/sampling_policies.h
+// (SamplingPolicyNames()).
 
 }  // namespace galley
 

@@ -4,6 +4,7 @@ ImageFolder datasets. The daemon is stopped and everything removed at the end.""
 import os
 import pathlib
 import signal
+import socket as socketlib
 import subprocess
 import time
 
@@ -53,9 +54,13 @@ def start_daemon(directory, *extra):
     log = open(directory / "galleyd.log", "w")
     proc = subprocess.Popen([GALLEYD, "--socket", socket, "--allowed-root", str(directory),
                              "--log-level", "warn", *extra], stdout=log, stderr=subprocess.STDOUT)
+    # Ready once a connection is accepted: the socket file appears at bind(),
+    # before listen(), and a connect in between is refused.
     for _ in range(200):
         if os.path.exists(socket):
-            break
+            with socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM) as probe:
+                if probe.connect_ex(socket) == 0:
+                    break
         if proc.poll() is not None:
             raise RuntimeError(f"galleyd exited with {proc.returncode}")
         time.sleep(0.05)

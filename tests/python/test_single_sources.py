@@ -21,15 +21,16 @@ def test_policy_names_agree_everywhere():
     names = list(galley.sampling_policies)
     assert names[0] == "dsa" and "sequential" not in names
     assert galley._galley.sampling_policies["sequential"] is False
-    # The daemon's flag accepts exactly these.
-    help_text = subprocess.run([GALLEYD, "--help"], capture_output=True, text=True,
-                               check=True).stdout
-    choices = re.search(r"--default-policy TEXT:\{([^}]*)\}", help_text).group(1)
-    assert choices.split(",") == names
-    # The documented flag, the example config and the loader's docstring.
+    # The daemon's config accepts exactly these, and says so.
+    out = subprocess.run([GALLEYD, "--check-config", "--owner-only", "--default-policy", "bogus"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2
+    assert f"got 'bogus'; expected one of {', '.join(names)}" in out.stderr
+    # The documented key, the example config and the loader's docstring.
     operations = (ROOT / "docs" / "operations.md").read_text()
-    assert f"[--default-policy {'|'.join(names)}]" in operations
-    config = (ROOT / "scripts" / "galleyd.toml").read_text()
+    assert ", ".join(f"`{name}`" for name in names) in operations
+    config = " ".join(line.lstrip("# ") for line in
+                      (ROOT / "scripts" / "galleyd.toml").read_text().splitlines())
     assert f"name none: {', '.join(names)}." in config
     doc = galley.DataLoader.__doc__ or galley.DataLoader.__init__.__doc__
     for name in names:

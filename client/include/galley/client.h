@@ -97,8 +97,17 @@ class Client {
   Result<Job> OpenJob(const JobSpec& spec) const;
 
   // Daemon-wide information for operators: "status", "datasets", "jobs",
-  // "cache", "plan". Returns a JSON document.
+  // "cache", "plan". Returns a JSON document. A user who is not an admin
+  // of the daemon sees only their own jobs and the datasets they may read.
   Result<std::string> Query(const std::string& what) const;
+
+  // Control requests. Cancel: ends one of your jobs (any job, for an
+  // admin); NotFound otherwise. Drain (admins): no new jobs, and galleyd
+  // exits once the running ones end. Forget: drops the daemon's listing of
+  // a dataset (a root or shard path) so the next job lists it afresh.
+  Status Cancel(uint64_t job_id) const;
+  Status Drain() const;
+  Status Forget(const std::string& dataset) const;
 
   const ClientOptions& options() const { return options_; }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,9 @@ inline constexpr SamplingPolicyName kSamplingPolicies[] = {
 };
 
 inline constexpr SamplingPolicyKind kDefaultSamplingPolicy = SamplingPolicyKind::kDsa;
+
+// The table as a range: for (const SamplingPolicyName& p : SamplingPolicyNames()).
+constexpr std::span<const SamplingPolicyName> SamplingPolicyNames() { return kSamplingPolicies; }
 
 constexpr std::string_view SamplingPolicyNameOf(SamplingPolicyKind kind) {
   for (const SamplingPolicyName& policy : kSamplingPolicies) {

@@ -1,0 +1,169 @@
+#include "server/daemon/dataset_registry.h"
+
+#include <spdlog/spdlog.h>
+
+#include <system_error>
+
+#include "server/daemon/shard_datasets.h"
+
+namespace galley {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Checks, before anything is listed, that `checker`'s user may read the
+// dataset's root: list a directory (read and search), read a manifest or a
+// shard. A path the daemon cannot resolve is NotFound only when the user
+// could have seen that themselves.
+Status CheckRoot(const std::string& given, AccessChecker& checker) {
+  std::error_code error;
+  const fs::path canonical = fs::canonical(given, error);
+  if (error) {
+    const fs::path parent = fs::path(given).lexically_normal().parent_path();
+    if (!parent.empty()) GALLEY_RETURN_IF_ERROR(checker.CheckDirectory(fs::absolute(parent)));
+    return Status::NotFound(given + ": " + error.message());
+  }
+  struct stat info {};
+  if (::stat(canonical.c_str(), &info) != 0) return Status::NotFound(given + ": cannot stat");
+  GALLEY_RETURN_IF_ERROR(checker.CheckFile(canonical, info));
+  if (S_ISDIR(info.st_mode)) GALLEY_RETURN_IF_ERROR(checker.CheckDirectory(canonical));
+  return Status::Ok();
+}
+
+}  // namespace
+
+DatasetRegistry::DatasetRegistry(const DaemonOptions& options) : options_(options) {
+  SetAllowedRoots(options.allowed_roots);
+}
+
+void DatasetRegistry::SetAllowedRoots(const std::vector<std::string>& roots) {
+  std::lock_guard lock(mu_);
+  std::vector<fs::path> updated(roots.begin(), roots.end());
+  if (updated == allowed_roots_) return;
+  allowed_roots_ = std::move(updated);
+  if (!entries_.empty()) {
+    spdlog::info("allowed roots changed: {} listings dropped, to be checked again",
+                 entries_.size());
+  }
+  entries_.clear();
+}
+
+std::string DatasetRegistry::KeyOf(const JobSpec& spec) const {
+  if (!spec.shards.empty())
+    return Dataset::ShardSetKey(spec.shards, ShardOptionsFor(spec, options_));
+  std::error_code error;
+  const std::string canonical = fs::weakly_canonical(spec.dataset, error).string();
+  return error ? spec.dataset : canonical;
+}
+
+Status DatasetRegistry::CheckRoots(const JobSpec& spec, AccessChecker& checker) const {
+  if (spec.shards.empty()) return CheckRoot(spec.dataset, checker);
+  // Every shard, not only those holding the job's items: a shard the user
+  // may not read is not indexed, nor counted, on their behalf.
+  for (const std::string& shard : spec.shards) GALLEY_RETURN_IF_ERROR(CheckRoot(shard, checker));
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec) const {
+  std::vector<fs::path> roots;
+  {
+    std::lock_guard lock(mu_);
+    roots = allowed_roots_;
+  }
+  if (spec.shards.empty()) return Dataset::Open(spec.dataset, roots);
+  return Dataset::OpenShards(spec.shards, ShardOptionsFor(spec, options_), roots);
+}
+
+DatasetRegistry::Entry DatasetRegistry::Install(const std::string& key,
+                                                std::shared_ptr<const Dataset> dataset,
+                                                const Dataset* replacing) {
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = entries_.try_emplace(key);
+  Entry& entry = it->second;
+  if (!inserted && entry.dataset.get() != replacing) return entry;  // another job was first
+  const uint64_t listings = inserted ? 0 : entry.listings;
+  entry = Entry{std::move(dataset), next_index_++, Clock::now(), listings + 1};
+  spdlog::info("dataset {}: {} items{}", entry.dataset->root().string(), entry.dataset->size(),
+               listings > 0 ? " (listed again: the storage changed)" : "");
+  return entry;
+}
+
+Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& spec, const Credentials& peer,
+                                            const Selector& select) {
+  const std::string key = KeyOf(spec);
+  AccessChecker checker(peer);
+  // The same check whether or not another job listed the dataset first.
+  GALLEY_RETURN_IF_ERROR(CheckRoots(spec, checker));
+  Entry entry;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = entries_.find(key); it != entries_.end()) entry = it->second;
+  }
+  if (entry.dataset == nullptr) {
+    GALLEY_ASSIGN_OR_RETURN(auto listed, List(spec));
+    entry = Install(key, std::move(listed), nullptr);
+  }
+  // At most one re-listing: a dataset changing faster than it can be listed
+  // is served as last listed, and its changed files fail as sample errors.
+  for (int attempt = 0;; ++attempt) {
+    GALLEY_ASSIGN_OR_RETURN(auto subset, select(*entry.dataset));
+    bool changed = false;
+    Status access = entry.dataset->Verify(&checker, subset, &changed);
+    if (!changed || attempt == 1) {
+      GALLEY_RETURN_IF_ERROR(access);
+      return OpenedDataset{entry.dataset, entry.index, std::move(subset)};
+    }
+    GALLEY_ASSIGN_OR_RETURN(auto listed, List(spec));
+    entry = Install(key, std::move(listed), entry.dataset.get());
+  }
+}
+
+Status DatasetRegistry::Forget(const std::string& name, AccessChecker* checker) {
+  std::error_code error;
+  const std::string canonical = fs::weakly_canonical(name, error).string();
+  std::lock_guard lock(mu_);
+  size_t dropped = 0;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    const fs::path& root = it->second.dataset->root();
+    struct stat info {};
+    const bool match =
+        (it->first == name || it->first == canonical || root.string() == canonical) &&
+        (checker == nullptr ||
+         (::stat(root.c_str(), &info) == 0 && checker->CheckFile(root, info).ok()));
+    if (match) {
+      spdlog::info("dataset {}: listing forgotten", it->second.dataset->root().string());
+      it = entries_.erase(it);
+      ++dropped;
+    } else {
+      ++it;
+    }
+  }
+  if (dropped == 0) return Status::NotFound("no dataset listed as " + name);
+  return Status::Ok();
+}
+
+std::vector<DatasetSnapshot> DatasetRegistry::Snapshot() const {
+  std::vector<DatasetSnapshot> out;
+  std::vector<std::shared_ptr<const Dataset>> datasets;
+  {
+    std::lock_guard lock(mu_);
+    const auto now = Clock::now();
+    for (const auto& [key, entry] : entries_) {
+      const Dataset& d = *entry.dataset;
+      out.push_back({key, d.root().string(), entry.index, d.size(), d.classes().size(),
+                     d.total_bytes(), std::chrono::duration<double>(now - entry.listed_at).count(),
+                     entry.listings, std::nullopt});
+      datasets.push_back(entry.dataset);
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i) out[i].shards = SnapshotShards(*datasets[i]);
+  return out;
+}
+
+size_t DatasetRegistry::size() const {
+  std::lock_guard lock(mu_);
+  return entries_.size();
+}
+
+}  // namespace galley

@@ -1,0 +1,410 @@
+#include "server/daemon/job_manager.h"
+
+#include <grp.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "server/daemon/shard_datasets.h"
+#include "server/image/decoder.h"
+#include "server/sampler/sampling_policy.h"
+#include "wire/messages.h"
+
+namespace galley {
+namespace {
+
+using nlohmann::json;
+
+// Checks a job's classes, ranges and ids against its dataset and selects its
+// items.
+Result<std::vector<ItemId>> SelectSubset(const JobSpec& spec, const Dataset& dataset) {
+  SubsetSpec subset;
+  subset.classes = spec.classes;
+  for (const auto& [begin, end] : spec.id_ranges) {
+    if (end > dataset.size()) {
+      return Status::InvalidArgument("id range ends at " + std::to_string(end) +
+                                     " but the dataset has " + std::to_string(dataset.size()) +
+                                     " items");
+    }
+    subset.ranges.emplace_back(static_cast<ItemId>(begin), static_cast<ItemId>(end));
+  }
+  for (uint64_t id : spec.ids) {
+    if (id >= dataset.size()) {
+      return Status::InvalidArgument("item id " + std::to_string(id) +
+                                     " is out of range (dataset has " +
+                                     std::to_string(dataset.size()) + " items)");
+    }
+    subset.ids.push_back(static_cast<ItemId>(id));
+  }
+  return dataset.Select(subset);
+}
+
+// The policy a job runs: its own, "sequential" without shuffle, else the
+// dataset's or the daemon's default.
+Result<std::string> ChoosePolicy(const JobSpec& spec, const Dataset& dataset,
+                                 const JobLimits& limits) {
+  if (!spec.shuffle) {
+    // The sequential order is a policy of its own: jobs that walk it together
+    // share their items.
+    if (!spec.policy.empty() && spec.policy != "sequential") {
+      return Status::InvalidArgument("policy '" + spec.policy +
+                                     "' decides a random order; a job with shuffle=false uses "
+                                     "the sequential order (leave the policy empty)");
+    }
+    return std::string("sequential");
+  }
+  if (spec.policy == "sequential") {
+    return Status::InvalidArgument("policy 'sequential' needs shuffle=false");
+  }
+  if (!spec.policy.empty()) return spec.policy;
+  auto configured = limits.dataset_policies.find(dataset.root().string());
+  return configured != limits.dataset_policies.end() ? configured->second : limits.default_policy;
+}
+
+// The job's transform, with transform=None resolved to the first image's
+// size.
+Result<image::TransformPipeline> BuildTransform(const JobSpec& spec, const ServedJob& job) {
+  auto transform = json::parse(spec.transform_json, nullptr, false);
+  if (transform.is_discarded()) return Status::InvalidArgument("transform is not valid JSON");
+  if (spec.native_size) {
+    // torch's transform=None: the first image's size is the batch's; a
+    // full-size CenterCrop passes same-size images through unchanged.
+    if (!transform.is_object() || !transform.value("ops", json::array()).empty()) {
+      return Status::InvalidArgument("native_size takes a transform without ops");
+    }
+    GALLEY_ASSIGN_OR_RETURN(auto bytes, job.dataset->Read(job.subset.front()));
+    auto header = image::ReadHeader(bytes);
+    if (!header.ok()) {
+      return Status::InvalidArgument("transform=None takes the first image's size, but " +
+                                     job.dataset->path(job.subset.front()).string() +
+                                     " cannot be read: " + header.status().message());
+    }
+    transform["ops"] =
+        json::array({{{"op", "CenterCrop"}, {"size", {header->height, header->width}}}});
+  }
+  return image::TransformPipeline::FromJson(transform);
+}
+
+}  // namespace
+
+JobLimits JobLimits::From(const DaemonOptions& o) {
+  JobLimits l;
+  l.max_jobs = o.max_jobs;
+  l.max_jobs_per_uid = o.max_jobs_per_uid != 0 ? o.max_jobs_per_uid : o.max_jobs;
+  l.max_shm_total = o.max_shm_total;
+  l.max_shm_per_uid = o.max_shm_per_uid != 0 ? o.max_shm_per_uid : o.max_shm_total;
+  l.max_shm_per_job = o.max_shm_per_job;
+  l.max_connections_per_uid =
+      o.max_connections_per_uid != 0 ? o.max_connections_per_uid : l.max_jobs_per_uid + 8;
+  l.max_prefetch = o.max_prefetch;
+  l.max_batch_size = o.max_batch_size;
+  l.default_policy = o.default_policy;
+  l.dataset_policies = o.dataset_policies;
+  return l;
+}
+
+JobManager::JobManager(const DaemonOptions& options, Scheduler* scheduler,
+                       DatasetRegistry* datasets, DrainedCallback drained)
+    : scheduler_(scheduler),
+      datasets_(datasets),
+      drained_(std::move(drained)),
+      limits_(JobLimits::From(options)) {
+  if (!options.admin_group.empty()) {
+    if (const group* g = ::getgrnam(options.admin_group.c_str()); g != nullptr) {
+      admin_gid_ = g->gr_gid;
+    } else {
+      spdlog::warn("admin_group '{}' does not exist; only root and galleyd's user are admins",
+                   options.admin_group);
+    }
+  }
+}
+
+JobManager::~JobManager() { CloseAll(Status::Cancelled("galleyd is shutting down")); }
+
+JobManager::Admission::~Admission() { manager_->Release(*this); }
+
+bool JobManager::IsAdmin(const wire::PeerCredentials& peer) const {
+  if (peer.uid == 0 || peer.uid == ::geteuid()) return true;
+  if (admin_gid_ == static_cast<gid_t>(-1)) return false;
+  return peer.gid == admin_gid_ ||
+         std::find(peer.groups.begin(), peer.groups.end(), admin_gid_) != peer.groups.end();
+}
+
+void JobManager::Reload(const DaemonOptions& options) {
+  std::lock_guard lock(mu_);
+  limits_ = JobLimits::From(options);
+}
+
+JobLimits JobManager::limits() const {
+  std::lock_guard lock(mu_);
+  return limits_;
+}
+
+Status JobManager::AdmitConnection(uid_t uid) {
+  std::lock_guard lock(mu_);
+  UidUsage& usage = uid_usage_[uid];
+  if (usage.connections >= limits_.max_connections_per_uid) {
+    return Status::ResourceExhausted("uid " + std::to_string(uid) + " has " +
+                                     std::to_string(usage.connections) +
+                                     " connections open, the limit max_connections_per_uid (" +
+                                     std::to_string(limits_.max_connections_per_uid) + ")");
+  }
+  usage.connections++;
+  return Status::Ok();
+}
+
+void JobManager::ReleaseConnection(uid_t uid) {
+  std::lock_guard lock(mu_);
+  uid_usage_[uid].connections--;
+}
+
+Result<std::unique_ptr<JobManager::Admission>> JobManager::Admit(
+    uid_t uid, uint64_t shm_bytes, std::pair<const Dataset*, std::string> sampler) {
+  std::lock_guard lock(mu_);
+  const JobLimits& l = limits_;
+  UidUsage& usage = uid_usage_[uid];
+  const std::string who = "uid " + std::to_string(uid);
+  if (draining_) {
+    return Status::Unavailable(
+        "galleyd is draining: it takes no new jobs and exits when the running ones end");
+  }
+  if (admitted_jobs_ >= l.max_jobs) {
+    return Status::ResourceExhausted("galleyd already serves " + std::to_string(admitted_jobs_) +
+                                     " jobs, the limit max_jobs (" + std::to_string(l.max_jobs) +
+                                     ")");
+  }
+  if (usage.jobs >= l.max_jobs_per_uid) {
+    return Status::ResourceExhausted(who + " already has " + std::to_string(usage.jobs) +
+                                     " jobs, the limit max_jobs_per_uid (" +
+                                     std::to_string(l.max_jobs_per_uid) + ")");
+  }
+  const size_t sharing = sampler_jobs_[sampler];
+  if (sharing >= kMaxJobsPerDataset) {
+    return Status::ResourceExhausted(
+        std::to_string(sharing) + " jobs already read this dataset with policy '" + sampler.second +
+        "', the most one sampler tracks (" + std::to_string(kMaxJobsPerDataset) +
+        "); use another policy or wait for one to end");
+  }
+  if (shm_in_use_ + shm_bytes > l.max_shm_total) {
+    return Status::ResourceExhausted("the job needs " + std::to_string(shm_bytes) +
+                                     " bytes of shared memory and " + std::to_string(shm_in_use_) +
+                                     " are in use, over the limit max_shm_total (" +
+                                     std::to_string(l.max_shm_total) + ")");
+  }
+  if (usage.shm_bytes + shm_bytes > l.max_shm_per_uid) {
+    return Status::ResourceExhausted(who + " would hold " +
+                                     std::to_string(usage.shm_bytes + shm_bytes) +
+                                     " bytes of shared memory, over the limit max_shm_per_uid (" +
+                                     std::to_string(l.max_shm_per_uid) + ")");
+  }
+  admitted_jobs_++;
+  usage.jobs++;
+  usage.shm_bytes += shm_bytes;
+  sampler_jobs_[sampler]++;
+  shm_in_use_ += shm_bytes;
+  return std::make_unique<Admission>(this, uid, shm_bytes, std::move(sampler));
+}
+
+void JobManager::Release(const Admission& a) {
+  std::lock_guard lock(mu_);
+  UidUsage& usage = uid_usage_[a.uid_];
+  admitted_jobs_--;
+  usage.jobs--;
+  usage.shm_bytes -= a.shm_bytes_;
+  if (--sampler_jobs_[a.sampler_] == 0) sampler_jobs_.erase(a.sampler_);
+  shm_in_use_ -= a.shm_bytes_;
+}
+
+Status JobManager::Refused(const Status& why) {
+  std::lock_guard lock(mu_);
+  jobs_refused_++;
+  return why;
+}
+
+Result<std::shared_ptr<ServedJob>> JobManager::Build(const JobSpec& spec,
+                                                     const wire::PeerCredentials& peer,
+                                                     const JobLimits& limits, uint64_t* shm_bytes) {
+  if (spec.batch_size > limits.max_batch_size) {
+    return Status::ResourceExhausted("batch_size " + std::to_string(spec.batch_size) +
+                                     " exceeds the daemon's limit of " +
+                                     std::to_string(limits.max_batch_size));
+  }
+  if (spec.prefetch > limits.max_prefetch) {
+    return Status::ResourceExhausted("prefetch " + std::to_string(spec.prefetch) +
+                                     " exceeds the daemon's limit of " +
+                                     std::to_string(limits.max_prefetch));
+  }
+  auto job = std::make_shared<ServedJob>();
+  job->spec = spec;
+  job->owner_uid = peer.uid;
+  job->owner_pid = peer.pid;
+  const Credentials who{peer.uid, peer.gid, peer.groups};
+  GALLEY_ASSIGN_OR_RETURN(auto opened, datasets_->Open(spec, who, [&spec](const Dataset& dataset) {
+    return SelectSubset(spec, dataset);
+  }));
+  job->dataset = std::move(opened.dataset);
+  job->dataset_index = opened.index;
+  job->subset = std::move(opened.subset);
+  GALLEY_RETURN_IF_ERROR(CheckShardJob(*job->dataset, spec));
+  // Class names travel to the client as JSON text; a folder whose name is
+  // not UTF-8 (Latin-1, say) is refused here, naming it, rather than
+  // renamed silently.
+  for (const auto& name : job->dataset->classes()) {
+    if (!wire::IsValidUtf8(name)) {
+      return Status::InvalidArgument(
+          "dataset " + wire::EscapeBytes(job->dataset->root().string()) + " has a class folder '" +
+          wire::EscapeBytes(name) +
+          "' whose name is not valid UTF-8; rename it (for example with convmv) to use it "
+          "with galley");
+    }
+  }
+  GALLEY_ASSIGN_OR_RETURN(job->policy, ChoosePolicy(spec, *job->dataset, limits));
+  const uint64_t n = job->subset.size();
+  job->epoch_size = n == 0 ? 0 : job->ShardSize();
+  if (job->epoch_size == 0) {
+    return Status::InvalidArgument("rank " + std::to_string(spec.rank) + " of " +
+                                   std::to_string(spec.world_size) +
+                                   " gets no items from a subset of " + std::to_string(n));
+  }
+  GALLEY_ASSIGN_OR_RETURN(auto pipeline, BuildTransform(spec, *job));
+  job->pipeline = std::make_shared<const image::TransformPipeline>(std::move(pipeline));
+  // prefetch = batches prepared ahead of the one the consumer holds, so the
+  // ring has one slot more: prefetch=1 double-buffers instead of deadlocking.
+  GALLEY_ASSIGN_OR_RETURN(auto geometry, wire::ComputeGeometry(spec.prefetch + 1, spec.batch_size,
+                                                               job->pipeline->sample_bytes()));
+  if (geometry.segment_bytes > limits.max_shm_per_job) {
+    return Status::ResourceExhausted("the job needs " + std::to_string(geometry.segment_bytes) +
+                                     " bytes of shared memory ((prefetch + 1) x batch_size x "
+                                     "sample size), over the per-job limit of " +
+                                     std::to_string(limits.max_shm_per_job) +
+                                     "; lower prefetch or batch_size");
+  }
+  *shm_bytes = geometry.segment_bytes;
+  TensorShape shape;
+  shape.height = static_cast<uint32_t>(job->pipeline->output_height());
+  shape.width = static_cast<uint32_t>(job->pipeline->output_width());
+  shape.dtype = job->pipeline->dtype() == image::DType::kUInt8 ? wire::ElementType::kUInt8
+                                                               : wire::ElementType::kFloat32;
+  shape.layout = job->pipeline->layout() == image::Layout::kNCHW ? wire::TensorLayout::kNCHW
+                                                                 : wire::TensorLayout::kNHWC;
+  job->shape = shape;
+  job->geometry = geometry;
+  return job;
+}
+
+Result<std::shared_ptr<ServedJob>> JobManager::Open(const JobSpec& spec,
+                                                    const wire::PeerCredentials& peer,
+                                                    std::function<void(const Status&)> cancel) {
+  {
+    std::lock_guard lock(mu_);
+    if (draining_) {
+      jobs_refused_++;
+      return Status::Unavailable(
+          "galleyd is draining: it takes no new jobs and exits when the running ones end");
+    }
+  }
+  const JobLimits limits = this->limits();
+  uint64_t shm_bytes = 0;
+  auto built = Build(spec, peer, limits, &shm_bytes);
+  if (!built.ok()) return Refused(built.status());
+  std::shared_ptr<ServedJob> job = *built;
+  auto admission = Admit(peer.uid, shm_bytes, {job->dataset.get(), job->policy});
+  if (!admission.ok()) return Refused(admission.status());
+  {
+    std::lock_guard lock(mu_);
+    job->id = next_job_id_++;
+  }
+  auto ring = BatchRing::Create(job->geometry, job->shape, peer.uid);
+  if (!ring.ok()) return Refused(ring.status());  // the admission is given back here
+  job->ring = std::move(ring).value();
+  if (Status s = scheduler_->AddJob(job); !s.ok()) return Refused(s);
+  std::lock_guard lock(mu_);
+  jobs_[job->id] = Record{job, std::move(admission).value(), std::move(cancel)};
+  jobs_opened_++;
+  return job;
+}
+
+void JobManager::Close(uint64_t job_id, const Status& why) {
+  Record record;
+  bool drained = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return;
+    record = std::move(it->second);
+    jobs_.erase(it);
+    drained = draining_ && jobs_.empty();
+  }
+  scheduler_->RemoveJob(job_id);
+  record.job->ring->Close(why);
+  spdlog::info("job {} ({}) ended: {}", job_id, record.job->spec.name, why.ToString());
+  record.admission.reset();  // takes mu_: outside the block above
+  if (drained && drained_) {
+    spdlog::info("drained: the last job ended");
+    drained_();
+  }
+}
+
+Status JobManager::Cancel(uint64_t job_id, const wire::PeerCredentials& by) {
+  const Status why = Status::Cancelled("cancelled by uid " + std::to_string(by.uid) +
+                                       " (galleyctl cancel " + std::to_string(job_id) + ")");
+  {
+    std::lock_guard lock(mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end() || (it->second.job->owner_uid != by.uid && !IsAdmin(by))) {
+      return Status::NotFound("no job " + std::to_string(job_id) + " of yours");
+    }
+    // The ring first, so the client reads this reason rather than that of
+    // the disconnect that follows. Under mu_: the record, hence the
+    // connection `cancel` writes to, is alive until Close erases it; the
+    // ring's Close and `cancel` never block nor call back.
+    it->second.job->ring->Close(why);
+    if (it->second.cancel) it->second.cancel(why);
+  }
+  spdlog::info("job {}: {}", job_id, why.message());
+  Close(job_id, why);
+  return Status::Ok();
+}
+
+Status JobManager::Drain(const wire::PeerCredentials& by) {
+  if (!IsAdmin(by)) {
+    return Status::PermissionDenied("only root, galleyd's user or admin_group may drain galleyd");
+  }
+  bool idle = false;
+  {
+    std::lock_guard lock(mu_);
+    if (draining_) return Status::Ok();
+    draining_ = true;
+    idle = jobs_.empty();
+    spdlog::info("draining at the request of uid {}: {} jobs still running", by.uid, jobs_.size());
+  }
+  if (idle && drained_) drained_();
+  return Status::Ok();
+}
+
+std::vector<std::shared_ptr<ServedJob>> JobManager::Jobs(uid_t uid, bool all) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<ServedJob>> out;
+  for (const auto& [id, record] : jobs_) {
+    if (all || record.job->owner_uid == uid) out.push_back(record.job);
+  }
+  return out;
+}
+
+JobManagerCounters JobManager::counters() const {
+  std::lock_guard lock(mu_);
+  return {jobs_.size(), jobs_opened_, jobs_refused_, shm_in_use_, draining_};
+}
+
+void JobManager::CloseAll(const Status& reason) {
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, record] : jobs_) ids.push_back(id);
+  }
+  for (uint64_t id : ids) Close(id, reason);
+}
+
+}  // namespace galley

@@ -1,0 +1,473 @@
+// Per-user access against a real galleyd running as root, as a node's
+// service would: jobs of a second user (uid 65534, in a forked child that
+// drops to it) are served only what that user could read themselves, also
+// when the items sit in a cache tier; users see and cancel only their own
+// jobs; a dataset changed on disk is seen by the next job and never served
+// stale; drain and forget.
+//
+// Needs root (to drop to another uid); CI runs as root.
+#include <acl/libacl.h>
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <sys/acl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "galley/client.h"
+#include "tests/integration/galleyd_process.h"
+
+namespace galley {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using testing::GalleydProcess;
+using testing::TempDir;
+
+constexpr uid_t kOther = 65534;  // nobody
+constexpr gid_t kOtherGroup = 65534;
+constexpr gid_t kDataGroup = 4242;  // a group only some tests give the other user
+
+// What a child running as another user reports back.
+struct Outcome {
+  int code = -1;  // StatusCode, or -1 when the child died
+  std::string message;
+};
+
+// Runs `body` in a forked child with the given ids (supplementary groups
+// exactly `groups`) and returns the Status it returns.
+Outcome RunAs(uid_t uid, gid_t gid, std::vector<gid_t> groups,
+              const std::function<Status()>& body) {
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) return {};
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    Status status = Status::Internal("cannot drop privileges");
+    if (::setgroups(groups.size(), groups.data()) == 0 && ::setresgid(gid, gid, gid) == 0 &&
+        ::setresuid(uid, uid, uid) == 0) {
+      status = body();
+    }
+    const std::string text =
+        std::to_string(static_cast<int>(status.code())) + "\n" + status.message();
+    (void)!::write(pipe_fds[1], text.data(), text.size());
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(pipe_fds[0], buffer, sizeof(buffer))) > 0) text.append(buffer, n);
+  ::close(pipe_fds[0]);
+  int wait_status = 0;
+  ::waitpid(child, &wait_status, 0);
+  const size_t newline = text.find('\n');
+  if (newline == std::string::npos) return {};
+  return {std::stoi(text.substr(0, newline)), text.substr(newline + 1)};
+}
+
+void WriteSolid(const fs::path& path, uint8_t red, uint8_t green, uint8_t blue) {
+  cv::Mat image(16, 16, CV_8UC3, cv::Scalar(blue, green, red));
+  ASSERT_TRUE(cv::imwrite(path.string(), image, {cv::IMWRITE_JPEG_QUALITY, 100}));
+}
+
+class AccessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as a second user";
+    // The other user must reach the socket: the temp dir is 0700.
+    fs::permissions(tmp_.path(), fs::perms(0755));
+    data_ = tmp_.path() / "data";
+    testing::WriteJpegFolder(data_, 2, 3);
+    MakeReadableByAll(data_);
+  }
+
+  void Start(std::vector<std::string> args = {}) {
+    // Every user reaches this socket (the node-wide default is 0660).
+    args.insert(args.end(), {"--allowed-root", tmp_.path().string(), "--socket-mode", "0666"});
+    daemon_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", args);
+    ASSERT_TRUE(daemon_->started()) << "galleyd did not start";
+    options_.socket_path = daemon_->socket();
+    options_.request_timeout = 20s;
+  }
+
+  static void MakeReadableByAll(const fs::path& root) {
+    fs::permissions(root, fs::perms(0755));
+    for (const auto& entry : fs::recursive_directory_iterator(root)) {
+      fs::permissions(entry.path(), fs::perms(entry.is_directory() ? 0755 : 0644));
+    }
+  }
+
+  JobSpec Spec() const {
+    JobSpec spec;
+    spec.dataset = data_.string();
+    spec.batch_size = 2;
+    spec.prefetch = 1;
+    spec.transform_json = R"({"ops":[{"op":"Resize","size":[8,8]}]})";
+    return spec;
+  }
+
+  // Opens `spec` and reads one whole epoch; the items received, or the
+  // first error.
+  Result<uint64_t> ReadEpoch(const JobSpec& spec) const {
+    GALLEY_ASSIGN_OR_RETURN(auto client, Client::Connect(options_));
+    GALLEY_ASSIGN_OR_RETURN(auto job, client.OpenJob(spec));
+    uint64_t items = 0;
+    while (true) {
+      GALLEY_ASSIGN_OR_RETURN(auto batch, job.Next(20s));
+      items += batch.size();
+      if (batch.last_in_epoch()) return items;
+    }
+  }
+
+  // The same, as the other user; Ok when the epoch was whole.
+  Outcome ReadEpochAs(std::vector<gid_t> groups, const JobSpec& spec) const {
+    return RunAs(kOther, kOtherGroup, std::move(groups), [&]() -> Status {
+      auto items = ReadEpoch(spec);
+      if (!items.ok()) return items.status();
+      return Status::Ok();
+    });
+  }
+
+  nlohmann::json QueryAs(uid_t uid, const std::string& what) const {
+    std::string text;
+    const Outcome outcome = RunAs(uid, uid == 0 ? 0 : kOtherGroup, {}, [&]() -> Status {
+      auto client = Client::Connect(options_);
+      if (!client.ok()) return client.status();
+      auto reply = client->Query(what);
+      if (!reply.ok()) return reply.status();
+      // Carried back in the message of an Ok-coded status.
+      return Status(StatusCode::kOk, *reply);
+    });
+    return outcome.code == 0 ? nlohmann::json::parse(outcome.message) : nlohmann::json();
+  }
+
+  TempDir tmp_;
+  fs::path data_;
+  std::unique_ptr<GalleydProcess> daemon_;
+  ClientOptions options_;
+};
+
+TEST_F(AccessTest, AReadableDatasetIsServedToTheOtherUser) {
+  Start();
+  const Outcome outcome = ReadEpochAs({}, Spec());
+  EXPECT_EQ(outcome.code, 0) << outcome.message;
+}
+
+TEST_F(AccessTest, AClosedDatasetIsRefusedDirectlyAndThroughAWarmCache) {
+  fs::permissions(data_, fs::perms(0700));
+  Start();
+  Outcome outcome = ReadEpochAs({}, Spec());
+  EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
+  EXPECT_NE(outcome.message.find(data_.string()), std::string::npos) << outcome.message;
+  // Root lists it and warms every tier with two epochs.
+  ASSERT_TRUE(ReadEpoch(Spec()).ok());
+  ASSERT_TRUE(ReadEpoch(Spec()).ok());
+  outcome = ReadEpochAs({}, Spec());
+  EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
+  EXPECT_NE(outcome.message.find(data_.string()), std::string::npos) << outcome.message;
+}
+
+TEST_F(AccessTest, OneClosedFileRefusesTheJobNamingItWhileASubsetWithoutItIsServed) {
+  const fs::path closed = data_ / "class1" / "002.jpg";
+  ASSERT_TRUE(fs::exists(closed));
+  fs::permissions(closed, fs::perms(0600));
+  Start();
+  // Root warms the cache with the closed file in it.
+  ASSERT_TRUE(ReadEpoch(Spec()).ok());
+  Outcome outcome = ReadEpochAs({}, Spec());
+  EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
+  EXPECT_NE(outcome.message.find(closed.string()), std::string::npos) << outcome.message;
+  JobSpec subset = Spec();
+  subset.id_ranges = {{0, 5}};  // the closed file is item 5, the last
+  outcome = ReadEpochAs({}, subset);
+  EXPECT_EQ(outcome.code, 0) << outcome.message;
+}
+
+TEST_F(AccessTest, AClosedDirectoryAboveTheFilesRefuses) {
+  fs::permissions(data_ / "class0", fs::perms(0700));
+  Start();
+  const Outcome outcome = ReadEpochAs({}, Spec());
+  EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
+  EXPECT_NE(outcome.message.find("class0"), std::string::npos) << outcome.message;
+}
+
+TEST_F(AccessTest, TheUsersSupplementaryGroupsCount) {
+  // Group-only data: 0750 folders and 0640 files of group kDataGroup.
+  for (const auto& entry : fs::recursive_directory_iterator(data_)) {
+    ASSERT_EQ(::chown(entry.path().c_str(), 0, kDataGroup), 0);
+    fs::permissions(entry.path(), fs::perms(entry.is_directory() ? 0750 : 0640));
+  }
+  ASSERT_EQ(::chown(data_.c_str(), 0, kDataGroup), 0);
+  fs::permissions(data_, fs::perms(0750));
+  Start();
+  Outcome outcome = ReadEpochAs({}, Spec());
+  EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
+  outcome = ReadEpochAs({kDataGroup}, Spec());
+  EXPECT_EQ(outcome.code, 0) << outcome.message;
+}
+
+TEST_F(AccessTest, AnAclThatDeniesTheUserIsHonoured) {
+  const fs::path denied = data_ / "class0" / "001.jpg";
+  acl_t acl = acl_from_text("u::rw-,u:65534:---,g::r--,m::r--,o::r--");
+  ASSERT_NE(acl, nullptr);
+  const int set = acl_set_file(denied.c_str(), ACL_TYPE_ACCESS, acl);
+  acl_free(acl);
+  ASSERT_EQ(set, 0) << "the temp dir's file system refuses ACLs: " << std::strerror(errno);
+  Start();
+  Outcome outcome = ReadEpochAs({}, Spec());
+  EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
+  EXPECT_NE(outcome.message.find(denied.string()), std::string::npos) << outcome.message;
+  // The same ACL does not stop a third user: "other" still reads.
+  outcome = RunAs(65533, 65533, {}, [&]() -> Status { return ReadEpoch(Spec()).status(); });
+  EXPECT_EQ(outcome.code, 0) << outcome.message;
+}
+
+TEST_F(AccessTest, TarShardsAreCheckedShardByShard) {
+  // Two shards of three samples each (image + .cls label), made by GNU tar;
+  // the second is root's only.
+  std::vector<std::string> shards;
+  for (int shard = 0; shard < 2; ++shard) {
+    const fs::path members = tmp_.path() / ("members" + std::to_string(shard));
+    fs::create_directories(members);
+    for (int i = 0; i < 3; ++i) {
+      const std::string key = "s" + std::to_string(shard) + "_" + std::to_string(i);
+      WriteSolid(members / (key + ".jpg"), 10, 20, 30);
+      std::ofstream(members / (key + ".cls")) << i;
+    }
+    const fs::path tar = tmp_.path() / ("train-00000" + std::to_string(shard) + ".tar");
+    const std::string command =
+        "tar --sort=name -cf " + tar.string() + " -C " + members.string() + " .";
+    ASSERT_EQ(std::system(command.c_str()), 0);
+    fs::permissions(tar, fs::perms(shard == 0 ? 0644 : 0600));
+    shards.push_back(tar.string());
+  }
+  Start();
+  JobSpec spec = Spec();
+  spec.dataset = (tmp_.path() / "train-*.tar").string();  // the set's name in messages
+  spec.shards = shards;
+  const auto root_epoch = ReadEpoch(spec);  // root lists and reads both
+  ASSERT_TRUE(root_epoch.ok()) << root_epoch.status().ToString();
+  Outcome outcome = ReadEpochAs({}, spec);
+  EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
+  EXPECT_NE(outcome.message.find(shards[1]), std::string::npos) << outcome.message;
+  // Items of the open shard only: still refused, since galleyd would index
+  // the closed shard on the user's behalf.
+  spec.id_ranges = {{0, 3}};
+  outcome = ReadEpochAs({}, spec);
+  EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
+  // The open shard alone is served.
+  spec.shards = {shards[0]};
+  spec.id_ranges.clear();
+  outcome = ReadEpochAs({}, spec);
+  EXPECT_EQ(outcome.code, 0) << outcome.message;
+}
+
+TEST_F(AccessTest, UsersSeeAndCancelOnlyTheirOwnJobs) {
+  Start();
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  auto root_job = client->OpenJob(Spec());
+  ASSERT_TRUE(root_job.ok()) << root_job.status().ToString();
+  const uint64_t root_job_id = root_job->info().job_id;
+
+  const nlohmann::json theirs = QueryAs(kOther, "jobs");
+  ASSERT_TRUE(theirs.contains("jobs")) << theirs.dump();
+  EXPECT_TRUE(theirs["jobs"].empty()) << theirs.dump();
+  const nlohmann::json mine = QueryAs(0, "jobs");
+  ASSERT_EQ(mine["jobs"].size(), 1u) << mine.dump();
+
+  // The other user may not cancel root's job: it does not exist for them.
+  Outcome outcome = RunAs(kOther, kOtherGroup, {}, [&]() -> Status {
+    auto other = Client::Connect(options_);
+    return other.ok() ? other->Cancel(root_job_id) : other.status();
+  });
+  EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kNotFound)) << outcome.message;
+  ASSERT_TRUE(root_job->Next(20s).ok());
+
+  // Root cancels a job of the other user, which hears why: a thread here
+  // waits for that job to show up and cancels it.
+  std::thread canceller([&] {
+    for (int i = 0; i < 400; ++i) {
+      auto listed = client->Query("jobs");
+      if (listed.ok()) {
+        const nlohmann::json reply = nlohmann::json::parse(*listed);
+        for (const auto& job : reply["jobs"]) {
+          if (job.value("owner_uid", 0u) == kOther) {
+            (void)client->Cancel(job.value("job_id", uint64_t{0}));
+            return;
+          }
+        }
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+  });
+  outcome = RunAs(kOther, kOtherGroup, {}, [&]() -> Status {
+    auto other = Client::Connect(options_);
+    if (!other.ok()) return other.status();
+    auto job = other->OpenJob(Spec());
+    if (!job.ok()) return job.status();
+    while (true) {
+      auto batch = job->Next(20s);
+      if (!batch.ok()) return batch.status();
+    }
+  });
+  canceller.join();
+  EXPECT_NE(outcome.message.find("cancelled by uid 0"), std::string::npos) << outcome.message;
+}
+
+TEST_F(AccessTest, UsersSeeOnlyTheDatasetsAndSamplersTheyMayRead) {
+  fs::permissions(data_, fs::perms(0700));
+  Start();
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  auto root_job = client->OpenJob(Spec());
+  ASSERT_TRUE(root_job.ok()) << root_job.status().ToString();
+  ASSERT_TRUE(root_job->Next(20s).ok());
+
+  const nlohmann::json root_status = QueryAs(0, "status");
+  EXPECT_TRUE(root_status.value("admin", false)) << root_status.dump();
+  EXPECT_EQ(root_status.value("your_jobs", 0), 1) << root_status.dump();
+  EXPECT_EQ(root_status["samplers"].size(), 1u) << root_status.dump();
+  const nlohmann::json root_datasets = QueryAs(0, "datasets");
+  EXPECT_EQ(root_datasets["datasets"].size(), 1u) << root_datasets.dump();
+  EXPECT_EQ(root_datasets["samplers"].size(), 1u) << root_datasets.dump();
+
+  // The other user learns that a job runs, not on what.
+  const nlohmann::json status = QueryAs(kOther, "status");
+  EXPECT_FALSE(status.value("admin", true)) << status.dump();
+  EXPECT_EQ(status.value("jobs", 0), 1) << status.dump();
+  EXPECT_EQ(status.value("your_jobs", 1), 0) << status.dump();
+  ASSERT_TRUE(status.contains("samplers")) << status.dump();
+  EXPECT_TRUE(status["samplers"].empty()) << status.dump();
+  const nlohmann::json datasets = QueryAs(kOther, "datasets");
+  ASSERT_TRUE(datasets.contains("datasets")) << datasets.dump();
+  EXPECT_TRUE(datasets["datasets"].empty()) << datasets.dump();
+  EXPECT_TRUE(datasets["samplers"].empty()) << datasets.dump();
+
+  // Once they may read it, they see it.
+  MakeReadableByAll(data_);
+  const nlohmann::json readable = QueryAs(kOther, "datasets");
+  EXPECT_EQ(readable["datasets"].size(), 1u) << readable.dump();
+  EXPECT_EQ(readable["samplers"].size(), 1u) << readable.dump();
+  EXPECT_EQ(QueryAs(kOther, "status")["samplers"].size(), 1u);
+}
+
+TEST_F(AccessTest, ANewOrRewrittenFileIsSeenByTheNextJobAndNeverServedStale) {
+  const fs::path rewritten = data_ / "class0" / "000.jpg";
+  WriteSolid(rewritten, 250, 0, 0);
+  Start();
+  JobSpec spec = Spec();
+  spec.shuffle = false;
+  spec.batch_size = 1;
+  auto first_pixel = [&](const JobSpec& s, uint64_t* items) -> std::vector<uint8_t> {
+    auto client = Client::Connect(options_);
+    auto job = client->OpenJob(s);
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    if (!job.ok()) return {};
+    *items = job->info().dataset_size;
+    auto batch = job->Next(20s);
+    EXPECT_TRUE(batch.ok());
+    EXPECT_EQ(batch->dtype(), DType::kUInt8);
+    const auto* pixels = static_cast<const uint8_t*>(batch->data());
+    // The first pixel's channels: adjacent (HWC) or a plane apart (CHW).
+    const size_t step = batch->layout() == Layout::kNHWC ? 1 : 8 * 8;
+    return {pixels[0], pixels[step], pixels[2 * step]};
+  };
+  uint64_t items = 0;
+  // Two passes so the red version is in every tier.
+  ASSERT_TRUE(ReadEpoch(spec).ok());
+  const auto red = first_pixel(spec, &items);
+  EXPECT_EQ(items, 6u);
+  ASSERT_EQ(red.size(), 3u);
+  EXPECT_GT(red[0], 200);
+  EXPECT_LT(red[2], 50);
+
+  // Rewritten in place: the same inode, so no folder changes.
+  std::this_thread::sleep_for(20ms);
+  WriteSolid(rewritten, 0, 0, 250);
+  const auto blue = first_pixel(spec, &items);
+  EXPECT_EQ(items, 6u);
+  ASSERT_EQ(blue.size(), 3u);
+  EXPECT_LT(blue[0], 50);
+  EXPECT_GT(blue[2], 200);
+  auto listings = [&] {
+    const nlohmann::json datasets = QueryAs(0, "datasets");
+    return datasets["datasets"].size() == 1 ? datasets["datasets"][0].value("listings", 0) : -1;
+  };
+  EXPECT_EQ(listings(), 2);
+  // A file added: the next job has it.
+  WriteSolid(data_ / "class1" / "999.jpg", 0, 250, 0);
+  (void)first_pixel(spec, &items);
+  EXPECT_EQ(items, 7u);
+  EXPECT_EQ(listings(), 3);
+  // Nothing changed: no listing.
+  (void)first_pixel(spec, &items);
+  EXPECT_EQ(listings(), 3);
+}
+
+TEST_F(AccessTest, ForgetMakesTheNextJobListAgain) {
+  Start();
+  ASSERT_TRUE(ReadEpoch(Spec()).ok());
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ(client->Forget(tmp_.path() / "elsewhere").code(), StatusCode::kNotFound);
+  // The other user may read it, so may forget it.
+  const Outcome outcome = RunAs(kOther, kOtherGroup, {}, [&]() -> Status {
+    auto other = Client::Connect(options_);
+    return other.ok() ? other->Forget(data_.string()) : other.status();
+  });
+  EXPECT_EQ(outcome.code, 0) << outcome.message;
+  EXPECT_TRUE(QueryAs(0, "datasets")["datasets"].empty());
+  ASSERT_TRUE(ReadEpoch(Spec()).ok());
+  EXPECT_EQ(QueryAs(0, "datasets")["datasets"].size(), 1u);
+}
+
+TEST_F(AccessTest, DrainRefusesNewJobsAndExitsWhenTheLastEnds) {
+  Start();
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  auto job = client->OpenJob(Spec());
+  ASSERT_TRUE(job.ok());
+  // Only an admin drains.
+  const Outcome refused = RunAs(kOther, kOtherGroup, {},
+                                [&]() -> Status { return Client::Connect(options_)->Drain(); });
+  EXPECT_EQ(refused.code, static_cast<int>(StatusCode::kPermissionDenied)) << refused.message;
+  ASSERT_TRUE(client->Drain().ok());
+  auto late = client->OpenJob(Spec());
+  ASSERT_FALSE(late.ok());
+  EXPECT_NE(late.status().message().find("draining"), std::string::npos);
+  // The running job is still served.
+  ASSERT_TRUE(job->Next(20s).ok());
+  job->Close();
+  // Watched without reaping it: the fixture reaps it.
+  siginfo_t exited{};
+  for (int i = 0; i < 200; ++i) {
+    exited.si_pid = 0;
+    if (::waitid(P_PID, daemon_->pid(), &exited, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        exited.si_pid == daemon_->pid()) {
+      break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(exited.si_pid, daemon_->pid()) << "galleyd still runs after the drain";
+  EXPECT_EQ(exited.si_code, CLD_EXITED);
+  EXPECT_EQ(exited.si_status, 0);
+}
+
+}  // namespace
+}  // namespace galley
