@@ -55,10 +55,12 @@ nlohmann::json DescribeShards(const Dataset& dataset) {
           {"first_damage", s.first_damage},
           {"from_index_cache", s.from_cache},
           {"stale_idx", s.stale_idx},
+          {"from_idx", s.from_idx},
           {"index_seconds", s.index_seconds},
           {"index_age_seconds", shards->index_age_seconds()},
           {"stale", dataset.stale()},
           {"daemon_shards_scanned", counters.scanned.load()},
+          {"daemon_idx_hints_used", counters.idx_hints_used.load()},
           {"daemon_index_cache_hits", counters.cache_hits.load()},
           {"daemon_stale_idx", counters.stale_idx.load()}};
 }
