@@ -48,13 +48,21 @@ std::string FieldString(std::span<const uint8_t> field) {
 bool ChecksumOk(std::span<const uint8_t> block) {
   const auto stored = ParseNumber(block.subspan(148, 8));
   if (!stored) return false;
-  uint64_t unsigned_sum = 0;
-  int64_t signed_sum = 0;
+  // The sum of the block with the checksum field read as spaces, as
+  // unsigned bytes (POSIX) and as signed ones (some old writers); branch-free
+  // loops, as this runs once per header.
+  uint32_t unsigned_sum = 0;
+  int32_t signed_sum = 0;
   for (size_t i = 0; i < kBlock; ++i) {
-    const uint8_t b = (i >= 148 && i < 156) ? uint8_t{' '} : block[i];
-    unsigned_sum += b;
-    signed_sum += static_cast<int8_t>(b);
+    unsigned_sum += block[i];
+    signed_sum += static_cast<int8_t>(block[i]);
   }
+  for (size_t i = 148; i < 156; ++i) {
+    unsigned_sum -= block[i];
+    signed_sum -= static_cast<int8_t>(block[i]);
+  }
+  unsigned_sum += 8 * ' ';
+  signed_sum += 8 * ' ';
   return *stored == unsigned_sum || static_cast<int64_t>(*stored) == signed_sum;
 }
 
