@@ -84,13 +84,17 @@ def list_once(directory, galleyd, shard):
     import galley
     from galley import transforms as T
     socket = str(directory / "galleyd.sock")
+    if os.path.exists(socket):
+        os.unlink(socket)  # a stopped daemon's, which would pass for the new one's
     proc = subprocess.Popen([galleyd, "--socket", socket, "--log-level", "warn",
                              "--tar-index-dir", "none", "--cache-bytes", "0"])
     try:
-        for _ in range(200):
-            if os.path.exists(socket):
+        for _ in range(400):  # until it answers: the socket file precedes listen()
+            try:
+                galley.query("status", socket=socket)
                 break
-            time.sleep(0.05)
+            except Exception:
+                time.sleep(0.025)
         loader = galley.DataLoader([str(shard)], batch_size=8, socket=socket,
                                    transform=T.Resize([8, 8]))
         len(loader)

@@ -527,7 +527,7 @@ json ControlServer::QueryAs(const std::string& what, const wire::PeerCredentials
     }
     json indexing = json::array();
     for (auto& entry : DescribeIndexing()) {
-      if (may_see(entry.value("first_shard", ""))) indexing.push_back(std::move(entry));
+      if (may_see(entry.value("path", ""))) indexing.push_back(std::move(entry));
     }
     return {{"datasets", list}, {"indexing", indexing}, {"samplers", samplers()}};
   }

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "server/dataset/listing_progress.h"
+
 namespace galley {
 
 ShardOptions ShardOptionsFor(const JobSpec& spec, const DaemonOptions& options) {
@@ -67,17 +69,30 @@ nlohmann::json DescribeShards(const Dataset& dataset) {
 
 nlohmann::json DescribeIndexing() {
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& p : ActiveIndexing()) {
+  for (const auto& p : ActiveListings()) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - p->started).count();
     const uint64_t done = p->done.load();
+    const uint64_t total = p->total.load();
     const double rate = seconds > 0 ? double(done) / seconds : 0.0;
-    list.push_back({{"first_shard", p->first_shard},
-                    {"shards", p->shards},
-                    {"done", done},
-                    {"seconds", seconds},
-                    {"rate", rate},
-                    {"seconds_left", rate > 0 ? double(p->shards - done) / rate : -1.0}});
+    nlohmann::json entry = {
+        {"path", p->path},
+        {"kind", p->kind},
+        {"unit", p->unit},
+        {"done", done},
+        {"total", total > 0 ? nlohmann::json(total) : nlohmann::json(nullptr)},
+        {"seconds", seconds},
+        {"rate", rate},
+        {"seconds_left",
+         total > 0 && rate > 0 && done <= total ? double(total - done) / rate : -1.0}};
+    if (p->kind == "shards") {
+      entry["first_shard"] = p->path;
+      entry["shards"] = total;
+    } else if (p->kind == "folder") {
+      entry["classes"] = p->classes.load();
+      entry["classes_done"] = p->classes_done.load();
+    }
+    list.push_back(std::move(entry));
   }
   return list;
 }

@@ -29,8 +29,11 @@ Status CheckShardJob(const Dataset& dataset, const JobSpec& spec);
 // process-wide index counters; null for other datasets.
 nlohmann::json DescribeShards(const Dataset& dataset);
 
-// Shard sets being indexed now: first shard, shards done and total, seconds,
-// rate (shards/s) and estimated seconds left.
+// Listings under way now (shard sets, ImageFolder trees, manifests): path,
+// kind, unit (shards, files, lines), done, total (null while unknown),
+// seconds, rate (units/s) and estimated seconds left (-1 while unknown);
+// shard sets also carry first_shard and shards, folders classes and
+// classes_done.
 nlohmann::json DescribeIndexing();
 
 }  // namespace galley

@@ -18,6 +18,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "server/dataset/listing_progress.h"
 #include "server/dataset/tar_index.h"
 
 namespace galley {
@@ -456,40 +457,6 @@ bool ParseLabel(std::string_view text, int64_t* label) {
 
 }  // namespace
 
-namespace {
-
-std::mutex active_indexing_mutex;
-// Guarded by active_indexing_mutex.
-std::vector<std::shared_ptr<IndexingProgress>> active_indexing;
-
-// Registers a listing for progress reports while it runs.
-class IndexingRegistration {
- public:
-  IndexingRegistration(const fs::path& first, size_t shards)
-      : progress_(std::make_shared<IndexingProgress>()) {
-    progress_->first_shard = first.string();
-    progress_->shards = shards;
-    progress_->started = std::chrono::steady_clock::now();
-    std::lock_guard lock(active_indexing_mutex);
-    active_indexing.push_back(progress_);
-  }
-  ~IndexingRegistration() {
-    std::lock_guard lock(active_indexing_mutex);
-    std::erase(active_indexing, progress_);
-  }
-  IndexingProgress& progress() { return *progress_; }
-
- private:
-  std::shared_ptr<IndexingProgress> progress_;
-};
-
-}  // namespace
-
-std::vector<std::shared_ptr<const IndexingProgress>> ActiveIndexing() {
-  std::lock_guard lock(active_indexing_mutex);
-  return {active_indexing.begin(), active_indexing.end()};
-}
-
 ShardIndexCounters& GlobalShardIndexCounters() {
   static ShardIndexCounters counters;
   return counters;
@@ -596,7 +563,7 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
   std::vector<Result<ShardListing>> listings(shards.size(), Status::Internal("not listed"));
   std::vector<ShardStats> idx_stats(shards.size());
   {
-    IndexingRegistration registration(shards.front(), shards.size());
+    ListingRegistration registration(shards.front().string(), "shards", "shards", shards.size());
     unsigned threads = options.index_threads != 0
                            ? options.index_threads
                            : std::max(1u, std::thread::hardware_concurrency());

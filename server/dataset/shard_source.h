@@ -82,16 +82,6 @@ struct ShardIndexCounters {
 };
 ShardIndexCounters& GlobalShardIndexCounters();
 
-// A shard set being listed now, for progress reports while a job waits.
-struct IndexingProgress {
-  std::string first_shard;
-  uint64_t shards = 0;
-  std::atomic<uint64_t> done{0};
-  std::chrono::steady_clock::time_point started;
-};
-// Snapshot of the listings under way in this process.
-std::vector<std::shared_ptr<const IndexingProgress>> ActiveIndexing();
-
 class ShardSource final : public DatasetSource {
  public:
   // Largest member Read() returns; larger ones are ResourceExhausted.

@@ -4,6 +4,7 @@ ImageFolder datasets. The daemon is stopped and everything removed at the end.""
 import os
 import pathlib
 import signal
+import socket as pysocket
 import subprocess
 import time
 
@@ -53,12 +54,21 @@ def start_daemon(directory, *extra):
     log = open(directory / "galleyd.log", "w")
     proc = subprocess.Popen([GALLEYD, "--socket", socket, "--allowed-root", str(directory),
                              "--log-level", "warn", *extra], stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(200):
+    for _ in range(400):
+        # Until it accepts: the socket file exists from bind(), a moment
+        # before listen().
         if os.path.exists(socket):
-            break
+            probe = pysocket.socket(pysocket.AF_UNIX, pysocket.SOCK_STREAM)
+            try:
+                probe.connect(socket)
+                break
+            except OSError:
+                pass
+            finally:
+                probe.close()
         if proc.poll() is not None:
             raise RuntimeError(f"galleyd exited with {proc.returncode}")
-        time.sleep(0.05)
+        time.sleep(0.025)
     return Daemon(socket, proc, log)
 
 
