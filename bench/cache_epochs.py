@@ -62,7 +62,7 @@ def run(galleyd, root, cache_bytes, jobs):
     with tempfile.TemporaryDirectory() as tmp:
         sock = os.path.join(tmp, "g.sock")
         daemon = subprocess.Popen([galleyd, "--socket", sock, "--cache-bytes", str(cache_bytes),
-                                   "--log-level", "warn"])
+                                   "--allowed-root", str(root), "--log-level", "warn"])
         try:
             while not os.path.exists(sock):
                 time.sleep(0.05)

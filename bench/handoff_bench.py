@@ -45,7 +45,8 @@ def main():
         for i in range(args.batch_size * 2):
             Image.fromarray(rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(data / f"{i}.jpg")
         sock = str(tmp / "g.sock")
-        daemon = subprocess.Popen([args.galleyd, "--socket", sock, "--log-level", "warn"])
+        daemon = subprocess.Popen([args.galleyd, "--socket", sock, "--log-level", "warn",
+                                   "--allowed-root", str(tmp)])
         try:
             while not os.path.exists(sock):
                 time.sleep(0.05)

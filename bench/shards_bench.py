@@ -188,7 +188,8 @@ def index_figures(directory, galleyd, urls):
     big = directory / "big.tar"
     big.write_bytes(one.getvalue())
     figures = {}
-    socket, proc = start_daemon(directory / "ix", galleyd, "--tar-index-dir", "none",
+    socket, proc = start_daemon(directory / "ix", galleyd, "--allowed-root", str(directory),
+                                "--tar-index-dir", "none",
                                 "--cache-bytes", "0")
     try:
         for name, dataset in (("64 shards", urls), ("100,000 members", [str(big)])):
@@ -220,8 +221,8 @@ def main():
         for u in urls:
             with tarfile.open(u) as tar:
                 counts.append(len(tar.getmembers()) // 2)
-        socket, proc = start_daemon(directory, args.galleyd, "--tar-index-dir",
-                                    str(directory / "index"))
+        socket, proc = start_daemon(directory, args.galleyd, "--allowed-root", str(directory),
+                                    "--tar-index-dir", str(directory / "index"))
         ctx = mp.get_context("spawn")
         rows = []
         try:

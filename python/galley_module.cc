@@ -301,8 +301,21 @@ PYBIND11_MODULE(_galley, m) {
              }
              return std::make_unique<galley::Job>(Unwrap(std::move(job)));
            })
-      .def("query", [](const galley::Client& client, const std::string& what) {
-        auto text = Unwrap(client.Query(what));
-        return py::module_::import("json").attr("loads")(text);
+      .def("query",
+           [](const galley::Client& client, const std::string& what) {
+             auto text = Unwrap(client.Query(what));
+             return py::module_::import("json").attr("loads")(text);
+           })
+      // Control requests (docs/access.md): each raises what galleyd refused.
+      .def("cancel",
+           [](const galley::Client& client, uint64_t job_id) {
+             if (galley::Status s = client.Cancel(job_id); !s.ok()) Raise(s);
+           })
+      .def("drain",
+           [](const galley::Client& client) {
+             if (galley::Status s = client.Drain(); !s.ok()) Raise(s);
+           })
+      .def("forget", [](const galley::Client& client, const std::string& dataset) {
+        if (galley::Status s = client.Forget(dataset); !s.ok()) Raise(s);
       });
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import warnings
 import weakref
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional,
@@ -300,6 +301,10 @@ class DataLoader:
         self._autostart = autostart
         self._client: Any = None
         self._job: Any = None
+        self._opened_pid: Optional[int] = None  # the galleyd serving the job
+        self._pass_dataset_size = 0
+        self._keep_pass = False
+        self._dataset_size: Optional[int] = None  # as the last job opened saw it
         self._epoch = 0             # the epoch the next loop yields (set_epoch)
         self._completed = 0         # loops that ran to the end of their epoch
         self._daemon_epoch: Optional[int] = None  # the epoch the daemon's next batch belongs to
@@ -432,7 +437,8 @@ class DataLoader:
             "subset": [self._spec["classes"], self._spec["ids"]],
             # Item ids are positions in the dataset: a dataset that changed since
             # the checkpoint cannot be resumed exactly.
-            "dataset_size": int(self._open().info["dataset_size"]),
+            "dataset_size": (self._dataset_size if self._dataset_size is not None
+                             else int(self._open().info["dataset_size"])),
         }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
@@ -485,7 +491,8 @@ class DataLoader:
         slots = int(job.info["slots"])
         self._pass_epoch = epoch
         self._pass_batches = resume["batches"] if resume else 0
-        self._pass_consumed = bytearray((int(job.info["dataset_size"]) + 7) // 8)
+        self._pass_dataset_size = int(job.info["dataset_size"])
+        self._pass_consumed = bytearray((self._pass_dataset_size + 7) // 8)
         if resume:
             self._pass_consumed[:] = bytes(resume["state"]["consumed"]).ljust(
                 len(self._pass_consumed), b"\0")[:len(self._pass_consumed)]
@@ -498,7 +505,12 @@ class DataLoader:
                         f"all {slots} batch slots are held by batches still alive, so no new "
                         f"batch can be prepared: .clone() the batches you keep (or raise "
                         f"prefetch=)")
-                images, labels, ids, meta = job.next(self.timeout or 1e6)
+                try:
+                    images, labels, ids, meta = job.next(self.timeout or 1e6)
+                except (_galley.ServerUnavailable, _galley.JobCancelled) as lost:
+                    job = self._reopen_after_restart(epoch, lost)
+                    slots = int(job.info["slots"])
+                    continue
                 if meta["epoch"] != epoch:
                     continue  # left over from before a seek
                 if _NATIVE_SIZE_MISMATCH in meta["first_error"]:
@@ -542,9 +554,12 @@ class DataLoader:
         finally:
             if not completed:
                 # Abandoned: the daemon is mid-epoch, so the next loop seeks to
-                # its own epoch, and a state taken now resumes there too.
+                # its own epoch, and a state taken now resumes there too;
+                # unless the daemon went away, when the state keeps this pass.
                 self._daemon_epoch = None
-                self._pass_epoch = None
+                if not self._keep_pass:
+                    self._pass_epoch = None
+                self._keep_pass = False
 
     def close(self) -> None:
         """Ends the job in the daemon and frees its shared memory."""
@@ -571,6 +586,65 @@ class DataLoader:
             self._job = None
         self._daemon_epoch = None
 
+    def _daemon_pid(self, client: Any) -> Optional[int]:
+        try:
+            return int(client.query("status")["pid"])
+        except _galley.GalleyError:
+            return None
+
+    def _reopen_after_restart(self, epoch: int, lost: Exception) -> Any:
+        """The job's daemon went away mid-epoch. If a new galleyd answers on
+        the same socket within the loader's timeout (30 s by default), the
+        job is opened there and the epoch goes on from where it was: the
+        items already yielded are left out, as on a resume, so every item
+        still comes exactly once. A job cancelled by a daemon that is still
+        up (``galleyctl cancel``) is not reopened: ``lost`` is raised."""
+        old_pid, self._opened_pid = self._opened_pid, None
+        try:
+            self._job.close()
+        except _galley.GalleyError:
+            pass
+        self._job = None
+        deadline = time.monotonic() + (self.timeout or 30.0)
+        client = None
+        pid = None
+        while client is None:
+            try:
+                candidate = _autostart.client(self._socket, self._autostart, 5.0)
+                pid = self._daemon_pid(candidate)
+            except _galley.ServerUnavailable:
+                candidate, pid = None, None
+            if pid is not None and pid == old_pid:
+                raise lost  # the daemon that ended the job still runs: a real cancel
+            if pid is not None:
+                client = candidate
+                break
+            if time.monotonic() >= deadline:
+                self._keep_pass = True  # state_dict() resumes this epoch exactly
+                raise _galley.ServerUnavailable(
+                    f"galleyd went away during epoch {epoch} ({lost}) and none answered again "
+                    f"within {self.timeout or 30.0:g} s; loader.state_dict() holds your place: "
+                    f"save it, and iterate again (or load_state_dict) once galleyd runs") from lost
+            time.sleep(0.2)
+        _warn_once("reconnect", f"galley: galleyd restarted (pid {old_pid} -> {pid}); the job "
+                                f"continues epoch {epoch} on the new daemon")
+        consumed = [8 * i + bit for i, byte in enumerate(self._pass_consumed) if byte
+                    for bit in range(8) if byte >> bit & 1]
+        self._client = client
+        next_epoch, self._epoch = self._epoch, epoch
+        self._resume = {"state": None, "batches": self._pass_batches, "consumed": consumed}
+        try:
+            job = self._open()
+        finally:
+            self._epoch, self._resume = next_epoch, None
+        if int(job.info["dataset_size"]) != self._pass_dataset_size:
+            self._close_job()
+            raise ValueError(f"galleyd restarted during epoch {epoch} and the dataset now has "
+                             f"{job.info['dataset_size']} items: the epoch cannot go on exactly; "
+                             f"iterate again to start the next one")
+        self._daemon_epoch = epoch
+        return job
+
     def _open(self) -> Any:
         if self._job is None:
             if self._client is None:
@@ -595,4 +669,6 @@ class DataLoader:
                                                  self.timeout or 30.0)
                 self._job = self._client.open_job(spec)
             self._daemon_epoch = self._epoch
+            self._opened_pid = self._daemon_pid(self._client)
+            self._dataset_size = int(self._job.info["dataset_size"])
         return self._job

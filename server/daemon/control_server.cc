@@ -17,6 +17,7 @@
 
 #include "galley/version.h"
 #include "server/daemon/shard_datasets.h"
+#include "server/daemon/socket_access.h"
 #include "server/image/decoder.h"
 #include "server/sampler/sampling_policy.h"
 #include "wire/messages.h"
@@ -55,18 +56,25 @@ class MessagePacer {
   MessagePacer(double rate_per_s, double burst)
       : rate_(rate_per_s), burst_(burst), tokens_(burst) {}
   // Takes one token, sleeping (in slices, while `stopping` is false) until
-  // one is available.
-  void Take(const std::atomic<bool>& stopping) {
+  // one is available. False when the peer hung up meanwhile: what it queued
+  // before closing is not worth serving, and its job must end now rather
+  // than once a flood's backlog is paced through.
+  bool Take(const std::atomic<bool>& stopping, int fd) {
     while (true) {
       const auto now = Clock::now();
       tokens_ =
           std::min(burst_, tokens_ + rate_ * std::chrono::duration<double>(now - last_).count());
       last_ = now;
       if (tokens_ >= 1.0 || stopping.load()) break;
-      const double wait_s = std::min(0.05, (1.0 - tokens_) / rate_);
-      std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+      const int wait_ms = static_cast<int>(std::min(50.0, 1000.0 * (1.0 - tokens_) / rate_));
+      pollfd hangup{fd, POLLRDHUP, 0};
+      if (::poll(&hangup, 1, std::max(wait_ms, 1)) > 0 &&
+          (hangup.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+        return false;
+      }
     }
     tokens_ -= 1.0;
+    return true;
   }
 
  private:
@@ -89,8 +97,8 @@ ControlServer::ControlServer(const DaemonOptions& options, Scheduler* scheduler,
       pipeline_(pipeline),
       cache_planner_(cache_planner),
       datasets_(options),
-      // A finished drain stops galleyd the way SIGTERM does: the main thread
-      // waits for that signal (it is blocked everywhere else).
+      // A finished drain stops galleyd the way SIGTERM does: the signal
+      // reaches the main loop (galleyd_main.cc) whichever thread takes it.
       jobs_(options, scheduler, &datasets_, [] { ::kill(::getpid(), SIGTERM); }) {}
 
 Status ControlServer::Reload(const DaemonOptions& options) {
@@ -128,9 +136,13 @@ Status ControlServer::Start() {
   if (::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     return Status::PermissionDenied(Errno("bind " + path.string()));
   }
-  // Any local user may open jobs; what they can read is bounded by the
-  // allowed roots, and each job's memory is readable only by its owner.
-  ::chmod(path.c_str(), 0666);
+  // Who may connect: the socket file's group and mode (socket_group,
+  // socket_mode). Each job's memory is readable only by its owner.
+  if (Status s = SetSocketAccess(path.string(), options_.socket_group, options_.socket_mode);
+      !s.ok()) {
+    std::filesystem::remove(path, ec);
+    return s;
+  }
   if (::listen(listen_fd_.get(), 128) != 0) return Status::Internal(Errno("listen"));
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Status::Internal(Errno("pipe"));
@@ -242,7 +254,7 @@ void ControlServer::AcceptLoop() {
         spdlog::error("closing a connection after an unknown internal error");
       }
       session.connection->Shutdown();
-      jobs_.ReleaseConnection(session.uid);
+      Uncount(&session);
       session.done = true;
     });
   }
@@ -254,6 +266,7 @@ void ControlServer::Serve(Session* session) {
     if (!status.ok() && status.code() != StatusCode::kUnavailable) {
       if (status.code() == StatusCode::kProtocolError) protocol_errors_++;
       spdlog::warn("closing a connection: {}", status.ToString());
+      Uncount(session);
       SendError(connection, 0, status);
     }
     connection.Shutdown();
@@ -288,11 +301,14 @@ void ControlServer::Serve(Session* session) {
   while (!stopping_.load()) {
     auto frame = connection.ReadFrame(Clock::now() + kIdleQueryTimeout);
     if (!frame.ok()) return finish(frame.status());
-    if (frame->header.type == wire::MessageType::kQuery) queries.Take(stopping_);
+    if (frame->header.type == wire::MessageType::kQuery &&
+        !queries.Take(stopping_, connection.fd())) {
+      return finish(Status::Ok());  // the peer hung up
+    }
     const uint32_t request_id = frame->header.request_id;
     switch (frame->header.type) {
       case wire::MessageType::kOpenJob:
-        return finish(ServeJob(connection, *frame, *peer));
+        return finish(ServeJob(session, *frame, *peer));
       case wire::MessageType::kQuery: {
         auto body = wire::ParseObject(frame->payload);
         if (!body.ok()) return finish(Status::ProtocolError(body.status().message()));
@@ -316,11 +332,17 @@ void ControlServer::Serve(Session* session) {
   finish(Status::Ok());
 }
 
-Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& open_frame,
+void ControlServer::Uncount(Session* session) {
+  if (session->counted.exchange(false)) jobs_.ReleaseConnection(session->uid);
+}
+
+Status ControlServer::ServeJob(Session* session, const wire::Frame& open_frame,
                                const wire::PeerCredentials& peer) {
+  wire::Connection& connection = *session->connection;
   const uint32_t open_id = open_frame.header.request_id;
   auto refuse = [&](const Status& status) {
     spdlog::info("refused a job from pid {}: {}", peer.pid, status.ToString());
+    Uncount(session);
     SendError(connection, open_id, status);
     return Status::Ok();  // answered; the connection closes quietly
   };
@@ -369,9 +391,11 @@ Status ControlServer::ServeJob(wire::Connection& connection, const wire::Frame& 
   MessagePacer releases(kReleaseRate, kReleaseBurst), requests(kRequestRate, kRequestBurst);
   while (true) {
     auto frame = connection.ReadFrame();
-    if (frame.ok()) {
-      (frame->header.type == wire::MessageType::kSlotReleased ? releases : requests)
-          .Take(stopping_);
+    if (frame.ok() &&
+        !(frame->header.type == wire::MessageType::kSlotReleased ? releases : requests)
+             .Take(stopping_, connection.fd())) {
+      ending = Status::Cancelled("the client disconnected");
+      break;
     }
     if (!frame.ok()) {
       ending = frame.status().code() == StatusCode::kUnavailable

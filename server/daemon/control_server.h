@@ -63,12 +63,18 @@ class ControlServer {
     uid_t uid = 0;  // the peer's, from SO_PEERCRED at accept
     std::thread thread;
     std::atomic<bool> done{false};
+    // Whether the connection still counts against its uid's limit; it stops
+    // counting before its last reply, so a client that reads a refusal and
+    // connects again is never refused for the connection it just lost.
+    std::atomic<bool> counted{true};
   };
 
   void AcceptLoop();
   void Serve(Session* session);
-  Status ServeJob(wire::Connection& connection, const wire::Frame& open_frame,
+  Status ServeJob(Session* session, const wire::Frame& open_frame,
                   const wire::PeerCredentials& peer);
+  // Gives back the session's place in the per-uid connection limit (once).
+  void Uncount(Session* session);
   // A query or control request from `peer`: the reply, or the error to send.
   Result<nlohmann::json> Request(const nlohmann::json& body, const wire::PeerCredentials& peer);
   nlohmann::json QueryAs(const std::string& what, const wire::PeerCredentials& peer,

@@ -1,7 +1,11 @@
 // DaemonOptions: everything an operator can set on galleyd, with defaults.
 //
 // Filled in one place (LoadDaemonOptions) from, in increasing precedence:
-// built-in defaults, a TOML config file, command-line flags. A plain value.
+// built-in defaults, a TOML config file, command-line flags. Every key is
+// declared once in daemon_options.cc (its TOML name, flag, accepted values
+// and whether SIGHUP may change it); an unknown key or a bad value is an
+// error naming the key, the same for the file and for flags. A plain value;
+// the functions here are thread-safe (they touch no shared state).
 #ifndef GALLEY_SERVER_DAEMON_DAEMON_OPTIONS_H_
 #define GALLEY_SERVER_DAEMON_DAEMON_OPTIONS_H_
 
@@ -19,8 +23,16 @@ struct DaemonOptions {
   // for a user daemon, /run/galley for a system service).
   std::string socket_path;
 
-  // Directories galleyd may serve datasets from. Empty: any directory the
-  // daemon can read (fine for a personal daemon; set it for a shared one).
+  // The socket's group and mode. Defaults: for a node-wide service, group
+  // `galley` if the node has one (else galleyd's own) and mode 0660; for an
+  // --owner-only daemon, galleyd's group and 0666 (its peer check refuses
+  // other users with a message saying what to do).
+  std::string socket_group;
+  uint32_t socket_mode = 0660;
+
+  // Directories galleyd may serve datasets from (absolute paths). Required
+  // for a node-wide service; an --owner-only daemon with none serves any
+  // directory its user can read.
   std::vector<std::string> allowed_roots;
 
   // Cache budget in bytes, split between the encoded, decoded and augmented
@@ -100,10 +112,13 @@ struct DaemonOptions {
   // Empty (default): no group.
   std::string admin_group;
 
-  // Prometheus metrics on http://127.0.0.1:<port>/metrics. 0 disables.
+  // Prometheus metrics on http://<metrics_host>:<metrics_port>/metrics;
+  // port 0 (the default) disables them. Key metrics_address = "HOST:PORT"
+  // sets both; metrics_port alone keeps the loopback host.
+  std::string metrics_host = "127.0.0.1";
   uint16_t metrics_port = 0;
 
-  // trace, debug, info, warn, error.
+  // trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
 
   // A personal daemon: refuse every connection whose peer (SO_PEERCRED) is
@@ -121,9 +136,47 @@ struct DaemonOptions {
   bool detach = false;
 };
 
-// Parses argv (and the TOML file named by --config). On --help/--version,
-// prints and sets *exit_now. Errors name the flag or the config key.
-Result<DaemonOptions> LoadDaemonOptions(int argc, char** argv, bool* exit_now);
+// Where a key's value came from.
+enum class OptionSource { kDefault, kFile, kFlag };
+
+// The options galleyd runs with, and where each key's value came from.
+struct LoadedOptions {
+  DaemonOptions options;
+  std::string config_path;                      // --config FILE; "" without one
+  std::map<std::string, OptionSource> sources;  // every key, by its TOML name
+  std::vector<std::string> warnings;            // worth logging, not fatal
+  bool check_config = false;                    // --check-config was given
+  bool exit_now = false;                        // --help or --version printed
+};
+
+// Parses argv (argv[0] is the program) and the TOML file named by --config.
+// On --help/--version prints to stdout and sets exit_now. On any error,
+// InvalidArgument whose message holds every error found, one per line, each
+// starting with the key it is about:
+//   log_level (flag --log-level): got 'verbose'; expected one of trace, ...
+Result<LoadedOptions> LoadDaemonOptions(int argc, const char* const* argv);
+Result<LoadedOptions> LoadDaemonOptions(const std::vector<std::string>& args);
+
+// Every key, one per line, in TOML (usable as a config file), with where its
+// value came from and whether SIGHUP applies a change: --check-config.
+std::string RenderEffectiveConfig(const LoadedOptions& loaded);
+
+// One key whose value differs between the running options and a reloaded
+// file; `reloadable` says whether SIGHUP applies it or it needs a restart.
+struct OptionChange {
+  std::string key, before, after;  // values as RenderEffectiveConfig writes them
+  bool reloadable = false;
+};
+std::vector<OptionChange> DiffOptions(const DaemonOptions& running, const DaemonOptions& updated);
+
+// `running` with the values of `updated` for every key SIGHUP may change;
+// the others keep their running values.
+DaemonOptions WithReloadableKeys(const DaemonOptions& running, const DaemonOptions& updated);
+
+// A size in bytes: a plain integer, or a number with a unit: K, M, G, T
+// and KiB, MiB, GiB, TiB are powers of 1024; KB, MB, GB, TB powers of
+// 1000; B is bytes. "8G", "512M", "1.5GiB", "1048576". Case-insensitive.
+Result<uint64_t> ParseSize(std::string_view text);
 
 }  // namespace galley
 

@@ -39,7 +39,14 @@ DatasetRegistry::DatasetRegistry(const DaemonOptions& options) : options_(option
 
 void DatasetRegistry::SetAllowedRoots(const std::vector<std::string>& roots) {
   std::lock_guard lock(mu_);
-  allowed_roots_.assign(roots.begin(), roots.end());
+  std::vector<fs::path> updated(roots.begin(), roots.end());
+  if (updated == allowed_roots_) return;
+  allowed_roots_ = std::move(updated);
+  if (!entries_.empty()) {
+    spdlog::info("allowed roots changed: {} listings dropped, to be checked again",
+                 entries_.size());
+  }
+  entries_.clear();
 }
 
 std::string DatasetRegistry::KeyOf(const JobSpec& spec) const {

@@ -85,6 +85,9 @@ class DatasetRegistry {
   Status Forget(const std::string& name, AccessChecker* checker);
 
   // Allowed roots from a reloaded configuration; later opens use them.
+  // When they change, every listing is dropped: each was checked against
+  // the old roots, so the next job on it lists (and checks) it again. Jobs
+  // already running keep theirs.
   void SetAllowedRoots(const std::vector<std::string>& roots);
 
   std::vector<DatasetSnapshot> Snapshot() const;

@@ -1,18 +1,22 @@
 // galleyd: the per-node daemon. See README.md and docs/operations.md.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "galley/cache/tiered_cache.h"
 #include "server/daemon/batch_ring.h"
@@ -23,35 +27,107 @@
 #include "server/daemon/metrics_server.h"
 #include "server/daemon/node_probe.h"
 #include "server/daemon/scheduler.h"
+#include "server/daemon/systemd_notify.h"
 
 namespace {
 
-// Blocks until SIGTERM/SIGINT/SIGHUP, or, with idle_exit_seconds > 0, until
-// no job has been open for that long. Returns true for the idle exit.
-bool WaitForSignalOrIdleExit(const sigset_t& signals, double idle_exit_seconds,
-                             const galley::ControlServer& server) {
+enum class Wake { kStop, kIdleExit, kReload };
+
+// Signals reach the main loop through a pipe written by a handler. sigwait
+// alone is not enough: a library may start a thread before main() blocks
+// the signals (OpenCV's OpenBLAS does), and the kernel may deliver a
+// process-directed signal to that thread, whose default action would end
+// the daemon without a clean shutdown. With a handler installed, whichever
+// thread takes the signal only writes its number here.
+int signal_pipe[2] = {-1, -1};
+
+extern "C" void OnSignal(int signal_number) {
+  const int saved_errno = errno;
+  const unsigned char byte = static_cast<unsigned char>(signal_number);
+  (void)!::write(signal_pipe[1], &byte, 1);
+  errno = saved_errno;
+}
+
+// The next signal number OnSignal saw, or 0 after `timeout_ms` (-1: wait).
+int NextSignal(int timeout_ms) {
+  pollfd ready{signal_pipe[0], POLLIN, 0};
+  if (::poll(&ready, 1, timeout_ms) <= 0) return 0;  // timeout, or EINTR: the byte waits
+  unsigned char byte = 0;
+  return ::read(signal_pipe[0], &byte, 1) == 1 ? byte : 0;
+}
+
+// Blocks until SIGTERM/SIGINT (kStop) or SIGHUP (kReload), or, with
+// idle_exit_seconds > 0, until no job has been open for that long.
+Wake WaitForSignalOrIdleExit(double idle_exit_seconds, const galley::ControlServer& server) {
   using Clock = std::chrono::steady_clock;
-  if (idle_exit_seconds <= 0) {
-    int signal_number = 0;
-    sigwait(&signals, &signal_number);
-    spdlog::info("received signal {}, shutting down", signal_number);
-    return false;
-  }
   const auto idle_limit = std::chrono::duration<double>(idle_exit_seconds);
   auto idle_since = Clock::now();
   while (true) {
-    const timespec tick{0, 200'000'000};
-    const int signal_number = sigtimedwait(&signals, nullptr, &tick);
-    if (signal_number > 0) {
+    const int signal_number = NextSignal(idle_exit_seconds > 0 ? 200 : -1);
+    if (signal_number == SIGHUP) return Wake::kReload;
+    if (signal_number != 0) {
       spdlog::info("received signal {}, shutting down", signal_number);
-      return false;
+      return Wake::kStop;
     }
+    if (idle_exit_seconds <= 0) continue;
     if (server.Query("status").value("jobs", 0) > 0) {
       idle_since = Clock::now();
     } else if (Clock::now() - idle_since >= idle_limit) {
-      return true;
+      return Wake::kIdleExit;
     }
   }
+}
+
+// Config errors come one per line, each naming its key.
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t end = std::min(text.find('\n', begin), text.size());
+    lines.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return lines;
+}
+
+// SIGHUP: reads the config file again with the flags given at start (which
+// keep their precedence), checks it whole, and applies the keys that can
+// change without dropping a job. A bad file changes nothing.
+void Reload(int argc, char** argv, galley::DaemonOptions* running, galley::ControlServer* server) {
+  using namespace galley;
+  (void)NotifyServiceManager(ReloadingMessage());
+  auto loaded = LoadDaemonOptions(argc, argv);
+  if (!loaded.ok()) {
+    for (const std::string& line : Lines(loaded.status().message())) {
+      spdlog::error("reload: {}", line);
+    }
+    spdlog::error("reload: the configuration has errors, nothing changed");
+  } else if (loaded->config_path.empty()) {
+    spdlog::warn("reload: galleyd was started without --config, there is no file to re-read");
+  } else {
+    const DaemonOptions applied = WithReloadableKeys(*running, loaded->options);
+    if (Status s = server->Reload(applied); !s.ok()) {
+      spdlog::error("reload: {}; nothing changed", s.ToString());
+    } else {
+      // The report is logged at the more verbose of the two levels, so a
+      // change of log_level itself is seen either way.
+      const auto level = spdlog::level::from_str(applied.log_level);
+      spdlog::set_level(std::min(level, spdlog::get_level()));
+      const auto changes = DiffOptions(*running, loaded->options);
+      for (const OptionChange& change : changes) {
+        if (change.reloadable) {
+          spdlog::info("reload: {} {} -> {}", change.key, change.before, change.after);
+        } else {
+          spdlog::warn("reload: {} changed ({} -> {}) but needs a restart; still {}", change.key,
+                       change.before, change.after, change.before);
+        }
+      }
+      for (const std::string& warning : loaded->warnings) spdlog::warn("{}", warning);
+      if (changes.empty()) spdlog::info("reload: {} changes nothing", loaded->config_path);
+      spdlog::set_level(level);
+      *running = applied;
+    }
+  }
+  (void)NotifyServiceManager(ReadyMessage("serving"));
 }
 
 // --detach: forks into a new session and a grandchild whose parent is init,
@@ -103,21 +179,34 @@ void ReportReady(int ready_fd) {
 
 int main(int argc, char** argv) {
   using namespace galley;
-  bool exit_now = false;
-  auto options = LoadDaemonOptions(argc, argv, &exit_now);
-  if (!options.ok()) {
-    std::fprintf(stderr, "galleyd: %s\n", options.status().message().c_str());
+  auto loaded = LoadDaemonOptions(argc, argv);
+  if (!loaded.ok()) {
+    for (const std::string& line : Lines(loaded.status().message())) {
+      std::fprintf(stderr, "galleyd: %s\n", line.c_str());
+    }
     return 2;
   }
-  if (exit_now) return 0;
+  if (loaded->exit_now) return 0;
+  if (loaded->check_config) {
+    std::fputs(RenderEffectiveConfig(*loaded).c_str(), stdout);
+    for (const std::string& warning : loaded->warnings) {
+      std::fprintf(stderr, "galleyd: warning: %s\n", warning.c_str());
+    }
+    return 0;
+  }
+  // What the daemon runs with; SIGHUP updates its reloadable keys.
+  DaemonOptions running = loaded->options;
+  const DaemonOptions* options = &running;
   const int ready_fd = options->detach ? Detach() : -1;
   // Logs go to stderr (journald under systemd), leaving stdout free.
   spdlog::set_default_logger(spdlog::stderr_color_mt("galleyd"));
   spdlog::set_level(spdlog::level::from_str(options->log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ galleyd: %v");
+  for (const std::string& warning : loaded->warnings) spdlog::warn("{}", warning);
 
-  // Signals are taken synchronously by this thread; every other thread
-  // inherits the mask, and SIGPIPE never kills the daemon.
+  // SIGTERM/SIGINT/SIGHUP go to OnSignal and on to the main loop; the
+  // threads galleyd starts inherit them blocked (so their system calls are
+  // never interrupted), and SIGPIPE never kills the daemon.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -125,6 +214,15 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  if (::pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    spdlog::error("cannot create the signal pipe: {}", std::strerror(errno));
+    return 1;
+  }
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  for (int signal_number : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(signal_number, &action, nullptr);
 
   if (int stale = BatchRing::RemoveStaleSegments(); stale > 0) {
     spdlog::info("removed {} stale shared-memory segments", stale);
@@ -193,9 +291,11 @@ int main(int argc, char** argv) {
   ReportReady(ready_fd);
   std::unique_ptr<MetricsServer> metrics;
   if (options->metrics_port != 0) {
-    metrics = std::make_unique<MetricsServer>(options->metrics_port, [&server] {
-      return RenderPrometheus(server.Query("status"), server.Query("jobs"), server.Query("cache"));
-    });
+    metrics =
+        std::make_unique<MetricsServer>(options->metrics_host, options->metrics_port, [&server] {
+          return RenderPrometheus(server.Query("status"), server.Query("jobs"),
+                                  server.Query("cache"));
+        });
     if (Status s = metrics->Start(); !s.ok()) {
       spdlog::error("cannot start metrics: {}", s.ToString());
       return 1;
@@ -204,10 +304,25 @@ int main(int argc, char** argv) {
   spdlog::info("ready: {} pipeline threads, cache {} bytes ({} eviction), default policy {}",
                pipeline.threads(), options->cache_bytes,
                cache != nullptr ? options->cache_eviction : "no", options->default_policy);
-
-  if (WaitForSignalOrIdleExit(signals, options->idle_exit_seconds, server)) {
-    spdlog::info("no job for {} s, exiting (--idle-exit)", options->idle_exit_seconds);
+  if (Status s = NotifyServiceManager(ReadyMessage("serving")); !s.ok()) {
+    spdlog::warn("cannot tell the service manager galleyd is ready: {}", s.ToString());
   }
+
+  // Every thread of ours is started (later ones start from them, signals
+  // blocked); the main thread takes signals from here on.
+  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+  while (true) {
+    const Wake wake = WaitForSignalOrIdleExit(options->idle_exit_seconds, server);
+    if (wake == Wake::kReload) {
+      Reload(argc, argv, &running, &server);
+      continue;
+    }
+    if (wake == Wake::kIdleExit) {
+      spdlog::info("no job for {} s, exiting (--idle-exit)", options->idle_exit_seconds);
+    }
+    break;
+  }
+  (void)NotifyServiceManager(StoppingMessage());
   if (metrics != nullptr) metrics->Stop();
   server.Stop(Status::Cancelled("galleyd is shutting down"));
   scheduler.Stop();

@@ -23,8 +23,11 @@ struct MetricsServer::Impl {
   tcp::acceptor acceptor{io};
 };
 
-MetricsServer::MetricsServer(uint16_t port, BodyFn body)
-    : port_(port), body_(std::move(body)), impl_(std::make_unique<Impl>()) {}
+MetricsServer::MetricsServer(std::string host, uint16_t port, BodyFn body)
+    : host_(std::move(host)),
+      port_(port),
+      body_(std::move(body)),
+      impl_(std::make_unique<Impl>()) {}
 
 MetricsServer::~MetricsServer() { Stop(); }
 
@@ -55,14 +58,16 @@ bool RequestHeadArrives(int fd, std::chrono::steady_clock::time_point deadline) 
 
 Status MetricsServer::Start() {
   beast::error_code ec;
-  const tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), port_);
+  const auto address = asio::ip::make_address(host_, ec);
+  if (ec) return Status::InvalidArgument("metrics_address: '" + host_ + "': " + ec.message());
+  const tcp::endpoint endpoint(address, port_);
   impl_->acceptor.open(endpoint.protocol(), ec);
   if (!ec) impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) impl_->acceptor.bind(endpoint, ec);
   if (!ec) impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    return Status::Unavailable("metrics endpoint 127.0.0.1:" + std::to_string(port_) + ": " +
-                               ec.message());
+    return Status::Unavailable("metrics endpoint " + host_ + " port " + std::to_string(port_) +
+                               ": " + ec.message());
   }
   port_ = impl_->acceptor.local_endpoint().port();
   thread_ = std::thread([this] {
@@ -110,17 +115,24 @@ Status MetricsServer::Start() {
       socket.shutdown(tcp::socket::shutdown_both, accept_ec);
     }
   });
-  spdlog::info("metrics on http://127.0.0.1:{}/metrics", port_);
+  spdlog::info("metrics on http://{}:{}/metrics", address.is_v6() ? "[" + host_ + "]" : host_,
+               port_);
   return Status::Ok();
 }
 
 void MetricsServer::Stop() {
   if (stop_.exchange(true)) return;
   if (!thread_.joinable()) return;
-  // Unblock accept() with a connection of our own.
+  // Unblock accept() with a connection of our own: to the bound address, or
+  // to loopback when bound to every interface.
   beast::error_code ec;
+  auto address = impl_->acceptor.local_endpoint(ec).address();
+  if (address.is_unspecified()) {
+    address = address.is_v6() ? asio::ip::address(asio::ip::address_v6::loopback())
+                              : asio::ip::address(asio::ip::address_v4::loopback());
+  }
   tcp::socket poke(impl_->io);
-  poke.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port_), ec);
+  poke.connect(tcp::endpoint(address, port_), ec);
   thread_.join();
 }
 

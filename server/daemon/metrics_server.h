@@ -1,6 +1,7 @@
-// MetricsServer: galleyd's Prometheus endpoint on the loopback interface.
+// MetricsServer: galleyd's Prometheus endpoint.
 //
-// Serves GET /metrics on 127.0.0.1:<port> (Boost.Beast, one thread, one
+// Serves GET /metrics on <host>:<port> (loopback unless the admin names
+// another address: metrics_address) (Boost.Beast, one thread, one
 // request at a time: scrapes are rare and cheap). The body comes from a
 // callback so the server knows nothing of the daemon's internals.
 // Start/Stop from one thread; the callback runs on the server's thread.
@@ -21,7 +22,8 @@ namespace galley {
 class MetricsServer {
  public:
   using BodyFn = std::function<std::string()>;
-  MetricsServer(uint16_t port, BodyFn body);
+  // `host` is an IPv4 or IPv6 address literal ("127.0.0.1", "::", ...).
+  MetricsServer(std::string host, uint16_t port, BodyFn body);
   ~MetricsServer();
 
   Status Start();
@@ -30,6 +32,7 @@ class MetricsServer {
 
  private:
   struct Impl;
+  std::string host_;
   uint16_t port_;
   BodyFn body_;
   std::unique_ptr<Impl> impl_;

@@ -13,6 +13,13 @@ size_t Round::requests() const {
   return total;
 }
 
+std::span<const SamplingPolicyName> SamplingPolicyNames() {
+  static constexpr SamplingPolicyName kNames[] = {{"dsa", true},         {"dsa-chain", true},
+                                                  {"independent", true}, {"lockstep", true},
+                                                  {"ods", true},         {"sequential", false}};
+  return kNames;
+}
+
 Result<std::unique_ptr<SamplingPolicy>> MakeSamplingPolicy(const SamplerOptions& options) {
   std::unique_ptr<SamplingPolicy> policy;
   if (options.policy == "dsa") {
@@ -28,9 +35,12 @@ Result<std::unique_ptr<SamplingPolicy>> MakeSamplingPolicy(const SamplerOptions&
   } else if (options.policy == "ods") {
     policy = std::make_unique<OpportunisticSampler>(options.seed, options.is_cached);
   } else {
-    return Status::InvalidArgument(
-        "unknown sampling policy '" + options.policy +
-        "' (expected dsa, dsa-chain, independent, lockstep, ods or sequential)");
+    std::string expected;
+    for (const SamplingPolicyName& known : SamplingPolicyNames()) {
+      expected += (expected.empty() ? "" : ", ") + std::string(known.name);
+    }
+    return Status::InvalidArgument("unknown sampling policy '" + options.policy +
+                                   "' (expected one of " + expected + ")");
   }
   return policy;
 }

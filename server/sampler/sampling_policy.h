@@ -147,6 +147,16 @@ struct SamplerOptions {
 // Builds the policy `options.policy` names; InvalidArgument for an unknown name.
 Result<std::unique_ptr<SamplingPolicy>> MakeSamplingPolicy(const SamplerOptions& options);
 
+// The names MakeSamplingPolicy accepts: the one list the daemon's config,
+// its error messages and its docs check policy names against.
+// `random_order` is false for "sequential", the order of shuffle=false jobs,
+// which a job never gets by default.
+struct SamplingPolicyName {
+  std::string_view name;
+  bool random_order;
+};
+std::span<const SamplingPolicyName> SamplingPolicyNames();
+
 }  // namespace galley
 
 #endif  // GALLEY_SERVER_SAMPLER_SAMPLING_POLICY_H_

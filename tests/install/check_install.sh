@@ -42,6 +42,12 @@ expect_files "$P" bin/galleyd bin/galleyctl lib/systemd/system/galleyd.service \
 grep -q "^User=galley$" "$P/lib/systemd/system/galleyd.service" || fail "unit does not run as galley"
 grep -q "^ExecStart=$PREFIX/bin/galleyd " "$P/lib/systemd/system/galleyd.service" ||
   fail "unit's ExecStart does not name the installed galleyd"
+grep -q "^Type=notify$" "$P/lib/systemd/system/galleyd.service" || fail "unit is not Type=notify"
+grep -q "^ExecReload=/bin/kill -HUP \$MAINPID$" "$P/lib/systemd/system/galleyd.service" ||
+  fail "unit has no ExecReload"
+# The shipped config is one galleyd accepts (its allowed root need not exist).
+"$P/bin/galleyd" --check-config --config "$P/etc/galley/galleyd.toml" >/dev/null 2>&1 ||
+  fail "the installed galleyd.toml does not pass galleyd --check-config"
 [[ "$("$P/bin/galleyctl" --version)" == "galleyctl $VERSION (protocol "* ]] || fail "galleyctl --version"
 [[ "$("$P/bin/galleyd" --version)" == "galleyd $VERSION (protocol "* ]] || fail "galleyd --version"
 

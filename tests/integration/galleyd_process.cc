@@ -1,10 +1,13 @@
 #include "tests/integration/galleyd_process.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -50,40 +53,72 @@ std::vector<std::filesystem::path> WriteJpegFolder(const std::filesystem::path& 
   return paths;
 }
 
-int RunGalleydToExit(std::vector<std::string> args) {
-  args.insert(args.begin(), GALLEYD_PATH);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+namespace {
+
+// In the child after fork: stdout/stderr to files where given, then exec.
+[[noreturn]] void ExecGalleyd(std::vector<std::string> args, const std::vector<std::string>& env,
+                              const std::string& out_path, const std::string& err_path) {
+  for (const std::string& variable : env) ::putenv(const_cast<char*>(variable.c_str()));
+  for (const auto& [path, fd] : {std::pair{out_path, STDOUT_FILENO}, {err_path, STDERR_FILENO}}) {
+    if (path.empty()) continue;
+    const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (file >= 0) ::dup2(file, fd);
   }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  ::_exit(127);
+}
+
+std::string ReadWhole(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+int RunGalleydToExit(std::vector<std::string> args) {
+  return RunGalleydForOutput(std::move(args)).code;
+}
+
+GalleydOutput RunGalleydForOutput(std::vector<std::string> args) {
+  args.insert(args.begin(), GALLEYD_PATH);
+  TempDir scratch;
+  const auto out_path = scratch.path() / "stdout", err_path = scratch.path() / "stderr";
+  const pid_t pid = ::fork();
+  if (pid == 0) ExecGalleyd(args, {}, out_path.string(), err_path.string());
+  GalleydOutput output;
+  const auto finish = [&](int code) {
+    output.code = code;
+    output.out = ReadWhole(out_path);
+    output.err = ReadWhole(err_path);
+    return output;
+  };
   int status = 0;
   for (int i = 0; i < 200; ++i) {
-    if (::waitpid(pid, &status, WNOHANG) == pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      return finish(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ::kill(pid, SIGKILL);
   ::waitpid(pid, &status, 0);
-  return -1;
+  return finish(-1);
 }
 
 GalleydProcess::GalleydProcess(const std::filesystem::path& socket,
                                std::vector<std::string> extra_args)
+    : GalleydProcess(socket, std::move(extra_args), Launch{}) {}
+
+GalleydProcess::GalleydProcess(const std::filesystem::path& socket,
+                               std::vector<std::string> extra_args, const Launch& launch)
     : socket_(socket.string()) {
-  std::vector<std::string> args = {GALLEYD_PATH, "--socket", socket_, "--log-level", "warn"};
+  std::vector<std::string> args = {GALLEYD_PATH, "--socket", socket_};
+  if (launch.quiet) args.insert(args.end(), {"--log-level", "warn"});
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   pid_ = ::fork();
-  if (pid_ == 0) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
+  if (pid_ == 0) ExecGalleyd(args, launch.env, "", launch.log.string());
   for (int i = 0; i < 200; ++i) {
     if (wire::Connection::ConnectUnix(socket_).ok()) {
       started_ = true;

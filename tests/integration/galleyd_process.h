@@ -32,11 +32,26 @@ std::vector<std::filesystem::path> WriteJpegFolder(const std::filesystem::path& 
 // running after 10 s and had to be killed).
 int RunGalleydToExit(std::vector<std::string> args);
 
+// The same, keeping what galleyd printed.
+struct GalleydOutput {
+  int code = -1;
+  std::string out, err;
+};
+GalleydOutput RunGalleydForOutput(std::vector<std::string> args);
+
 class GalleydProcess {
  public:
+  // How the process is started besides its flags.
+  struct Launch {
+    std::vector<std::string> env;  // "NAME=value", set for galleyd only
+    std::filesystem::path log;     // its stderr goes here (empty: inherited)
+    bool quiet = true;             // passes --log-level warn
+  };
   // Starts galleyd with `extra_args`; waits until its socket accepts.
   explicit GalleydProcess(const std::filesystem::path& socket,
                           std::vector<std::string> extra_args = {});
+  GalleydProcess(const std::filesystem::path& socket, std::vector<std::string> extra_args,
+                 const Launch& launch);
   ~GalleydProcess();
 
   pid_t pid() const { return pid_; }

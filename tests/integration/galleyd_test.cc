@@ -266,7 +266,8 @@ TEST_F(GalleydTest, SigtermEndsJobsWithAClearErrorAndARestartServesAgain) {
 }
 
 TEST_F(GalleydTest, ASecondDaemonOnTheSameSocketRefusesToStart) {
-  const int code = testing::RunGalleydToExit({"--socket", daemon_->socket()});
+  const int code = testing::RunGalleydToExit(
+      {"--socket", daemon_->socket(), "--allowed-root", tmp_.path().string()});
   EXPECT_EQ(code, 1);
   EXPECT_TRUE(Client::Connect(options_).ok());
 }
@@ -393,6 +394,25 @@ TEST_F(GalleydMetricsTest, ServesPrometheusTextOnLoopback) {
   EXPECT_NE(metrics.find("galley_sampler_loads_per_request{dataset="), std::string::npos);
   EXPECT_NE(metrics.find("galley_cache_hits_total{tier=\"decoded\"}"), std::string::npos);
   EXPECT_NE(HttpGet(port_, "/other").find("404"), std::string::npos);
+}
+
+// metrics_address: the admin opens the endpoint beyond loopback.
+class GalleydMetricsAddressTest : public GalleydTest {
+ protected:
+  std::vector<std::string> ExtraArgs() override {
+    port_ = FreePort();
+    return {"--allowed-root", tmp_.path().string(), "--metrics-address",
+            "0.0.0.0:" + std::to_string(port_)};
+  }
+  uint16_t port_ = 0;
+};
+
+TEST_F(GalleydMetricsAddressTest, ServesOnEveryInterfaceWhenAskedAndStopsCleanly) {
+  const std::string metrics = HttpGet(port_, "/metrics");
+  EXPECT_NE(metrics.find("200 OK"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("galley_jobs 0"), std::string::npos) << metrics;
+  // Bound to every interface, galleyd still wakes its own accept to stop.
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
 }
 
 TEST_F(GalleydMetricsTest, ASlowSenderCannotHoldTheEndpoint) {

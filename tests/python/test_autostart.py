@@ -127,6 +127,19 @@ def test_stale_socket_of_a_killed_daemon_is_replaced(home, data):
     assert second != first
 
 
+def test_a_mistake_in_the_users_config_is_reported_naming_the_key(home, data):
+    env, folder = home
+    config = pathlib.Path(env["XDG_CONFIG_HOME"]) / "galley" / "galleyd.toml"
+    config.write_text("cache_bytes = 0\nlog_level = \"verbose\"\n")
+    job = run_job(env, data)
+    assert job.returncode != 0
+    message = job.stderr.strip().splitlines()[-1]
+    assert message.startswith("galley.ServerUnavailable: could not start galleyd"), message
+    assert (f"log_level (config {config} line 2): got 'verbose'; expected one of trace, debug, "
+            "info, warn, error, critical, off") in message
+    assert not daemons_serving(folder / "galleyd.sock")
+
+
 def test_autostart_off_lists_the_sockets_tried(home, data):
     env, folder = home
     for job in (run_job(env, data, "off"), run_job(dict(env, GALLEY_AUTOSTART="0"), data)):

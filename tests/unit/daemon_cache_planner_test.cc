@@ -23,11 +23,9 @@ namespace {
 namespace fs = std::filesystem;
 
 Result<DaemonOptions> Parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "galleyd");
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  bool exit_now = false;
-  return LoadDaemonOptions(static_cast<int>(argv.size()), argv.data(), &exit_now);
+  args.insert(args.begin(), {"galleyd", "--allowed-root", "/"});
+  GALLEY_ASSIGN_OR_RETURN(LoadedOptions loaded, LoadDaemonOptions(args));
+  return loaded.options;
 }
 
 class TempDir {
