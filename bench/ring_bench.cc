@@ -17,7 +17,7 @@ namespace {
 struct RingPair {
   std::unique_ptr<BatchRing> ring;
   std::shared_ptr<internal::JobChannel> channel;
-  wire::UniqueFd daemon_end;
+  UniqueFd daemon_end;
 };
 
 RingPair MakeRingPair(uint32_t batch) {
@@ -30,13 +30,13 @@ RingPair MakeRingPair(uint32_t batch) {
   ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds);
   pair.daemon_end.Reset(fds[0]);
   auto region = wire::MappedRegion::Map(pair.ring->segment_fd(), geometry.segment_bytes).value();
-  wire::UniqueFd ready(::fcntl(pair.ring->ready_fd(), F_DUPFD_CLOEXEC, 0));
+  UniqueFd ready(::fcntl(pair.ring->ready_fd(), F_DUPFD_CLOEXEC, 0));
   JobInfo info;
   info.sample_shape = {3, 224, 224};
   info.slots = 4;
-  pair.channel = std::make_shared<internal::JobChannel>(
-      new wire::Connection(wire::UniqueFd(fds[1])), info, std::move(region), std::move(ready),
-      geometry, std::chrono::milliseconds(1000));
+  pair.channel = std::make_shared<internal::JobChannel>(new wire::Connection(UniqueFd(fds[1])),
+                                                        info, std::move(region), std::move(ready),
+                                                        geometry, std::chrono::milliseconds(1000));
   // Fill every slot's tensor once so pages are resident, as in steady state.
   for (uint32_t i = 0; i < 4; ++i) {
     std::memset(wire::SlotTensor(pair.ring->slot(i), geometry), 1, batch * sample_bytes);

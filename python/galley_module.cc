@@ -1,5 +1,5 @@
-// The `galley._galley` extension: binds the public C++ client
-// (client/include/galley/*.h) and nothing else. A batch's tensor memory is a
+// The `galley._galley` extension: binds the public C++ client (the
+// installed galley/*.h headers) and nothing else. A batch's tensor memory is a
 // buffer-protocol object viewing the shared-memory slot; the slot is released
 // when the last view of it (a torch tensor made by torch.frombuffer) is freed. Status values become
 // Python exceptions with the daemon's message intact.
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "galley/client.h"
+#include "galley/sampling_policies.h"
 #include "galley/version.h"
 
 namespace py = pybind11;
@@ -86,53 +87,19 @@ py::dict InfoToDict(const galley::JobInfo& info) {
   d["batches_per_epoch"] = info.batches_per_epoch;
   d["classes"] = info.classes;
   d["sample_shape"] = info.sample_shape;
-  d["dtype"] = info.dtype == galley::DType::kUInt8 ? "uint8" : "float32";
-  d["layout"] = info.layout == galley::Layout::kNCHW ? "NCHW" : "NHWC";
+  d["dtype"] = std::string(galley::DTypeName(info.dtype));
+  d["layout"] = std::string(galley::LayoutName(info.layout));
   d["slots"] = info.slots;
   d["segment_bytes"] = info.segment_bytes;
   return d;
 }
 
+// The loader's job as a dict in the OpenJob body's form (docs/protocol.md
+// §1.4), parsed by the client library: an unknown key or a bad value is an
+// InvalidRequest naming it, as the daemon would say.
 galley::JobSpec SpecFromDict(const py::dict& d) {
-  galley::JobSpec spec;
-  auto get = [&](const char* key) -> py::object {
-    if (d.contains(key)) return d[key];
-    return py::none();
-  };
-  spec.dataset = get("dataset").cast<std::string>();
-  if (!get("classes").is_none()) spec.classes = get("classes").cast<std::vector<std::string>>();
-  if (!get("id_ranges").is_none()) {
-    spec.id_ranges = get("id_ranges").cast<std::vector<std::pair<uint64_t, uint64_t>>>();
-  }
-  if (!get("ids").is_none()) spec.ids = get("ids").cast<std::vector<uint64_t>>();
-  spec.batch_size = get("batch_size").cast<uint32_t>();
-  if (!get("drop_last").is_none()) spec.drop_last = get("drop_last").cast<bool>();
-  spec.transform_json = get("transform_json").cast<std::string>();
-  if (!get("seed").is_none()) spec.seed = get("seed").cast<uint64_t>();
-  if (!get("epochs").is_none()) spec.epochs = get("epochs").cast<uint64_t>();
-  if (!get("start_epoch").is_none()) spec.start_epoch = get("start_epoch").cast<uint64_t>();
-  if (!get("rank").is_none()) spec.rank = get("rank").cast<uint32_t>();
-  if (!get("world_size").is_none()) spec.world_size = get("world_size").cast<uint32_t>();
-  if (!get("prefetch").is_none()) spec.prefetch = get("prefetch").cast<uint32_t>();
-  if (!get("on_error").is_none()) spec.on_error = get("on_error").cast<std::string>();
-  if (!get("policy").is_none()) spec.policy = get("policy").cast<std::string>();
-  if (!get("ods_fraction").is_none()) spec.ods_fraction = get("ods_fraction").cast<double>();
-  if (!get("name").is_none()) spec.name = get("name").cast<std::string>();
-  if (!get("shards").is_none()) spec.shards = get("shards").cast<std::vector<std::string>>();
-  if (!get("image_key").is_none()) spec.image_key = get("image_key").cast<std::string>();
-  if (d.contains("label_key")) {
-    spec.label_key = get("label_key").is_none() ? "" : get("label_key").cast<std::string>();
-  }
-  if (!get("shard_drop_last").is_none()) {
-    spec.shard_drop_last = get("shard_drop_last").cast<bool>();
-  }
-  if (!get("shuffle").is_none()) spec.shuffle = get("shuffle").cast<bool>();
-  if (!get("start_batch").is_none()) spec.start_batch = get("start_batch").cast<uint64_t>();
-  if (!get("native_size").is_none()) spec.native_size = get("native_size").cast<bool>();
-  if (!get("resume_consumed").is_none()) {
-    spec.resume_consumed = get("resume_consumed").cast<std::vector<uint64_t>>();
-  }
-  return spec;
+  const std::string text = py::module_::import("json").attr("dumps")(d).cast<std::string>();
+  return Unwrap(galley::ParseJobSpec(text));
 }
 
 // One leased batch's tensor memory, exposed through the buffer protocol so
@@ -167,9 +134,7 @@ class BatchMemory {
     for (size_t i = 0; i < shape.size(); ++i) t[i] = shape[i];
     return t;
   }
-  const char* DTypeName() const {
-    return batch_.dtype() == galley::DType::kUInt8 ? "uint8" : "float32";
-  }
+  std::string DTypeName() const { return std::string(galley::DTypeName(batch_.dtype())); }
   py::ssize_t ItemSize() const { return batch_.dtype() == galley::DType::kUInt8 ? 1 : 4; }
   py::ssize_t NumBytes() const {
     py::ssize_t n = ItemSize();
@@ -240,6 +205,14 @@ PYBIND11_MODULE(_galley, m) {
   m.def("system_socket_path", &galley::SystemSocketPath);
   m.attr("__version__") = galley::kVersion;
   m.attr("protocol_version") = galley::kProtocolVersion;
+  // The one lists of the job spec's fields and of the sampling policies (by
+  // name: true for those a job with shuffle=True may name).
+  m.attr("job_spec_fields") = galley::JobSpecFieldNames();
+  py::dict policies;
+  for (const galley::SamplingPolicyName& policy : galley::kSamplingPolicies) {
+    policies[py::str(std::string(policy.name))] = policy.random_order;
+  }
+  m.attr("sampling_policies") = policies;
 
   py::class_<BatchMemory>(m, "BatchMemory", py::buffer_protocol())
       .def_buffer(&BatchMemory::Buffer)

@@ -7,6 +7,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config ninja-build ccache dpkg-dev
+  clang-14 libclang-rt-14-dev clang-tidy-14
   libturbojpeg0-dev libjpeg62-turbo-dev libexif-dev libwebp-dev libpng-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   libboost-dev libtbb-dev libacl1-dev

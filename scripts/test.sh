@@ -12,7 +12,11 @@
 #      (tests/install/check_wheel_minimal_root.sh; needs root for chroot; the
 #      root is made once by debootstrap and cached in ~/.cache/galley);
 #   5. the install tree, a C++ consumer (find_package and pkg-config) and the
-#      .deb (tests/install/check_install.sh).
+#      .deb (tests/install/check_install.sh);
+#   6. one clang build with ASan + UBSan that also checks the lock
+#      annotations (-Wthread-safety), running the unit and integration tests
+#      (scripts/check_sanitized.sh), and clang-tidy over server/, client/ and
+#      cache/ with that build's compile commands (scripts/check_tidy.sh).
 # Safe to re-run; set GALLEY_VENV to use another venv.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,4 +51,7 @@ $SUDO "$ROOT/tests/install/check_wheel_minimal_root.sh" "$WHEEL"
 
 echo "== install tree, C++ consumer, .deb"
 "$ROOT/tests/install/check_install.sh" "$BUILD_DIR"
+
+"$ROOT/scripts/check_sanitized.sh"
+"$ROOT/scripts/check_tidy.sh"
 echo "== all tests passed"

@@ -23,7 +23,7 @@ uint64_t AugmentedTier::ChargeFor(const Blob& blob, std::string_view signature) 
 }
 
 BlobPtr AugmentedTier::Get(Key key, std::string_view signature, JobId job, uint64_t epoch) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it != entries_.end()) {
     std::vector<Entry>& entries = it->second;
@@ -53,13 +53,13 @@ BlobPtr AugmentedTier::Get(Key key, std::string_view signature, JobId job, uint6
 bool AugmentedTier::Put(Key key, std::string_view signature, JobId producer, uint64_t epoch,
                         BlobPtr blob) {
   if (demand_ == nullptr) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return PutLocked(key, signature, producer, epoch, std::move(blob), 0);
   }
   // Same reasoning as Tier::Put: no demand change may fall between the read
   // and the insert.
   return demand_->WithDemand(key, [&](uint32_t demand) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return PutLocked(key, signature, producer, epoch, std::move(blob), demand);
   });
 }
@@ -138,7 +138,7 @@ void AugmentedTier::RemoveLocked(Key key, size_t index) {
 }
 
 size_t AugmentedTier::Erase(Key key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return 0;
   const size_t count = it->second.size();
@@ -147,7 +147,7 @@ size_t AugmentedTier::Erase(Key key) {
 }
 
 void AugmentedTier::SetBudget(uint64_t budget_bytes) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   budget_bytes_ = budget_bytes;
   if (bytes_ <= budget_bytes_) return;
   // Nothing is free, so this frees exactly the excess; forced, every resident
@@ -156,14 +156,14 @@ void AugmentedTier::SetBudget(uint64_t budget_bytes) {
 }
 
 void AugmentedTier::OnDemandChanged(Key key, uint32_t demand) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
   for (const Entry& entry : it->second) policy_->DemandChanged(entry.id, demand);
 }
 
 AugmentedTierStats AugmentedTier::Stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   AugmentedTierStats stats = stats_;
   stats.tier.bytes = bytes_;
   stats.tier.entries = entry_count_;
@@ -172,7 +172,7 @@ AugmentedTierStats AugmentedTier::Stats() const {
 }
 
 uint64_t AugmentedTier::RecomputeChargedBytes() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t total = 0;
   for (const auto& [key, entries] : entries_) {
     for (const Entry& entry : entries) total += ChargeFor(*entry.blob, entry.signature);

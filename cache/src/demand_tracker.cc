@@ -7,20 +7,20 @@ namespace galley::cache {
 void DemandTracker::AddDemand(std::span<const Key> keys) {
   for (Key key : keys) {
     Shard& shard = ShardFor(key);
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(&shard.mu);
     const uint32_t demand = ++shard.counts[key];
-    Notify(key, demand);
+    Notify(shard, key, demand);
   }
 }
 
 bool DemandTracker::ConsumeDemand(Key key) {
   Shard& shard = ShardFor(key);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(&shard.mu);
   auto it = shard.counts.find(key);
   if (it == shard.counts.end()) return false;
   const uint32_t demand = --it->second;
   if (demand == 0) shard.counts.erase(it);
-  Notify(key, demand);
+  Notify(shard, key, demand);
   return true;
 }
 
@@ -37,7 +37,7 @@ uint32_t DemandTracker::Demand(Key key) const {
 uint64_t DemandTracker::TotalDemand() const {
   uint64_t total = 0;
   for (const Shard& shard : shards_) {
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(&shard.mu);
     for (const auto& [key, count] : shard.counts) total += count;
   }
   return total;
@@ -46,24 +46,24 @@ uint64_t DemandTracker::TotalDemand() const {
 size_t DemandTracker::KeysWithDemand() const {
   size_t keys = 0;
   for (const Shard& shard : shards_) {
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(&shard.mu);
     keys += shard.counts.size();
   }
   return keys;
 }
 
 void DemandTracker::Subscribe(DemandListener* listener) {
-  std::unique_lock lock(listeners_mu_);
+  WriterLock lock(&listeners_mu_);
   listeners_.push_back(listener);
 }
 
 void DemandTracker::Unsubscribe(DemandListener* listener) {
-  std::unique_lock lock(listeners_mu_);
+  WriterLock lock(&listeners_mu_);
   listeners_.erase(std::remove(listeners_.begin(), listeners_.end(), listener), listeners_.end());
 }
 
-void DemandTracker::Notify(Key key, uint32_t demand) const {
-  std::shared_lock lock(listeners_mu_);
+void DemandTracker::Notify(const Shard& /*shard*/, Key key, uint32_t demand) const {
+  ReaderLock lock(&listeners_mu_);
   for (DemandListener* listener : listeners_) listener->OnDemandChanged(key, demand);
 }
 

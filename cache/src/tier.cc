@@ -18,7 +18,7 @@ Tier::~Tier() {
 }
 
 BlobPtr Tier::Get(Key key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     ++stats_.misses;
@@ -30,7 +30,7 @@ BlobPtr Tier::Get(Key key) {
 }
 
 bool Tier::Contains(Key key) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return entries_.contains(key);
 }
 
@@ -40,13 +40,13 @@ bool Tier::Put(Key key, BlobPtr blob) {
   // `key` either lands before (and is read here) or after (and re-ranks the
   // resident entry); it is never lost in between.
   return demand_->WithDemand(key, [&](uint32_t demand) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return PutLocked(key, std::move(blob), demand);
   });
 }
 
 bool Tier::Put(Key key, BlobPtr blob, uint32_t demand) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return PutLocked(key, std::move(blob), demand);
 }
 
@@ -89,7 +89,7 @@ void Tier::EvictVictimsLocked() {
 }
 
 bool Tier::Erase(Key key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return false;
   bytes_ -= it->second.charged_bytes;
@@ -99,14 +99,19 @@ bool Tier::Erase(Key key) {
 }
 
 void Tier::SetDemand(Key key, uint32_t demand) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   policy_->DemandChanged(key, demand);
+}
+
+std::string_view Tier::policy_name() const {
+  MutexLock lock(&mu_);
+  return policy_->name();
 }
 
 void Tier::OnDemandChanged(Key key, uint32_t demand) { SetDemand(key, demand); }
 
 void Tier::SetBudget(uint64_t budget_bytes) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   budget_bytes_ = budget_bytes;
   if (bytes_ <= budget_bytes_) return;
   // Forced: every resident is a candidate, so the excess can always be freed.
@@ -116,7 +121,7 @@ void Tier::SetBudget(uint64_t budget_bytes) {
 }
 
 TierStats Tier::Stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   TierStats stats = stats_;
   stats.bytes = bytes_;
   stats.entries = entries_.size();
@@ -125,7 +130,7 @@ TierStats Tier::Stats() const {
 }
 
 uint64_t Tier::RecomputeChargedBytes() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t total = 0;
   for (const auto& [key, entry] : entries_) total += ChargedBytes(*entry.blob);
   return total;

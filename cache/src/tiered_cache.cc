@@ -35,14 +35,14 @@ TieredCache::TieredCache(const CacheOptions& options)
 
 bool TieredCache::SetSplit(const Split& split) {
   if (!split.IsValid()) return false;
-  std::lock_guard lock(split_mu_);
+  MutexLock lock(&split_mu_);
   split_ = split;
   ApplyBudgetsLocked();
   return true;
 }
 
 void TieredCache::SetCacheBytes(uint64_t cache_bytes) {
-  std::lock_guard lock(split_mu_);
+  MutexLock lock(&split_mu_);
   cache_bytes_ = cache_bytes;
   ApplyBudgetsLocked();
 }
@@ -62,19 +62,19 @@ void TieredCache::ApplyBudgetsLocked() {
 }
 
 Split TieredCache::split() const {
-  std::lock_guard lock(split_mu_);
+  MutexLock lock(&split_mu_);
   return split_;
 }
 
 uint64_t TieredCache::cache_bytes() const {
-  std::lock_guard lock(split_mu_);
+  MutexLock lock(&split_mu_);
   return cache_bytes_;
 }
 
 CacheStats TieredCache::Stats() const {
   CacheStats stats;
   {
-    std::lock_guard lock(split_mu_);
+    MutexLock lock(&split_mu_);
     stats.cache_bytes = cache_bytes_;
     stats.split = split_;
   }

@@ -91,9 +91,9 @@ std::string DefaultSocketPath() {
     return explicit_path;
   }
   struct stat st {};
-  const std::string user = UserSocketPath();
+  std::string user = UserSocketPath();
   if (::stat(user.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return user;
-  const std::string system = SystemSocketPath();
+  std::string system = SystemSocketPath();
   if (::stat(system.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return system;
   const char* runtime = std::getenv("XDG_RUNTIME_DIR");
   return runtime != nullptr && *runtime ? user : system;

@@ -18,7 +18,7 @@ constexpr auto kLivenessSlice = std::chrono::milliseconds(100);
 }  // namespace
 
 JobChannel::JobChannel(wire::Connection* connection, JobInfo info, wire::MappedRegion region,
-                       wire::UniqueFd ready_fd, wire::SegmentGeometry geometry,
+                       UniqueFd ready_fd, wire::SegmentGeometry geometry,
                        std::chrono::milliseconds request_timeout)
     : connection_(connection),
       info_(std::move(info)),
@@ -56,7 +56,7 @@ Status JobChannel::CheckConnection() {
 }
 
 Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
-  std::lock_guard lock(consume_mu_);
+  MutexLock lock(&consume_mu_);
   if (end_of_stream_) return Status::EndOfStream("the job has delivered all its epochs");
   if (!terminal_.ok()) return terminal_;
   const auto deadline = Clock::now() + timeout;
@@ -86,7 +86,7 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
     // The time the consumer waits for a batch is reported to the daemon
     // through the segment header (galleyctl jobs, metrics).
     struct WaitRecorder {
-      wire::SegmentHeader* head;
+      wire::SegmentHeader* head = nullptr;
       Clock::time_point start;
       ~WaitRecorder() {
         if (start == Clock::time_point{}) return;
@@ -170,7 +170,7 @@ Result<nlohmann::json> JobChannel::Request(wire::MessageType type, const nlohman
 }
 
 Status JobChannel::Seek(uint64_t epoch) {
-  std::lock_guard lock(consume_mu_);
+  MutexLock lock(&consume_mu_);
   if (!terminal_.ok()) return terminal_;
   GALLEY_ASSIGN_OR_RETURN(auto reply, Request(wire::MessageType::kSeekEpoch, {{"epoch", epoch}},
                                               wire::MessageType::kEpochSought));
@@ -184,7 +184,7 @@ Status JobChannel::Seek(uint64_t epoch) {
 }
 
 Result<nlohmann::json> JobChannel::Stats() {
-  std::lock_guard lock(consume_mu_);
+  MutexLock lock(&consume_mu_);
   if (!terminal_.ok()) return terminal_;
   return Request(wire::MessageType::kStatsRequest, nlohmann::json::object(),
                  wire::MessageType::kStats);

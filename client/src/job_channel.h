@@ -10,10 +10,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "galley/client.h"
+#include "galley/mutex.h"
 #include "wire/connection.h"
 #include "wire/mapped_region.h"
 #include "wire/segment_layout.h"
@@ -25,7 +25,7 @@ class JobChannel {
   // `ready_fd` is the eventfd the daemon signals once per published slot
   // (and once when it ends the job); the channel owns it.
   JobChannel(wire::Connection* connection, JobInfo info, wire::MappedRegion region,
-             wire::UniqueFd ready_fd, wire::SegmentGeometry geometry,
+             UniqueFd ready_fd, wire::SegmentGeometry geometry,
              std::chrono::milliseconds request_timeout);
 
   const JobInfo& info() const { return info_; }
@@ -36,17 +36,17 @@ class JobChannel {
   wire::SegmentHeader* header() const { return wire::HeaderAt(region_.base()); }
 
   // Leases the next published slot of the current generation.
-  Result<uint32_t> WaitNext(std::chrono::milliseconds timeout);
+  Result<uint32_t> WaitNext(std::chrono::milliseconds timeout) EXCLUDES(consume_mu_);
   // Marks the slot free and tells the daemon. Safe from any thread.
   void ReleaseSlot(uint32_t index);
-  // Sends a request and waits for its reply (or an Error).
-  Result<nlohmann::json> Request(wire::MessageType type, const nlohmann::json& body,
-                                 wire::MessageType reply_type);
-  Status Seek(uint64_t epoch);
-  Result<nlohmann::json> Stats();
+  Status Seek(uint64_t epoch) EXCLUDES(consume_mu_);
+  Result<nlohmann::json> Stats() EXCLUDES(consume_mu_);
   void Close();
 
  private:
+  // Sends a request and waits for its reply (or an Error).
+  Result<nlohmann::json> Request(wire::MessageType type, const nlohmann::json& body,
+                                 wire::MessageType reply_type) REQUIRES(consume_mu_);
   // Reads a frame the daemon sent without being asked (an Error when it ends
   // the job) or notices that it hung up.
   Status CheckConnection();
@@ -56,19 +56,19 @@ class JobChannel {
   std::unique_ptr<wire::Connection> connection_;
   const JobInfo info_;
   const wire::MappedRegion region_;
-  const wire::UniqueFd ready_fd_;
+  const UniqueFd ready_fd_;
   const wire::SegmentGeometry geometry_;
   const std::chrono::milliseconds request_timeout_;
 
   // Slots the caller holds (leased, not yet released); any thread.
   std::atomic<uint32_t> leased_{0};
-  std::mutex consume_mu_;
-  uint64_t next_sequence_ = 0;    // GUARDED_BY(consume_mu_)
-  uint64_t generation_ = 0;       // GUARDED_BY(consume_mu_)
-  uint32_t next_request_id_ = 1;  // GUARDED_BY(consume_mu_)
-  bool end_of_stream_ = false;    // GUARDED_BY(consume_mu_)
-  bool announced_ready_ = false;  // GUARDED_BY(consume_mu_): ConsumerReady sent
-  Status terminal_;               // GUARDED_BY(consume_mu_): why the job ended, if it did
+  Mutex consume_mu_;
+  uint64_t next_sequence_ GUARDED_BY(consume_mu_) = 0;
+  uint64_t generation_ GUARDED_BY(consume_mu_) = 0;
+  uint32_t next_request_id_ GUARDED_BY(consume_mu_) = 1;
+  bool end_of_stream_ GUARDED_BY(consume_mu_) = false;
+  bool announced_ready_ GUARDED_BY(consume_mu_) = false;  // ConsumerReady sent
+  Status terminal_ GUARDED_BY(consume_mu_);               // why the job ended, if it did
 };
 
 }  // namespace galley::internal

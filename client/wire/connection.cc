@@ -9,10 +9,12 @@
 #include <cstring>
 #include <limits>
 
+#include "galley/errno_text.h"
+
 namespace galley::wire {
 namespace {
 
-std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+std::string Errno(const char* what) { return std::string(what) + ": " + ErrnoText(errno); }
 
 int RemainingMs(std::optional<Deadline> deadline) {
   if (!deadline) return -1;
@@ -35,7 +37,7 @@ Result<UniqueFd> Connection::ConnectUnix(const std::string& path) {
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return Status::Unavailable("cannot reach galleyd at " + path + " (" + std::strerror(errno) +
+    return Status::Unavailable("cannot reach galleyd at " + path + " (" + ErrnoText(errno) +
                                "); is the daemon running?");
   }
   return fd;
@@ -48,11 +50,11 @@ bool Connection::TrySendFrame(MessageType type, uint32_t request_id, std::string
   header.payload_length = static_cast<uint32_t>(payload.size());
   header.request_id = request_id;
   const auto head = EncodeFrameHeader(header);
-  std::unique_lock lock(send_mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return false;
   std::string whole(reinterpret_cast<const char*>(head.data()), head.size());
   whole.append(payload);
+  if (!send_mu_.TryLock()) return false;
   const ssize_t n = ::send(socket_.get(), whole.data(), whole.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  send_mu_.Unlock();
   return n == static_cast<ssize_t>(whole.size());
 }
 
@@ -68,7 +70,7 @@ Status Connection::SendFrame(MessageType type, uint32_t request_id, std::string_
   header.request_id = request_id;
   const auto head = EncodeFrameHeader(header);
 
-  std::lock_guard lock(send_mu_);
+  MutexLock lock(&send_mu_);
   iovec iov[2] = {{const_cast<std::byte*>(head.data()), head.size()},
                   {const_cast<char*>(payload.data()), payload.size()}};
   size_t total = head.size() + payload.size();
@@ -176,7 +178,7 @@ Status Connection::ReadExact(void* out, size_t size, std::optional<Deadline> sta
 
 Result<Frame> Connection::ReadFrame(std::optional<Deadline> deadline) {
   Frame frame;
-  std::array<std::byte, kFrameHeaderBytes> head;
+  std::array<std::byte, kFrameHeaderBytes> head{};
   // The finish deadline is set when the first byte has arrived (ReadExact
   // waits for it first); measuring from here is at most one poll early.
   GALLEY_RETURN_IF_ERROR(ReadExact(head.data(), 1, deadline, Deadline::max(), true, &frame));

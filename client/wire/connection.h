@@ -11,16 +11,17 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "galley/mutex.h"
 #include "galley/status.h"
+#include "galley/unique_fd.h"
 #include "wire/frame_budget.h"
 #include "wire/protocol.h"
-#include "wire/unique_fd.h"
+#include "wire/unique_fd.h"  // wire::UniqueFd, until control_server.* says galley::UniqueFd
 
 namespace galley::wire {
 
@@ -89,7 +90,7 @@ class Connection {
 
   UniqueFd socket_;
   FrameBudget* budget_ = nullptr;
-  std::mutex send_mu_;  // keeps concurrent frames from interleaving
+  Mutex send_mu_;  // keeps concurrent frames from interleaving
 };
 
 }  // namespace galley::wire

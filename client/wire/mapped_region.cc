@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "galley/errno_text.h"
+
 namespace galley::wire {
 
 MappedRegion& MappedRegion::operator=(MappedRegion&& other) noexcept {
@@ -24,14 +26,14 @@ MappedRegion::~MappedRegion() {
 
 Result<MappedRegion> MappedRegion::Map(int fd, size_t size) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return Status::Internal(std::string("fstat: ") + std::strerror(errno));
+  if (::fstat(fd, &st) != 0) return Status::Internal(std::string("fstat: ") + ErrnoText(errno));
   if (static_cast<uint64_t>(st.st_size) < size) {
     return Status::ProtocolError("shared-memory object is smaller than announced");
   }
   void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
     return Status::ResourceExhausted(std::string("mmap of the batch ring failed: ") +
-                                     std::strerror(errno));
+                                     ErrnoText(errno));
   }
   MappedRegion region;
   region.base_ = base;

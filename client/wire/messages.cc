@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 namespace galley::wire {
 namespace {
@@ -136,8 +137,8 @@ std::string IdsToHexBitmap(const std::vector<uint64_t>& ids) {
 Status HexBitmapToIds(const json& body, const char* name, std::vector<uint64_t>* out) {
   auto it = body.find(name);
   if (it == body.end()) return Status::Ok();
-  const auto error = Status::InvalidArgument(std::string("field '") + name +
-                                             "' must be a hex bitmap string of even length");
+  auto error = Status::InvalidArgument(std::string("field '") + name +
+                                       "' must be a hex bitmap string of even length");
   if (!it->is_string()) return error;
   const std::string& hex = it->get_ref<const std::string&>();
   if (hex.size() % 2 != 0) return error;
@@ -268,73 +269,144 @@ Result<json> ParseObject(std::string_view payload) {
   return body;
 }
 
-json JobSpecToJson(const JobSpec& spec) {
-  json body = {
-      {"dataset", spec.dataset},
-      {"batch_size", spec.batch_size},
-      {"drop_last", spec.drop_last},
-      {"seed", spec.seed},
-      {"epochs", spec.epochs},
-      {"start_epoch", spec.start_epoch},
-      {"rank", spec.rank},
-      {"world_size", spec.world_size},
-      {"prefetch", spec.prefetch},
-      {"on_error", spec.on_error},
-      {"policy", spec.policy},
-      {"name", spec.name},
-      {"classes", spec.classes},
-      {"ids", spec.ids},
-      {"ods_fraction", spec.ods_fraction},
-      {"shards", spec.shards},
-      {"image_key", spec.image_key},
-      {"label_key", spec.label_key},
-      {"shard_drop_last", spec.shard_drop_last},
-      {"shuffle", spec.shuffle},
-      {"start_batch", spec.start_batch},
-      {"native_size", spec.native_size},
-  };
-  if (!spec.resume_consumed.empty()) body["resume_consumed"] = IdsToHexBitmap(spec.resume_consumed);
-  json ranges = json::array();
-  for (const auto& [begin, end] : spec.id_ranges) ranges.push_back({begin, end});
-  body["id_ranges"] = std::move(ranges);
+namespace {
+
+// One JobSpec field on the wire (docs/protocol.md §1.4): its name, and how
+// it is written into and read from an OpenJob body. kJobSpecFields is the
+// one list of them; JobSpecFieldNames() gives it to the Python package.
+struct JobSpecField {
+  const char* name;
+  bool required;  // a body without it is refused
+  void (*write)(const JobSpec& spec, const JobSpecField& field, json& body);
+  Status (*read)(FieldReader& reader, const json& body, const JobSpecField& field, JobSpec& spec);
+};
+
+// Typed readers: one per member type, each strict about the JSON type.
+Status ReadValue(FieldReader& r, const char* name, std::string* out, bool required) {
+  return r.String(name, out, required);
+}
+Status ReadValue(FieldReader& r, const char* name, bool* out, bool /*required*/) {
+  return r.Bool(name, out);
+}
+Status ReadValue(FieldReader& r, const char* name, double* out, bool /*required*/) {
+  return r.Fraction(name, out);
+}
+Status ReadValue(FieldReader& r, const char* name, std::vector<std::string>* out,
+                 bool /*required*/) {
+  return r.StringList(name, out);
+}
+Status ReadValue(FieldReader& r, const char* name, std::vector<uint64_t>* out, bool /*required*/) {
+  return r.UnsignedList(name, out);
+}
+Status ReadValue(FieldReader& r, const char* name, std::vector<std::pair<uint64_t, uint64_t>>* out,
+                 bool /*required*/) {
+  return r.RangeList(name, out);
+}
+template <typename T>
+requires std::is_unsigned_v<T> &&(!std::is_same_v<T, bool>)Status
+    ReadValue(FieldReader& r, const char* name, T* out, bool required) {
+  return r.Unsigned(name, out, required);
+}
+
+// A field that is one JobSpec member, written as JSON of its own type.
+template <auto Member>
+constexpr JobSpecField Plain(const char* name, bool required = false) {
+  return {name, required,
+          [](const JobSpec& spec, const JobSpecField& field, json& body) {
+            body[field.name] = spec.*Member;
+          },
+          [](FieldReader& r, const json&, const JobSpecField& field, JobSpec& spec) {
+            return ReadValue(r, field.name, &(spec.*Member), field.required);
+          }};
+}
+
+// The pipeline travels as a JSON object; JobSpec keeps its text.
+void WriteTransform(const JobSpec& spec, const JobSpecField& field, json& body) {
   if (!spec.transform_json.empty()) {
-    body["transform"] = json::parse(spec.transform_json, nullptr, false);
+    body[field.name] = json::parse(spec.transform_json, nullptr, false);
   }
+}
+Status ReadTransform(FieldReader&, const json& body, const JobSpecField& field, JobSpec& spec) {
+  auto transform = body.find(field.name);
+  if (transform == body.end() || !transform->is_object()) {
+    return Status::InvalidArgument(std::string("field '") + field.name +
+                                   "' must be a transform pipeline object");
+  }
+  spec.transform_json = transform->dump();
+  return Status::Ok();
+}
+
+void WriteConsumed(const JobSpec& spec, const JobSpecField& field, json& body) {
+  if (!spec.resume_consumed.empty()) body[field.name] = IdsToHexBitmap(spec.resume_consumed);
+}
+Status ReadConsumed(FieldReader&, const json& body, const JobSpecField& field, JobSpec& spec) {
+  return HexBitmapToIds(body, field.name, &spec.resume_consumed);
+}
+
+// In protocol order: fields after `name` were appended in this order.
+const JobSpecField kJobSpecFields[] = {
+    Plain<&JobSpec::dataset>("dataset", /*required=*/true),
+    Plain<&JobSpec::classes>("classes"),
+    Plain<&JobSpec::id_ranges>("id_ranges"),  // [[begin, end), ...]
+    Plain<&JobSpec::ids>("ids"),
+    Plain<&JobSpec::batch_size>("batch_size", /*required=*/true),
+    Plain<&JobSpec::drop_last>("drop_last"),
+    {"transform", true, WriteTransform, ReadTransform},
+    Plain<&JobSpec::seed>("seed"),
+    Plain<&JobSpec::epochs>("epochs"),
+    Plain<&JobSpec::start_epoch>("start_epoch"),
+    Plain<&JobSpec::rank>("rank"),
+    Plain<&JobSpec::world_size>("world_size"),
+    Plain<&JobSpec::prefetch>("prefetch"),
+    Plain<&JobSpec::on_error>("on_error"),
+    Plain<&JobSpec::policy>("policy"),
+    Plain<&JobSpec::ods_fraction>("ods_fraction"),
+    Plain<&JobSpec::name>("name"),
+    Plain<&JobSpec::shard_drop_last>("shard_drop_last"),
+    Plain<&JobSpec::shuffle>("shuffle"),
+    Plain<&JobSpec::start_batch>("start_batch"),
+    {"resume_consumed", false, WriteConsumed, ReadConsumed},
+    Plain<&JobSpec::native_size>("native_size"),
+    Plain<&JobSpec::shards>("shards"),
+    Plain<&JobSpec::image_key>("image_key"),
+    Plain<&JobSpec::label_key>("label_key"),
+};
+
+const JobSpecField* FindJobSpecField(std::string_view name) {
+  for (const JobSpecField& field : kJobSpecFields) {
+    if (name == field.name) return &field;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::string> JobSpecFieldNames() {
+  std::vector<std::string> names;
+  for (const JobSpecField& field : kJobSpecFields) names.emplace_back(field.name);
+  return names;
+}
+
+json JobSpecToJson(const JobSpec& spec) {
+  json body = json::object();
+  for (const JobSpecField& field : kJobSpecFields) field.write(spec, field, body);
   return body;
 }
 
 Result<JobSpec> JobSpecFromJson(const json& body) {
+  // Client and daemon speak one protocol version (the handshake checks), so
+  // a field this side does not know is a mistake, never a newer client:
+  // refused, named, rather than ignored.
+  for (const auto& [key, value] : body.items()) {
+    if (FindJobSpecField(key) == nullptr) {
+      return Status::InvalidArgument("unknown job spec field '" + EscapeBytes(key) + "'");
+    }
+  }
   JobSpec spec;
   FieldReader r(body);
-  GALLEY_RETURN_IF_ERROR(r.String("dataset", &spec.dataset, /*required=*/true));
-  GALLEY_RETURN_IF_ERROR(r.StringList("classes", &spec.classes));
-  GALLEY_RETURN_IF_ERROR(r.RangeList("id_ranges", &spec.id_ranges));
-  GALLEY_RETURN_IF_ERROR(r.UnsignedList("ids", &spec.ids));
-  GALLEY_RETURN_IF_ERROR(r.Unsigned("batch_size", &spec.batch_size, /*required=*/true));
-  GALLEY_RETURN_IF_ERROR(r.Bool("drop_last", &spec.drop_last));
-  GALLEY_RETURN_IF_ERROR(r.Unsigned("seed", &spec.seed));
-  GALLEY_RETURN_IF_ERROR(r.Unsigned("epochs", &spec.epochs));
-  GALLEY_RETURN_IF_ERROR(r.Unsigned("start_epoch", &spec.start_epoch));
-  GALLEY_RETURN_IF_ERROR(r.Unsigned("rank", &spec.rank));
-  GALLEY_RETURN_IF_ERROR(r.Unsigned("world_size", &spec.world_size));
-  GALLEY_RETURN_IF_ERROR(r.Unsigned("prefetch", &spec.prefetch));
-  GALLEY_RETURN_IF_ERROR(r.String("on_error", &spec.on_error));
-  GALLEY_RETURN_IF_ERROR(r.String("policy", &spec.policy));
-  GALLEY_RETURN_IF_ERROR(r.Fraction("ods_fraction", &spec.ods_fraction));
-  GALLEY_RETURN_IF_ERROR(r.String("name", &spec.name));
-  GALLEY_RETURN_IF_ERROR(r.StringList("shards", &spec.shards));
-  GALLEY_RETURN_IF_ERROR(r.String("image_key", &spec.image_key));
-  GALLEY_RETURN_IF_ERROR(r.String("label_key", &spec.label_key));
-  GALLEY_RETURN_IF_ERROR(r.Bool("shard_drop_last", &spec.shard_drop_last));
-  GALLEY_RETURN_IF_ERROR(r.Bool("shuffle", &spec.shuffle));
-  GALLEY_RETURN_IF_ERROR(r.Unsigned("start_batch", &spec.start_batch));
-  GALLEY_RETURN_IF_ERROR(r.Bool("native_size", &spec.native_size));
-  GALLEY_RETURN_IF_ERROR(HexBitmapToIds(body, "resume_consumed", &spec.resume_consumed));
-  auto transform = body.find("transform");
-  if (transform == body.end() || !transform->is_object()) {
-    return Status::InvalidArgument("field 'transform' must be a transform pipeline object");
+  for (const JobSpecField& field : kJobSpecFields) {
+    GALLEY_RETURN_IF_ERROR(field.read(r, body, field, spec));
   }
-  spec.transform_json = transform->dump();
 
   if (spec.dataset.empty()) return Status::InvalidArgument("'dataset' must not be empty");
   if (spec.batch_size == 0) return Status::InvalidArgument("'batch_size' must be at least 1");
@@ -358,8 +430,8 @@ json JobInfoToJson(const JobInfo& info) {
           {"batches_per_epoch", info.batches_per_epoch},
           {"classes", info.classes},
           {"sample_shape", info.sample_shape},
-          {"dtype", info.dtype == DType::kUInt8 ? "uint8" : "float32"},
-          {"layout", info.layout == Layout::kNCHW ? "NCHW" : "NHWC"},
+          {"dtype", DTypeName(info.dtype)},
+          {"layout", LayoutName(info.layout)},
           {"slots", info.slots},
           {"segment_bytes", info.segment_bytes}};
 }
@@ -388,10 +460,12 @@ Result<JobInfo> JobInfoFromJson(const json& body) {
     }
     info.sample_shape.push_back(d.get<int64_t>());
   }
-  if (dtype != "uint8" && dtype != "float32") return Status::ProtocolError("bad dtype " + dtype);
-  if (layout != "NCHW" && layout != "NHWC") return Status::ProtocolError("bad layout " + layout);
-  info.dtype = dtype == "uint8" ? DType::kUInt8 : DType::kFloat32;
-  info.layout = layout == "NCHW" ? Layout::kNCHW : Layout::kNHWC;
+  const auto parsed_dtype = ParseDType(dtype);
+  const auto parsed_layout = ParseLayout(layout);
+  if (!parsed_dtype) return Status::ProtocolError("bad dtype " + EscapeBytes(dtype));
+  if (!parsed_layout) return Status::ProtocolError("bad layout " + EscapeBytes(layout));
+  info.dtype = *parsed_dtype;
+  info.layout = *parsed_layout;
   return info;
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "galley/client.h"
 #include "galley/job_spec.h"
@@ -38,8 +39,12 @@ bool IsValidUtf8(std::string_view text);
 // control character, written as \xNN: safe to show and to put in JSON.
 std::string EscapeBytes(std::string_view text);
 
+// The OpenJob body (docs/protocol.md §1.4). JobSpecFromJson refuses a field
+// it does not know, naming it: both sides speak one protocol version.
 nlohmann::json JobSpecToJson(const JobSpec& spec);
 Result<JobSpec> JobSpecFromJson(const nlohmann::json& body);
+// The body's field names in protocol order: the one list of them.
+std::vector<std::string> JobSpecFieldNames();
 
 nlohmann::json JobInfoToJson(const JobInfo& info);
 Result<JobInfo> JobInfoFromJson(const nlohmann::json& body);

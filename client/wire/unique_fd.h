@@ -1,39 +1,13 @@
-// UniqueFd: sole owner of one POSIX file descriptor, closed on destruction.
-// Movable, not copyable. Not thread-safe; the owner decides who may use it.
+// The fd wrapper moved to the base library (galley/unique_fd.h); this name
+// stays for code not yet converted (server/daemon/control_server.*). Include
+// galley/unique_fd.h in new code.
 #ifndef GALLEY_WIRE_UNIQUE_FD_H_
 #define GALLEY_WIRE_UNIQUE_FD_H_
 
-#include <unistd.h>
-
-#include <utility>
+#include "galley/unique_fd.h"
 
 namespace galley::wire {
-
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) Reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { Reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int Release() { return std::exchange(fd_, -1); }
-  void Reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
-
+using ::galley::UniqueFd;
 }  // namespace galley::wire
 
 #endif  // GALLEY_WIRE_UNIQUE_FD_H_

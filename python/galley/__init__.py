@@ -28,6 +28,9 @@ __version__ = _galley.__version__
 # The wire protocol this client speaks; galleyd reports its own in
 # query("status")["protocol_version"], and the handshake refuses a mismatch.
 protocol_version = _galley.protocol_version
+# The sampling policies a loader may name (policy=...), in galleyd's order;
+# docs/sampling.md says what each does.
+sampling_policies = tuple(name for name, random in _galley.sampling_policies.items() if random)
 
 
 def query(what="status", socket=None, autostart=None):
@@ -47,5 +50,5 @@ __all__ = [
     "system_socket_path", "GalleyError",
     "ServerUnavailable", "InvalidRequest", "DatasetNotFound", "AccessDenied", "ResourceLimit",
     "Timeout", "SampleError", "JobCancelled", "ProtocolError", "EndOfStream", "__version__",
-    "protocol_version",
+    "protocol_version", "sampling_policies",
 ]

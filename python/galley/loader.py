@@ -9,7 +9,6 @@ docs/python.md is the migration guide.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import warnings
@@ -152,8 +151,10 @@ class DataLoader:
         prefetch: batches prepared ahead of the one in hand (default 4); the
             ring in shared memory has ``prefetch + 1`` slots.
         on_error: ``"skip"`` (substitute and count) or ``"raise"``.
-        policy: sampling policy (``dsa``, ``independent``, ``lockstep``,
-            ``ods``); only with ``shuffle=True``.
+        policy: sampling policy, one of ``galley.sampling_policies``
+            (``dsa``, the daemon's default unless its admin chose another,
+            ``dsa-chain``, ``independent``, ``lockstep``, ``ods``;
+            docs/sampling.md); only with ``shuffle=True``.
         classes, indices: a subset of the dataset (class names, item ids).
         layout: ``"NCHW"`` or ``"NHWC"`` for uint8 output.
         socket: the galleyd to use (default ``$GALLEY_SOCKET``, then the
@@ -228,7 +229,11 @@ class DataLoader:
             shuffle, seed, indices, rank, world_size, shard_drop_last = self._from_sampler(
                 sampler, seed, indices, rank, world_size)
         shuffle = bool(shuffle)
-        if not shuffle and policy not in (None, "", "sequential"):
+        policies = _galley.sampling_policies  # name -> decides a random order
+        if policy not in (None, "") and policy not in policies:
+            names = ", ".join(name for name, random in policies.items() if random)
+            raise ValueError(f"unknown policy={policy!r}; galley's sampling policies are {names}")
+        if not shuffle and policy not in (None, "") and policies[policy]:
             raise ValueError(f"policy={policy!r} decides a random order; it needs shuffle=True")
 
         dist_rank, dist_world = _torch_distributed()
@@ -277,7 +282,7 @@ class DataLoader:
             "drop_last": self.drop_last,
             "shard_drop_last": shard_drop_last if self.world_size > 1 else False,
             "shuffle": self.shuffle,
-            "transform_json": json.dumps(transform_spec),
+            "transform": transform_spec,
             # No op that sets the size (transform=None, ToTensor, Normalize):
             # images pass at their own size, which must be the same for all.
             "native_size": not transform_spec["ops"],
@@ -294,7 +299,7 @@ class DataLoader:
             "ids": [int(i) for i in indices] if indices is not None else None,
         }
         if shards is not None:
-            self._spec.update(shards=shards, image_key=image_key or "", label_key=label_key)
+            self._spec.update(shards=shards, image_key=image_key or "", label_key=label_key or "")
         elif image_key is not None or label_key != "cls":
             raise ValueError("image_key= and label_key= apply to tar shard datasets only")
         self._socket = socket
@@ -451,8 +456,8 @@ class DataLoader:
             if state[key] != mine[key]:
                 raise ValueError(f"the state was saved by a loader with {key}={state[key]!r}, "
                                  f"this one has {mine[key]!r}; build the loader as it was")
-        consumed = [8 * i + bit for i, byte in enumerate(bytes(state["consumed"])) if byte
-                    for bit in range(8) if byte >> bit & 1]
+        # The OpenJob form of the consumed items: the same bitmap, as hex.
+        consumed = bytes(state["consumed"]).hex()
         self.close()
         self._epoch = int(state["epoch"])
         self._completed = int(state["completed_epochs"])
@@ -628,8 +633,7 @@ class DataLoader:
             time.sleep(0.2)
         _warn_once("reconnect", f"galley: galleyd restarted (pid {old_pid} -> {pid}); the job "
                                 f"continues epoch {epoch} on the new daemon")
-        consumed = [8 * i + bit for i, byte in enumerate(self._pass_consumed) if byte
-                    for bit in range(8) if byte >> bit & 1]
+        consumed = bytes(self._pass_consumed).hex()  # OpenJob's resume_consumed form
         self._client = client
         next_epoch, self._epoch = self._epoch, epoch
         self._resume = {"state": None, "batches": self._pass_batches, "consumed": consumed}
@@ -650,7 +654,9 @@ class DataLoader:
             if self._client is None:
                 self._client = _autostart.client(self._socket, self._autostart,
                                                  self.timeout or 30.0)
-            spec = dict(self._spec)
+            # The OpenJob body (docs/protocol.md), where an absent field takes
+            # its default.
+            spec = {key: value for key, value in self._spec.items() if value is not None}
             spec["start_epoch"] = self._epoch
             if self._resume is not None:
                 spec["start_batch"] = self._resume["batches"]

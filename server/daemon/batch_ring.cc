@@ -11,20 +11,22 @@
 #include <filesystem>
 #include <new>
 
+#include "galley/errno_text.h"
+
 namespace galley {
 namespace {
 
 constexpr const char* kSegmentPrefix = "galley-";
 
 Status SysError(const std::string& what, int error) {
-  return Status::Internal(what + ": " + std::strerror(error));
+  return Status::Internal(what + ": " + ErrnoText(error));
 }
 
 }  // namespace
 
 Result<std::unique_ptr<BatchRing>> BatchRing::Create(const wire::SegmentGeometry& geometry,
                                                      const TensorShape& shape, uid_t owner) {
-  wire::UniqueFd fd(::memfd_create("galley-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  UniqueFd fd(::memfd_create("galley-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return SysError("memfd_create for the batch ring", errno);
   const auto bytes = static_cast<off_t>(geometry.segment_bytes);
   if (::ftruncate(fd.get(), bytes) != 0) return SysError("ftruncate of the batch ring", errno);
@@ -33,7 +35,7 @@ Result<std::unique_ptr<BatchRing>> BatchRing::Create(const wire::SegmentGeometry
   if (int err = ::posix_fallocate(fd.get(), 0, bytes); err != 0) {
     return Status::ResourceExhausted(
         "cannot reserve " + std::to_string(geometry.segment_bytes) +
-        " bytes of shared memory for the batch ring: " + std::strerror(err));
+        " bytes of shared memory for the batch ring: " + ErrnoText(err));
   }
   // The client gets a read-write descriptor; with these seals it can write
   // the pages but never change the size under the daemon's mapping.
@@ -43,14 +45,14 @@ Result<std::unique_ptr<BatchRing>> BatchRing::Create(const wire::SegmentGeometry
   if (::geteuid() == 0 && owner != 0 && ::fchown(fd.get(), owner, static_cast<gid_t>(-1)) != 0) {
     return SysError("fchown of the batch ring", errno);
   }
-  wire::UniqueFd ready(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE));
+  UniqueFd ready(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE));
   if (!ready.valid()) return SysError("eventfd for the batch ring", errno);
   void* base =
       ::mmap(nullptr, geometry.segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) {
     return Status::ResourceExhausted("cannot map the batch ring (" +
                                      std::to_string(geometry.segment_bytes) +
-                                     " bytes): " + std::strerror(errno));
+                                     " bytes): " + ErrnoText(errno));
   }
   new (base) wire::SegmentHeader{
       .magic = wire::kSegmentMagic,

@@ -24,8 +24,8 @@
 #include <string>
 
 #include "galley/status.h"
+#include "galley/unique_fd.h"
 #include "wire/segment_layout.h"
-#include "wire/unique_fd.h"
 
 namespace galley {
 
@@ -71,8 +71,7 @@ class BatchRing {
   static int RemoveStaleSegments();
 
  private:
-  BatchRing(wire::SegmentGeometry geometry, wire::UniqueFd segment_fd, wire::UniqueFd ready_fd,
-            void* base)
+  BatchRing(wire::SegmentGeometry geometry, UniqueFd segment_fd, UniqueFd ready_fd, void* base)
       : geometry_(geometry),
         segment_fd_(std::move(segment_fd)),
         ready_fd_(std::move(ready_fd)),
@@ -80,8 +79,8 @@ class BatchRing {
   void Notify();
 
   const wire::SegmentGeometry geometry_;
-  const wire::UniqueFd segment_fd_;  // sealed memfd
-  const wire::UniqueFd ready_fd_;    // eventfd, EFD_SEMAPHORE | EFD_NONBLOCK
+  const UniqueFd segment_fd_;        // sealed memfd
+  const UniqueFd ready_fd_;          // eventfd, EFD_SEMAPHORE | EFD_NONBLOCK
   void* const base_;                 // our mapping, segment_bytes long; unmapped in the destructor
   std::atomic<bool> closed_{false};  // Close ran (the segment's flag is not trusted)
   uint64_t next_sequence_ = 0;       // scheduler thread only

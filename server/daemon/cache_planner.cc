@@ -59,27 +59,27 @@ void CachePlanner::Start() {
 
 void CachePlanner::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void CachePlanner::JobOpened(uint64_t job_id, PlannedJob job) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     const Dataset* key = job.dataset.get();
     if (!datasets_.contains(key)) datasets_[key].dataset = job.dataset;
     jobs_[job_id] = std::move(job);
     pending_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void CachePlanner::JobClosed(uint64_t job_id) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return;
     const Dataset* dataset = it->second.dataset.get();
@@ -92,26 +92,26 @@ void CachePlanner::JobClosed(uint64_t job_id) {
     if (!in_use) datasets_.erase(dataset);
     pending_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void CachePlanner::Loop() {
-  std::unique_lock lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stop_ || pending_; });
-    if (stop_) return;
-    pending_ = false;
-    lock.unlock();
+    {
+      MutexLock lock(&mu_);
+      while (!stop_ && !pending_) cv_.Wait(&mu_);
+      if (stop_) return;
+      pending_ = false;
+    }
     ReplanNow();
-    lock.lock();
   }
 }
 
 cache::Plan CachePlanner::ReplanNow() {
-  std::lock_guard plan_lock(plan_mu_);
+  MutexLock plan_lock(&plan_mu_);
   std::vector<std::shared_ptr<const Dataset>> to_sample;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& [key, info] : datasets_) {
       if (!info.sample && info.sample_error.empty()) to_sample.push_back(info.dataset);
     }
@@ -120,7 +120,7 @@ cache::Plan CachePlanner::ReplanNow() {
   // no cache there is nothing to split, so no CPU goes to timing them.
   std::map<std::string, std::shared_ptr<const image::TransformPipeline>> to_measure;
   if (cache_->cache_bytes() > 0) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& [id, job] : jobs_) {
       if (job.pipeline && !pipeline_rates_.contains(job.pipeline->Signature())) {
         to_measure.emplace(job.pipeline->Signature(), job.pipeline);
@@ -135,18 +135,19 @@ cache::Plan CachePlanner::ReplanNow() {
       spdlog::warn("cache planner: cannot time a pipeline: {}", rate.status().ToString());
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     pipeline_rates_.insert(rates.begin(), rates.end());
   }
   // Sampling reads files: done without mu_, so JobOpened never waits on disk.
   std::vector<std::pair<const Dataset*, Result<DatasetSample>>> samples;
+  samples.reserve(to_sample.size());
   for (const auto& dataset : to_sample)
     samples.emplace_back(dataset.get(), SampleDataset(*dataset));
 
   cache::PlannerInputs inputs;
   bool have_data = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& [key, sample] : samples) {
       auto found = datasets_.find(key);
       if (found == datasets_.end()) continue;  // its last job closed meanwhile
@@ -185,7 +186,7 @@ cache::Plan CachePlanner::ReplanNow() {
                   plan.decoded_pct, plan.augmented_pct);
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     plan_ = plan;
     plan_inputs_ = inputs;
     ++plans_made_;
@@ -197,12 +198,12 @@ cache::Plan CachePlanner::ReplanNow() {
 }
 
 cache::PlannerInputs CachePlanner::CurrentInputs() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return InputsLocked();
 }
 
 uint64_t CachePlanner::plans_made() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return plans_made_;
 }
 
@@ -303,7 +304,7 @@ PlannerInputsSnapshot CachePlanner::InputsSnapshotLocked() const {
 }
 
 PlanSnapshot CachePlanner::Snapshot() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   PlanSnapshot out;
   out.planner = overrides_.split ? "admin split" : "model-driven";
   out.inputs = InputsSnapshotLocked();
@@ -348,7 +349,7 @@ CacheSnapshot CachePlanner::SnapshotCache() const {
   out.keys_with_demand = stats.keys_with_demand;
   out.total_demand = stats.total_demand;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     out.planner_inputs = InputsSnapshotLocked();
   }
   return out;

@@ -25,11 +25,9 @@
 #ifndef GALLEY_SERVER_DAEMON_CACHE_PLANNER_H_
 #define GALLEY_SERVER_DAEMON_CACHE_PLANNER_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -37,6 +35,7 @@
 
 #include "galley/cache/partition_planner.h"
 #include "galley/cache/tiered_cache.h"
+#include "galley/mutex.h"
 #include "server/daemon/node_probe.h"
 #include "server/daemon/snapshots.h"
 #include "server/dataset/dataset.h"
@@ -76,26 +75,26 @@ class CachePlanner {
   // Starts the thread that re-plans after changes. Without it, changes are
   // planned only by ReplanNow (what tests do).
   void Start();
-  void Stop();
+  void Stop() EXCLUDES(mu_);
 
-  void JobOpened(uint64_t job_id, PlannedJob job);
-  void JobClosed(uint64_t job_id);
+  void JobOpened(uint64_t job_id, PlannedJob job) EXCLUDES(mu_);
+  void JobClosed(uint64_t job_id) EXCLUDES(mu_);
 
   // Samples datasets not sampled yet, plans and applies the split, on the
   // calling thread. Returns the plan applied (the current one when there is
   // nothing to plan for yet: no dataset sampled).
-  cache::Plan ReplanNow();
+  cache::Plan ReplanNow() EXCLUDES(plan_mu_, mu_);
 
   // The inputs, where each came from, the split and its predictions (what
   // `galleyctl plan` prints).
-  PlanSnapshot Snapshot() const;
+  PlanSnapshot Snapshot() const EXCLUDES(mu_);
   // Tier statistics, demand totals, the split and the planner's inputs
   // (what `galleyctl cache` prints, less the pipeline's counters).
-  CacheSnapshot SnapshotCache() const;
+  CacheSnapshot SnapshotCache() const EXCLUDES(mu_);
 
   // The inputs the next plan would use. Requires no lock.
-  cache::PlannerInputs CurrentInputs() const;
-  uint64_t plans_made() const;
+  cache::PlannerInputs CurrentInputs() const EXCLUDES(mu_);
+  uint64_t plans_made() const EXCLUDES(mu_);
 
  private:
   struct DatasetInfo {
@@ -104,29 +103,29 @@ class CachePlanner {
     std::string sample_error;
   };
 
-  void Loop();
-  cache::PlannerInputs InputsLocked() const;  // requires mu_
+  void Loop() EXCLUDES(mu_);
+  cache::PlannerInputs InputsLocked() const REQUIRES(mu_);
   // The inputs of the last plan (the next one's before any), with sources.
-  PlannerInputsSnapshot InputsSnapshotLocked() const;  // requires mu_
+  PlannerInputsSnapshot InputsSnapshotLocked() const REQUIRES(mu_);
 
   cache::TieredCache* const cache_;
   const NodeMeasurements node_;
   const int worker_threads_;
   const PlannerOverrides overrides_;
 
-  std::mutex plan_mu_;  // serialises ReplanNow
+  Mutex plan_mu_ ACQUIRED_BEFORE(mu_);  // serialises ReplanNow
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;                               // GUARDED_BY(mu_)
-  bool pending_ = false;                            // GUARDED_BY(mu_)
-  std::map<const Dataset*, DatasetInfo> datasets_;  // GUARDED_BY(mu_)
-  std::map<uint64_t, PlannedJob> jobs_;             // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;  // signalled when stop_ or pending_ is set
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool pending_ GUARDED_BY(mu_) = false;
+  std::map<const Dataset*, DatasetInfo> datasets_ GUARDED_BY(mu_);
+  std::map<uint64_t, PlannedJob> jobs_ GUARDED_BY(mu_);
   // Augment items/s per core by pipeline signature; 0 when it failed.
-  std::map<std::string, double> pipeline_rates_;  // GUARDED_BY(mu_)
-  std::optional<cache::Plan> plan_;               // GUARDED_BY(mu_); last applied
-  cache::PlannerInputs plan_inputs_;              // GUARDED_BY(mu_); what plan_ used
-  uint64_t plans_made_ = 0;                       // GUARDED_BY(mu_)
+  std::map<std::string, double> pipeline_rates_ GUARDED_BY(mu_);
+  std::optional<cache::Plan> plan_ GUARDED_BY(mu_);   // last applied
+  cache::PlannerInputs plan_inputs_ GUARDED_BY(mu_);  // what plan_ used
+  uint64_t plans_made_ GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

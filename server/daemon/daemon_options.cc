@@ -187,14 +187,6 @@ std::string RenderStrings(const std::vector<std::string>& items) {
 
 std::string Names(const std::vector<std::string>& names) { return Join(names, ", "); }
 
-std::vector<std::string> RandomOrderPolicies() {
-  std::vector<std::string> names;
-  for (const SamplingPolicyName& policy : SamplingPolicyNames()) {
-    if (policy.random_order) names.emplace_back(policy.name);
-  }
-  return names;
-}
-
 const std::vector<std::string>& LogLevels() {
   static const std::vector<std::string> kLevels = {"trace", "debug",    "info", "warn",
                                                    "error", "critical", "off"};
@@ -448,17 +440,17 @@ const std::vector<Key>& Keys() {
                            uint64_t{std::numeric_limits<int64_t>::max()}, false));
     k.push_back(ChoiceKey("default_policy", "--default-policy",
                           "sampling policy for jobs that name none", &DaemonOptions::default_policy,
-                          RandomOrderPolicies(), true));
+                          RandomOrderPolicyNames(), true));
     {
       Key policies =
           Named("dataset_policies", "--dataset-policy",
                 "PATH=POLICY: default sampling policy for one dataset (repeatable)",
                 "PATH=POLICY pairs (a TOML table \"PATH\" = \"POLICY\"), POLICY one of " +
-                    Names(RandomOrderPolicies()),
+                    Names(RandomOrderPolicyNames()),
                 true);
       policies.table = true;
       policies.set = [](const std::vector<std::string>& values, DaemonOptions* options) {
-        const std::vector<std::string> known = RandomOrderPolicies();
+        const std::vector<std::string> known = RandomOrderPolicyNames();
         for (const std::string& pair : values) {
           const size_t eq = pair.rfind('=');
           if (eq == std::string::npos || eq == 0) return Got(pair);

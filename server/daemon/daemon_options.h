@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "galley/sampling_policies.h"
 #include "galley/status.h"
 
 namespace galley {
@@ -68,7 +69,7 @@ struct DaemonOptions {
   uint64_t sampler_seed = 0;
 
   // Default sampling policy for jobs that do not name one.
-  std::string default_policy = "dsa";
+  std::string default_policy{SamplingPolicyNameOf(kDefaultSamplingPolicy)};
   // Per-dataset default policies, keyed by the dataset's path (canonical
   // once loaded): TOML table [dataset_policies], or --dataset-policy
   // PATH=POLICY. A job that names a policy still gets its own.

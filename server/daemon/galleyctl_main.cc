@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "galley/client.h"
+#include "galley/errno_text.h"
 #include "galley/version.h"
 
 namespace {
@@ -59,7 +60,7 @@ bool PeerOfSocket(const std::string& socket_path, ucred* peer, std::string* erro
   }
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    *error = std::string("socket: ") + std::strerror(errno);
+    *error = std::string("socket: ") + galley::ErrnoText(errno);
     return false;
   }
   addr.sun_family = AF_UNIX;
@@ -67,7 +68,7 @@ bool PeerOfSocket(const std::string& socket_path, ucred* peer, std::string* erro
   socklen_t length = sizeof(*peer);
   bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
             ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, peer, &length) == 0;
-  if (!ok) *error = "no galleyd answers at " + socket_path + ": " + std::strerror(errno);
+  if (!ok) *error = "no galleyd answers at " + socket_path + ": " + galley::ErrnoText(errno);
   ::close(fd);
   return ok;
 }
@@ -90,7 +91,7 @@ int Stop(const std::string& socket_path) {
   }
   if (peer.pid <= 0 || ::kill(peer.pid, SIGTERM) != 0) {
     std::fprintf(stderr, "galleyctl: cannot signal galleyd (pid %d) at %s: %s\n",
-                 static_cast<int>(peer.pid), socket_path.c_str(), std::strerror(errno));
+                 static_cast<int>(peer.pid), socket_path.c_str(), galley::ErrnoText(errno).c_str());
     return 1;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -106,9 +107,7 @@ int Stop(const std::string& socket_path) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   CLI::App app{"galleyctl: inspect a running galleyd"};
   galley::ClientOptions options;
   options.client_name = "galleyctl";
@@ -178,4 +177,17 @@ int main(int argc, char** argv) {
     PrintHuman(nlohmann::json::parse(*reply));
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {  // a reply that is not JSON, say
+    std::fprintf(stderr, "galleyctl: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "galleyctl: an unknown exception\n");
+  }
+  return 1;
 }

@@ -139,12 +139,12 @@ int Detach() {
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) {
     std::perror("galleyd: pipe");
-    std::exit(1);
+    std::_Exit(1);
   }
   const pid_t child = ::fork();
   if (child < 0) {
     std::perror("galleyd: fork");
-    std::exit(1);
+    std::_Exit(1);
   }
   if (child > 0) {
     ::close(ready[1]);
@@ -176,9 +176,7 @@ void ReportReady(int ready_fd) {
   ::close(ready_fd);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   using namespace galley;
   auto loaded = LoadDaemonOptions(argc, argv);
   if (!loaded.ok()) {
@@ -328,4 +326,19 @@ int main(int argc, char** argv) {
   if (planner != nullptr) planner->Stop();
   spdlog::info("stopped");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The one boundary for the main thread: whatever escapes the daemon's
+  // set-up and shutdown is reported, and galleyd exits non-zero.
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "galleyd: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "galleyd: an unknown exception ended the daemon\n");
+  }
+  return 1;
 }

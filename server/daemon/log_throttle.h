@@ -11,7 +11,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
+
+#include "galley/mutex.h"
 
 namespace galley {
 
@@ -24,8 +25,8 @@ class LogThrottle {
   // Whether to log a message now. `*dropped` is set to the messages not
   // logged in the windows since the last one that was (0 most of the time),
   // for the caller to mention.
-  bool Allow(Clock::time_point now, uint64_t* dropped) {
-    std::lock_guard lock(mu_);
+  bool Allow(Clock::time_point now, uint64_t* dropped) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     if (now - window_start_ >= window_) {
       window_start_ = now;
       in_window_ = 0;
@@ -43,10 +44,10 @@ class LogThrottle {
  private:
   const uint32_t burst_;
   const Clock::duration window_;
-  std::mutex mu_;
-  Clock::time_point window_start_{};  // GUARDED_BY(mu_)
-  uint32_t in_window_ = 0;            // GUARDED_BY(mu_)
-  uint64_t dropped_ = 0;              // GUARDED_BY(mu_)
+  Mutex mu_;
+  Clock::time_point window_start_ GUARDED_BY(mu_){};
+  uint32_t in_window_ GUARDED_BY(mu_) = 0;
+  uint64_t dropped_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace galley

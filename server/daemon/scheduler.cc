@@ -6,6 +6,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "galley/random.h"
 #include "server/daemon/restarting_loop.h"
 
 namespace galley {
@@ -19,18 +20,12 @@ constexpr auto kIdleWait = std::chrono::milliseconds(500);
 // fails too; past that the batch goes out short (a shard of broken files).
 constexpr uint32_t kSubstituteAttempts = 4;
 
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // A job's own sampling stream for one epoch: its (seed, epoch, rank) and the
 // daemon-wide seed, nothing else, so a job alone gets the same order after a
 // restart or on another machine.
 uint64_t JobEpochSeed(const JobSpec& spec, uint64_t epoch, uint64_t daemon_seed) {
-  return Mix(Mix(Mix(spec.seed ^ 0x6a09e667f3bcc909ULL) ^ epoch) ^ spec.rank) ^ Mix(daemon_seed);
+  return SplitMix64(SplitMix64(SplitMix64(spec.seed ^ 0x6a09e667f3bcc909ULL) ^ epoch) ^ spec.rank) ^
+         SplitMix64(daemon_seed);
 }
 // While a job is held for a peer, how often the scheduler looks whether its
 // consumer's buffer has fallen below the gate's threshold (taking a batch
@@ -76,22 +71,22 @@ void Scheduler::Start() {
 
 void Scheduler::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
-Status Scheduler::AddJob(std::shared_ptr<ServedJob> job) {
-  std::lock_guard lock(mu_);
+Status Scheduler::AddJob(const std::shared_ptr<ServedJob>& job) {
+  MutexLock lock(&mu_);
   auto key = std::make_pair(job->dataset.get(), job->policy);
   auto& group = groups_[key];
   if (!group) {
     SamplerOptions sampler_options;
     sampler_options.policy = job->policy;
     sampler_options.seed = options_.sampler_seed ^ HashString(job->dataset->root().string());
-    if (job->policy == "ods" && cache_ != nullptr) {
+    if (job->policy == SamplingPolicyNameOf(SamplingPolicyKind::kOds) && cache_ != nullptr) {
       // Runs on the scheduler thread under mu_; the tiers lock themselves.
       sampler_options.is_cached = [cache = cache_,
                                    dataset_index = job->dataset_index](ItemId item) {
@@ -124,7 +119,7 @@ Status Scheduler::AddJob(std::shared_ptr<ServedJob> job) {
                             job->pipeline->sample_bytes(), job->subset.size(), job->pipeline});
   }
   dirty_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
   return Status::Ok();
 }
 
@@ -169,7 +164,7 @@ void Scheduler::LeaveSampler(Production& p) {
 }
 
 void Scheduler::RemoveJob(uint64_t job_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   LeaveSampler(it->second);
@@ -178,11 +173,11 @@ void Scheduler::RemoveJob(uint64_t job_id) {
   gate_.Forget(job_id);
   if (planner_ != nullptr) planner_->JobClosed(job_id);
   dirty_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 Result<uint64_t> Scheduler::Seek(uint64_t job_id, uint64_t epoch) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return Status::NotFound("no such job");
   Production& p = it->second;
@@ -198,27 +193,27 @@ Result<uint64_t> Scheduler::Seek(uint64_t job_id, uint64_t epoch) {
   p.finished = false;
   p.generation++;
   dirty_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
   return p.generation;
 }
 
 void Scheduler::ConsumerReady(uint64_t job_id) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return;
     it->second.consumer_ready = true;
     dirty_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void Scheduler::Wake() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     dirty_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 std::vector<uint64_t> Scheduler::DecideWave() {
@@ -226,16 +221,17 @@ std::vector<uint64_t> Scheduler::DecideWave() {
   std::vector<GateInput> inputs;
   inputs.reserve(jobs_.size());
   for (const auto& [id, p] : jobs_) {
-    inputs.push_back(GateInput{.job = id,
-                               .group = p.group,
-                               .sharing = p.group->policy_name != "independent",
-                               .finished = p.finished,
-                               .consumer_ready = p.consumer_ready,
-                               .started = p.started,
-                               .opened_at = p.job->opened_at,
-                               .epoch = p.epoch,
-                               .generation = p.generation,
-                               .ring = rings_->Occupancy(*p.job)});
+    inputs.push_back(GateInput{
+        .job = id,
+        .group = p.group,
+        .sharing = p.group->policy_name != SamplingPolicyNameOf(SamplingPolicyKind::kIndependent),
+        .finished = p.finished,
+        .consumer_ready = p.consumer_ready,
+        .started = p.started,
+        .opened_at = p.job->opened_at,
+        .epoch = p.epoch,
+        .generation = p.generation,
+        .ring = rings_->Occupancy(*p.job)});
   }
   const std::vector<GateDecision> decisions = gate_.Decide(inputs, now);
   std::vector<uint64_t> produce;
@@ -260,7 +256,7 @@ std::vector<uint64_t> Scheduler::DecideWave() {
 
 bool Scheduler::PlanOneWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
                             std::vector<ItemTask>* tasks) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return PlanWave(plans, tasks);
 }
 
@@ -339,6 +335,7 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
       const uint64_t target = p->job->BatchTarget(plan->batch_index);
       for (uint32_t attempt = 0; plan->items.size() < target; ++attempt) {
         const ItemId item = p->job->Substitute(p->epoch, 0, attempt, [&](ItemId i) {
+          mu_.AssertHeld();  // Substitute calls back before it returns, under our lock
           return failed_items_.count({dataset_index, i}) > 0;
         });
         auto [it, inserted] = task_of_item.try_emplace(item, tasks->size());
@@ -376,13 +373,14 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
 std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<SlotPlan>>& plans,
                                                  uint32_t attempt) {
   std::vector<ItemTask> tasks;
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   for (auto& plan : plans) {
     const uint32_t dataset_index = plan->job->dataset_index;
     for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
       if (!plan->errors[pos].empty()) failed_items_.insert({dataset_index, plan->items[pos]});
     }
     auto known_to_fail = [&](ItemId item) {
+      mu_.AssertHeld();  // Substitute calls back before it returns, under our lock
       return failed_items_.count({dataset_index, item}) > 0;
     };
     for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
@@ -442,7 +440,7 @@ void Scheduler::Loop() {
     std::vector<std::unique_ptr<SlotPlan>> plans;
     std::vector<ItemTask> tasks;
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(&mu_);
       while (!stop_) {
         dirty_ = false;
         if (PlanWave(&plans, &tasks)) break;
@@ -452,7 +450,9 @@ void Scheduler::Loop() {
           wait =
               std::clamp<Clock::duration>(*deadline - clock_->Now(), Clock::duration::zero(), wait);
         }
-        cv_.wait_for(lock, wait, [&] { return stop_ || dirty_; });
+        const auto until = Clock::now() + wait;
+        while (!stop_ && !dirty_ && cv_.WaitUntil(&mu_, until)) {
+        }
       }
       if (stop_) {
         for (auto& plan : plans) plan->job->ring->Unclaim(plan->slot);
@@ -478,7 +478,7 @@ void Scheduler::Loop() {
 }
 
 std::vector<SamplerGroupSnapshot> Scheduler::Snapshot() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   // Substitutions of the epochs in progress are still held by the policies.
   std::map<const SamplerGroup*, uint64_t> substitutions;
   for (const auto& [id, p] : jobs_) {

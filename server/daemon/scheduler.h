@@ -42,10 +42,8 @@
 #define GALLEY_SERVER_DAEMON_SCHEDULER_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <span>
@@ -54,6 +52,7 @@
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
+#include "galley/mutex.h"
 #include "server/daemon/cache_planner.h"
 #include "server/daemon/item_pipeline.h"
 #include "server/daemon/production_gate.h"
@@ -111,27 +110,28 @@ class Scheduler {
   ~Scheduler();  // stops the thread
 
   void Start();
-  void Stop();
+  void Stop() EXCLUDES(mu_);
 
   // Registers a job; InvalidArgument if its policy is unknown.
-  Status AddJob(std::shared_ptr<ServedJob> job);
+  Status AddJob(const std::shared_ptr<ServedJob>& job) EXCLUDES(mu_);
   // Forgets a job (closed or its client died). Safe to call twice.
-  void RemoveJob(uint64_t job_id);
+  void RemoveJob(uint64_t job_id) EXCLUDES(mu_);
   // Restarts a job at the beginning of `epoch`; returns the new generation.
-  Result<uint64_t> Seek(uint64_t job_id, uint64_t epoch);
+  Result<uint64_t> Seek(uint64_t job_id, uint64_t epoch) EXCLUDES(mu_);
   // A slot was released, or something else changed: look again.
-  void Wake();
+  void Wake() EXCLUDES(mu_);
   // The job's consumer is waiting for its first batch: start producing.
-  void ConsumerReady(uint64_t job_id);
+  void ConsumerReady(uint64_t job_id) EXCLUDES(mu_);
 
   // Every sampler group, with the substitutions of the epochs in progress.
-  std::vector<SamplerGroupSnapshot> Snapshot() const;
+  std::vector<SamplerGroupSnapshot> Snapshot() const EXCLUDES(mu_);
 
   // Plans one wave as the scheduler thread does each turn (slots claimed
   // through the RingView, rounds decided, nothing prepared or published);
   // false if the gate lets no job be produced for now. Only for a scheduler
   // that was not started: tests drive its decisions by hand.
-  bool PlanOneWave(std::vector<std::unique_ptr<SlotPlan>>* plans, std::vector<ItemTask>* tasks);
+  bool PlanOneWave(std::vector<std::unique_ptr<SlotPlan>>* plans, std::vector<ItemTask>* tasks)
+      EXCLUDES(mu_);
 
  private:
   struct Production {
@@ -153,21 +153,23 @@ class Scheduler {
     uint64_t undelivered_count = 0;
   };
 
-  void Loop();
+  void Loop() EXCLUDES(mu_);
   // Asks the gate which jobs to produce for now and copies its times into
   // the jobs' counters; returns the jobs to produce for, in jobs_ order.
-  std::vector<uint64_t> DecideWave();  // requires mu_
-  // Plans a wave under mu_; returns false if no job can take a batch.
-  bool PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans, std::vector<ItemTask>* tasks);
+  std::vector<uint64_t> DecideWave() REQUIRES(mu_);
+  // Plans a wave; returns false if no job can take a batch.
+  bool PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans, std::vector<ItemTask>* tasks)
+      REQUIRES(mu_);
   void Publish(SlotPlan& plan);
   // Replaces the samples of `plans` that failed by substitutes and returns
-  // the tasks that prepare them (empty: nothing failed). Takes mu_.
+  // the tasks that prepare them (empty: nothing failed).
   std::vector<ItemTask> PlanSubstitutes(std::vector<std::unique_ptr<SlotPlan>>& plans,
-                                        uint32_t attempt);
-  // Leaves the job's current epoch, dropping the demand it still had.
-  void LeaveSampler(Production& p);
-  void EnterEpochDemand(Production& p, std::span<const ItemId> items);  // requires mu_
-  void ConsumeDemand(Production& p, ItemId item);                       // requires mu_
+                                        uint32_t attempt) EXCLUDES(mu_);
+  // Leaves the job's current epoch, dropping the demand it still had. `p`
+  // is one of jobs_, hence the lock.
+  void LeaveSampler(Production& p) REQUIRES(mu_);
+  void EnterEpochDemand(Production& p, std::span<const ItemId> items) REQUIRES(mu_);
+  void ConsumeDemand(Production& p, ItemId item) REQUIRES(mu_);
 
   const SchedulerOptions options_;
   ItemPipeline* const pipeline_;
@@ -176,17 +178,17 @@ class Scheduler {
   const SchedulerClock* const clock_;
   RingView* const rings_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;                    // GUARDED_BY(mu_)
-  bool dirty_ = false;                   // GUARDED_BY(mu_)
-  ProductionGate gate_;                  // GUARDED_BY(mu_)
-  std::map<uint64_t, Production> jobs_;  // GUARDED_BY(mu_)
-  std::map<std::pair<const Dataset*, std::string>, std::unique_ptr<SamplerGroup>>
-      groups_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;  // signalled when stop_ or dirty_ is set
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool dirty_ GUARDED_BY(mu_) = false;
+  ProductionGate gate_ GUARDED_BY(mu_);
+  std::map<uint64_t, Production> jobs_ GUARDED_BY(mu_);
+  std::map<std::pair<const Dataset*, std::string>, std::unique_ptr<SamplerGroup>> groups_
+      GUARDED_BY(mu_);
   // Items that failed to read or decode, by dataset index: substitutes are
   // never drawn from them.
-  std::set<std::pair<uint32_t, ItemId>> failed_items_;  // GUARDED_BY(mu_)
+  std::set<std::pair<uint32_t, ItemId>> failed_items_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -2,19 +2,10 @@
 
 #include <algorithm>
 
+#include "galley/random.h"
 #include "server/sampler/uniform_random.h"
 
 namespace galley {
-namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 std::vector<ItemId> ServedJob::EpochItems(uint64_t epoch, bool resuming) const {
   std::vector<ItemId> items;
@@ -71,7 +62,7 @@ ItemId ServedJob::Substitute(uint64_t epoch, ItemId failed, uint32_t attempt,
                              const std::function<bool(ItemId)>& known_to_fail) const {
   // A DDP shard costs a permutation of the subset to compute: keep the last
   // one, as failures come in runs within an epoch.
-  std::lock_guard lock(substitute_mu_);
+  MutexLock lock(&substitute_mu_);
   if (spec.world_size > 1 && (substitute_epoch_ != epoch || substitute_shard_.empty())) {
     substitute_shard_ = EpochItems(epoch);
     substitute_epoch_ = epoch;

@@ -14,11 +14,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "galley/job_spec.h"
+#include "galley/mutex.h"
 #include "server/daemon/batch_ring.h"
 #include "server/daemon/snapshots.h"
 #include "server/dataset/dataset.h"
@@ -64,9 +64,9 @@ struct ServedJob {
 
  private:
   // Substitute's copy of the last DDP shard it needed.
-  mutable std::mutex substitute_mu_;
-  mutable uint64_t substitute_epoch_ = 0;         // GUARDED_BY(substitute_mu_)
-  mutable std::vector<ItemId> substitute_shard_;  // GUARDED_BY(substitute_mu_)
+  mutable Mutex substitute_mu_;
+  mutable uint64_t substitute_epoch_ GUARDED_BY(substitute_mu_) = 0;
+  mutable std::vector<ItemId> substitute_shard_ GUARDED_BY(substitute_mu_);
 
  public:
   // The items this rank receives in `epoch`: the whole subset, or its shard

@@ -16,12 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "galley/ids.h"
 #include "galley/status.h"
 #include "server/dataset/access.h"
 
 namespace galley {
-
-using ItemId = uint32_t;
 
 class DatasetSource {
  public:

@@ -15,6 +15,7 @@
 #include <set>
 #include <system_error>
 
+#include "galley/errno_text.h"
 #include "server/dataset/listing_progress.h"
 
 namespace galley {
@@ -53,10 +54,6 @@ class ScopedFd {
  private:
   int fd_;
 };
-
-std::string ErrnoText(int error) {
-  return std::error_code(error, std::generic_category()).message();
-}
 
 // One directory as os.walk yields it: its path relative to the root, and
 // the names of its non-directory entries.

@@ -11,13 +11,15 @@
 #include <chrono>
 #include <cstring>
 #include <list>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <system_error>
 #include <thread>
 #include <unordered_map>
 
+#include "galley/errno_text.h"
+#include "galley/mutex.h"
+#include "galley/unique_fd.h"
 #include "server/dataset/listing_progress.h"
 #include "server/dataset/tar_index.h"
 
@@ -35,10 +37,6 @@ constexpr uint64_t kMaxInlineBytes = 64 << 10;
 constexpr const char* kDefaultImageKeys[] = {"jpg", "jpeg", "png", "webp"};
 constexpr char kCacheMagic[] = "galley-tar-index-v1";
 
-std::string ErrnoText(int error) {
-  return std::error_code(error, std::generic_category()).message();
-}
-
 // What identifies one version of a shard file.
 struct FileIdentity {
   uint64_t size = 0;
@@ -53,21 +51,6 @@ FileIdentity IdentityOf(const struct stat& info) {
           int64_t{info.st_mtim.tv_sec} * 1000000000 + info.st_mtim.tv_nsec,
           static_cast<uint64_t>(info.st_ino), static_cast<uint64_t>(info.st_dev)};
 }
-
-// An owned file descriptor.
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 Status OpenError(const fs::path& path, int error) {
   const std::string text = path.string() + ": " + ErrnoText(error);
@@ -266,7 +249,7 @@ bool LoadCached(const fs::path& dir, const fs::path& shard, const FileIdentity& 
 
 // Writes a cache file (private, atomically by rename), then trims the folder
 // to `max_bytes`, oldest files first. Failures only cost a rescan later.
-std::mutex cache_trim_mutex;
+Mutex cache_trim_mutex;
 
 void StoreCached(const fs::path& dir, const fs::path& shard, const ShardListing& listing,
                  uint64_t max_bytes) {
@@ -294,7 +277,7 @@ void StoreCached(const fs::path& dir, const fs::path& shard, const ShardListing&
     ::unlink(temp.c_str());
     return;
   }
-  std::lock_guard lock(cache_trim_mutex);
+  MutexLock lock(&cache_trim_mutex);
   struct Entry {
     fs::path path;
     int64_t mtime_ns;
@@ -485,7 +468,7 @@ class ShardSource::OpenShards {
     // open, which would silently serve the old contents.
     if (::stat(shard.path.c_str(), &info) != 0) return OpenError(shard.path, errno);
     if (!(IdentityOf(info) == shard.identity)) return Changed(shard);
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = open_.find(index);
     if (it != open_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second.position);
@@ -532,9 +515,9 @@ class ShardSource::OpenShards {
   const std::vector<Shard> shards_;
   std::vector<fs::path> paths_;
   const size_t capacity_;
-  std::mutex mu_;
-  std::unordered_map<uint32_t, Entry> open_;  // guarded by mu_
-  std::list<uint32_t> lru_;                   // guarded by mu_; most recent first
+  Mutex mu_;
+  std::unordered_map<uint32_t, Entry> open_ GUARDED_BY(mu_);
+  std::list<uint32_t> lru_ GUARDED_BY(mu_);  // most recent first
   std::atomic<bool> changed_{false};
 };
 

@@ -321,6 +321,8 @@ void AdjustContrast(const RgbView& src, const RgbSpan& dst, double factor) {
   }
   double sum = 0.0;
   for (int i = 0; i < 256; ++i) sum += static_cast<double>(i) * histogram[i];
+  // PIL's ImageEnhance.Contrast: int(mean + 0.5) of a non-negative mean.
+  // NOLINTNEXTLINE(bugprone-incorrect-roundings)
   const int mean = static_cast<int>(sum / (static_cast<double>(src.height) * src.width) + 0.5);
   BlendWithConstant(src, dst, factor, mean);
 }

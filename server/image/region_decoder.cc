@@ -83,8 +83,8 @@ struct Request {
 // Everything DecodeWithLibjpeg reports back; it lives in the caller's frame,
 // so it stays valid across a longjmp.
 struct Output {
-  std::vector<uint8_t>* pixels;  // requested rectangle, RGB
-  std::vector<uint8_t>* rows;    // scratch: decoded rows at the cropped width
+  std::vector<uint8_t>* pixels = nullptr;  // requested rectangle, RGB
+  std::vector<uint8_t>* rows = nullptr;    // scratch: decoded rows at the cropped width
   int full_width = 0;
   int full_height = 0;
   const char* unsupported = nullptr;

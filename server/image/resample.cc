@@ -109,7 +109,11 @@ void PlanAxis(int in_size, double box0, double box1, int out_size, int window_st
   double* exact = Grow(plan.exact, plan.stride);
   for (int i = 0; i < window_size; ++i) {
     const double center = box0 + (window_start + i + 0.5) * scale;
+    // PIL's window bounds (precompute_coeffs in Resample.c), truncating
+    // x + 0.5 as it does, so the windows match it bit for bit.
+    // NOLINTNEXTLINE(bugprone-incorrect-roundings)
     const int low = std::max(0, static_cast<int>(center - support + 0.5));
+    // NOLINTNEXTLINE(bugprone-incorrect-roundings)
     const int high = std::min(in_size, static_cast<int>(center + support + 0.5));
     const int n = std::clamp(high - low, 0, plan.stride);
     double total = 0;

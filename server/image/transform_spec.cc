@@ -646,23 +646,17 @@ Result<OutputSpec> ParseOutput(const json& value) {
   GALLEY_RETURN_IF_ERROR(CheckFields(value, "output", {"layout", "dtype", "mean", "std"}));
   if (value.contains("layout")) {
     const json& layout = value["layout"];
-    if (layout == "NCHW") {
-      output.layout = Layout::kNCHW;
-    } else if (layout == "NHWC") {
-      output.layout = Layout::kNHWC;
-    } else {
-      return Invalid("output field 'layout'", "must be \"NCHW\" or \"NHWC\"");
-    }
+    const auto parsed =
+        layout.is_string() ? ParseLayout(layout.get_ref<const std::string&>()) : std::nullopt;
+    if (!parsed) return Invalid("output field 'layout'", "must be \"NCHW\" or \"NHWC\"");
+    output.layout = *parsed;
   }
   if (value.contains("dtype")) {
     const json& dtype = value["dtype"];
-    if (dtype == "uint8") {
-      output.dtype = DType::kUInt8;
-    } else if (dtype == "float32") {
-      output.dtype = DType::kFloat32;
-    } else {
-      return Invalid("output field 'dtype'", "must be \"uint8\" or \"float32\"");
-    }
+    const auto parsed =
+        dtype.is_string() ? ParseDType(dtype.get_ref<const std::string&>()) : std::nullopt;
+    if (!parsed) return Invalid("output field 'dtype'", "must be \"uint8\" or \"float32\"");
+    output.dtype = *parsed;
   }
   const bool has_mean = value.contains("mean");
   const bool has_std = value.contains("std");
@@ -747,8 +741,8 @@ Result<TransformSpec> ParseTransformSpec(const json& value) {
 nlohmann::json TransformSpecToJson(const TransformSpec& spec) {
   json ops = json::array();
   for (const TransformOp& op : spec.ops) ops.push_back(OpToJson(op));
-  json output = {{"layout", spec.output.layout == Layout::kNCHW ? "NCHW" : "NHWC"},
-                 {"dtype", spec.output.dtype == DType::kUInt8 ? "uint8" : "float32"}};
+  json output = {{"layout", LayoutName(spec.output.layout)},
+                 {"dtype", DTypeName(spec.output.dtype)}};
   if (spec.output.dtype == DType::kFloat32) {
     output["mean"] = spec.output.mean;
     output["std"] = spec.output.std;

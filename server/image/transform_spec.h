@@ -15,11 +15,12 @@
 #include <vector>
 
 #include "galley/status.h"
+#include "galley/tensor_format.h"
 
 namespace galley::image {
 
-enum class Layout { kNCHW, kNHWC };
-enum class DType { kUInt8, kFloat32 };
+using ::galley::DType;
+using ::galley::Layout;
 enum class Interpolation { kNearest, kBilinear, kBicubic, kBox, kHamming, kLanczos };
 
 enum class OpKind {

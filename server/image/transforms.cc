@@ -705,7 +705,7 @@ Result<Plan> MakePlan(const TransformSpec& spec, int width, int height, SampleRa
   for (const TransformOp& op : spec.ops) {
     GALLEY_RETURN_IF_ERROR(builder.Add(op, spec.output_height, spec.output_width));
   }
-  return std::move(builder.plan());
+  return builder.plan();
 }
 
 // Two reusable HWC buffers per thread, used alternately so a step can read

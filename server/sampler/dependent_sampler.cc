@@ -39,14 +39,15 @@ void DependentSampler::DecideTree(std::span<const int> ready,
     // the overlap reaches k through the parent with probability
     // (1/ℓ_parent)·(ℓ_parent/ℓ_k) = 1/ℓ_k, and the rest of S_k is filled by
     // the fallback draw, which happens with probability 1 - shared/ℓ_k.
+    // k also takes the parent's item when S_k == S_parent (lk == shared):
+    // the coin would always land then.
     const ItemId candidate = chosen[parent];
-    if ((index_.MembersOf(candidate) & SlotBit(k)) != 0 &&
-        random_.Chance(index_.Remaining(parent), lk)) {
+    const bool coupled = (index_.MembersOf(candidate) & SlotBit(k)) != 0 &&
+                         random_.Chance(index_.Remaining(parent), lk);
+    if (coupled || lk <= shared) {
       chosen[k] = candidate;
-    } else if (lk > shared) {
-      chosen[k] = index_.UniformPick(k, SlotBit(parent), lk - shared, random_);
     } else {
-      chosen[k] = candidate;  // S_k == S_parent: the coin above always lands
+      chosen[k] = index_.UniformPick(k, SlotBit(parent), lk - shared, random_);
     }
   }
 }

@@ -42,7 +42,8 @@ class DependentSampler : public MembershipSampler {
       : MembershipSampler(seed), coupling_(coupling) {}
 
   std::string_view name() const override {
-    return coupling_ == Coupling::kTree ? "dsa" : "dsa-chain";
+    return SamplingPolicyNameOf(coupling_ == Coupling::kTree ? SamplingPolicyKind::kDsa
+                                                             : SamplingPolicyKind::kDsaChain);
   }
 
  protected:

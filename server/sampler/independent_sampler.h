@@ -13,7 +13,9 @@ namespace galley {
 class IndependentSampler final : public MembershipSampler {
  public:
   explicit IndependentSampler(uint64_t seed) : MembershipSampler(seed) {}
-  std::string_view name() const override { return "independent"; }
+  std::string_view name() const override {
+    return SamplingPolicyNameOf(SamplingPolicyKind::kIndependent);
+  }
 
  protected:
   void Decide(std::span<const int> ready, std::array<ItemId, kMaxJobsPerDataset>& chosen) override;

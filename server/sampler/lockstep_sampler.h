@@ -33,7 +33,10 @@ class LockstepSampler final : public SamplingPolicy {
   void RemoveJob(JobId job) override;
   size_t Remaining(JobId job) const override;
   bool Next(const ReadyFn& ready, Round* round) override;
-  std::string_view name() const override { return shuffle_ ? "lockstep" : "sequential"; }
+  std::string_view name() const override {
+    return SamplingPolicyNameOf(shuffle_ ? SamplingPolicyKind::kLockstep
+                                         : SamplingPolicyKind::kSequential);
+  }
 
  private:
   struct JobOrder {

@@ -62,7 +62,7 @@ class OpportunisticSampler final : public DependentSampler {
   Status AddJob(JobId job, std::span<const ItemId> items,
                 const JobSamplingOptions& options) override;
   SubstitutionStats Substitutions(JobId job) const override;
-  std::string_view name() const override { return "ods"; }
+  std::string_view name() const override { return SamplingPolicyNameOf(SamplingPolicyKind::kOds); }
 
  protected:
   void Decide(std::span<const int> ready, std::array<ItemId, kMaxJobsPerDataset>& chosen) override;

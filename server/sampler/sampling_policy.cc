@@ -13,34 +13,36 @@ size_t Round::requests() const {
   return total;
 }
 
-std::span<const SamplingPolicyName> SamplingPolicyNames() {
-  static constexpr SamplingPolicyName kNames[] = {{"dsa", true},         {"dsa-chain", true},
-                                                  {"independent", true}, {"lockstep", true},
-                                                  {"ods", true},         {"sequential", false}};
-  return kNames;
-}
-
 Result<std::unique_ptr<SamplingPolicy>> MakeSamplingPolicy(const SamplerOptions& options) {
-  std::unique_ptr<SamplingPolicy> policy;
-  if (options.policy == "dsa") {
-    policy = std::make_unique<DependentSampler>(DependentSampler::Coupling::kTree, options.seed);
-  } else if (options.policy == "dsa-chain") {
-    policy = std::make_unique<DependentSampler>(DependentSampler::Coupling::kChain, options.seed);
-  } else if (options.policy == "independent") {
-    policy = std::make_unique<IndependentSampler>(options.seed);
-  } else if (options.policy == "lockstep") {
-    policy = std::make_unique<LockstepSampler>(options.seed);
-  } else if (options.policy == "sequential") {
-    policy = std::make_unique<LockstepSampler>(options.seed, /*shuffle=*/false);
-  } else if (options.policy == "ods") {
-    policy = std::make_unique<OpportunisticSampler>(options.seed, options.is_cached);
-  } else {
+  const std::optional<SamplingPolicyKind> kind = ParseSamplingPolicy(options.policy);
+  if (!kind) {
     std::string expected;
     for (const SamplingPolicyName& known : SamplingPolicyNames()) {
       expected += (expected.empty() ? "" : ", ") + std::string(known.name);
     }
     return Status::InvalidArgument("unknown sampling policy '" + options.policy +
                                    "' (expected one of " + expected + ")");
+  }
+  std::unique_ptr<SamplingPolicy> policy;
+  switch (*kind) {
+    case SamplingPolicyKind::kDsa:
+      policy = std::make_unique<DependentSampler>(DependentSampler::Coupling::kTree, options.seed);
+      break;
+    case SamplingPolicyKind::kDsaChain:
+      policy = std::make_unique<DependentSampler>(DependentSampler::Coupling::kChain, options.seed);
+      break;
+    case SamplingPolicyKind::kIndependent:
+      policy = std::make_unique<IndependentSampler>(options.seed);
+      break;
+    case SamplingPolicyKind::kLockstep:
+      policy = std::make_unique<LockstepSampler>(options.seed);
+      break;
+    case SamplingPolicyKind::kSequential:
+      policy = std::make_unique<LockstepSampler>(options.seed, /*shuffle=*/false);
+      break;
+    case SamplingPolicyKind::kOds:
+      policy = std::make_unique<OpportunisticSampler>(options.seed, options.is_cached);
+      break;
   }
   return policy;
 }

@@ -31,12 +31,11 @@
 #include <string_view>
 #include <vector>
 
+#include "galley/ids.h"
+#include "galley/sampling_policies.h"
 #include "galley/status.h"
 
 namespace galley {
-
-using ItemId = uint32_t;
-using JobId = uint32_t;
 
 // How many jobs one dataset's sampler tracks at once; AddJob beyond it
 // answers ResourceExhausted. Membership is a 64-bit mask per item group.
@@ -122,6 +121,7 @@ class SamplingPolicy {
 };
 
 struct SamplerOptions {
+  // A name from galley/sampling_policies.h:
   // "dsa" (default): dependent sampling over a coupling tree, shares
   //   overlaps of any shape; exactly uniform per job.
   // "dsa-chain": Joader's chain as published; shares only nested
@@ -135,7 +135,7 @@ struct SamplerOptions {
   //   for hit rate; exactly-once still holds.
   // "sequential": every job walks its items in the order given to AddJob
   //   (not random); jobs walking identical orders together share them.
-  std::string policy = "dsa";
+  std::string policy{SamplingPolicyNameOf(kDefaultSamplingPolicy)};
   // Seeds the policy's random stream; equal seeds and equal call sequences
   // give equal decisions.
   uint64_t seed = 0;
@@ -146,16 +146,8 @@ struct SamplerOptions {
 
 // Builds the policy `options.policy` names; InvalidArgument for an unknown name.
 Result<std::unique_ptr<SamplingPolicy>> MakeSamplingPolicy(const SamplerOptions& options);
-
-// The names MakeSamplingPolicy accepts: the one list the daemon's config,
-// its error messages and its docs check policy names against.
-// `random_order` is false for "sequential", the order of shuffle=false jobs,
-// which a job never gets by default.
-struct SamplingPolicyName {
-  std::string_view name;
-  bool random_order;
-};
-std::span<const SamplingPolicyName> SamplingPolicyNames();
+// MakeSamplingPolicy accepts the names of galley/sampling_policies.h
+// (SamplingPolicyNames()).
 
 }  // namespace galley
 

@@ -17,12 +17,11 @@
 
 #include <cstdint>
 
+#include "galley/random.h"
+
 namespace galley {
 
 class UniformRandom {
-  // __extension__ keeps -Wpedantic quiet about the GCC/Clang 128-bit type.
-  __extension__ using Wide = unsigned __int128;
-
  public:
   explicit UniformRandom(uint64_t seed) {
     for (uint64_t& word : state_) word = SplitMix(seed);
@@ -43,18 +42,7 @@ class UniformRandom {
 
   // Exactly uniform in [0, n); n must be positive.
   uint64_t Below(uint64_t n) {
-    Wide product = static_cast<Wide>(Bits()) * n;
-    uint64_t low = static_cast<uint64_t>(product);
-    if (low < n) {
-      // Reject the (2^64 mod n) low values that would make some results more
-      // likely than others.
-      const uint64_t threshold = (0 - n) % n;
-      while (low < threshold) {
-        product = static_cast<Wide>(Bits()) * n;
-        low = static_cast<uint64_t>(product);
-      }
-    }
-    return static_cast<uint64_t>(product >> 64);
+    return UniformBelow(n, [this] { return Bits(); });
   }
 
   // True with probability exactly numerator / denominator (numerator may
@@ -67,12 +55,7 @@ class UniformRandom {
 
  private:
   static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  static uint64_t SplitMix(uint64_t& x) {
-    uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
+  static uint64_t SplitMix(uint64_t& x) { return Mix64(x += kGoldenGamma); }
 
   uint64_t state_[4];
 };

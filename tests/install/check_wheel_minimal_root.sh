@@ -43,12 +43,12 @@ for c, ext in enumerate(("jpg", "png", "bmp")):
 PY
 cat >"$WORK/job.py" <<'PY'
 # One epoch through the low-level client, without torch.
-import array, json, sys
+import array, sys
 import galley
 from galley import _autostart, transforms as T
 client = _autostart.client(None, True)
 spec = {"dataset": "/tmp/galley-check/data", "batch_size": 5, "epochs": 1, "shuffle": True,
-        "transform_json": json.dumps(T.build_spec(T.Compose([T.Resize(32), T.CenterCrop(32)])))}
+        "transform": T.build_spec(T.Compose([T.Resize(32), T.CenterCrop(32)]))}
 job = client.open_job(spec)
 ids = []
 while True:

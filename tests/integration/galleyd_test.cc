@@ -295,7 +295,9 @@ TEST_F(GalleydTest, CorruptEmptyAndTruncatedFilesAreSkippedAndCounted) {
     auto batch = job->Next(10s);
     ASSERT_TRUE(batch.ok()) << batch.status().ToString();
     // Failed samples are replaced by substitutes: every batch but the last is full.
-    if (!batch->last_in_epoch()) EXPECT_EQ(batch->size(), 8u);
+    if (!batch->last_in_epoch()) {
+      EXPECT_EQ(batch->size(), 8u);
+    }
     ++batches;
     samples += batch->size();
     skipped += batch->skipped();

@@ -147,6 +147,8 @@ std::vector<Case> Cases() {
       {"edge", PadMode::kEdge},
       {"reflect", PadMode::kReflect},
       {"symmetric", PadMode::kSymmetric}};
+  // The lambdas below init-capture the structured bindings: clang 14 cannot
+  // capture a binding by name.
   for (const auto& [name, mode] : pad_modes) {
     const std::array<int, 4> pad = {3, 5, 7, 2};  // left, top, right, bottom
     const Fill fill = {10, 200, 77};
@@ -154,7 +156,7 @@ std::vector<Case> Cases() {
                      {{"padding", pad}, {"fill", fill}, {"mode", name}},
                      0,
                      0,
-                     [pad, mode, fill](Image& src) {
+                     [pad, mode = mode, fill](Image& src) {
                        Image dst = Blank(src.width + pad[0] + pad[2], src.height + pad[1] + pad[3]);
                        PadPixels(src.Span(), dst.Span(), pad[0], pad[1], mode, fill);
                        return dst;
@@ -215,7 +217,7 @@ std::vector<Case> Cases() {
                      {{"kw", kw}, {"kh", kh}, {"sx", sx}, {"sy", sy}},
                      0,
                      1,
-                     [kw, kh, sx, sy](Image& src) {
+                     [kw = kw, kh = kh, sx = sx, sy = sy](Image& src) {
                        Image dst = Blank(src.width, src.height);
                        GaussianBlur(src.Span(), dst.Span(), kw, kh, sx, sy);
                        return dst;

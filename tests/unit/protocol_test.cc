@@ -5,8 +5,10 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
+#include <set>
 #include <thread>
 
+#include "galley/job_spec.h"
 #include "wire/connection.h"
 #include "wire/messages.h"
 #include "wire/segment_layout.h"
@@ -135,7 +137,22 @@ TEST(Messages, JobSpecRoundTrips) {
   spec.start_batch = 7;
   spec.resume_consumed = {0, 5, 8, 9, 1000};
   spec.native_size = true;
-  auto parsed = JobSpecFromJson(JobSpecToJson(spec));
+  spec.start_epoch = 2;
+  spec.prefetch = 9;
+  spec.policy = "ods";
+  spec.ods_fraction = 0.25;
+  spec.name = "run-7";
+  spec.shards = {"/s/a.tar", "/s/b.tar"};
+  spec.image_key = "png";
+  spec.label_key = "json:label";
+  // Every field of the body is set away from its default, so a field the
+  // table writes but does not read (or the reverse) shows below.
+  const nlohmann::json body = JobSpecToJson(spec);
+  std::set<std::string> keys;
+  for (const auto& [key, value] : body.items()) keys.insert(key);
+  const std::vector<std::string> names = JobSpecFieldNames();
+  EXPECT_EQ(keys, std::set<std::string>(names.begin(), names.end()));
+  auto parsed = JobSpecFromJson(body);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->dataset, spec.dataset);
   EXPECT_EQ(parsed->classes, spec.classes);
@@ -154,6 +171,36 @@ TEST(Messages, JobSpecRoundTrips) {
   EXPECT_TRUE(parsed->native_size);
   EXPECT_EQ(nlohmann::json::parse(parsed->transform_json),
             nlohmann::json::parse(spec.transform_json));
+  EXPECT_EQ(parsed->start_epoch, 2u);
+  EXPECT_EQ(parsed->prefetch, 9u);
+  EXPECT_EQ(parsed->policy, "ods");
+  EXPECT_EQ(parsed->ods_fraction, 0.25);
+  EXPECT_EQ(parsed->name, "run-7");
+  EXPECT_EQ(parsed->shards, spec.shards);
+  EXPECT_EQ(parsed->image_key, "png");
+  EXPECT_EQ(parsed->label_key, "json:label");
+  EXPECT_EQ(parsed->epochs, 3u);
+}
+
+TEST(Messages, JobSpecRefusesAFieldItDoesNotKnow) {
+  auto body = JobSpecToJson(JobSpec{.dataset = "/d", .batch_size = 4, .transform_json = "{}"});
+  body["prefetch_factor"] = 2;  // a torch name, not galley's
+  auto parsed = JobSpecFromJson(body);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("'prefetch_factor'"), std::string::npos)
+      << parsed.status().message();
+}
+
+TEST(Messages, PublicParseJobSpecReadsTheWireForm) {
+  auto spec = ParseJobSpec(R"({"dataset": "/d", "batch_size": 8, "transform": {"ops": []},
+                               "policy": "lockstep", "ids": [4, 2]})");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->batch_size, 8u);
+  EXPECT_EQ(spec->policy, "lockstep");
+  EXPECT_EQ(spec->ids, (std::vector<uint64_t>{4, 2}));
+  EXPECT_EQ(ParseJobSpec(R"({"dataset": "/d"})").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseJobSpec("[1]").status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(Messages, JobSpecValidationNamesTheField) {

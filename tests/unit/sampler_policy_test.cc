@@ -12,8 +12,13 @@
 namespace galley {
 namespace {
 
-const char* const kPolicies[] = {"dsa",      "dsa-chain", "independent",
-                                 "lockstep", "ods",       "sequential"};
+// Every policy galley knows (galley/sampling_policies.h).
+std::vector<std::string> PolicyNames() {
+  std::vector<std::string> names;
+  for (const SamplingPolicyName& policy : kSamplingPolicies) names.emplace_back(policy.name);
+  return names;
+}
+const std::vector<std::string> kPolicies = PolicyNames();
 
 std::unique_ptr<SamplingPolicy> Make(const std::string& name, uint64_t seed = 1) {
   Result<std::unique_ptr<SamplingPolicy>> policy = MakeSamplingPolicy({name, seed});
@@ -24,8 +29,17 @@ std::unique_ptr<SamplingPolicy> Make(const std::string& name, uint64_t seed = 1)
 bool AllReady(JobId) { return true; }
 
 TEST(SamplingPolicyTest, FactoryKnowsEveryPolicyByName) {
-  for (const char* name : kPolicies) EXPECT_EQ(Make(name)->name(), name);
+  for (const SamplingPolicyName& policy : kSamplingPolicies) {
+    EXPECT_EQ(Make(std::string(policy.name))->name(), policy.name);
+    EXPECT_EQ(ParseSamplingPolicy(policy.name), policy.kind);
+    EXPECT_EQ(SamplingPolicyNameOf(policy.kind), policy.name);
+  }
   EXPECT_EQ(Make("dsa")->name(), SamplerOptions{}.policy);
+  // The names users see in messages and flags: every policy but the order
+  // of shuffle=false.
+  EXPECT_EQ(RandomOrderPolicyList(), "dsa, dsa-chain, independent, lockstep or ods");
+  EXPECT_FALSE(IsRandomOrderPolicy("sequential"));
+  EXPECT_FALSE(ParseSamplingPolicy("DSA").has_value());
 }
 
 TEST(SamplingPolicyTest, FactoryRejectsUnknownName) {
@@ -35,7 +49,7 @@ TEST(SamplingPolicyTest, FactoryRejectsUnknownName) {
 }
 
 TEST(SamplingPolicyTest, RejectsDuplicateIdsAndJobsWithoutSideEffects) {
-  for (const char* name : kPolicies) {
+  for (const std::string& name : kPolicies) {
     SCOPED_TRACE(name);
     auto policy = Make(name);
     const std::vector<ItemId> good = {1, 2, 3};
@@ -59,7 +73,7 @@ TEST(SamplingPolicyTest, RejectsDuplicateIdsAndJobsWithoutSideEffects) {
 }
 
 TEST(SamplingPolicyTest, RefusesMoreThanMaxJobs) {
-  for (const char* name : kPolicies) {
+  for (const std::string& name : kPolicies) {
     SCOPED_TRACE(name);
     auto policy = Make(name);
     const std::vector<ItemId> items = {0, 1};
@@ -72,7 +86,7 @@ TEST(SamplingPolicyTest, RefusesMoreThanMaxJobs) {
 }
 
 TEST(SamplingPolicyTest, EveryReadyJobGetsExactlyOneItemPerRound) {
-  for (const char* name : kPolicies) {
+  for (const std::string& name : kPolicies) {
     SCOPED_TRACE(name);
     auto policy = Make(name);
     std::vector<ItemId> a(100), b(60);
@@ -95,7 +109,7 @@ TEST(SamplingPolicyTest, EveryReadyJobGetsExactlyOneItemPerRound) {
 }
 
 TEST(SamplingPolicyTest, EqualSeedsGiveEqualDecisions) {
-  for (const char* name : kPolicies) {
+  for (const std::string& name : kPolicies) {
     SCOPED_TRACE(name);
     std::vector<std::vector<ItemId>> runs;
     for (int run = 0; run < 2; ++run) {
@@ -136,7 +150,7 @@ TEST(SamplingPolicyTest, AJobAlonesOrderIsAFunctionOfItsOwnSeed) {
   // the daemon's seed, the job ids and the history differ across restarts.
   std::vector<ItemId> items(40);
   std::iota(items.begin(), items.end(), 100);
-  for (const char* name : {"dsa", "dsa-chain", "independent", "lockstep", "ods"}) {
+  for (const std::string& name : RandomOrderPolicyNames()) {
     SCOPED_TRACE(name);
     auto first = Make(name, 1);
     auto second = Make(name, 2);

@@ -14,10 +14,9 @@
 #include <string>
 #include <vector>
 
-namespace galley {
+#include "galley/tensor_format.h"
 
-enum class DType { kUInt8, kFloat32 };
-enum class Layout { kNCHW, kNHWC };
+namespace galley {
 
 namespace internal {
 class JobChannel;

@@ -7,8 +7,11 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "galley/status.h"
 
 namespace galley {
 
@@ -74,7 +77,8 @@ struct JobSpec {
   // reports the failure and the client raises).
   std::string on_error = "skip";
 
-  // Sampling policy: "" (the daemon's default, dsa), "dsa", "independent",
+  // Sampling policy: "" (the daemon's default, dsa) or a random-order name
+  // of galley/sampling_policies.h: "dsa", "dsa-chain", "independent",
   // "lockstep", "ods".
   std::string policy;
 
@@ -107,6 +111,15 @@ struct JobSpec {
   // The transform must then resize nothing.
   bool native_size = false;
 };
+
+// A spec from its JSON form, galleyd's OpenJob body (docs/protocol.md §1.4;
+// the Python package builds its jobs this way). Strict: a field galley does
+// not know, a missing required one (dataset, batch_size, transform) or a
+// value of the wrong type or out of range is an InvalidArgument naming it.
+Result<JobSpec> ParseJobSpec(std::string_view json_text);
+
+// The names of that JSON form's fields, in protocol order.
+std::vector<std::string> JobSpecFieldNames();
 
 }  // namespace galley
 

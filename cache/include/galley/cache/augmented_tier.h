@@ -25,7 +25,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -35,6 +34,7 @@
 #include "galley/cache/demand_tracker.h"
 #include "galley/cache/eviction_policy.h"
 #include "galley/cache/tier.h"
+#include "galley/mutex.h"
 
 namespace galley::cache {
 
@@ -92,24 +92,23 @@ class AugmentedTier final : public DemandListener {
 
   uint64_t ChargeFor(const Blob& blob, std::string_view signature) const;
   bool PutLocked(Key key, std::string_view signature, JobId producer, uint64_t epoch, BlobPtr blob,
-                 uint32_t demand);  // requires mu_
-  bool MakeRoomLocked(uint64_t bytes_needed,
-                      std::optional<uint32_t> newcomer_demand);  // requires mu_
-  void RemoveLocked(Key key, size_t index);                      // requires mu_
+                 uint32_t demand) REQUIRES(mu_);
+  bool MakeRoomLocked(uint64_t bytes_needed, std::optional<uint32_t> newcomer_demand) REQUIRES(mu_);
+  void RemoveLocked(Key key, size_t index) REQUIRES(mu_);
 
   const size_t reuse_limit_;
   DemandTracker* const demand_;
 
-  mutable std::mutex mu_;
-  std::unique_ptr<EvictionPolicy> policy_;               // GUARDED_BY(mu_); keyed by EntryId
-  std::unordered_map<Key, std::vector<Entry>> entries_;  // GUARDED_BY(mu_); one per signature
-  std::unordered_map<EntryId, Key> owner_;               // GUARDED_BY(mu_)
-  EntryId next_id_ = 0;                                  // GUARDED_BY(mu_)
-  uint64_t budget_bytes_;                                // GUARDED_BY(mu_)
-  uint64_t bytes_ = 0;                                   // GUARDED_BY(mu_); always <= budget_bytes_
-  uint64_t entry_count_ = 0;                             // GUARDED_BY(mu_)
-  AugmentedTierStats stats_;                             // GUARDED_BY(mu_)
-  std::vector<EntryId> victims_;                         // GUARDED_BY(mu_); scratch
+  mutable Mutex mu_;
+  const std::unique_ptr<EvictionPolicy> policy_ PT_GUARDED_BY(mu_);      // keyed by EntryId
+  std::unordered_map<Key, std::vector<Entry>> entries_ GUARDED_BY(mu_);  // one per signature
+  std::unordered_map<EntryId, Key> owner_ GUARDED_BY(mu_);
+  EntryId next_id_ GUARDED_BY(mu_) = 0;
+  uint64_t budget_bytes_ GUARDED_BY(mu_);
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;  // always <= budget_bytes_
+  uint64_t entry_count_ GUARDED_BY(mu_) = 0;
+  AugmentedTierStats stats_ GUARDED_BY(mu_);
+  std::vector<EntryId> victims_ GUARDED_BY(mu_);  // scratch
 };
 
 }  // namespace galley::cache

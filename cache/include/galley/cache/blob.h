@@ -13,14 +13,16 @@
 #include <memory>
 #include <vector>
 
+#include "galley/ids.h"
+
 namespace galley::cache {
 
 // An item across all datasets: the daemon packs (dataset << 32) | item_id.
 using Key = uint64_t;
 
-// Identifies a registered job; assigned by the daemon, never reused while the
-// job's entries may still be resident.
-using JobId = uint64_t;
+// Jobs are named by the daemon's JobId (galley/ids.h), never reused while
+// the job's entries may still be resident.
+using ::galley::JobId;
 
 inline constexpr Key MakeKey(uint32_t dataset, uint32_t item) {
   return (static_cast<Key>(dataset) << 32) | item;

@@ -17,13 +17,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
-#include <shared_mutex>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "galley/cache/blob.h"
+#include "galley/mutex.h"
 
 namespace galley::cache {
 
@@ -62,7 +61,7 @@ class DemandTracker {
   template <typename Fn>
   decltype(auto) WithDemand(Key key, Fn&& fn) const {
     const Shard& shard = ShardFor(key);
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(&shard.mu);
     auto it = shard.counts.find(key);
     return fn(it == shard.counts.end() ? uint32_t{0} : it->second);
   }
@@ -80,8 +79,8 @@ class DemandTracker {
   static constexpr size_t kShards = 64;
 
   struct Shard {
-    mutable std::mutex mu;
-    std::unordered_map<Key, uint32_t> counts;  // GUARDED_BY(mu); zero counts are erased
+    mutable Mutex mu;
+    std::unordered_map<Key, uint32_t> counts GUARDED_BY(mu);  // zero counts are erased
   };
 
   Shard& ShardFor(Key key) { return shards_[Mix(key) % kShards]; }
@@ -90,12 +89,14 @@ class DemandTracker {
   // datasets evenly over the shards.
   static uint64_t Mix(Key key) { return (key ^ (key >> 29)) * 0x9E3779B97F4A7C15ull >> 32; }
 
-  // Requires the key's shard lock.
-  void Notify(Key key, uint32_t demand) const;
+  // Called with the key's shard lock held, so one key's changes reach the
+  // listeners in order.
+  void Notify(const Shard& shard, Key key, uint32_t demand) const REQUIRES(shard.mu)
+      EXCLUDES(listeners_mu_);
 
   std::array<Shard, kShards> shards_;
-  mutable std::shared_mutex listeners_mu_;
-  std::vector<DemandListener*> listeners_;  // GUARDED_BY(listeners_mu_)
+  mutable SharedMutex listeners_mu_;
+  std::vector<DemandListener*> listeners_ GUARDED_BY(listeners_mu_);
 };
 
 }  // namespace galley::cache

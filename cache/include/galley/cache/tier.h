@@ -20,7 +20,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,6 +27,7 @@
 #include "galley/cache/blob.h"
 #include "galley/cache/demand_tracker.h"
 #include "galley/cache/eviction_policy.h"
+#include "galley/mutex.h"
 
 namespace galley::cache {
 
@@ -78,7 +78,7 @@ class Tier final : public DemandListener {
 
   TierStats Stats() const;
   const std::string& name() const { return name_; }
-  std::string_view policy_name() const { return policy_->name(); }
+  std::string_view policy_name() const;
 
   // Recomputes the resident charge from the entries themselves; equals
   // Stats().bytes unless the accounting is broken. For tests and audits.
@@ -92,22 +92,22 @@ class Tier final : public DemandListener {
     uint64_t charged_bytes;
   };
 
-  bool PutLocked(Key key, BlobPtr blob, uint32_t demand);  // requires mu_
-  // Evicts until `bytes_needed` more bytes fit; requires mu_.
-  bool MakeRoomLocked(uint64_t bytes_needed, std::optional<uint32_t> newcomer_demand);
-  // Evicts every key in victims_ and clears it; requires mu_.
-  void EvictVictimsLocked();
+  bool PutLocked(Key key, BlobPtr blob, uint32_t demand) REQUIRES(mu_);
+  // Evicts until `bytes_needed` more bytes fit.
+  bool MakeRoomLocked(uint64_t bytes_needed, std::optional<uint32_t> newcomer_demand) REQUIRES(mu_);
+  // Evicts every key in victims_ and clears it.
+  void EvictVictimsLocked() REQUIRES(mu_);
 
   const std::string name_;
   DemandTracker* const demand_;
 
-  mutable std::mutex mu_;
-  std::unique_ptr<EvictionPolicy> policy_;  // GUARDED_BY(mu_)
-  std::unordered_map<Key, Entry> entries_;  // GUARDED_BY(mu_)
-  uint64_t budget_bytes_;                   // GUARDED_BY(mu_)
-  TierStats stats_;                         // GUARDED_BY(mu_); bytes/entries/budget filled on read
-  uint64_t bytes_ = 0;                      // GUARDED_BY(mu_); always <= budget_bytes_
-  std::vector<Key> victims_;                // GUARDED_BY(mu_); scratch reused across Puts
+  mutable Mutex mu_;
+  const std::unique_ptr<EvictionPolicy> policy_ PT_GUARDED_BY(mu_);
+  std::unordered_map<Key, Entry> entries_ GUARDED_BY(mu_);
+  uint64_t budget_bytes_ GUARDED_BY(mu_);
+  TierStats stats_ GUARDED_BY(mu_);           // bytes/entries/budget filled on read
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;        // always <= budget_bytes_
+  std::vector<Key> victims_ GUARDED_BY(mu_);  // scratch reused across Puts
 };
 
 }  // namespace galley::cache

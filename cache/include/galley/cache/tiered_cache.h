@@ -17,13 +17,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "galley/cache/augmented_tier.h"
 #include "galley/cache/demand_tracker.h"
 #include "galley/cache/split.h"
 #include "galley/cache/tier.h"
+#include "galley/mutex.h"
 
 namespace galley::cache {
 
@@ -84,7 +84,7 @@ class TieredCache {
 
  private:
   explicit TieredCache(const CacheOptions& options);
-  void ApplyBudgetsLocked();  // requires split_mu_
+  void ApplyBudgetsLocked() REQUIRES(split_mu_);
 
   // Declared first so it outlives the tiers that subscribe to it.
   DemandTracker demand_;
@@ -92,9 +92,9 @@ class TieredCache {
   std::unique_ptr<Tier> decoded_;
   std::unique_ptr<AugmentedTier> augmented_;
 
-  mutable std::mutex split_mu_;
-  Split split_;           // GUARDED_BY(split_mu_)
-  uint64_t cache_bytes_;  // GUARDED_BY(split_mu_)
+  mutable Mutex split_mu_;
+  Split split_ GUARDED_BY(split_mu_);
+  uint64_t cache_bytes_ GUARDED_BY(split_mu_);
 };
 
 }  // namespace galley::cache

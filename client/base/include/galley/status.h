@@ -106,10 +106,12 @@ class [[nodiscard]] Result {
 #define GALLEY_CONCAT_INNER_(a, b) a##b
 #define GALLEY_CONCAT_(a, b) GALLEY_CONCAT_INNER_(a, b)
 // `GALLEY_ASSIGN_OR_RETURN(auto x, MakeX());` binds x or returns the error.
+// `lhs` is a declaration (`auto x`), which parentheses would break.
 #define GALLEY_ASSIGN_OR_RETURN(lhs, expr)                    \
   auto GALLEY_CONCAT_(galley_result_, __LINE__) = (expr);     \
   if (!GALLEY_CONCAT_(galley_result_, __LINE__).ok())         \
     return GALLEY_CONCAT_(galley_result_, __LINE__).status(); \
-  lhs = std::move(GALLEY_CONCAT_(galley_result_, __LINE__)).value()
+  lhs = /* NOLINT(bugprone-macro-parentheses): see above */   \
+      std::move(GALLEY_CONCAT_(galley_result_, __LINE__)).value()
 
 #endif  // GALLEY_STATUS_H_
