@@ -4,6 +4,9 @@
 // scaled decodes a 224-pixel crop can use, and for region decodes of
 // RandomResizedCrop windows against full decodes of the same samples.
 //
+// BM_DecodePng times PNG decoding the same way (bench/png_vs_pil.py runs it
+// beside PIL on several kinds of PNG).
+//
 // With GALLEY_BENCH_JPEG_DIR set, the full, scaled and libjpeg benchmarks
 // cycle through the JPEG files under that directory (up to 1,000) instead,
 // so the stages can be measured on a real dataset:
@@ -20,6 +23,7 @@
 #include <cstdio>  // jpeglib.h needs FILE and size_t first
 #include <jpeglib.h>
 // clang-format on
+#include <png.h>
 #include <turbojpeg.h>
 
 #include <algorithm>
@@ -29,6 +33,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <random>
 #include <string>
@@ -82,58 +87,94 @@ const std::vector<uint8_t>& TestJpeg() {
   return jpeg;
 }
 
+// The files with one of `extensions` under `dir` (up to 1,000, sorted).
+std::vector<std::vector<uint8_t>> ReadFiles(const char* dir,
+                                            std::initializer_list<std::string> extensions) {
+  std::vector<std::filesystem::path> paths;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    std::string ext = entry.path().extension().string();
+    for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (entry.is_regular_file() &&
+        std::find(extensions.begin(), extensions.end(), ext) != extensions.end()) {
+      paths.push_back(entry.path());
+    }
+  }
+  std::sort(paths.begin(), paths.end());
+  if (paths.size() > 1000) paths.resize(1000);
+  std::vector<std::vector<uint8_t>> out;
+  for (const auto& path : paths) {
+    std::ifstream in(path, std::ios::binary);
+    out.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  if (out.empty()) {
+    std::fprintf(stderr, "%s holds no %s files\n", dir, extensions.begin()->c_str());
+    std::exit(2);
+  }
+  return out;
+}
+
 // The files the full, scaled and libjpeg benchmarks decode: the JPEGs under
 // GALLEY_BENCH_JPEG_DIR when it is set, else TestJpeg().
 const std::vector<std::vector<uint8_t>>& Inputs() {
   static const std::vector<std::vector<uint8_t>> inputs = [] {
-    std::vector<std::vector<uint8_t>> out;
     const char* dir = std::getenv("GALLEY_BENCH_JPEG_DIR");
-    if (dir == nullptr || *dir == '\0') {
-      out.push_back(TestJpeg());
-      return out;
-    }
-    std::vector<std::filesystem::path> paths;
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
-      std::string ext = entry.path().extension().string();
-      for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (entry.is_regular_file() && (ext == ".jpg" || ext == ".jpeg")) {
-        paths.push_back(entry.path());
-      }
-    }
-    std::sort(paths.begin(), paths.end());
-    if (paths.size() > 1000) paths.resize(1000);
-    for (const auto& path : paths) {
-      std::ifstream in(path, std::ios::binary);
-      out.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
-    if (out.empty()) {
-      std::fprintf(stderr, "GALLEY_BENCH_JPEG_DIR=%s holds no .jpg files\n", dir);
-      std::exit(2);
-    }
-    return out;
+    if (dir == nullptr || *dir == '\0') return std::vector<std::vector<uint8_t>>{TestJpeg()};
+    return ReadFiles(dir, {".jpg", ".jpeg"});
   }();
   return inputs;
 }
 
-double MeanInputBytes() {
-  double sum = 0;
-  for (const auto& jpeg : Inputs()) sum += static_cast<double>(jpeg.size());
-  return sum / static_cast<double>(Inputs().size());
+// The files BM_DecodePng decodes: the PNGs under GALLEY_BENCH_PNG_DIR when it
+// is set (bench/png_vs_pil.py sets it, one folder per kind of PNG), else the
+// photo-like pixels written in-process as an 8-bit RGB PNG by libpng at its
+// default compression.
+const std::vector<std::vector<uint8_t>>& PngInputs() {
+  static const std::vector<std::vector<uint8_t>> inputs = [] {
+    const char* dir = std::getenv("GALLEY_BENCH_PNG_DIR");
+    if (dir != nullptr && *dir != '\0') return ReadFiles(dir, {".png"});
+    const std::vector<uint8_t> pixels = PhotoLikePixels();
+    png_image image{};
+    image.version = PNG_IMAGE_VERSION;
+    image.width = kWidth;
+    image.height = kHeight;
+    image.format = PNG_FORMAT_RGB;
+    png_alloc_size_t size = 0;
+    if (!png_image_write_get_memory_size(image, size, 0, pixels.data(), 0, nullptr)) std::abort();
+    std::vector<uint8_t> png(size);
+    if (!png_image_write_to_memory(&image, png.data(), &size, 0, pixels.data(), 0, nullptr)) {
+      std::abort();
+    }
+    png.resize(size);
+    return std::vector<std::vector<uint8_t>>{png};
+  }();
+  return inputs;
 }
 
-void BM_DecodeFull(benchmark::State& state) {
-  const auto& inputs = Inputs();
-  benchmark::DoNotOptimize(Decode(inputs[0], DecodeOptions{}).ok());  // warm-up
+double MeanBytes(const std::vector<std::vector<uint8_t>>& files) {
+  double sum = 0;
+  for (const auto& file : files) sum += static_cast<double>(file.size());
+  return sum / static_cast<double>(files.size());
+}
+
+double MeanInputBytes() { return MeanBytes(Inputs()); }
+
+// Full decodes cycling through `files`: items/s, encoded bytes/s, and the
+// mean file size as the counter `size_counter`.
+void TimeFullDecodes(benchmark::State& state, const std::vector<std::vector<uint8_t>>& files,
+                     const char* size_counter) {
+  benchmark::DoNotOptimize(Decode(files[0], DecodeOptions{}).ok());  // warm-up
   size_t i = 0;
   for (auto _ : state) {
-    auto image = Decode(inputs[i++ % inputs.size()], DecodeOptions{});
+    auto image = Decode(files[i++ % files.size()], DecodeOptions{});
     if (!image.ok()) state.SkipWithError(image.status().ToString().c_str());
     benchmark::DoNotOptimize(image->pixels.data());
   }
   state.SetItemsProcessed(state.iterations());
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * MeanInputBytes()));
-  state.counters["jpeg_bytes"] = MeanInputBytes();
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * MeanBytes(files)));
+  state.counters[size_counter] = MeanBytes(files);
 }
+
+void BM_DecodeFull(benchmark::State& state) { TimeFullDecodes(state, Inputs(), "jpeg_bytes"); }
 BENCHMARK(BM_DecodeFull)->UseRealTime();
 
 // Scaled decode at 1/argument (2, 4 or 8): each file is asked for exactly
@@ -205,6 +246,11 @@ void BM_ReadHeader(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_ReadHeader)->UseRealTime();
+
+// A whole PNG to RGB through libpng, cycling through PngInputs(): items/s,
+// and encoded bytes/s.
+void BM_DecodePng(benchmark::State& state) { TimeFullDecodes(state, PngInputs(), "png_bytes"); }
+BENCHMARK(BM_DecodePng)->UseRealTime();
 
 // RandomResizedCrop(224) + RandomHorizontalFlip, the usual training pipeline.
 const TransformPipeline& TrainPipeline() {

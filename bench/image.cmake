@@ -1,7 +1,7 @@
 # Decode and transform micro-benchmarks (Google Benchmark).
 add_executable(decode_bench decode_bench.cc)
 target_link_libraries(decode_bench PRIVATE galley_image PkgConfig::TurboJPEG PkgConfig::LibJpeg
-                      benchmark::benchmark)
+                      PkgConfig::LibPng benchmark::benchmark)
 
 # transforms_bench also times the OpenCV resize galley used before its own
 # resampler, as the baseline.

@@ -12,14 +12,19 @@ if(GALLEY_BUILD_SERVER)
   pkg_check_modules(LibJpeg REQUIRED IMPORTED_TARGET libjpeg)
   pkg_check_modules(LibExif REQUIRED IMPORTED_TARGET libexif)
   pkg_check_modules(LibWebP REQUIRED IMPORTED_TARGET libwebp)
+  pkg_check_modules(LibPng REQUIRED IMPORTED_TARGET libpng16)
   find_package(TBB REQUIRED)
   find_package(spdlog REQUIRED)
   find_package(tomlplusplus REQUIRED)
   find_package(CLI11 REQUIRED)
+endif()
 
-  # Debian splits OpenCV into per-module -dev packages; only the umbrella
-  # libopencv-dev ships the CMake config, so the three modules galley uses are
-  # found directly.
+# OpenCV is no part of galleyd (Debian's build pulls in X11, GL and BLAS):
+# tests and benchmarks use it as an independent reference and to write test
+# images. Debian splits it into per-module -dev packages and only the
+# umbrella libopencv-dev ships the CMake config, so the modules are found
+# directly.
+if(GALLEY_BUILD_SERVER AND (GALLEY_BUILD_TESTS OR GALLEY_BUILD_BENCH))
   find_path(OpenCV_INCLUDE_DIR opencv2/core.hpp PATH_SUFFIXES opencv4 REQUIRED)
   add_library(galley_opencv INTERFACE)
   foreach(module core imgproc imgcodecs)

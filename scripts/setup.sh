@@ -7,7 +7,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config ninja-build ccache dpkg-dev
-  libturbojpeg0-dev libjpeg62-turbo-dev libexif-dev libwebp-dev
+  libturbojpeg0-dev libjpeg62-turbo-dev libexif-dev libwebp-dev libpng-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   libboost-dev libtbb-dev libacl1-dev
   nlohmann-json3-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
@@ -15,6 +15,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-torchvision python3-numpy python3-pytest
   python3-matplotlib python3-pil
+  debootstrap
   dataset-fashion-mnist
 )
 

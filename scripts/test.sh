@@ -8,7 +8,10 @@
 #      torchvision and NumPy 2 (scripts/setup_venv.sh), against galley's
 #      self-contained wheel (scripts/build_wheel.sh: `pip wheel`, then
 #      `auditwheel repair`) installed with pip;
-#   4. the install tree, a C++ consumer (find_package and pkg-config) and the
+#   4. the same wheel in a minimal Debian root that has nothing but python3
+#      (tests/install/check_wheel_minimal_root.sh; needs root for chroot; the
+#      root is made once by debootstrap and cached in ~/.cache/galley);
+#   5. the install tree, a C++ consumer (find_package and pkg-config) and the
 #      .deb (tests/install/check_install.sh).
 # Safe to re-run; set GALLEY_VENV to use another venv.
 set -euo pipefail
@@ -36,6 +39,11 @@ echo "wheel: $(basename "$WHEEL"), $(du -k "$WHEEL" | cut -f1) KiB"
 # From outside the clone, so only the installed package can be imported.
 (cd "$BUILD_DIR" && GALLEYD="$GALLEYD" GALLEY_EXPECT_INSTALLED=1 \
   "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python")
+
+echo "== the wheel in a minimal Debian root"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+$SUDO "$ROOT/tests/install/check_wheel_minimal_root.sh" "$WHEEL"
 
 echo "== install tree, C++ consumer, .deb"
 "$ROOT/tests/install/check_install.sh" "$BUILD_DIR"

@@ -12,10 +12,23 @@ add_custom_target(galley_image_fixtures DEPENDS ${GALLEY_IMAGE_FIXTURE_DIR}/stam
 
 galley_add_test(image_decoder_test
   SOURCES unit/image_decoder_test.cc
-  LIBS galley_image galley_opencv PkgConfig::LibWebP)
+  LIBS galley_image PkgConfig::LibWebP PkgConfig::LibJpeg)
 add_dependencies(image_decoder_test galley_image_fixtures)
 target_compile_definitions(image_decoder_test PRIVATE
+  GALLEY_IMAGE_FIXTURE_DIR="${GALLEY_IMAGE_FIXTURE_DIR}" GALLEY_TEST_PYTHON="/usr/bin/python3")
+
+# PNG and BMP against PIL, variant by variant.
+galley_add_test(image_png_bmp_test
+  SOURCES unit/image_png_bmp_test.cc
+  LIBS galley_image)
+add_dependencies(image_png_bmp_test galley_image_fixtures)
+target_compile_definitions(image_png_bmp_test PRIVATE
   GALLEY_IMAGE_FIXTURE_DIR="${GALLEY_IMAGE_FIXTURE_DIR}")
+
+# Padding, copies and the eight turns under the pipeline, against hand-written values.
+galley_add_test(image_rgb_span_test
+  SOURCES unit/image_rgb_span_test.cc
+  LIBS galley_image)
 
 galley_add_test(image_transforms_test
   SOURCES unit/image_transforms_test.cc
@@ -37,10 +50,10 @@ galley_add_test(image_region_test
 # torchvision.transforms.functional on PIL images, with forced parameters.
 galley_add_test(image_pixel_ops_test
   SOURCES unit/image_pixel_ops_test.cc
-  LIBS galley_image galley_opencv)
+  LIBS galley_image)
 target_compile_definitions(image_pixel_ops_test PRIVATE GALLEY_TEST_PYTHON="/usr/bin/python3")
 
 # The random draws of every op follow torchvision's distributions.
 galley_add_test(image_draws_test
   SOURCES unit/image_draws_test.cc
-  LIBS galley_image galley_opencv)
+  LIBS galley_image)

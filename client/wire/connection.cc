@@ -184,6 +184,15 @@ Result<Frame> Connection::ReadFrame(std::optional<Deadline> deadline) {
   GALLEY_RETURN_IF_ERROR(
       ReadExact(head.data() + 1, head.size() - 1, std::nullopt, finish, false, &frame));
   GALLEY_ASSIGN_OR_RETURN(frame.header, DecodeFrameHeader(head));
+  if (budget_ != nullptr && frame.header.payload_length > FrameBudget::kFreeBytes) {
+    frame.budget_lease = budget_->TryTake(frame.header.payload_length);
+    if (frame.budget_lease == nullptr) {
+      return Status::ResourceExhausted(
+          "a frame of " + std::to_string(frame.header.payload_length) +
+          " bytes would take the bytes held in large frames past the limit of " +
+          std::to_string(budget_->limit()) + "; retry later or send a smaller request");
+    }
+  }
   // The payload buffer grows as bytes arrive, so a peer that announces a
   // large frame and trickles it holds only what it has sent.
   constexpr size_t kChunk = 64 * 1024;

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "galley/status.h"
+#include "wire/frame_budget.h"
 #include "wire/protocol.h"
 #include "wire/unique_fd.h"
 
@@ -27,6 +29,8 @@ struct Frame {
   std::string payload;  // JSON text, possibly empty
   UniqueFd passed_fd;   // the first descriptor the frame carried, if any
   UniqueFd second_fd;   // the second one (JobOpened passes the ring and its eventfd)
+  // The payload's charge against the connection's FrameBudget, if any.
+  std::unique_ptr<FrameBudget::Lease> budget_lease;
 };
 
 struct PeerCredentials {
@@ -44,6 +48,9 @@ inline constexpr std::chrono::seconds kFrameCompletionTimeout{10};
 class Connection {
  public:
   explicit Connection(UniqueFd socket) : socket_(std::move(socket)) {}
+  // Frames read from now on are charged against `budget` (which must
+  // outlive the connection); see FrameBudget.
+  void SetFrameBudget(FrameBudget* budget) { budget_ = budget; }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -81,6 +88,7 @@ class Connection {
                    Deadline finish_deadline, bool frame_start, Frame* frame);
 
   UniqueFd socket_;
+  FrameBudget* budget_ = nullptr;
   std::mutex send_mu_;  // keeps concurrent frames from interleaving
 };
 

@@ -10,30 +10,34 @@
 namespace galley {
 namespace {
 
-using nlohmann::json;
-
 // A 224x224 RGB uint8 sample: the usual finished sample before any job says.
 constexpr double kDefaultSampleBytes = 3.0 * 224 * 224;
 
-json Input(double value, const char* source) { return {{"value", value}, {"source", source}}; }
-
-json SplitJson(const cache::Split& split) {
-  return {{"encoded_pct", split.encoded_pct},
-          {"decoded_pct", split.decoded_pct},
-          {"augmented_pct", split.augmented_pct}};
+SplitSnapshot SnapshotOf(const cache::Split& split) {
+  return {split.encoded_pct, split.decoded_pct, split.augmented_pct};
 }
 
-json TierJson(const cache::TierStats& t) {
+TierSnapshot SnapshotOf(const cache::TierStats& t) {
   const uint64_t lookups = t.hits + t.misses;
-  return {{"budget_bytes", t.budget_bytes},
-          {"bytes", t.bytes},
-          {"entries", t.entries},
-          {"hits", t.hits},
-          {"misses", t.misses},
-          {"hit_rate", lookups ? double(t.hits) / double(lookups) : 0.0},
-          {"inserts", t.inserts},
-          {"rejects", t.rejects},
-          {"evictions", t.evictions}};
+  TierSnapshot s;
+  s.budget_bytes = t.budget_bytes;
+  s.bytes = t.bytes;
+  s.entries = t.entries;
+  s.hits = t.hits;
+  s.misses = t.misses;
+  s.hit_rate = lookups ? double(t.hits) / double(lookups) : 0.0;
+  s.inserts = t.inserts;
+  s.rejects = t.rejects;
+  s.evictions = t.evictions;
+  return s;
+}
+
+PerSourceSnapshot SnapshotOf(const cache::SourceRates& r) {
+  return {r.augmented, r.decoded, r.encoded, r.storage};
+}
+
+PerSourceSnapshot SnapshotOf(const cache::HitFractions& f) {
+  return {f.augmented, f.decoded, f.encoded, f.storage};
 }
 
 }  // namespace
@@ -274,83 +278,80 @@ cache::PlannerInputs CachePlanner::InputsLocked() const {
   return in;
 }
 
-json CachePlanner::Describe() const {
-  std::lock_guard lock(mu_);
+PlannerInputsSnapshot CachePlanner::InputsSnapshotLocked() const {
   const cache::PlannerInputs in = plan_ ? plan_inputs_ : InputsLocked();
   auto measured = [](double override_value) {
     return override_value > 0 ? "override" : "measured";
   };
-  json inputs = {
-      {"storage_bytes_per_s",
-       Input(in.storage_bytes_per_s, measured(overrides_.storage_bytes_per_s))},
-      {"decode_augment_per_core_per_s",
-       Input(in.decode_augment_per_core_per_s, measured(overrides_.decode_augment_per_core_per_s))},
-      {"augment_per_core_per_s",
-       Input(in.augment_per_core_per_s, measured(overrides_.augment_per_core_per_s))},
-      {"cores", Input(in.cores, overrides_.cores > 0 ? "override" : "worker threads")},
-      {"memory_bytes_per_s", Input(in.memory_bytes_per_s, "measured")},
-      {"jobs_consumption_per_s", Input(in.jobs_consumption_per_s, "unbounded")},
-      {"dataset_items", Input(double(in.dataset_items), "datasets")},
-      {"encoded_item_bytes", Input(in.encoded_item_bytes, "datasets")},
-      {"inflation", Input(in.inflation, "measured")},
-      {"augmented_item_bytes", Input(in.augmented_item_bytes, jobs_.empty() ? "default" : "jobs")},
-      {"identical_pipeline_jobs", Input(in.identical_pipeline_jobs, "jobs")},
-      {"augmented_reuse_limit", Input(double(in.augmented_reuse_limit), "cache")},
-      {"cache_bytes", Input(double(in.cache_bytes), "cache")}};
-  json datasets = json::array();
+  PlannerInputsSnapshot s;
+  s.storage_bytes_per_s = {in.storage_bytes_per_s, measured(overrides_.storage_bytes_per_s)};
+  s.decode_augment_per_core_per_s = {in.decode_augment_per_core_per_s,
+                                     measured(overrides_.decode_augment_per_core_per_s)};
+  s.augment_per_core_per_s = {in.augment_per_core_per_s,
+                              measured(overrides_.augment_per_core_per_s)};
+  s.cores = {double(in.cores), overrides_.cores > 0 ? "override" : "worker threads"};
+  s.memory_bytes_per_s = {in.memory_bytes_per_s, "measured"};
+  s.jobs_consumption_per_s = {in.jobs_consumption_per_s, "unbounded"};
+  s.dataset_items = {double(in.dataset_items), "datasets"};
+  s.encoded_item_bytes = {in.encoded_item_bytes, "datasets"};
+  s.inflation = {in.inflation, "measured"};
+  s.augmented_item_bytes = {in.augmented_item_bytes, jobs_.empty() ? "default" : "jobs"};
+  s.identical_pipeline_jobs = {double(in.identical_pipeline_jobs), "jobs"};
+  s.augmented_reuse_limit = {double(in.augmented_reuse_limit), "cache"};
+  s.cache_bytes = {double(in.cache_bytes), "cache"};
+  return s;
+}
+
+PlanSnapshot CachePlanner::Snapshot() const {
+  std::lock_guard lock(mu_);
+  PlanSnapshot out;
+  out.planner = overrides_.split ? "admin split" : "model-driven";
+  out.inputs = InputsSnapshotLocked();
+  out.probe_seconds = node_.probe_seconds;
   for (const auto& [key, info] : datasets_) {
-    json d = {{"root", info.dataset->root().string()}};
+    PlanDatasetSnapshot& d = out.datasets.emplace_back();
+    d.root = info.dataset->root().string();
+    d.sampled = info.sample.has_value();
     if (info.sample) {
-      d["items"] = info.sample->items;
-      d["mean_encoded_bytes"] = info.sample->mean_encoded_bytes;
-      d["inflation"] = info.sample->inflation;
-      d["files_sampled"] = info.sample->files_sampled;
-      d["storage_bytes_per_s"] =
+      d.items = info.sample->items;
+      d.mean_encoded_bytes = info.sample->mean_encoded_bytes;
+      d.inflation = info.sample->inflation;
+      d.files_sampled = info.sample->files_sampled;
+      d.storage_bytes_per_s =
           info.sample->read_seconds > 0 ? info.sample->bytes_read / info.sample->read_seconds : 0.0;
     } else {
-      d["error"] = info.sample_error.empty() ? "not sampled yet" : info.sample_error;
+      d.error = info.sample_error.empty() ? "not sampled yet" : info.sample_error;
     }
-    datasets.push_back(std::move(d));
   }
-  json out = {{"planner", overrides_.split ? "admin split" : "model-driven"},
-              {"inputs", inputs},
-              {"probe_seconds", node_.probe_seconds},
-              {"datasets", datasets},
-              {"plans_made", plans_made_},
-              {"split", SplitJson(cache_->split())}};
+  out.plans_made = plans_made_;
+  out.split = SnapshotOf(cache_->split());
   if (plan_) {
-    out["predicted_items_per_s"] = plan_->predicted_items_per_s;
-    out["source_rates"] = {{"augmented", plan_->rates.augmented},
-                           {"decoded", plan_->rates.decoded},
-                           {"encoded", plan_->rates.encoded},
-                           {"storage", plan_->rates.storage}};
-    out["hit_fractions"] = {{"augmented", plan_->fractions.augmented},
-                            {"decoded", plan_->fractions.decoded},
-                            {"encoded", plan_->fractions.encoded},
-                            {"storage", plan_->fractions.storage}};
-  } else {
-    out["note"] = "no plan yet: the planner runs when a job opens its first dataset";
+    out.plan = AppliedPlanSnapshot{plan_->predicted_items_per_s, SnapshotOf(plan_->rates),
+                                   SnapshotOf(plan_->fractions)};
   }
   return out;
 }
 
-json CachePlanner::DescribeCache() const {
+CacheSnapshot CachePlanner::SnapshotCache() const {
   const cache::CacheStats stats = cache_->Stats();
-  json augmented = TierJson(stats.augmented.tier);
-  augmented["retired"] = stats.augmented.retired;
-  augmented["replaced"] = stats.augmented.replaced;
-  augmented["reuse_limit"] = cache_->augmented().reuse_limit();
-  return {{"enabled", true},
-          {"cache_bytes", stats.cache_bytes},
-          {"eviction", std::string(cache_->encoded().policy_name())},
-          {"split", SplitJson(stats.split)},
-          {"split_source", overrides_.split ? "admin" : "planner"},
-          {"tiers",
-           {{"encoded", TierJson(stats.encoded)},
-            {"decoded", TierJson(stats.decoded)},
-            {"augmented", augmented}}},
-          {"demand",
-           {{"keys_with_demand", stats.keys_with_demand}, {"total_demand", stats.total_demand}}}};
+  CacheSnapshot out;
+  out.cache_bytes = stats.cache_bytes;
+  out.eviction = std::string(cache_->encoded().policy_name());
+  out.split = SnapshotOf(stats.split);
+  out.split_source = overrides_.split ? "admin" : "planner";
+  out.encoded = SnapshotOf(stats.encoded);
+  out.decoded = SnapshotOf(stats.decoded);
+  out.augmented.tier = SnapshotOf(stats.augmented.tier);
+  out.augmented.retired = stats.augmented.retired;
+  out.augmented.replaced = stats.augmented.replaced;
+  out.augmented.reuse_limit = cache_->augmented().reuse_limit();
+  out.keys_with_demand = stats.keys_with_demand;
+  out.total_demand = stats.total_demand;
+  {
+    std::lock_guard lock(mu_);
+    out.planner_inputs = InputsSnapshotLocked();
+  }
+  return out;
 }
 
 }  // namespace galley

@@ -2,7 +2,7 @@
 // gathers the planner's inputs, re-plans the cache split when datasets or jobs
 // change, and applies it with TieredCache::SetSplit.
 //
-// Inputs come from three places, each shown with its source by Describe():
+// Inputs come from three places, each shown with its source by Snapshot():
 //   * the node, measured once at start (MeasureNode): decode+augment and
 //     augment-only rates per core, memory copy bandwidth;
 //   * the datasets, sampled the first time a job opens one (SampleDataset):
@@ -30,7 +30,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -39,6 +38,7 @@
 #include "galley/cache/partition_planner.h"
 #include "galley/cache/tiered_cache.h"
 #include "server/daemon/node_probe.h"
+#include "server/daemon/snapshots.h"
 #include "server/dataset/dataset.h"
 
 namespace galley {
@@ -86,10 +86,12 @@ class CachePlanner {
   // nothing to plan for yet: no dataset sampled).
   cache::Plan ReplanNow();
 
-  // The inputs, where each came from, the split and its predictions.
-  nlohmann::json Describe() const;
-  // Tier statistics, demand totals and the split (what `galleyctl cache` prints).
-  nlohmann::json DescribeCache() const;
+  // The inputs, where each came from, the split and its predictions (what
+  // `galleyctl plan` prints).
+  PlanSnapshot Snapshot() const;
+  // Tier statistics, demand totals, the split and the planner's inputs
+  // (what `galleyctl cache` prints, less the pipeline's counters).
+  CacheSnapshot SnapshotCache() const;
 
   // The inputs the next plan would use. Requires no lock.
   cache::PlannerInputs CurrentInputs() const;
@@ -104,6 +106,8 @@ class CachePlanner {
 
   void Loop();
   cache::PlannerInputs InputsLocked() const;  // requires mu_
+  // The inputs of the last plan (the next one's before any), with sources.
+  PlannerInputsSnapshot InputsSnapshotLocked() const;  // requires mu_
 
   cache::TieredCache* const cache_;
   const NodeMeasurements node_;

@@ -1,6 +1,7 @@
 #include "server/daemon/control_server.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -17,6 +18,7 @@
 
 #include "galley/version.h"
 #include "server/daemon/shard_datasets.h"
+#include "server/daemon/snapshot_json.h"
 #include "server/daemon/socket_access.h"
 #include "server/image/decoder.h"
 #include "server/sampler/sampling_policy.h"
@@ -87,6 +89,34 @@ class MessagePacer {
 // times per epoch), far below what a flood can send.
 constexpr double kReleaseRate = 10000, kReleaseBurst = 20000;
 constexpr double kRequestRate = 20, kRequestBurst = 50;
+
+// Which dataset paths a user may see in replies: an admin every one, anyone
+// else those they may read.
+class DatasetVisibility {
+ public:
+  DatasetVisibility(const wire::PeerCredentials& peer, bool admin)
+      : admin_(admin), checker_(Credentials{peer.uid, peer.gid, peer.groups}) {}
+
+  bool MaySee(const std::string& path) {
+    if (admin_) return true;
+    struct stat info {};
+    return ::stat(path.c_str(), &info) == 0 && checker_.CheckFile(path, info).ok();
+  }
+
+  // The groups on datasets the user may see.
+  std::vector<SamplerGroupSnapshot> Visible(std::vector<SamplerGroupSnapshot> groups) {
+    std::erase_if(groups, [this](const SamplerGroupSnapshot& g) { return !MaySee(g.dataset); });
+    return groups;
+  }
+
+ private:
+  const bool admin_;
+  AccessChecker checker_;
+};
+
+wire::PeerCredentials Myself() {
+  return wire::PeerCredentials{::getpid(), ::geteuid(), ::getegid(), {}};
+}
 
 }  // namespace
 
@@ -223,6 +253,7 @@ void ControlServer::AcceptLoop() {
     wire::UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!fd.valid()) continue;
     auto connection = std::make_unique<wire::Connection>(std::move(fd));
+    connection->SetFrameBudget(&frame_budget_);
     auto peer = connection->Peer();
     if (!peer.ok()) continue;
     const uint32_t max_sessions = jobs_.limits().max_jobs + kExtraConnections;
@@ -308,7 +339,7 @@ void ControlServer::Serve(Session* session) {
     const uint32_t request_id = frame->header.request_id;
     switch (frame->header.type) {
       case wire::MessageType::kOpenJob:
-        return finish(ServeJob(session, *frame, *peer));
+        return finish(ServeJob(session, std::move(frame).value(), *peer));
       case wire::MessageType::kQuery: {
         auto body = wire::ParseObject(frame->payload);
         if (!body.ok()) return finish(Status::ProtocolError(body.status().message()));
@@ -336,7 +367,7 @@ void ControlServer::Uncount(Session* session) {
   if (session->counted.exchange(false)) jobs_.ReleaseConnection(session->uid);
 }
 
-Status ControlServer::ServeJob(Session* session, const wire::Frame& open_frame,
+Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
                                const wire::PeerCredentials& peer) {
   wire::Connection& connection = *session->connection;
   const uint32_t open_id = open_frame.header.request_id;
@@ -349,6 +380,12 @@ Status ControlServer::ServeJob(Session* session, const wire::Frame& open_frame,
   auto body = wire::ParseObject(open_frame.payload);
   if (!body.ok()) return refuse(body.status());
   auto spec = wire::JobSpecFromJson(*body);
+  // The request's text and document are not needed for the job's life: a
+  // large one (a long resume list) goes back to the budget and the system.
+  const bool large = open_frame.payload.size() > wire::FrameBudget::kFreeBytes;
+  body = Status::Cancelled("parsed");
+  open_frame = wire::Frame();
+  if (large) ::malloc_trim(0);
   if (!spec.ok()) return refuse(spec.status());
   // How a cancel reaches the client: the reason, then the connection
   // closes, which ends this thread's read loop.
@@ -426,15 +463,11 @@ Status ControlServer::ServeJob(Session* session, const wire::Frame& open_frame,
                      {{"epoch", epoch->get<uint64_t>()}, {"generation", *generation}});
     } else if (frame->header.type == wire::MessageType::kStatsRequest) {
       // The job's own sampler groups only: others name other users' data.
-      json samplers = json::array();
-      for (auto& group : scheduler_->Describe()) {
-        if (group.value("dataset", "") == job->dataset->root().string()) {
-          samplers.push_back(std::move(group));
-        }
-      }
-      (void)SendJson(
-          connection, wire::MessageType::kStats, request_id,
-          {{"job", job->Describe()}, {"samplers", samplers}, {"pipeline", pipeline_->Describe()}});
+      JobStatsSnapshot stats{job->Snapshot(), scheduler_->Snapshot(), pipeline_->Snapshot()};
+      std::erase_if(stats.samplers, [&](const SamplerGroupSnapshot& group) {
+        return group.dataset != job->dataset->root().string();
+      });
+      (void)SendJson(connection, wire::MessageType::kStats, request_id, stats);
     } else if (frame->header.type == wire::MessageType::kConsumerReady) {
       scheduler_->ConsumerReady(job->id);
     } else if (frame->header.type == wire::MessageType::kCloseJob) {
@@ -450,9 +483,11 @@ Status ControlServer::ServeJob(Session* session, const wire::Frame& open_frame,
   return ending.code() == StatusCode::kProtocolError ? ending : Status::Ok();
 }
 
-json ControlServer::Query(const std::string& what) const {
-  return QueryAs(what, wire::PeerCredentials{::getpid(), ::geteuid(), ::getegid(), {}}, true);
+MetricsSnapshot ControlServer::Metrics() const {
+  return {StatusFor(Myself(), true), JobsFor(Myself(), true).jobs, Cache()};
 }
+
+uint64_t ControlServer::open_jobs() const { return jobs_.counters().jobs; }
 
 Result<json> ControlServer::Request(const json& body, const wire::PeerCredentials& peer) {
   auto what = body.find("what");
@@ -483,99 +518,75 @@ Result<json> ControlServer::Request(const json& body, const wire::PeerCredential
         datasets_.Forget(dataset->get<std::string>(), checker ? &*checker : nullptr));
     return json{{"forgotten", dataset->get<std::string>()}};
   }
-  json reply = QueryAs(name, peer, jobs_.IsAdmin(peer));
-  if (reply.contains("error")) return Status::InvalidArgument(reply["error"].get<std::string>());
-  return reply;
+  return QueryAs(name, peer, jobs_.IsAdmin(peer));
 }
 
-json ControlServer::QueryAs(const std::string& what, const wire::PeerCredentials& peer,
-                            bool admin) const {
-  const double uptime = std::chrono::duration<double>(Clock::now() - started_).count();
-  const auto visible_jobs = jobs_.Jobs(peer.uid, admin);
-  // A non-admin sees the datasets they may read, and the samplers of those.
-  AccessChecker checker(Credentials{peer.uid, peer.gid, peer.groups});
-  auto may_see = [&](const std::string& path) {
-    if (admin) return true;
-    struct stat info {};
-    return ::stat(path.c_str(), &info) == 0 && checker.CheckFile(path, info).ok();
-  };
-  auto samplers = [&] {
-    json all = scheduler_->Describe(), out = json::array();
-    for (auto& group : all) {
-      if (may_see(group.value("dataset", ""))) out.push_back(std::move(group));
-    }
-    return out;
-  };
-  if (what == "status") {
-    const JobManagerCounters counters = jobs_.counters();
-    const JobLimits limits = jobs_.limits();
-    return {{"version", kVersion},
-            {"protocol_version", wire::kProtocolVersion},
-            {"uid", static_cast<int64_t>(::geteuid())},
-            {"owner_only", options_.owner_only},
-            {"admin", admin},
-            {"pid", static_cast<int64_t>(::getpid())},
-            {"socket", options_.socket_path},
-            {"uptime_seconds", uptime},
-            {"jobs", counters.jobs},
-            {"your_jobs", visible_jobs.size()},
-            {"jobs_opened", counters.jobs_opened},
-            {"jobs_refused", counters.jobs_refused},
-            {"draining", counters.draining},
-            {"protocol_errors", protocol_errors_.load()},
-            {"datasets", datasets_.size()},
-            {"shm_bytes", counters.shm_bytes},
-            {"limits",
-             {{"max_jobs", limits.max_jobs},
-              {"max_shm_per_job", limits.max_shm_per_job},
-              {"max_shm_total", limits.max_shm_total},
-              {"max_jobs_per_uid", limits.max_jobs_per_uid},
-              {"max_shm_per_uid", limits.max_shm_per_uid},
-              {"max_connections_per_uid", limits.max_connections_per_uid}}},
-            {"pipeline", pipeline_->Describe()},
-            {"samplers", samplers()}};
+Result<json> ControlServer::QueryAs(const std::string& what, const wire::PeerCredentials& peer,
+                                    bool admin) const {
+  if (what == "status") return json(StatusFor(peer, admin));
+  if (what == "datasets") return json(DatasetsFor(peer, admin));
+  if (what == "jobs") return json(JobsFor(peer, admin));
+  // Node-wide figures with no paths in them: anyone may see them.
+  if (what == "cache") {
+    const std::optional<CacheSnapshot> cache = Cache();
+    return cache ? json(*cache) : CachingOffJson();
   }
-  if (what == "datasets") {
-    json list = json::array();
-    for (const DatasetSnapshot& d : datasets_.Snapshot()) {
-      if (!may_see(d.root)) continue;
-      list.push_back({{"root", d.root},
-                      {"key", d.key},
-                      {"items", d.items},
-                      {"classes", d.classes},
-                      {"bytes", d.bytes},
-                      {"index", d.index},
-                      {"listings", d.listings},
-                      {"listed_seconds_ago", d.listed_seconds_ago},
-                      {"shards", DescribeShards(*d.dataset)}});
-    }
-    json indexing = json::array();
-    for (auto& entry : DescribeIndexing()) {
-      if (may_see(entry.value("path", ""))) indexing.push_back(std::move(entry));
-    }
-    return {{"datasets", list}, {"indexing", indexing}, {"samplers", samplers()}};
+  if (what == "plan") {
+    return cache_planner_ != nullptr ? json(cache_planner_->Snapshot()) : CachingOffJson();
   }
-  if (what == "jobs") {
-    json list = json::array();
-    for (const auto& job : visible_jobs) list.push_back(job->Describe());
-    return {{"jobs", list}};
-  }
-  if (what == "cache" || what == "plan") {
-    // Node-wide figures with no paths in them: anyone may see them.
-    if (cache_planner_ == nullptr) return {{"enabled", false}, {"cache_bytes", 0}};
-    if (what == "plan") return cache_planner_->Describe();
-    json reply = cache_planner_->DescribeCache();
-    const json plan = cache_planner_->Describe();
-    reply["planner_inputs"] = plan["inputs"];
-    const json pipeline = pipeline_->Describe();
-    reply["pipeline"] = {
-        {"file_reads", pipeline["file_reads"]},     {"decodes", pipeline["decodes"]},
-        {"augments", pipeline["augments"]},         {"decoded_hits", pipeline["decoded_hits"]},
-        {"encoded_hits", pipeline["encoded_hits"]}, {"augmented_hits", pipeline["augmented_hits"]}};
-    return reply;
-  }
-  return {{"error", "unknown request '" + what +
-                        "' (status, datasets, jobs, cache, plan, cancel, drain, forget)"}};
+  return Status::InvalidArgument("unknown request '" + what +
+                                 "' (status, datasets, jobs, cache, plan, cancel, drain, forget)");
+}
+
+DaemonStatusSnapshot ControlServer::StatusFor(const wire::PeerCredentials& peer, bool admin) const {
+  const JobManagerCounters counters = jobs_.counters();
+  const JobLimits limits = jobs_.limits();
+  DaemonStatusSnapshot s;
+  s.version = kVersion;
+  s.protocol_version = wire::kProtocolVersion;
+  s.uid = static_cast<int64_t>(::geteuid());
+  s.owner_only = options_.owner_only;
+  s.admin = admin;
+  s.pid = static_cast<int64_t>(::getpid());
+  s.socket = options_.socket_path;
+  s.uptime_seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+  s.jobs = counters.jobs;
+  s.your_jobs = jobs_.Jobs(peer.uid, admin).size();
+  s.jobs_opened = counters.jobs_opened;
+  s.jobs_refused = counters.jobs_refused;
+  s.draining = counters.draining;
+  s.protocol_errors = protocol_errors_.load();
+  s.datasets = datasets_.size();
+  s.shm_bytes = counters.shm_bytes;
+  s.limits = {limits.max_jobs,         limits.max_shm_per_job, limits.max_shm_total,
+              limits.max_jobs_per_uid, limits.max_shm_per_uid, limits.max_connections_per_uid};
+  s.pipeline = pipeline_->Snapshot();
+  s.samplers = DatasetVisibility(peer, admin).Visible(scheduler_->Snapshot());
+  return s;
+}
+
+DatasetsSnapshot ControlServer::DatasetsFor(const wire::PeerCredentials& peer, bool admin) const {
+  DatasetVisibility visibility(peer, admin);
+  DatasetsSnapshot s;
+  s.datasets = datasets_.Snapshot();
+  std::erase_if(s.datasets, [&](const DatasetSnapshot& d) { return !visibility.MaySee(d.root); });
+  s.indexing = SnapshotIndexing();
+  std::erase_if(s.indexing, [&](const IndexingSnapshot& i) { return !visibility.MaySee(i.path); });
+  s.samplers = visibility.Visible(scheduler_->Snapshot());
+  return s;
+}
+
+JobsSnapshot ControlServer::JobsFor(const wire::PeerCredentials& peer, bool admin) const {
+  JobsSnapshot s;
+  for (const auto& job : jobs_.Jobs(peer.uid, admin)) s.jobs.push_back(job->Snapshot());
+  return s;
+}
+
+std::optional<CacheSnapshot> ControlServer::Cache() const {
+  if (cache_planner_ == nullptr) return std::nullopt;
+  CacheSnapshot cache = cache_planner_->SnapshotCache();
+  cache.pipeline = pipeline_->Snapshot();
+  return cache;
 }
 
 }  // namespace galley

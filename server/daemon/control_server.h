@@ -10,9 +10,10 @@
 //
 // What a job is and whether it may run is the JobManager's business; which
 // datasets exist, whether they are fresh and who may read them, the
-// DatasetRegistry's. This class owns both and renders their snapshots for
-// queries: a user sees their own jobs and the datasets those jobs use,
-// unless they are an admin (JobManager::IsAdmin).
+// DatasetRegistry's. This class owns both and assembles the components'
+// snapshots (snapshots.h) into the replies to queries, rendered by
+// snapshot_json.h: a user sees their own jobs and the datasets they may
+// read, unless they are an admin (JobManager::IsAdmin).
 //
 // Start/Stop from the main thread; everything else is internal.
 //
@@ -25,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -34,6 +36,7 @@
 #include "server/daemon/item_pipeline.h"
 #include "server/daemon/job_manager.h"
 #include "server/daemon/scheduler.h"
+#include "server/daemon/snapshots.h"
 #include "wire/connection.h"
 
 namespace galley {
@@ -52,8 +55,10 @@ class ControlServer {
   // Ends every job with `reason`, closes all connections, joins threads.
   void Stop(const Status& reason);
 
-  // A query as an admin sees it (metrics, galleyd itself).
-  nlohmann::json Query(const std::string& what) const;
+  // Everything /metrics shows, as an admin sees it.
+  MetricsSnapshot Metrics() const;
+  // Open jobs, every user's.
+  uint64_t open_jobs() const;
   // Applies what SIGHUP may change: limits, policies, allowed roots.
   Status Reload(const DaemonOptions& options);
 
@@ -71,14 +76,20 @@ class ControlServer {
 
   void AcceptLoop();
   void Serve(Session* session);
-  Status ServeJob(Session* session, const wire::Frame& open_frame,
-                  const wire::PeerCredentials& peer);
+  Status ServeJob(Session* session, wire::Frame open_frame, const wire::PeerCredentials& peer);
   // Gives back the session's place in the per-uid connection limit (once).
   void Uncount(Session* session);
   // A query or control request from `peer`: the reply, or the error to send.
   Result<nlohmann::json> Request(const nlohmann::json& body, const wire::PeerCredentials& peer);
-  nlohmann::json QueryAs(const std::string& what, const wire::PeerCredentials& peer,
-                         bool admin) const;
+  // A query's reply as `peer` may see it; InvalidArgument for an unknown one.
+  Result<nlohmann::json> QueryAs(const std::string& what, const wire::PeerCredentials& peer,
+                                 bool admin) const;
+  // The snapshots behind the queries, filtered for `peer` unless `admin`.
+  DaemonStatusSnapshot StatusFor(const wire::PeerCredentials& peer, bool admin) const;
+  DatasetsSnapshot DatasetsFor(const wire::PeerCredentials& peer, bool admin) const;
+  JobsSnapshot JobsFor(const wire::PeerCredentials& peer, bool admin) const;
+  // Tier statistics with the pipeline's counters; none with caching off.
+  std::optional<CacheSnapshot> Cache() const;
   void ReapFinishedSessions();
 
   const DaemonOptions options_;
@@ -94,6 +105,10 @@ class ControlServer {
   std::thread accept_thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> protocol_errors_{0};
+  // Bytes of large frames all peers together may hold at once
+  // (wire::FrameBudget): 16 full-size frames.
+  static constexpr uint64_t kFrameBudgetBytes = uint64_t{16} * wire::kMaxPayloadBytes;
+  wire::FrameBudget frame_budget_{kFrameBudgetBytes};
 
   mutable std::mutex mu_;
   std::list<Session> sessions_;  // GUARDED_BY(mu_)

@@ -144,15 +144,20 @@ Status DatasetRegistry::Forget(const std::string& name, AccessChecker* checker) 
 }
 
 std::vector<DatasetSnapshot> DatasetRegistry::Snapshot() const {
-  std::lock_guard lock(mu_);
   std::vector<DatasetSnapshot> out;
-  const auto now = Clock::now();
-  for (const auto& [key, entry] : entries_) {
-    const Dataset& d = *entry.dataset;
-    out.push_back({key, d.root().string(), entry.index, d.size(), d.classes().size(),
-                   d.total_bytes(), std::chrono::duration<double>(now - entry.listed_at).count(),
-                   entry.listings, entry.dataset});
+  std::vector<std::shared_ptr<const Dataset>> datasets;
+  {
+    std::lock_guard lock(mu_);
+    const auto now = Clock::now();
+    for (const auto& [key, entry] : entries_) {
+      const Dataset& d = *entry.dataset;
+      out.push_back({key, d.root().string(), entry.index, d.size(), d.classes().size(),
+                     d.total_bytes(), std::chrono::duration<double>(now - entry.listed_at).count(),
+                     entry.listings, std::nullopt});
+      datasets.push_back(entry.dataset);
+    }
   }
+  for (size_t i = 0; i < out.size(); ++i) out[i].shards = SnapshotShards(*datasets[i]);
   return out;
 }
 

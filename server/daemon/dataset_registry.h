@@ -39,6 +39,7 @@
 #include "galley/job_spec.h"
 #include "galley/status.h"
 #include "server/daemon/daemon_options.h"
+#include "server/daemon/snapshots.h"
 #include "server/dataset/access.h"
 #include "server/dataset/dataset.h"
 
@@ -49,19 +50,6 @@ struct OpenedDataset {
   std::shared_ptr<const Dataset> dataset;
   uint32_t index = 0;          // never reused; the cache keys' dataset number
   std::vector<ItemId> subset;  // what the job is served: sorted, distinct
-};
-
-// What galleyctl and the metrics show of one listed dataset.
-struct DatasetSnapshot {
-  std::string key;  // what Forget takes
-  std::string root;
-  uint32_t index = 0;
-  uint64_t items = 0;
-  uint64_t classes = 0;
-  uint64_t bytes = 0;
-  double listed_seconds_ago = 0;
-  uint64_t listings = 0;  // how often this key was listed (1 + re-listings)
-  std::shared_ptr<const Dataset> dataset;
 };
 
 class DatasetRegistry {
@@ -90,6 +78,7 @@ class DatasetRegistry {
   // already running keep theirs.
   void SetAllowedRoots(const std::vector<std::string>& roots);
 
+  // Every listed dataset, with its shard figures for a shard set.
   std::vector<DatasetSnapshot> Snapshot() const;
   size_t size() const;
 

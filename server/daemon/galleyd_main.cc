@@ -26,6 +26,7 @@
 #include "server/daemon/item_pipeline.h"
 #include "server/daemon/metrics_server.h"
 #include "server/daemon/node_probe.h"
+#include "server/daemon/prometheus_text.h"
 #include "server/daemon/scheduler.h"
 #include "server/daemon/systemd_notify.h"
 
@@ -70,7 +71,7 @@ Wake WaitForSignalOrIdleExit(double idle_exit_seconds, const galley::ControlServ
       return Wake::kStop;
     }
     if (idle_exit_seconds <= 0) continue;
-    if (server.Query("status").value("jobs", 0) > 0) {
+    if (server.open_jobs() > 0) {
       idle_since = Clock::now();
     } else if (Clock::now() - idle_since >= idle_limit) {
       return Wake::kIdleExit;
@@ -292,10 +293,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<MetricsServer> metrics;
   if (options->metrics_port != 0) {
     metrics =
-        std::make_unique<MetricsServer>(options->metrics_host, options->metrics_port, [&server] {
-          return RenderPrometheus(server.Query("status"), server.Query("jobs"),
-                                  server.Query("cache"));
-        });
+        std::make_unique<MetricsServer>(options->metrics_host, options->metrics_port,
+                                        [&server] { return RenderPrometheus(server.Metrics()); });
     if (Status s = metrics->Start(); !s.ok()) {
       spdlog::error("cannot start metrics: {}", s.ToString());
       return 1;

@@ -331,21 +331,23 @@ void ItemPipeline::RunOne(ItemTask& task) {
   }
 }
 
-nlohmann::json ItemPipeline::Describe() const {
-  return {{"threads", threads_},
-          {"file_reads", counters_.file_reads.load()},
-          {"bytes_read", counters_.bytes_read.load()},
-          {"decodes", counters_.decodes.load()},
-          {"region_decodes", counters_.region_decodes.load()},
-          {"augments", counters_.augments.load()},
-          {"cache", cache_ != nullptr},
-          {"decoded_hits", counters_.decoded_hits.load()},
-          {"encoded_hits", counters_.encoded_hits.load()},
-          {"augmented_hits", counters_.augmented_hits.load()},
-          {"failures", counters_.failures.load()},
-          {"read_seconds", counters_.read_ns.load() / 1e9},
-          {"decode_seconds", counters_.decode_ns.load() / 1e9},
-          {"augment_seconds", counters_.augment_ns.load() / 1e9}};
+PipelineSnapshot ItemPipeline::Snapshot() const {
+  PipelineSnapshot s;
+  s.threads = threads_;
+  s.cache = cache_ != nullptr;
+  s.file_reads = counters_.file_reads.load();
+  s.bytes_read = counters_.bytes_read.load();
+  s.decodes = counters_.decodes.load();
+  s.region_decodes = counters_.region_decodes.load();
+  s.augments = counters_.augments.load();
+  s.decoded_hits = counters_.decoded_hits.load();
+  s.encoded_hits = counters_.encoded_hits.load();
+  s.augmented_hits = counters_.augmented_hits.load();
+  s.failures = counters_.failures.load();
+  s.read_seconds = counters_.read_ns.load() / 1e9;
+  s.decode_seconds = counters_.decode_ns.load() / 1e9;
+  s.augment_seconds = counters_.augment_ns.load() / 1e9;
+  return s;
 }
 
 }  // namespace galley

@@ -25,7 +25,6 @@
 
 #include <atomic>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -34,6 +33,7 @@
 #include "galley/cache/tiered_cache.h"
 #include "server/daemon/log_throttle.h"
 #include "server/daemon/served_job.h"
+#include "server/daemon/snapshots.h"
 #include "server/image/decoder.h"
 #include "server/image/region_decoder.h"
 
@@ -100,7 +100,7 @@ class ItemPipeline {
   void Run(std::span<ItemTask> tasks);
 
   const PipelineCounters& counters() const { return counters_; }
-  nlohmann::json Describe() const;
+  PipelineSnapshot Snapshot() const;
   uint32_t threads() const { return threads_; }
 
  private:

@@ -3,7 +3,8 @@
 // Serves GET /metrics on <host>:<port> (loopback unless the admin names
 // another address: metrics_address) (Boost.Beast, one thread, one
 // request at a time: scrapes are rare and cheap). The body comes from a
-// callback so the server knows nothing of the daemon's internals.
+// callback so the server knows nothing of the daemon's internals (galleyd
+// renders it with RenderPrometheus, prometheus_text.h).
 // Start/Stop from one thread; the callback runs on the server's thread.
 #ifndef GALLEY_SERVER_DAEMON_METRICS_SERVER_H_
 #define GALLEY_SERVER_DAEMON_METRICS_SERVER_H_
@@ -11,7 +12,6 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -39,11 +39,6 @@ class MetricsServer {
   std::thread thread_;
   std::atomic<bool> stop_{false};
 };
-
-// Renders the daemon's status, jobs and cache documents (as answered to
-// galleyctl) in the Prometheus text exposition format.
-std::string RenderPrometheus(const nlohmann::json& status, const nlohmann::json& jobs,
-                             const nlohmann::json& cache);
 
 }  // namespace galley
 

@@ -477,7 +477,7 @@ void Scheduler::Loop() {
   }
 }
 
-nlohmann::json Scheduler::Describe() const {
+std::vector<SamplerGroupSnapshot> Scheduler::Snapshot() const {
   std::lock_guard lock(mu_);
   // Substitutions of the epochs in progress are still held by the policies.
   std::map<const SamplerGroup*, uint64_t> substitutions;
@@ -487,16 +487,16 @@ nlohmann::json Scheduler::Describe() const {
       substitutions[p.group] += p.group->policy->Substitutions(job).substitutions;
     }
   }
-  nlohmann::json groups = nlohmann::json::array();
+  std::vector<SamplerGroupSnapshot> groups;
   for (const auto& [key, group] : groups_) {
-    groups.push_back(
-        {{"dataset", group->dataset},
-         {"policy", group->policy_name},
-         {"jobs", group->jobs},
-         {"requests", group->requests},
-         {"loads", group->loads},
-         {"loads_per_request", group->requests ? double(group->loads) / group->requests : 0.0},
-         {"substitutions", group->substitutions + substitutions[group.get()]}});
+    SamplerGroupSnapshot& s = groups.emplace_back();
+    s.dataset = group->dataset;
+    s.policy = group->policy_name;
+    s.jobs = group->jobs;
+    s.requests = group->requests;
+    s.loads = group->loads;
+    s.loads_per_request = group->requests ? double(group->loads) / group->requests : 0.0;
+    s.substitutions = group->substitutions + substitutions[group.get()];
   }
   return groups;
 }

@@ -35,7 +35,7 @@
 // needs) and from the decoded tier, which keeps items that are still in
 // demand.
 //
-// AddJob/RemoveJob/Seek/Wake/Describe may be called from any thread; they
+// AddJob/RemoveJob/Seek/Wake/Snapshot may be called from any thread; they
 // take mu_. Production state is changed only under mu_ by the scheduler
 // thread or by Seek.
 #ifndef GALLEY_SERVER_DAEMON_SCHEDULER_H_
@@ -46,7 +46,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <span>
@@ -59,6 +58,7 @@
 #include "server/daemon/item_pipeline.h"
 #include "server/daemon/production_gate.h"
 #include "server/daemon/served_job.h"
+#include "server/daemon/snapshots.h"
 #include "server/sampler/sampling_policy.h"
 
 namespace galley {
@@ -124,7 +124,8 @@ class Scheduler {
   // The job's consumer is waiting for its first batch: start producing.
   void ConsumerReady(uint64_t job_id);
 
-  nlohmann::json Describe() const;
+  // Every sampler group, with the substitutions of the epochs in progress.
+  std::vector<SamplerGroupSnapshot> Snapshot() const;
 
   // Plans one wave as the scheduler thread does each turn (slots claimed
   // through the RingView, rounds decided, nothing prepared or published);

@@ -94,32 +94,32 @@ ItemId ServedJob::Substitute(uint64_t epoch, ItemId failed, uint32_t attempt,
   return candidates.empty() ? failed : candidates[random.Below(candidates.size())];
 }
 
-nlohmann::json ServedJob::Describe() const {
-  const double seconds =
+JobSnapshot ServedJob::Snapshot() const {
+  JobSnapshot s;
+  s.job_id = id;
+  s.name = spec.name;
+  s.dataset = dataset->root().string();
+  s.owner_uid = owner_uid;
+  s.owner_pid = owner_pid;
+  s.policy = policy;
+  s.batch_size = spec.batch_size;
+  s.epoch_size = epoch_size;
+  s.batches_per_epoch = BatchesPerEpoch();
+  s.prefetch = spec.prefetch;
+  s.segment_bytes = ring->geometry().segment_bytes;
+  s.batches = counters.batches.load();
+  s.samples = counters.samples.load();
+  s.skipped = counters.skipped.load();
+  s.epochs_completed = counters.epochs_completed.load();
+  s.produce_seconds = counters.produce_ns.load() / 1e9;
+  s.ring_full_seconds = counters.blocked_ns.load() / 1e9;
+  s.peer_hold_seconds = counters.held_ns.load() / 1e9;
+  s.consumer_wait_seconds = std::chrono::duration<double>(ring->ConsumerWait()).count();
+  s.consumer_waits = ring->ConsumerWaits();
+  s.uptime_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_at).count();
-  const uint64_t samples = counters.samples.load();
-  return {{"job_id", id},
-          {"name", spec.name},
-          {"dataset", dataset->root().string()},
-          {"owner_uid", owner_uid},
-          {"owner_pid", owner_pid},
-          {"policy", policy},
-          {"batch_size", spec.batch_size},
-          {"epoch_size", epoch_size},
-          {"batches_per_epoch", BatchesPerEpoch()},
-          {"prefetch", spec.prefetch},
-          {"segment_bytes", ring->geometry().segment_bytes},
-          {"batches", counters.batches.load()},
-          {"samples", samples},
-          {"skipped", counters.skipped.load()},
-          {"epochs_completed", counters.epochs_completed.load()},
-          {"produce_seconds", counters.produce_ns.load() / 1e9},
-          {"ring_full_seconds", counters.blocked_ns.load() / 1e9},
-          {"peer_hold_seconds", counters.held_ns.load() / 1e9},
-          {"consumer_wait_seconds", std::chrono::duration<double>(ring->ConsumerWait()).count()},
-          {"consumer_waits", ring->ConsumerWaits()},
-          {"uptime_seconds", seconds},
-          {"samples_per_second", seconds > 0 ? samples / seconds : 0.0}};
+  s.samples_per_second = s.uptime_seconds > 0 ? s.samples / s.uptime_seconds : 0.0;
+  return s;
 }
 
 }  // namespace galley

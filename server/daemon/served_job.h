@@ -15,12 +15,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "galley/job_spec.h"
 #include "server/daemon/batch_ring.h"
+#include "server/daemon/snapshots.h"
 #include "server/dataset/dataset.h"
 #include "server/image/transforms.h"
 
@@ -87,7 +87,7 @@ struct ServedJob {
   // shard has no other candidate.
   ItemId Substitute(uint64_t epoch, ItemId failed, uint32_t attempt,
                     const std::function<bool(ItemId)>& known_to_fail) const;
-  nlohmann::json Describe() const;
+  JobSnapshot Snapshot() const;
 };
 
 }  // namespace galley

@@ -43,56 +43,48 @@ Status CheckShardJob(const Dataset& dataset, const JobSpec& spec) {
   return Status::Ok();
 }
 
-nlohmann::json DescribeShards(const Dataset& dataset) {
+std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset) {
   const ShardSource* shards = dataset.shard_source();
-  if (shards == nullptr) return nullptr;
-  const ShardStats& s = shards->stats();
+  if (shards == nullptr) return std::nullopt;
+  const ShardStats& stats = shards->stats();
   const ShardIndexCounters& counters = GlobalShardIndexCounters();
-  return {{"shards", s.shards},
-          {"samples", s.samples},
-          {"skipped_members", s.skipped_members},
-          {"skipped_samples", s.skipped_samples},
-          {"first_skipped_sample", s.first_skipped_sample},
-          {"damaged_shards", s.damaged_shards},
-          {"first_damage", s.first_damage},
-          {"from_index_cache", s.from_cache},
-          {"stale_idx", s.stale_idx},
-          {"from_idx", s.from_idx},
-          {"index_seconds", s.index_seconds},
-          {"index_age_seconds", shards->index_age_seconds()},
-          {"stale", dataset.stale()},
-          {"daemon_shards_scanned", counters.scanned.load()},
-          {"daemon_idx_hints_used", counters.idx_hints_used.load()},
-          {"daemon_index_cache_hits", counters.cache_hits.load()},
-          {"daemon_stale_idx", counters.stale_idx.load()}};
+  ShardSetSnapshot s;
+  s.shards = stats.shards;
+  s.samples = stats.samples;
+  s.skipped_members = stats.skipped_members;
+  s.skipped_samples = stats.skipped_samples;
+  s.first_skipped_sample = stats.first_skipped_sample;
+  s.damaged_shards = stats.damaged_shards;
+  s.first_damage = stats.first_damage;
+  s.from_index_cache = stats.from_cache;
+  s.stale_idx = stats.stale_idx;
+  s.index_seconds = stats.index_seconds;
+  s.index_age_seconds = shards->index_age_seconds();
+  s.stale = dataset.stale();
+  s.daemon_shards_scanned = counters.scanned.load();
+  s.daemon_index_cache_hits = counters.cache_hits.load();
+  s.daemon_stale_idx = counters.stale_idx.load();
+  s.from_idx = stats.from_idx;
+  s.daemon_idx_hints_used = counters.idx_hints_used.load();
+  return s;
 }
 
-nlohmann::json DescribeIndexing() {
-  nlohmann::json list = nlohmann::json::array();
+std::vector<IndexingSnapshot> SnapshotIndexing() {
+  std::vector<IndexingSnapshot> list;
   for (const auto& p : ActiveListings()) {
-    const double seconds =
+    IndexingSnapshot& s = list.emplace_back();
+    s.path = p->path;
+    s.kind = p->kind;
+    s.unit = p->unit;
+    s.total = p->total.load();
+    s.done = p->done.load();
+    s.classes = p->classes.load();
+    s.classes_done = p->classes_done.load();
+    s.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - p->started).count();
-    const uint64_t done = p->done.load();
-    const uint64_t total = p->total.load();
-    const double rate = seconds > 0 ? double(done) / seconds : 0.0;
-    nlohmann::json entry = {
-        {"path", p->path},
-        {"kind", p->kind},
-        {"unit", p->unit},
-        {"done", done},
-        {"total", total > 0 ? nlohmann::json(total) : nlohmann::json(nullptr)},
-        {"seconds", seconds},
-        {"rate", rate},
-        {"seconds_left",
-         total > 0 && rate > 0 && done <= total ? double(total - done) / rate : -1.0}};
-    if (p->kind == "shards") {
-      entry["first_shard"] = p->path;
-      entry["shards"] = total;
-    } else if (p->kind == "folder") {
-      entry["classes"] = p->classes.load();
-      entry["classes_done"] = p->classes_done.load();
-    }
-    list.push_back(std::move(entry));
+    s.rate = s.seconds > 0 ? double(s.done) / s.seconds : 0.0;
+    s.seconds_left =
+        s.total > 0 && s.rate > 0 && s.done <= s.total ? double(s.total - s.done) / s.rate : -1.0;
   }
   return list;
 }

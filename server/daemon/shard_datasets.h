@@ -7,11 +7,13 @@
 
 #include <sys/types.h>
 
-#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
 
 #include "galley/job_spec.h"
 #include "galley/status.h"
 #include "server/daemon/daemon_options.h"
+#include "server/daemon/snapshots.h"
 #include "server/dataset/dataset.h"
 
 namespace galley {
@@ -26,15 +28,13 @@ ShardOptions ShardOptionsFor(const JobSpec& spec, const DaemonOptions& options);
 Status CheckShardJob(const Dataset& dataset, const JobSpec& spec);
 
 // Shard counts, skipped members and samples, damage, index age and the
-// process-wide index counters; null for other datasets.
-nlohmann::json DescribeShards(const Dataset& dataset);
+// process-wide index counters; nothing for other datasets.
+std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset);
 
-// Listings under way now (shard sets, ImageFolder trees, manifests): path,
-// kind, unit (shards, files, lines), done, total (null while unknown),
-// seconds, rate (units/s) and estimated seconds left (-1 while unknown);
-// shard sets also carry first_shard and shards, folders classes and
-// classes_done.
-nlohmann::json DescribeIndexing();
+// Datasets being listed now (shard sets indexed, ImageFolder trees walked,
+// manifests read): path, kind, unit, done and total, seconds, rate and
+// estimated seconds left; class folders for a folder.
+std::vector<IndexingSnapshot> SnapshotIndexing();
 
 }  // namespace galley
 

@@ -4,36 +4,24 @@
 #include <webp/decode.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
-#include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
+#include <optional>
 #include <string>
 
+#include "server/image/bmp_decoder.h"
 #include "server/image/orientation.h"
+#include "server/image/png_decoder.h"
 
 namespace galley::image {
 namespace {
 
-constexpr std::array<uint8_t, 8> kPngSignature = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-
 bool IsJpeg(std::span<const uint8_t> b) {
   return b.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF;
 }
-bool IsPng(std::span<const uint8_t> b) {
-  return b.size() >= kPngSignature.size() &&
-         std::equal(kPngSignature.begin(), kPngSignature.end(), b.begin());
+bool IsWebp(std::span<const uint8_t> b) {
+  return b.size() >= 12 && std::memcmp(b.data(), "RIFF", 4) == 0 &&
+         std::memcmp(b.data() + 8, "WEBP", 4) == 0;
 }
-bool IsBmp(std::span<const uint8_t> b) { return b.size() >= 2 && b[0] == 'B' && b[1] == 'M'; }
-
-uint32_t ReadBigEndian32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-}
-uint32_t ReadLittleEndian32(const uint8_t* p) {
-  return (uint32_t{p[3]} << 24) | (uint32_t{p[2]} << 16) | (uint32_t{p[1]} << 8) | p[0];
-}
-uint16_t ReadLittleEndian16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 
 // One TurboJPEG decompressor per thread: handles are not thread-safe, and
 // creating one per image would cost more than decoding a thumbnail.
@@ -66,7 +54,10 @@ tjhandle Decompressor() { return ThisThreadDecompressor().get(); }
 
 // Whether the JPEG carries Adobe's APP14 marker, which means its CMYK samples
 // are stored inverted (Adobe Photoshop's convention, followed by PIL).
-bool HasAdobeMarker(std::span<const uint8_t> jpeg) {
+// Calls visit(marker, payload) for each marker segment before the first
+// scan, in file order, until visit returns true; returns whether one did.
+template <typename Visit>
+bool FindJpegSegment(std::span<const uint8_t> jpeg, Visit visit) {
   size_t pos = 2;
   while (pos + 4 <= jpeg.size()) {
     if (jpeg[pos] != 0xFF) return false;
@@ -78,10 +69,16 @@ bool HasAdobeMarker(std::span<const uint8_t> jpeg) {
     if (marker == 0xDA || marker == 0xD9) return false;
     const size_t length = (size_t{jpeg[pos + 2]} << 8) | jpeg[pos + 3];
     if (length < 2 || pos + 2 + length > jpeg.size()) return false;
-    if (marker == 0xEE && length >= 7 && std::memcmp(&jpeg[pos + 4], "Adobe", 5) == 0) return true;
+    if (visit(marker, jpeg.subspan(pos + 4, length - 2))) return true;
     pos += 2 + length;
   }
   return false;
+}
+
+bool HasAdobeMarker(std::span<const uint8_t> jpeg) {
+  return FindJpegSegment(jpeg, [](uint8_t marker, std::span<const uint8_t> payload) {
+    return marker == 0xEE && payload.size() >= 5 && std::memcmp(payload.data(), "Adobe", 5) == 0;
+  });
 }
 
 // (a * b) / 255 rounded, exactly as PIL's MULDIV255.
@@ -121,6 +118,34 @@ struct JpegHeader {
   int colorspace = 0;
 };
 
+// The frame header (SOFn) of a JPEG: dimensions and component count.
+// TurboJPEG 2.1's header reader refuses chroma sampling it has no name for
+// (4x2, 1x4, 3x1, ...) although its decoder, and PIL, read such files; this
+// reads what the decoder needs instead.
+std::optional<JpegHeader> ReadJpegFrame(std::span<const uint8_t> bytes) {
+  JpegHeader header;
+  const bool found =
+      FindJpegSegment(bytes, [&header](uint8_t marker, std::span<const uint8_t> payload) {
+        // SOF0..SOF15 less DHT (C4), JPG (C8) and DAC (CC).
+        if (marker < 0xC0 || marker > 0xCF || marker == 0xC4 || marker == 0xC8 || marker == 0xCC ||
+            payload.size() < 6) {
+          return false;
+        }
+        header.height = (payload[1] << 8) | payload[2];
+        header.width = (payload[3] << 8) | payload[4];
+        const int components = payload[5];
+        header.colorspace = components == 1   ? TJCS_GRAY
+                            : components == 3 ? TJCS_YCbCr
+                            : components == 4 ? TJCS_CMYK
+                                              : -1;
+        return true;
+      });
+  if (!found || header.width == 0 || header.height == 0 || header.colorspace < 0) {
+    return std::nullopt;
+  }
+  return header;
+}
+
 Result<JpegHeader> ReadJpegHeader(std::span<const uint8_t> bytes) {
   tjhandle handle = Decompressor();
   if (handle == nullptr) return Status::Internal("cannot create a TurboJPEG decompressor");
@@ -130,34 +155,10 @@ Result<JpegHeader> ReadJpegHeader(std::span<const uint8_t> bytes) {
                           &header.width, &header.height, &subsampling, &header.colorspace) != 0) {
     const std::string reason = tjGetErrorStr2(handle);
     ThisThreadDecompressor().Renew();
+    if (auto frame = ReadJpegFrame(bytes)) return *frame;
     return Status::DataLoss("malformed JPEG header: " + reason);
   }
   return header;
-}
-
-// Decodes with OpenCV, ignoring EXIF (the caller applies orientation once).
-Result<RgbImage> DecodeWithOpenCv(std::span<const uint8_t> bytes, const DecodeOptions& options) {
-  cv::Mat bgr;
-  try {
-    const cv::Mat input(1, static_cast<int>(bytes.size()), CV_8UC1,
-                        const_cast<uint8_t*>(bytes.data()));
-    // IMREAD_COLOR gives 8-bit BGR whatever the source: 16-bit samples are
-    // scaled down, palettes expanded, gray replicated, alpha dropped.
-    bgr = cv::imdecode(input, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
-  } catch (const cv::Exception& e) {
-    return Status::DataLoss(std::string("cannot decode image: ") + e.what());
-  }
-  if (bgr.empty() || bgr.type() != CV_8UC3) {
-    return Status::DataLoss("not a decodable image (unknown format, corrupt or truncated)");
-  }
-  GALLEY_RETURN_IF_ERROR(CheckPixels(bgr.cols, bgr.rows, options));
-  RgbImage image;
-  image.width = bgr.cols;
-  image.height = bgr.rows;
-  image.pixels.resize(static_cast<size_t>(image.width) * image.height * 3);
-  cv::Mat rgb(image.height, image.width, CV_8UC3, image.pixels.data());
-  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
-  return image;
 }
 
 // Decodes a WebP whose header has passed the pixel check: straight into
@@ -221,19 +222,8 @@ Result<RgbImage> DecodeJpeg(std::span<const uint8_t> bytes, const DecodeOptions&
     const std::string reason = tjGetErrorStr2(handle);
     const bool warning = tjGetErrorCode(handle) == TJERR_WARNING;
     ThisThreadDecompressor().Renew();
-    if (warning) {
-      return Status::DataLoss("corrupt or truncated JPEG: " + reason);
-    }
-    // TurboJPEG refused the stream outright. OpenCV's libjpeg warns and pads
-    // a truncated stream instead of failing, so only a complete stream (one
-    // that reaches its end-of-image marker) is offered to it.
-    const bool complete =
-        bytes.size() >= 4 && bytes[bytes.size() - 2] == 0xFF && bytes[bytes.size() - 1] == 0xD9;
-    if (!complete) return Status::DataLoss("undecodable JPEG: " + reason);
-    auto fallback = DecodeWithOpenCv(bytes, options);
-    if (!fallback.ok()) return Status::DataLoss("undecodable JPEG: " + reason);
-    ApplyOrientation(orientation, *fallback);
-    return fallback;
+    return Status::DataLoss((warning ? "corrupt or truncated JPEG: " : "undecodable JPEG: ") +
+                            reason);
   }
 
   RgbImage image;
@@ -248,26 +238,17 @@ Result<RgbImage> DecodeJpeg(std::span<const uint8_t> bytes, const DecodeOptions&
   return image;
 }
 
-// Reads PNG's IHDR or BMP's info header, so oversized images are refused
-// before OpenCV allocates for them. Returns width = height = 0 when the
-// format has no parser here.
+// Reads PNG's IHDR, WebP's frame header or BMP's headers, so oversized
+// images are refused before anything allocates for them. Returns kOther
+// with width = height = 0 for any other format.
 Result<ImageHeader> ReadNonJpegHeader(std::span<const uint8_t> bytes) {
   ImageHeader header;
   if (IsPng(bytes)) {
+    GALLEY_ASSIGN_OR_RETURN(const PngSize size, ReadPngSize(bytes));
     header.format = ImageFormat::kPng;
-    // Signature, then the IHDR chunk: length, "IHDR", width, height (big-endian).
-    if (bytes.size() < 24 || std::memcmp(&bytes[12], "IHDR", 4) != 0) {
-      return Status::DataLoss("malformed PNG: missing IHDR chunk");
-    }
-    const uint32_t width = ReadBigEndian32(&bytes[16]);
-    const uint32_t height = ReadBigEndian32(&bytes[20]);
-    if (width == 0 || height == 0 || width > 0x7FFFFFFFu || height > 0x7FFFFFFFu) {
-      return Status::DataLoss("malformed PNG: invalid dimensions");
-    }
-    header.width = static_cast<int>(width);
-    header.height = static_cast<int>(height);
-  } else if (bytes.size() >= 12 && std::memcmp(bytes.data(), "RIFF", 4) == 0 &&
-             std::memcmp(bytes.data() + 8, "WEBP", 4) == 0) {
+    header.width = size.width;
+    header.height = size.height;
+  } else if (IsWebp(bytes)) {
     header.format = ImageFormat::kWebp;
     int width = 0, height = 0;
     // Reads only the VP8/VP8L/VP8X header: no pixel memory.
@@ -277,24 +258,10 @@ Result<ImageHeader> ReadNonJpegHeader(std::span<const uint8_t> bytes) {
     header.width = width;
     header.height = height;
   } else if (IsBmp(bytes)) {
+    GALLEY_ASSIGN_OR_RETURN(const BmpLayout layout, ReadBmpLayout(bytes));
     header.format = ImageFormat::kBmp;
-    if (bytes.size() < 26) return Status::DataLoss("malformed BMP: header too short");
-    const uint32_t info_size = ReadLittleEndian32(&bytes[14]);
-    int64_t width = 0;
-    int64_t height = 0;
-    if (info_size == 12) {  // BITMAPCOREHEADER: 16-bit dimensions
-      width = ReadLittleEndian16(&bytes[18]);
-      height = ReadLittleEndian16(&bytes[20]);
-    } else {  // BITMAPINFOHEADER and later: signed 32-bit, negative height = top-down
-      width = static_cast<int32_t>(ReadLittleEndian32(&bytes[18]));
-      height = static_cast<int32_t>(ReadLittleEndian32(&bytes[22]));
-      if (height < 0) height = -height;
-    }
-    if (width <= 0 || height <= 0 || width > 0x7FFFFFFF || height > 0x7FFFFFFF) {
-      return Status::DataLoss("malformed BMP: invalid dimensions");
-    }
-    header.width = static_cast<int>(width);
-    header.height = static_cast<int>(height);
+    header.width = layout.width;
+    header.height = layout.height;
   }
   return header;
 }
@@ -320,15 +287,21 @@ Result<RgbImage> DecodeScaled(std::span<const uint8_t> bytes, const DecodeOption
   if (IsJpeg(bytes)) return DecodeJpeg(bytes, options, min_width, min_height);
   GALLEY_ASSIGN_OR_RETURN(const ImageHeader header, ReadNonJpegHeader(bytes));
   if (header.format == ImageFormat::kOther) {
-    // Never handed to OpenCV: its content sniffing reaches TIFF, JPEG 2000,
-    // OpenEXR and more, some of which check sizes only after decoding.
     return Status::DataLoss(
         "unsupported image format (galley decodes JPEG, PNG, BMP and WebP); convert the file");
   }
   GALLEY_RETURN_IF_ERROR(CheckPixels(static_cast<uint64_t>(header.width),
                                      static_cast<uint64_t>(header.height), options));
-  if (header.format == ImageFormat::kWebp) return DecodeWebp(bytes, header);
-  return DecodeWithOpenCv(bytes, options);
+  switch (header.format) {
+    case ImageFormat::kPng:
+      return DecodePng(bytes, PngSize{header.width, header.height});
+    case ImageFormat::kWebp:
+      return DecodeWebp(bytes, header);
+    default: {
+      GALLEY_ASSIGN_OR_RETURN(const BmpLayout layout, ReadBmpLayout(bytes));
+      return DecodeBmp(bytes, layout);
+    }
+  }
 }
 
 Result<RgbImage> Decode(std::span<const uint8_t> bytes, const DecodeOptions& options) {

@@ -2,13 +2,14 @@
 //
 // Formats are behind an allow-list, each with a pixel-count check from its
 // header before any pixel memory is allocated: JPEG through TurboJPEG
-// (libjpeg-turbo), WebP through libwebp, PNG and BMP through cv::imdecode
-// once their header has been read here. Every other format (TIFF, GIF, PGM,
-// anything OpenCV would sniff) is refused as DataLoss without reaching a
-// decoder. The EXIF orientation of a JPEG is applied, so the result is
-// upright. Every failure is a value: a corrupt, truncated, empty, non-image
-// or unsupported input is DataLoss, an image larger than
-// DecodeOptions::max_pixels is ResourceExhausted.
+// (libjpeg-turbo), WebP through libwebp, PNG through libpng
+// (png_decoder.h) and BMP through galley's own reader (bmp_decoder.h). Each
+// gives the pixels PIL's Image.open(f).convert("RGB") gives, torchvision's
+// default loader. Every other format (TIFF, GIF, PGM, ...) is refused as
+// DataLoss without reaching a decoder. The EXIF orientation of a JPEG is
+// applied, so the result is upright. Every failure is a value: a corrupt, truncated, empty,
+// non-image or unsupported input is DataLoss, an image larger than DecodeOptions::max_pixels is
+// ResourceExhausted.
 //
 // Thread-safety: all functions are safe to call concurrently; each thread keeps
 // its own TurboJPEG handle.

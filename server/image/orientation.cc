@@ -4,8 +4,9 @@
 
 #include <cstring>
 #include <memory>
-#include <opencv2/core.hpp>
 #include <utility>
+
+#include "server/image/rgb_span.h"
 
 namespace galley::image {
 namespace {
@@ -63,39 +64,13 @@ int ReadJpegOrientation(std::span<const uint8_t> jpeg) {
 
 void ApplyOrientation(int orientation, RgbImage& image) {
   if (orientation <= 1 || orientation > 8 || image.pixels.empty()) return;
-  const cv::Mat src(image.height, image.width, CV_8UC3, image.pixels.data());
   const bool swap = OrientationSwapsAxes(orientation);
   RgbImage out;
   out.width = swap ? image.height : image.width;
   out.height = swap ? image.width : image.height;
   out.pixels.resize(image.pixels.size());
-  cv::Mat dst(out.height, out.width, CV_8UC3, out.pixels.data());
-  switch (orientation) {
-    case 2:  // mirrored left-right
-      cv::flip(src, dst, 1);
-      break;
-    case 3:  // rotated 180
-      cv::flip(src, dst, -1);
-      break;
-    case 4:  // mirrored top-bottom
-      cv::flip(src, dst, 0);
-      break;
-    case 5:  // mirrored along the main diagonal
-      cv::transpose(src, dst);
-      break;
-    case 6:  // needs a 90 degree clockwise turn
-      cv::rotate(src, dst, cv::ROTATE_90_CLOCKWISE);
-      break;
-    case 7: {  // mirrored along the anti-diagonal
-      cv::Mat transposed;
-      cv::transpose(src, transposed);
-      cv::flip(transposed, dst, -1);
-      break;
-    }
-    case 8:  // needs a 90 degree counter-clockwise turn
-      cv::rotate(src, dst, cv::ROTATE_90_COUNTERCLOCKWISE);
-      break;
-  }
+  ReorientPixels(RgbSpan::Packed(image.pixels.data(), image.width, image.height),
+                 RgbSpan::Packed(out.pixels.data(), out.width, out.height), orientation);
   image = std::move(out);
 }
 

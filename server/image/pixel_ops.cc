@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <opencv2/core.hpp>
 #include <vector>
 
 namespace galley::image {
@@ -29,12 +28,12 @@ inline uint8_t Luma(const uint8_t* rgb) {
 // Blends every byte of src against a degenerate image given per pixel by
 // `degenerate(x, y, channel)`.
 template <typename Degenerate>
-void BlendWith(const cv::Mat& src, cv::Mat& dst, double factor, Degenerate degenerate) {
+void BlendWith(const RgbView& src, const RgbSpan& dst, double factor, Degenerate degenerate) {
   const float alpha = static_cast<float>(factor);
-  for (int y = 0; y < src.rows; ++y) {
-    const uint8_t* in = src.ptr<uint8_t>(y);
-    uint8_t* out = dst.ptr<uint8_t>(y);
-    for (int x = 0; x < src.cols; ++x) {
+  for (int y = 0; y < src.height; ++y) {
+    const uint8_t* in = src.row(y);
+    uint8_t* out = dst.row(y);
+    for (int x = 0; x < src.width; ++x) {
       for (int c = 0; c < 3; ++c) {
         out[x * 3 + c] = BlendByte(degenerate(in, x, y, c), in[x * 3 + c], alpha);
       }
@@ -43,12 +42,12 @@ void BlendWith(const cv::Mat& src, cv::Mat& dst, double factor, Degenerate degen
 }
 
 // Applies a per-channel lookup table (Image.point).
-void ApplyLut(const cv::Mat& src, cv::Mat& dst,
+void ApplyLut(const RgbView& src, const RgbSpan& dst,
               const std::array<std::array<uint8_t, 256>, 3>& lut) {
-  for (int y = 0; y < src.rows; ++y) {
-    const uint8_t* in = src.ptr<uint8_t>(y);
-    uint8_t* out = dst.ptr<uint8_t>(y);
-    for (int x = 0; x < src.cols * 3; x += 3) {
+  for (int y = 0; y < src.height; ++y) {
+    const uint8_t* in = src.row(y);
+    uint8_t* out = dst.row(y);
+    for (int x = 0; x < src.width * 3; x += 3) {
       out[x] = lut[0][in[x]];
       out[x + 1] = lut[1][in[x + 1]];
       out[x + 2] = lut[2][in[x + 2]];
@@ -58,11 +57,11 @@ void ApplyLut(const cv::Mat& src, cv::Mat& dst,
 
 using Histograms = std::array<std::array<int64_t, 256>, 3>;
 
-Histograms ChannelHistograms(const cv::Mat& src) {
+Histograms ChannelHistograms(const RgbView& src) {
   Histograms histograms{};
-  for (int y = 0; y < src.rows; ++y) {
-    const uint8_t* in = src.ptr<uint8_t>(y);
-    for (int x = 0; x < src.cols * 3; x += 3) {
+  for (int y = 0; y < src.height; ++y) {
+    const uint8_t* in = src.row(y);
+    for (int x = 0; x < src.width * 3; x += 3) {
       ++histograms[0][in[x]];
       ++histograms[1][in[x + 1]];
       ++histograms[2][in[x + 2]];
@@ -182,13 +181,13 @@ void FillRow(uint8_t* out, int width, const Fill& fill) {
   for (int x = 0; x < width; ++x) std::memcpy(out + x * 3, fill.data(), 3);
 }
 
-void WarpNearest(const cv::Mat& src, cv::Mat& dst, const std::array<double, 6>& a,
+void WarpNearest(const RgbView& src, const RgbSpan& dst, const std::array<double, 6>& a,
                  const Fill& fill) {
-  const int64_t xsize = src.cols, ysize = src.rows;
-  const int width = dst.cols, height = dst.rows;
+  const int64_t xsize = src.width, ysize = src.height;
+  const int width = dst.width, height = dst.height;
   auto copy = [&](uint8_t* out, int64_t xin, int64_t yin) {
     if (xin >= 0 && xin < xsize && yin >= 0 && yin < ysize) {
-      std::memcpy(out, src.ptr<uint8_t>(static_cast<int>(yin)) + xin * 3, 3);
+      std::memcpy(out, src.row(static_cast<int>(yin)) + xin * 3, 3);
     }
   };
   if (a[1] == 0 && a[3] == 0) {
@@ -198,7 +197,7 @@ void WarpNearest(const cv::Mat& src, cv::Mat& dst, const std::array<double, 6>& 
     double yo = a[5] + a[4] * 0.5;
     for (int x = 0; x < width; ++x, xo += a[0]) xintab[x] = Coord(xo);
     for (int y = 0; y < height; ++y, yo += a[4]) {
-      uint8_t* out = dst.ptr<uint8_t>(y);
+      uint8_t* out = dst.row(y);
       FillRow(out, width, fill);
       const int64_t yi = Coord(yo);
       for (int x = 0; x < width; ++x) copy(out + x * 3, xintab[x], yi);
@@ -216,7 +215,7 @@ void WarpNearest(const cv::Mat& src, cv::Mat& dst, const std::array<double, 6>& 
     int64_t a2 = fix(a[2] + a[0] * 0.5 + a[1] * 0.5);
     int64_t a5 = fix(a[5] + a[3] * 0.5 + a[4] * 0.5);
     for (int y = 0; y < height; ++y, a2 += a1, a5 += a4) {
-      uint8_t* out = dst.ptr<uint8_t>(y);
+      uint8_t* out = dst.row(y);
       FillRow(out, width, fill);
       int64_t xx = a2, yy = a5;
       for (int x = 0; x < width; ++x, xx += a0, yy += a3) {
@@ -229,7 +228,7 @@ void WarpNearest(const cv::Mat& src, cv::Mat& dst, const std::array<double, 6>& 
   double xo = a[2] + a[1] * 0.5 + a[0] * 0.5;
   double yo = a[5] + a[4] * 0.5 + a[3] * 0.5;
   for (int y = 0; y < height; ++y, xo += a[1], yo += a[4]) {
-    uint8_t* out = dst.ptr<uint8_t>(y);
+    uint8_t* out = dst.row(y);
     FillRow(out, width, fill);
     double xx = xo, yy = yo;
     for (int x = 0; x < width; ++x, xx += a[0], yy += a[3]) copy(out + x * 3, Coord(xx), Coord(yy));
@@ -238,24 +237,24 @@ void WarpNearest(const cv::Mat& src, cv::Mat& dst, const std::array<double, 6>& 
 
 // Pillow's bilinear_filter32RGB / bicubic_filter32RGB at source position
 // (xin, yin); false outside the image.
-bool SampleFiltered(const cv::Mat& src, double xin, double yin, bool bicubic, uint8_t* out) {
-  if (!(xin >= 0.0 && xin < src.cols && yin >= 0.0 && yin < src.rows)) return false;  // NaN too
+bool SampleFiltered(const RgbView& src, double xin, double yin, bool bicubic, uint8_t* out) {
+  if (!(xin >= 0.0 && xin < src.width && yin >= 0.0 && yin < src.height)) return false;  // NaN too
   xin -= 0.5;
   yin -= 0.5;
   int x = static_cast<int>(FloorToInt(xin));
   int y = static_cast<int>(FloorToInt(yin));
   const double dx = xin - x;
   const double dy = yin - y;
-  auto xclip = [&](int v) { return std::clamp(v, 0, src.cols - 1); };
-  auto row_ok = [&](int v) { return v >= 0 && v < src.rows; };
+  auto xclip = [&](int v) { return std::clamp(v, 0, src.width - 1); };
+  auto row_ok = [&](int v) { return v >= 0 && v < src.height; };
   if (!bicubic) {
     const int x0 = xclip(x) * 3, x1 = xclip(x + 1) * 3;
     for (int c = 0; c < 3; ++c) {
-      const uint8_t* in = src.ptr<uint8_t>(std::clamp(y, 0, src.rows - 1));
+      const uint8_t* in = src.row(std::clamp(y, 0, src.height - 1));
       double v1 = in[x0 + c] + (in[x1 + c] - in[x0 + c]) * dx;
       double v2 = v1;
       if (row_ok(y + 1)) {
-        in = src.ptr<uint8_t>(y + 1);
+        in = src.row(y + 1);
         v2 = in[x0 + c] + (in[x1 + c] - in[x0 + c]) * dx;
       }
       v1 = v1 + (v2 - v1) * dy;
@@ -278,8 +277,8 @@ bool SampleFiltered(const cv::Mat& src, double xin, double yin, bool bicubic, ui
       return cubic(in[xs[0] + c], in[xs[1] + c], in[xs[2] + c], in[xs[3] + c], dx);
     };
     double v[4];
-    v[0] = row(src.ptr<uint8_t>(std::clamp(y, 0, src.rows - 1)));
-    for (int k = 1; k < 4; ++k) v[k] = row_ok(y + k) ? row(src.ptr<uint8_t>(y + k)) : v[k - 1];
+    v[0] = row(src.row(std::clamp(y, 0, src.height - 1)));
+    for (int k = 1; k < 4; ++k) v[k] = row_ok(y + k) ? row(src.row(y + k)) : v[k - 1];
     const double value = cubic(v[0], v[1], v[2], v[3], dy);
     out[c] = value <= 0.0 ? 0 : value >= 255.0 ? 255 : static_cast<uint8_t>(value);
   }
@@ -301,46 +300,47 @@ double Degrees(double radians) { return radians * (180.0 / M_PI); }
 
 // A blend against a constant degenerate value is a function of the byte
 // alone: one 256-entry table instead of a float multiply-add per byte.
-static void BlendWithConstant(const cv::Mat& src, cv::Mat& dst, double factor, int degenerate) {
+static void BlendWithConstant(const RgbView& src, const RgbSpan& dst, double factor,
+                              int degenerate) {
   const float alpha = static_cast<float>(factor);
   std::array<std::array<uint8_t, 256>, 3> lut{};
   for (int v = 0; v < 256; ++v) lut[0][v] = lut[1][v] = lut[2][v] = BlendByte(degenerate, v, alpha);
   ApplyLut(src, dst, lut);
 }
 
-void AdjustBrightness(const cv::Mat& src, cv::Mat& dst, double factor) {
+void AdjustBrightness(const RgbView& src, const RgbSpan& dst, double factor) {
   BlendWithConstant(src, dst, factor, 0);
 }
 
-void AdjustContrast(const cv::Mat& src, cv::Mat& dst, double factor) {
+void AdjustContrast(const RgbView& src, const RgbSpan& dst, double factor) {
   // ImageEnhance.Contrast: the degenerate image is the mean luma, rounded.
   std::array<int64_t, 256> histogram{};
-  for (int y = 0; y < src.rows; ++y) {
-    const uint8_t* in = src.ptr<uint8_t>(y);
-    for (int x = 0; x < src.cols; ++x) ++histogram[Luma(in + x * 3)];
+  for (int y = 0; y < src.height; ++y) {
+    const uint8_t* in = src.row(y);
+    for (int x = 0; x < src.width; ++x) ++histogram[Luma(in + x * 3)];
   }
   double sum = 0.0;
   for (int i = 0; i < 256; ++i) sum += static_cast<double>(i) * histogram[i];
-  const int mean = static_cast<int>(sum / (static_cast<double>(src.rows) * src.cols) + 0.5);
+  const int mean = static_cast<int>(sum / (static_cast<double>(src.height) * src.width) + 0.5);
   BlendWithConstant(src, dst, factor, mean);
 }
 
-void AdjustSaturation(const cv::Mat& src, cv::Mat& dst, double factor) {
+void AdjustSaturation(const RgbView& src, const RgbSpan& dst, double factor) {
   BlendWith(src, dst, factor, [](const uint8_t* row, int x, int, int) {
     return static_cast<int>(Luma(row + x * 3));
   });
 }
 
-void AdjustSharpness(const cv::Mat& src, cv::Mat& dst, double factor) {
+void AdjustSharpness(const RgbView& src, const RgbSpan& dst, double factor) {
   // ImageEnhance.Sharpness: the degenerate image is ImageFilter.SMOOTH
   // (3x3, centre 5, others 1, divided by 13), with Pillow's float sums and
   // the border pixels left as they are.
   const float side = 1.0f / 13.0f;
   const float centre = 5.0f / 13.0f;
   auto smooth = [&](const uint8_t* row, int x, int y, int c) -> int {
-    if (x == 0 || y == 0 || x == src.cols - 1 || y == src.rows - 1) return row[x * 3 + c];
-    const uint8_t* above = src.ptr<uint8_t>(y - 1);
-    const uint8_t* below = src.ptr<uint8_t>(y + 1);
+    if (x == 0 || y == 0 || x == src.width - 1 || y == src.height - 1) return row[x * 3 + c];
+    const uint8_t* above = src.row(y - 1);
+    const uint8_t* below = src.row(y + 1);
     const int i = x * 3 + c;
     float ss = 0.5f;
     ss += static_cast<float>(below[i - 3]) * side + static_cast<float>(below[i]) * side +
@@ -356,14 +356,14 @@ void AdjustSharpness(const cv::Mat& src, cv::Mat& dst, double factor) {
   BlendWith(src, dst, factor, smooth);
 }
 
-void AdjustHue(const cv::Mat& src, cv::Mat& dst, double factor) {
+void AdjustHue(const RgbView& src, const RgbSpan& dst, double factor) {
   // numpy's uint8 cast of hue_factor * 255 truncates toward zero and wraps.
   const auto shift = static_cast<uint8_t>(static_cast<int>(factor * 255.0));
   const HsvTables& tables = Hsv();
-  for (int y = 0; y < src.rows; ++y) {
-    const uint8_t* in = src.ptr<uint8_t>(y);
-    uint8_t* out = dst.ptr<uint8_t>(y);
-    for (int x = 0; x < src.cols * 3; x += 3) {
+  for (int y = 0; y < src.height; ++y) {
+    const uint8_t* in = src.row(y);
+    uint8_t* out = dst.row(y);
+    for (int x = 0; x < src.width * 3; x += 3) {
       uint8_t hsv[3];
       RgbToHsv(in + x, hsv, tables);
       hsv[0] = static_cast<uint8_t>(hsv[0] + shift);
@@ -372,22 +372,22 @@ void AdjustHue(const cv::Mat& src, cv::Mat& dst, double factor) {
   }
 }
 
-void ToGrayscale(const cv::Mat& src, cv::Mat& dst) {
-  for (int y = 0; y < src.rows; ++y) {
-    const uint8_t* in = src.ptr<uint8_t>(y);
-    uint8_t* out = dst.ptr<uint8_t>(y);
-    for (int x = 0; x < src.cols * 3; x += 3) out[x] = out[x + 1] = out[x + 2] = Luma(in + x);
+void ToGrayscale(const RgbView& src, const RgbSpan& dst) {
+  for (int y = 0; y < src.height; ++y) {
+    const uint8_t* in = src.row(y);
+    uint8_t* out = dst.row(y);
+    for (int x = 0; x < src.width * 3; x += 3) out[x] = out[x + 1] = out[x + 2] = Luma(in + x);
   }
 }
 
-void Posterize(const cv::Mat& src, cv::Mat& dst, int bits) {
+void Posterize(const RgbView& src, const RgbSpan& dst, int bits) {
   const auto mask = static_cast<uint8_t>(~((1 << (8 - std::clamp(bits, 0, 8))) - 1));
   std::array<std::array<uint8_t, 256>, 3> lut{};
   for (int v = 0; v < 256; ++v) lut[0][v] = lut[1][v] = lut[2][v] = static_cast<uint8_t>(v & mask);
   ApplyLut(src, dst, lut);
 }
 
-void Solarize(const cv::Mat& src, cv::Mat& dst, double threshold) {
+void Solarize(const RgbView& src, const RgbSpan& dst, double threshold) {
   std::array<std::array<uint8_t, 256>, 3> lut{};
   for (int v = 0; v < 256; ++v) {
     lut[0][v] = lut[1][v] = lut[2][v] = static_cast<uint8_t>(v < threshold ? v : 255 - v);
@@ -395,7 +395,7 @@ void Solarize(const cv::Mat& src, cv::Mat& dst, double threshold) {
   ApplyLut(src, dst, lut);
 }
 
-void AutoContrast(const cv::Mat& src, cv::Mat& dst) {
+void AutoContrast(const RgbView& src, const RgbSpan& dst) {
   const Histograms histograms = ChannelHistograms(src);
   std::array<std::array<uint8_t, 256>, 3> lut{};
   for (int c = 0; c < 3; ++c) {
@@ -415,7 +415,7 @@ void AutoContrast(const cv::Mat& src, cv::Mat& dst) {
   ApplyLut(src, dst, lut);
 }
 
-void Equalize(const cv::Mat& src, cv::Mat& dst) {
+void Equalize(const RgbView& src, const RgbSpan& dst) {
   const Histograms histograms = ChannelHistograms(src);
   std::array<std::array<uint8_t, 256>, 3> lut{};
   for (int c = 0; c < 3; ++c) {
@@ -441,49 +441,28 @@ void Equalize(const cv::Mat& src, cv::Mat& dst) {
   ApplyLut(src, dst, lut);
 }
 
-void Invert(const cv::Mat& src, cv::Mat& dst) {
+void Invert(const RgbView& src, const RgbSpan& dst) {
   std::array<std::array<uint8_t, 256>, 3> lut{};
   for (int v = 0; v < 256; ++v) lut[0][v] = lut[1][v] = lut[2][v] = static_cast<uint8_t>(255 - v);
   ApplyLut(src, dst, lut);
 }
 
-void VerticalFlip(const cv::Mat& src, cv::Mat& dst) {
-  for (int y = 0; y < src.rows; ++y) {
-    std::memcpy(dst.ptr<uint8_t>(src.rows - 1 - y), src.ptr<uint8_t>(y),
-                static_cast<size_t>(src.cols) * 3);
+void VerticalFlip(const RgbView& src, const RgbSpan& dst) {
+  for (int y = 0; y < src.height; ++y) {
+    std::memcpy(dst.row(src.height - 1 - y), src.row(y), static_cast<size_t>(src.width) * 3);
   }
 }
 
-void PadImage(const cv::Mat& src, cv::Mat& dst, int left, int top, int right, int bottom,
-              PadMode mode, const Fill& fill) {
-  int border = cv::BORDER_CONSTANT;
-  switch (mode) {
-    case PadMode::kConstant:
-      break;
-    case PadMode::kEdge:
-      border = cv::BORDER_REPLICATE;
-      break;
-    case PadMode::kReflect:
-      border = cv::BORDER_REFLECT_101;
-      break;
-    case PadMode::kSymmetric:
-      border = cv::BORDER_REFLECT;
-      break;
-  }
-  cv::copyMakeBorder(src, dst, top, bottom, left, right, border,
-                     cv::Scalar(fill[0], fill[1], fill[2]));
-}
-
-void AffineWarp(const cv::Mat& src, cv::Mat& dst, const std::array<double, 6>& matrix,
+void AffineWarp(const RgbView& src, const RgbSpan& dst, const std::array<double, 6>& matrix,
                 WarpInterpolation interpolation, const Fill& fill) {
   if (interpolation == WarpInterpolation::kNearest) {
     WarpNearest(src, dst, matrix, fill);
     return;
   }
   const bool bicubic = interpolation == WarpInterpolation::kBicubic;
-  for (int y = 0; y < dst.rows; ++y) {
-    uint8_t* out = dst.ptr<uint8_t>(y);
-    for (int x = 0; x < dst.cols; ++x) {
+  for (int y = 0; y < dst.height; ++y) {
+    uint8_t* out = dst.row(y);
+    for (int x = 0; x < dst.width; ++x) {
       const double xin = x + 0.5, yin = y + 0.5;
       const double sx = matrix[0] * xin + matrix[1] * yin + matrix[2];
       const double sy = matrix[3] * xin + matrix[4] * yin + matrix[5];
@@ -514,38 +493,39 @@ std::array<double, 6> InverseAffineMatrix(double center_x, double center_y, doub
   return m;
 }
 
-void Affine(const cv::Mat& src, cv::Mat& dst, double angle, double translate_x, double translate_y,
-            double scale, double shear_x, double shear_y, WarpInterpolation interpolation,
-            const Fill& fill, bool center_at_origin) {
-  const double cx = center_at_origin ? 0.0 : src.cols * 0.5;
-  const double cy = center_at_origin ? 0.0 : src.rows * 0.5;
+void Affine(const RgbView& src, const RgbSpan& dst, double angle, double translate_x,
+            double translate_y, double scale, double shear_x, double shear_y,
+            WarpInterpolation interpolation, const Fill& fill, bool center_at_origin) {
+  const double cx = center_at_origin ? 0.0 : src.width * 0.5;
+  const double cy = center_at_origin ? 0.0 : src.height * 0.5;
   AffineWarp(src, dst,
              InverseAffineMatrix(cx, cy, angle, translate_x, translate_y, scale, shear_x, shear_y),
              interpolation, fill);
 }
 
-void Rotate(const cv::Mat& src, cv::Mat& dst, double angle, WarpInterpolation interpolation,
+void Rotate(const RgbView& src, const RgbSpan& dst, double angle, WarpInterpolation interpolation,
             const Fill& fill) {
   // Python's %: the result has the sign of the divisor.
   angle = std::fmod(angle, 360.0);
   if (angle < 0) angle += 360.0;
   if (angle == 0) {
-    src.copyTo(dst);
+    CopyPixels(src, dst);
     return;
   }
   if (angle == 180) {
-    cv::flip(src, dst, -1);
+    ReorientPixels(src, dst, 3);
     return;
   }
-  if ((angle == 90 || angle == 270) && src.cols == src.rows) {
-    cv::rotate(src, dst, angle == 90 ? cv::ROTATE_90_COUNTERCLOCKWISE : cv::ROTATE_90_CLOCKWISE);
+  if ((angle == 90 || angle == 270) && src.width == src.height) {
+    // Counter-clockwise is EXIF orientation 8's turn, clockwise 6's.
+    ReorientPixels(src, dst, angle == 90 ? 8 : 6);
     return;
   }
   const double radians = -Radians(angle);
   std::array<double, 6> m = {
       RoundTo15Places(std::cos(radians)),  RoundTo15Places(std::sin(radians)), 0.0,
       RoundTo15Places(-std::sin(radians)), RoundTo15Places(std::cos(radians)), 0.0};
-  const double cx = src.cols / 2.0, cy = src.rows / 2.0;
+  const double cx = src.width / 2.0, cy = src.height / 2.0;
   m[2] = m[0] * -cx + m[1] * -cy + m[2];
   m[5] = m[3] * -cx + m[4] * -cy + m[5];
   m[2] += cx;
@@ -553,7 +533,7 @@ void Rotate(const cv::Mat& src, cv::Mat& dst, double angle, WarpInterpolation in
   AffineWarp(src, dst, m, interpolation, fill);
 }
 
-void GaussianBlur(const cv::Mat& src, cv::Mat& dst, int kernel_width, int kernel_height,
+void GaussianBlur(const RgbView& src, const RgbSpan& dst, int kernel_width, int kernel_height,
                   double sigma_x, double sigma_y) {
   // torchvision's _get_gaussian_kernel1d, in float32 as it computes it.
   auto kernel1d = [](int size, double sigma) {
@@ -573,13 +553,16 @@ void GaussianBlur(const cv::Mat& src, cv::Mat& dst, int kernel_width, int kernel
   const std::vector<float> kx = kernel1d(kernel_width, sigma_x);
   const std::vector<float> ky = kernel1d(kernel_height, sigma_y);
   // Reflect padding (no edge repeat), then a separable pass in double.
-  cv::Mat padded;
-  cv::copyMakeBorder(src, padded, kernel_height / 2, kernel_height / 2, kernel_width / 2,
-                     kernel_width / 2, cv::BORDER_REFLECT_101);
-  const int width = src.cols, height = src.rows;
-  std::vector<double> rows(static_cast<size_t>(padded.rows) * width * 3);
-  for (int y = 0; y < padded.rows; ++y) {
-    const uint8_t* in = padded.ptr<uint8_t>(y);
+  const int pad_x = kernel_width / 2, pad_y = kernel_height / 2;
+  std::vector<uint8_t> padded_pixels(static_cast<size_t>(src.width + 2 * pad_x) *
+                                     (src.height + 2 * pad_y) * 3);
+  const RgbSpan padded =
+      RgbSpan::Packed(padded_pixels.data(), src.width + 2 * pad_x, src.height + 2 * pad_y);
+  PadPixels(src, padded, pad_x, pad_y, PadMode::kReflect, Fill{});
+  const int width = src.width, height = src.height;
+  std::vector<double> rows(static_cast<size_t>(padded.height) * width * 3);
+  for (int y = 0; y < padded.height; ++y) {
+    const uint8_t* in = padded.row(y);
     double* out = &rows[static_cast<size_t>(y) * width * 3];
     for (int x = 0; x < width; ++x) {
       for (int c = 0; c < 3; ++c) {
@@ -591,7 +574,7 @@ void GaussianBlur(const cv::Mat& src, cv::Mat& dst, int kernel_width, int kernel
     }
   }
   for (int y = 0; y < height; ++y) {
-    uint8_t* out = dst.ptr<uint8_t>(y);
+    uint8_t* out = dst.row(y);
     for (int i = 0; i < width * 3; ++i) {
       double sum = 0.0;
       for (int k = 0; k < kernel_height; ++k) {

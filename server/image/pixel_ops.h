@@ -9,21 +9,20 @@
 // The random draws live in TransformPipeline; tests call these with forced
 // parameters and compare them with torchvision on the same pixels.
 //
-// All functions read `src` (CV_8UC3, RGB) and write `dst`, which the caller
+// All functions read `src` (interleaved RGB) and write `dst`, which the caller
 // allocates (same size unless stated) and which must not alias `src`.
 // Stateless; safe to call from any thread.
 #ifndef GALLEY_SERVER_IMAGE_PIXEL_OPS_H_
 #define GALLEY_SERVER_IMAGE_PIXEL_OPS_H_
 
 #include <array>
-#include <opencv2/core.hpp>
+#include <cstdint>
+
+#include "server/image/rgb_span.h"
 
 namespace galley::image {
 
-enum class PadMode { kConstant, kEdge, kReflect, kSymmetric };
 enum class WarpInterpolation { kNearest, kBilinear, kBicubic };
-
-using Fill = std::array<uint8_t, 3>;
 
 // Python's math.radians / math.degrees, rounding as they do.
 double Radians(double degrees);
@@ -31,35 +30,32 @@ double Degrees(double radians);
 
 // ImageEnhance.Brightness / Contrast / Color (saturation) / Sharpness:
 // Image.blend(degenerate, image, factor) with Pillow's float arithmetic.
-void AdjustBrightness(const cv::Mat& src, cv::Mat& dst, double factor);
-void AdjustContrast(const cv::Mat& src, cv::Mat& dst, double factor);
-void AdjustSaturation(const cv::Mat& src, cv::Mat& dst, double factor);
-void AdjustSharpness(const cv::Mat& src, cv::Mat& dst, double factor);
+void AdjustBrightness(const RgbView& src, const RgbSpan& dst, double factor);
+void AdjustContrast(const RgbView& src, const RgbSpan& dst, double factor);
+void AdjustSaturation(const RgbView& src, const RgbSpan& dst, double factor);
+void AdjustSharpness(const RgbView& src, const RgbSpan& dst, double factor);
 // torchvision's adjust_hue: Pillow's RGB -> HSV, hue += uint8(factor * 255)
 // modulo 256, HSV -> RGB. factor in [-0.5, 0.5].
-void AdjustHue(const cv::Mat& src, cv::Mat& dst, double factor);
+void AdjustHue(const RgbView& src, const RgbSpan& dst, double factor);
 // convert("L") (ITU-R 601-2 luma in 16-bit fixed point) copied to all three
 // channels, as Grayscale(num_output_channels=3) gives.
-void ToGrayscale(const cv::Mat& src, cv::Mat& dst);
+void ToGrayscale(const RgbView& src, const RgbSpan& dst);
 
 // ImageOps.posterize / solarize / autocontrast / equalize / invert.
-void Posterize(const cv::Mat& src, cv::Mat& dst, int bits);
-void Solarize(const cv::Mat& src, cv::Mat& dst, double threshold);
-void AutoContrast(const cv::Mat& src, cv::Mat& dst);
-void Equalize(const cv::Mat& src, cv::Mat& dst);
-void Invert(const cv::Mat& src, cv::Mat& dst);
-void VerticalFlip(const cv::Mat& src, cv::Mat& dst);
+void Posterize(const RgbView& src, const RgbSpan& dst, int bits);
+void Solarize(const RgbView& src, const RgbSpan& dst, double threshold);
+void AutoContrast(const RgbView& src, const RgbSpan& dst);
+void Equalize(const RgbView& src, const RgbSpan& dst);
+void Invert(const RgbView& src, const RgbSpan& dst);
+void VerticalFlip(const RgbView& src, const RgbSpan& dst);
 
-// torchvision's pad: dst is (w + left + right) x (h + top + bottom).
-// kReflect mirrors without repeating the edge pixel, kSymmetric repeats it.
-void PadImage(const cv::Mat& src, cv::Mat& dst, int left, int top, int right, int bottom,
-              PadMode mode, const Fill& fill);
+// torchvision's pad is PadPixels (rgb_span.h): its modes are torchvision's.
 
 // Image.transform(size, AFFINE, matrix, resample, fillcolor): output pixel
 // centre (x + 0.5, y + 0.5) samples the source at matrix * (x + 0.5, y + 0.5);
 // outside the source it is `fill`. Nearest uses Pillow's fixed-point and
 // scale-only paths, so the chosen source pixels match exactly.
-void AffineWarp(const cv::Mat& src, cv::Mat& dst, const std::array<double, 6>& matrix,
+void AffineWarp(const RgbView& src, const RgbSpan& dst, const std::array<double, 6>& matrix,
                 WarpInterpolation interpolation, const Fill& fill);
 
 // torchvision's _get_inverse_affine_matrix (the matrix AffineWarp takes) for
@@ -71,20 +67,20 @@ std::array<double, 6> InverseAffineMatrix(double center_x, double center_y, doub
 
 // F.affine on a PIL image: the centre is the image centre, (w/2, h/2),
 // unless center_at_origin (AutoAugment's shears use [0, 0]).
-void Affine(const cv::Mat& src, cv::Mat& dst, double angle, double translate_x, double translate_y,
-            double scale, double shear_x, double shear_y, WarpInterpolation interpolation,
-            const Fill& fill, bool center_at_origin = false);
+void Affine(const RgbView& src, const RgbSpan& dst, double angle, double translate_x,
+            double translate_y, double scale, double shear_x, double shear_y,
+            WarpInterpolation interpolation, const Fill& fill, bool center_at_origin = false);
 
 // Image.rotate(angle, resample, expand=False, fillcolor): counter-clockwise
 // about the centre, with Pillow's exact cases for multiples of 90 degrees.
-void Rotate(const cv::Mat& src, cv::Mat& dst, double angle, WarpInterpolation interpolation,
+void Rotate(const RgbView& src, const RgbSpan& dst, double angle, WarpInterpolation interpolation,
             const Fill& fill);
 
 // torchvision's gaussian_blur: a normalised float32 Gaussian of
 // kernel_width x kernel_height, reflect padding, rounded to uint8. galley
 // sums in double, separably; torchvision's float32 2-D convolution rounds
 // differently, so a value that lands on .5 may differ by one level.
-void GaussianBlur(const cv::Mat& src, cv::Mat& dst, int kernel_width, int kernel_height,
+void GaussianBlur(const RgbView& src, const RgbSpan& dst, int kernel_width, int kernel_height,
                   double sigma_x, double sigma_y);
 
 }  // namespace galley::image

@@ -26,17 +26,9 @@
 #include <cstdint>
 
 #include "galley/status.h"
+#include "server/image/rgb_span.h"
 
 namespace galley::image {
-
-// Read-only interleaved RGB pixels: pixel (x, y) channel c is at
-// data[y * stride + x * 3 + c]. The caller keeps the memory alive.
-struct RgbView {
-  const uint8_t* data = nullptr;
-  int width = 0;
-  int height = 0;
-  ptrdiff_t stride = 0;  // bytes from one row to the next, at least width * 3
-};
 
 enum class ResampleFilter {
   kBilinear,  // PIL's BILINEAR: triangle of support 1

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <opencv2/core.hpp>
-#include <opencv2/imgproc.hpp>
 #include <utility>
 #include <vector>
 
@@ -14,6 +12,7 @@
 
 #include "server/image/pixel_ops.h"
 #include "server/image/resample.h"
+#include "server/image/rgb_span.h"
 #include "server/image/sample_random.h"
 
 namespace galley::image {
@@ -713,13 +712,13 @@ Result<Plan> MakePlan(const TransformSpec& spec, int width, int height, SampleRa
 // from one while writing the other.
 class Scratch {
  public:
-  cv::Mat Take(int width, int height, int avoid) {
+  RgbSpan Take(int width, int height, int avoid) {
     const int index = avoid == 0 ? 1 : 0;
     auto& buffer = buffers_[index];
     const size_t bytes = static_cast<size_t>(width) * height * 3;
     if (buffer.size() < bytes) buffer.resize(bytes);
     taken_ = index;
-    return cv::Mat(height, width, CV_8UC3, buffer.data());
+    return RgbSpan::Packed(buffer.data(), width, height);
   }
   int taken() const { return taken_; }
 
@@ -733,8 +732,8 @@ class Scratch {
 // the logical image lies in the stored pixels (origin and pixels per logical
 // pixel) until the first crop or resize absorbs the difference.
 struct Current {
-  cv::Mat mat;
-  int buffer = -1;  // scratch buffer holding mat, or -1 for the source
+  RgbSpan pixels;   // the source's pixels are viewed writable but never written
+  int buffer = -1;  // scratch buffer holding pixels, or -1 for the source
   bool flipped = false;
   int logical_width = 0;
   int logical_height = 0;
@@ -744,10 +743,6 @@ struct Current {
   double scale_y = 1.0;
   bool scaled() const { return scale_x != 1.0 || scale_y != 1.0; }
 };
-
-RgbView ViewOf(const cv::Mat& mat) {
-  return {mat.ptr<uint8_t>(0), mat.cols, mat.rows, static_cast<ptrdiff_t>(mat.step[0])};
-}
 
 void Crop(Rect rect, Current& current, Scratch& scratch) {
   // A flip is applied at the end, so a crop of the flipped image is the
@@ -762,14 +757,15 @@ void Crop(Rect rect, Current& current, Scratch& scratch) {
     const double x1 = current.origin_x + (rect.x + rect.width) * current.scale_x;
     const double y1 = current.origin_y + (rect.y + rect.height) * current.scale_y;
     constexpr double kSlack = 1e-6;  // rounding in the scale itself
-    if (x0 >= 0 && y0 >= 0 && x1 <= current.mat.cols + kSlack && y1 <= current.mat.rows + kSlack) {
+    if (x0 >= 0 && y0 >= 0 && x1 <= current.pixels.width + kSlack &&
+        y1 <= current.pixels.height + kSlack) {
       // Inside the image: keep the fractional crop for the resize's box,
       // which samples exactly the region the full-size crop covers.
       const int ix0 = static_cast<int>(std::floor(x0));
       const int iy0 = static_cast<int>(std::floor(y0));
-      const int ix1 = std::clamp(static_cast<int>(std::ceil(x1)), ix0 + 1, current.mat.cols);
-      const int iy1 = std::clamp(static_cast<int>(std::ceil(y1)), iy0 + 1, current.mat.rows);
-      current.mat = current.mat(cv::Rect(ix0, iy0, ix1 - ix0, iy1 - iy0));
+      const int ix1 = std::clamp(static_cast<int>(std::ceil(x1)), ix0 + 1, current.pixels.width);
+      const int iy1 = std::clamp(static_cast<int>(std::ceil(y1)), iy0 + 1, current.pixels.height);
+      current.pixels = current.pixels.Window(ix0, iy0, ix1 - ix0, iy1 - iy0);
       current.origin_x = x0 - ix0;
       current.origin_y = y0 - iy0;
       return;
@@ -784,32 +780,36 @@ void Crop(Rect rect, Current& current, Scratch& scratch) {
     current.scale_x = static_cast<double>(rect.width) / current.logical_width;
     current.scale_y = static_cast<double>(rect.height) / current.logical_height;
   }
-  const cv::Rect wanted(rect.x, rect.y, rect.width, rect.height);
-  const cv::Rect bounds(0, 0, current.mat.cols, current.mat.rows);
-  if ((wanted & bounds) == wanted) {
-    current.mat = current.mat(wanted);
+  const int inside_x0 = std::max(rect.x, 0);
+  const int inside_y0 = std::max(rect.y, 0);
+  const int inside_x1 = std::min(rect.x + rect.width, current.pixels.width);
+  const int inside_y1 = std::min(rect.y + rect.height, current.pixels.height);
+  if (inside_x0 == rect.x && inside_y0 == rect.y && inside_x1 == rect.x + rect.width &&
+      inside_y1 == rect.y + rect.height) {
+    current.pixels = current.pixels.Window(rect.x, rect.y, rect.width, rect.height);
     return;
   }
-  cv::Mat padded = scratch.Take(rect.width, rect.height, current.buffer);
-  padded.setTo(cv::Scalar::all(0));
-  const cv::Rect inside = wanted & bounds;
-  if (!inside.empty()) {
-    current.mat(inside).copyTo(padded(inside - wanted.tl()));
+  const RgbSpan padded = scratch.Take(rect.width, rect.height, current.buffer);
+  FillPixels(padded, Fill{0, 0, 0});
+  if (inside_x0 < inside_x1 && inside_y0 < inside_y1) {
+    const int width = inside_x1 - inside_x0, height = inside_y1 - inside_y0;
+    CopyPixels(current.pixels.Window(inside_x0, inside_y0, width, height),
+               padded.Window(inside_x0 - rect.x, inside_y0 - rect.y, width, height));
   }
-  current.mat = padded;
+  current.pixels = padded;
   current.buffer = scratch.taken();
 }
 
 // The resampling geometry of resizing the whole logical image to
 // width x height: the box is the logical image's place in the stored pixels.
 ResizeGeometry ResizeOf(const Current& current, int width, int height) {
-  ResizeGeometry geometry = ResizeGeometry::Whole(ViewOf(current.mat), width, height);
+  ResizeGeometry geometry = ResizeGeometry::Whole(current.pixels, width, height);
   if (current.scaled() || current.origin_x != 0.0 || current.origin_y != 0.0) {
     geometry.box_x0 = current.origin_x;
     geometry.box_y0 = current.origin_y;
-    geometry.box_x1 = std::min<double>(current.mat.cols,
+    geometry.box_x1 = std::min<double>(current.pixels.width,
                                        current.origin_x + current.logical_width * current.scale_x);
-    geometry.box_y1 = std::min<double>(current.mat.rows,
+    geometry.box_y1 = std::min<double>(current.pixels.height,
                                        current.origin_y + current.logical_height * current.scale_y);
   }
   return geometry;
@@ -836,7 +836,7 @@ Status Resize(const Step& step, Current& current, Scratch& scratch) {
   current.logical_height = step.height;
   current.origin_x = current.origin_y = 0.0;
   current.scale_x = current.scale_y = 1.0;
-  cv::Mat resized = scratch.Take(step.width, step.height, current.buffer);
+  const RgbSpan resized = scratch.Take(step.width, step.height, current.buffer);
   // Horizontal flips commute with the symmetric filters, so a pending flip
   // stays pending; Run applies it first for the others.
   if (step.interpolation == Interpolation::kNearest) {
@@ -848,14 +848,14 @@ Status Resize(const Step& step, Current& current, Scratch& scratch) {
                                           0.0,
                                           (geometry.box_y1 - geometry.box_y0) / step.height,
                                           geometry.box_y0};
-    AffineWarp(current.mat, resized, matrix, WarpInterpolation::kNearest, Fill{});
+    AffineWarp(current.pixels, resized, matrix, WarpInterpolation::kNearest, Fill{});
   } else {
     ResampleOptions options;
     options.filter = FilterOf(step.interpolation);
-    GALLEY_RETURN_IF_ERROR(ResizeAntialiased(ViewOf(current.mat), geometry, options,
-                                             resized.ptr<uint8_t>(0), resized.step[0]));
+    GALLEY_RETURN_IF_ERROR(
+        ResizeAntialiased(current.pixels, geometry, options, resized.data, resized.stride));
   }
-  current.mat = resized;
+  current.pixels = resized;
   current.buffer = scratch.taken();
   return Status::Ok();
 }
@@ -891,11 +891,11 @@ PadMode PadModeOf(PaddingMode mode) {
 // its right edge was.
 void MaterializeFlip(Current& current, Scratch& scratch) {
   if (!current.flipped) return;
-  cv::Mat flipped = scratch.Take(current.mat.cols, current.mat.rows, current.buffer);
-  cv::flip(current.mat, flipped, 1);
+  const RgbSpan flipped = scratch.Take(current.pixels.width, current.pixels.height, current.buffer);
+  ReorientPixels(current.pixels, flipped, 2);
   current.origin_x =
-      current.mat.cols - (current.origin_x + current.logical_width * current.scale_x);
-  current.mat = flipped;
+      current.pixels.width - (current.origin_x + current.logical_width * current.scale_x);
+  current.pixels = flipped;
   current.buffer = scratch.taken();
   current.flipped = false;
 }
@@ -923,14 +923,14 @@ Status ApplyPixel(PixelStep step, Current& current, Scratch& scratch) {
   if (step.kind == PixelStep::Kind::kPad && current.flipped) {
     std::swap(step.sides[0], step.sides[2]);
   }
-  const cv::Mat& src = current.mat;
-  int width = src.cols;
-  int height = src.rows;
+  const RgbSpan src = current.pixels;
+  int width = src.width;
+  int height = src.height;
   if (step.kind == PixelStep::Kind::kPad) {
     width += step.sides[0] + step.sides[2];
     height += step.sides[1] + step.sides[3];
   }
-  cv::Mat dst = scratch.Take(width, height, current.buffer);
+  const RgbSpan dst = scratch.Take(width, height, current.buffer);
   const double v = step.v[0];
   switch (step.kind) {
     case PixelStep::Kind::kBrightness:
@@ -980,11 +980,10 @@ Status ApplyPixel(PixelStep step, Current& current, Scratch& scratch) {
       GaussianBlur(src, dst, step.sides[0], step.sides[1], step.v[0], step.v[1]);
       break;
     case PixelStep::Kind::kPad:
-      PadImage(src, dst, step.sides[0], step.sides[1], step.sides[2], step.sides[3],
-               PadModeOf(step.padding_mode), step.fill);
+      PadPixels(src, dst, step.sides[0], step.sides[1], PadModeOf(step.padding_mode), step.fill);
       break;
   }
-  current.mat = dst;
+  current.pixels = dst;
   current.buffer = scratch.taken();
   current.logical_width = width;
   current.logical_height = height;
@@ -1369,7 +1368,7 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
   thread_local Scratch scratch;
   thread_local std::vector<uint8_t> row;
   Current current;
-  current.mat = cv::Mat(height, width, CV_8UC3, const_cast<uint8_t*>(pixels.data()));
+  current.pixels = RgbSpan::Packed(const_cast<uint8_t*>(pixels.data()), width, height);
   current.logical_width = logical_width;
   current.logical_height = logical_height;
   current.scale_x = scaled ? static_cast<double>(width) / logical_width : 1.0;
@@ -1398,7 +1397,7 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
       options.filter = FilterOf(step.interpolation);
       SampleWriter writer(fused.width, fused.height, fused.flipped, spec_.output, normalized_,
                           dst.data(), row);
-      GALLEY_RETURN_IF_ERROR(ResizeAntialiased(ViewOf(current.mat), geometry, options, writer));
+      GALLEY_RETURN_IF_ERROR(ResizeAntialiased(current.pixels, geometry, options, writer));
       Erase(plan, spec_.output, spec_.output_width, spec_.output_height, dst.data());
       return Status::Ok();
     }
@@ -1417,14 +1416,14 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
         break;
     }
   }
-  if (current.scaled() || current.mat.cols != spec_.output_width ||
-      current.mat.rows != spec_.output_height) {
+  if (current.scaled() || current.pixels.width != spec_.output_width ||
+      current.pixels.height != spec_.output_height) {
     return Status::InvalidArgument(
         "pipeline has no resize after the crop, so it needs full-resolution pixels");
   }
-  const SampleWriter writer(current.mat.cols, current.mat.rows, current.flipped, spec_.output,
-                            normalized_, dst.data(), row);
-  for (int y = 0; y < current.mat.rows; ++y) writer.Write(y, current.mat.ptr<uint8_t>(y));
+  const SampleWriter writer(current.pixels.width, current.pixels.height, current.flipped,
+                            spec_.output, normalized_, dst.data(), row);
+  for (int y = 0; y < current.pixels.height; ++y) writer.Write(y, current.pixels.row(y));
   Erase(plan, spec_.output, spec_.output_width, spec_.output_height, dst.data());
   return Status::Ok();
 }

@@ -330,6 +330,43 @@ TEST_F(AccessTest, UsersSeeAndCancelOnlyTheirOwnJobs) {
   EXPECT_NE(outcome.message.find("cancelled by uid 0"), std::string::npos) << outcome.message;
 }
 
+TEST_F(AccessTest, UsersSeeOnlyTheDatasetsAndSamplersTheyMayRead) {
+  fs::permissions(data_, fs::perms(0700));
+  Start();
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  auto root_job = client->OpenJob(Spec());
+  ASSERT_TRUE(root_job.ok()) << root_job.status().ToString();
+  ASSERT_TRUE(root_job->Next(20s).ok());
+
+  const nlohmann::json root_status = QueryAs(0, "status");
+  EXPECT_TRUE(root_status.value("admin", false)) << root_status.dump();
+  EXPECT_EQ(root_status.value("your_jobs", 0), 1) << root_status.dump();
+  EXPECT_EQ(root_status["samplers"].size(), 1u) << root_status.dump();
+  const nlohmann::json root_datasets = QueryAs(0, "datasets");
+  EXPECT_EQ(root_datasets["datasets"].size(), 1u) << root_datasets.dump();
+  EXPECT_EQ(root_datasets["samplers"].size(), 1u) << root_datasets.dump();
+
+  // The other user learns that a job runs, not on what.
+  const nlohmann::json status = QueryAs(kOther, "status");
+  EXPECT_FALSE(status.value("admin", true)) << status.dump();
+  EXPECT_EQ(status.value("jobs", 0), 1) << status.dump();
+  EXPECT_EQ(status.value("your_jobs", 1), 0) << status.dump();
+  ASSERT_TRUE(status.contains("samplers")) << status.dump();
+  EXPECT_TRUE(status["samplers"].empty()) << status.dump();
+  const nlohmann::json datasets = QueryAs(kOther, "datasets");
+  ASSERT_TRUE(datasets.contains("datasets")) << datasets.dump();
+  EXPECT_TRUE(datasets["datasets"].empty()) << datasets.dump();
+  EXPECT_TRUE(datasets["samplers"].empty()) << datasets.dump();
+
+  // Once they may read it, they see it.
+  MakeReadableByAll(data_);
+  const nlohmann::json readable = QueryAs(kOther, "datasets");
+  EXPECT_EQ(readable["datasets"].size(), 1u) << readable.dump();
+  EXPECT_EQ(readable["samplers"].size(), 1u) << readable.dump();
+  EXPECT_EQ(QueryAs(kOther, "status")["samplers"].size(), 1u);
+}
+
 TEST_F(AccessTest, ANewOrRewrittenFileIsSeenByTheNextJobAndNeverServedStale) {
   const fs::path rewritten = data_ / "class0" / "000.jpg";
   WriteSolid(rewritten, 250, 0, 0);

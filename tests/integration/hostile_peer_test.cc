@@ -296,6 +296,71 @@ TEST_F(HostilePeerTest, ATrickledFrameIsDroppedAtItsWholeFrameDeadline) {
   ExpectDaemonServes();
 }
 
+// Resident memory of `pid`, from /proc.
+uint64_t RssBytes(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+TEST_F(HostilePeerTest, LargeFramesFromManyPeersAreBoundedDaemonWide) {
+  // 20 peers announce a full-size frame each and send one byte of it: the
+  // daemon holds at most 16 such frames (its frame budget) and refuses the
+  // rest at once, naming the limit.
+  std::vector<std::unique_ptr<wire::Connection>> peers;
+  for (int i = 0; i < 20; ++i) {
+    auto connection = Handshaken();
+    ASSERT_NE(connection, nullptr);
+    wire::FrameHeader h;
+    h.type = wire::MessageType::kOpenJob;
+    h.payload_length = wire::kMaxPayloadBytes;
+    auto head = wire::EncodeFrameHeader(h);
+    ASSERT_EQ(::send(connection->fd(), head.data(), head.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(head.size()));
+    ASSERT_EQ(::send(connection->fd(), "{", 1, MSG_NOSIGNAL), 1);
+    peers.push_back(std::move(connection));
+  }
+  // The refusals come at once; the frames held wait for their rest (and
+  // would be dropped at the 10 s whole-frame deadline).
+  std::this_thread::sleep_for(1s);
+  int refused = 0;
+  for (auto& peer : peers) {
+    auto reply = peer->ReadFrame(std::chrono::steady_clock::now() + 10ms);
+    if (reply.ok()) {
+      const Status error = ErrorOf(*reply);
+      EXPECT_EQ(error.code(), StatusCode::kResourceExhausted) << error.ToString();
+      EXPECT_NE(error.message().find("limit"), std::string::npos) << error.message();
+      ++refused;
+    }
+  }
+  EXPECT_EQ(refused, 4);
+  peers.clear();
+  ExpectDaemonServes();
+}
+
+TEST_F(HostilePeerTest, MemoryOfLargeRequestsIsGivenBack) {
+  ExpectDaemonServes();
+  const uint64_t before = RssBytes(daemon_->pid());
+  // Eight OpenJob requests of 15 MiB each (a long name), refused after
+  // parsing; what they cost must not stay resident.
+  std::string body = OpenJobBody(data_.string()).dump();
+  body.insert(body.size() - 1, R"(,"name":")" + std::string(15u << 20, 'x') + "\"");
+  for (int i = 0; i < 8; ++i) {
+    auto connection = Handshaken();
+    ASSERT_NE(connection, nullptr);
+    auto reply = OpenRaw(*connection, body);
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  }
+  std::this_thread::sleep_for(500ms);
+  const uint64_t after = RssBytes(daemon_->pid());
+  EXPECT_LT(after, before + (uint64_t{48} << 20))
+      << "galleyd kept " << (after - before) / (1 << 20) << " MiB after eight 15 MiB requests";
+  ExpectDaemonServes();
+}
+
 }  // namespace
 }  // namespace galley
 

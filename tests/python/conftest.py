@@ -4,7 +4,7 @@ ImageFolder datasets. The daemon is stopped and everything removed at the end.""
 import os
 import pathlib
 import signal
-import socket as pysocket
+import socket as socketlib
 import subprocess
 import time
 
@@ -54,21 +54,16 @@ def start_daemon(directory, *extra):
     log = open(directory / "galleyd.log", "w")
     proc = subprocess.Popen([GALLEYD, "--socket", socket, "--allowed-root", str(directory),
                              "--log-level", "warn", *extra], stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(400):
-        # Until it accepts: the socket file exists from bind(), a moment
-        # before listen().
+    # Ready once a connection is accepted: the socket file appears at bind(),
+    # before listen(), and a connect in between is refused.
+    for _ in range(200):
         if os.path.exists(socket):
-            probe = pysocket.socket(pysocket.AF_UNIX, pysocket.SOCK_STREAM)
-            try:
-                probe.connect(socket)
-                break
-            except OSError:
-                pass
-            finally:
-                probe.close()
+            with socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM) as probe:
+                if probe.connect_ex(socket) == 0:
+                    break
         if proc.poll() is not None:
             raise RuntimeError(f"galleyd exited with {proc.returncode}")
-        time.sleep(0.025)
+        time.sleep(0.05)
     return Daemon(socket, proc, log)
 
 

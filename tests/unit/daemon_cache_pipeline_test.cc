@@ -225,7 +225,7 @@ TEST_F(DaemonCacheTest, WithoutACacheEveryPassReadsAndDecodes) {
   EXPECT_EQ(c.reads, 2u * kItems);
   EXPECT_EQ(c.decodes, 2u * kItems);
   EXPECT_EQ(c.decoded_hits + c.encoded_hits + c.augmented_hits, 0u);
-  EXPECT_FALSE(pipeline.Describe()["cache"].get<bool>());
+  EXPECT_FALSE(pipeline.Snapshot().cache);
 }
 
 TEST_F(DaemonCacheTest, AugmentedTierServesOnlyIdenticalPipelineAndSeed) {

@@ -159,9 +159,9 @@ TEST_F(CachePlannerTest, InputsComeFromTheNodeTheDatasetAndTheJobs) {
 
   planner.JobClosed(2);
   EXPECT_EQ(planner.CurrentInputs().identical_pipeline_jobs, 1);
-  const nlohmann::json described = planner.Describe();
-  EXPECT_EQ(described["planner"], "model-driven");
-  EXPECT_EQ(described["inputs"]["storage_bytes_per_s"]["source"], "measured");
+  const PlanSnapshot described = planner.Snapshot();
+  EXPECT_EQ(described.planner, "model-driven");
+  EXPECT_EQ(described.inputs.storage_bytes_per_s.source, "measured");
 }
 
 TEST_F(CachePlannerTest, AdminOverridesWin) {
@@ -184,10 +184,11 @@ TEST_F(CachePlannerTest, AdminOverridesWin) {
   EXPECT_DOUBLE_EQ(in.decode_augment_per_core_per_s, 111);
   EXPECT_DOUBLE_EQ(in.augment_per_core_per_s, 999);
   EXPECT_EQ(in.cores, 7);
-  const nlohmann::json described = planner.Describe();
-  EXPECT_EQ(described["planner"], "admin split");
-  EXPECT_EQ(described["inputs"]["storage_bytes_per_s"]["source"], "override");
-  EXPECT_EQ(described["inputs"]["cores"]["source"], "override");
+  const PlanSnapshot described = planner.Snapshot();
+  EXPECT_EQ(described.planner, "admin split");
+  EXPECT_EQ(described.inputs.storage_bytes_per_s.source, "override");
+  EXPECT_EQ(described.inputs.cores.source, "override");
+  EXPECT_DOUBLE_EQ(described.inputs.cores.value, 7);
 }
 
 TEST_F(CachePlannerTest, ThePlannerThreadReplansWhenJobsChange) {

@@ -1,47 +1,29 @@
-// Decoder tests over the fixtures written by tests/fixtures/make_fixtures.py.
-// Expected pixels come from PIL (the torchvision loader), stored losslessly as
-// `<name>.ref.png` next to each fixture.
+// Decoder tests over the fixtures written by tests/fixtures/make_fixtures.py
+// (tests/unit/image_fixture.h); PNG and BMP in depth are in
+// image_png_bmp_test.cc.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <webp/encode.h>
 
-#include <cstdlib>
+// jpeglib.h uses FILE and size_t without including their headers.
+#include <cstddef>
+#include <cstdio>
+// clang-format off
+#include <jpeglib.h>
+// clang-format on
+
+#include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "server/image/decoder.h"
+#include "server/image/region_decoder.h"
+#include "tests/unit/image_fixture.h"
 
 namespace galley::image {
 namespace {
-
-std::vector<uint8_t> ReadFixture(const std::string& name) {
-  const std::string path = std::string(GALLEY_IMAGE_FIXTURE_DIR) + "/" + name;
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "missing fixture " << path;
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-RgbImage DecodeFixture(const std::string& name) {
-  auto image = Decode(ReadFixture(name), DecodeOptions{});
-  EXPECT_TRUE(image.ok()) << name << ": " << image.status().ToString();
-  return image.ok() ? std::move(image).value() : RgbImage{};
-}
-
-Status DecodeStatus(const std::string& name) {
-  return Decode(ReadFixture(name), DecodeOptions{}).status();
-}
-
-// Largest per-sample difference; -1 when the sizes differ.
-int MaxAbsDiff(const RgbImage& a, const RgbImage& b) {
-  if (a.width != b.width || a.height != b.height || a.pixels.size() != b.pixels.size()) return -1;
-  int worst = 0;
-  for (size_t i = 0; i < a.pixels.size(); ++i) {
-    worst = std::max(worst, std::abs(int{a.pixels[i]} - int{b.pixels[i]}));
-  }
-  return worst;
-}
 
 double MeanAbsDiff(const RgbImage& a, const RgbImage& b) {
   double sum = 0;
@@ -236,23 +218,93 @@ TEST(DecoderTest, RandomGarbageNeverCrashesOrSucceedsSilently) {
   std::mt19937 random(1234);
   const auto jpeg = ReadFixture("baseline.jpg");
   const auto png = ReadFixture("rgb.png");
+  // Corrupt a few bytes after the signature.
   for (int round = 0; round < 300; ++round) {
-    const auto& original = round % 2 == 0 ? jpeg : png;
-    std::vector<uint8_t> bytes = original;
-    // Corrupt a few bytes after the signature.
-    for (int k = 0; k < 4; ++k) {
-      bytes[8 + random() % (bytes.size() - 8)] = static_cast<uint8_t>(random());
-    }
-    if (round % 3 == 0) bytes.resize(8 + random() % (bytes.size() - 8));
-    auto image = Decode(bytes, DecodeOptions{});
-    if (image.ok()) {
-      EXPECT_EQ(image->pixels.size(), static_cast<size_t>(image->width) * image->height * 3);
-    } else {
-      const StatusCode code = image.status().code();
-      EXPECT_TRUE(code == StatusCode::kDataLoss || code == StatusCode::kResourceExhausted)
-          << image.status().ToString();
+    ExpectDamageHandled(round % 2 == 0 ? jpeg : png, 8, 4, round, random,
+                        round % 2 == 0 ? "baseline.jpg" : "rgb.png");
+  }
+}
+
+// A JPEG with luma sampled h_samp x v_samp against 1 x 1 chroma, written
+// with libjpeg (PIL can only write 4:4:4, 4:2:2 and 4:2:0).
+std::vector<uint8_t> JpegWithSampling(int h_samp, int v_samp, int width, int height) {
+  std::vector<uint8_t> pixels(static_cast<size_t>(width) * height * 3);
+  std::mt19937 rng(h_samp * 10 + v_samp);
+  for (size_t i = 0; i < pixels.size(); ++i) {
+    pixels[i] = static_cast<uint8_t>((i / 3 % width) * 3 + (i / 3 / width) * 2 + rng() % 40);
+  }
+  jpeg_compress_struct cinfo{};
+  jpeg_error_mgr error{};
+  cinfo.err = jpeg_std_error(&error);
+  jpeg_create_compress(&cinfo);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &buffer, &size);
+  cinfo.image_width = width;
+  cinfo.image_height = height;
+  cinfo.input_components = 3;
+  cinfo.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&cinfo);
+  cinfo.comp_info[0].h_samp_factor = h_samp;
+  cinfo.comp_info[0].v_samp_factor = v_samp;
+  for (int c = 1; c < 3; ++c)
+    cinfo.comp_info[c].h_samp_factor = cinfo.comp_info[c].v_samp_factor = 1;
+  jpeg_start_compress(&cinfo, TRUE);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW row = &pixels[static_cast<size_t>(cinfo.next_scanline) * width * 3];
+    jpeg_write_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  std::vector<uint8_t> jpeg(buffer, buffer + size);
+  std::free(buffer);
+  return jpeg;
+}
+
+// TurboJPEG 2.1's header reader has no name for these samplings and refuses
+// them; PIL reads them, and so must galley, with PIL's pixels.
+TEST(DecoderTest, UnusualChromaSamplingDecodesLikePil) {
+  namespace fs = std::filesystem;
+  const fs::path work = fs::temp_directory_path() / ("galley_sampling_" + std::to_string(getpid()));
+  fs::create_directories(work);
+  const std::vector<std::pair<int, int>> samplings = {{4, 2}, {1, 4}, {3, 1}};
+  for (size_t i = 0; i < samplings.size(); ++i) {
+    const auto jpeg = JpegWithSampling(samplings[i].first, samplings[i].second, 53, 37);
+    std::ofstream(work / (std::to_string(i) + ".jpg"), std::ios::binary)
+        .write(reinterpret_cast<const char*>(jpeg.data()),
+               static_cast<std::streamsize>(jpeg.size()));
+  }
+  const std::string command =
+      std::string(GALLEY_TEST_PYTHON) + " -c \"import sys, glob; from PIL import Image; [" +
+      "open(p + '.raw', 'wb').write(Image.open(p).convert('RGB').tobytes()) for p in " +
+      "glob.glob(sys.argv[1] + '/*.jpg')]\" " + work.string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  for (size_t i = 0; i < samplings.size(); ++i) {
+    SCOPED_TRACE(std::to_string(samplings[i].first) + "x" + std::to_string(samplings[i].second));
+    std::ifstream in(work / (std::to_string(i) + ".jpg"), std::ios::binary);
+    const std::vector<uint8_t> jpeg{std::istreambuf_iterator<char>(in),
+                                    std::istreambuf_iterator<char>()};
+    std::ifstream raw(work / (std::to_string(i) + ".jpg.raw"), std::ios::binary);
+    const std::vector<uint8_t> pil{std::istreambuf_iterator<char>(raw),
+                                   std::istreambuf_iterator<char>()};
+    auto header = ReadHeader(jpeg);
+    ASSERT_TRUE(header.ok()) << header.status().ToString();
+    EXPECT_EQ(header->width, 53);
+    EXPECT_EQ(header->height, 37);
+    auto image = Decode(jpeg, DecodeOptions{});
+    ASSERT_TRUE(image.ok()) << image.status().ToString();
+    EXPECT_EQ(image->pixels, pil);
+    // The crop path (libjpeg directly) gives the same rectangle.
+    auto region = DecodeRegion(jpeg, DecodeOptions{}, 9, 5, 30, 20);
+    ASSERT_TRUE(region.ok()) << region.status().ToString();
+    for (int y = 0; y < 20; ++y) {
+      for (int x = 0; x < 30 * 3; ++x) {
+        ASSERT_EQ(region->pixels.pixels[y * 30 * 3 + x], pil[((5 + y) * 53 + 9) * 3 + x])
+            << "row " << y << " byte " << x;
+      }
     }
   }
+  fs::remove_all(work);
 }
 
 }  // namespace

@@ -70,8 +70,12 @@ struct Image {
   int width = 0;
   int height = 0;
   std::vector<uint8_t> pixels;
-  cv::Mat Mat() { return cv::Mat(height, width, CV_8UC3, pixels.data()); }
+  RgbSpan Span() { return RgbSpan::Packed(pixels.data(), width, height); }
 };
+
+Image Blank(int width, int height) {
+  return {width, height, std::vector<uint8_t>(static_cast<size_t>(width) * height * 3)};
+}
 
 // Smooth gradients with noise on top, so both flat and busy regions occur.
 Image Textured(int width, int height, uint32_t seed) {
@@ -97,10 +101,8 @@ struct Case {
   json args;
   int input = 0;
   int max_diff = 0;  // allowed
-  std::function<cv::Mat(cv::Mat)> apply;
+  std::function<Image(Image&)> apply;
 };
-
-cv::Mat Same(const cv::Mat& src) { return cv::Mat(src.rows, src.cols, CV_8UC3); }
 
 WarpInterpolation ModeOf(const std::string& name) {
   if (name == "bilinear") return WarpInterpolation::kBilinear;
@@ -110,37 +112,35 @@ WarpInterpolation ModeOf(const std::string& name) {
 
 std::vector<Case> Cases() {
   std::vector<Case> cases;
-  auto simple = [&](const std::string& op, json args, std::function<void(cv::Mat, cv::Mat&)> fn) {
+  auto simple = [&](const std::string& op, json args, std::function<void(RgbSpan, RgbSpan)> fn) {
     for (int input = 0; input < 2; ++input) {
-      cases.push_back({op, args, input, 0, [fn](cv::Mat src) {
-                         cv::Mat dst = Same(src);
-                         fn(src, dst);
+      cases.push_back({op, args, input, 0, [fn](Image& src) {
+                         Image dst = Blank(src.width, src.height);
+                         fn(src.Span(), dst.Span());
                          return dst;
                        }});
     }
   };
   for (double f : {0.0, 0.35, 1.0, 1.7}) {
-    simple("brightness", {{"factor", f}},
-           [f](cv::Mat s, cv::Mat& d) { AdjustBrightness(s, d, f); });
-    simple("contrast", {{"factor", f}}, [f](cv::Mat s, cv::Mat& d) { AdjustContrast(s, d, f); });
-    simple("saturation", {{"factor", f}},
-           [f](cv::Mat s, cv::Mat& d) { AdjustSaturation(s, d, f); });
-    simple("sharpness", {{"factor", f}}, [f](cv::Mat s, cv::Mat& d) { AdjustSharpness(s, d, f); });
+    simple("brightness", {{"factor", f}}, [f](RgbSpan s, RgbSpan d) { AdjustBrightness(s, d, f); });
+    simple("contrast", {{"factor", f}}, [f](RgbSpan s, RgbSpan d) { AdjustContrast(s, d, f); });
+    simple("saturation", {{"factor", f}}, [f](RgbSpan s, RgbSpan d) { AdjustSaturation(s, d, f); });
+    simple("sharpness", {{"factor", f}}, [f](RgbSpan s, RgbSpan d) { AdjustSharpness(s, d, f); });
   }
   for (double f : {-0.5, -0.23, -0.01, 0.0, 0.05, 0.31, 0.5}) {
-    simple("hue", {{"factor", f}}, [f](cv::Mat s, cv::Mat& d) { AdjustHue(s, d, f); });
+    simple("hue", {{"factor", f}}, [f](RgbSpan s, RgbSpan d) { AdjustHue(s, d, f); });
   }
-  simple("grayscale", json::object(), [](cv::Mat s, cv::Mat& d) { ToGrayscale(s, d); });
+  simple("grayscale", json::object(), [](RgbSpan s, RgbSpan d) { ToGrayscale(s, d); });
   for (int bits : {1, 4, 7, 8}) {
-    simple("posterize", {{"bits", bits}}, [bits](cv::Mat s, cv::Mat& d) { Posterize(s, d, bits); });
+    simple("posterize", {{"bits", bits}}, [bits](RgbSpan s, RgbSpan d) { Posterize(s, d, bits); });
   }
   for (double t : {0.0, 93.5, 128.0, 255.0}) {
-    simple("solarize", {{"threshold", t}}, [t](cv::Mat s, cv::Mat& d) { Solarize(s, d, t); });
+    simple("solarize", {{"threshold", t}}, [t](RgbSpan s, RgbSpan d) { Solarize(s, d, t); });
   }
-  simple("autocontrast", json::object(), [](cv::Mat s, cv::Mat& d) { AutoContrast(s, d); });
-  simple("equalize", json::object(), [](cv::Mat s, cv::Mat& d) { Equalize(s, d); });
-  simple("invert", json::object(), [](cv::Mat s, cv::Mat& d) { Invert(s, d); });
-  simple("vflip", json::object(), [](cv::Mat s, cv::Mat& d) { VerticalFlip(s, d); });
+  simple("autocontrast", json::object(), [](RgbSpan s, RgbSpan d) { AutoContrast(s, d); });
+  simple("equalize", json::object(), [](RgbSpan s, RgbSpan d) { Equalize(s, d); });
+  simple("invert", json::object(), [](RgbSpan s, RgbSpan d) { Invert(s, d); });
+  simple("vflip", json::object(), [](RgbSpan s, RgbSpan d) { VerticalFlip(s, d); });
 
   const std::vector<std::pair<std::string, PadMode>> pad_modes = {
       {"constant", PadMode::kConstant},
@@ -154,9 +154,9 @@ std::vector<Case> Cases() {
                      {{"padding", pad}, {"fill", fill}, {"mode", name}},
                      0,
                      0,
-                     [pad, mode, fill](cv::Mat src) {
-                       cv::Mat dst;
-                       PadImage(src, dst, pad[0], pad[1], pad[2], pad[3], mode, fill);
+                     [pad, mode, fill](Image& src) {
+                       Image dst = Blank(src.width + pad[0] + pad[2], src.height + pad[1] + pad[3]);
+                       PadPixels(src.Span(), dst.Span(), pad[0], pad[1], mode, fill);
                        return dst;
                      }});
   }
@@ -183,10 +183,10 @@ std::vector<Case> Cases() {
                         {"origin", a.origin}},
                        1,
                        0,
-                       [a, m = ModeOf(mode), fill](cv::Mat src) {
-                         cv::Mat dst = Same(src);
-                         Affine(src, dst, a.angle, a.tx, a.ty, a.scale, a.shear_x, a.shear_y, m,
-                                fill, a.origin);
+                       [a, m = ModeOf(mode), fill](Image& src) {
+                         Image dst = Blank(src.width, src.height);
+                         Affine(src.Span(), dst.Span(), a.angle, a.tx, a.ty, a.scale, a.shear_x,
+                                a.shear_y, m, fill, a.origin);
                          return dst;
                        }});
     }
@@ -198,9 +198,9 @@ std::vector<Case> Cases() {
                        {{"angle", angle}, {"interpolation", mode}, {"fill", {128, 64, 32}}},
                        0,
                        0,
-                       [angle, m = ModeOf(mode), fill](cv::Mat src) {
-                         cv::Mat dst = Same(src);
-                         Rotate(src, dst, angle, m, fill);
+                       [angle, m = ModeOf(mode), fill](Image& src) {
+                         Image dst = Blank(src.width, src.height);
+                         Rotate(src.Span(), dst.Span(), angle, m, fill);
                          return dst;
                        }});
     }
@@ -215,9 +215,9 @@ std::vector<Case> Cases() {
                      {{"kw", kw}, {"kh", kh}, {"sx", sx}, {"sy", sy}},
                      0,
                      1,
-                     [kw, kh, sx, sy](cv::Mat src) {
-                       cv::Mat dst = Same(src);
-                       GaussianBlur(src, dst, kw, kh, sx, sy);
+                     [kw, kh, sx, sy](Image& src) {
+                       Image dst = Blank(src.width, src.height);
+                       GaussianBlur(src.Span(), dst.Span(), kw, kh, sx, sy);
                        return dst;
                      }});
   }
@@ -252,21 +252,18 @@ TEST(PixelOpsParityTest, EveryOpMatchesTorchvisionOnPil) {
   std::map<std::string, std::pair<int, double>> worst;  // op -> (max diff, worst mean diff)
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
-    const cv::Mat ours = c.apply(inputs[c.input].Mat());
+    const Image ours = c.apply(inputs[c.input]);
     std::ifstream file(work / ("out" + std::to_string(i) + ".raw"), std::ios::binary);
     std::vector<uint8_t> expected((std::istreambuf_iterator<char>(file)),
                                   std::istreambuf_iterator<char>());
-    ASSERT_EQ(expected.size(), ours.total() * 3) << c.op << " " << c.args.dump();
+    ASSERT_EQ(expected.size(), ours.pixels.size()) << c.op << " " << c.args.dump();
     int max_diff = 0;
     int64_t total = 0, differing = 0;
-    for (int y = 0; y < ours.rows; ++y) {
-      const uint8_t* row = ours.ptr<uint8_t>(y);
-      for (int x = 0; x < ours.cols * 3; ++x) {
-        const int diff = std::abs(row[x] - expected[static_cast<size_t>(y) * ours.cols * 3 + x]);
-        max_diff = std::max(max_diff, diff);
-        total += diff;
-        differing += diff != 0;
-      }
+    for (size_t k = 0; k < expected.size(); ++k) {
+      const int diff = std::abs(ours.pixels[k] - expected[k]);
+      max_diff = std::max(max_diff, diff);
+      total += diff;
+      differing += diff != 0;
     }
     const double mean = static_cast<double>(total) / static_cast<double>(expected.size());
     auto& [op_max, op_mean] = worst[c.op];

@@ -1,0 +1,468 @@
+// The two renderings of galleyd's snapshots, from snapshots with known,
+// pairwise different numbers: every metric of /metrics with its labels and
+// value, and every key of every query reply with its value and type (what
+// galleyctl, the Python module and the tests read). A metric or key dropped,
+// renamed or fed from the wrong field fails here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "server/daemon/prometheus_text.h"
+#include "server/daemon/snapshot_json.h"
+#include "server/daemon/snapshots.h"
+
+namespace galley {
+namespace {
+
+using nlohmann::json;
+
+PipelineSnapshot Pipeline() {
+  PipelineSnapshot p;
+  p.threads = 4;
+  p.cache = true;
+  p.file_reads = 101;
+  p.bytes_read = 102;
+  p.decodes = 103;
+  p.region_decodes = 104;
+  p.augments = 105;
+  p.decoded_hits = 106;
+  p.encoded_hits = 107;
+  p.augmented_hits = 108;
+  p.failures = 109;
+  p.read_seconds = 1.25;
+  p.decode_seconds = 2.5;
+  p.augment_seconds = 3.75;
+  return p;
+}
+
+// Numbers from `base` up, one per field.
+SamplerGroupSnapshot Group(const std::string& dataset, const std::string& policy, uint64_t base) {
+  return {dataset, policy, base, base + 1, base + 2, 0.5 + double(base), base + 3};
+}
+
+JobSnapshot Job(uint64_t id, const std::string& name, uint64_t base) {
+  JobSnapshot j;
+  j.job_id = id;
+  j.name = name;
+  j.dataset = "/data/a";
+  j.owner_uid = 1000 + uint32_t(base);
+  j.owner_pid = 4000 + int32_t(base);
+  j.policy = "uniform";
+  j.batch_size = 32;
+  j.epoch_size = base + 1;
+  j.batches_per_epoch = base + 2;
+  j.prefetch = 4;
+  j.segment_bytes = base + 3;
+  j.batches = base + 4;
+  j.samples = base + 5;
+  j.skipped = base + 6;
+  j.epochs_completed = base + 7;
+  j.produce_seconds = double(base) + 0.125;
+  j.ring_full_seconds = double(base) + 0.25;
+  j.peer_hold_seconds = double(base) + 0.375;
+  j.consumer_wait_seconds = double(base) + 0.5;
+  j.consumer_waits = base + 8;
+  j.uptime_seconds = double(base) + 0.625;
+  j.samples_per_second = double(base) + 0.75;
+  return j;
+}
+
+TierSnapshot Tier(uint64_t base) {
+  return {base, base + 1, base + 2, base + 3, base + 4, 0.25, base + 5, base + 6, base + 7};
+}
+
+PlannerInputsSnapshot Inputs() {
+  PlannerInputsSnapshot in;
+  in.storage_bytes_per_s = {1.5e8, "measured"};
+  in.decode_augment_per_core_per_s = {400.5, "override"};
+  in.augment_per_core_per_s = {2000.5, "measured"};
+  in.cores = {8, "worker threads"};
+  in.memory_bytes_per_s = {5e9, "measured"};
+  in.jobs_consumption_per_s = {0, "unbounded"};
+  in.dataset_items = {1000, "datasets"};
+  in.encoded_item_bytes = {110000.5, "datasets"};
+  in.inflation = {5.5, "measured"};
+  in.augmented_item_bytes = {150528, "jobs"};
+  in.identical_pipeline_jobs = {2, "jobs"};
+  in.augmented_reuse_limit = {3, "cache"};
+  in.cache_bytes = {1 << 30, "cache"};
+  return in;
+}
+
+DaemonStatusSnapshot Status() {
+  DaemonStatusSnapshot s;
+  s.version = "9.8.7";
+  s.protocol_version = 6;
+  s.uid = 990;
+  s.owner_only = false;
+  s.admin = true;
+  s.pid = 4321;
+  s.socket = "/run/galley/galleyd.sock";
+  s.uptime_seconds = 12.5;
+  s.jobs = 2;
+  s.your_jobs = 1;
+  s.jobs_opened = 11;
+  s.jobs_refused = 12;
+  s.draining = true;
+  s.protocol_errors = 3;
+  s.datasets = 13;
+  s.shm_bytes = 4096;
+  s.limits = {64, 1 << 20, 1 << 30, 8, 1 << 28, 32};
+  s.pipeline = Pipeline();
+  // A dataset path with every character a label must escape.
+  s.samplers = {Group("/data/a", "uniform", 200), Group("/data/\"b\"\\c\nd", "ods", 300)};
+  return s;
+}
+
+CacheSnapshot Cache() {
+  CacheSnapshot c;
+  c.cache_bytes = 1 << 30;
+  c.eviction = "refcount";
+  c.split = {20, 50, 30};
+  c.split_source = "planner";
+  c.encoded = Tier(500);
+  c.decoded = Tier(600);
+  c.augmented = {Tier(700), 71, 72, 3};
+  c.keys_with_demand = 81;
+  c.total_demand = 82;
+  c.planner_inputs = Inputs();
+  c.pipeline = Pipeline();
+  return c;
+}
+
+MetricsSnapshot Metrics() {
+  return {Status(), {Job(1, "train", 10), Job(2, "eval \"x\"", 20)}, Cache()};
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The sample lines (not comments), sorted.
+std::vector<std::string> Samples(const std::string& text) {
+  std::vector<std::string> samples;
+  for (const auto& line : Lines(text)) {
+    if (!line.starts_with("#")) samples.push_back(line);
+  }
+  std::sort(samples.begin(), samples.end());
+  return samples;
+}
+
+const std::map<std::string, std::string> kFamilies = {
+    {"galley_up_seconds", "gauge"},
+    {"galley_jobs", "gauge"},
+    {"galley_shm_bytes", "gauge"},
+    {"galley_protocol_errors_total", "counter"},
+    {"galley_pipeline_file_reads_total", "counter"},
+    {"galley_pipeline_bytes_read_total", "counter"},
+    {"galley_pipeline_decodes_total", "counter"},
+    {"galley_pipeline_augments_total", "counter"},
+    {"galley_pipeline_failures_total", "counter"},
+    {"galley_pipeline_read_seconds_total", "counter"},
+    {"galley_pipeline_decode_seconds_total", "counter"},
+    {"galley_pipeline_augment_seconds_total", "counter"},
+    {"galley_sampler_requests_total", "counter"},
+    {"galley_sampler_loads_total", "counter"},
+    {"galley_sampler_loads_per_request", "gauge"},
+    {"galley_job_samples_total", "counter"},
+    {"galley_job_batches_total", "counter"},
+    {"galley_job_skipped_total", "counter"},
+    {"galley_job_samples_per_second", "gauge"},
+    {"galley_job_ring_full_seconds_total", "counter"},
+    {"galley_job_consumer_wait_seconds_total", "counter"},
+    {"galley_job_peer_hold_seconds_total", "counter"},
+    {"galley_cache_hits_total", "counter"},
+    {"galley_cache_misses_total", "counter"},
+    {"galley_cache_bytes", "gauge"},
+    {"galley_cache_budget_bytes", "gauge"},
+};
+
+// Each family exactly once, as one block: HELP, TYPE with its type, then
+// only its own samples.
+void ExpectWellFormedFamilies(const std::string& text) {
+  std::map<std::string, int> seen;
+  std::string current;
+  for (const auto& line : Lines(text)) {
+    if (line.starts_with("# HELP ")) {
+      current = line.substr(7, line.find(' ', 7) - 7);
+      EXPECT_EQ(seen[current]++, 0) << "second HELP for " << current;
+      EXPECT_GT(line.size(), 8 + current.size()) << "empty help: " << line;
+    } else if (line.starts_with("# TYPE ")) {
+      auto family = kFamilies.find(current);
+      ASSERT_NE(family, kFamilies.end()) << "unexpected family " << current;
+      EXPECT_EQ(line, "# TYPE " + current + " " + family->second);
+    } else {
+      const std::string name = line.substr(0, line.find_first_of("{ "));
+      EXPECT_EQ(name, current) << "sample outside its family: " << line;
+    }
+  }
+  for (const auto& [family, type] : kFamilies) EXPECT_EQ(seen[family], 1) << family;
+}
+
+TEST(PrometheusTextTest, EveryMetricWithItsLabelsAndValue) {
+  const std::string text = RenderPrometheus(Metrics());
+  ExpectWellFormedFamilies(text);
+  const std::string a = R"(dataset="/data/a",policy="uniform")";
+  const std::string b = R"(dataset="/data/\"b\"\\c\nd",policy="ods")";
+  const std::string j1 = R"(job="1",name="train")", j2 = R"(job="2",name="eval \"x\"")";
+  std::vector<std::string> expected = {
+      "galley_up_seconds 12.5",
+      "galley_jobs 2",
+      "galley_shm_bytes 4096",
+      "galley_protocol_errors_total 3",
+      "galley_pipeline_file_reads_total 101",
+      "galley_pipeline_bytes_read_total 102",
+      "galley_pipeline_decodes_total 103",
+      "galley_pipeline_augments_total 105",
+      "galley_pipeline_failures_total 109",
+      "galley_pipeline_read_seconds_total 1.25",
+      "galley_pipeline_decode_seconds_total 2.5",
+      "galley_pipeline_augment_seconds_total 3.75",
+      "galley_sampler_requests_total{" + a + "} 201",
+      "galley_sampler_loads_total{" + a + "} 202",
+      "galley_sampler_loads_per_request{" + a + "} 200.5",
+      "galley_sampler_requests_total{" + b + "} 301",
+      "galley_sampler_loads_total{" + b + "} 302",
+      "galley_sampler_loads_per_request{" + b + "} 300.5",
+      "galley_job_samples_total{" + j1 + "} 15",
+      "galley_job_batches_total{" + j1 + "} 14",
+      "galley_job_skipped_total{" + j1 + "} 16",
+      "galley_job_samples_per_second{" + j1 + "} 10.75",
+      "galley_job_ring_full_seconds_total{" + j1 + "} 10.25",
+      "galley_job_consumer_wait_seconds_total{" + j1 + "} 10.5",
+      "galley_job_peer_hold_seconds_total{" + j1 + "} 10.375",
+      "galley_job_samples_total{" + j2 + "} 25",
+      "galley_job_batches_total{" + j2 + "} 24",
+      "galley_job_skipped_total{" + j2 + "} 26",
+      "galley_job_samples_per_second{" + j2 + "} 20.75",
+      "galley_job_ring_full_seconds_total{" + j2 + "} 20.25",
+      "galley_job_consumer_wait_seconds_total{" + j2 + "} 20.5",
+      "galley_job_peer_hold_seconds_total{" + j2 + "} 20.375",
+      R"(galley_cache_hits_total{tier="encoded"} 503)",
+      R"(galley_cache_misses_total{tier="encoded"} 504)",
+      R"(galley_cache_bytes{tier="encoded"} 501)",
+      R"(galley_cache_budget_bytes{tier="encoded"} 500)",
+      R"(galley_cache_hits_total{tier="decoded"} 603)",
+      R"(galley_cache_misses_total{tier="decoded"} 604)",
+      R"(galley_cache_bytes{tier="decoded"} 601)",
+      R"(galley_cache_budget_bytes{tier="decoded"} 600)",
+      R"(galley_cache_hits_total{tier="augmented"} 703)",
+      R"(galley_cache_misses_total{tier="augmented"} 704)",
+      R"(galley_cache_bytes{tier="augmented"} 701)",
+      R"(galley_cache_budget_bytes{tier="augmented"} 700)",
+  };
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(Samples(text), expected) << text;
+}
+
+TEST(PrometheusTextTest, WithoutJobsOrCacheEveryFamilyIsStillDeclared) {
+  MetricsSnapshot idle;
+  idle.status.pipeline.decodes = 7;
+  const std::string text = RenderPrometheus(idle);
+  ExpectWellFormedFamilies(text);
+  std::vector<std::string> expected = {
+      "galley_up_seconds 0",
+      "galley_jobs 0",
+      "galley_shm_bytes 0",
+      "galley_protocol_errors_total 0",
+      "galley_pipeline_file_reads_total 0",
+      "galley_pipeline_bytes_read_total 0",
+      "galley_pipeline_decodes_total 7",
+      "galley_pipeline_augments_total 0",
+      "galley_pipeline_failures_total 0",
+      "galley_pipeline_read_seconds_total 0",
+      "galley_pipeline_decode_seconds_total 0",
+      "galley_pipeline_augment_seconds_total 0",
+  };
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(Samples(text), expected) << text;
+}
+
+TEST(PrometheusTextTest, NonFiniteValuesUseTheFormatsSpelling) {
+  MetricsSnapshot odd;
+  odd.status.uptime_seconds = std::numeric_limits<double>::quiet_NaN();
+  odd.status.pipeline.read_seconds = std::numeric_limits<double>::infinity();
+  odd.status.pipeline.decode_seconds = -std::numeric_limits<double>::infinity();
+  const std::vector<std::string> samples = Samples(RenderPrometheus(odd));
+  auto has = [&](const std::string& line) {
+    return std::find(samples.begin(), samples.end(), line) != samples.end();
+  };
+  EXPECT_TRUE(has("galley_up_seconds NaN"));
+  EXPECT_TRUE(has("galley_pipeline_read_seconds_total +Inf"));
+  EXPECT_TRUE(has("galley_pipeline_decode_seconds_total -Inf"));
+}
+
+// The dump keeps integers and doubles apart (7 and 7.0), so a field whose
+// type changes fails as well.
+void ExpectJson(const json& actual, const char* expected) {
+  EXPECT_EQ(actual.dump(2), json::parse(expected).dump(2));
+}
+
+constexpr const char* kPipelineJson = R"({
+  "threads": 4, "cache": true, "file_reads": 101, "bytes_read": 102, "decodes": 103,
+  "region_decodes": 104, "augments": 105, "decoded_hits": 106, "encoded_hits": 107,
+  "augmented_hits": 108, "failures": 109, "read_seconds": 1.25, "decode_seconds": 2.5,
+  "augment_seconds": 3.75})";
+
+TEST(SnapshotJsonTest, Status) {
+  const std::string expected = R"({
+    "version": "9.8.7", "protocol_version": 6, "uid": 990, "owner_only": false, "admin": true,
+    "pid": 4321, "socket": "/run/galley/galleyd.sock", "uptime_seconds": 12.5, "jobs": 2,
+    "your_jobs": 1, "jobs_opened": 11, "jobs_refused": 12, "draining": true,
+    "protocol_errors": 3, "datasets": 13, "shm_bytes": 4096,
+    "limits": {"max_jobs": 64, "max_shm_per_job": 1048576, "max_shm_total": 1073741824,
+               "max_jobs_per_uid": 8, "max_shm_per_uid": 268435456,
+               "max_connections_per_uid": 32},
+    "pipeline": )" + std::string(kPipelineJson) +
+                               R"(,
+    "samplers": [
+      {"dataset": "/data/a", "policy": "uniform", "jobs": 200, "requests": 201, "loads": 202,
+       "loads_per_request": 200.5, "substitutions": 203},
+      {"dataset": "/data/\"b\"\\c\nd", "policy": "ods", "jobs": 300, "requests": 301,
+       "loads": 302, "loads_per_request": 300.5, "substitutions": 303}]})";
+  ExpectJson(Status(), expected.c_str());
+}
+
+constexpr const char* kJobJson = R"({
+  "job_id": 1, "name": "train", "dataset": "/data/a", "owner_uid": 1010, "owner_pid": 4010,
+  "policy": "uniform", "batch_size": 32, "epoch_size": 11, "batches_per_epoch": 12,
+  "prefetch": 4, "segment_bytes": 13, "batches": 14, "samples": 15, "skipped": 16,
+  "epochs_completed": 17, "produce_seconds": 10.125, "ring_full_seconds": 10.25,
+  "peer_hold_seconds": 10.375, "consumer_wait_seconds": 10.5, "consumer_waits": 18,
+  "uptime_seconds": 10.625, "samples_per_second": 10.75})";
+
+TEST(SnapshotJsonTest, JobsAndAJobsStats) {
+  ExpectJson(JobsSnapshot{{Job(1, "train", 10)}},
+             (std::string(R"({"jobs": [)") + kJobJson + "]}").c_str());
+  const JobStatsSnapshot stats{Job(1, "train", 10), {Group("/data/a", "uniform", 200)}, Pipeline()};
+  ExpectJson(stats, (std::string(R"({"job": )") + kJobJson + R"(,
+    "samplers": [{"dataset": "/data/a", "policy": "uniform", "jobs": 200, "requests": 201,
+                  "loads": 202, "loads_per_request": 200.5, "substitutions": 203}],
+    "pipeline": )" + kPipelineJson +
+                     "}")
+                        .c_str());
+}
+
+TEST(SnapshotJsonTest, Datasets) {
+  DatasetsSnapshot s;
+  s.datasets.push_back({"/data/a", "/data/a", 1, 100, 10, 123456, 2.5, 1, std::nullopt});
+  ShardSetSnapshot shards{
+      4,    400, 2,  1, "/data/s-0.tar: k, no image", 1, "/data/s-3.tar: cut", 3, 1, 0.75, 60.5,
+      true, 41,  42, 43};
+  s.datasets.push_back({"shards:/data/s-0.tar", "/data/s-0.tar", 2, 400, 4, 99, 0.5, 3, shards});
+  shards.from_idx = 1;
+  shards.daemon_idx_hints_used = 44;
+  s.datasets.back().shards = shards;
+  s.indexing.push_back({"/data/t-0.tar", "shards", "shards", 10, 4, 2.0, 2.0, 3.0});
+  s.indexing.push_back({"/data/f", "folder", "files", 0, 500, 2.0, 250.0, -1.0, 8, 3});
+  s.indexing.push_back({"/data/m.tsv", "manifest", "lines", 1000, 250, 1.0, 250.0, 3.0});
+  s.samplers.push_back(Group("/data/a", "uniform", 200));
+  ExpectJson(s, R"({
+    "datasets": [
+      {"root": "/data/a", "key": "/data/a", "items": 100, "classes": 10, "bytes": 123456,
+       "index": 1, "listings": 1, "listed_seconds_ago": 2.5, "shards": null},
+      {"root": "/data/s-0.tar", "key": "shards:/data/s-0.tar", "items": 400, "classes": 4,
+       "bytes": 99, "index": 2, "listings": 3, "listed_seconds_ago": 0.5,
+       "shards": {"shards": 4, "samples": 400, "skipped_members": 2, "skipped_samples": 1,
+                  "first_skipped_sample": "/data/s-0.tar: k, no image", "damaged_shards": 1,
+                  "first_damage": "/data/s-3.tar: cut", "from_index_cache": 3,
+                  "stale_idx": 1, "index_seconds": 0.75, "index_age_seconds": 60.5,
+                  "stale": true, "daemon_shards_scanned": 41, "daemon_index_cache_hits": 42,
+                  "daemon_stale_idx": 43, "from_idx": 1, "daemon_idx_hints_used": 44}}],
+    "indexing": [{"path": "/data/t-0.tar", "kind": "shards", "unit": "shards", "done": 4,
+                  "total": 10, "seconds": 2.0, "rate": 2.0, "seconds_left": 3.0,
+                  "first_shard": "/data/t-0.tar", "shards": 10},
+                 {"path": "/data/f", "kind": "folder", "unit": "files", "done": 500,
+                  "total": null, "seconds": 2.0, "rate": 250.0, "seconds_left": -1.0,
+                  "classes": 8, "classes_done": 3},
+                 {"path": "/data/m.tsv", "kind": "manifest", "unit": "lines", "done": 250,
+                  "total": 1000, "seconds": 1.0, "rate": 250.0, "seconds_left": 3.0}],
+    "samplers": [{"dataset": "/data/a", "policy": "uniform", "jobs": 200, "requests": 201,
+                  "loads": 202, "loads_per_request": 200.5, "substitutions": 203}]})");
+}
+
+constexpr const char* kInputsJson = R"({
+  "storage_bytes_per_s": {"value": 1.5e8, "source": "measured"},
+  "decode_augment_per_core_per_s": {"value": 400.5, "source": "override"},
+  "augment_per_core_per_s": {"value": 2000.5, "source": "measured"},
+  "cores": {"value": 8.0, "source": "worker threads"},
+  "memory_bytes_per_s": {"value": 5e9, "source": "measured"},
+  "jobs_consumption_per_s": {"value": 0.0, "source": "unbounded"},
+  "dataset_items": {"value": 1000.0, "source": "datasets"},
+  "encoded_item_bytes": {"value": 110000.5, "source": "datasets"},
+  "inflation": {"value": 5.5, "source": "measured"},
+  "augmented_item_bytes": {"value": 150528.0, "source": "jobs"},
+  "identical_pipeline_jobs": {"value": 2.0, "source": "jobs"},
+  "augmented_reuse_limit": {"value": 3.0, "source": "cache"},
+  "cache_bytes": {"value": 1073741824.0, "source": "cache"}})";
+
+std::string TierJson(int base) {
+  return "{\"budget_bytes\": " + std::to_string(base) + ", \"bytes\": " + std::to_string(base + 1) +
+         ", \"entries\": " + std::to_string(base + 2) + ", \"hits\": " + std::to_string(base + 3) +
+         ", \"misses\": " + std::to_string(base + 4) + ", \"hit_rate\": 0.25" +
+         ", \"inserts\": " + std::to_string(base + 5) +
+         ", \"rejects\": " + std::to_string(base + 6) +
+         ", \"evictions\": " + std::to_string(base + 7);
+}
+
+TEST(SnapshotJsonTest, Cache) {
+  const std::string expected = R"({
+    "enabled": true, "cache_bytes": 1073741824, "eviction": "refcount",
+    "split": {"encoded_pct": 20, "decoded_pct": 50, "augmented_pct": 30},
+    "split_source": "planner",
+    "tiers": {"encoded": )" + TierJson(500) +
+                               "}, \"decoded\": " + TierJson(600) +
+                               "}, \"augmented\": " + TierJson(700) +
+                               R"(, "retired": 71, "replaced": 72, "reuse_limit": 3}},
+    "demand": {"keys_with_demand": 81, "total_demand": 82},
+    "planner_inputs": )" + kInputsJson +
+                               R"(,
+    "pipeline": {"file_reads": 101, "decodes": 103, "augments": 105, "decoded_hits": 106,
+                 "encoded_hits": 107, "augmented_hits": 108}})";
+  ExpectJson(Cache(), expected.c_str());
+  ExpectJson(CachingOffJson(), R"({"enabled": false, "cache_bytes": 0})");
+}
+
+TEST(SnapshotJsonTest, PlanBeforeAndAfterTheFirstPlan) {
+  PlanSnapshot plan;
+  plan.planner = "model-driven";
+  plan.inputs = Inputs();
+  plan.probe_seconds = 0.5;
+  PlanDatasetSnapshot sampled{"/data/a", true, 100, 2048.5, 5.25, 64, 3e8, ""};
+  PlanDatasetSnapshot failed{"/data/b", false, 0, 0, 0, 0, 0, "not sampled yet"};
+  plan.datasets = {sampled, failed};
+  plan.plans_made = 0;
+  plan.split = {50, 50, 0};
+  const std::string common = std::string(R"("planner": "model-driven", "inputs": )") + kInputsJson +
+                             R"(, "probe_seconds": 0.5,
+    "datasets": [{"root": "/data/a", "items": 100, "mean_encoded_bytes": 2048.5,
+                  "inflation": 5.25, "files_sampled": 64, "storage_bytes_per_s": 3e8},
+                 {"root": "/data/b", "error": "not sampled yet"}],
+    "split": {"encoded_pct": 50, "decoded_pct": 50, "augmented_pct": 0}, )";
+  ExpectJson(plan, ("{" + common +
+                    R"("plans_made": 0,
+    "note": "no plan yet: the planner runs when a job opens its first dataset"})")
+                       .c_str());
+
+  plan.plans_made = 2;
+  plan.plan = AppliedPlanSnapshot{1234.5, {4000, 3000, 2000, 1000}, {0.125, 0.25, 0.5, 0.125}};
+  ExpectJson(plan, ("{" + common + R"("plans_made": 2, "predicted_items_per_s": 1234.5,
+    "source_rates": {"augmented": 4000.0, "decoded": 3000.0, "encoded": 2000.0,
+                     "storage": 1000.0},
+    "hit_fractions": {"augmented": 0.125, "decoded": 0.25, "encoded": 0.5,
+                      "storage": 0.125}})")
+                       .c_str());
+}
+
+}  // namespace
+}  // namespace galley
