@@ -571,7 +571,8 @@ DatasetsSnapshot ControlServer::DatasetsFor(const wire::PeerCredentials& peer, b
   s.datasets = datasets_.Snapshot();
   std::erase_if(s.datasets, [&](const DatasetSnapshot& d) { return !visibility.MaySee(d.root); });
   s.indexing = SnapshotIndexing();
-  std::erase_if(s.indexing, [&](const IndexingSnapshot& i) { return !visibility.MaySee(i.path); });
+  std::erase_if(s.indexing,
+                [&](const IndexingSnapshot& i) { return !visibility.MaySee(i.path); });
   s.samplers = visibility.Visible(scheduler_->Snapshot());
   return s;
 }

@@ -31,9 +31,10 @@ Status CheckShardJob(const Dataset& dataset, const JobSpec& spec);
 // process-wide index counters; nothing for other datasets.
 std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset);
 
-// Datasets being listed now (shard sets indexed, ImageFolder trees walked,
-// manifests read): path, kind, unit, done and total, seconds, rate and
-// estimated seconds left; class folders for a folder.
+// Listings under way now (shard sets, ImageFolder trees, manifests): path,
+// kind, unit (shards, files, lines), done, total (unknown while a folder is
+// walked), seconds, rate (units/s) and estimated seconds left (-1 while
+// unknown); folders also carry classes and classes_done.
 std::vector<IndexingSnapshot> SnapshotIndexing();
 
 }  // namespace galley
