@@ -346,6 +346,8 @@ def test_webdataset_shardwriter_output_is_served(daemon, workdir, corpus):
                         "json": {"label": label, "i": i}})
     found = sorted(out.glob("w-*.tar"))
     assert len(found) == 3
+    for shard in found:  # DALI .idx files beside ShardWriter's PAX output
+        write_idx(shard)
     for label_key in ("cls", "json:label"):
         loader = Loader(str(out / "w-{000000..000002}.tar"), batch_size=60,
                                    label_key=label_key, transform=FIXED, socket=daemon.socket)
@@ -353,6 +355,10 @@ def test_webdataset_shardwriter_output_is_served(daemon, workdir, corpus):
         loader.close()
         truth = [samples[i][1] for i in ids.tolist()]
         assert labels.tolist() == truth
+    listed = [d["shards"] for d in daemon.query("datasets")["datasets"]
+              if d["root"] == str(found[0].resolve())]
+    assert len(listed) == 2 and all(s["stale_idx"] == 0 for s in listed)
+    assert sum(s["from_idx"] for s in listed) == 3, "listed once with the .idx, then cached"
 
 
 def test_unlabelled_and_image_key(daemon, workdir, corpus):
