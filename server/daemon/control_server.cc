@@ -203,7 +203,7 @@ void ControlServer::Stop(const Status& reason) {
   if (accept_thread_.joinable()) accept_thread_.join();
   jobs_.CloseAll(reason);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& session : sessions_) {
       // Tell the client why before the connection drops, but never wait for
       // a peer that leaves its replies unread: shutdown stays bounded.
@@ -215,7 +215,7 @@ void ControlServer::Stop(const Status& reason) {
   // Threads finish on their own once their connection is shut down.
   std::list<Session> sessions;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     sessions.swap(sessions_);
   }
   for (auto& session : sessions) {
@@ -228,7 +228,7 @@ void ControlServer::Stop(const Status& reason) {
 void ControlServer::ReapFinishedSessions() {
   std::list<Session> finished;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       auto next = std::next(it);
       if (it->done.load()) finished.splice(finished.end(), sessions_, it);
@@ -262,7 +262,7 @@ void ControlServer::AcceptLoop() {
                                      wire::DumpJson(wire::ErrorToJson(admitted)));
       continue;
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (sessions_.size() >= max_sessions) {
       jobs_.ReleaseConnection(peer->uid);
       (void)connection->TrySendFrame(

@@ -1,14 +1,14 @@
 #include "server/dataset/listing_progress.h"
 
 #include <algorithm>
-#include <mutex>
+
+#include "galley/mutex.h"
 
 namespace galley {
 namespace {
 
-std::mutex registry_mutex;
-// Guarded by registry_mutex.
-std::vector<std::shared_ptr<ListingProgress>>& Registry() {
+Mutex registry_mutex;
+std::vector<std::shared_ptr<ListingProgress>>& Registry() REQUIRES(registry_mutex) {
   static auto* listings = new std::vector<std::shared_ptr<ListingProgress>>();
   return *listings;
 }
@@ -23,17 +23,17 @@ ListingRegistration::ListingRegistration(std::string path, std::string kind, std
   progress_->unit = std::move(unit);
   progress_->total = total;
   progress_->started = std::chrono::steady_clock::now();
-  std::lock_guard lock(registry_mutex);
+  MutexLock lock(&registry_mutex);
   Registry().push_back(progress_);
 }
 
 ListingRegistration::~ListingRegistration() {
-  std::lock_guard lock(registry_mutex);
+  MutexLock lock(&registry_mutex);
   std::erase(Registry(), progress_);
 }
 
 std::vector<std::shared_ptr<const ListingProgress>> ActiveListings() {
-  std::lock_guard lock(registry_mutex);
+  MutexLock lock(&registry_mutex);
   return {Registry().begin(), Registry().end()};
 }
 
