@@ -1,7 +1,6 @@
 #include "server/daemon/daemon_options.h"
 
 #include <arpa/inet.h>
-#include <grp.h>
 #include <sys/un.h>
 #include <toml++/toml.h>
 #include <unistd.h>
@@ -22,7 +21,9 @@
 #include <vector>
 
 #include "galley/client.h"
+#include "galley/errno_text.h"
 #include "galley/version.h"
+#include "server/daemon/socket_access.h"
 #include "server/sampler/sampling_policy.h"
 
 namespace galley {
@@ -181,6 +182,7 @@ std::string RenderSize(uint64_t bytes) {
 
 std::string RenderStrings(const std::vector<std::string>& items) {
   std::vector<std::string> quoted;
+  quoted.reserve(items.size());
   for (const std::string& item : items) quoted.push_back(Quote(item));
   return "[" + Join(quoted, ", ") + "]";
 }
@@ -216,7 +218,7 @@ Key ScalarKey(std::string name, std::string flag, std::string help, std::string 
 
 template <typename T>
 Key IntegerKey(std::string name, std::string flag, std::string help, Field<T> field, uint64_t min,
-               uint64_t max, bool reloadable, std::string note = "") {
+               uint64_t max, bool reloadable, const std::string& note = "") {
   std::string expected = "an integer from " + std::to_string(min) + " to " + std::to_string(max);
   if (!note.empty()) expected += " (" + note + ")";
   return ScalarKey<T>(
@@ -232,7 +234,7 @@ Key IntegerKey(std::string name, std::string flag, std::string help, Field<T> fi
 }
 
 Key SizeKey(std::string name, std::string flag, std::string help, Field<uint64_t> field,
-            uint64_t min, bool reloadable, std::string note = "") {
+            uint64_t min, bool reloadable, const std::string& note = "") {
   std::string expected = "a size such as 8G, 512M, 1.5GiB or a number of bytes";
   if (min > 0) expected += ", at least " + std::to_string(min);
   if (!note.empty()) expected += " (" + note + ")";
@@ -249,7 +251,7 @@ Key SizeKey(std::string name, std::string flag, std::string help, Field<uint64_t
 }
 
 Key NumberKey(std::string name, std::string flag, std::string help, Field<double> field,
-              bool reloadable, std::string note) {
+              bool reloadable, const std::string& note) {
   return ScalarKey<double>(
       std::move(name), std::move(flag), std::move(help), "a number, 0 or more (" + note + ")",
       kInteger | kFloat, reloadable, field,
@@ -263,7 +265,7 @@ Key NumberKey(std::string name, std::string flag, std::string help, Field<double
 }
 
 Key ChoiceKey(std::string name, std::string flag, std::string help, Field<std::string> field,
-              std::vector<std::string> choices, bool reloadable) {
+              const std::vector<std::string>& choices, bool reloadable) {
   return ScalarKey<std::string>(
       std::move(name), std::move(flag), std::move(help), "one of " + Names(choices), kString,
       reloadable, field,
@@ -278,7 +280,7 @@ Key ChoiceKey(std::string name, std::string flag, std::string help, Field<std::s
 }
 
 Key TextKey(std::string name, std::string flag, std::string help, Field<std::string> field,
-            std::string expected, std::function<std::string(const std::string&)> check) {
+            std::string expected, const std::function<std::string(const std::string&)>& check) {
   return ScalarKey<std::string>(
       std::move(name), std::move(flag), std::move(help), std::move(expected), kString,
       /*reloadable=*/false, field,
@@ -292,7 +294,7 @@ Key TextKey(std::string name, std::string flag, std::string help, Field<std::str
 
 // "" for no group or one the node has.
 std::string GroupProblem(const std::string& text) {
-  if (text.empty() || ::getgrnam(text.c_str()) != nullptr) return "";
+  if (text.empty() || GroupIdByName(text).has_value()) return "";
   return Got(text) + ", a group this node does not have";
 }
 
@@ -659,7 +661,7 @@ bool ApplyFile(const std::string& path, DaemonOptions* options,
                std::map<std::string, OptionSource>* sources,
                std::map<std::string, std::string>* given, Problems* problems) {
   if (::access(path.c_str(), R_OK) != 0) {
-    problems->AddLine("config " + path + ": cannot read it: " + std::strerror(errno));
+    problems->AddLine("config " + path + ": cannot read it: " + ErrnoText(errno));
     return false;
   }
   toml::table table;
@@ -780,7 +782,7 @@ void Resolve(const std::map<std::string, std::string>& given, LoadedOptions* loa
     return loaded->sources.at(key) == OptionSource::kDefault;
   };
   if (is_default("socket_mode")) options.socket_mode = options.owner_only ? 0666 : 0660;
-  if (is_default("socket_group") && !options.owner_only && ::getgrnam("galley") != nullptr) {
+  if (is_default("socket_group") && !options.owner_only && GroupIdByName("galley").has_value()) {
     options.socket_group = "galley";
   }
   if (options.max_shm_total == 0) options.max_shm_total = DerivedShmTotal();
@@ -946,6 +948,7 @@ Result<LoadedOptions> LoadDaemonOptions(int argc, const char* const* argv) {
 
 Result<LoadedOptions> LoadDaemonOptions(const std::vector<std::string>& args) {
   std::vector<const char*> argv;
+  argv.reserve(args.size() + 1);
   for (const std::string& arg : args) argv.push_back(arg.c_str());
   argv.push_back(nullptr);
   return LoadDaemonOptions(static_cast<int>(args.size()), argv.data());

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
+#include "galley/errno_text.h"
 #include "server/daemon/batch_ring.h"
 #include "server/daemon/cache_planner.h"
 #include "server/daemon/control_server.h"
@@ -214,7 +215,7 @@ int Run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
   if (::pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    spdlog::error("cannot create the signal pipe: {}", std::strerror(errno));
+    spdlog::error("cannot create the signal pipe: {}", ErrnoText(errno));
     return 1;
   }
   struct sigaction action {};

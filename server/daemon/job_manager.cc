@@ -1,6 +1,5 @@
 #include "server/daemon/job_manager.h"
 
-#include <grp.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -8,6 +7,7 @@
 #include <algorithm>
 
 #include "server/daemon/shard_datasets.h"
+#include "server/daemon/socket_access.h"
 #include "server/image/decoder.h"
 #include "server/sampler/sampling_policy.h"
 #include "wire/messages.h"
@@ -112,8 +112,8 @@ JobManager::JobManager(const DaemonOptions& options, Scheduler* scheduler,
       drained_(std::move(drained)),
       limits_(JobLimits::From(options)) {
   if (!options.admin_group.empty()) {
-    if (const group* g = ::getgrnam(options.admin_group.c_str()); g != nullptr) {
-      admin_gid_ = g->gr_gid;
+    if (const std::optional<gid_t> gid = GroupIdByName(options.admin_group)) {
+      admin_gid_ = *gid;
     } else {
       spdlog::warn("admin_group '{}' does not exist; only root and galleyd's user are admins",
                    options.admin_group);

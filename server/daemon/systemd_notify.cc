@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "galley/errno_text.h"
 #include "wire/unique_fd.h"
 
 namespace galley {
@@ -30,11 +31,11 @@ Status NotifyServiceManager(const std::string& state) {
   const socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() +
                                                   (path[0] == '@' ? 0 : 1));
   wire::UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return Status::Internal(std::string("socket: ") + std::strerror(errno));
+  if (!fd.valid()) return Status::Internal(std::string("socket: ") + ErrnoText(errno));
   const ssize_t sent = ::sendto(fd.get(), state.data(), state.size(), MSG_NOSIGNAL,
                                 reinterpret_cast<const sockaddr*>(&addr), length);
   if (sent != static_cast<ssize_t>(state.size())) {
-    return Status::Unavailable("notify " + path + ": " + std::strerror(errno));
+    return Status::Unavailable("notify " + path + ": " + ErrnoText(errno));
   }
   return Status::Ok();
 }
