@@ -16,6 +16,7 @@
 #include <optional>
 #include <thread>
 
+#include "galley/errno_text.h"
 #include "galley/version.h"
 #include "server/daemon/shard_datasets.h"
 #include "server/daemon/snapshot_json.h"
@@ -43,7 +44,7 @@ Status SendJson(wire::Connection& connection, wire::MessageType type, uint32_t r
   return connection.SendFrame(type, request_id, wire::DumpJson(body), fd, second_fd);
 }
 
-std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+std::string Errno(const std::string& what) { return what + ": " + ErrnoText(errno); }
 
 // A connection that has sent nothing for this long (after its handshake,
 // without a job) is closed: idle peers must not hold connection slots.
@@ -244,7 +245,7 @@ void ControlServer::AcceptLoop() {
   while (!stopping_.load()) {
     pollfd fds[2] = {{listen_fd_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
     if (::poll(fds, 2, 1000) < 0 && errno != EINTR) {
-      spdlog::error("poll on the control socket failed: {}", std::strerror(errno));
+      spdlog::error("poll on the control socket failed: {}", ErrnoText(errno));
       continue;
     }
     ReapFinishedSessions();
