@@ -663,7 +663,8 @@ class DataLoader:
                 spec["resume_consumed"] = self._resume["consumed"]
             try:
                 with _shards.IndexingProgress(
-                        lambda: _autostart.client(self._socket, False, 5.0), spec.get("shards")):
+                        lambda: _autostart.client(self._socket, False, 5.0),
+                        spec.get("shards") or spec["dataset"]):
                     self._job = self._client.open_job(spec)
             except (_galley.ServerUnavailable, _galley.JobCancelled):
                 # A daemon galley chose may have been exiting for idleness:

@@ -100,30 +100,53 @@ def resolve_dataset(dataset):
     return path, None
 
 
+def _clock(seconds):
+    seconds = int(seconds)
+    return f"{seconds // 60:02d}:{seconds % 60:02d}"
+
+
 def format_progress(entry):
     """One progress line, as tqdm writes it, from a "datasets" query's
-    ``indexing`` entry."""
-    done, total = int(entry["done"]), int(entry["shards"])
-    rate, left = float(entry["rate"]), float(entry["seconds_left"])
-    left_text = "?" if left < 0 else f"{int(left) // 60:02d}:{int(left) % 60:02d}"
-    return (f"galley: indexing {os.path.basename(entry['first_shard'])}…: "
-            f"{done}/{total} shards [{100 * done // max(total, 1)}%, {rate:.1f} shards/s, "
-            f"{left_text} left]")
+    ``indexing`` entry: a shard set (shards indexed of the total), an
+    ImageFolder being walked (files listed so far, whose total is unknown
+    until the walk ends, and class folders walked) or a manifest (lines read
+    of the total)."""
+    unit = entry.get("unit", "shards")
+    total = entry.get("total") or entry.get("shards") or 0
+    done, rate = int(entry["done"]), float(entry["rate"])
+    path = entry.get("path") or entry["first_shard"]
+    if unit == "shards":
+        what = f"indexing {os.path.basename(path)}…"
+    else:
+        what = f"listing {os.path.basename(path.rstrip('/')) or path}"
+    if total:
+        left = float(entry.get("seconds_left", -1))
+        left_text = "?" if left < 0 else _clock(left)
+        return (f"galley: {what}: {done}/{total} {unit} [{100 * done // max(total, 1)}%, "
+                f"{rate:.1f} {unit}/s, {left_text} left]")
+    text = f"galley: {what}: {done} {unit} [{_clock(entry.get('seconds', 0))}, {rate:.1f} {unit}/s"
+    if entry.get("classes"):
+        text += f", class folder {entry.get('classes_done', 0)}/{entry['classes']}"
+    return text + "]"
 
 
 class IndexingProgress:
-    """While a job over shards waits for galleyd to index them, prints the
-    daemon's progress on a terminal (stderr, rewritten in place) after one
-    second. ``GALLEY_PROGRESS=1`` prints even when stderr is not a terminal;
-    ``GALLEY_PROGRESS=0`` never prints."""
+    """While a job waits for galleyd to list its dataset (index tar shards,
+    walk an ImageFolder, read a manifest), prints the daemon's progress on a
+    terminal (stderr, rewritten in place) after one second. ``path`` is the
+    dataset's root or manifest, or its list of shards. ``GALLEY_PROGRESS=1``
+    prints even when stderr is not a terminal; ``GALLEY_PROGRESS=0`` never
+    prints."""
 
-    def __init__(self, connect, shards, stream=None, delay=1.0, interval=0.5):
+    def __init__(self, connect, path, stream=None, delay=1.0, interval=0.5):
         import sys
         self._connect, self._stream = connect, stream or sys.stderr
         setting = os.environ.get("GALLEY_PROGRESS", "")
         wanted = setting == "1" or (setting != "0" and self._stream.isatty())
-        self._active = bool(shards) and wanted
-        self._first = shards[0] if shards else None
+        if isinstance(path, (list, tuple)):
+            path = path[0] if path else None
+        self._active = isinstance(path, (str, os.PathLike)) and wanted
+        self._path = os.path.realpath(path) if self._active else None
         self._delay, self._interval = delay, interval
         self._thread = None
         self._printed = False
@@ -158,7 +181,8 @@ class IndexingProgress:
             except Exception:
                 return
             for entry in entries:
-                if os.path.realpath(entry["first_shard"]) == os.path.realpath(self._first):
+                path = entry.get("path") or entry.get("first_shard", "")
+                if os.path.realpath(path) == self._path:
                     self._stream.write("\r" + format_progress(entry))
                     self._stream.flush()
                     self._printed = True

@@ -16,6 +16,7 @@
 #include <optional>
 #include <thread>
 
+#include "galley/errno_text.h"
 #include "galley/version.h"
 #include "server/daemon/shard_datasets.h"
 #include "server/daemon/snapshot_json.h"
@@ -43,7 +44,7 @@ Status SendJson(wire::Connection& connection, wire::MessageType type, uint32_t r
   return connection.SendFrame(type, request_id, wire::DumpJson(body), fd, second_fd);
 }
 
-std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+std::string Errno(const std::string& what) { return what + ": " + ErrnoText(errno); }
 
 // A connection that has sent nothing for this long (after its handshake,
 // without a job) is closed: idle peers must not hold connection slots.
@@ -203,7 +204,7 @@ void ControlServer::Stop(const Status& reason) {
   if (accept_thread_.joinable()) accept_thread_.join();
   jobs_.CloseAll(reason);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& session : sessions_) {
       // Tell the client why before the connection drops, but never wait for
       // a peer that leaves its replies unread: shutdown stays bounded.
@@ -215,7 +216,7 @@ void ControlServer::Stop(const Status& reason) {
   // Threads finish on their own once their connection is shut down.
   std::list<Session> sessions;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     sessions.swap(sessions_);
   }
   for (auto& session : sessions) {
@@ -228,7 +229,7 @@ void ControlServer::Stop(const Status& reason) {
 void ControlServer::ReapFinishedSessions() {
   std::list<Session> finished;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       auto next = std::next(it);
       if (it->done.load()) finished.splice(finished.end(), sessions_, it);
@@ -244,7 +245,7 @@ void ControlServer::AcceptLoop() {
   while (!stopping_.load()) {
     pollfd fds[2] = {{listen_fd_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
     if (::poll(fds, 2, 1000) < 0 && errno != EINTR) {
-      spdlog::error("poll on the control socket failed: {}", std::strerror(errno));
+      spdlog::error("poll on the control socket failed: {}", ErrnoText(errno));
       continue;
     }
     ReapFinishedSessions();
@@ -262,7 +263,7 @@ void ControlServer::AcceptLoop() {
                                      wire::DumpJson(wire::ErrorToJson(admitted)));
       continue;
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (sessions_.size() >= max_sessions) {
       jobs_.ReleaseConnection(peer->uid);
       (void)connection->TrySendFrame(
@@ -572,7 +573,7 @@ DatasetsSnapshot ControlServer::DatasetsFor(const wire::PeerCredentials& peer, b
   std::erase_if(s.datasets, [&](const DatasetSnapshot& d) { return !visibility.MaySee(d.root); });
   s.indexing = SnapshotIndexing();
   std::erase_if(s.indexing,
-                [&](const IndexingSnapshot& i) { return !visibility.MaySee(i.first_shard); });
+                [&](const IndexingSnapshot& i) { return !visibility.MaySee(i.path); });
   s.samplers = visibility.Visible(scheduler_->Snapshot());
   return s;
 }

@@ -30,6 +30,7 @@
 #include <string>
 #include <thread>
 
+#include "galley/mutex.h"
 #include "server/daemon/cache_planner.h"
 #include "server/daemon/daemon_options.h"
 #include "server/daemon/dataset_registry.h"
@@ -110,8 +111,8 @@ class ControlServer {
   static constexpr uint64_t kFrameBudgetBytes = uint64_t{16} * wire::kMaxPayloadBytes;
   wire::FrameBudget frame_budget_{kFrameBudgetBytes};
 
-  mutable std::mutex mu_;
-  std::list<Session> sessions_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::list<Session> sessions_ GUARDED_BY(mu_);
 };
 
 }  // namespace galley

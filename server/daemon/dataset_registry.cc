@@ -38,7 +38,7 @@ DatasetRegistry::DatasetRegistry(const DaemonOptions& options) : options_(option
 }
 
 void DatasetRegistry::SetAllowedRoots(const std::vector<std::string>& roots) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<fs::path> updated(roots.begin(), roots.end());
   if (updated == allowed_roots_) return;
   allowed_roots_ = std::move(updated);
@@ -68,7 +68,7 @@ Status DatasetRegistry::CheckRoots(const JobSpec& spec, AccessChecker& checker) 
 Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec) const {
   std::vector<fs::path> roots;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     roots = allowed_roots_;
   }
   if (spec.shards.empty()) return Dataset::Open(spec.dataset, roots);
@@ -78,7 +78,7 @@ Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec
 DatasetRegistry::Entry DatasetRegistry::Install(const std::string& key,
                                                 std::shared_ptr<const Dataset> dataset,
                                                 const Dataset* replacing) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto [it, inserted] = entries_.try_emplace(key);
   Entry& entry = it->second;
   if (!inserted && entry.dataset.get() != replacing) return entry;  // another job was first
@@ -97,7 +97,7 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& spec, const Credentia
   GALLEY_RETURN_IF_ERROR(CheckRoots(spec, checker));
   Entry entry;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (auto it = entries_.find(key); it != entries_.end()) entry = it->second;
   }
   if (entry.dataset == nullptr) {
@@ -122,7 +122,7 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& spec, const Credentia
 Status DatasetRegistry::Forget(const std::string& name, AccessChecker* checker) {
   std::error_code error;
   const std::string canonical = fs::weakly_canonical(name, error).string();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   size_t dropped = 0;
   for (auto it = entries_.begin(); it != entries_.end();) {
     const fs::path& root = it->second.dataset->root();
@@ -147,7 +147,7 @@ std::vector<DatasetSnapshot> DatasetRegistry::Snapshot() const {
   std::vector<DatasetSnapshot> out;
   std::vector<std::shared_ptr<const Dataset>> datasets;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     const auto now = Clock::now();
     for (const auto& [key, entry] : entries_) {
       const Dataset& d = *entry.dataset;
@@ -162,7 +162,7 @@ std::vector<DatasetSnapshot> DatasetRegistry::Snapshot() const {
 }
 
 size_t DatasetRegistry::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return entries_.size();
 }
 

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "galley/job_spec.h"
+#include "galley/mutex.h"
 #include "galley/status.h"
 #include "server/daemon/daemon_options.h"
 #include "server/daemon/snapshots.h"
@@ -104,10 +105,10 @@ class DatasetRegistry {
 
   const DaemonOptions options_;
 
-  mutable std::mutex mu_;
-  std::vector<std::filesystem::path> allowed_roots_;  // GUARDED_BY(mu_)
-  std::map<std::string, Entry> entries_;              // GUARDED_BY(mu_)
-  uint32_t next_index_ = 0;                           // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<std::filesystem::path> allowed_roots_ GUARDED_BY(mu_);
+  std::map<std::string, Entry> entries_ GUARDED_BY(mu_);
+  uint32_t next_index_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace galley

@@ -133,17 +133,17 @@ bool JobManager::IsAdmin(const wire::PeerCredentials& peer) const {
 }
 
 void JobManager::Reload(const DaemonOptions& options) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   limits_ = JobLimits::From(options);
 }
 
 JobLimits JobManager::limits() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return limits_;
 }
 
 Status JobManager::AdmitConnection(uid_t uid) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   UidUsage& usage = uid_usage_[uid];
   if (usage.connections >= limits_.max_connections_per_uid) {
     return Status::ResourceExhausted("uid " + std::to_string(uid) + " has " +
@@ -156,13 +156,13 @@ Status JobManager::AdmitConnection(uid_t uid) {
 }
 
 void JobManager::ReleaseConnection(uid_t uid) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   uid_usage_[uid].connections--;
 }
 
 Result<std::unique_ptr<JobManager::Admission>> JobManager::Admit(
     uid_t uid, uint64_t shm_bytes, std::pair<const Dataset*, std::string> sampler) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   const JobLimits& l = limits_;
   UidUsage& usage = uid_usage_[uid];
   const std::string who = "uid " + std::to_string(uid);
@@ -208,7 +208,7 @@ Result<std::unique_ptr<JobManager::Admission>> JobManager::Admit(
 }
 
 void JobManager::Release(const Admission& a) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   UidUsage& usage = uid_usage_[a.uid_];
   admitted_jobs_--;
   usage.jobs--;
@@ -218,7 +218,7 @@ void JobManager::Release(const Admission& a) {
 }
 
 Status JobManager::Refused(const Status& why) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   jobs_refused_++;
   return why;
 }
@@ -298,7 +298,7 @@ Result<std::shared_ptr<ServedJob>> JobManager::Open(const JobSpec& spec,
                                                     const wire::PeerCredentials& peer,
                                                     std::function<void(const Status&)> cancel) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (draining_) {
       jobs_refused_++;
       return Status::Unavailable(
@@ -313,14 +313,14 @@ Result<std::shared_ptr<ServedJob>> JobManager::Open(const JobSpec& spec,
   auto admission = Admit(peer.uid, shm_bytes, {job->dataset.get(), job->policy});
   if (!admission.ok()) return Refused(admission.status());
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     job->id = next_job_id_++;
   }
   auto ring = BatchRing::Create(job->geometry, job->shape, peer.uid);
   if (!ring.ok()) return Refused(ring.status());  // the admission is given back here
   job->ring = std::move(ring).value();
   if (Status s = scheduler_->AddJob(job); !s.ok()) return Refused(s);
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   jobs_[job->id] = Record{job, std::move(admission).value(), std::move(cancel)};
   jobs_opened_++;
   return job;
@@ -330,7 +330,7 @@ void JobManager::Close(uint64_t job_id, const Status& why) {
   Record record;
   bool drained = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return;
     record = std::move(it->second);
@@ -351,7 +351,7 @@ Status JobManager::Cancel(uint64_t job_id, const wire::PeerCredentials& by) {
   const Status why = Status::Cancelled("cancelled by uid " + std::to_string(by.uid) +
                                        " (galleyctl cancel " + std::to_string(job_id) + ")");
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end() || (it->second.job->owner_uid != by.uid && !IsAdmin(by))) {
       return Status::NotFound("no job " + std::to_string(job_id) + " of yours");
@@ -374,7 +374,7 @@ Status JobManager::Drain(const wire::PeerCredentials& by) {
   }
   bool idle = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (draining_) return Status::Ok();
     draining_ = true;
     idle = jobs_.empty();
@@ -385,7 +385,7 @@ Status JobManager::Drain(const wire::PeerCredentials& by) {
 }
 
 std::vector<std::shared_ptr<ServedJob>> JobManager::Jobs(uid_t uid, bool all) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::shared_ptr<ServedJob>> out;
   for (const auto& [id, record] : jobs_) {
     if (all || record.job->owner_uid == uid) out.push_back(record.job);
@@ -394,14 +394,14 @@ std::vector<std::shared_ptr<ServedJob>> JobManager::Jobs(uid_t uid, bool all) co
 }
 
 JobManagerCounters JobManager::counters() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return {jobs_.size(), jobs_opened_, jobs_refused_, shm_in_use_, draining_};
 }
 
 void JobManager::CloseAll(const Status& reason) {
   std::vector<uint64_t> ids;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& [id, record] : jobs_) ids.push_back(id);
   }
   for (uint64_t id : ids) Close(id, reason);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "galley/job_spec.h"
+#include "galley/mutex.h"
 #include "galley/status.h"
 #include "server/daemon/daemon_options.h"
 #include "server/daemon/dataset_registry.h"
@@ -148,17 +149,17 @@ class JobManager {
   const DrainedCallback drained_;
   gid_t admin_gid_ = static_cast<gid_t>(-1);  // none
 
-  mutable std::mutex mu_;
-  JobLimits limits_;                                                       // GUARDED_BY(mu_)
-  std::map<uint64_t, Record> jobs_;                                        // GUARDED_BY(mu_)
-  std::map<uid_t, UidUsage> uid_usage_;                                    // GUARDED_BY(mu_)
-  std::map<std::pair<const Dataset*, std::string>, size_t> sampler_jobs_;  // GUARDED_BY(mu_)
-  uint64_t next_job_id_ = 1;                                               // GUARDED_BY(mu_)
-  uint32_t admitted_jobs_ = 0;                                             // GUARDED_BY(mu_)
-  uint64_t shm_in_use_ = 0;                                                // GUARDED_BY(mu_)
-  uint64_t jobs_opened_ = 0;                                               // GUARDED_BY(mu_)
-  uint64_t jobs_refused_ = 0;                                              // GUARDED_BY(mu_)
-  bool draining_ = false;                                                  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  JobLimits limits_ GUARDED_BY(mu_);
+  std::map<uint64_t, Record> jobs_ GUARDED_BY(mu_);
+  std::map<uid_t, UidUsage> uid_usage_ GUARDED_BY(mu_);
+  std::map<std::pair<const Dataset*, std::string>, size_t> sampler_jobs_ GUARDED_BY(mu_);
+  uint64_t next_job_id_ GUARDED_BY(mu_) = 1;
+  uint32_t admitted_jobs_ GUARDED_BY(mu_) = 0;
+  uint64_t shm_in_use_ GUARDED_BY(mu_) = 0;
+  uint64_t jobs_opened_ GUARDED_BY(mu_) = 0;
+  uint64_t jobs_refused_ GUARDED_BY(mu_) = 0;
+  bool draining_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace galley

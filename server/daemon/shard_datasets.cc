@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "server/dataset/listing_progress.h"
+
 namespace galley {
 
 ShardOptions ShardOptionsFor(const JobSpec& spec, const DaemonOptions& options) {
@@ -56,10 +58,12 @@ std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset) {
   s.first_damage = stats.first_damage;
   s.from_index_cache = stats.from_cache;
   s.stale_idx = stats.stale_idx;
+  s.from_idx = stats.from_idx;
   s.index_seconds = stats.index_seconds;
   s.index_age_seconds = shards->index_age_seconds();
   s.stale = dataset.stale();
   s.daemon_shards_scanned = counters.scanned.load();
+  s.daemon_idx_hints_used = counters.idx_hints_used.load();
   s.daemon_index_cache_hits = counters.cache_hits.load();
   s.daemon_stale_idx = counters.stale_idx.load();
   return s;
@@ -67,15 +71,23 @@ std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset) {
 
 std::vector<IndexingSnapshot> SnapshotIndexing() {
   std::vector<IndexingSnapshot> list;
-  for (const auto& p : ActiveIndexing()) {
+  for (const auto& p : ActiveListings()) {
     IndexingSnapshot& s = list.emplace_back();
-    s.first_shard = p->first_shard;
-    s.shards = p->shards;
+    s.path = p->path;
+    s.kind = p->kind;
+    s.unit = p->unit;
     s.done = p->done.load();
+    const uint64_t total = p->total.load();
+    if (total > 0) s.total = total;
     s.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - p->started).count();
     s.rate = s.seconds > 0 ? double(s.done) / s.seconds : 0.0;
-    s.seconds_left = s.rate > 0 ? double(s.shards - s.done) / s.rate : -1.0;
+    s.seconds_left = total > 0 && s.rate > 0 && s.done <= total ? double(total - s.done) / s.rate
+                                                                  : -1.0;
+    if (p->kind == "folder") {
+      s.classes = p->classes.load();
+      s.classes_done = p->classes_done.load();
+    }
   }
   return list;
 }

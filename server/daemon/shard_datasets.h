@@ -31,8 +31,10 @@ Status CheckShardJob(const Dataset& dataset, const JobSpec& spec);
 // process-wide index counters; nothing for other datasets.
 std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset);
 
-// Shard sets being indexed now: first shard, shards done and total, seconds,
-// rate (shards/s) and estimated seconds left.
+// Listings under way now (shard sets, ImageFolder trees, manifests): path,
+// kind, unit (shards, files, lines), done, total (unknown while a folder is
+// walked), seconds, rate (units/s) and estimated seconds left (-1 while
+// unknown); folders also carry classes and classes_done.
 std::vector<IndexingSnapshot> SnapshotIndexing();
 
 }  // namespace galley

@@ -66,17 +66,32 @@ void to_json(json& out, const ShardSetSnapshot& s) {
          {"first_damage", s.first_damage},
          {"from_index_cache", s.from_index_cache},
          {"stale_idx", s.stale_idx},
+         {"from_idx", s.from_idx},
          {"index_seconds", s.index_seconds},
          {"index_age_seconds", s.index_age_seconds},
          {"stale", s.stale},
          {"daemon_shards_scanned", s.daemon_shards_scanned},
+         {"daemon_idx_hints_used", s.daemon_idx_hints_used},
          {"daemon_index_cache_hits", s.daemon_index_cache_hits},
          {"daemon_stale_idx", s.daemon_stale_idx}};
 }
 
 void to_json(json& out, const IndexingSnapshot& s) {
-  out = {{"first_shard", s.first_shard}, {"shards", s.shards}, {"done", s.done},
-         {"seconds", s.seconds},         {"rate", s.rate},     {"seconds_left", s.seconds_left}};
+  out = {{"path", s.path},
+         {"kind", s.kind},
+         {"unit", s.unit},
+         {"done", s.done},
+         {"total", s.total ? json(*s.total) : json(nullptr)},
+         {"seconds", s.seconds},
+         {"rate", s.rate},
+         {"seconds_left", s.seconds_left}};
+  if (s.kind == "shards") {
+    out["first_shard"] = s.path;
+    out["shards"] = s.total.value_or(0);
+  } else if (s.kind == "folder") {
+    out["classes"] = s.classes;
+    out["classes_done"] = s.classes_done;
+  }
 }
 
 void to_json(json& out, const DatasetSnapshot& s) {

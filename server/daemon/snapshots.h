@@ -91,22 +91,28 @@ struct ShardSetSnapshot {
   std::string first_damage;
   uint64_t from_index_cache = 0;
   uint64_t stale_idx = 0;
+  uint64_t from_idx = 0;  // shards listed from a DALI .idx hint
   double index_seconds = 0;
   double index_age_seconds = 0;
   bool stale = false;
   uint64_t daemon_shards_scanned = 0;
+  uint64_t daemon_idx_hints_used = 0;
   uint64_t daemon_index_cache_hits = 0;
   uint64_t daemon_stale_idx = 0;
 };
 
-// A shard set being indexed now.
+// A listing under way now: a shard set, an ImageFolder tree or a manifest.
 struct IndexingSnapshot {
-  std::string first_shard;
-  uint64_t shards = 0;
+  std::string path;  // the first shard, the folder or the manifest
+  std::string kind;  // "shards", "folder", "manifest"
+  std::string unit;  // "shards", "files", "lines"
   uint64_t done = 0;
+  std::optional<uint64_t> total;  // unknown while a folder is walked
   double seconds = 0;
-  double rate = 0;           // shards/s
-  double seconds_left = -1;  // -1 while the rate is unknown
+  double rate = 0;           // units/s
+  double seconds_left = -1;  // -1 while unknown
+  uint64_t classes = 0;       // folders: class folders found
+  uint64_t classes_done = 0;  // folders: class folders walked
 };
 
 // One listed dataset of the DatasetRegistry.

@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include "galley/errno_text.h"
+#include "server/dataset/listing_progress.h"
 
 namespace galley {
 namespace {
@@ -127,6 +128,23 @@ bool ParseInteger(std::string_view text, int64_t& value) {
   return ec == std::errc() && ptr == end;
 }
 
+// The lines of `in` (a last one without a newline counts), leaving it
+// rewound to the start.
+uint64_t CountLines(std::ifstream& in) {
+  uint64_t lines = 0;
+  char last = '\n';
+  std::vector<char> chunk(1 << 20);
+  while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+    const auto n = static_cast<size_t>(in.gcount());
+    lines += static_cast<uint64_t>(std::count(chunk.data(), chunk.data() + n, '\n'));
+    last = chunk[n - 1];
+  }
+  if (last != '\n') ++lines;
+  in.clear();
+  in.seekg(0);
+  return lines;
+}
+
 }  // namespace
 
 bool IsWithinDirectory(const fs::path& path, const fs::path& dir) {
@@ -142,13 +160,21 @@ Result<std::unique_ptr<FileSource>> FileSource::Open(const fs::path& canonical) 
   source->root_ = canonical;
   std::error_code error;
   if (fs::is_directory(canonical, error)) {
+    ListingRegistration registration(canonical.string(), "folder", "files", 0);
+    source->progress_ = &registration.progress();
     source->base_dir_ = canonical;
     source->directories_.push_back("");
-    GALLEY_RETURN_IF_ERROR(source->ScanImageFolder());
+    const Status scanned = source->ScanImageFolder();
+    source->progress_ = nullptr;
+    GALLEY_RETURN_IF_ERROR(scanned);
   } else if (fs::is_regular_file(canonical, error)) {
+    ListingRegistration registration(canonical.string(), "manifest", "lines", 0);
+    source->progress_ = &registration.progress();
     source->base_dir_ = canonical.parent_path();
     source->directories_.push_back(canonical.filename().string());
-    GALLEY_RETURN_IF_ERROR(source->ReadManifest());
+    const Status read = source->ReadManifest();
+    source->progress_ = nullptr;
+    GALLEY_RETURN_IF_ERROR(read);
   } else {
     return Status::InvalidArgument("dataset root " + canonical.string() +
                                    " is neither a directory nor a manifest file");
@@ -211,6 +237,7 @@ Status FileSource::ScanImageFolder() {
     return Status::InvalidArgument("no class folders in " + root_.string());
   }
   std::sort(classes_.begin(), classes_.end());
+  progress_->classes = classes_.size();
   // make_dataset: for each class, sorted(os.walk(class_dir)) (directories in
   // path-string order), then each directory's files sorted by name.
   for (size_t label = 0; label < classes_.size(); ++label) {
@@ -234,8 +261,10 @@ Status FileSource::ScanImageFolder() {
                                           " leads outside the root");
         }
         AddItem(relative, static_cast<int64_t>(label));
+        progress_->done++;
       }
     }
+    progress_->classes_done++;
     if (size() == before) {
       // torchvision's make_dataset raises for an empty class too: a silently
       // missing class would shift no labels but would surprise a user.
@@ -250,6 +279,7 @@ Status FileSource::ScanImageFolder() {
 Status FileSource::ReadManifest() {
   std::ifstream in(root_);
   if (!in) return Status::NotFound("cannot read manifest " + root_.string());
+  progress_->total = CountLines(in);
   struct Line {
     std::string path;
     std::string label;
@@ -257,6 +287,7 @@ Status FileSource::ReadManifest() {
   std::vector<Line> lines;
   std::string text;
   for (size_t number = 1; std::getline(in, text); ++number) {
+    progress_->done = number;
     if (!text.empty() && text.back() == '\r') text.pop_back();
     const size_t first = text.find_first_not_of(" \t");
     if (first == std::string::npos || text[first] == '#') continue;

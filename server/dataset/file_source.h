@@ -10,6 +10,10 @@
 // rank. Paths never leave the root: `..` components and symlinks that
 // resolve outside it are refused when listed, and again when a file is read.
 //
+// While Open lists, its progress is registered (ListingProgress): files
+// listed so far and class folders walked for a directory, lines read of the
+// manifest's total for a manifest.
+//
 // Thread-safety: immutable after Open; every method may be called from any
 // thread.
 #ifndef GALLEY_SERVER_DATASET_FILE_SOURCE_H_
@@ -23,6 +27,8 @@
 #include "server/dataset/dataset_source.h"
 
 namespace galley {
+
+struct ListingProgress;
 
 class FileSource final : public DatasetSource {
  public:
@@ -55,6 +61,9 @@ class FileSource final : public DatasetSource {
   // ImageFolder's walked folders, or the manifest file), then of the items.
   uint64_t DirectoriesFingerprint() const;
   std::string_view relative_path(ItemId id) const;
+
+  // The registered progress while Open lists; null after.
+  ListingProgress* progress_ = nullptr;
 
   std::filesystem::path root_;
   // Directory every item must stay inside: root_ itself, or the manifest's.

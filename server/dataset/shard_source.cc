@@ -10,10 +10,9 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <list>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
 #include <system_error>
 #include <thread>
 #include <unordered_map>
@@ -21,6 +20,7 @@
 #include "galley/errno_text.h"
 #include "galley/mutex.h"
 #include "galley/unique_fd.h"
+#include "server/dataset/listing_progress.h"
 #include "server/dataset/tar_index.h"
 
 namespace galley {
@@ -83,6 +83,12 @@ struct ShardListing {
   bool from_cache = false;
 };
 
+std::string Lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
 // Lower-cased extension after the first dot of the base name; false when the
 // name has no key (no dot, a dotfile) or is unsafe (absolute, `..`).
 bool SplitMemberName(const std::string& name, std::string* key, std::string* extension) {
@@ -99,9 +105,7 @@ bool SplitMemberName(const std::string& name, std::string* key, std::string* ext
   const size_t dot = name.find('.', base);
   if (dot == std::string::npos || dot == base || dot + 1 == name.size()) return false;
   *key = name.substr(0, dot);
-  *extension = name.substr(dot + 1);
-  std::transform(extension->begin(), extension->end(), extension->begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  *extension = Lower(name.substr(dot + 1));
   return true;
 }
 
@@ -302,47 +306,62 @@ void StoreCached(const fs::path& dir, const fs::path& shard, const ShardListing&
 // ---- DALI .idx hints ---------------------------------------------------
 //
 // wds2idx writes "v1.2 N" (or "v1.1 N"), then one line per sample of
-// "ext offset size [name]" groups. galley lists the shard anyway; a hint
-// whose entries do not name members of the listing (by header or payload
-// offset, size, and name where given) is counted as stale.
+// "ext offset size [name]" groups, the offset being the member's first
+// payload byte. An index carries no shard size or date, so it only plans the
+// reads of the listing (PlannedTarReader); the listing still comes from the
+// headers, and the index counts as used only when it describes that listing.
 
-// Whether the .idx beside `shard` (if any) agrees with the listing;
-// nullopt-like -1 when there is none.
-int IdxAgrees(const fs::path& shard, const TarListing& tar) {
-  fs::path idx = shard;
-  idx.replace_extension(".idx");
-  std::ifstream in(idx);
-  if (!in) return -1;
-  std::string version;
-  uint64_t samples = 0;
-  if (!(in >> version >> samples) || (version != "v1.1" && version != "v1.2")) return 0;
-  const bool named = version == "v1.2";
-  std::unordered_map<uint64_t, const TarMember*> by_offset;
-  for (const TarMember& m : tar.members) {
-    by_offset.emplace(m.header_offset, &m);
-    by_offset.emplace(m.offset, &m);
+// The .idx beside `shard`: nullopt when there is none, an error when it
+// cannot be read or parsed.
+std::optional<Result<WdsIndex>> ReadWdsIndex(const fs::path& shard) {
+  fs::path path = shard;
+  path.replace_extension(".idx");
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    return Result<WdsIndex>(OpenError(path, errno));
   }
-  std::string line;
-  std::getline(in, line);
-  uint64_t lines = 0;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    ++lines;
-    std::istringstream fields(line);
-    std::string extension, name;
-    uint64_t offset = 0, size = 0;
-    while (fields >> extension >> offset >> size) {
-      if (named && !(fields >> name)) return 0;
-      auto it = by_offset.find(offset);
-      if (it == by_offset.end() || it->second->size != size) return 0;
-      if (named) {
-        const std::string& member = it->second->name;
-        const size_t base = member.rfind('/') == std::string::npos ? 0 : member.rfind('/') + 1;
-        if (member != name && member.substr(base) != name) return 0;
-      }
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode))
+    return Result<WdsIndex>(Status::InvalidArgument(path.string() + " is not a file"));
+  if (static_cast<uint64_t>(info.st_size) > kMaxWdsIndexBytes)
+    return Result<WdsIndex>(Status::InvalidArgument(path.string() + " is too large"));
+  std::string text(static_cast<size_t>(info.st_size), '\0');
+  Status read = PreadExactly(fd.get(), 0,
+                             std::span(reinterpret_cast<uint8_t*>(text.data()), text.size()), path);
+  if (!read.ok()) return Result<WdsIndex>(read);
+  return ParseWdsIndex(text);
+}
+
+// Whether the index describes the listing: each entry names a regular
+// member at its payload offset, with its size and its name (the whole name or
+// the base name; v1.1: its extension), and each member with a sample key is
+// named by an entry.
+bool IndexDescribes(const WdsIndex& index, const TarListing& tar) {
+  std::unordered_map<uint64_t, size_t> by_offset;
+  for (size_t m = 0; m < tar.members.size(); ++m) by_offset.emplace(tar.members[m].offset, m);
+  std::vector<bool> named(tar.members.size());
+  for (const WdsIndexEntry& e : index.entries) {
+    auto it = by_offset.find(e.offset);
+    if (it == by_offset.end() || named[it->second]) return false;
+    const TarMember& member = tar.members[it->second];
+    if (member.size != e.size) return false;
+    named[it->second] = true;
+    std::string key, extension;
+    if (index.named) {
+      const size_t slash = member.name.rfind('/');
+      const size_t base = slash == std::string::npos ? 0 : slash + 1;
+      if (member.name != e.name && member.name.compare(base, std::string::npos, e.name) != 0)
+        return false;
+    } else if (SplitMemberName(member.name, &key, &extension)) {
+      if (Lower(e.extension) != extension) return false;
     }
   }
-  return lines == samples ? 1 : 0;
+  for (size_t m = 0; m < tar.members.size(); ++m) {
+    std::string key, extension;
+    if (!named[m] && SplitMemberName(tar.members[m].name, &key, &extension)) return false;
+  }
+  return true;
 }
 
 // Lists one shard: from the cache when it holds this version, else from
@@ -361,10 +380,20 @@ Result<ShardListing> ListShard(const fs::path& shard, const ShardOptions& option
     GlobalShardIndexCounters().cache_hits++;
     return listing;
   }
-  GlobalShardIndexCounters().scanned++;
-  auto tar = ListTar(listing.identity.size, [&](uint64_t offset, std::span<uint8_t> out) {
+  const TarReader raw = [&](uint64_t offset, std::span<uint8_t> out) {
     return PreadExactly(fd.get(), offset, out, shard);
-  });
+  };
+  auto keep_payload = [](const WdsIndexEntry& e) {
+    return e.size <= kMaxInlineBytes && IsInlineExtension(Lower(e.extension));
+  };
+  const auto hint = ReadWdsIndex(shard);
+  std::optional<PlannedTarReader> planned;
+  if (hint && hint->ok()) planned.emplace(listing.identity.size, raw, **hint, keep_payload);
+  auto tar = planned ? ListTar(listing.identity.size,
+                               [&](uint64_t offset, std::span<uint8_t> out) {
+                                 return planned->Read(offset, out);
+                               })
+                     : ListTar(listing.identity.size, raw);
   if (!tar.ok()) return Status(tar.status().code(), shard.string() + " " + tar.status().message());
   listing.tar = std::move(*tar);
   listing.inline_payloads.resize(listing.tar.members.size());
@@ -375,13 +404,25 @@ Result<ShardListing> ListShard(const fs::path& shard, const ShardOptions& option
         !IsInlineExtension(extension))
       continue;
     std::string& payload = listing.inline_payloads[i];
+    if (planned) {
+      if (auto kept = planned->TakePayload(m.offset, m.size)) {
+        payload = std::move(*kept);
+        continue;
+      }
+    }
     payload.resize(m.size);
     GALLEY_RETURN_IF_ERROR(PreadExactly(
         fd.get(), m.offset, std::span(reinterpret_cast<uint8_t*>(payload.data()), m.size), shard));
   }
-  if (IdxAgrees(shard, listing.tar) == 0) {
-    GlobalShardIndexCounters().stale_idx++;
-    stats_for_idx->stale_idx++;
+  if (planned && !planned->abandoned() && IndexDescribes(**hint, listing.tar)) {
+    GlobalShardIndexCounters().idx_hints_used++;
+    stats_for_idx->from_idx++;
+  } else {
+    GlobalShardIndexCounters().scanned++;
+    if (hint) {
+      GlobalShardIndexCounters().stale_idx++;
+      stats_for_idx->stale_idx++;
+    }
   }
   if (use_cache)
     StoreCached(options.index_cache_dir, shard, listing, options.index_cache_max_bytes);
@@ -398,39 +439,6 @@ bool ParseLabel(std::string_view text, int64_t* label) {
 }
 
 }  // namespace
-
-namespace {
-
-Mutex active_indexing_mutex;
-std::vector<std::shared_ptr<IndexingProgress>> active_indexing GUARDED_BY(active_indexing_mutex);
-
-// Registers a listing for progress reports while it runs.
-class IndexingRegistration {
- public:
-  IndexingRegistration(const fs::path& first, size_t shards)
-      : progress_(std::make_shared<IndexingProgress>()) {
-    progress_->first_shard = first.string();
-    progress_->shards = shards;
-    progress_->started = std::chrono::steady_clock::now();
-    MutexLock lock(&active_indexing_mutex);
-    active_indexing.push_back(progress_);
-  }
-  ~IndexingRegistration() {
-    MutexLock lock(&active_indexing_mutex);
-    std::erase(active_indexing, progress_);
-  }
-  IndexingProgress& progress() { return *progress_; }
-
- private:
-  std::shared_ptr<IndexingProgress> progress_;
-};
-
-}  // namespace
-
-std::vector<std::shared_ptr<const IndexingProgress>> ActiveIndexing() {
-  MutexLock lock(&active_indexing_mutex);
-  return {active_indexing.begin(), active_indexing.end()};
-}
 
 ShardIndexCounters& GlobalShardIndexCounters() {
   static ShardIndexCounters counters;
@@ -538,7 +546,7 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
   std::vector<Result<ShardListing>> listings(shards.size(), Status::Internal("not listed"));
   std::vector<ShardStats> idx_stats(shards.size());
   {
-    IndexingRegistration registration(shards.front(), shards.size());
+    ListingRegistration registration(shards.front().string(), "shards", "shards", shards.size());
     unsigned threads = options.index_threads != 0
                            ? options.index_threads
                            : std::max(1u, std::thread::hardware_concurrency());
@@ -565,6 +573,7 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
     const ShardListing& listing = *listings[s];
     opened.push_back({shards[s], listing.identity});
     stats.stale_idx += idx_stats[s].stale_idx;
+    stats.from_idx += idx_stats[s].from_idx;
     if (listing.from_cache) stats.from_cache++;
     stats.skipped_members += listing.tar.skipped_non_regular;
     if (!listing.tar.damage.empty()) {

@@ -10,8 +10,11 @@
 // component or a leading '/' are skipped. Unlike WebDataset, members of a
 // sample are grouped across the whole shard, not only when adjacent. Item
 // ids: shards in the order given, then samples in the order of their first
-// member. A DALI `.idx` file beside a shard is checked against the listing;
-// a mismatch is counted as stale and the file is otherwise ignored.
+// member. A shard not in the cache is listed with the reads planned from the
+// DALI `.idx` file beside it, if any (PlannedTarReader: one read per indexed
+// member instead of one per header, payload and extended header); the
+// listing still comes from the headers, and an index that does not describe
+// it exactly is counted as stale (the shard then counts as scanned).
 //
 // Items are read with pread through at most ShardOptions::max_open_shards
 // open descriptors (least recently used closed first). Before each read the
@@ -66,26 +69,18 @@ struct ShardStats {
   std::string first_damage;  // "shard: what", for messages
   uint64_t from_cache = 0;   // shards whose listing came from the index cache
   uint64_t stale_idx = 0;    // DALI .idx files that disagree with the shard
+  uint64_t from_idx = 0;     // shards listed with reads planned from a good .idx
   double index_seconds = 0;
 };
 
 // Process-wide counts of shard listings, for tests and galleyctl.
 struct ShardIndexCounters {
-  std::atomic<uint64_t> scanned{0};     // shards whose headers were read
-  std::atomic<uint64_t> cache_hits{0};  // shards listed from the index cache
-  std::atomic<uint64_t> stale_idx{0};   // .idx files found stale
+  std::atomic<uint64_t> scanned{0};         // shards listed header by header
+  std::atomic<uint64_t> idx_hints_used{0};  // shards listed from a good .idx
+  std::atomic<uint64_t> cache_hits{0};      // shards listed from the index cache
+  std::atomic<uint64_t> stale_idx{0};       // .idx files found stale
 };
 ShardIndexCounters& GlobalShardIndexCounters();
-
-// A shard set being listed now, for progress reports while a job waits.
-struct IndexingProgress {
-  std::string first_shard;
-  uint64_t shards = 0;
-  std::atomic<uint64_t> done{0};
-  std::chrono::steady_clock::time_point started;
-};
-// Snapshot of the listings under way in this process.
-std::vector<std::shared_ptr<const IndexingProgress>> ActiveIndexing();
 
 class ShardSource final : public DatasetSource {
  public:

@@ -14,15 +14,23 @@
 // skipped. Member names are returned as stored (after PAX/GNU overrides);
 // callers must never use them as file-system paths.
 //
-// Thread-safety: ListTar is a pure function of its reader; call it from any
-// thread.
+// A DALI `wds2idx` index (ParseWdsIndex) can plan the reads of a listing:
+// PlannedTarReader serves ListTar's header reads from a few large reads whose
+// bounds come from the index. The listing is still made from the headers
+// themselves, so a wrong index costs reads, never a wrong listing.
+//
+// Thread-safety: ListTar and ParseWdsIndex are pure functions of their
+// arguments; call them from any thread. A PlannedTarReader is used by one
+// thread at a time.
 #ifndef GALLEY_SERVER_DATASET_TAR_INDEX_H_
 #define GALLEY_SERVER_DATASET_TAR_INDEX_H_
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "galley/status.h"
@@ -59,6 +67,83 @@ Result<TarListing> ListTar(uint64_t file_size, const TarReader& read);
 // Whether `block` (512 bytes) is a tar header with a valid checksum; fills
 // the name (ustar prefix/name fields only) and payload size.
 bool ParseTarHeaderBlock(std::span<const uint8_t> block, std::string* name, uint64_t* size);
+
+// One member named by a wds2idx index.
+struct WdsIndexEntry {
+  std::string extension;  // as written (case kept)
+  uint64_t offset = 0;    // first payload byte, as DALI's reader reads it
+  uint64_t size = 0;      // payload bytes
+  std::string name;       // member name; empty in a v1.1 index
+};
+
+// A DALI `wds2idx` index: a first line "v1.2 N" (or "v1.1 N"), then N
+// sample lines of "ext offset size name" groups ("ext offset size" in v1.1).
+struct WdsIndex {
+  bool named = false;                  // v1.2
+  std::vector<WdsIndexEntry> entries;  // in file order
+};
+
+// Largest index text ParseWdsIndex accepts.
+inline constexpr size_t kMaxWdsIndexBytes = size_t{256} << 20;
+
+// InvalidArgument when `text` is not such an index: unknown version, a
+// sample count that differs from the lines, a malformed group, an offset
+// that is not a multiple of 512.
+Result<WdsIndex> ParseWdsIndex(std::string_view text);
+
+// Serves the reads ListTar makes of one archive from ranges planned with a
+// wds2idx index: for each entry, the bytes from the end of the previous
+// entry's payload to the start of its own (the extended headers and the
+// ustar header that precede it), plus its payload when `keep_payload` asks
+// for it; nearby ranges are merged, up to 1 MiB each. A range is read in one
+// call of `raw` the first time a read falls in it, and the header before its
+// first entry is checked then (checksum, regular type, size): a failed check
+// abandons the plan, and every later read goes to `raw` as it comes. Reads
+// outside the plan go to `raw` too, so ListTar sees the archive's true bytes
+// whatever the index says.
+//
+// Owns copies of the loaded range and of the kept payloads; borrows nothing
+// past construction but `raw`, which must outlive it.
+class PlannedTarReader {
+ public:
+  PlannedTarReader(uint64_t file_size, const TarReader& raw, const WdsIndex& index,
+                   const std::function<bool(const WdsIndexEntry&)>& keep_payload);
+
+  // A TarReader.
+  Status Read(uint64_t offset, std::span<uint8_t> out);
+  // The payload of a kept entry at `offset` of `size` bytes, when a loaded
+  // range held it (moved out: a second call returns nullopt).
+  std::optional<std::string> TakePayload(uint64_t offset, uint64_t size);
+  // Whether the index could not plan the reads (entries overlapping, out of
+  // order, past the end of the file) or a checked header disagreed with it.
+  bool abandoned() const { return abandoned_; }
+  // Calls of `raw` made so far.
+  uint64_t raw_reads() const { return raw_reads_; }
+
+ private:
+  struct Range {
+    uint64_t begin = 0;
+    uint64_t end = 0;
+    size_t first_entry = 0;  // entries_[first_entry, last_entry) lie in it
+    size_t last_entry = 0;
+  };
+  struct Planned {
+    uint64_t offset;
+    uint64_t size;
+    uint64_t gap;  // bytes of extended headers (or other members) before its header
+    bool keep;
+  };
+  Status Load(size_t range);
+
+  const TarReader& raw_;
+  std::vector<Planned> entries_;                        // sorted by offset
+  std::vector<Range> ranges_;                           // sorted, disjoint
+  size_t loaded_ = SIZE_MAX;                            // index into ranges_
+  std::vector<uint8_t> buffer_;                         // the loaded range's bytes
+  std::unordered_map<uint64_t, std::string> payloads_;  // kept payloads, by offset
+  bool abandoned_ = false;
+  uint64_t raw_reads_ = 0;
+};
 
 }  // namespace galley
 

@@ -1,11 +1,16 @@
 // libFuzzer entry point for the tar indexer: any byte string, read as a tar
 // file, must list without crashing, and every member it returns must lie
-// inside the file. Built by scripts/fuzz_tar_index.sh (clang, libFuzzer,
+// inside the file. Read as a wds2idx index it must parse or be refused
+// without crashing; and a listing made through a PlannedTarReader, with an
+// index that names the members (one entry moved by the input's first byte),
+// must equal the plain one. Built by scripts/fuzz_tar_index.sh (clang, libFuzzer,
 // ASan/UBSan); tests/unit/tar_index_test.cc runs it over mutated archives.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "server/dataset/tar_index.h"
 
@@ -25,5 +30,40 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   if (listing->damaged_bytes > size) std::abort();
+
+  (void)galley::ParseWdsIndex(std::string_view(reinterpret_cast<const char*>(data), size));
+  galley::WdsIndex index;
+  index.named = true;
+  for (const galley::TarMember& m : listing->members) {
+    index.entries.push_back({"jpg", m.offset, m.size, m.name});
+  }
+  if (size > 0 && !index.entries.empty()) {
+    index.entries[data[0] % index.entries.size()].offset += 512 * (data[size - 1] % 3);
+  }
+  const galley::TarReader raw = [&](uint64_t offset, std::span<uint8_t> out) -> galley::Status {
+    if (offset > size || out.size() > size - offset) {
+      return galley::Status::DataLoss("read past the end");
+    }
+    std::memcpy(out.data(), data + offset, out.size());
+    return galley::Status::Ok();
+  };
+  galley::PlannedTarReader planned(size, raw, index,
+                                   [](const galley::WdsIndexEntry& e) { return e.size < 1000; });
+  const auto again = galley::ListTar(
+      size, [&](uint64_t offset, std::span<uint8_t> out) { return planned.Read(offset, out); });
+  if (!again.ok() || again->members.size() != listing->members.size() ||
+      again->damage != listing->damage ||
+      again->skipped_non_regular != listing->skipped_non_regular) {
+    std::abort();
+  }
+  for (size_t i = 0; i < listing->members.size(); ++i) {
+    const galley::TarMember& a = listing->members[i];
+    const galley::TarMember& b = again->members[i];
+    if (a.name != b.name || a.offset != b.offset || a.size != b.size) std::abort();
+    if (auto payload = planned.TakePayload(a.offset, a.size);
+        payload && std::memcmp(payload->data(), data + a.offset, a.size) != 0) {
+      std::abort();
+    }
+  }
   return 0;
 }

@@ -345,6 +345,19 @@ TEST_F(HostilePeerTest, LargeFramesFromManyPeersAreBoundedDaemonWide) {
 }
 
 TEST_F(HostilePeerTest, MemoryOfLargeRequestsIsGivenBack) {
+#if defined(__SANITIZE_ADDRESS__)
+#define GALLEY_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GALLEY_TEST_UNDER_ASAN 1
+#endif
+#endif
+#ifdef GALLEY_TEST_UNDER_ASAN
+  // galleyd is built like this test: ASan's allocator keeps freed memory in
+  // its quarantine by design, so resident memory says nothing here. The
+  // plain build runs this check.
+  GTEST_SKIP() << "resident memory is not meaningful under AddressSanitizer";
+#endif
   ExpectDaemonServes();
   const uint64_t before = RssBytes(daemon_->pid());
   // Eight OpenJob requests of 15 MiB each (a long name), refused after

@@ -63,7 +63,7 @@ def start_daemon(directory, *extra):
                     break
         if proc.poll() is not None:
             raise RuntimeError(f"galleyd exited with {proc.returncode}")
-        time.sleep(0.05)
+        time.sleep(0.025)
     return Daemon(socket, proc, log)
 
 

@@ -202,12 +202,113 @@ def test_index_reused_after_restart_and_stale_idx_detected(tmp_path, corpus):
         finally:
             stop_daemon(daemon)
     first, second = counts
-    assert first["daemon_shards_scanned"] == 4 and first["daemon_index_cache_hits"] == 0
+    assert first["daemon_shards_scanned"] == 3 and first["daemon_index_cache_hits"] == 0
+    assert first["daemon_idx_hints_used"] == 1 and first["from_idx"] == 1
     assert first["stale_idx"] == 1, "the .idx that disagrees is counted; the good one is not"
     assert second["daemon_shards_scanned"] == 0, "the restarted daemon rescanned"
     assert second["daemon_index_cache_hits"] == 4
     assert (index_dir.stat().st_mode & 0o777) == 0o700
     assert all((f.stat().st_mode & 0o777) == 0o600 for f in index_dir.iterdir())
+
+
+def write_idx(shard, version="v1.2", shift=0):
+    """A DALI wds2idx index beside `shard`, as its format describes: one line
+    per sample (adjacent members sharing a key), "ext offset size name"
+    groups (no name in v1.1), the offset being the member's first payload
+    byte. `shift` moves every offset, as the pre-2022 wds2idx formula did on
+    archives with a PAX header before each member."""
+    lines, last = [], None
+    with tarfile.open(shard) as tar:
+        for m in tar.getmembers():
+            if not m.isreg():
+                continue
+            key, ext = m.name.split(".", 1)
+            group = f"{ext} {m.offset_data + shift} {m.size}"
+            group += f" {m.name}" if version == "v1.2" else ""
+            if key == last:
+                lines[-1] += " " + group
+            else:
+                lines.append(group)
+            last = key
+    path = shard.with_suffix(".idx")
+    path.write_text(f"{version} {len(lines)}\n" + "\n".join(lines) + "\n")
+    return path
+
+
+def write_pax_shard(path, samples, first):
+    """Samples first.. with a PAX header before every member (a float mtime),
+    as webdataset's ShardWriter writes them."""
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+        for i, (data, label) in enumerate(samples, start=first):
+            for ext, payload in (("jpg", data), ("cls", str(label).encode())):
+                info = tarfile.TarInfo(f"s{i:05d}.{ext}")
+                info.size, info.mtime = len(payload), 1700000000.25
+                tar.addfile(info, io.BytesIO(payload))
+
+
+def served_by_id(daemon, shards):
+    """{item id: (label, image)} over one epoch, and the dataset's counters."""
+    loader = Loader([str(p) for p in shards], batch_size=16, transform=FIXED,
+                    socket=daemon.socket)
+    by_id = {}
+    for images, labels, ids in loader.iter_with_ids():
+        for image, label, i in zip(images, labels, ids.tolist()):
+            by_id[i] = (int(label), image.clone())
+    loader.close()
+    entry, = daemon.query("datasets")["datasets"]
+    return by_id, entry["shards"]
+
+
+def test_good_idx_saves_the_scan_and_a_stale_one_is_rescanned(tmp_path, corpus):
+    # Index cache off, so each daemon lists every shard: from its .idx when
+    # that describes the shard, else header by header.
+    root, _ = corpus
+    samples = folder_samples(root)
+    d = tmp_path / "s"
+    d.mkdir()
+    shards = write_shards(d, samples[:30], 2)  # GNU headers, no PAX
+    for s, first in ((2, 30), (3, 45)):
+        shards.append(d / f"train-{s:06d}.tar")
+        write_pax_shard(shards[-1], samples[first:first + 15], first)
+    for shard in shards[:3]:
+        write_idx(shard)
+    write_idx(shards[3], version="v1.1")
+
+    def run():
+        daemon = start_daemon(tmp_path, "--tar-index-dir", "none")
+        try:
+            return served_by_id(daemon, shards)
+        finally:
+            stop_daemon(daemon)
+
+    hinted, counts = run()
+    assert counts["daemon_shards_scanned"] == 0, "a shard with a good .idx was scanned"
+    assert counts["daemon_idx_hints_used"] == 4 and counts["from_idx"] == 4
+    assert counts["stale_idx"] == 0
+    for shard in shards:
+        shard.with_suffix(".idx").unlink()
+    scanned, counts = run()
+    assert counts["daemon_shards_scanned"] == 4 and counts["daemon_idx_hints_used"] == 0
+    assert sorted(hinted) == sorted(scanned) == list(range(60))
+    for i in scanned:
+        assert hinted[i][0] == scanned[i][0] == samples[i][1], f"label of item {i}"
+        assert torch.equal(hinted[i][1], scanned[i][1]), f"pixels of item {i}"
+
+    # Stale: shard 1 rewritten (other samples, other sizes) after its .idx was
+    # made; shard 2's .idx has offsets one PAX header too far.
+    for shard in shards[:2]:
+        write_idx(shard)
+    write_idx(shards[2], shift=1024)
+    write_idx(shards[3], version="v1.1")
+    (d / "new").mkdir()
+    new = write_shards(d / "new", samples[40:45] + samples[15:25], 1)[0]
+    os.replace(new, shards[1])
+    served, counts = run()
+    assert counts["stale_idx"] == 2 and counts["daemon_stale_idx"] == 2
+    assert counts["daemon_shards_scanned"] == 2 and counts["daemon_idx_hints_used"] == 2
+    truth = samples[:15] + samples[40:45] + samples[15:25] + samples[30:60]
+    assert sorted(served) == list(range(60))
+    assert [served[i][0] for i in range(60)] == [label for _, label in truth]
 
 
 def test_gnu_tar_with_and_without_sort_and_long_names(daemon, workdir, corpus):
@@ -245,6 +346,8 @@ def test_webdataset_shardwriter_output_is_served(daemon, workdir, corpus):
                         "json": {"label": label, "i": i}})
     found = sorted(out.glob("w-*.tar"))
     assert len(found) == 3
+    for shard in found:  # DALI .idx files beside ShardWriter's PAX output
+        write_idx(shard)
     for label_key in ("cls", "json:label"):
         loader = Loader(str(out / "w-{000000..000002}.tar"), batch_size=60,
                                    label_key=label_key, transform=FIXED, socket=daemon.socket)
@@ -252,6 +355,10 @@ def test_webdataset_shardwriter_output_is_served(daemon, workdir, corpus):
         loader.close()
         truth = [samples[i][1] for i in ids.tolist()]
         assert labels.tolist() == truth
+    listed = [d["shards"] for d in daemon.query("datasets")["datasets"]
+              if d["root"] == str(found[0].resolve())]
+    assert len(listed) == 2 and all(s["stale_idx"] == 0 for s in listed)
+    assert sum(s["from_idx"] for s in listed) == 3, "listed once with the .idx, then cached"
 
 
 def test_unlabelled_and_image_key(daemon, workdir, corpus):

@@ -356,11 +356,12 @@ TEST(SnapshotJsonTest, JobsAndAJobsStats) {
 TEST(SnapshotJsonTest, Datasets) {
   DatasetsSnapshot s;
   s.datasets.push_back({"/data/a", "/data/a", 1, 100, 10, 123456, 2.5, 1, std::nullopt});
-  ShardSetSnapshot shards{
-      4,    400, 2,  1, "/data/s-0.tar: k, no image", 1, "/data/s-3.tar: cut", 3, 1, 0.75, 60.5,
-      true, 41,  42, 43};
+  ShardSetSnapshot shards{4,    400, 2,  1,  "/data/s-0.tar: k, no image", 1, "/data/s-3.tar: cut",
+                          3,    1,   5,  0.75, 60.5,
+                          true, 41,  44, 42, 43};
   s.datasets.push_back({"shards:/data/s-0.tar", "/data/s-0.tar", 2, 400, 4, 99, 0.5, 3, shards});
-  s.indexing.push_back({"/data/t-0.tar", 10, 4, 2.0, 2.0, 3.0});
+  s.indexing.push_back({"/data/t-0.tar", "shards", "shards", 4, 10, 2.0, 2.0, 3.0});
+  s.indexing.push_back({"/data/f", "folder", "files", 500, std::nullopt, 1.0, 500.0, -1.0, 7, 2});
   s.samplers.push_back(Group("/data/a", "uniform", 200));
   ExpectJson(s, R"({
     "datasets": [
@@ -371,11 +372,16 @@ TEST(SnapshotJsonTest, Datasets) {
        "shards": {"shards": 4, "samples": 400, "skipped_members": 2, "skipped_samples": 1,
                   "first_skipped_sample": "/data/s-0.tar: k, no image", "damaged_shards": 1,
                   "first_damage": "/data/s-3.tar: cut", "from_index_cache": 3,
-                  "stale_idx": 1, "index_seconds": 0.75, "index_age_seconds": 60.5,
-                  "stale": true, "daemon_shards_scanned": 41, "daemon_index_cache_hits": 42,
+                  "stale_idx": 1, "from_idx": 5, "index_seconds": 0.75, "index_age_seconds": 60.5,
+                  "stale": true, "daemon_shards_scanned": 41, "daemon_idx_hints_used": 44,
+                  "daemon_index_cache_hits": 42,
                   "daemon_stale_idx": 43}}],
-    "indexing": [{"first_shard": "/data/t-0.tar", "shards": 10, "done": 4, "seconds": 2.0,
-                  "rate": 2.0, "seconds_left": 3.0}],
+    "indexing": [{"path": "/data/t-0.tar", "kind": "shards", "unit": "shards", "done": 4,
+                  "total": 10, "seconds": 2.0, "rate": 2.0, "seconds_left": 3.0,
+                  "first_shard": "/data/t-0.tar", "shards": 10},
+                 {"path": "/data/f", "kind": "folder", "unit": "files", "done": 500,
+                  "total": null, "seconds": 1.0, "rate": 500.0, "seconds_left": -1.0,
+                  "classes": 7, "classes_done": 2}],
     "samplers": [{"dataset": "/data/a", "policy": "uniform", "jobs": 200, "requests": 201,
                   "loads": 202, "loads_per_request": 200.5, "substitutions": 203}]})");
 }

@@ -1,6 +1,8 @@
 // The tar indexer on archives built here byte by byte: ustar prefixes, GNU
 // long names and base-256 sizes, PAX records, damage, refusals; then the
-// fuzz target over thousands of mutated archives (a short fuzz run).
+// fuzz target over thousands of mutated archives (a short fuzz run). Also
+// DALI wds2idx indexes: parsing, and listings whose reads are planned from
+// one, good or wrong.
 #include "server/dataset/tar_index.h"
 
 #include <gtest/gtest.h>
@@ -182,6 +184,199 @@ TEST(TarIndexTest, MutatedArchivesNeverCrash) {
       }
     }
     ASSERT_EQ(LLVMFuzzerTestOneInput(input.data(), input.size()), 0);
+  }
+}
+
+// ---- wds2idx indexes ----------------------------------------------------
+
+TEST(WdsIndexTest, ParsesBothVersions) {
+  auto v12 = ParseWdsIndex("v1.2 2\njpg 512 700 a.jpg cls 1536 1 a.cls\njpg 2560 3 b.jpg\n");
+  ASSERT_TRUE(v12.ok()) << v12.status().ToString();
+  EXPECT_TRUE(v12->named);
+  ASSERT_EQ(v12->entries.size(), 3u);
+  EXPECT_EQ(v12->entries[1].extension, "cls");
+  EXPECT_EQ(v12->entries[1].offset, 1536u);
+  EXPECT_EQ(v12->entries[1].size, 1u);
+  EXPECT_EQ(v12->entries[1].name, "a.cls");
+  auto v11 = ParseWdsIndex("v1.1 1\r\njpg 512 700 cls 1536 1\r\n\n");
+  ASSERT_TRUE(v11.ok()) << v11.status().ToString();
+  EXPECT_FALSE(v11->named);
+  ASSERT_EQ(v11->entries.size(), 2u);
+  EXPECT_TRUE(v11->entries[0].name.empty());
+}
+
+TEST(WdsIndexTest, RefusesMalformedIndexes) {
+  for (const char* text : {"", "v2.0 1\njpg 512 1 a.jpg\n", "v1.2 2\njpg 512 1 a.jpg\n",
+                           "v1.2 1\njpg 512 1\n", "v1.1 1\njpg 500 1\n", "v1.1 1\njpg 512 -1\n",
+                           "v1.1 1\njpg 99999999999999999999999 1\n", "v1.2 0\n", "v1.2\n"}) {
+    EXPECT_FALSE(ParseWdsIndex(text).ok()) << text;
+  }
+}
+
+// An index naming every member of `listing` at its payload offset.
+WdsIndex IndexOf(const TarListing& listing) {
+  WdsIndex index;
+  index.named = true;
+  for (const TarMember& m : listing.members) {
+    const size_t dot = m.name.find('.', m.name.rfind('/') + 1);
+    index.entries.push_back({m.name.substr(dot + 1), m.offset, m.size, m.name});
+  }
+  return index;
+}
+
+struct Planned {
+  Result<TarListing> listing;
+  bool abandoned;
+  uint64_t raw_reads;
+};
+
+// Lists `archive` through a PlannedTarReader that keeps .cls payloads.
+Planned ListPlanned(const Bytes& archive, const WdsIndex& index) {
+  const TarReader raw = [&](uint64_t offset, std::span<uint8_t> out) -> Status {
+    if (offset > archive.size() || out.size() > archive.size() - offset)
+      return Status::DataLoss("past the end");
+    std::memcpy(out.data(), archive.data() + offset, out.size());
+    return Status::Ok();
+  };
+  PlannedTarReader reader(archive.size(), raw, index,
+                          [](const WdsIndexEntry& e) { return e.extension == "cls"; });
+  auto listing = ListTar(archive.size(), [&](uint64_t offset, std::span<uint8_t> out) {
+    return reader.Read(offset, out);
+  });
+  return {std::move(listing), reader.abandoned(), reader.raw_reads()};
+}
+
+void ExpectSameListing(const TarListing& a, const TarListing& b) {
+  ASSERT_EQ(a.members.size(), b.members.size());
+  for (size_t i = 0; i < a.members.size(); ++i) {
+    EXPECT_EQ(a.members[i].name, b.members[i].name);
+    EXPECT_EQ(a.members[i].header_offset, b.members[i].header_offset);
+    EXPECT_EQ(a.members[i].offset, b.members[i].offset);
+    EXPECT_EQ(a.members[i].size, b.members[i].size);
+  }
+  EXPECT_EQ(a.skipped_non_regular, b.skipped_non_regular);
+  EXPECT_EQ(a.damage, b.damage);
+}
+
+// 200 samples (.jpg of 0-2,000 bytes, .cls), each member after a PAX header,
+// as webdataset's ShardWriter writes them.
+Bytes PaxShard() {
+  Bytes archive;
+  for (int k = 0; k < 200; ++k) {
+    for (const char* extension : {"jpg", "cls"}) {
+      const std::string name = std::to_string(k).insert(0, 1, 's') + '.' + extension;
+      const std::string payload =
+          extension[0] == 'c' ? std::to_string(k % 7) : std::string(k * 10, 'j');
+      // "LEN mtime=...\n", LEN counting its own 2 digits.
+      const std::string record = "22 mtime=1700000000.5\n";
+      Append(archive, Header("PaxHeader/" + name, record.size(), 'x'), record);
+      Member(archive, name, payload);
+    }
+  }
+  archive.resize(archive.size() + 1024, 0);
+  return archive;
+}
+
+TEST(PlannedTarReaderTest, GoodIndexGivesTheSameListingInFewerReads) {
+  for (const Bytes& archive : {Sample(), PaxShard()}) {
+    auto plain = List(archive);
+    ASSERT_TRUE(plain.ok());
+    const Planned planned = ListPlanned(archive, IndexOf(*plain));
+    ASSERT_TRUE(planned.listing.ok()) << planned.listing.status().ToString();
+    ExpectSameListing(*plain, *planned.listing);
+    EXPECT_FALSE(planned.abandoned);
+  }
+  // The plain walk reads 3 blocks per member here (PAX header, its payload,
+  // ustar header) plus the end marker; the planned one reads merged ranges.
+  const Bytes shard = PaxShard();
+  auto plain = List(shard);
+  ASSERT_TRUE(plain.ok());
+  const Planned planned = ListPlanned(shard, IndexOf(*plain));
+  EXPECT_LT(planned.raw_reads, 400u / 4) << "400 members";
+}
+
+TEST(PlannedTarReaderTest, KeptPayloadsAreTheMembersBytes) {
+  const Bytes shard = PaxShard();
+  auto plain = List(shard);
+  ASSERT_TRUE(plain.ok());
+  const TarReader raw = [&](uint64_t offset, std::span<uint8_t> out) -> Status {
+    std::memcpy(out.data(), shard.data() + offset, out.size());
+    return Status::Ok();
+  };
+  PlannedTarReader reader(shard.size(), raw, IndexOf(*plain),
+                          [](const WdsIndexEntry& e) { return e.extension == "cls"; });
+  ASSERT_TRUE(ListTar(shard.size(), [&](uint64_t o, std::span<uint8_t> out) {
+                return reader.Read(o, out);
+              }).ok());
+  int kept = 0;
+  for (const TarMember& m : plain->members) {
+    auto payload = reader.TakePayload(m.offset, m.size);
+    if (m.name.ends_with(".cls")) {
+      ASSERT_TRUE(payload.has_value()) << m.name;
+      EXPECT_EQ(*payload, std::string(shard.begin() + m.offset, shard.begin() + m.offset + m.size));
+      ++kept;
+    } else {
+      EXPECT_FALSE(payload.has_value()) << m.name;
+    }
+  }
+  EXPECT_EQ(kept, 200);
+}
+
+TEST(PlannedTarReaderTest, WrongIndexesNeverChangeTheListing) {
+  const Bytes shard = PaxShard();
+  auto plain = List(shard);
+  ASSERT_TRUE(plain.ok());
+  const WdsIndex good = IndexOf(*plain);
+  // Offsets one PAX header too far (the pre-2022 wds2idx formula on PAX
+  // archives), entries out of the file, overlapping, or a random mess.
+  WdsIndex shifted = good;
+  for (WdsIndexEntry& e : shifted.entries) e.offset += 1024;
+  WdsIndex outside = good;
+  outside.entries[5].offset = shard.size() + 512;
+  WdsIndex overlapping = good;
+  overlapping.entries[7].offset = overlapping.entries[6].offset;
+  std::mt19937_64 rng(3);
+  std::vector<WdsIndex> cases = {shifted, outside, overlapping};
+  for (int round = 0; round < 200; ++round) {
+    WdsIndex mess = good;
+    for (WdsIndexEntry& e : mess.entries) {
+      if (rng() % 8 == 0) e.offset = (rng() % (shard.size() / 512)) * 512;
+      if (rng() % 8 == 0) e.size = rng() % 4096;
+    }
+    cases.push_back(std::move(mess));
+  }
+  for (const WdsIndex& index : cases) {
+    const Planned planned = ListPlanned(shard, index);
+    ASSERT_TRUE(planned.listing.ok());
+    ExpectSameListing(*plain, *planned.listing);
+  }
+  EXPECT_TRUE(ListPlanned(shard, shifted).abandoned) << "the first checked header disagrees";
+  EXPECT_TRUE(ListPlanned(shard, outside).abandoned);
+  EXPECT_TRUE(ListPlanned(shard, overlapping).abandoned);
+}
+
+TEST(PlannedTarReaderTest, MutatedIndexTextNeverCrashes) {
+  const std::string base =
+      "v1.2 2\njpg 512 700 a.jpg cls 1536 1 a.cls\njpg 2560 3 some/dir/b.jpg\n";
+  std::mt19937_64 rng(11);
+  for (int round = 0; round < 20000; ++round) {
+    std::string text = base;
+    for (int e = 1 + int(rng() % 4); e > 0; --e) {
+      const size_t at = rng() % text.size();
+      if (rng() % 3 == 0) {
+        text.resize(at);
+        if (text.empty()) text.push_back('v');
+      } else {
+        text[at] = static_cast<char>(rng() % 3 == 0 ? ' ' : '0' + rng() % 10);
+      }
+    }
+    auto index = ParseWdsIndex(text);
+    if (!index.ok()) continue;
+    const Bytes archive = Sample();
+    auto plain = List(archive);
+    const Planned planned = ListPlanned(archive, *index);
+    ASSERT_TRUE(planned.listing.ok());
+    ExpectSameListing(*plain, *planned.listing);
   }
 }
 
