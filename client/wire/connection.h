@@ -21,7 +21,6 @@
 #include "galley/unique_fd.h"
 #include "wire/frame_budget.h"
 #include "wire/protocol.h"
-#include "wire/unique_fd.h"  // wire::UniqueFd, until control_server.* says galley::UniqueFd
 
 namespace galley::wire {
 

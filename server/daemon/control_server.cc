@@ -251,7 +251,7 @@ void ControlServer::AcceptLoop() {
     ReapFinishedSessions();
     if (fds[1].revents != 0 || stopping_.load()) break;
     if ((fds[0].revents & POLLIN) == 0) continue;
-    wire::UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!fd.valid()) continue;
     auto connection = std::make_unique<wire::Connection>(std::move(fd));
     connection->SetFrameBudget(&frame_budget_);
@@ -572,8 +572,7 @@ DatasetsSnapshot ControlServer::DatasetsFor(const wire::PeerCredentials& peer, b
   s.datasets = datasets_.Snapshot();
   std::erase_if(s.datasets, [&](const DatasetSnapshot& d) { return !visibility.MaySee(d.root); });
   s.indexing = SnapshotIndexing();
-  std::erase_if(s.indexing,
-                [&](const IndexingSnapshot& i) { return !visibility.MaySee(i.path); });
+  std::erase_if(s.indexing, [&](const IndexingSnapshot& i) { return !visibility.MaySee(i.path); });
   s.samplers = visibility.Visible(scheduler_->Snapshot());
   return s;
 }

@@ -31,6 +31,7 @@
 #include <thread>
 
 #include "galley/mutex.h"
+#include "galley/unique_fd.h"
 #include "server/daemon/cache_planner.h"
 #include "server/daemon/daemon_options.h"
 #include "server/daemon/dataset_registry.h"
@@ -101,8 +102,8 @@ class ControlServer {
   JobManager jobs_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 
-  wire::UniqueFd listen_fd_;
-  wire::UniqueFd wake_read_, wake_write_;  // wakes AcceptLoop on Stop
+  UniqueFd listen_fd_;
+  UniqueFd wake_read_, wake_write_;  // wakes AcceptLoop on Stop
   std::thread accept_thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> protocol_errors_{0};

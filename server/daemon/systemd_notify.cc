@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "galley/errno_text.h"
-#include "wire/unique_fd.h"
+#include "galley/unique_fd.h"
 
 namespace galley {
 
@@ -30,7 +30,7 @@ Status NotifyServiceManager(const std::string& state) {
   if (path[0] == '@') addr.sun_path[0] = '\0';
   const socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() +
                                                   (path[0] == '@' ? 0 : 1));
-  wire::UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Status::Internal(std::string("socket: ") + ErrnoText(errno));
   const ssize_t sent = ::sendto(fd.get(), state.data(), state.size(), MSG_NOSIGNAL,
                                 reinterpret_cast<const sockaddr*>(&addr), length);

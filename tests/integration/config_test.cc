@@ -21,8 +21,8 @@
 #include <thread>
 
 #include "galley/client.h"
+#include "galley/unique_fd.h"
 #include "tests/integration/galleyd_process.h"
-#include "wire/unique_fd.h"
 
 namespace galley {
 namespace {
@@ -457,7 +457,7 @@ class NotifyListener {
 
  private:
   std::string name_;
-  wire::UniqueFd fd_;
+  UniqueFd fd_;
   bool bound_ = false;
 };
 
