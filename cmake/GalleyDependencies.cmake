@@ -13,6 +13,10 @@ if(GALLEY_BUILD_SERVER)
   pkg_check_modules(LibExif REQUIRED IMPORTED_TARGET libexif)
   pkg_check_modules(LibWebP REQUIRED IMPORTED_TARGET libwebp)
   pkg_check_modules(LibPng REQUIRED IMPORTED_TARGET libpng16)
+  # Dataset fingerprints and remote-tier checksums (XXH3); the remote tier's
+  # memcached client (consistent hashing, failover, SASL).
+  pkg_check_modules(XXHash REQUIRED IMPORTED_TARGET libxxhash)
+  pkg_check_modules(LibMemcached REQUIRED IMPORTED_TARGET libmemcached)
   find_package(TBB REQUIRED)
   find_package(spdlog REQUIRED)
   find_package(tomlplusplus REQUIRED)

@@ -56,9 +56,12 @@ std::string AugmentationSignature(const ServedJob& job) {
   return job.pipeline->Signature() + "#seed=" + std::to_string(job.spec.seed);
 }
 
-ItemPipeline::ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache)
+ItemPipeline::ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache,
+                           RemoteTier* remote, StorageThrottle* throttle)
     : options_(options),
       cache_(cache),
+      remote_(remote),
+      throttle_(throttle),
       threads_(options.worker_threads != 0 ? options.worker_threads
                                            : std::max(1u, std::thread::hardware_concurrency())),
       arena_(std::make_unique<tbb::task_arena>(static_cast<int>(threads_))) {}
@@ -123,13 +126,40 @@ bool ItemPipeline::TryRegionDecode(const ItemTask& task, const cache::Blob& enco
   return true;
 }
 
+Result<cache::BlobPtr> ItemPipeline::Fetch(ItemTask& task, cache::Key key, cache::BlobPtr* cached,
+                                           bool* from_storage) {
+  if (remote_ != nullptr) {
+    RemoteLookup found = remote_->Get(task.dataset->content_fingerprint(), task.item);
+    if (found.decoded != nullptr) {
+      // Another node decoded it: the local decoded tier keeps it if it may.
+      if (cache_ != nullptr) cache_->decoded().Put(key, found.decoded);
+      *cached = std::move(found.decoded);
+      return cache::BlobPtr();
+    }
+    if (found.encoded != nullptr) return cache::BlobPtr(std::move(found.encoded));
+  }
+  auto start = Clock::now();
+  auto bytes = task.dataset->Read(task.item);
+  if (bytes.ok() && throttle_ != nullptr) throttle_->Charge(bytes->size());
+  counters_.read_ns += NsSince(start);
+  if (!bytes.ok()) return bytes.status();
+  counters_.file_reads++;
+  counters_.bytes_read += bytes->size();
+  auto blob = std::make_shared<cache::Blob>();
+  blob->bytes = std::move(bytes).value();
+  *from_storage = true;
+  return cache::BlobPtr(std::move(blob));
+}
+
 bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* image,
                            cache::BlobPtr* cached, std::shared_ptr<cache::Blob>* decoded_to_offer,
                            cache::BlobPtr* encoded_to_offer,
                            const std::vector<const SlotPosition*>* receivers,
-                           std::optional<image::ImageRegion>* region) {
+                           std::optional<image::ImageRegion>* region, RemoteWrite* write_back) {
   auto fail = [&](const std::string& why) {
     counters_.failures++;
+    *encoded_to_offer = nullptr;  // a file that does not decode is not worth keeping
+    *write_back = RemoteWrite::kNone;
     const std::string message = task.dataset->path(task.item).string() + ": " + why;
     uint64_t dropped = 0;
     if (failure_log_.Allow(LogThrottle::Clock::now(), &dropped)) {
@@ -153,18 +183,19 @@ bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* imag
   if (encoded != nullptr) {
     counters_.encoded_hits++;
   } else {
-    auto start = Clock::now();
-    auto bytes = task.dataset->Read(task.item);
-    counters_.read_ns += NsSince(start);
-    if (!bytes.ok()) return fail(bytes.status().message());
-    counters_.file_reads++;
-    counters_.bytes_read += bytes->size();
-    auto blob = std::make_shared<cache::Blob>();
-    blob->bytes = std::move(bytes).value();
-    encoded = std::move(blob);
-    // Only a file just read is offered to the encoded tier; one that came
-    // from it is already there.
+    bool from_storage = false;
+    auto fetched = Fetch(task, key, cached, &from_storage);
+    if (!fetched.ok()) return fail(fetched.status().message());
+    if (*cached != nullptr) return true;  // decoded pixels from the remote tier
+    encoded = std::move(fetched).value();
+    // Only bytes fetched from outside are offered to the encoded tier; ones
+    // that came from it are already there.
     *encoded_to_offer = encoded;
+    if (remote_ != nullptr) {
+      *write_back = from_storage ? RemoteWrite::kFromStorage
+                    : remote_->write_form() == RemoteForm::kDecoded ? RemoteWrite::kPixelsOnly
+                                                                      : RemoteWrite::kNone;
+    }
   }
 
   auto start = Clock::now();
@@ -172,10 +203,7 @@ bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* imag
     Status failure;
     if (TryRegionDecode(task, *encoded, *receivers, region, &failure)) {
       counters_.decode_ns += NsSince(start);
-      if (!failure.ok()) {
-        *encoded_to_offer = nullptr;
-        return fail(failure.message());
-      }
+      if (!failure.ok()) return fail(failure.message());
       counters_.decodes++;
       counters_.region_decodes++;
       return true;
@@ -183,14 +211,24 @@ bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* imag
   }
   auto decoded = image::Decode(encoded->bytes, options_.decode);
   counters_.decode_ns += NsSince(start);
-  if (!decoded.ok()) {
-    *encoded_to_offer = nullptr;  // a file that does not decode is not worth keeping
-    return fail(decoded.status().message());
-  }
+  if (!decoded.ok()) return fail(decoded.status().message());
   counters_.decodes++;
   *image = std::move(decoded).value();
-  if (cache_ != nullptr) *decoded_to_offer = std::make_shared<cache::Blob>();
+  const bool remote_wants_pixels =
+      *write_back != RemoteWrite::kNone && remote_->write_form() == RemoteForm::kDecoded;
+  if (cache_ != nullptr || remote_wants_pixels) *decoded_to_offer = std::make_shared<cache::Blob>();
   return true;
+}
+
+void ItemPipeline::WriteBack(const ItemTask& task, RemoteWrite write,
+                             const std::shared_ptr<cache::Blob>& decoded,
+                             const cache::BlobPtr& encoded) {
+  const ContentFingerprint& dataset = task.dataset->content_fingerprint();
+  if (remote_->write_form() == RemoteForm::kDecoded && decoded != nullptr) {
+    remote_->Put(dataset, task.item, RemoteForm::kDecoded, decoded);
+  } else if (write == RemoteWrite::kFromStorage && encoded != nullptr) {
+    remote_->Put(dataset, task.item, RemoteForm::kEncoded, encoded);
+  }
 }
 
 void ItemPipeline::OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> decoded,
@@ -260,8 +298,9 @@ void ItemPipeline::RunOne(ItemTask& task) {
   cache::BlobPtr encoded_to_offer;
   std::optional<image::ImageRegion> region;
   cache::BlobPtr cached;
+  RemoteWrite write_back = RemoteWrite::kNone;
   if (!Prepare(task, key, &image, &cached, &decoded_to_offer, &encoded_to_offer,
-               augmented_tier ? nullptr : &to_augment, &region)) {
+               augmented_tier ? nullptr : &to_augment, &region, &write_back)) {
     return;
   }
 
@@ -318,15 +357,20 @@ void ItemPipeline::RunOne(ItemTask& task) {
   }
   counters_.augment_ns += NsSince(start);
 
-  if (region) decoded_to_offer = nullptr;  // a part of the image is no use to the tier
+  if (region) decoded_to_offer = nullptr;  // a part of the image is no use to the tiers
+  if (decoded_to_offer != nullptr) {
+    // The transforms are done with the pixels: they move into the entry,
+    // which the local and the remote tier may then share (it is immutable
+    // from here on).
+    decoded_to_offer->width = static_cast<uint32_t>(image.width);
+    decoded_to_offer->height = static_cast<uint32_t>(image.height);
+    decoded_to_offer->channels = 3;
+    decoded_to_offer->bytes = std::move(image.pixels);
+  }
+  if (write_back != RemoteWrite::kNone) {
+    WriteBack(task, write_back, decoded_to_offer, encoded_to_offer);
+  }
   if (cache_ != nullptr && (decoded_to_offer != nullptr || encoded_to_offer != nullptr)) {
-    if (decoded_to_offer != nullptr) {
-      // The transforms are done with the pixels: they move into the entry.
-      decoded_to_offer->width = static_cast<uint32_t>(image.width);
-      decoded_to_offer->height = static_cast<uint32_t>(image.height);
-      decoded_to_offer->channels = 3;
-      decoded_to_offer->bytes = std::move(image.pixels);
-    }
     OfferToCache(key, std::move(decoded_to_offer), std::move(encoded_to_offer));
   }
 }
@@ -347,6 +391,7 @@ PipelineSnapshot ItemPipeline::Snapshot() const {
   s.read_seconds = counters_.read_ns.load() / 1e9;
   s.decode_seconds = counters_.decode_ns.load() / 1e9;
   s.augment_seconds = counters_.augment_ns.load() / 1e9;
+  if (remote_ != nullptr) s.remote = remote_->Snapshot();
   return s;
 }
 

@@ -18,6 +18,13 @@
 // the decoded tier leaves the encoded one). Demand must already be consumed
 // for the receivers (the scheduler does it when it plans the wave), so
 // admission weighs only the jobs that will still want the item.
+//
+// With a RemoteTier (shared by every node), an item missing from the local
+// tiers is looked up there before storage; what was read from storage is
+// written back in the tier's write form (decoded pixels when the planner
+// chose them and the full image was decoded, else the file's bytes), and an
+// encoded remote hit is upgraded to pixels when decoded is the write form.
+// With a StorageThrottle, every storage read is charged to it.
 #ifndef GALLEY_SERVER_DAEMON_ITEM_PIPELINE_H_
 #define GALLEY_SERVER_DAEMON_ITEM_PIPELINE_H_
 
@@ -32,8 +39,10 @@
 
 #include "galley/cache/tiered_cache.h"
 #include "server/daemon/log_throttle.h"
+#include "server/daemon/remote_tier.h"
 #include "server/daemon/served_job.h"
 #include "server/daemon/snapshots.h"
+#include "server/daemon/storage_throttle.h"
 #include "server/image/decoder.h"
 #include "server/image/region_decoder.h"
 
@@ -89,11 +98,20 @@ struct PipelineOptions {
   image::DecodeOptions decode;
 };
 
+// What of a prepared item goes to the remote tier.
+enum class RemoteWrite {
+  kNone,
+  kFromStorage,  // read from storage: the write form, or the bytes when no pixels
+  kPixelsOnly,   // an encoded remote hit: the pixels when decoded is the write form
+};
+
 class ItemPipeline {
  public:
-  // `cache` may be null (caching disabled); when set it must outlive the
-  // pipeline.
-  explicit ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache = nullptr);
+  // `cache` may be null (caching disabled), and so may `remote` (no shared
+  // tier) and `throttle` (storage at its own speed); each one set must
+  // outlive the pipeline.
+  explicit ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache = nullptr,
+                        RemoteTier* remote = nullptr, StorageThrottle* throttle = nullptr);
   ~ItemPipeline();
 
   // Prepares every task; failures are recorded per position in the plans.
@@ -114,11 +132,19 @@ class ItemPipeline {
   // When `region` is given and every receiver's transform starts with a crop,
   // a JPEG that the decoded tier could not keep anyway is decoded only over
   // the rectangle the receivers' crops read (same bytes as a full decode):
-  // then *region is set instead of *image.
+  // then *region is set instead of *image. *write_back says what of the
+  // item should go to the remote tier.
   bool Prepare(ItemTask& task, cache::Key key, image::RgbImage* image, cache::BlobPtr* cached,
                std::shared_ptr<cache::Blob>* decoded_to_offer, cache::BlobPtr* encoded_to_offer,
                const std::vector<const SlotPosition*>* receivers,
-               std::optional<image::ImageRegion>* region);
+               std::optional<image::ImageRegion>* region, RemoteWrite* write_back);
+  // The item's bytes from the remote tier or storage, or an error message.
+  // Sets *cached on a decoded remote hit.
+  Result<cache::BlobPtr> Fetch(ItemTask& task, cache::Key key, cache::BlobPtr* cached,
+                               bool* from_storage);
+  // Writes what was prepared for `task` to the remote tier.
+  void WriteBack(const ItemTask& task, RemoteWrite write,
+                 const std::shared_ptr<cache::Blob>& decoded, const cache::BlobPtr& encoded);
   bool TryRegionDecode(const ItemTask& task, const cache::Blob& encoded,
                        const std::vector<const SlotPosition*>& receivers,
                        std::optional<image::ImageRegion>* region, Status* failure);
@@ -126,6 +152,8 @@ class ItemPipeline {
 
   PipelineOptions options_;
   cache::TieredCache* const cache_;
+  RemoteTier* const remote_;
+  StorageThrottle* const throttle_;
   uint32_t threads_;
   std::unique_ptr<tbb::task_arena> arena_;
   PipelineCounters counters_;

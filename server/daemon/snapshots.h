@@ -23,6 +23,35 @@
 
 namespace galley {
 
+// One server of the remote tier, as galleyd last found it.
+struct RemoteServerSnapshot {
+  std::string address;    // HOST:PORT
+  bool reachable = true;  // false from a failure until it answers again
+  uint64_t failures = 0;  // times it went from answering to failing
+  std::string last_error;
+};
+
+// The shared remote tier (RemoteTier) since start.
+struct RemoteTierSnapshot {
+  std::string engine;      // "memcached"
+  std::string write_form;  // what items read from storage are written as
+  uint64_t lookups = 0;
+  uint64_t encoded_hits = 0;
+  uint64_t decoded_hits = 0;
+  uint64_t misses = 0;
+  uint64_t errors = 0;   // lookups that met a failing server (the item came from storage)
+  uint64_t corrupt = 0;  // values refused by the length and checksum check
+  uint64_t bytes_read = 0;
+  double lookup_seconds = 0;
+  uint64_t writes = 0;
+  uint64_t bytes_written = 0;
+  uint64_t write_errors = 0;
+  uint64_t writes_dropped = 0;    // the write queue was full
+  uint64_t writes_oversized = 0;  // larger than the servers take
+  uint64_t write_queue_bytes = 0;
+  std::vector<RemoteServerSnapshot> servers;
+};
+
 // ItemPipeline's counters since start.
 struct PipelineSnapshot {
   uint32_t threads = 0;
@@ -39,6 +68,7 @@ struct PipelineSnapshot {
   double read_seconds = 0;
   double decode_seconds = 0;
   double augment_seconds = 0;
+  std::optional<RemoteTierSnapshot> remote;  // when a remote tier is configured
 };
 
 // One sampler group of the Scheduler: the jobs on one dataset sharing one

@@ -76,6 +76,9 @@ class Dataset {
   std::filesystem::path path(ItemId id) const;
   // Sum of the items' sizes at open time, for the cache planner.
   uint64_t total_bytes() const { return source_->total_bytes(); }
+  // What the listing says the items hold, the same on every node that sees
+  // the same files (content_fingerprint.h): the remote tier's key.
+  const ContentFingerprint& content_fingerprint() const { return source_->content_fingerprint(); }
   // Whether the storage changed since the listing (a shard was replaced).
   bool stale() const { return source_->stale(); }
   // See DatasetSource::Verify: whether the storage still matches the

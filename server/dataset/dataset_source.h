@@ -19,6 +19,7 @@
 #include "galley/ids.h"
 #include "galley/status.h"
 #include "server/dataset/access.h"
+#include "server/dataset/content_fingerprint.h"
 
 namespace galley {
 
@@ -38,6 +39,9 @@ class DatasetSource {
   virtual Result<std::vector<uint8_t>> Read(ItemId id) const = 0;
   // Sum of the items' encoded sizes, for the cache planner.
   virtual uint64_t total_bytes() const = 0;
+  // What the listing says the items hold (content_fingerprint.h), computed
+  // when the source is built.
+  virtual const ContentFingerprint& content_fingerprint() const = 0;
   // Whether the storage changed under the listing (a replaced or truncated
   // shard), so the dataset should be listed again at the next open.
   virtual bool stale() const { return false; }

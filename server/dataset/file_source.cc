@@ -158,6 +158,7 @@ bool IsWithinDirectory(const fs::path& path, const fs::path& dir) {
 Result<std::unique_ptr<FileSource>> FileSource::Open(const fs::path& canonical) {
   std::unique_ptr<FileSource> source(new FileSource());
   source->root_ = canonical;
+  source->fingerprint_ = std::make_unique<ContentFingerprintBuilder>("files");
   std::error_code error;
   if (fs::is_directory(canonical, error)) {
     ListingRegistration registration(canonical.string(), "folder", "files", 0);
@@ -180,6 +181,8 @@ Result<std::unique_ptr<FileSource>> FileSource::Open(const fs::path& canonical) 
                                    " is neither a directory nor a manifest file");
   }
   source->directories_fingerprint_ = source->DirectoriesFingerprint();
+  source->content_fingerprint_ = source->fingerprint_->Finish();
+  source->fingerprint_.reset();
   return source;
 }
 
@@ -191,6 +194,12 @@ void FileSource::AddItem(const std::string& relative_path, int64_t label) {
   const bool found = ::stat((base_dir_ / relative_path).c_str(), &info) == 0;
   if (found) total_bytes_ += static_cast<uint64_t>(info.st_size);
   items_fingerprint_ = FoldIdentity(items_fingerprint_, found ? &info : nullptr);
+  // What the bytes are, wherever the tree is mounted: no device or inode.
+  fingerprint_->AddString(relative_path);
+  fingerprint_->AddInteger(found ? static_cast<uint64_t>(info.st_size) : ~uint64_t{0});
+  fingerprint_->AddInteger(found ? static_cast<uint64_t>(info.st_mtim.tv_sec) * 1000000000ULL +
+                                       static_cast<uint64_t>(info.st_mtim.tv_nsec)
+                                 : 0);
 }
 
 uint64_t FileSource::DirectoriesFingerprint() const {

@@ -48,6 +48,8 @@ class FileSource final : public DatasetSource {
   // ResourceExhausted over kMaxFileBytes.
   Result<std::vector<uint8_t>> Read(ItemId id) const override;
   uint64_t total_bytes() const override { return total_bytes_; }
+  // Each item's relative path, size and modification time, in id order.
+  const ContentFingerprint& content_fingerprint() const override { return content_fingerprint_; }
   Status Verify(AccessChecker* checker, std::span<const ItemId> served,
                 bool* changed) const override;
 
@@ -64,6 +66,9 @@ class FileSource final : public DatasetSource {
 
   // The registered progress while Open lists; null after.
   ListingProgress* progress_ = nullptr;
+  // Folds each listed item while Open lists; null after.
+  std::unique_ptr<ContentFingerprintBuilder> fingerprint_;
+  ContentFingerprint content_fingerprint_;
 
   std::filesystem::path root_;
   // Directory every item must stay inside: root_ itself, or the manifest's.

@@ -663,6 +663,21 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
     }
   }
   stats.samples = source->items_.size();
+  // Shards by file name, size and mtime (not by path: another node may
+  // mount them elsewhere), then each item's byte range.
+  ContentFingerprintBuilder fingerprint("shards");
+  fingerprint.AddInteger(opened.size());
+  for (const OpenShards::Shard& shard : opened) {
+    fingerprint.AddString(shard.path.filename().string());
+    fingerprint.AddInteger(shard.identity.size);
+    fingerprint.AddInteger(static_cast<uint64_t>(shard.identity.mtime_ns));
+  }
+  for (const Item& item : source->items_) {
+    fingerprint.AddInteger(item.shard);
+    fingerprint.AddInteger(item.offset);
+    fingerprint.AddInteger(item.size);
+  }
+  source->content_fingerprint_ = fingerprint.Finish();
   source->files_ = std::make_unique<OpenShards>(std::move(opened), options.max_open_shards);
   source->files_->SetPaths();
   source->listed_at_ = std::chrono::steady_clock::now();

@@ -100,6 +100,8 @@ class ShardSource final : public DatasetSource {
   std::string Locate(ItemId id) const override;
   Result<std::vector<uint8_t>> Read(ItemId id) const override;
   uint64_t total_bytes() const override { return total_bytes_; }
+  // Each shard's file name, size and mtime, and each item's byte range.
+  const ContentFingerprint& content_fingerprint() const override { return content_fingerprint_; }
   bool stale() const override { return stale_.load(); }
   // Compares each shard's identity with the listing; checks the shards that
   // hold served items.
@@ -129,6 +131,7 @@ class ShardSource final : public DatasetSource {
   std::vector<uint64_t> key_offsets_{0};
   std::vector<std::string> no_classes_;
   uint64_t total_bytes_ = 0;
+  ContentFingerprint content_fingerprint_;
   ShardStats stats_;
   std::chrono::steady_clock::time_point listed_at_;
   std::unique_ptr<OpenShards> files_;

@@ -1,0 +1,168 @@
+// RemoteTier: the cache tier shared by every node, on a memcached pool
+// (docs/cache.md, "The remote tier").
+//
+// libmemcached does what a distributed cache client must: it spreads keys
+// over the servers by consistent hashing (ketama), so adding or losing a
+// server moves only that server's share of the keys; it ejects a server
+// that fails from the ring and tries it again after `retry_after`, so a
+// dead server costs one bounded wait (connect or I/O timeout), then
+// nothing, and a server that comes back is used again; it authenticates
+// every connection with SASL. This class keys and checks values
+// (remote_value.h), counts, and keeps writes off the pipeline's threads.
+//
+// Lookups (Get) run on the pipeline's worker threads, each on a handle from
+// a pool (memcached_pool), and never fail: a server error, a timeout or a
+// damaged value is a miss, counted, so the item comes from storage. Writes
+// (Put) are queued and sent by one writer thread on its own handle; when
+// the queue holds more than `write_queue_bytes` a write is dropped, counted.
+// A server's first failure is logged (then at most once a minute), and so
+// is its recovery.
+//
+// Thread-safety: every public method may be called from any thread; the
+// counters are atomics, `mu_` guards the write queue, `servers_mu_` the
+// servers' states.
+#ifndef GALLEY_SERVER_DAEMON_REMOTE_TIER_H_
+#define GALLEY_SERVER_DAEMON_REMOTE_TIER_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "galley/cache/blob.h"
+#include "galley/mutex.h"
+#include "galley/status.h"
+#include "server/daemon/log_throttle.h"
+#include "server/daemon/remote_credentials.h"
+#include "server/daemon/remote_value.h"
+#include "server/daemon/snapshots.h"
+#include "server/dataset/content_fingerprint.h"
+
+struct memcached_st;
+struct memcached_pool_st;
+
+namespace galley {
+
+struct RemoteTierOptions {
+  std::vector<std::string> servers;  // "HOST:PORT", HOST a name, IPv4 or [IPv6]
+  RemoteCredentials credentials;
+  std::string credentials_file;  // for messages only
+  std::chrono::milliseconds connect_timeout{200};
+  std::chrono::milliseconds io_timeout{200};  // each wait for a server's answer
+  std::chrono::seconds retry_after{2};        // a failed server is left out this long
+  uint64_t max_value_bytes = uint64_t{1} << 20;  // memcached's default item limit (-I)
+  uint64_t write_queue_bytes = uint64_t{64} << 20;
+  uint32_t connections = 4;  // pooled lookup handles: one per pipeline thread
+  RemoteValueLimits limits;
+};
+
+// What a lookup found: at most one of the two is set.
+struct RemoteLookup {
+  std::shared_ptr<cache::Blob> decoded;  // RGB pixels, width/height set
+  std::shared_ptr<cache::Blob> encoded;  // the file's bytes
+};
+
+// What Probe measured of one server.
+struct RemoteServerProbe {
+  std::string address;
+  bool reachable = false;
+  std::string error;         // when not reachable
+  double bytes_per_s = 0;    // reading the probe value back
+  uint64_t capacity_bytes = 0;  // the server's memory limit (limit_maxbytes)
+};
+
+struct RemoteProbe {
+  std::vector<RemoteServerProbe> servers;
+  double bytes_per_s = 0;       // the reachable servers' rates added up
+  uint64_t capacity_bytes = 0;  // their capacities added up
+};
+
+class RemoteTier {
+ public:
+  // InvalidArgument for a malformed server address or options libmemcached
+  // refuses. Connects to nothing yet.
+  static Result<std::unique_ptr<RemoteTier>> Create(const RemoteTierOptions& options);
+  ~RemoteTier();  // stops the writer; writes still queued are dropped
+  RemoteTier(const RemoteTier&) = delete;
+  RemoteTier& operator=(const RemoteTier&) = delete;
+
+  // Talks to each server alone: writes a `probe_bytes` value, reads it back
+  // a few times (the rate), deletes it, and asks for the server's memory
+  // limit. PermissionDenied, naming the server and the credentials file,
+  // when a server refuses the credentials; a server that does not answer is
+  // reported unreachable. Run at start, before any lookup.
+  Result<RemoteProbe> Probe(uint64_t probe_bytes = uint64_t{256} << 10);
+
+  // The item's decoded or encoded entry, whichever is there (decoded
+  // preferred), checked; empty on a miss or any failure.
+  RemoteLookup Get(const ContentFingerprint& dataset, ItemId item) EXCLUDES(servers_mu_);
+
+  // Queues `blob` to be stored as the item's `form` entry; returns at once.
+  void Put(const ContentFingerprint& dataset, ItemId item, RemoteForm form, cache::BlobPtr blob)
+      EXCLUDES(mu_);
+
+  // The form items read from storage are written in (the planner's choice).
+  void set_write_form(RemoteForm form) { write_form_.store(form); }
+  RemoteForm write_form() const { return write_form_.load(); }
+
+  RemoteTierSnapshot Snapshot() const EXCLUDES(mu_, servers_mu_);
+
+ private:
+  struct PendingWrite {
+    std::string key;
+    RemoteForm form;
+    cache::BlobPtr blob;
+  };
+  struct ServerState {
+    bool reachable = true;
+    uint64_t failures = 0;
+    std::string last_error;
+    std::unique_ptr<LogThrottle> log;
+  };
+
+  explicit RemoteTier(const RemoteTierOptions& options);
+  void WriterLoop() EXCLUDES(mu_);
+  // Records that `handle`'s last operation failed with `rc` on a server.
+  void NoteFailure(memcached_st* handle, int rc) EXCLUDES(servers_mu_);
+  // Records that the server holding `key` answered.
+  void NoteSuccess(memcached_st* handle, std::string_view key) EXCLUDES(servers_mu_);
+
+  const RemoteTierOptions options_;
+  memcached_st* master_ = nullptr;  // configured once; the pool and writer are its clones
+  memcached_pool_st* pool_ = nullptr;
+  memcached_st* writer_handle_ = nullptr;  // the writer thread's own
+  std::atomic<RemoteForm> write_form_{RemoteForm::kEncoded};
+
+  std::atomic<uint64_t> lookups_{0}, encoded_hits_{0}, decoded_hits_{0}, misses_{0}, errors_{0},
+      corrupt_{0}, bytes_read_{0}, lookup_ns_{0};
+  std::atomic<uint64_t> writes_{0}, bytes_written_{0}, write_errors_{0}, writes_dropped_{0},
+      writes_oversized_{0};
+  std::atomic<int> unreachable_servers_{0};  // fast check before NoteSuccess takes the lock
+
+  mutable Mutex mu_;
+  CondVar cv_;  // signalled when a write is queued or stop_ is set
+  std::deque<PendingWrite> queue_ GUARDED_BY(mu_);
+  uint64_t queued_bytes_ GUARDED_BY(mu_) = 0;
+  bool stop_ GUARDED_BY(mu_) = false;
+
+  mutable Mutex servers_mu_;
+  std::map<std::string, ServerState> servers_ GUARDED_BY(servers_mu_);  // by "host:port"
+  // Damaged values: at most 5 logged a minute; failures no server can be
+  // named for: one a minute.
+  LogThrottle corrupt_log_{5, std::chrono::minutes(1)};
+  LogThrottle unattributed_log_{1, std::chrono::minutes(1)};
+
+  std::thread writer_;
+};
+
+// Splits "HOST:PORT" ("[v6]:PORT" for IPv6); false when malformed.
+bool ParseServerAddress(const std::string& text, std::string* host, uint16_t* port);
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DAEMON_REMOTE_TIER_H_

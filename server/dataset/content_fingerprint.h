@@ -1,0 +1,57 @@
+// ContentFingerprint: a 128-bit name for what a dataset's items hold, the
+// same on every node that sees the same files, wherever they are mounted.
+//
+// A source folds in, in item order, what identifies each item's bytes
+// without reading them: for files the path relative to the dataset's root,
+// the size and the modification time; for tar shards each shard's file name,
+// size and modification time and each item's offset and size. Device and
+// inode numbers are left out: they differ between two mounts of the same
+// export. Values are folded as explicit little-endian integers and
+// length-prefixed strings (XXH3-128), so every node computes the same
+// fingerprint for the same listing.
+//
+// The remote cache tier keys items by (fingerprint, item id, form), so two
+// nodes share entries for the same data, and a dataset listed again after a
+// file changed gets new keys (docs/cache.md, "The remote tier").
+//
+// ContentFingerprint is a plain value. A builder is used by one thread.
+#ifndef GALLEY_SERVER_DATASET_CONTENT_FINGERPRINT_H_
+#define GALLEY_SERVER_DATASET_CONTENT_FINGERPRINT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace galley {
+
+struct ContentFingerprint {
+  uint64_t high = 0;
+  uint64_t low = 0;
+
+  // 32 lower-case hex digits, high half first.
+  std::string Hex() const;
+  bool operator==(const ContentFingerprint&) const = default;
+};
+
+class ContentFingerprintBuilder {
+ public:
+  // `kind` names the source type ("files", "shards"), so two kinds of
+  // listing never share a fingerprint.
+  explicit ContentFingerprintBuilder(std::string_view kind);
+  ~ContentFingerprintBuilder();
+  ContentFingerprintBuilder(const ContentFingerprintBuilder&) = delete;
+  ContentFingerprintBuilder& operator=(const ContentFingerprintBuilder&) = delete;
+
+  void AddInteger(uint64_t value);
+  void AddString(std::string_view text);
+  ContentFingerprint Finish() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DATASET_CONTENT_FINGERPRINT_H_
