@@ -35,9 +35,37 @@ double SecondsPerItem(double fraction, double rate) {
   return fraction / rate;  // 0 for an unbounded rate
 }
 
+// Bytes of one item in the remote tier's form.
+double RemoteItemBytes(const PlannerInputs& in, RemoteTierForm form) {
+  return form == RemoteTierForm::kDecoded ? in.encoded_item_bytes * in.inflation
+                                          : in.encoded_item_bytes;
+}
+
 }  // namespace
 
-SourceRates ComputeSourceRates(const PlannerInputs& in) {
+const char* RemoteTierFormName(RemoteTierForm form) {
+  switch (form) {
+    case RemoteTierForm::kEncoded:
+      return "encoded";
+    case RemoteTierForm::kDecoded:
+      return "decoded";
+    case RemoteTierForm::kNone:
+      break;
+  }
+  return "none";
+}
+
+std::vector<RemoteTierForm> RemoteFormsToWeigh(const PlannerInputs& in) {
+  if (in.remote_capacity_bytes == 0 || in.remote_bytes_per_s <= 0) return {RemoteTierForm::kNone};
+  if (in.fixed_remote_form != RemoteTierForm::kNone) return {in.fixed_remote_form};
+  const bool decoded_fits = in.remote_max_value_bytes == 0 ||
+                            RemoteItemBytes(in, RemoteTierForm::kDecoded) <=
+                                static_cast<double>(in.remote_max_value_bytes);
+  if (!decoded_fits) return {RemoteTierForm::kEncoded};
+  return {RemoteTierForm::kEncoded, RemoteTierForm::kDecoded};
+}
+
+SourceRates ComputeSourceRates(const PlannerInputs& in, RemoteTierForm remote) {
   SourceRates rates;
   // Every item ends as a finished sample copied into a batch ring, so the
   // augmented source's bound applies to all others too.
@@ -50,10 +78,19 @@ SourceRates ComputeSourceRates(const PlannerInputs& in) {
                              ? 0
                              : ItemsPerSecond(in.storage_bytes_per_s, in.encoded_item_bytes);
   rates.storage = std::min(rates.encoded, storage);
+  if (remote != RemoteTierForm::kNone && in.remote_bytes_per_s > 0) {
+    // Bytes from the remote tier cross the cache servers and this node's NIC.
+    const double link = in.nic_bytes_per_s > 0
+                            ? std::min(in.remote_bytes_per_s, in.nic_bytes_per_s)
+                            : in.remote_bytes_per_s;
+    const double next_step = remote == RemoteTierForm::kDecoded ? rates.decoded : rates.encoded;
+    rates.remote = std::min(next_step, ItemsPerSecond(link, RemoteItemBytes(in, remote)));
+  }
   return rates;
 }
 
-HitFractions ComputeHitFractions(const PlannerInputs& in, const Split& split) {
+HitFractions ComputeHitFractions(const PlannerInputs& in, const Split& split,
+                                 RemoteTierForm remote) {
   // Tiers hold disjoint slices of the dataset, the fastest filled first; the
   // slices cannot add up to more than the whole dataset.
   const double augmented_slice = Coverage(in, split.augmented_pct, in.augmented_item_bytes);
@@ -73,22 +110,35 @@ HitFractions ComputeHitFractions(const PlannerInputs& in, const Split& split) {
   fractions.encoded = std::max(0.0, encoded_slice);
   fractions.storage =
       std::max(0.0, 1.0 - fractions.augmented - fractions.decoded - fractions.encoded);
+  if (remote != RemoteTierForm::kNone && in.remote_capacity_bytes > 0) {
+    // The remote tier holds what every node read, so its slice is
+    // independent of this node's local slices: it covers the same share of
+    // what they leave to storage.
+    const double dataset_bytes = RemoteItemBytes(in, remote) * static_cast<double>(in.dataset_items);
+    const double covered =
+        dataset_bytes > 0 ? std::min(1.0, static_cast<double>(in.remote_capacity_bytes) / dataset_bytes)
+                          : 1.0;
+    fractions.remote = fractions.storage * covered;
+    fractions.storage -= fractions.remote;
+  }
   return fractions;
 }
 
-Plan EvaluateSplit(const PlannerInputs& in, const Split& split) {
+Plan EvaluateSplit(const PlannerInputs& in, const Split& split, RemoteTierForm remote) {
   Plan plan;
   plan.encoded_pct = split.encoded_pct;
   plan.decoded_pct = split.decoded_pct;
   plan.augmented_pct = split.augmented_pct;
-  plan.rates = ComputeSourceRates(in);
-  plan.fractions = ComputeHitFractions(in, split);
+  plan.remote_form = remote;
+  plan.rates = ComputeSourceRates(in, remote);
+  plan.fractions = ComputeHitFractions(in, split, remote);
   // Hit-weighted harmonic mix: the mean time per item is the sources' times
   // weighted by the share of items each serves.
   const double seconds = SecondsPerItem(plan.fractions.augmented, plan.rates.augmented) +
                          SecondsPerItem(plan.fractions.decoded, plan.rates.decoded) +
                          SecondsPerItem(plan.fractions.encoded, plan.rates.encoded) +
-                         SecondsPerItem(plan.fractions.storage, plan.rates.storage);
+                         SecondsPerItem(plan.fractions.storage, plan.rates.storage) +
+                         SecondsPerItem(plan.fractions.remote, plan.rates.remote);
   plan.predicted_items_per_s = seconds > 0 ? 1.0 / seconds : kUnbounded;
   return plan;
 }
@@ -106,21 +156,33 @@ std::vector<Split> PlanningGrid() {
   return grid;
 }
 
-Plan ModelDrivenPlanner::MakePlan(const PlannerInputs& inputs) const {
+namespace {
+
+// The best of `splits` x the remote forms to weigh; the first of equals.
+Plan BestPlan(const PlannerInputs& inputs, const std::vector<Split>& splits) {
   Plan best;
   bool have_best = false;
-  for (const Split& split : PlanningGrid()) {
-    Plan plan = EvaluateSplit(inputs, split);
-    if (!have_best || plan.predicted_items_per_s > best.predicted_items_per_s * (1 + 1e-9)) {
-      best = plan;
-      have_best = true;
+  for (const RemoteTierForm form : RemoteFormsToWeigh(inputs)) {
+    for (const Split& split : splits) {
+      Plan plan = EvaluateSplit(inputs, split, form);
+      if (!have_best || plan.predicted_items_per_s > best.predicted_items_per_s * (1 + 1e-9)) {
+        best = plan;
+        have_best = true;
+      }
     }
   }
   return best;
 }
 
+}  // namespace
+
+Plan ModelDrivenPlanner::MakePlan(const PlannerInputs& inputs) const {
+  static const std::vector<Split> grid = PlanningGrid();
+  return BestPlan(inputs, grid);
+}
+
 Plan FixedSplitPlanner::MakePlan(const PlannerInputs& inputs) const {
-  return EvaluateSplit(inputs, split_);
+  return BestPlan(inputs, {split_});
 }
 
 }  // namespace galley::cache

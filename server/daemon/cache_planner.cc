@@ -33,18 +33,20 @@ TierSnapshot SnapshotOf(const cache::TierStats& t) {
 }
 
 PerSourceSnapshot SnapshotOf(const cache::SourceRates& r) {
-  return {r.augmented, r.decoded, r.encoded, r.storage};
+  return {r.augmented, r.decoded, r.encoded, r.storage, r.remote};
 }
 
 PerSourceSnapshot SnapshotOf(const cache::HitFractions& f) {
-  return {f.augmented, f.decoded, f.encoded, f.storage};
+  return {f.augmented, f.decoded, f.encoded, f.storage, f.remote};
 }
 
 }  // namespace
 
 CachePlanner::CachePlanner(cache::TieredCache* cache, const NodeMeasurements& node,
-                           int worker_threads, const PlannerOverrides& overrides)
+                           int worker_threads, const PlannerOverrides& overrides,
+                           RemoteTier* remote)
     : cache_(cache),
+      remote_(remote),
       node_(node),
       worker_threads_(std::max(1, worker_threads)),
       overrides_(overrides) {
@@ -185,15 +187,25 @@ cache::Plan CachePlanner::ReplanNow() {
     spdlog::error("cache planner: the cache refused split {}/{}/{}", plan.encoded_pct,
                   plan.decoded_pct, plan.augmented_pct);
   }
+  if (remote_ != nullptr && plan.remote_form != cache::RemoteTierForm::kNone) {
+    remote_->set_write_form(plan.remote_form == cache::RemoteTierForm::kDecoded
+                                ? RemoteForm::kDecoded
+                                : RemoteForm::kEncoded);
+  }
   {
     MutexLock lock(&mu_);
     plan_ = plan;
     plan_inputs_ = inputs;
     ++plans_made_;
   }
-  spdlog::info("cache split {}/{}/{} (encoded/decoded/augmented %), predicted {:.0f} items/s{}",
-               plan.encoded_pct, plan.decoded_pct, plan.augmented_pct, plan.predicted_items_per_s,
-               overrides_.split ? " (admin's split)" : "");
+  spdlog::info(
+      "cache split {}/{}/{} (encoded/decoded/augmented %){}, predicted {:.0f} items/s{}",
+      plan.encoded_pct, plan.decoded_pct, plan.augmented_pct,
+      remote_ != nullptr
+          ? fmt::format(", remote tier {} ({:.0f}% of items)",
+                        cache::RemoteTierFormName(plan.remote_form), 100 * plan.fractions.remote)
+          : "",
+      plan.predicted_items_per_s, overrides_.split ? " (admin's split)" : "");
   return plan;
 }
 
@@ -276,6 +288,16 @@ cache::PlannerInputs CachePlanner::InputsLocked() const {
   in.storage_bytes_per_s = overrides_.storage_bytes_per_s > 0 ? overrides_.storage_bytes_per_s
                            : read_seconds > 0                 ? read_bytes / read_seconds
                                                               : 0;
+  if (remote_ != nullptr) {
+    auto pick = [](auto override_value, auto measured) {
+      return override_value > 0 ? override_value : measured;
+    };
+    in.remote_bytes_per_s = pick(overrides_.remote_bytes_per_s, node_.remote_bytes_per_s);
+    in.remote_capacity_bytes = pick(overrides_.remote_capacity_bytes, node_.remote_capacity_bytes);
+    in.nic_bytes_per_s = pick(overrides_.nic_bytes_per_s, node_.nic_bytes_per_s);
+    in.remote_max_value_bytes = overrides_.remote_max_value_bytes;
+    in.fixed_remote_form = overrides_.remote_form;
+  }
   return in;
 }
 
@@ -300,6 +322,14 @@ PlannerInputsSnapshot CachePlanner::InputsSnapshotLocked() const {
   s.identical_pipeline_jobs = {double(in.identical_pipeline_jobs), "jobs"};
   s.augmented_reuse_limit = {double(in.augmented_reuse_limit), "cache"};
   s.cache_bytes = {double(in.cache_bytes), "cache"};
+  if (remote_ != nullptr) {
+    s.remote_bytes_per_s = {in.remote_bytes_per_s, measured(overrides_.remote_bytes_per_s)};
+    s.remote_capacity_bytes = {double(in.remote_capacity_bytes),
+                               overrides_.remote_capacity_bytes > 0 ? "override" : "servers"};
+    s.nic_bytes_per_s = {in.nic_bytes_per_s, overrides_.nic_bytes_per_s > 0 ? "override"
+                                              : in.nic_bytes_per_s > 0      ? "link speed"
+                                                                            : "unknown (unbounded)"};
+  }
   return s;
 }
 
@@ -326,6 +356,11 @@ PlanSnapshot CachePlanner::Snapshot() const {
   }
   out.plans_made = plans_made_;
   out.split = SnapshotOf(cache_->split());
+  if (remote_ != nullptr) {
+    out.remote_form = std::string(RemoteFormName(remote_->write_form()));
+    out.remote_form_source =
+        overrides_.remote_form != cache::RemoteTierForm::kNone ? "admin" : "planner";
+  }
   if (plan_) {
     out.plan = AppliedPlanSnapshot{plan_->predicted_items_per_s, SnapshotOf(plan_->rates),
                                    SnapshotOf(plan_->fractions)};

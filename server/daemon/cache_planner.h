@@ -7,6 +7,9 @@
 //     augment-only rates per core, memory copy bandwidth;
 //   * the datasets, sampled the first time a job opens one (SampleDataset):
 //     storage read rate, item count, mean encoded size, inflation;
+//   * the remote tier, when there is one: B_cache and its capacity probed at
+//     start, B_NIC from the link speed; the plan also chooses the form it
+//     holds and sets it as the tier's write form;
 //   * the open jobs: the largest group of jobs with one augmentation
 //     signature on one dataset, the finished-sample size, the items they
 //     use, and their pipelines' augment cost, measured once per pipeline
@@ -37,6 +40,7 @@
 #include "galley/cache/tiered_cache.h"
 #include "galley/mutex.h"
 #include "server/daemon/node_probe.h"
+#include "server/daemon/remote_tier.h"
 #include "server/daemon/snapshots.h"
 #include "server/dataset/dataset.h"
 
@@ -49,6 +53,13 @@ struct PlannerOverrides {
   double augment_per_core_per_s = 0;
   int cores = 0;
   std::optional<cache::Split> split;
+  // The remote tier's inputs (B_cache, capacity, B_NIC) and its form
+  // (kNone: the planner chooses); its largest entry is configuration.
+  double remote_bytes_per_s = 0;
+  uint64_t remote_capacity_bytes = 0;
+  double nic_bytes_per_s = 0;
+  cache::RemoteTierForm remote_form = cache::RemoteTierForm::kNone;
+  uint64_t remote_max_value_bytes = 0;
 };
 
 // What the planner needs to know about one open job.
@@ -64,10 +75,11 @@ struct PlannedJob {
 
 class CachePlanner {
  public:
-  // `cache` must outlive the planner. `worker_threads` is the pipeline's
-  // thread count: the cores that prepare items, unless overridden.
+  // `cache` must outlive the planner, and so must `remote` when set (the
+  // shared tier, whose write form the plan sets). `worker_threads` is the
+  // pipeline's thread count: the cores that prepare items, unless overridden.
   CachePlanner(cache::TieredCache* cache, const NodeMeasurements& node, int worker_threads,
-               const PlannerOverrides& overrides);
+               const PlannerOverrides& overrides, RemoteTier* remote = nullptr);
   ~CachePlanner();  // stops the thread
   CachePlanner(const CachePlanner&) = delete;
   CachePlanner& operator=(const CachePlanner&) = delete;
@@ -109,6 +121,7 @@ class CachePlanner {
   PlannerInputsSnapshot InputsSnapshotLocked() const REQUIRES(mu_);
 
   cache::TieredCache* const cache_;
+  RemoteTier* const remote_;
   const NodeMeasurements node_;
   const int worker_threads_;
   const PlannerOverrides overrides_;

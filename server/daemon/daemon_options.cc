@@ -23,6 +23,8 @@
 #include "galley/client.h"
 #include "galley/errno_text.h"
 #include "galley/version.h"
+#include "server/daemon/remote_credentials.h"
+#include "server/daemon/remote_tier.h"
 #include "server/daemon/socket_access.h"
 #include "server/sampler/sampling_policy.h"
 
@@ -434,6 +436,72 @@ const std::vector<Key>& Keys() {
                           &DaemonOptions::augment_per_core_per_s, false, "0 = measure"));
     k.push_back(IntegerKey("cores", "--cores", "planner input: cores preparing items",
                            &DaemonOptions::cores, 0, 4096, false, "0 = the worker threads"));
+    {
+      Key servers = Named("remote_cache_servers", "--remote-cache-server",
+                          "memcached server HOST:PORT of the remote cache tier shared by every "
+                          "node (repeatable)",
+                          "a list of HOST:PORT, HOST a name, an IPv4 address or [IPv6 address]",
+                          false);
+      servers.list = true;
+      servers.set = [](const std::vector<std::string>& values, DaemonOptions* options) {
+        for (const std::string& server : values) {
+          std::string host;
+          uint16_t port = 0;
+          if (!ParseServerAddress(server, &host, &port)) return Got(server);
+        }
+        options->remote_cache_servers = values;
+        return std::string();
+      };
+      servers.render = [](const DaemonOptions& options) {
+        return RenderStrings(options.remote_cache_servers);
+      };
+      servers.copy = CopyOf(&DaemonOptions::remote_cache_servers);
+      k.push_back(std::move(servers));
+    }
+    k.push_back(TextKey("remote_cache_credentials", "--remote-cache-credentials",
+                        "TOML file with the remote tier's SASL username and password (mode 0600)",
+                        &DaemonOptions::remote_cache_credentials, "an absolute file path",
+                        [](const std::string& text) -> std::string {
+                          if (!text.empty() && text.front() != '/') return Got(text);
+                          return "";
+                        }));
+    k.push_back(IntegerKey("remote_cache_connect_timeout_ms", "--remote-cache-connect-timeout-ms",
+                           "most a connection to a remote cache server may take",
+                           &DaemonOptions::remote_cache_connect_timeout_ms, 1, 60000, false));
+    k.push_back(IntegerKey("remote_cache_io_timeout_ms", "--remote-cache-io-timeout-ms",
+                           "most one wait for a remote cache server's answer may take",
+                           &DaemonOptions::remote_cache_io_timeout_ms, 1, 60000, false));
+    k.push_back(IntegerKey("remote_cache_retry_s", "--remote-cache-retry-s",
+                           "seconds a failed remote cache server is left out before a retry",
+                           &DaemonOptions::remote_cache_retry_s, 1, 3600, false));
+    k.push_back(ChoiceKey("remote_cache_form", "--remote-cache-form",
+                          "what the remote tier holds: auto (the planner decides), encoded, decoded",
+                          &DaemonOptions::remote_cache_form, {"auto", "encoded", "decoded"},
+                          false));
+    k.push_back(SizeKey("remote_cache_max_value_bytes", "--remote-cache-max-value-bytes",
+                        "largest value written to the remote tier (memcached's -I)",
+                        &DaemonOptions::remote_cache_max_value_bytes, 1024, false));
+    k.push_back(NumberKey("remote_cache_bytes_per_s", "--remote-cache-bytes-per-s",
+                          "planner input: B_cache, bytes/s this node reads from the remote tier",
+                          &DaemonOptions::remote_cache_bytes_per_s, false, "0 = measure"));
+    k.push_back(SizeKey("remote_cache_capacity_bytes", "--remote-cache-capacity-bytes",
+                        "planner input: the remote tier's capacity",
+                        &DaemonOptions::remote_cache_capacity_bytes, 0, false,
+                        "0 = the servers' memory limits"));
+    k.push_back(NumberKey("nic_bytes_per_s", "--nic-bytes-per-s",
+                          "planner input: B_NIC, this node's network link in bytes/s",
+                          &DaemonOptions::nic_bytes_per_s, false, "0 = the link speed"));
+    k.push_back(NumberKey("storage_throttle_bytes_per_s", "--storage-throttle-bytes-per-s",
+                          "benchmarks only: slow storage reads to this rate",
+                          &DaemonOptions::storage_throttle_bytes_per_s, false, "0 = off"));
+    k.push_back(TextKey("storage_throttle_file", "--storage-throttle-file",
+                        "benchmarks only: share the storage throttle with every galleyd naming "
+                        "this file",
+                        &DaemonOptions::storage_throttle_file, "an absolute file path, or \"\"",
+                        [](const std::string& text) -> std::string {
+                          if (!text.empty() && text.front() != '/') return Got(text);
+                          return "";
+                        }));
     k.push_back(IntegerKey("worker_threads", "--worker-threads", "pipeline threads",
                            &DaemonOptions::worker_threads, 0, 1024, false, "0 = one per core"));
     k.push_back(IntegerKey("sampler_seed", "--sampler-seed",
@@ -812,6 +880,24 @@ void Resolve(const std::map<std::string, std::string>& given, LoadedOptions* loa
                                  " is not a directory (yet); datasets under it are refused "
                                  "until it is");
     }
+  }
+  // The remote tier needs its credentials, and they must be private.
+  if (!options.remote_cache_servers.empty() && !problems->About("remote_cache_credentials")) {
+    if (options.remote_cache_credentials.empty()) {
+      problems->AddLine("remote_cache_credentials (" +
+                        Where(*loaded, "remote_cache_credentials") +
+                        "): none set; remote_cache_servers needs a credentials file: a TOML file "
+                        "with username = \"...\" and password = \"...\" for the servers' SASL, "
+                        "mode 0600, owned by galleyd's user");
+    } else if (auto read = ReadRemoteCredentials(options.remote_cache_credentials); !read.ok()) {
+      problems->AddLine("remote_cache_credentials (" +
+                        Where(*loaded, "remote_cache_credentials") +
+                        "): " + read.status().message());
+    }
+  }
+  if (!options.storage_throttle_file.empty() && options.storage_throttle_bytes_per_s <= 0) {
+    loaded->warnings.push_back(
+        "storage_throttle_file is set but storage_throttle_bytes_per_s is 0: no throttle");
   }
   // Keys name datasets as the daemon sees them: canonical paths.
   std::map<std::string, std::string> canonical;

@@ -59,6 +59,44 @@ struct DaemonOptions {
   double augment_per_core_per_s = 0;  // augment a decoded item, items/s per core
   uint32_t cores = 0;                 // 0 = the pipeline's worker threads
 
+  // The remote cache tier shared by every node (docs/cache.md, "The remote
+  // tier"): memcached servers as "HOST:PORT" (HOST a name, IPv4 address or
+  // [IPv6 address]). Empty (default): no remote tier, nothing changes.
+  std::vector<std::string> remote_cache_servers;
+  // The SASL user and password for those servers: a TOML file with
+  // `username` and `password`, owned by galleyd's user and readable by no
+  // one else (chmod 600). Required with remote_cache_servers.
+  std::string remote_cache_credentials;
+  // Bounds on the time a remote lookup may cost when a server is dead or
+  // cut off: the connect timeout and each wait for an answer (ms). A server
+  // that failed is left out of the ring for remote_cache_retry_s seconds,
+  // then tried again.
+  uint32_t remote_cache_connect_timeout_ms = 200;
+  uint32_t remote_cache_io_timeout_ms = 200;
+  uint32_t remote_cache_retry_s = 2;
+  // What items read from storage are written to the remote tier as:
+  // "encoded" (the file's bytes), "decoded" (RGB pixels, when the servers'
+  // item size allows), or "auto" (default): the planner's model decides.
+  std::string remote_cache_form = "auto";
+  // Largest value written (header included); memcached's item limit (-I,
+  // default 1 MiB). Larger items are not written, only counted.
+  uint64_t remote_cache_max_value_bytes = uint64_t{1} << 20;
+  // Planner inputs for the remote tier (0 = measure at start): B_cache, the
+  // rate this node reads from the servers together; their capacity; and
+  // B_NIC, this node's network link (measured from the link speed of the
+  // interface that reaches the first server; unknown = unbounded).
+  double remote_cache_bytes_per_s = 0;
+  uint64_t remote_cache_capacity_bytes = 0;
+  double nic_bytes_per_s = 0;
+
+  // For benchmarks and tests only: storage reads are slowed to this many
+  // bytes/s (0, the default: not at all), through a pipe shared by every
+  // galleyd naming the same storage_throttle_file ("" = this daemon's own):
+  // several daemons on one machine then stand for nodes sharing a file
+  // server (bench/README.md).
+  double storage_throttle_bytes_per_s = 0;
+  std::string storage_throttle_file;
+
   // Threads that read, decode and augment. 0: one per core.
   uint32_t worker_threads = 0;
 

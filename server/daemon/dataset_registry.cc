@@ -153,7 +153,7 @@ std::vector<DatasetSnapshot> DatasetRegistry::Snapshot() const {
       const Dataset& d = *entry.dataset;
       out.push_back({key, d.root().string(), entry.index, d.size(), d.classes().size(),
                      d.total_bytes(), std::chrono::duration<double>(now - entry.listed_at).count(),
-                     entry.listings, std::nullopt});
+                     entry.listings, d.content_fingerprint().Hex(), std::nullopt});
       datasets.push_back(entry.dataset);
     }
   }

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
@@ -28,7 +29,9 @@
 #include "server/daemon/metrics_server.h"
 #include "server/daemon/node_probe.h"
 #include "server/daemon/prometheus_text.h"
+#include "server/daemon/remote_tier.h"
 #include "server/daemon/scheduler.h"
+#include "server/daemon/storage_throttle.h"
 #include "server/daemon/systemd_notify.h"
 
 namespace {
@@ -245,10 +248,86 @@ int Run(int argc, char** argv) {
     }
   }
 
+  std::unique_ptr<StorageThrottle> throttle;
+  if (options->storage_throttle_bytes_per_s > 0) {
+    auto created =
+        StorageThrottle::Create(options->storage_throttle_bytes_per_s, options->storage_throttle_file);
+    if (!created.ok()) {
+      std::fprintf(stderr, "galleyd: storage_throttle_file: %s\n",
+                   created.status().message().c_str());
+      return 2;
+    }
+    throttle = std::move(created).value();
+    spdlog::warn("storage reads are throttled to {:.3g} MB/s{} (storage_throttle_bytes_per_s: for "
+                 "benchmarks and tests only)",
+                 options->storage_throttle_bytes_per_s / 1e6,
+                 options->storage_throttle_file.empty()
+                     ? ""
+                     : ", shared through " + options->storage_throttle_file);
+  }
+
+  const uint32_t worker_threads = options->worker_threads != 0
+                                      ? options->worker_threads
+                                      : std::max(1u, std::thread::hardware_concurrency());
+  std::unique_ptr<RemoteTier> remote;
+  RemoteProbe remote_probe;
+  double nic_bytes_per_s = 0;
+  if (!options->remote_cache_servers.empty()) {
+    auto credentials = ReadRemoteCredentials(options->remote_cache_credentials);
+    if (!credentials.ok()) {
+      std::fprintf(stderr, "galleyd: remote_cache_credentials: %s\n",
+                   credentials.status().message().c_str());
+      return 2;
+    }
+    RemoteTierOptions remote_options;
+    remote_options.servers = options->remote_cache_servers;
+    remote_options.credentials = std::move(credentials).value();
+    remote_options.credentials_file = options->remote_cache_credentials;
+    remote_options.connect_timeout =
+        std::chrono::milliseconds(options->remote_cache_connect_timeout_ms);
+    remote_options.io_timeout = std::chrono::milliseconds(options->remote_cache_io_timeout_ms);
+    remote_options.retry_after = std::chrono::seconds(options->remote_cache_retry_s);
+    remote_options.max_value_bytes = options->remote_cache_max_value_bytes;
+    remote_options.connections = worker_threads + 1;
+    remote_options.limits.max_pixels = options->max_image_pixels;
+    auto created = RemoteTier::Create(remote_options);
+    if (!created.ok()) {
+      std::fprintf(stderr, "galleyd: remote_cache_servers: %s\n",
+                   created.status().message().c_str());
+      return 2;
+    }
+    remote = std::move(created).value();
+    // Bad credentials are a configuration error: refused now, not found
+    // out item by item. A server that does not answer only costs hits.
+    auto probe = remote->Probe();
+    if (!probe.ok()) {
+      std::fprintf(stderr, "galleyd: remote_cache_credentials: %s\n",
+                   probe.status().message().c_str());
+      return 2;
+    }
+    remote_probe = std::move(probe).value();
+    for (const RemoteServerProbe& server : remote_probe.servers) {
+      if (server.reachable) {
+        spdlog::info("remote cache server {}: {:.0f} MB/s, {} MiB", server.address,
+                     server.bytes_per_s / 1e6, server.capacity_bytes >> 20);
+      } else {
+        spdlog::warn("remote cache server {} does not answer ({}); its items come from storage "
+                     "until it does",
+                     server.address, server.error);
+      }
+    }
+    std::string host;
+    uint16_t port = 0;
+    if (ParseServerAddress(options->remote_cache_servers.front(), &host, &port)) {
+      nic_bytes_per_s = LinkBytesPerSecond(host, port);
+    }
+    if (options->remote_cache_form == "decoded") remote->set_write_form(RemoteForm::kDecoded);
+  }
+
   PipelineOptions pipeline_options;
-  pipeline_options.worker_threads = options->worker_threads;
+  pipeline_options.worker_threads = worker_threads;
   pipeline_options.decode.max_pixels = options->max_image_pixels;
-  ItemPipeline pipeline(pipeline_options, cache.get());
+  ItemPipeline pipeline(pipeline_options, cache.get(), remote.get(), throttle.get());
 
   std::unique_ptr<CachePlanner> planner;
   if (cache != nullptr) {
@@ -265,6 +344,17 @@ int Run(int argc, char** argv) {
     }
     PlannerOverrides overrides;
     overrides.storage_bytes_per_s = options->storage_bytes_per_s;
+    if (throttle != nullptr && overrides.storage_bytes_per_s <= 0) {
+      // The page cache would make the throttled files look fast.
+      overrides.storage_bytes_per_s = throttle->bytes_per_s();
+    }
+    overrides.remote_bytes_per_s = options->remote_cache_bytes_per_s;
+    overrides.remote_capacity_bytes = options->remote_cache_capacity_bytes;
+    overrides.nic_bytes_per_s = options->nic_bytes_per_s;
+    overrides.remote_max_value_bytes = options->remote_cache_max_value_bytes;
+    overrides.remote_form = options->remote_cache_form == "decoded"   ? cache::RemoteTierForm::kDecoded
+                            : options->remote_cache_form == "encoded" ? cache::RemoteTierForm::kEncoded
+                                                                      : cache::RemoteTierForm::kNone;
     overrides.decode_augment_per_core_per_s = options->decode_per_core_per_s;
     overrides.augment_per_core_per_s = options->augment_per_core_per_s;
     overrides.cores = static_cast<int>(options->cores);
@@ -272,8 +362,13 @@ int Run(int argc, char** argv) {
       overrides.split =
           cache::Split{options->cache_split[0], options->cache_split[1], options->cache_split[2]};
     }
-    planner = std::make_unique<CachePlanner>(cache.get(), node.ok() ? *node : NodeMeasurements{},
-                                             static_cast<int>(pipeline.threads()), overrides);
+    NodeMeasurements measured = node.ok() ? *node : NodeMeasurements{};
+    measured.remote_bytes_per_s = remote_probe.bytes_per_s;
+    measured.remote_capacity_bytes = remote_probe.capacity_bytes;
+    measured.nic_bytes_per_s = nic_bytes_per_s;
+    planner = std::make_unique<CachePlanner>(cache.get(), measured,
+                                             static_cast<int>(pipeline.threads()), overrides,
+                                             remote.get());
     planner->Start();
   }
 
@@ -299,9 +394,12 @@ int Run(int argc, char** argv) {
       return 1;
     }
   }
-  spdlog::info("ready: {} pipeline threads, cache {} bytes ({} eviction), default policy {}",
+  spdlog::info("ready: {} pipeline threads, cache {} bytes ({} eviction), default policy {}{}",
                pipeline.threads(), options->cache_bytes,
-               cache != nullptr ? options->cache_eviction : "no", options->default_policy);
+               cache != nullptr ? options->cache_eviction : "no", options->default_policy,
+               remote != nullptr ? fmt::format(", remote tier on {} memcached servers",
+                                               options->remote_cache_servers.size())
+                                 : "");
   if (Status s = NotifyServiceManager(ReadyMessage("serving")); !s.ok()) {
     spdlog::warn("cannot tell the service manager galleyd is ready: {}", s.ToString());
   }

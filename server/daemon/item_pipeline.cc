@@ -224,7 +224,9 @@ void ItemPipeline::WriteBack(const ItemTask& task, RemoteWrite write,
                              const std::shared_ptr<cache::Blob>& decoded,
                              const cache::BlobPtr& encoded) {
   const ContentFingerprint& dataset = task.dataset->content_fingerprint();
-  if (remote_->write_form() == RemoteForm::kDecoded && decoded != nullptr) {
+  // Pixels too large for the servers' entries go as the file's bytes.
+  if (remote_->write_form() == RemoteForm::kDecoded && decoded != nullptr &&
+      remote_->Fits(decoded->bytes.size())) {
     remote_->Put(dataset, task.item, RemoteForm::kDecoded, decoded);
   } else if (write == RemoteWrite::kFromStorage && encoded != nullptr) {
     remote_->Put(dataset, task.item, RemoteForm::kEncoded, encoded);

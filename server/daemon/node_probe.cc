@@ -1,14 +1,20 @@
 #include "server/daemon/node_probe.h"
 
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <turbojpeg.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <vector>
 
+#include "galley/unique_fd.h"
 #include "server/image/decoder.h"
 #include "server/image/transforms.h"
 
@@ -168,6 +174,50 @@ Result<DatasetSample> SampleDataset(const Dataset& dataset, uint32_t max_files,
   }
   sample.inflation = double(decoded_total) / double(encoded_total);
   return sample;
+}
+
+double LinkBytesPerSecond(const std::string& host, uint16_t port) {
+  std::string name = host;
+  if (name.size() > 2 && name.front() == '[' && name.back() == ']') {
+    name = name.substr(1, name.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(name.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return 0;
+  // Connecting a UDP socket sends nothing; it only picks the route, whose
+  // local address names the interface.
+  sockaddr_storage local{};
+  socklen_t length = sizeof(local);
+  bool routed = false;
+  {
+    UniqueFd fd(::socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    routed = fd.valid() && ::connect(fd.get(), found->ai_addr, found->ai_addrlen) == 0 &&
+             ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length) == 0;
+  }
+  ::freeaddrinfo(found);
+  if (!routed) return 0;
+  ifaddrs* interfaces = nullptr;
+  if (::getifaddrs(&interfaces) != 0) return 0;
+  std::string interface;
+  for (ifaddrs* i = interfaces; i != nullptr && interface.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != local.ss_family) continue;
+    const bool same =
+        local.ss_family == AF_INET
+            ? std::memcmp(&reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr,
+                          &reinterpret_cast<const sockaddr_in*>(&local)->sin_addr,
+                          sizeof(in_addr)) == 0
+            : std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                          &reinterpret_cast<const sockaddr_in6*>(&local)->sin6_addr,
+                          sizeof(in6_addr)) == 0;
+    if (same) interface = i->ifa_name;
+  }
+  ::freeifaddrs(interfaces);
+  if (interface.empty() || interface.find('/') != std::string::npos) return 0;
+  std::ifstream speed("/sys/class/net/" + interface + "/speed");
+  long megabits = 0;
+  if (!(speed >> megabits) || megabits <= 0) return 0;  // loopback reads fail or say -1
+  return static_cast<double>(megabits) * 1e6 / 8;
 }
 
 }  // namespace galley

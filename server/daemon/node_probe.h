@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 #include "galley/status.h"
 #include "server/dataset/dataset.h"
@@ -38,6 +39,12 @@ struct NodeMeasurements {
   double augment_per_core_per_s = 0;
   double memory_bytes_per_s = 0;
   double probe_seconds = 0;  // how long the probe took
+  // The remote tier, when one is configured (RemoteTier::Probe): the rate
+  // this node reads from its servers, their capacity; and the link speed
+  // of the interface that reaches them. 0 = not measured.
+  double remote_bytes_per_s = 0;
+  uint64_t remote_capacity_bytes = 0;
+  double nic_bytes_per_s = 0;
 };
 
 struct DatasetSample {
@@ -60,6 +67,12 @@ Result<NodeMeasurements> MeasureNode(
 Result<double> MeasureAugmentRate(
     const image::TransformPipeline& pipeline,
     std::chrono::duration<double> budget = std::chrono::milliseconds(50));
+
+// The speed of the network interface this node would use to reach `host`
+// (a name or address, "[v6]" allowed), in bytes/s, from the kernel's link
+// speed (/sys/class/net/IFACE/speed). 0 when it cannot tell: loopback and
+// virtual interfaces report none.
+double LinkBytesPerSecond(const std::string& host, uint16_t port);
 
 // Reads up to `max_files` files and up to about `max_bytes` from `dataset`.
 // Files that cannot be read or decoded are skipped; InvalidArgument if none

@@ -146,6 +146,39 @@ const Family<JobSnapshot> kJobFamilies[] = {
      [](const JobSnapshot& j) -> SampleValue { return j.peer_hold_seconds; }},
 };
 
+const Family<RemoteTierSnapshot> kRemoteFamilies[] = {
+    {"remote_lookups_total", "counter", "Lookups in the remote tier shared by every node.",
+     [](const RemoteTierSnapshot& r) -> SampleValue { return r.lookups; }},
+    {"remote_hits_total", "counter", "Remote-tier lookups that found the item (either form).",
+     [](const RemoteTierSnapshot& r) -> SampleValue { return r.encoded_hits + r.decoded_hits; }},
+    {"remote_decoded_hits_total", "counter", "Remote-tier hits on decoded pixels.",
+     [](const RemoteTierSnapshot& r) -> SampleValue { return r.decoded_hits; }},
+    {"remote_misses_total", "counter", "Remote-tier lookups that found nothing usable.",
+     [](const RemoteTierSnapshot& r) -> SampleValue { return r.misses; }},
+    {"remote_errors_total", "counter",
+     "Remote-tier lookups that met a failing server (served from storage).",
+     [](const RemoteTierSnapshot& r) -> SampleValue { return r.errors; }},
+    {"remote_corrupt_total", "counter", "Remote values refused by the length and checksum check.",
+     [](const RemoteTierSnapshot& r) -> SampleValue { return r.corrupt; }},
+    {"remote_bytes_read_total", "counter", "Bytes read from the remote tier.",
+     [](const RemoteTierSnapshot& r) -> SampleValue { return r.bytes_read; }},
+    {"remote_writes_total", "counter", "Values written to the remote tier.",
+     [](const RemoteTierSnapshot& r) -> SampleValue { return r.writes; }},
+    {"remote_bytes_written_total", "counter", "Bytes written to the remote tier.",
+     [](const RemoteTierSnapshot& r) -> SampleValue { return r.bytes_written; }},
+    {"remote_write_errors_total", "counter", "Remote-tier writes that failed.",
+     [](const RemoteTierSnapshot& r) -> SampleValue { return r.write_errors; }},
+    {"remote_writes_dropped_total", "counter", "Remote-tier writes dropped: the queue was full.",
+     [](const RemoteTierSnapshot& r) -> SampleValue { return r.writes_dropped; }},
+};
+
+const Family<RemoteServerSnapshot> kRemoteServerFamilies[] = {
+    {"remote_server_up", "gauge", "1 while the remote cache server answers, 0 after a failure.",
+     [](const RemoteServerSnapshot& s) -> SampleValue { return uint64_t{s.reachable ? 1u : 0u}; }},
+    {"remote_server_failures_total", "counter", "Times the remote cache server stopped answering.",
+     [](const RemoteServerSnapshot& s) -> SampleValue { return s.failures; }},
+};
+
 const Family<TierSnapshot> kTierFamilies[] = {
     {"cache_hits_total", "counter", "Cache hits per tier.",
      [](const TierSnapshot& t) -> SampleValue { return t.hits; }},
@@ -185,6 +218,16 @@ std::string RenderPrometheus(const MetricsSnapshot& metrics) {
              {&metrics.cache->encoded, Label("tier", "encoded")}};
   }
   WriteFamilies<TierSnapshot>(kTierFamilies, tiers, &out);
+
+  if (status.pipeline.remote) {
+    const RemoteTierSnapshot& remote = *status.pipeline.remote;
+    WriteFamilies<RemoteTierSnapshot>(kRemoteFamilies, {{&remote, ""}}, &out);
+    std::vector<Labelled<RemoteServerSnapshot>> servers;
+    for (const auto& server : remote.servers) {
+      servers.push_back({&server, Label("server", server.address)});
+    }
+    WriteFamilies<RemoteServerSnapshot>(kRemoteServerFamilies, servers, &out);
+  }
   return out;
 }
 

@@ -106,6 +106,11 @@ class RemoteTier {
   void Put(const ContentFingerprint& dataset, ItemId item, RemoteForm form, cache::BlobPtr blob)
       EXCLUDES(mu_);
 
+  // Whether a value with `payload_bytes` is small enough to be written.
+  bool Fits(uint64_t payload_bytes) const {
+    return kRemoteHeaderBytes + payload_bytes <= options_.max_value_bytes;
+  }
+
   // The form items read from storage are written in (the planner's choice).
   void set_write_form(RemoteForm form) { write_form_.store(form); }
   RemoteForm write_form() const { return write_form_.load(); }

@@ -4,6 +4,36 @@ namespace galley {
 
 using nlohmann::json;
 
+void to_json(json& out, const RemoteServerSnapshot& s) {
+  out = {{"address", s.address},
+         {"reachable", s.reachable},
+         {"failures", s.failures},
+         {"last_error", s.last_error}};
+}
+
+void to_json(json& out, const RemoteTierSnapshot& s) {
+  const uint64_t hits = s.encoded_hits + s.decoded_hits;
+  out = {{"engine", s.engine},
+         {"write_form", s.write_form},
+         {"lookups", s.lookups},
+         {"hits", hits},
+         {"encoded_hits", s.encoded_hits},
+         {"decoded_hits", s.decoded_hits},
+         {"misses", s.misses},
+         {"hit_rate", s.lookups > 0 ? double(hits) / double(s.lookups) : 0.0},
+         {"errors", s.errors},
+         {"corrupt", s.corrupt},
+         {"bytes_read", s.bytes_read},
+         {"lookup_seconds", s.lookup_seconds},
+         {"writes", s.writes},
+         {"bytes_written", s.bytes_written},
+         {"write_errors", s.write_errors},
+         {"writes_dropped", s.writes_dropped},
+         {"writes_oversized", s.writes_oversized},
+         {"write_queue_bytes", s.write_queue_bytes},
+         {"servers", s.servers}};
+}
+
 void to_json(json& out, const PipelineSnapshot& s) {
   out = {{"threads", s.threads},
          {"file_reads", s.file_reads},
@@ -18,7 +48,8 @@ void to_json(json& out, const PipelineSnapshot& s) {
          {"failures", s.failures},
          {"read_seconds", s.read_seconds},
          {"decode_seconds", s.decode_seconds},
-         {"augment_seconds", s.augment_seconds}};
+         {"augment_seconds", s.augment_seconds},
+         {"remote", s.remote ? json(*s.remote) : json(nullptr)}};
 }
 
 void to_json(json& out, const SamplerGroupSnapshot& s) {
@@ -102,6 +133,7 @@ void to_json(json& out, const DatasetSnapshot& s) {
          {"bytes", s.bytes},
          {"index", s.index},
          {"listings", s.listings},
+         {"fingerprint", s.fingerprint},
          {"listed_seconds_ago", s.listed_seconds_ago},
          {"shards", s.shards ? json(*s.shards) : json(nullptr)}};
 }
@@ -190,6 +222,9 @@ void to_json(json& out, const PlannerInputsSnapshot& s) {
          {"identical_pipeline_jobs", s.identical_pipeline_jobs},
          {"augmented_reuse_limit", s.augmented_reuse_limit},
          {"cache_bytes", s.cache_bytes}};
+  if (s.remote_bytes_per_s) out["remote_bytes_per_s"] = *s.remote_bytes_per_s;
+  if (s.remote_capacity_bytes) out["remote_capacity_bytes"] = *s.remote_capacity_bytes;
+  if (s.nic_bytes_per_s) out["nic_bytes_per_s"] = *s.nic_bytes_per_s;
 }
 
 void to_json(json& out, const CacheSnapshot& s) {
@@ -208,7 +243,8 @@ void to_json(json& out, const CacheSnapshot& s) {
            {"augments", p.augments},
            {"decoded_hits", p.decoded_hits},
            {"encoded_hits", p.encoded_hits},
-           {"augmented_hits", p.augmented_hits}}}};
+           {"augmented_hits", p.augmented_hits}}},
+         {"remote", p.remote ? json(*p.remote) : json(nullptr)}};
 }
 
 void to_json(json& out, const PlanDatasetSnapshot& s) {
@@ -228,12 +264,17 @@ void to_json(json& out, const PerSourceSnapshot& s) {
   out = {{"augmented", s.augmented},
          {"decoded", s.decoded},
          {"encoded", s.encoded},
-         {"storage", s.storage}};
+         {"storage", s.storage},
+         {"remote", s.remote}};
 }
 
 void to_json(json& out, const PlanSnapshot& s) {
   out = {{"planner", s.planner},   {"inputs", s.inputs},         {"probe_seconds", s.probe_seconds},
          {"datasets", s.datasets}, {"plans_made", s.plans_made}, {"split", s.split}};
+  if (!s.remote_form.empty()) {
+    out["remote_form"] = s.remote_form;
+    out["remote_form_source"] = s.remote_form_source;
+  }
   if (s.plan) {
     out["predicted_items_per_s"] = s.plan->predicted_items_per_s;
     out["source_rates"] = s.plan->source_rates;

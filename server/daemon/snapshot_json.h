@@ -15,6 +15,8 @@
 
 namespace galley {
 
+void to_json(nlohmann::json& out, const RemoteServerSnapshot& s);
+void to_json(nlohmann::json& out, const RemoteTierSnapshot& s);
 void to_json(nlohmann::json& out, const PipelineSnapshot& s);
 void to_json(nlohmann::json& out, const SamplerGroupSnapshot& s);
 void to_json(nlohmann::json& out, const JobSnapshot& s);

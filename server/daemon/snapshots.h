@@ -155,6 +155,7 @@ struct DatasetSnapshot {
   uint64_t bytes = 0;
   double listed_seconds_ago = 0;
   uint64_t listings = 0;                   // how often this key was listed (1 + re-listings)
+  std::string fingerprint;                 // the content fingerprint: the remote tier's key
   std::optional<ShardSetSnapshot> shards;  // tar shard sets only
 };
 
@@ -260,6 +261,10 @@ struct PlannerInputsSnapshot {
   PlanInputSnapshot identical_pipeline_jobs;
   PlanInputSnapshot augmented_reuse_limit;
   PlanInputSnapshot cache_bytes;
+  // With a remote tier: B_cache, its capacity, B_NIC.
+  std::optional<PlanInputSnapshot> remote_bytes_per_s;
+  std::optional<PlanInputSnapshot> remote_capacity_bytes;
+  std::optional<PlanInputSnapshot> nic_bytes_per_s;
 };
 
 // The reply to "cache" with caching on: tier statistics, the split and
@@ -294,12 +299,14 @@ struct PlanDatasetSnapshot {
   std::string error;
 };
 
-// Per source of items: augmented tier, decoded tier, encoded tier, storage.
+// Per source of items: augmented tier, decoded tier, encoded tier, storage,
+// and the remote tier.
 struct PerSourceSnapshot {
   double augmented = 0;
   double decoded = 0;
   double encoded = 0;
   double storage = 0;
+  double remote = 0;
 };
 
 // The last plan the planner applied.
@@ -317,6 +324,10 @@ struct PlanSnapshot {
   std::vector<PlanDatasetSnapshot> datasets;
   uint64_t plans_made = 0;
   SplitSnapshot split;
+  // With a remote tier: the form it is written in, and who chose it
+  // ("planner" or "admin").
+  std::string remote_form;
+  std::string remote_form_source;
   std::optional<AppliedPlanSnapshot> plan;  // none before the first plan
 };
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -312,7 +313,7 @@ constexpr const char* kPipelineJson = R"({
   "threads": 4, "cache": true, "file_reads": 101, "bytes_read": 102, "decodes": 103,
   "region_decodes": 104, "augments": 105, "decoded_hits": 106, "encoded_hits": 107,
   "augmented_hits": 108, "failures": 109, "read_seconds": 1.25, "decode_seconds": 2.5,
-  "augment_seconds": 3.75})";
+  "augment_seconds": 3.75, "remote": null})";
 
 TEST(SnapshotJsonTest, Status) {
   const std::string expected = R"({
@@ -355,20 +356,24 @@ TEST(SnapshotJsonTest, JobsAndAJobsStats) {
 
 TEST(SnapshotJsonTest, Datasets) {
   DatasetsSnapshot s;
-  s.datasets.push_back({"/data/a", "/data/a", 1, 100, 10, 123456, 2.5, 1, std::nullopt});
+  s.datasets.push_back(
+      {"/data/a", "/data/a", 1, 100, 10, 123456, 2.5, 1, "00ff00ff00ff00ff0123456789abcdef",
+       std::nullopt});
   ShardSetSnapshot shards{4,    400, 2,  1,  "/data/s-0.tar: k, no image", 1, "/data/s-3.tar: cut",
                           3,    1,   5,  0.75, 60.5,
                           true, 41,  44, 42, 43};
-  s.datasets.push_back({"shards:/data/s-0.tar", "/data/s-0.tar", 2, 400, 4, 99, 0.5, 3, shards});
+  s.datasets.push_back(
+      {"shards:/data/s-0.tar", "/data/s-0.tar", 2, 400, 4, 99, 0.5, 3, "ab", shards});
   s.indexing.push_back({"/data/t-0.tar", "shards", "shards", 4, 10, 2.0, 2.0, 3.0});
   s.indexing.push_back({"/data/f", "folder", "files", 500, std::nullopt, 1.0, 500.0, -1.0, 7, 2});
   s.samplers.push_back(Group("/data/a", "uniform", 200));
   ExpectJson(s, R"({
     "datasets": [
       {"root": "/data/a", "key": "/data/a", "items": 100, "classes": 10, "bytes": 123456,
-       "index": 1, "listings": 1, "listed_seconds_ago": 2.5, "shards": null},
+       "index": 1, "listings": 1, "fingerprint": "00ff00ff00ff00ff0123456789abcdef",
+       "listed_seconds_ago": 2.5, "shards": null},
       {"root": "/data/s-0.tar", "key": "shards:/data/s-0.tar", "items": 400, "classes": 4,
-       "bytes": 99, "index": 2, "listings": 3, "listed_seconds_ago": 0.5,
+       "bytes": 99, "index": 2, "listings": 3, "fingerprint": "ab", "listed_seconds_ago": 0.5,
        "shards": {"shards": 4, "samples": 400, "skipped_members": 2, "skipped_samples": 1,
                   "first_skipped_sample": "/data/s-0.tar: k, no image", "damaged_shards": 1,
                   "first_damage": "/data/s-3.tar: cut", "from_index_cache": 3,
@@ -423,7 +428,8 @@ TEST(SnapshotJsonTest, Cache) {
     "planner_inputs": )" + kInputsJson +
                                R"(,
     "pipeline": {"file_reads": 101, "decodes": 103, "augments": 105, "decoded_hits": 106,
-                 "encoded_hits": 107, "augmented_hits": 108}})";
+                 "encoded_hits": 107, "augmented_hits": 108},
+    "remote": null})";
   ExpectJson(Cache(), expected.c_str());
   ExpectJson(CachingOffJson(), R"({"enabled": false, "cache_bytes": 0})");
 }
@@ -453,10 +459,95 @@ TEST(SnapshotJsonTest, PlanBeforeAndAfterTheFirstPlan) {
   plan.plan = AppliedPlanSnapshot{1234.5, {4000, 3000, 2000, 1000}, {0.125, 0.25, 0.5, 0.125}};
   ExpectJson(plan, ("{" + common + R"("plans_made": 2, "predicted_items_per_s": 1234.5,
     "source_rates": {"augmented": 4000.0, "decoded": 3000.0, "encoded": 2000.0,
-                     "storage": 1000.0},
+                     "storage": 1000.0, "remote": 0.0},
     "hit_fractions": {"augmented": 0.125, "decoded": 0.25, "encoded": 0.5,
-                      "storage": 0.125}})")
+                      "storage": 0.125, "remote": 0.0}})")
                        .c_str());
+}
+
+RemoteTierSnapshot Remote() {
+  RemoteTierSnapshot r;
+  r.engine = "memcached";
+  r.write_form = "decoded";
+  r.lookups = 900;
+  r.encoded_hits = 300;
+  r.decoded_hits = 150;
+  r.misses = 450;
+  r.errors = 901;
+  r.corrupt = 902;
+  r.bytes_read = 903;
+  r.lookup_seconds = 0.75;
+  r.writes = 904;
+  r.bytes_written = 905;
+  r.write_errors = 906;
+  r.writes_dropped = 907;
+  r.writes_oversized = 908;
+  r.write_queue_bytes = 909;
+  r.servers = {{"10.0.0.1:11211", true, 0, ""}, {"[::1]:11211", false, 2, "TIMEOUT"}};
+  return r;
+}
+
+TEST(PrometheusTextTest, TheRemoteTierAndEachOfItsServers) {
+  MetricsSnapshot metrics;
+  metrics.status.pipeline.remote = Remote();
+  const std::vector<std::string> samples = Samples(RenderPrometheus(metrics));
+  std::vector<std::string> remote;
+  std::copy_if(samples.begin(), samples.end(), std::back_inserter(remote),
+               [](const std::string& line) { return line.starts_with("galley_remote_"); });
+  std::vector<std::string> expected = {
+      "galley_remote_lookups_total 900",
+      "galley_remote_hits_total 450",
+      "galley_remote_decoded_hits_total 150",
+      "galley_remote_misses_total 450",
+      "galley_remote_errors_total 901",
+      "galley_remote_corrupt_total 902",
+      "galley_remote_bytes_read_total 903",
+      "galley_remote_writes_total 904",
+      "galley_remote_bytes_written_total 905",
+      "galley_remote_write_errors_total 906",
+      "galley_remote_writes_dropped_total 907",
+      R"(galley_remote_server_up{server="10.0.0.1:11211"} 1)",
+      R"(galley_remote_server_up{server="[::1]:11211"} 0)",
+      R"(galley_remote_server_failures_total{server="10.0.0.1:11211"} 0)",
+      R"(galley_remote_server_failures_total{server="[::1]:11211"} 2)",
+  };
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(remote, expected);
+}
+
+TEST(SnapshotJsonTest, TheRemoteTierInThePipelineAndThePlan) {
+  PipelineSnapshot pipeline;
+  pipeline.remote = Remote();
+  const json rendered = pipeline;
+  ExpectJson(rendered["remote"], R"({
+    "engine": "memcached", "write_form": "decoded", "lookups": 900, "hits": 450,
+    "encoded_hits": 300, "decoded_hits": 150, "misses": 450, "hit_rate": 0.5, "errors": 901,
+    "corrupt": 902, "bytes_read": 903, "lookup_seconds": 0.75, "writes": 904,
+    "bytes_written": 905, "write_errors": 906, "writes_dropped": 907, "writes_oversized": 908,
+    "write_queue_bytes": 909,
+    "servers": [{"address": "10.0.0.1:11211", "reachable": true, "failures": 0,
+                 "last_error": ""},
+                {"address": "[::1]:11211", "reachable": false, "failures": 2,
+                 "last_error": "TIMEOUT"}]})");
+
+  PlanSnapshot plan;
+  plan.inputs = Inputs();
+  plan.inputs.remote_bytes_per_s = PlanInputSnapshot{1.25e9, "measured"};
+  plan.inputs.remote_capacity_bytes = PlanInputSnapshot{3e9, "servers"};
+  plan.inputs.nic_bytes_per_s = PlanInputSnapshot{0, "unknown (unbounded)"};
+  plan.remote_form = "encoded";
+  plan.remote_form_source = "planner";
+  const json reply = plan;
+  EXPECT_EQ(reply["remote_form"], "encoded");
+  EXPECT_EQ(reply["remote_form_source"], "planner");
+  ExpectJson(reply["inputs"]["remote_bytes_per_s"], R"({"value": 1.25e9, "source": "measured"})");
+  ExpectJson(reply["inputs"]["remote_capacity_bytes"], R"({"value": 3e9, "source": "servers"})");
+  ExpectJson(reply["inputs"]["nic_bytes_per_s"],
+             R"js({"value": 0.0, "source": "unknown (unbounded)"})js");
+  // Without a remote tier the plan names none of it.
+  const json local = PlanSnapshot{};
+  EXPECT_FALSE(local.contains("remote_form"));
+  EXPECT_FALSE(local["inputs"].contains("remote_bytes_per_s"));
 }
 
 }  // namespace
