@@ -58,9 +58,9 @@ const char* RemoteTierFormName(RemoteTierForm form) {
 std::vector<RemoteTierForm> RemoteFormsToWeigh(const PlannerInputs& in) {
   if (in.remote_capacity_bytes == 0 || in.remote_bytes_per_s <= 0) return {RemoteTierForm::kNone};
   if (in.fixed_remote_form != RemoteTierForm::kNone) return {in.fixed_remote_form};
-  const bool decoded_fits = in.remote_max_value_bytes == 0 ||
-                            RemoteItemBytes(in, RemoteTierForm::kDecoded) <=
-                                static_cast<double>(in.remote_max_value_bytes);
+  const bool decoded_fits =
+      in.remote_max_value_bytes == 0 || RemoteItemBytes(in, RemoteTierForm::kDecoded) <=
+                                            static_cast<double>(in.remote_max_value_bytes);
   if (!decoded_fits) return {RemoteTierForm::kEncoded};
   return {RemoteTierForm::kEncoded, RemoteTierForm::kDecoded};
 }
@@ -80,9 +80,8 @@ SourceRates ComputeSourceRates(const PlannerInputs& in, RemoteTierForm remote) {
   rates.storage = std::min(rates.encoded, storage);
   if (remote != RemoteTierForm::kNone && in.remote_bytes_per_s > 0) {
     // Bytes from the remote tier cross the cache servers and this node's NIC.
-    const double link = in.nic_bytes_per_s > 0
-                            ? std::min(in.remote_bytes_per_s, in.nic_bytes_per_s)
-                            : in.remote_bytes_per_s;
+    const double link = in.nic_bytes_per_s > 0 ? std::min(in.remote_bytes_per_s, in.nic_bytes_per_s)
+                                               : in.remote_bytes_per_s;
     const double next_step = remote == RemoteTierForm::kDecoded ? rates.decoded : rates.encoded;
     rates.remote = std::min(next_step, ItemsPerSecond(link, RemoteItemBytes(in, remote)));
   }
@@ -114,10 +113,12 @@ HitFractions ComputeHitFractions(const PlannerInputs& in, const Split& split,
     // The remote tier holds what every node read, so its slice is
     // independent of this node's local slices: it covers the same share of
     // what they leave to storage.
-    const double dataset_bytes = RemoteItemBytes(in, remote) * static_cast<double>(in.dataset_items);
+    const double dataset_bytes =
+        RemoteItemBytes(in, remote) * static_cast<double>(in.dataset_items);
     const double covered =
-        dataset_bytes > 0 ? std::min(1.0, static_cast<double>(in.remote_capacity_bytes) / dataset_bytes)
-                          : 1.0;
+        dataset_bytes > 0
+            ? std::min(1.0, static_cast<double>(in.remote_capacity_bytes) / dataset_bytes)
+            : 1.0;
     fractions.remote = fractions.storage * covered;
     fractions.storage -= fractions.remote;
   }

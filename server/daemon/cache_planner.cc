@@ -198,14 +198,13 @@ cache::Plan CachePlanner::ReplanNow() {
     plan_inputs_ = inputs;
     ++plans_made_;
   }
-  spdlog::info(
-      "cache split {}/{}/{} (encoded/decoded/augmented %){}, predicted {:.0f} items/s{}",
-      plan.encoded_pct, plan.decoded_pct, plan.augmented_pct,
-      remote_ != nullptr
-          ? fmt::format(", remote tier {} ({:.0f}% of items)",
-                        cache::RemoteTierFormName(plan.remote_form), 100 * plan.fractions.remote)
-          : "",
-      plan.predicted_items_per_s, overrides_.split ? " (admin's split)" : "");
+  spdlog::info("cache split {}/{}/{} (encoded/decoded/augmented %){}, predicted {:.0f} items/s{}",
+               plan.encoded_pct, plan.decoded_pct, plan.augmented_pct,
+               remote_ != nullptr ? fmt::format(", remote tier {} ({:.0f}% of items)",
+                                                cache::RemoteTierFormName(plan.remote_form),
+                                                100 * plan.fractions.remote)
+                                  : "",
+               plan.predicted_items_per_s, overrides_.split ? " (admin's split)" : "");
   return plan;
 }
 
@@ -327,8 +326,8 @@ PlannerInputsSnapshot CachePlanner::InputsSnapshotLocked() const {
     s.remote_capacity_bytes = {double(in.remote_capacity_bytes),
                                overrides_.remote_capacity_bytes > 0 ? "override" : "servers"};
     s.nic_bytes_per_s = {in.nic_bytes_per_s, overrides_.nic_bytes_per_s > 0 ? "override"
-                                              : in.nic_bytes_per_s > 0      ? "link speed"
-                                                                            : "unknown (unbounded)"};
+                                             : in.nic_bytes_per_s > 0       ? "link speed"
+                                                                      : "unknown (unbounded)"};
   }
   return s;
 }

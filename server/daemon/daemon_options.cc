@@ -437,11 +437,11 @@ const std::vector<Key>& Keys() {
     k.push_back(IntegerKey("cores", "--cores", "planner input: cores preparing items",
                            &DaemonOptions::cores, 0, 4096, false, "0 = the worker threads"));
     {
-      Key servers = Named("remote_cache_servers", "--remote-cache-server",
-                          "memcached server HOST:PORT of the remote cache tier shared by every "
-                          "node (repeatable)",
-                          "a list of HOST:PORT, HOST a name, an IPv4 address or [IPv6 address]",
-                          false);
+      Key servers =
+          Named("remote_cache_servers", "--remote-cache-server",
+                "memcached server HOST:PORT of the remote cache tier shared by every "
+                "node (repeatable)",
+                "a list of HOST:PORT, HOST a name, an IPv4 address or [IPv6 address]", false);
       servers.list = true;
       servers.set = [](const std::vector<std::string>& values, DaemonOptions* options) {
         for (const std::string& server : values) {
@@ -474,10 +474,10 @@ const std::vector<Key>& Keys() {
     k.push_back(IntegerKey("remote_cache_retry_s", "--remote-cache-retry-s",
                            "seconds a failed remote cache server is left out before a retry",
                            &DaemonOptions::remote_cache_retry_s, 1, 3600, false));
-    k.push_back(ChoiceKey("remote_cache_form", "--remote-cache-form",
-                          "what the remote tier holds: auto (the planner decides), encoded, decoded",
-                          &DaemonOptions::remote_cache_form, {"auto", "encoded", "decoded"},
-                          false));
+    k.push_back(
+        ChoiceKey("remote_cache_form", "--remote-cache-form",
+                  "what the remote tier holds: auto (the planner decides), encoded, decoded",
+                  &DaemonOptions::remote_cache_form, {"auto", "encoded", "decoded"}, false));
     k.push_back(SizeKey("remote_cache_max_value_bytes", "--remote-cache-max-value-bytes",
                         "largest value written to the remote tier (memcached's -I)",
                         &DaemonOptions::remote_cache_max_value_bytes, 1024, false));
@@ -884,14 +884,12 @@ void Resolve(const std::map<std::string, std::string>& given, LoadedOptions* loa
   // The remote tier needs its credentials, and they must be private.
   if (!options.remote_cache_servers.empty() && !problems->About("remote_cache_credentials")) {
     if (options.remote_cache_credentials.empty()) {
-      problems->AddLine("remote_cache_credentials (" +
-                        Where(*loaded, "remote_cache_credentials") +
+      problems->AddLine("remote_cache_credentials (" + Where(*loaded, "remote_cache_credentials") +
                         "): none set; remote_cache_servers needs a credentials file: a TOML file "
                         "with username = \"...\" and password = \"...\" for the servers' SASL, "
                         "mode 0600, owned by galleyd's user");
     } else if (auto read = ReadRemoteCredentials(options.remote_cache_credentials); !read.ok()) {
-      problems->AddLine("remote_cache_credentials (" +
-                        Where(*loaded, "remote_cache_credentials") +
+      problems->AddLine("remote_cache_credentials (" + Where(*loaded, "remote_cache_credentials") +
                         "): " + read.status().message());
     }
   }

@@ -250,20 +250,21 @@ int Run(int argc, char** argv) {
 
   std::unique_ptr<StorageThrottle> throttle;
   if (options->storage_throttle_bytes_per_s > 0) {
-    auto created =
-        StorageThrottle::Create(options->storage_throttle_bytes_per_s, options->storage_throttle_file);
+    auto created = StorageThrottle::Create(options->storage_throttle_bytes_per_s,
+                                           options->storage_throttle_file);
     if (!created.ok()) {
       std::fprintf(stderr, "galleyd: storage_throttle_file: %s\n",
                    created.status().message().c_str());
       return 2;
     }
     throttle = std::move(created).value();
-    spdlog::warn("storage reads are throttled to {:.3g} MB/s{} (storage_throttle_bytes_per_s: for "
-                 "benchmarks and tests only)",
-                 options->storage_throttle_bytes_per_s / 1e6,
-                 options->storage_throttle_file.empty()
-                     ? ""
-                     : ", shared through " + options->storage_throttle_file);
+    spdlog::warn(
+        "storage reads are throttled to {:.3g} MB/s{} (storage_throttle_bytes_per_s: for "
+        "benchmarks and tests only)",
+        options->storage_throttle_bytes_per_s / 1e6,
+        options->storage_throttle_file.empty()
+            ? ""
+            : ", shared through " + options->storage_throttle_file);
   }
 
   const uint32_t worker_threads = options->worker_threads != 0
@@ -311,9 +312,10 @@ int Run(int argc, char** argv) {
         spdlog::info("remote cache server {}: {:.0f} MB/s, {} MiB", server.address,
                      server.bytes_per_s / 1e6, server.capacity_bytes >> 20);
       } else {
-        spdlog::warn("remote cache server {} does not answer ({}); its items come from storage "
-                     "until it does",
-                     server.address, server.error);
+        spdlog::warn(
+            "remote cache server {} does not answer ({}); its items come from storage "
+            "until it does",
+            server.address, server.error);
       }
     }
     std::string host;
@@ -352,9 +354,10 @@ int Run(int argc, char** argv) {
     overrides.remote_capacity_bytes = options->remote_cache_capacity_bytes;
     overrides.nic_bytes_per_s = options->nic_bytes_per_s;
     overrides.remote_max_value_bytes = options->remote_cache_max_value_bytes;
-    overrides.remote_form = options->remote_cache_form == "decoded"   ? cache::RemoteTierForm::kDecoded
-                            : options->remote_cache_form == "encoded" ? cache::RemoteTierForm::kEncoded
-                                                                      : cache::RemoteTierForm::kNone;
+    overrides.remote_form =
+        options->remote_cache_form == "decoded"   ? cache::RemoteTierForm::kDecoded
+        : options->remote_cache_form == "encoded" ? cache::RemoteTierForm::kEncoded
+                                                  : cache::RemoteTierForm::kNone;
     overrides.decode_augment_per_core_per_s = options->decode_per_core_per_s;
     overrides.augment_per_core_per_s = options->augment_per_core_per_s;
     overrides.cores = static_cast<int>(options->cores);
@@ -366,9 +369,8 @@ int Run(int argc, char** argv) {
     measured.remote_bytes_per_s = remote_probe.bytes_per_s;
     measured.remote_capacity_bytes = remote_probe.capacity_bytes;
     measured.nic_bytes_per_s = nic_bytes_per_s;
-    planner = std::make_unique<CachePlanner>(cache.get(), measured,
-                                             static_cast<int>(pipeline.threads()), overrides,
-                                             remote.get());
+    planner = std::make_unique<CachePlanner>(
+        cache.get(), measured, static_cast<int>(pipeline.threads()), overrides, remote.get());
     planner->Start();
   }
 

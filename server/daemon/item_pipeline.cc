@@ -192,9 +192,9 @@ bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* imag
     // that came from it are already there.
     *encoded_to_offer = encoded;
     if (remote_ != nullptr) {
-      *write_back = from_storage ? RemoteWrite::kFromStorage
+      *write_back = from_storage                                    ? RemoteWrite::kFromStorage
                     : remote_->write_form() == RemoteForm::kDecoded ? RemoteWrite::kPixelsOnly
-                                                                      : RemoteWrite::kNone;
+                                                                    : RemoteWrite::kNone;
     }
   }
 

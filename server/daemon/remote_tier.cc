@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <random>
 
@@ -51,11 +52,6 @@ Status Configure(memcached_st* handle, const RemoteTierOptions& options) {
                                    memcached_strerror(handle, rc));
   }
   return Status::Ok();
-}
-
-std::string ServerName(const memcached_instance_st* server) {
-  return std::string(memcached_server_name(server)) + ":" +
-         std::to_string(memcached_server_port(server));
 }
 
 // A handle taken from the pool, given back when it goes.
@@ -124,7 +120,11 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::Create(const RemoteTierOptions& 
       return Status::InvalidArgument("remote cache server '" + server +
                                      "': " + memcached_strerror(tier->master_, rc));
     }
-    ServerState& state = tier->servers_[host + ":" + std::to_string(port)];
+    MutexLock lock(&tier->servers_mu_);
+    ServerState& state = tier->servers_.emplace_back();
+    state.address = server;
+    state.host = host;
+    state.port = port;
     state.log = std::make_unique<LogThrottle>(1, std::chrono::minutes(1));
   }
   tier->pool_ = memcached_pool_create(tier->master_, 1, std::max<uint32_t>(1, options.connections));
@@ -134,6 +134,7 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::Create(const RemoteTierOptions& 
   }
   RemoteTier* raw = tier.get();
   tier->writer_ = std::thread([raw] { raw->WriterLoop(); });
+  tier->health_ = std::thread([raw] { raw->HealthLoop(); });
   return tier;
 }
 
@@ -143,7 +144,13 @@ RemoteTier::~RemoteTier() {
     stop_ = true;
   }
   cv_.SignalAll();
+  {
+    MutexLock lock(&servers_mu_);
+    health_stop_ = true;
+  }
+  health_cv_.SignalAll();
   if (writer_.joinable()) writer_.join();
+  if (health_.joinable()) health_.join();
   if (writer_handle_ != nullptr) memcached_free(writer_handle_);
   if (pool_ != nullptr) memcached_pool_destroy(pool_);
   if (master_ != nullptr) memcached_free(master_);
@@ -156,8 +163,8 @@ Result<RemoteProbe> RemoteTier::Probe(uint64_t probe_bytes) {
   for (char& c : value) c = static_cast<char>(random());
   char hostname[256] = {};
   ::gethostname(hostname, sizeof(hostname) - 1);
-  const std::string key = std::string("galley1:probe:") + hostname + ":" +
-                          std::to_string(::getpid());
+  const std::string key =
+      std::string("galley1:probe:") + hostname + ":" + std::to_string(::getpid());
   for (const std::string& address : options_.servers) {
     RemoteServerProbe& server = probe.servers.emplace_back();
     server.address = address;
@@ -176,7 +183,8 @@ Result<RemoteProbe> RemoteTier::Probe(uint64_t probe_bytes) {
       return Status::PermissionDenied(
           "remote cache server " + address + " refused user '" + options_.credentials.username +
           "' of " + options_.credentials_file + " (" +
-          (rc == MEMCACHED_AUTH_FAILURE ? "SASL authentication failed" : "SASL problem: " + detail) +
+          (rc == MEMCACHED_AUTH_FAILURE ? "SASL authentication failed"
+                                        : "SASL problem: " + detail) +
           "); check the username and password there and the server's SASL database");
     }
     if (memcached_failed(rc)) {
@@ -228,13 +236,21 @@ RemoteLookup RemoteTier::Get(const ContentFingerprint& dataset, ItemId item) {
   }
   const char* key_data[2] = {keys[0].data(), keys[1].data()};
   const size_t key_lengths[2] = {keys[0].size(), keys[1].size()};
-  bool failed = false;
-  memcached_return_t rc = memcached_mget(handle.get(), key_data, key_lengths, 2);
-  if (memcached_failed(rc)) {
-    // SOME_ERRORS: a server failed, the other may still answer.
-    failed = true;
-    NoteFailure(handle.get(), rc);
+  // The servers the keys go to. The binary protocol's mget reports a server
+  // it could not reach only when it was the last one asked, so the request
+  // each of them is left owing tells instead.
+  const memcached_instance_st* targets[2];
+  memcached_return_t rc;
+  for (int k = 0; k < 2; ++k) {
+    targets[k] = memcached_server_by_key(handle.get(), key_data[k], key_lengths[k], &rc);
   }
+  bool failed = false;
+  rc = memcached_mget(handle.get(), key_data, key_lengths, 2);
+  for (const memcached_instance_st* target : targets) {
+    if (target == nullptr || memcached_server_response_count(target) == 0) failed = true;
+  }
+  if (memcached_failed(rc)) failed = true;  // SOME_ERRORS: the other server may still answer
+  if (failed) NoteFailure(handle.get(), rc);
   if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_SOME_ERRORS) {
     memcached_result_st result_storage;
     memcached_result_st* result = memcached_result_create(handle.get(), &result_storage);
@@ -250,14 +266,12 @@ RemoteLookup RemoteTier::Get(const ContentFingerprint& dataset, ItemId item) {
         corrupt_++;
         uint64_t dropped = 0;
         if (corrupt_log_.Allow(LogThrottle::Clock::now(), &dropped)) {
-          spdlog::warn("remote cache: {}; the item is read from storage{}",
-                       blob.status().message(),
+          spdlog::warn("remote cache: {}; the item is read from storage{}", blob.status().message(),
                        dropped > 0 ? fmt::format(" ({} more not logged)", dropped) : "");
         }
         continue;
       }
       (form == RemoteForm::kDecoded ? found.decoded : found.encoded) = std::move(blob).value();
-      if (unreachable_servers_.load() > 0) NoteSuccess(handle.get(), key);
     }
     if (!IsEnd(rc)) {
       failed = true;
@@ -317,59 +331,100 @@ void RemoteTier::WriterLoop() {
     if (rc == MEMCACHED_SUCCESS) {
       writes_++;
       bytes_written_ += value.size();
-      if (unreachable_servers_.load() > 0) NoteSuccess(writer_handle_, write.key);
     } else if (rc == MEMCACHED_E2BIG) {
       writes_oversized_++;  // the server's item limit is below remote_cache_max_value_bytes
     } else {
       write_errors_++;
-      if (memcached_fatal(rc)) NoteFailure(writer_handle_, rc);
+      if (memcached_fatal(rc)) {
+        NoteFailure(writer_handle_, rc);
+      } else {
+        uint64_t dropped = 0;
+        if (write_log_.Allow(LogThrottle::Clock::now(), &dropped)) {
+          spdlog::warn("remote cache: storing {} failed: {}", write.key,
+                       memcached_last_error_message(writer_handle_));
+        }
+      }
     }
   }
 }
 
-void RemoteTier::NoteFailure(memcached_st* handle, int code) {
-  const auto rc = static_cast<memcached_return_t>(code);
-  const memcached_instance_st* server = memcached_server_get_last_disconnect(handle);
-  const std::string error = memcached_last_error_message(handle);
-  std::string name = server != nullptr ? ServerName(server) : "";
+void RemoteTier::NoteFailure(memcached_st* handle, int rc) {
   MutexLock lock(&servers_mu_);
-  auto it = servers_.find(name);
-  if (it == servers_.end()) {
-    // No server to blame (none left in the ring): every unreachable one
-    // was reported already.
-    if (rc == MEMCACHED_NO_SERVERS) return;
-    uint64_t dropped = 0;
-    if (unattributed_log_.Allow(LogThrottle::Clock::now(), &dropped)) {
-      spdlog::warn("remote cache: {}; items come from storage meanwhile", error);
-    }
-    return;
+  if (!check_wanted_) {
+    spdlog::debug("remote cache: {} ({}); checking the servers",
+                  memcached_strerror(handle, static_cast<memcached_return_t>(rc)),
+                  memcached_last_error_message(handle));
   }
-  ServerState& state = it->second;
-  state.last_error = error;
-  if (!state.reachable) return;
-  state.reachable = false;
-  state.failures++;
-  unreachable_servers_++;
-  uint64_t dropped = 0;
-  if (state.log->Allow(LogThrottle::Clock::now(), &dropped)) {
-    spdlog::warn(
-        "remote cache server {} failed ({}); its share of the items comes from storage, and it is "
-        "tried again every {} s",
-        name, error, options_.retry_after.count());
-  }
+  check_wanted_ = true;
+  health_cv_.Signal();
 }
 
-void RemoteTier::NoteSuccess(memcached_st* handle, std::string_view key) {
-  memcached_return_t rc;
-  const memcached_instance_st* server = memcached_server_by_key(handle, key.data(), key.size(), &rc);
-  if (server == nullptr) return;
-  const std::string name = ServerName(server);
-  MutexLock lock(&servers_mu_);
-  auto it = servers_.find(name);
-  if (it == servers_.end() || it->second.reachable) return;
-  it->second.reachable = true;
-  unreachable_servers_--;
-  spdlog::info("remote cache server {} answers again; its items are shared again", name);
+std::string RemoteTier::Ask(const std::string& host, uint16_t port) const {
+  memcached_st* handle = memcached_create(nullptr);
+  if (handle == nullptr) return "memcached_create failed";
+  std::string problem;
+  if (Status configured = Configure(handle, options_); !configured.ok()) {
+    problem = configured.message();
+  } else {
+    memcached_server_add(handle, host.c_str(), port);
+    static constexpr char kKey[] = "galley1:health";
+    size_t length = 0;
+    uint32_t flags = 0;
+    memcached_return_t rc;
+    char* value = memcached_get(handle, kKey, sizeof(kKey) - 1, &length, &flags, &rc);
+    std::free(value);
+    if (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_NOTFOUND) {
+      problem = memcached_last_error_message(handle);
+    }
+  }
+  memcached_free(handle);
+  return problem;
+}
+
+void RemoteTier::HealthLoop() {
+  while (true) {
+    std::vector<std::pair<std::string, uint16_t>> targets;
+    {
+      MutexLock lock(&servers_mu_);
+      const bool any_down = std::any_of(servers_.begin(), servers_.end(),
+                                        [](const ServerState& s) { return !s.reachable; });
+      // Silent servers are asked again every retry_after; the others when
+      // an operation failed.
+      while (!health_stop_ && !check_wanted_) {
+        if (any_down) {
+          health_cv_.WaitFor(&servers_mu_, options_.retry_after);
+          break;
+        }
+        health_cv_.Wait(&servers_mu_);
+      }
+      if (health_stop_) return;
+      check_wanted_ = false;
+      for (const ServerState& server : servers_) targets.emplace_back(server.host, server.port);
+    }
+    std::vector<std::string> problems;
+    for (const auto& [host, port] : targets) problems.push_back(Ask(host, port));
+    MutexLock lock(&servers_mu_);
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      ServerState& server = servers_[i];
+      const bool reachable = problems[i].empty();
+      if (!reachable) server.last_error = problems[i];
+      if (reachable == server.reachable) continue;
+      server.reachable = reachable;
+      uint64_t dropped = 0;
+      if (!reachable) {
+        server.failures++;
+        if (server.log->Allow(LogThrottle::Clock::now(), &dropped)) {
+          spdlog::warn(
+              "remote cache server {} does not answer ({}); its share of the items comes from "
+              "storage, and it is tried again every {} s",
+              server.address, server.last_error, options_.retry_after.count());
+        }
+      } else {
+        spdlog::info("remote cache server {} answers again; its items are shared again",
+                     server.address);
+      }
+    }
+  }
 }
 
 RemoteTierSnapshot RemoteTier::Snapshot() const {
@@ -394,14 +449,8 @@ RemoteTierSnapshot RemoteTier::Snapshot() const {
     s.write_queue_bytes = queued_bytes_;
   }
   MutexLock lock(&servers_mu_);
-  for (const std::string& address : options_.servers) {
-    std::string host;
-    uint16_t port = 0;
-    ParseServerAddress(address, &host, &port);
-    auto it = servers_.find(host + ":" + std::to_string(port));
-    if (it == servers_.end()) continue;
-    s.servers.push_back(
-        {address, it->second.reachable, it->second.failures, it->second.last_error});
+  for (const ServerState& server : servers_) {
+    s.servers.push_back({server.address, server.reachable, server.failures, server.last_error});
   }
   return s;
 }

@@ -15,12 +15,17 @@
 // damaged value is a miss, counted, so the item comes from storage. Writes
 // (Put) are queued and sent by one writer thread on its own handle; when
 // the queue holds more than `write_queue_bytes` a write is dropped, counted.
-// A server's first failure is logged (then at most once a minute), and so
-// is its recovery.
+//
+// Which server failed is found by a health thread, not guessed from the
+// failed operation: an operation that fails wakes it, it asks every server
+// alone (a lookup of a key nobody writes, on a handle of its own, within
+// the same timeouts) and records which answer; it asks the silent ones
+// again every `retry_after` until they answer. A server going silent is
+// logged once (then at most once a minute), and so is its return.
 //
 // Thread-safety: every public method may be called from any thread; the
 // counters are atomics, `mu_` guards the write queue, `servers_mu_` the
-// servers' states.
+// servers' states and the health thread's wake-up.
 #ifndef GALLEY_SERVER_DAEMON_REMOTE_TIER_H_
 #define GALLEY_SERVER_DAEMON_REMOTE_TIER_H_
 
@@ -53,8 +58,8 @@ struct RemoteTierOptions {
   RemoteCredentials credentials;
   std::string credentials_file;  // for messages only
   std::chrono::milliseconds connect_timeout{200};
-  std::chrono::milliseconds io_timeout{200};  // each wait for a server's answer
-  std::chrono::seconds retry_after{2};        // a failed server is left out this long
+  std::chrono::milliseconds io_timeout{200};     // each wait for a server's answer
+  std::chrono::seconds retry_after{2};           // a failed server is left out this long
   uint64_t max_value_bytes = uint64_t{1} << 20;  // memcached's default item limit (-I)
   uint64_t write_queue_bytes = uint64_t{64} << 20;
   uint32_t connections = 4;  // pooled lookup handles: one per pipeline thread
@@ -71,8 +76,8 @@ struct RemoteLookup {
 struct RemoteServerProbe {
   std::string address;
   bool reachable = false;
-  std::string error;         // when not reachable
-  double bytes_per_s = 0;    // reading the probe value back
+  std::string error;            // when not reachable
+  double bytes_per_s = 0;       // reading the probe value back
   uint64_t capacity_bytes = 0;  // the server's memory limit (limit_maxbytes)
 };
 
@@ -124,6 +129,9 @@ class RemoteTier {
     cache::BlobPtr blob;
   };
   struct ServerState {
+    std::string address;  // as configured
+    std::string host;
+    uint16_t port = 0;
     bool reachable = true;
     uint64_t failures = 0;
     std::string last_error;
@@ -132,10 +140,11 @@ class RemoteTier {
 
   explicit RemoteTier(const RemoteTierOptions& options);
   void WriterLoop() EXCLUDES(mu_);
-  // Records that `handle`'s last operation failed with `rc` on a server.
+  void HealthLoop() EXCLUDES(servers_mu_);
+  // "" when server `host`:`port` answers a lookup alone, else why not.
+  std::string Ask(const std::string& host, uint16_t port) const;
+  // Records that an operation failed with `rc`; wakes the health thread.
   void NoteFailure(memcached_st* handle, int rc) EXCLUDES(servers_mu_);
-  // Records that the server holding `key` answered.
-  void NoteSuccess(memcached_st* handle, std::string_view key) EXCLUDES(servers_mu_);
 
   const RemoteTierOptions options_;
   memcached_st* master_ = nullptr;  // configured once; the pool and writer are its clones
@@ -147,7 +156,6 @@ class RemoteTier {
       corrupt_{0}, bytes_read_{0}, lookup_ns_{0};
   std::atomic<uint64_t> writes_{0}, bytes_written_{0}, write_errors_{0}, writes_dropped_{0},
       writes_oversized_{0};
-  std::atomic<int> unreachable_servers_{0};  // fast check before NoteSuccess takes the lock
 
   mutable Mutex mu_;
   CondVar cv_;  // signalled when a write is queued or stop_ is set
@@ -156,13 +164,16 @@ class RemoteTier {
   bool stop_ GUARDED_BY(mu_) = false;
 
   mutable Mutex servers_mu_;
-  std::map<std::string, ServerState> servers_ GUARDED_BY(servers_mu_);  // by "host:port"
-  // Damaged values: at most 5 logged a minute; failures no server can be
-  // named for: one a minute.
+  CondVar health_cv_;  // signalled when a check is wanted or health_stop_ is set
+  std::vector<ServerState> servers_ GUARDED_BY(servers_mu_);  // in configured order
+  bool check_wanted_ GUARDED_BY(servers_mu_) = false;
+  bool health_stop_ GUARDED_BY(servers_mu_) = false;
+  // Damaged values: at most 5 logged a minute; writes a server refused: one.
   LogThrottle corrupt_log_{5, std::chrono::minutes(1)};
-  LogThrottle unattributed_log_{1, std::chrono::minutes(1)};
+  LogThrottle write_log_{1, std::chrono::minutes(1)};
 
   std::thread writer_;
+  std::thread health_;
 };
 
 // Splits "HOST:PORT" ("[v6]:PORT" for IPv6); false when malformed.

@@ -139,8 +139,8 @@ struct IndexingSnapshot {
   uint64_t done = 0;
   std::optional<uint64_t> total;  // unknown while a folder is walked
   double seconds = 0;
-  double rate = 0;           // units/s
-  double seconds_left = -1;  // -1 while unknown
+  double rate = 0;            // units/s
+  double seconds_left = -1;   // -1 while unknown
   uint64_t classes = 0;       // folders: class folders found
   uint64_t classes_done = 0;  // folders: class folders walked
 };

@@ -23,7 +23,9 @@ uint64_t MonotonicNs() {
 }  // namespace
 
 StorageThrottle::StorageThrottle(double bytes_per_s, uint64_t* clock, void* mapping)
-    : bytes_per_s_(bytes_per_s), clock_(clock != nullptr ? clock : &own_clock_), mapping_(mapping) {}
+    : bytes_per_s_(bytes_per_s),
+      clock_(clock != nullptr ? clock : &own_clock_),
+      mapping_(mapping) {}
 
 Result<std::unique_ptr<StorageThrottle>> StorageThrottle::Create(double bytes_per_s,
                                                                  const std::string& shared_file) {

@@ -356,12 +356,25 @@ TEST(SnapshotJsonTest, JobsAndAJobsStats) {
 
 TEST(SnapshotJsonTest, Datasets) {
   DatasetsSnapshot s;
-  s.datasets.push_back(
-      {"/data/a", "/data/a", 1, 100, 10, 123456, 2.5, 1, "00ff00ff00ff00ff0123456789abcdef",
-       std::nullopt});
-  ShardSetSnapshot shards{4,    400, 2,  1,  "/data/s-0.tar: k, no image", 1, "/data/s-3.tar: cut",
-                          3,    1,   5,  0.75, 60.5,
-                          true, 41,  44, 42, 43};
+  s.datasets.push_back({"/data/a", "/data/a", 1, 100, 10, 123456, 2.5, 1,
+                        "00ff00ff00ff00ff0123456789abcdef", std::nullopt});
+  ShardSetSnapshot shards{4,
+                          400,
+                          2,
+                          1,
+                          "/data/s-0.tar: k, no image",
+                          1,
+                          "/data/s-3.tar: cut",
+                          3,
+                          1,
+                          5,
+                          0.75,
+                          60.5,
+                          true,
+                          41,
+                          44,
+                          42,
+                          43};
   s.datasets.push_back(
       {"shards:/data/s-0.tar", "/data/s-0.tar", 2, 400, 4, 99, 0.5, 3, "ab", shards});
   s.indexing.push_back({"/data/t-0.tar", "shards", "shards", 4, 10, 2.0, 2.0, 3.0});

@@ -62,8 +62,8 @@ struct PlannerInputs {
   size_t augmented_reuse_limit = 1;  // as CacheOptions
   // The remote tier shared by all nodes; capacity 0 means there is none.
   uint64_t remote_capacity_bytes = 0;
-  double remote_bytes_per_s = 0;     // B_cache: what this node reads from it; <= 0: unknown
-  double nic_bytes_per_s = 0;        // B_NIC; <= 0: unbounded
+  double remote_bytes_per_s = 0;        // B_cache: what this node reads from it; <= 0: unknown
+  double nic_bytes_per_s = 0;           // B_NIC; <= 0: unbounded
   uint64_t remote_max_value_bytes = 0;  // largest entry it takes; 0: no limit
   // The admin's choice of form; kNone lets the planner choose.
   RemoteTierForm fixed_remote_form = RemoteTierForm::kNone;
