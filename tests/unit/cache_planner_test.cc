@@ -137,6 +137,93 @@ TEST(PlannerTest, NoCacheMeansEverythingFromStorage) {
   EXPECT_NEAR(plan.predicted_items_per_s, 100, 1e-9);
 }
 
+// The remote tier (docs/cache.md, "The remote tier"): the base inputs with
+// storage at 10 MB/s (100 items/s), a local budget of 20 MB, and a remote
+// tier holding 10 GB, read at B_cache over a NIC of B_NIC.
+PlannerInputs RemoteInputs(double cache_bytes_per_s, double nic_bytes_per_s) {
+  PlannerInputs in = BaseInputs();
+  in.storage_bytes_per_s = 1e7;
+  in.cache_bytes = 20'000'000;
+  in.remote_capacity_bytes = 10'000'000'000;
+  in.remote_bytes_per_s = cache_bytes_per_s;
+  in.nic_bytes_per_s = nic_bytes_per_s;
+  return in;
+}
+
+// remote (encoded) = min(encoded, min(B_cache, B_NIC) / S)
+// remote (decoded) = min(decoded, min(B_cache, B_NIC) / (S * M))
+TEST(PlannerRemoteTest, RemoteRatesAreBoundByTheLinkAndByTheWorkLeft) {
+  const PlannerInputs in = RemoteInputs(1e9, 1.25e9);  // 10 GbE: the cache servers bind
+  EXPECT_DOUBLE_EQ(ComputeSourceRates(in, RemoteTierForm::kEncoded).remote, 1000);  // CPU
+  EXPECT_DOUBLE_EQ(ComputeSourceRates(in, RemoteTierForm::kDecoded).remote, 1000);  // link
+  EXPECT_DOUBLE_EQ(ComputeSourceRates(in, RemoteTierForm::kNone).remote, 0);
+  const PlannerInputs slow_nic = RemoteInputs(1e10, 2.5e8);  // 2 Gb/s NIC binds
+  EXPECT_DOUBLE_EQ(ComputeSourceRates(slow_nic, RemoteTierForm::kEncoded).remote, 1000);
+  EXPECT_DOUBLE_EQ(ComputeSourceRates(slow_nic, RemoteTierForm::kDecoded).remote, 250);
+  const PlannerInputs fast = RemoteInputs(1e10, 1.25e10);  // 100 GbE
+  EXPECT_DOUBLE_EQ(ComputeSourceRates(fast, RemoteTierForm::kDecoded).remote, 8000);
+}
+
+// The remote tier serves the share it covers of what the local tiers leave
+// to storage: local encoded 20 MB = 20% of the items; a remote tier of
+// 50 MB covers half the encoded dataset, so it serves half of the other 80%.
+TEST(PlannerRemoteTest, TheRemoteTierServesItsCoverageOfWhatTheLocalTiersLeave) {
+  PlannerInputs in = RemoteInputs(1e9, 0);
+  in.remote_capacity_bytes = 50'000'000;
+  const HitFractions f = ComputeHitFractions(in, Split{100, 0, 0}, RemoteTierForm::kEncoded);
+  EXPECT_DOUBLE_EQ(f.encoded, 0.2);
+  EXPECT_DOUBLE_EQ(f.remote, 0.4);
+  EXPECT_DOUBLE_EQ(f.storage, 0.4);
+  // Pixels are ten times larger: the same tier covers 5% of them.
+  const HitFractions d = ComputeHitFractions(in, Split{100, 0, 0}, RemoteTierForm::kDecoded);
+  EXPECT_DOUBLE_EQ(d.remote, 0.8 * 0.05);
+  EXPECT_DOUBLE_EQ(ComputeHitFractions(in, Split{100, 0, 0}).remote, 0);
+}
+
+// Without a remote tier slow storage makes the local budget hold as many
+// items as it can: encoded, 20% of them (122/s against 102/s all decoded).
+// With a remote tier of pixels on 100 GbE, every item not held locally
+// comes at 8,000/s, so local encoded entries (1,000/s) would only slow the
+// node: the plan turns to all-decoded, and the remote tier to pixels.
+TEST(PlannerRemoteTest, WhatTheRemoteTierHoldsChangesTheLocalSplit) {
+  PlannerInputs alone = RemoteInputs(0, 0);
+  alone.remote_capacity_bytes = 0;
+  const Plan local = ModelDrivenPlanner().MakePlan(alone);
+  EXPECT_EQ(local.split(), (Split{100, 0, 0}));
+  EXPECT_EQ(local.remote_form, RemoteTierForm::kNone);
+  EXPECT_NEAR(local.predicted_items_per_s, 1 / (0.2 / 1000 + 0.8 / 100), 1e-6);
+
+  const Plan shared = ModelDrivenPlanner().MakePlan(RemoteInputs(1e10, 1.25e10));
+  EXPECT_EQ(shared.split(), (Split{0, 100, 0}));
+  EXPECT_EQ(shared.remote_form, RemoteTierForm::kDecoded);
+  EXPECT_DOUBLE_EQ(shared.fractions.decoded, 0.02);
+  EXPECT_DOUBLE_EQ(shared.fractions.remote, 0.98);
+  EXPECT_NEAR(shared.predicted_items_per_s, 8000, 1e-6);
+
+  // On 10 GbE pixels come no faster than bytes (1,000/s either way): the
+  // tie goes to the smaller encoded form, the local tier still to pixels.
+  const Plan ten_gbe = ModelDrivenPlanner().MakePlan(RemoteInputs(1e9, 1.25e9));
+  EXPECT_EQ(ten_gbe.split(), (Split{0, 100, 0}));
+  EXPECT_EQ(ten_gbe.remote_form, RemoteTierForm::kEncoded);
+  EXPECT_NEAR(ten_gbe.predicted_items_per_s, 1 / (0.02 / 8000 + 0.98 / 1000), 1e-6);
+}
+
+TEST(PlannerRemoteTest, TheFormsWeighedFollowTheTierAndTheAdmin) {
+  PlannerInputs in = RemoteInputs(1e10, 0);
+  EXPECT_EQ(RemoteFormsToWeigh(in),
+            (std::vector<RemoteTierForm>{RemoteTierForm::kEncoded, RemoteTierForm::kDecoded}));
+  in.remote_max_value_bytes = 1 << 20;  // a 1 MB decoded item fits a 1 MiB entry
+  EXPECT_EQ(RemoteFormsToWeigh(in).size(), 2u);
+  in.remote_max_value_bytes = 500'000;  // memcached -I 500k: pixels do not fit
+  EXPECT_EQ(RemoteFormsToWeigh(in), (std::vector<RemoteTierForm>{RemoteTierForm::kEncoded}));
+  in.fixed_remote_form = RemoteTierForm::kDecoded;  // the admin's word wins
+  EXPECT_EQ(RemoteFormsToWeigh(in), (std::vector<RemoteTierForm>{RemoteTierForm::kDecoded}));
+  EXPECT_EQ(FixedSplitPlanner(Split{50, 50, 0}).MakePlan(in).remote_form, RemoteTierForm::kDecoded);
+  in.remote_bytes_per_s = 0;  // not measured: the remote tier is left out of the model
+  EXPECT_EQ(RemoteFormsToWeigh(in), (std::vector<RemoteTierForm>{RemoteTierForm::kNone}));
+  EXPECT_STREQ(RemoteTierFormName(RemoteTierForm::kDecoded), "decoded");
+}
+
 TEST(PlanningGridTest, CoversEveryOnePercentSplitIncludingTheEnds) {
   const std::vector<Split> grid = PlanningGrid();
   EXPECT_EQ(grid.size(), 5151u);  // (101 * 102) / 2 points with x_E + x_D + x_A = 100

@@ -331,10 +331,61 @@ TEST_F(DaemonOptionsTest, AReloadTakesOnlyTheKeysThatMayChange) {
   EXPECT_EQ(applied.cache_bytes, uint64_t{1} << 30);  // needs a restart
 }
 
+TEST_F(DaemonOptionsTest, TheRemoteTierNeedsServersAndAPrivateCredentialsFile) {
+  const fs::path credentials = dir_ / "remote.toml";
+  std::ofstream(credentials) << "username = \"galley\"\npassword = \"pw\"\n";
+  fs::permissions(credentials, fs::perms::owner_read | fs::perms::owner_write);
+  auto loaded = LoadFile(
+      "remote_cache_servers = [\"10.0.0.1:11211\", \"[::1]:11212\", "
+      "\"cache-3.example:11211\"]\nremote_cache_credentials = \"" +
+      credentials.string() + "\"\nremote_cache_form = \"decoded\"\n");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->options.remote_cache_servers,
+            (std::vector<std::string>{"10.0.0.1:11211", "[::1]:11212", "cache-3.example:11211"}));
+  EXPECT_EQ(loaded->options.remote_cache_form, "decoded");
+  EXPECT_EQ(loaded->options.remote_cache_io_timeout_ms, 200u);
+
+  EXPECT_EQ(FlagError({"--remote-cache-server", "10.0.0.1"}),
+            "remote_cache_servers (flag --remote-cache-server): got '10.0.0.1'; expected a list "
+            "of HOST:PORT, HOST a name, an IPv4 address or [IPv6 address]");
+  EXPECT_EQ(FlagError({"--remote-cache-server", "::1:11211"}).substr(0, 66),
+            "remote_cache_servers (flag --remote-cache-server): got '::1:11211'");
+  EXPECT_EQ(FlagError({"--remote-cache-server", "10.0.0.1:11211"}).substr(0, 60),
+            "remote_cache_credentials (default): none set; remote_cache_s");
+  fs::permissions(credentials, fs::perms::group_read, fs::perm_options::add);
+  const std::string exposed = FlagError({"--remote-cache-server", "10.0.0.1:11211",
+                                         "--remote-cache-credentials", credentials.string()});
+  EXPECT_NE(exposed.find("has mode 0640: group or others may access it"), std::string::npos)
+      << exposed;
+  EXPECT_NE(exposed.find("chmod 600 " + credentials.string()), std::string::npos) << exposed;
+  EXPECT_EQ(FlagError({"--remote-cache-form", "pixels"}),
+            "remote_cache_form (flag --remote-cache-form): got 'pixels'; expected one of auto, "
+            "encoded, decoded");
+}
+
 TEST_F(DaemonOptionsTest, TheEffectiveConfigReadsBackAsTheSameOptions) {
-  auto loaded = Load({"--cache-bytes", "3G", "--cache-split", "10,20,30", "--dataset-policy",
-                      "/data/x=ods", "--metrics-address", "[::1]:9464", "--socket-mode", "0640",
-                      "--storage-bytes-per-s", "2.5e8", "--idle-exit", "0.5"});
+  auto loaded = Load({"--cache-bytes",
+                      "3G",
+                      "--cache-split",
+                      "10,20,30",
+                      "--dataset-policy",
+                      "/data/x=ods",
+                      "--metrics-address",
+                      "[::1]:9464",
+                      "--socket-mode",
+                      "0640",
+                      "--storage-bytes-per-s",
+                      "2.5e8",
+                      "--idle-exit",
+                      "0.5",
+                      "--nic-bytes-per-s",
+                      "1.25e9",
+                      "--remote-cache-capacity-bytes",
+                      "64G",
+                      "--storage-throttle-bytes-per-s",
+                      "5e7",
+                      "--storage-throttle-file",
+                      "/dev/shm/galley-bench-storage"});
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   std::ofstream(config_) << RenderEffectiveConfig(*loaded);
   auto again = Load({"--config", config_.string()});

@@ -81,6 +81,47 @@ TEST_F(DatasetTest, ImageFolderMatchesTorchvisionOrderAndLabels) {
   EXPECT_EQ(std::string(bytes->begin(), bytes->end()), "data");
 }
 
+// The remote tier's key: the same files under two paths (two nodes
+// mounting one export) share a fingerprint, with their times kept as a copy
+// with `cp -p` or `rsync -a` keeps them; a changed file, a renamed one or
+// another order of items makes another.
+TEST_F(DatasetTest, TheContentFingerprintNamesTheFilesNotWhereTheyAre) {
+  for (const char* name : {"a/1.jpg", "a/2.jpg", "b/3.png"}) Write(root_ / name, name);
+  const fs::path copy = dir_ / "elsewhere" / "mount";
+  fs::create_directories(copy.parent_path());
+  fs::copy(root_, copy, fs::copy_options::recursive);
+  for (const char* name : {"a/1.jpg", "a/2.jpg", "b/3.png"}) {
+    fs::last_write_time(copy / name, fs::last_write_time(root_ / name));
+  }
+  const auto original = MustOpen(root_);
+  const auto mounted = MustOpen(copy);
+  ASSERT_NE(original, nullptr);
+  ASSERT_NE(mounted, nullptr);
+  EXPECT_EQ(original->content_fingerprint(), mounted->content_fingerprint());
+  EXPECT_EQ(original->content_fingerprint().Hex().size(), 32u);
+
+  // A manifest naming the same files in the same order gives each id the
+  // same bytes, so it shares the entries (labels are not part of them).
+  Write(root_ / "list.txt", "a/1.jpg\t5\na/2.jpg\t6\nb/3.png\t7\n");
+  const auto manifest = MustOpen(root_ / "list.txt");
+  ASSERT_NE(manifest, nullptr);
+  EXPECT_EQ(manifest->content_fingerprint(), original->content_fingerprint());
+  Write(root_ / "reordered.txt", "a/2.jpg\t0\na/1.jpg\t0\nb/3.png\t1\n");
+  const auto reordered = MustOpen(root_ / "reordered.txt");
+  ASSERT_NE(reordered, nullptr);
+  EXPECT_NE(reordered->content_fingerprint(), original->content_fingerprint());
+
+  Write(copy / "a/2.jpg", "rewritten, one byte longer");
+  const auto changed = MustOpen(copy);
+  ASSERT_NE(changed, nullptr);
+  EXPECT_NE(changed->content_fingerprint(), original->content_fingerprint());
+
+  fs::rename(copy / "b/3.png", copy / "b/4.png");
+  const auto renamed = MustOpen(copy);
+  ASSERT_NE(renamed, nullptr);
+  EXPECT_NE(renamed->content_fingerprint(), changed->content_fingerprint());
+}
+
 TEST_F(DatasetTest, EmptyClassesAndEmptyRootsAreInvalid) {
   fs::create_directories(root_ / "empty");
   Write(root_ / "full/1.jpg");
