@@ -141,7 +141,10 @@ class RemoteCredentialsTest : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
   std::string Write(const std::string& text, mode_t mode = 0600) {
-    const fs::path path = dir_ / ("c" + std::to_string(++files_) + ".toml");
+    // Appended piece by piece: GCC 12 warns (-Wrestrict) about "c" + to_string.
+    std::string name = std::to_string(++files_);
+    name += ".toml";
+    const fs::path path = dir_ / name;
     std::ofstream(path) << text;
     ::chmod(path.c_str(), mode);
     return path.string();
