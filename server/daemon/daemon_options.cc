@@ -294,6 +294,30 @@ Key TextKey(std::string name, std::string flag, std::string help, Field<std::str
       Quote);
 }
 
+// A list of strings, each checked by `check` ("" or what is wrong with it).
+Key StringListKey(std::string name, std::string flag, std::string help, std::string expected,
+                  Field<std::vector<std::string>> field, bool reloadable,
+                  std::function<std::string(const std::string&)> check) {
+  Key key =
+      Named(std::move(name), std::move(flag), std::move(help), std::move(expected), reloadable);
+  key.list = true;
+  key.set = [field, check](const std::vector<std::string>& values, DaemonOptions* options) {
+    for (const std::string& value : values) {
+      if (std::string problem = check(value); !problem.empty()) return problem;
+    }
+    options->*field = values;
+    return std::string();
+  };
+  key.render = [field](const DaemonOptions& options) { return RenderStrings(options.*field); };
+  key.copy = CopyOf(field);
+  return key;
+}
+
+// "" for no path or an absolute one.
+std::string AbsolutePathOrNone(const std::string& text) {
+  return !text.empty() && text.front() != '/' ? Got(text) : std::string();
+}
+
 // "" for no group or one the node has.
 std::string GroupProblem(const std::string& text) {
   if (text.empty() || GroupIdByName(text).has_value()) return "";
@@ -366,25 +390,14 @@ const std::vector<Key>& Keys() {
           std::snprintf(buffer, sizeof(buffer), "%04o", mode);
           return Quote(buffer);
         }));
-    {
-      Key roots =
-          Named("allowed_roots", "--allowed-root",
-                "directory datasets may be served from (repeatable; required unless --owner-only)",
-                "a list of absolute directory paths", true);
-      roots.list = true;
-      roots.set = [](const std::vector<std::string>& values, DaemonOptions* options) {
-        for (const std::string& root : values) {
-          if (root.empty() || root.front() != '/') return Got(root) + ", not an absolute path";
-        }
-        options->allowed_roots = values;
-        return std::string();
-      };
-      roots.render = [](const DaemonOptions& options) {
-        return RenderStrings(options.allowed_roots);
-      };
-      roots.copy = CopyOf(&DaemonOptions::allowed_roots);
-      k.push_back(std::move(roots));
-    }
+    k.push_back(StringListKey(
+        "allowed_roots", "--allowed-root",
+        "directory datasets may be served from (repeatable; required unless --owner-only)",
+        "a list of absolute directory paths", &DaemonOptions::allowed_roots, true,
+        [](const std::string& root) {
+          return root.empty() || root.front() != '/' ? Got(root) + ", not an absolute path"
+                                                     : std::string();
+        }));
     k.push_back(SizeKey("cache_bytes", "--cache-bytes", "cache budget (0 disables caching)",
                         &DaemonOptions::cache_bytes, 0, false, "0 disables the cache"));
     k.push_back(ChoiceKey("cache_eviction", "--cache-eviction",
@@ -436,35 +449,19 @@ const std::vector<Key>& Keys() {
                           &DaemonOptions::augment_per_core_per_s, false, "0 = measure"));
     k.push_back(IntegerKey("cores", "--cores", "planner input: cores preparing items",
                            &DaemonOptions::cores, 0, 4096, false, "0 = the worker threads"));
-    {
-      Key servers =
-          Named("remote_cache_servers", "--remote-cache-server",
-                "memcached server HOST:PORT of the remote cache tier shared by every "
-                "node (repeatable)",
-                "a list of HOST:PORT, HOST a name, an IPv4 address or [IPv6 address]", false);
-      servers.list = true;
-      servers.set = [](const std::vector<std::string>& values, DaemonOptions* options) {
-        for (const std::string& server : values) {
+    k.push_back(StringListKey(
+        "remote_cache_servers", "--remote-cache-server",
+        "memcached server HOST:PORT of the remote cache tier shared by every node (repeatable)",
+        "a list of HOST:PORT, HOST a name, an IPv4 address or [IPv6 address]",
+        &DaemonOptions::remote_cache_servers, false, [](const std::string& server) {
           std::string host;
           uint16_t port = 0;
-          if (!ParseServerAddress(server, &host, &port)) return Got(server);
-        }
-        options->remote_cache_servers = values;
-        return std::string();
-      };
-      servers.render = [](const DaemonOptions& options) {
-        return RenderStrings(options.remote_cache_servers);
-      };
-      servers.copy = CopyOf(&DaemonOptions::remote_cache_servers);
-      k.push_back(std::move(servers));
-    }
+          return ParseServerAddress(server, &host, &port) ? std::string() : Got(server);
+        }));
     k.push_back(TextKey("remote_cache_credentials", "--remote-cache-credentials",
                         "TOML file with the remote tier's SASL username and password (mode 0600)",
                         &DaemonOptions::remote_cache_credentials, "an absolute file path",
-                        [](const std::string& text) -> std::string {
-                          if (!text.empty() && text.front() != '/') return Got(text);
-                          return "";
-                        }));
+                        AbsolutePathOrNone));
     k.push_back(IntegerKey("remote_cache_connect_timeout_ms", "--remote-cache-connect-timeout-ms",
                            "most a connection to a remote cache server may take",
                            &DaemonOptions::remote_cache_connect_timeout_ms, 1, 60000, false));
@@ -498,10 +495,7 @@ const std::vector<Key>& Keys() {
                         "benchmarks only: share the storage throttle with every galleyd naming "
                         "this file",
                         &DaemonOptions::storage_throttle_file, "an absolute file path, or \"\"",
-                        [](const std::string& text) -> std::string {
-                          if (!text.empty() && text.front() != '/') return Got(text);
-                          return "";
-                        }));
+                        AbsolutePathOrNone));
     k.push_back(IntegerKey("worker_threads", "--worker-threads", "pipeline threads",
                            &DaemonOptions::worker_threads, 0, 1024, false, "0 = one per core"));
     k.push_back(IntegerKey("sampler_seed", "--sampler-seed",

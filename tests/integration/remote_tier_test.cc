@@ -148,6 +148,13 @@ class RemoteTierTest : public ::testing::Test {
     return samples;
   }
 
+  // galleyd as a node with `credentials`, expected to refuse to start.
+  testing::GalleydOutput RunToExit(const std::filesystem::path& credentials) const {
+    std::vector<std::string> args = NodeArgs("0", credentials);
+    args.insert(args.begin(), {"--socket", (tmp_.path() / "refused.sock").string()});
+    return testing::RunGalleydForOutput(args);
+  }
+
   // Waits until `node` wrote `writes` values to the remote tier (writes are
   // sent by a background thread).
   static bool WaitForWrites(const GalleydProcess& node, uint64_t writes) {
@@ -367,22 +374,14 @@ TEST_F(RemoteTierTest, ADamagedOrShortRemoteValueIsAMissAndCounted) {
 TEST_F(RemoteTierTest, BadCredentialsAreRefusedWithAClearMessage) {
   const auto wrong = tmp_.path() / "wrong.toml";
   testing::WriteCredentialsFile(wrong, kUser, "not-the-password");
-  auto refused = testing::RunGalleydForOutput([&] {
-    auto args = NodeArgs("0", wrong);
-    args.insert(args.begin(), {"--socket", (tmp_.path() / "x.sock").string()});
-    return args;
-  }());
+  auto refused = RunToExit(wrong);
   EXPECT_EQ(refused.code, 2) << refused.err;
   EXPECT_NE(refused.err.find("refused user 'galley'"), std::string::npos) << refused.err;
   EXPECT_NE(refused.err.find(wrong.string()), std::string::npos) << refused.err;
 
   // A secret other users could read is refused before any server is asked.
   ::chmod(credentials_.c_str(), 0640);
-  auto exposed = testing::RunGalleydForOutput([&] {
-    auto args = NodeArgs("0", credentials_);
-    args.insert(args.begin(), {"--socket", (tmp_.path() / "y.sock").string()});
-    return args;
-  }());
+  auto exposed = RunToExit(credentials_);
   EXPECT_EQ(exposed.code, 2) << exposed.err;
   EXPECT_NE(exposed.err.find("chmod 600"), std::string::npos) << exposed.err;
 }
