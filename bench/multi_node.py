@@ -112,7 +112,10 @@ def start_node(galleyd, tmp, name, root, args, throttle_file, remote):
 def job(sock, root, seed, epochs, batch_size, start, marks, out):
     import galley
     from galley import transforms as T
+    # epochs= bounds what galleyd prepares: nothing past the last epoch is
+    # prefetched into the counters.
     loader = galley.DataLoader(root, batch_size=batch_size, shuffle=True, seed=seed, socket=sock,
+                               epochs=epochs,
                                transform=T.Compose([T.RandomResizedCrop(224),
                                                     T.RandomHorizontalFlip()]))
     len(loader)
