@@ -13,10 +13,16 @@ if(GALLEY_BUILD_SERVER)
   pkg_check_modules(LibExif REQUIRED IMPORTED_TARGET libexif)
   pkg_check_modules(LibWebP REQUIRED IMPORTED_TARGET libwebp)
   pkg_check_modules(LibPng REQUIRED IMPORTED_TARGET libpng16)
-  # Dataset fingerprints and remote-tier checksums (XXH3); the remote tier's
-  # memcached client (consistent hashing, failover, SASL).
-  pkg_check_modules(XXHash REQUIRED IMPORTED_TARGET libxxhash)
-  pkg_check_modules(LibMemcached REQUIRED IMPORTED_TARGET libmemcached)
+  # Dataset fingerprints and remote-tier checksums: XXH3, compiled in from
+  # its header (XXH_INLINE_ALL), so nothing is linked.
+  find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
+  add_library(galley_xxhash INTERFACE)
+  target_include_directories(galley_xxhash SYSTEM INTERFACE ${XXHASH_INCLUDE_DIR})
+  target_compile_definitions(galley_xxhash INTERFACE XXH_INLINE_ALL)
+  # The remote tier's memcached client: consistent hashing, failover, SASL.
+  if(GALLEY_REMOTE_TIER)
+    pkg_check_modules(LibMemcached REQUIRED IMPORTED_TARGET libmemcached)
+  endif()
   find_package(TBB REQUIRED)
   find_package(spdlog REQUIRED)
   find_package(tomlplusplus REQUIRED)

@@ -12,10 +12,12 @@ add_dependencies(galleyd_test galleyd)
 
 # The remote cache tier: real memcached servers (SASL) and two galleyd
 # processes standing for nodes.
-galley_add_test(remote_tier_test
-  SOURCES integration/remote_tier_test.cc integration/memcached_cluster.cc
-          integration/galleyd_process.cc
-  LIBS galley_client galley_opencv PkgConfig::LibMemcached
-  LABEL integration)
-target_compile_definitions(remote_tier_test PRIVATE GALLEYD_PATH="$<TARGET_FILE:galleyd>")
-add_dependencies(remote_tier_test galleyd)
+if(GALLEY_REMOTE_TIER)
+  galley_add_test(remote_tier_test
+    SOURCES integration/remote_tier_test.cc integration/memcached_cluster.cc
+            integration/galleyd_process.cc
+    LIBS galley_client galley_opencv PkgConfig::LibMemcached
+    LABEL integration)
+  target_compile_definitions(remote_tier_test PRIVATE GALLEYD_PATH="$<TARGET_FILE:galleyd>")
+  add_dependencies(remote_tier_test galleyd)
+endif()

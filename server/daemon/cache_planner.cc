@@ -44,7 +44,7 @@ PerSourceSnapshot SnapshotOf(const cache::HitFractions& f) {
 
 CachePlanner::CachePlanner(cache::TieredCache* cache, const NodeMeasurements& node,
                            int worker_threads, const PlannerOverrides& overrides,
-                           RemoteTier* remote)
+                           RemoteCache* remote)
     : cache_(cache),
       remote_(remote),
       node_(node),

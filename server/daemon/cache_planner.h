@@ -40,7 +40,7 @@
 #include "galley/cache/tiered_cache.h"
 #include "galley/mutex.h"
 #include "server/daemon/node_probe.h"
-#include "server/daemon/remote_tier.h"
+#include "server/daemon/remote_cache.h"
 #include "server/daemon/snapshots.h"
 #include "server/dataset/dataset.h"
 
@@ -79,7 +79,7 @@ class CachePlanner {
   // shared tier, whose write form the plan sets). `worker_threads` is the
   // pipeline's thread count: the cores that prepare items, unless overridden.
   CachePlanner(cache::TieredCache* cache, const NodeMeasurements& node, int worker_threads,
-               const PlannerOverrides& overrides, RemoteTier* remote = nullptr);
+               const PlannerOverrides& overrides, RemoteCache* remote = nullptr);
   ~CachePlanner();  // stops the thread
   CachePlanner(const CachePlanner&) = delete;
   CachePlanner& operator=(const CachePlanner&) = delete;
@@ -121,7 +121,7 @@ class CachePlanner {
   PlannerInputsSnapshot InputsSnapshotLocked() const REQUIRES(mu_);
 
   cache::TieredCache* const cache_;
-  RemoteTier* const remote_;
+  RemoteCache* const remote_;
   const NodeMeasurements node_;
   const int worker_threads_;
   const PlannerOverrides overrides_;

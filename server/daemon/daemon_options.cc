@@ -23,8 +23,8 @@
 #include "galley/client.h"
 #include "galley/errno_text.h"
 #include "galley/version.h"
+#include "server/daemon/remote_cache.h"
 #include "server/daemon/remote_credentials.h"
-#include "server/daemon/remote_tier.h"
 #include "server/daemon/socket_access.h"
 #include "server/sampler/sampling_policy.h"
 
@@ -875,6 +875,14 @@ void Resolve(const std::map<std::string, std::string>& given, LoadedOptions* loa
                                  "until it is");
     }
   }
+#if !GALLEY_REMOTE_TIER
+  if (!options.remote_cache_servers.empty()) {
+    problems->AddLine("remote_cache_servers (" + Where(*loaded, "remote_cache_servers") +
+                      "): this galleyd was built without the remote cache tier "
+                      "(GALLEY_REMOTE_TIER=OFF, as the pip wheel's is); nodes that share a "
+                      "cache run the node package (.deb or cmake --install, docs/install.md)");
+  }
+#endif
   // The remote tier needs its credentials, and they must be private.
   if (!options.remote_cache_servers.empty() && !problems->About("remote_cache_credentials")) {
     if (options.remote_cache_credentials.empty()) {

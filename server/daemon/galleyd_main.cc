@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,7 +30,10 @@
 #include "server/daemon/metrics_server.h"
 #include "server/daemon/node_probe.h"
 #include "server/daemon/prometheus_text.h"
+#include "server/daemon/remote_credentials.h"
+#if GALLEY_REMOTE_TIER
 #include "server/daemon/remote_tier.h"
+#endif
 #include "server/daemon/scheduler.h"
 #include "server/daemon/storage_throttle.h"
 #include "server/daemon/systemd_notify.h"
@@ -180,6 +184,85 @@ void ReportReady(int ready_fd) {
   ::close(ready_fd);
 }
 
+// The remote cache tier galleyd is configured with (none without servers),
+// and what its start probe measured.
+struct StartedRemoteTier {
+  std::unique_ptr<galley::RemoteCache> tier;
+  double bytes_per_s = 0;
+  uint64_t capacity_bytes = 0;
+  double nic_bytes_per_s = 0;
+};
+
+// Connects the remote tier and probes its servers; nullopt, with the reason
+// printed, when galleyd must not start (bad credentials).
+std::optional<StartedRemoteTier> StartRemoteTier(const galley::DaemonOptions& options,
+                                                 uint32_t worker_threads) {
+  using namespace galley;
+  StartedRemoteTier started;
+#if GALLEY_REMOTE_TIER
+  if (!options.remote_cache_servers.empty()) {
+    auto credentials = ReadRemoteCredentials(options.remote_cache_credentials);
+    if (!credentials.ok()) {
+      std::fprintf(stderr, "galleyd: remote_cache_credentials: %s\n",
+                   credentials.status().message().c_str());
+      return std::nullopt;
+    }
+    RemoteTierOptions remote_options;
+    remote_options.servers = options.remote_cache_servers;
+    remote_options.credentials = std::move(credentials).value();
+    remote_options.credentials_file = options.remote_cache_credentials;
+    remote_options.connect_timeout =
+        std::chrono::milliseconds(options.remote_cache_connect_timeout_ms);
+    remote_options.io_timeout = std::chrono::milliseconds(options.remote_cache_io_timeout_ms);
+    remote_options.retry_after = std::chrono::seconds(options.remote_cache_retry_s);
+    remote_options.max_value_bytes = options.remote_cache_max_value_bytes;
+    remote_options.connections = worker_threads + 1;
+    remote_options.limits.max_pixels = options.max_image_pixels;
+    auto created = RemoteTier::Create(remote_options);
+    if (!created.ok()) {
+      std::fprintf(stderr, "galleyd: remote_cache_servers: %s\n",
+                   created.status().message().c_str());
+      return std::nullopt;
+    }
+    std::unique_ptr<RemoteTier> remote = std::move(created).value();
+    // Bad credentials are a configuration error: refused now, not found
+    // out item by item. A server that does not answer only costs hits.
+    auto probe = remote->Probe();
+    if (!probe.ok()) {
+      std::fprintf(stderr, "galleyd: remote_cache_credentials: %s\n",
+                   probe.status().message().c_str());
+      return std::nullopt;
+    }
+    const RemoteProbe remote_probe = std::move(probe).value();
+    started.bytes_per_s = remote_probe.bytes_per_s;
+    started.capacity_bytes = remote_probe.capacity_bytes;
+    for (const RemoteServerProbe& server : remote_probe.servers) {
+      if (server.reachable) {
+        spdlog::info("remote cache server {}: {:.0f} MB/s, {} MiB", server.address,
+                     server.bytes_per_s / 1e6, server.capacity_bytes >> 20);
+      } else {
+        spdlog::warn(
+            "remote cache server {} does not answer ({}); its items come from storage "
+            "until it does",
+            server.address, server.error);
+      }
+    }
+    std::string host;
+    uint16_t port = 0;
+    if (ParseServerAddress(options.remote_cache_servers.front(), &host, &port)) {
+      started.nic_bytes_per_s = LinkBytesPerSecond(host, port);
+    }
+    if (options.remote_cache_form == "decoded") remote->set_write_form(RemoteForm::kDecoded);
+    started.tier = std::move(remote);
+  }
+#else
+  // Built without it: the options refuse remote_cache_servers.
+  (void)options;
+  (void)worker_threads;
+#endif
+  return started;
+}
+
 int Run(int argc, char** argv) {
   using namespace galley;
   auto loaded = LoadDaemonOptions(argc, argv);
@@ -270,66 +353,14 @@ int Run(int argc, char** argv) {
   const uint32_t worker_threads = options->worker_threads != 0
                                       ? options->worker_threads
                                       : std::max(1u, std::thread::hardware_concurrency());
-  std::unique_ptr<RemoteTier> remote;
-  RemoteProbe remote_probe;
-  double nic_bytes_per_s = 0;
-  if (!options->remote_cache_servers.empty()) {
-    auto credentials = ReadRemoteCredentials(options->remote_cache_credentials);
-    if (!credentials.ok()) {
-      std::fprintf(stderr, "galleyd: remote_cache_credentials: %s\n",
-                   credentials.status().message().c_str());
-      return 2;
-    }
-    RemoteTierOptions remote_options;
-    remote_options.servers = options->remote_cache_servers;
-    remote_options.credentials = std::move(credentials).value();
-    remote_options.credentials_file = options->remote_cache_credentials;
-    remote_options.connect_timeout =
-        std::chrono::milliseconds(options->remote_cache_connect_timeout_ms);
-    remote_options.io_timeout = std::chrono::milliseconds(options->remote_cache_io_timeout_ms);
-    remote_options.retry_after = std::chrono::seconds(options->remote_cache_retry_s);
-    remote_options.max_value_bytes = options->remote_cache_max_value_bytes;
-    remote_options.connections = worker_threads + 1;
-    remote_options.limits.max_pixels = options->max_image_pixels;
-    auto created = RemoteTier::Create(remote_options);
-    if (!created.ok()) {
-      std::fprintf(stderr, "galleyd: remote_cache_servers: %s\n",
-                   created.status().message().c_str());
-      return 2;
-    }
-    remote = std::move(created).value();
-    // Bad credentials are a configuration error: refused now, not found
-    // out item by item. A server that does not answer only costs hits.
-    auto probe = remote->Probe();
-    if (!probe.ok()) {
-      std::fprintf(stderr, "galleyd: remote_cache_credentials: %s\n",
-                   probe.status().message().c_str());
-      return 2;
-    }
-    remote_probe = std::move(probe).value();
-    for (const RemoteServerProbe& server : remote_probe.servers) {
-      if (server.reachable) {
-        spdlog::info("remote cache server {}: {:.0f} MB/s, {} MiB", server.address,
-                     server.bytes_per_s / 1e6, server.capacity_bytes >> 20);
-      } else {
-        spdlog::warn(
-            "remote cache server {} does not answer ({}); its items come from storage "
-            "until it does",
-            server.address, server.error);
-      }
-    }
-    std::string host;
-    uint16_t port = 0;
-    if (ParseServerAddress(options->remote_cache_servers.front(), &host, &port)) {
-      nic_bytes_per_s = LinkBytesPerSecond(host, port);
-    }
-    if (options->remote_cache_form == "decoded") remote->set_write_form(RemoteForm::kDecoded);
-  }
+  auto remote_tier = StartRemoteTier(*options, worker_threads);
+  if (!remote_tier) return 2;
+  RemoteCache* const remote = remote_tier->tier.get();
 
   PipelineOptions pipeline_options;
   pipeline_options.worker_threads = worker_threads;
   pipeline_options.decode.max_pixels = options->max_image_pixels;
-  ItemPipeline pipeline(pipeline_options, cache.get(), remote.get(), throttle.get());
+  ItemPipeline pipeline(pipeline_options, cache.get(), remote, throttle.get());
 
   std::unique_ptr<CachePlanner> planner;
   if (cache != nullptr) {
@@ -366,11 +397,11 @@ int Run(int argc, char** argv) {
           cache::Split{options->cache_split[0], options->cache_split[1], options->cache_split[2]};
     }
     NodeMeasurements measured = node.ok() ? *node : NodeMeasurements{};
-    measured.remote_bytes_per_s = remote_probe.bytes_per_s;
-    measured.remote_capacity_bytes = remote_probe.capacity_bytes;
-    measured.nic_bytes_per_s = nic_bytes_per_s;
+    measured.remote_bytes_per_s = remote_tier->bytes_per_s;
+    measured.remote_capacity_bytes = remote_tier->capacity_bytes;
+    measured.nic_bytes_per_s = remote_tier->nic_bytes_per_s;
     planner = std::make_unique<CachePlanner>(
-        cache.get(), measured, static_cast<int>(pipeline.threads()), overrides, remote.get());
+        cache.get(), measured, static_cast<int>(pipeline.threads()), overrides, remote);
     planner->Start();
   }
 

@@ -57,7 +57,7 @@ std::string AugmentationSignature(const ServedJob& job) {
 }
 
 ItemPipeline::ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache,
-                           RemoteTier* remote, StorageThrottle* throttle)
+                           RemoteCache* remote, StorageThrottle* throttle)
     : options_(options),
       cache_(cache),
       remote_(remote),

@@ -19,7 +19,7 @@
 // for the receivers (the scheduler does it when it plans the wave), so
 // admission weighs only the jobs that will still want the item.
 //
-// With a RemoteTier (shared by every node), an item missing from the local
+// With a RemoteCache (shared by every node), an item missing from the local
 // tiers is looked up there before storage; what was read from storage is
 // written back in the tier's write form (decoded pixels when the planner
 // chose them and the full image was decoded, else the file's bytes), and an
@@ -39,7 +39,7 @@
 
 #include "galley/cache/tiered_cache.h"
 #include "server/daemon/log_throttle.h"
-#include "server/daemon/remote_tier.h"
+#include "server/daemon/remote_cache.h"
 #include "server/daemon/served_job.h"
 #include "server/daemon/snapshots.h"
 #include "server/daemon/storage_throttle.h"
@@ -111,7 +111,7 @@ class ItemPipeline {
   // tier) and `throttle` (storage at its own speed); each one set must
   // outlive the pipeline.
   explicit ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache = nullptr,
-                        RemoteTier* remote = nullptr, StorageThrottle* throttle = nullptr);
+                        RemoteCache* remote = nullptr, StorageThrottle* throttle = nullptr);
   ~ItemPipeline();
 
   // Prepares every task; failures are recorded per position in the plans.
@@ -152,7 +152,7 @@ class ItemPipeline {
 
   PipelineOptions options_;
   cache::TieredCache* const cache_;
-  RemoteTier* const remote_;
+  RemoteCache* const remote_;
   StorageThrottle* const throttle_;
   uint32_t threads_;
   std::unique_ptr<tbb::task_arena> arena_;

@@ -43,6 +43,7 @@
 #include "galley/mutex.h"
 #include "galley/status.h"
 #include "server/daemon/log_throttle.h"
+#include "server/daemon/remote_cache.h"
 #include "server/daemon/remote_credentials.h"
 #include "server/daemon/remote_value.h"
 #include "server/daemon/snapshots.h"
@@ -66,12 +67,6 @@ struct RemoteTierOptions {
   RemoteValueLimits limits;
 };
 
-// What a lookup found: at most one of the two is set.
-struct RemoteLookup {
-  std::shared_ptr<cache::Blob> decoded;  // RGB pixels, width/height set
-  std::shared_ptr<cache::Blob> encoded;  // the file's bytes
-};
-
 // What Probe measured of one server.
 struct RemoteServerProbe {
   std::string address;
@@ -87,7 +82,7 @@ struct RemoteProbe {
   uint64_t capacity_bytes = 0;  // their capacities added up
 };
 
-class RemoteTier {
+class RemoteTier final : public RemoteCache {
  public:
   // InvalidArgument for a malformed server address or options libmemcached
   // refuses. Connects to nothing yet.
@@ -103,24 +98,16 @@ class RemoteTier {
   // reported unreachable. Run at start, before any lookup.
   Result<RemoteProbe> Probe(uint64_t probe_bytes = uint64_t{256} << 10);
 
-  // The item's decoded or encoded entry, whichever is there (decoded
-  // preferred), checked; empty on a miss or any failure.
-  RemoteLookup Get(const ContentFingerprint& dataset, ItemId item) EXCLUDES(servers_mu_);
-
-  // Queues `blob` to be stored as the item's `form` entry; returns at once.
-  void Put(const ContentFingerprint& dataset, ItemId item, RemoteForm form, cache::BlobPtr blob)
-      EXCLUDES(mu_);
-
-  // Whether a value with `payload_bytes` is small enough to be written.
-  bool Fits(uint64_t payload_bytes) const {
+  // RemoteCache. Get asks for both forms in one round trip (mget).
+  RemoteLookup Get(const ContentFingerprint& dataset, ItemId item) override EXCLUDES(servers_mu_);
+  void Put(const ContentFingerprint& dataset, ItemId item, RemoteForm form,
+           cache::BlobPtr blob) override EXCLUDES(mu_);
+  bool Fits(uint64_t payload_bytes) const override {
     return kRemoteHeaderBytes + payload_bytes <= options_.max_value_bytes;
   }
-
-  // The form items read from storage are written in (the planner's choice).
-  void set_write_form(RemoteForm form) { write_form_.store(form); }
-  RemoteForm write_form() const { return write_form_.load(); }
-
-  RemoteTierSnapshot Snapshot() const EXCLUDES(mu_, servers_mu_);
+  void set_write_form(RemoteForm form) override { write_form_.store(form); }
+  RemoteForm write_form() const override { return write_form_.load(); }
+  RemoteTierSnapshot Snapshot() const override EXCLUDES(mu_, servers_mu_);
 
  private:
   struct PendingWrite {
@@ -175,9 +162,6 @@ class RemoteTier {
   std::thread writer_;
   std::thread health_;
 };
-
-// Splits "HOST:PORT" ("[v6]:PORT" for IPv6); false when malformed.
-bool ParseServerAddress(const std::string& text, std::string* host, uint16_t* port);
 
 }  // namespace galley
 

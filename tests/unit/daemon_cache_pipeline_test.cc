@@ -9,7 +9,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <thread>
@@ -17,6 +19,7 @@
 
 #include "galley/cache/tiered_cache.h"
 #include "server/daemon/item_pipeline.h"
+#include "server/daemon/remote_cache.h"
 #include "server/daemon/scheduler.h"
 #include "server/daemon/served_job.h"
 #include "wire/segment_layout.h"
@@ -226,6 +229,132 @@ TEST_F(DaemonCacheTest, WithoutACacheEveryPassReadsAndDecodes) {
   EXPECT_EQ(c.decodes, 2u * kItems);
   EXPECT_EQ(c.decoded_hits + c.encoded_hits + c.augmented_hits, 0u);
   EXPECT_FALSE(pipeline.Snapshot().cache);
+}
+
+// A remote tier in memory, standing for the memcached pool every node
+// shares: what the pipeline looks up and writes back, recorded.
+class FakeRemoteCache final : public RemoteCache {
+ public:
+  explicit FakeRemoteCache(const ContentFingerprint& dataset) : dataset_(dataset) {}
+
+  RemoteLookup Get(const ContentFingerprint& dataset, ItemId item) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(dataset, dataset_) << "the key names the dataset by its content";
+    ++lookups;
+    RemoteLookup found;
+    if (auto it = entries_.find({item, RemoteForm::kDecoded}); it != entries_.end()) {
+      found.decoded = std::make_shared<cache::Blob>(*it->second);
+    } else if (auto bytes = entries_.find({item, RemoteForm::kEncoded}); bytes != entries_.end()) {
+      found.encoded = std::make_shared<cache::Blob>(*bytes->second);
+    }
+    return found;
+  }
+  void Put(const ContentFingerprint& dataset, ItemId item, RemoteForm form,
+           cache::BlobPtr blob) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(dataset, dataset_);
+    ++puts[form];
+    entries_[{item, form}] = std::move(blob);
+  }
+  bool Fits(uint64_t payload_bytes) const override { return payload_bytes <= max_payload; }
+  void set_write_form(RemoteForm form) override { form_ = form; }
+  RemoteForm write_form() const override { return form_; }
+  RemoteTierSnapshot Snapshot() const override { return {}; }
+
+  uint64_t lookups = 0;
+  std::map<RemoteForm, uint64_t> puts;
+  uint64_t max_payload = uint64_t{1} << 30;
+
+ private:
+  const ContentFingerprint dataset_;
+  std::mutex mu_;
+  std::map<std::pair<ItemId, RemoteForm>, cache::BlobPtr> entries_;
+  std::atomic<RemoteForm> form_{RemoteForm::kEncoded};
+};
+
+// Node A reads from storage and writes the file's bytes back; node B, on the
+// same tier, reads nothing and decodes those bytes into the same samples.
+TEST_F(DaemonCacheTest, TheRemoteTierGetsWhatOneNodeReadAndServesItToAnother) {
+  FakeRemoteCache remote(dataset_->content_fingerprint());
+  auto job = MakeJob(1, 5, kItems, 1);
+  ItemPipeline node_a(PipelineOptions{.worker_threads = 2}, nullptr, &remote);
+  const std::vector<std::byte> first = RunPass(node_a, job, 0);
+  EXPECT_EQ(Snapshot(node_a).reads, uint64_t{kItems});
+  EXPECT_EQ(remote.lookups, uint64_t{kItems});
+  EXPECT_EQ(remote.puts[RemoteForm::kEncoded], uint64_t{kItems});
+  EXPECT_EQ(remote.puts[RemoteForm::kDecoded], 0u);
+
+  ItemPipeline node_b(PipelineOptions{.worker_threads = 2}, nullptr, &remote);
+  EXPECT_EQ(RunPass(node_b, job, 0), first);
+  EXPECT_EQ(Snapshot(node_b).reads, 0u);
+  EXPECT_EQ(Snapshot(node_b).decodes, uint64_t{kItems});
+  EXPECT_EQ(remote.puts[RemoteForm::kEncoded], uint64_t{kItems}) << "nothing new to write";
+}
+
+// With decoded as the write form and a full decode, the pixels go to the
+// tier: the next node neither reads nor decodes, and keeps them locally.
+TEST_F(DaemonCacheTest, PixelsInTheRemoteTierSpareTheNextNodeItsDecodes) {
+  FakeRemoteCache remote(dataset_->content_fingerprint());
+  remote.set_write_form(RemoteForm::kDecoded);
+  auto job = MakeJob(1, 5, kItems, 1);
+  auto local_a = MakeCache({0, 100, 0});  // room for pixels: full decodes
+  AddAndConsumeDemand(*local_a);
+  ItemPipeline node_a(PipelineOptions{.worker_threads = 2}, local_a.get(), &remote);
+  const std::vector<std::byte> first = RunPass(node_a, job, 0);
+  EXPECT_EQ(remote.puts[RemoteForm::kDecoded], uint64_t{kItems});
+  EXPECT_EQ(remote.puts[RemoteForm::kEncoded], 0u);
+
+  auto local_b = MakeCache({0, 100, 0});
+  AddAndConsumeDemand(*local_b);
+  ItemPipeline node_b(PipelineOptions{.worker_threads = 2}, local_b.get(), &remote);
+  EXPECT_EQ(RunPass(node_b, job, 0), first);
+  EXPECT_EQ(Snapshot(node_b).reads, 0u);
+  EXPECT_EQ(Snapshot(node_b).decodes, 0u);
+  EXPECT_EQ(local_b->decoded().Stats().entries, uint64_t{kItems}) << "kept for the next epoch";
+}
+
+// Pixels are written only when the whole image was decoded and fits the
+// servers' entries; otherwise the file's bytes go.
+TEST_F(DaemonCacheTest, PixelsThatDoNotFitOrOnlyACropsRegionGoAsTheFilesBytes) {
+  auto job = MakeJob(1, 5, kItems, 1);
+  FakeRemoteCache too_small(dataset_->content_fingerprint());
+  too_small.set_write_form(RemoteForm::kDecoded);
+  too_small.max_payload = 100;
+  auto local = MakeCache({0, 100, 0});
+  AddAndConsumeDemand(*local);
+  ItemPipeline full(PipelineOptions{.worker_threads = 2}, local.get(), &too_small);
+  RunPass(full, job, 0);
+  EXPECT_EQ(too_small.puts[RemoteForm::kEncoded], uint64_t{kItems});
+  EXPECT_EQ(too_small.puts[RemoteForm::kDecoded], 0u);
+
+  // No local cache: a crop decodes only its region, so there are no pixels.
+  FakeRemoteCache regions(dataset_->content_fingerprint());
+  regions.set_write_form(RemoteForm::kDecoded);
+  ItemPipeline cropped(PipelineOptions{.worker_threads = 2}, nullptr, &regions);
+  RunPass(cropped, job, 0);
+  EXPECT_EQ(cropped.counters().region_decodes.load(), uint64_t{kItems});
+  EXPECT_EQ(regions.puts[RemoteForm::kEncoded], uint64_t{kItems});
+  EXPECT_EQ(regions.puts[RemoteForm::kDecoded], 0u);
+}
+
+// An encoded remote hit needs no read; when decoded is the write form, the
+// pixels it was decoded to are written back, so the next node skips the
+// decode too.
+TEST_F(DaemonCacheTest, AnEncodedRemoteHitIsUpgradedToPixelsWhenPixelsAreTheWriteForm) {
+  FakeRemoteCache remote(dataset_->content_fingerprint());
+  auto job = MakeJob(1, 5, kItems, 1);
+  ItemPipeline writer(PipelineOptions{.worker_threads = 2}, nullptr, &remote);
+  RunPass(writer, job, 0);
+  ASSERT_EQ(remote.puts[RemoteForm::kEncoded], uint64_t{kItems});
+
+  remote.set_write_form(RemoteForm::kDecoded);
+  auto local = MakeCache({0, 100, 0});
+  AddAndConsumeDemand(*local);
+  ItemPipeline upgrader(PipelineOptions{.worker_threads = 2}, local.get(), &remote);
+  RunPass(upgrader, job, 0);
+  EXPECT_EQ(Snapshot(upgrader).reads, 0u);
+  EXPECT_EQ(remote.puts[RemoteForm::kDecoded], uint64_t{kItems});
+  EXPECT_EQ(remote.puts[RemoteForm::kEncoded], uint64_t{kItems}) << "the bytes were there already";
 }
 
 TEST_F(DaemonCacheTest, AugmentedTierServesOnlyIdenticalPipelineAndSeed) {
