@@ -6,11 +6,16 @@
 #include "server/dataset/tar_index.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "server/dataset/shard_source.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -102,6 +107,40 @@ TEST(TarIndexTest, ListsUstarGnuAndPaxMembers) {
             "four");
   EXPECT_EQ(listing->skipped_non_regular, 2u);
   EXPECT_TRUE(listing->damage.empty()) << listing->damage;
+}
+
+// The remote tier's key for shards: the same shards seen under two paths
+// share a content fingerprint; a shard rewritten with other bytes does not.
+TEST(ShardFingerprintTest, NamesTheShardsContentNotTheirPath) {
+  namespace fs = std::filesystem;
+  std::string pattern = (fs::temp_directory_path() / "galley_shards_XXXXXX").string();
+  ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+  const fs::path dir = pattern;
+  auto write = [&](const fs::path& path, const std::string& payload) {
+    fs::create_directories(path.parent_path());
+    Bytes archive;
+    Member(archive, "s1.jpg", payload);
+    Member(archive, "s2.jpg", "second");
+    archive.resize(archive.size() + 1024, 0);
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(archive.data()), std::streamsize(archive.size()));
+  };
+  write(dir / "a" / "train-000.tar", "first");
+  write(dir / "b" / "train-000.tar", "first");
+  fs::last_write_time(dir / "b" / "train-000.tar",
+                      fs::last_write_time(dir / "a" / "train-000.tar"));
+  ShardOptions options;
+  options.label_key = "";
+  auto here = ShardSource::Open({dir / "a" / "train-000.tar"}, options);
+  auto there = ShardSource::Open({dir / "b" / "train-000.tar"}, options);
+  ASSERT_TRUE(here.ok() && there.ok()) << here.status().ToString() << there.status().ToString();
+  ASSERT_EQ((*here)->size(), 2u);
+  EXPECT_EQ((*here)->content_fingerprint(), (*there)->content_fingerprint());
+  write(dir / "b" / "train-000.tar", "FIRST");
+  auto rewritten = ShardSource::Open({dir / "b" / "train-000.tar"}, options);
+  ASSERT_TRUE(rewritten.ok());
+  EXPECT_NE((*rewritten)->content_fingerprint(), (*here)->content_fingerprint());
+  fs::remove_all(dir);
 }
 
 TEST(TarIndexTest, Base256SizeIsRead) {
