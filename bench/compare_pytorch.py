@@ -750,8 +750,8 @@ def parse_args():
     p.add_argument("--sides", default="galley,pytorch",
                    help="galley,pytorch and optionally ffcv (FFCV 1.0.2, see bench/README.md)")
     p.add_argument("--torch-workers", type=int, default=2)
-    p.add_argument("--cores", type=int, default=os.cpu_count() or 1,
-                   help="cores in the cost-model limit (default: this machine's)")
+    p.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)),
+                   help="cores in the cost-model limit (default: the CPUs this process may use)")
     p.add_argument("--job-timeout", type=float, default=1800.0,
                    help="seconds a side of a scenario may take")
     p.add_argument("--verbose", action="store_true")
