@@ -350,9 +350,8 @@ int Run(int argc, char** argv) {
             : ", shared through " + options->storage_throttle_file);
   }
 
-  const uint32_t worker_threads = options->worker_threads != 0
-                                      ? options->worker_threads
-                                      : std::max(1u, std::thread::hardware_concurrency());
+  const uint32_t worker_threads =
+      options->worker_threads != 0 ? options->worker_threads : UsableCores();
   auto remote_tier = StartRemoteTier(*options, worker_threads);
   if (!remote_tier) return 2;
   RemoteCache* const remote = remote_tier->tier.get();
@@ -409,6 +408,7 @@ int Run(int argc, char** argv) {
   scheduler_options.sampler_seed = options->sampler_seed;
   scheduler_options.gate.hold_budget_per_epoch = std::chrono::milliseconds(options->hold_budget_ms);
   scheduler_options.gate.thin_hold = std::chrono::milliseconds(options->thin_hold_ms);
+  scheduler_options.gate.peer_stall = std::chrono::milliseconds(options->peer_stall_ms);
   Scheduler scheduler(scheduler_options, &pipeline, cache.get(), planner.get());
   ControlServer server(*options, &scheduler, &pipeline, planner.get());
   if (Status s = server.Start(); !s.ok()) {
