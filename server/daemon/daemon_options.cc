@@ -885,7 +885,7 @@ void Resolve(const std::map<std::string, std::string>& given, LoadedOptions* loa
                       "(GALLEY_REMOTE_TIER=OFF, as the pip wheel's is); nodes that share a "
                       "cache run the node package (.deb or cmake --install, docs/install.md)");
   }
-#endif
+#else
   // The remote tier needs its credentials, and they must be private.
   if (!options.remote_cache_servers.empty() && !problems->About("remote_cache_credentials")) {
     if (options.remote_cache_credentials.empty()) {
@@ -898,6 +898,7 @@ void Resolve(const std::map<std::string, std::string>& given, LoadedOptions* loa
                         "): " + read.status().message());
     }
   }
+#endif
   if (!options.storage_throttle_file.empty() && options.storage_throttle_bytes_per_s <= 0) {
     loaded->warnings.push_back(
         "storage_throttle_file is set but storage_throttle_bytes_per_s is 0: no throttle");

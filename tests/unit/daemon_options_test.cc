@@ -331,6 +331,7 @@ TEST_F(DaemonOptionsTest, AReloadTakesOnlyTheKeysThatMayChange) {
   EXPECT_EQ(applied.cache_bytes, uint64_t{1} << 30);  // needs a restart
 }
 
+#if GALLEY_REMOTE_TIER
 TEST_F(DaemonOptionsTest, TheRemoteTierNeedsServersAndAPrivateCredentialsFile) {
   const fs::path credentials = dir_ / "remote.toml";
   std::ofstream(credentials) << "username = \"galley\"\npassword = \"pw\"\n";
@@ -362,6 +363,13 @@ TEST_F(DaemonOptionsTest, TheRemoteTierNeedsServersAndAPrivateCredentialsFile) {
             "remote_cache_form (flag --remote-cache-form): got 'pixels'; expected one of auto, "
             "encoded, decoded");
 }
+#else
+TEST_F(DaemonOptionsTest, AGalleydBuiltWithoutTheRemoteTierRefusesItsServers) {
+  EXPECT_NE(FlagError({"--remote-cache-server", "10.0.0.1:11211"})
+                .find("this galleyd was built without the remote cache tier"),
+            std::string::npos);
+}
+#endif
 
 TEST_F(DaemonOptionsTest, TheEffectiveConfigReadsBackAsTheSameOptions) {
   auto loaded = Load({"--cache-bytes",
