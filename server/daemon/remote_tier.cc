@@ -223,14 +223,16 @@ RemoteLookup RemoteTier::Get(const ContentFingerprint& dataset, ItemId item) {
   for (int k = 0; k < 2; ++k) {
     targets[k] = memcached_server_by_key(handle.get(), key_data[k], key_lengths[k], &rc);
   }
-  bool failed = false;
+  bool failed = false, sent = false;
   rc = memcached_mget(handle.get(), key_data, key_lengths, 2);
   for (const memcached_instance_st* target : targets) {
-    if (target == nullptr || memcached_server_response_count(target) == 0) failed = true;
+    const bool owing = target != nullptr && memcached_server_response_count(target) > 0;
+    sent = sent || owing;
+    failed = failed || !owing;
   }
   if (memcached_failed(rc)) failed = true;  // SOME_ERRORS: the other server may still answer
   if (failed) NoteFailure(handle.get(), rc);
-  if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_SOME_ERRORS) {
+  if (sent) {
     memcached_result_st result_storage;
     memcached_result_st* result = memcached_result_create(handle.get(), &result_storage);
     while (memcached_fetch_result(handle.get(), result, &rc) != nullptr) {
@@ -395,8 +397,9 @@ void RemoteTier::HealthLoop() {
         if (server.log->Allow(LogThrottle::Clock::now(), &dropped)) {
           spdlog::warn(
               "remote cache server {} does not answer ({}); its share of the items comes from "
-              "storage, and it is tried again every {} s",
-              server.address, server.last_error, options_.retry_after.count());
+              "storage, and it is tried again every {} s{}",
+              server.address, server.last_error, options_.retry_after.count(),
+              dropped > 0 ? fmt::format(" ({} failures since the last one logged)", dropped) : "");
         }
       } else {
         spdlog::info("remote cache server {} answers again; its items are shared again",
