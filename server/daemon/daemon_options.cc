@@ -301,7 +301,8 @@ Key StringListKey(std::string name, std::string flag, std::string help, std::str
   Key key =
       Named(std::move(name), std::move(flag), std::move(help), std::move(expected), reloadable);
   key.list = true;
-  key.set = [field, check](const std::vector<std::string>& values, DaemonOptions* options) {
+  key.set = [field, check = std::move(check)](const std::vector<std::string>& values,
+                                              DaemonOptions* options) {
     for (const std::string& value : values) {
       if (std::string problem = check(value); !problem.empty()) return problem;
     }

@@ -54,6 +54,32 @@ Status Configure(memcached_st* handle, const RemoteTierOptions& options) {
   return Status::Ok();
 }
 
+using Handle = std::unique_ptr<memcached_st, MemcachedDeleter>;
+
+// A value libmemcached allocated (malloc), freed when it goes.
+using Fetched = std::unique_ptr<char, void (*)(void*)>;
+
+// memcached_get of `key` on `handle`: the value, or null with *rc saying why.
+Fetched GetValue(memcached_st* handle, std::string_view key, size_t* length,
+                 memcached_return_t* rc) {
+  uint32_t flags = 0;
+  return Fetched(memcached_get(handle, key.data(), key.size(), length, &flags, rc), &std::free);
+}
+
+// A handle on `host`:`port` alone, configured as every other.
+Result<Handle> SingleServerHandle(const RemoteTierOptions& options, const std::string& host,
+                                  uint16_t port) {
+  Handle handle(memcached_create(nullptr));
+  if (handle == nullptr) return Status::ResourceExhausted("memcached_create failed");
+  GALLEY_RETURN_IF_ERROR(Configure(handle.get(), options));
+  const memcached_return_t rc = memcached_server_add(handle.get(), host.c_str(), port);
+  if (memcached_failed(rc)) {
+    return Status::InvalidArgument(std::string("memcached_server_add: ") +
+                                   memcached_strerror(handle.get(), rc));
+  }
+  return handle;
+}
+
 // A handle taken from the pool, given back when it goes.
 class PooledHandle {
  public:
@@ -80,24 +106,28 @@ bool IsEnd(memcached_return_t rc) {
 
 }  // namespace
 
+void MemcachedDeleter::operator()(memcached_st* handle) const { memcached_free(handle); }
+
+void MemcachedDeleter::operator()(memcached_pool_st* pool) const { memcached_pool_destroy(pool); }
+
 RemoteTier::RemoteTier(const RemoteTierOptions& options) : options_(options) {}
 
 Result<std::unique_ptr<RemoteTier>> RemoteTier::Create(const RemoteTierOptions& options) {
   if (options.servers.empty()) return Status::InvalidArgument("the remote tier has no servers");
   std::unique_ptr<RemoteTier> tier(new RemoteTier(options));
-  tier->master_ = memcached_create(nullptr);
+  tier->master_.reset(memcached_create(nullptr));
   if (tier->master_ == nullptr) return Status::ResourceExhausted("memcached_create failed");
-  GALLEY_RETURN_IF_ERROR(Configure(tier->master_, options));
+  GALLEY_RETURN_IF_ERROR(Configure(tier->master_.get(), options));
   for (const std::string& server : options.servers) {
     std::string host;
     uint16_t port = 0;
     if (!ParseServerAddress(server, &host, &port)) {
       return Status::InvalidArgument("remote cache server '" + server + "' is not HOST:PORT");
     }
-    const memcached_return_t rc = memcached_server_add(tier->master_, host.c_str(), port);
+    const memcached_return_t rc = memcached_server_add(tier->master_.get(), host.c_str(), port);
     if (memcached_failed(rc)) {
       return Status::InvalidArgument("remote cache server '" + server +
-                                     "': " + memcached_strerror(tier->master_, rc));
+                                     "': " + memcached_strerror(tier->master_.get(), rc));
     }
     MutexLock lock(&tier->servers_mu_);
     ServerState& state = tier->servers_.emplace_back();
@@ -106,8 +136,9 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::Create(const RemoteTierOptions& 
     state.port = port;
     state.log = std::make_unique<LogThrottle>(1, std::chrono::minutes(1));
   }
-  tier->pool_ = memcached_pool_create(tier->master_, 1, std::max<uint32_t>(1, options.connections));
-  tier->writer_handle_ = memcached_clone(nullptr, tier->master_);
+  tier->pool_.reset(
+      memcached_pool_create(tier->master_.get(), 1, std::max<uint32_t>(1, options.connections)));
+  tier->writer_handle_.reset(memcached_clone(nullptr, tier->master_.get()));
   if (tier->pool_ == nullptr || tier->writer_handle_ == nullptr) {
     return Status::ResourceExhausted("cannot create the remote tier's connection pool");
   }
@@ -130,9 +161,6 @@ RemoteTier::~RemoteTier() {
   health_cv_.SignalAll();
   if (writer_.joinable()) writer_.join();
   if (health_.joinable()) health_.join();
-  if (writer_handle_ != nullptr) memcached_free(writer_handle_);
-  if (pool_ != nullptr) memcached_pool_destroy(pool_);
-  if (master_ != nullptr) memcached_free(master_);
 }
 
 Result<RemoteProbe> RemoteTier::Probe(uint64_t probe_bytes) {
@@ -150,50 +178,36 @@ Result<RemoteProbe> RemoteTier::Probe(uint64_t probe_bytes) {
     std::string host;
     uint16_t port = 0;
     ParseServerAddress(address, &host, &port);
-    memcached_st* handle = memcached_create(nullptr);
-    if (handle == nullptr) return Status::ResourceExhausted("memcached_create failed");
-    GALLEY_RETURN_IF_ERROR(Configure(handle, options_));
-    memcached_server_add(handle, host.c_str(), port);
+    GALLEY_ASSIGN_OR_RETURN(Handle handle, SingleServerHandle(options_, host, port));
     memcached_return_t rc =
-        memcached_set(handle, key.data(), key.size(), value.data(), value.size(), 60, 0);
+        memcached_set(handle.get(), key.data(), key.size(), value.data(), value.size(), 60, 0);
     if (rc == MEMCACHED_AUTH_FAILURE || rc == MEMCACHED_AUTH_PROBLEM) {
-      const std::string detail = memcached_last_error_message(handle);
-      memcached_free(handle);
       return Status::PermissionDenied(
           "remote cache server " + address + " refused user '" + options_.credentials.username +
           "' of " + options_.credentials_file + " (" +
-          (rc == MEMCACHED_AUTH_FAILURE ? "SASL authentication failed"
-                                        : "SASL problem: " + detail) +
+          (rc == MEMCACHED_AUTH_FAILURE
+               ? std::string("SASL authentication failed")
+               : "SASL problem: " + std::string(memcached_last_error_message(handle.get()))) +
           "); check the username and password there and the server's SASL database");
-    }
-    if (memcached_failed(rc)) {
-      server.error = memcached_last_error_message(handle);
-      memcached_free(handle);
-      continue;
     }
     constexpr int kReads = 4;
     const auto start = Clock::now();
     uint64_t read = 0;
     for (int i = 0; i < kReads && memcached_success(rc); ++i) {
       size_t length = 0;
-      uint32_t flags = 0;
-      char* got = memcached_get(handle, key.data(), key.size(), &length, &flags, &rc);
-      if (got != nullptr) read += length;
-      std::free(got);
+      if (GetValue(handle.get(), key, &length, &rc) != nullptr) read += length;
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    memcached_delete(handle, key.data(), key.size(), 0);
     if (memcached_failed(rc)) {
-      server.error = memcached_last_error_message(handle);
-      memcached_free(handle);
+      server.error = memcached_last_error_message(handle.get());
       continue;
     }
+    memcached_delete(handle.get(), key.data(), key.size(), 0);
     server.reachable = true;
     server.bytes_per_s = seconds > 0 ? static_cast<double>(read) / seconds : 0;
-    memcached_stat_st* stats = memcached_stat(handle, nullptr, &rc);
+    memcached_stat_st* stats = memcached_stat(handle.get(), nullptr, &rc);
     if (stats != nullptr && memcached_success(rc)) server.capacity_bytes = stats->limit_maxbytes;
     if (stats != nullptr) memcached_stat_free(nullptr, stats);
-    memcached_free(handle);
     probe.bytes_per_s += server.bytes_per_s;
     probe.capacity_bytes += server.capacity_bytes;
   }
@@ -206,7 +220,7 @@ RemoteLookup RemoteTier::Get(const ContentFingerprint& dataset, ItemId item) {
   RemoteLookup found;
   const std::string keys[2] = {RemoteKey(dataset, item, RemoteForm::kDecoded),
                                RemoteKey(dataset, item, RemoteForm::kEncoded)};
-  PooledHandle handle(pool_);
+  PooledHandle handle(pool_.get());
   if (handle.get() == nullptr) {
     errors_++;
     misses_++;
@@ -233,7 +247,7 @@ RemoteLookup RemoteTier::Get(const ContentFingerprint& dataset, ItemId item) {
   if (memcached_failed(rc)) failed = true;  // SOME_ERRORS: the other server may still answer
   if (failed) NoteFailure(handle.get(), rc);
   if (sent) {
-    memcached_result_st result_storage;
+    memcached_result_st result_storage{};
     memcached_result_st* result = memcached_result_create(handle.get(), &result_storage);
     while (memcached_fetch_result(handle.get(), result, &rc) != nullptr) {
       const std::string_view key(memcached_result_key_value(result),
@@ -303,8 +317,8 @@ void RemoteTier::WriterLoop() {
       queue_.pop_front();
     }
     const std::string value = EncodeRemoteValue(write.key, write.form, *write.blob);
-    const memcached_return_t rc = memcached_set(writer_handle_, write.key.data(), write.key.size(),
-                                                value.data(), value.size(), 0, 0);
+    const memcached_return_t rc = memcached_set(writer_handle_.get(), write.key.data(),
+                                                write.key.size(), value.data(), value.size(), 0, 0);
     {
       MutexLock lock(&mu_);
       queued_bytes_ -= value.size();
@@ -317,12 +331,12 @@ void RemoteTier::WriterLoop() {
     } else {
       write_errors_++;
       if (memcached_fatal(rc)) {
-        NoteFailure(writer_handle_, rc);
+        NoteFailure(writer_handle_.get(), rc);
       } else {
         uint64_t dropped = 0;
         if (write_log_.Allow(LogThrottle::Clock::now(), &dropped)) {
           spdlog::warn("remote cache: storing {} failed: {}", write.key,
-                       memcached_last_error_message(writer_handle_));
+                       memcached_last_error_message(writer_handle_.get()));
         }
       }
     }
@@ -341,25 +355,14 @@ void RemoteTier::NoteFailure(memcached_st* handle, int rc) {
 }
 
 std::string RemoteTier::Ask(const std::string& host, uint16_t port) const {
-  memcached_st* handle = memcached_create(nullptr);
-  if (handle == nullptr) return "memcached_create failed";
-  std::string problem;
-  if (Status configured = Configure(handle, options_); !configured.ok()) {
-    problem = configured.message();
-  } else {
-    memcached_server_add(handle, host.c_str(), port);
-    static constexpr char kKey[] = "galley1:health";
-    size_t length = 0;
-    uint32_t flags = 0;
-    memcached_return_t rc;
-    char* value = memcached_get(handle, kKey, sizeof(kKey) - 1, &length, &flags, &rc);
-    std::free(value);
-    if (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_NOTFOUND) {
-      problem = memcached_last_error_message(handle);
-    }
-  }
-  memcached_free(handle);
-  return problem;
+  auto handle = SingleServerHandle(options_, host, port);
+  if (!handle.ok()) return handle.status().message();
+  static constexpr std::string_view kKey = "galley1:health";
+  size_t length = 0;
+  memcached_return_t rc;
+  GetValue(handle->get(), kKey, &length, &rc);
+  if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_NOTFOUND) return "";
+  return memcached_last_error_message(handle->get());
 }
 
 void RemoteTier::HealthLoop() {
@@ -380,9 +383,11 @@ void RemoteTier::HealthLoop() {
       }
       if (health_stop_) return;
       check_wanted_ = false;
+      targets.reserve(servers_.size());
       for (const ServerState& server : servers_) targets.emplace_back(server.host, server.port);
     }
     std::vector<std::string> problems;
+    problems.reserve(targets.size());
     for (const auto& [host, port] : targets) problems.push_back(Ask(host, port));
     MutexLock lock(&servers_mu_);
     for (size_t i = 0; i < servers_.size(); ++i) {
@@ -431,6 +436,7 @@ RemoteTierSnapshot RemoteTier::Snapshot() const {
     s.write_queue_bytes = queued_bytes_;
   }
   MutexLock lock(&servers_mu_);
+  s.servers.reserve(servers_.size());
   for (const ServerState& server : servers_) {
     s.servers.push_back({server.address, server.reachable, server.failures, server.last_error});
   }

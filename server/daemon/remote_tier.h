@@ -54,6 +54,12 @@ struct memcached_pool_st;
 
 namespace galley {
 
+// Frees what libmemcached made: a handle, or a pool of them.
+struct MemcachedDeleter {
+  void operator()(memcached_st* handle) const;
+  void operator()(memcached_pool_st* pool) const;
+};
+
 struct RemoteTierOptions {
   std::vector<std::string> servers;  // "HOST:PORT", HOST a name, IPv4 or [IPv6]
   RemoteCredentials credentials;
@@ -87,7 +93,7 @@ class RemoteTier final : public RemoteCache {
   // InvalidArgument for a malformed server address or options libmemcached
   // refuses. Connects to nothing yet.
   static Result<std::unique_ptr<RemoteTier>> Create(const RemoteTierOptions& options);
-  ~RemoteTier();  // stops the writer; writes still queued are dropped
+  ~RemoteTier() override;  // stops the threads; writes still queued are dropped
   RemoteTier(const RemoteTier&) = delete;
   RemoteTier& operator=(const RemoteTier&) = delete;
 
@@ -112,7 +118,7 @@ class RemoteTier final : public RemoteCache {
  private:
   struct PendingWrite {
     std::string key;
-    RemoteForm form;
+    RemoteForm form = RemoteForm::kEncoded;
     cache::BlobPtr blob;
   };
   struct ServerState {
@@ -134,9 +140,11 @@ class RemoteTier final : public RemoteCache {
   void NoteFailure(memcached_st* handle, int rc) EXCLUDES(servers_mu_);
 
   const RemoteTierOptions options_;
-  memcached_st* master_ = nullptr;  // configured once; the pool and writer are its clones
-  memcached_pool_st* pool_ = nullptr;
-  memcached_st* writer_handle_ = nullptr;  // the writer thread's own
+  // Configured once; the pool's handles and the writer's are its clones.
+  // Declared first, so it goes last.
+  std::unique_ptr<memcached_st, MemcachedDeleter> master_;
+  std::unique_ptr<memcached_pool_st, MemcachedDeleter> pool_;
+  std::unique_ptr<memcached_st, MemcachedDeleter> writer_handle_;  // the writer thread's own
   std::atomic<RemoteForm> write_form_{RemoteForm::kEncoded};
 
   std::atomic<uint64_t> lookups_{0}, encoded_hits_{0}, decoded_hits_{0}, misses_{0}, errors_{0},
