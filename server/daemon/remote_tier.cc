@@ -24,7 +24,7 @@ uint64_t NsSince(Clock::time_point start) {
 Status Configure(memcached_st* handle, const RemoteTierOptions& options) {
   const std::pair<memcached_behavior_t, uint64_t> behaviors[] = {
       {MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, 1},
-      {MEMCACHED_BEHAVIOR_KETAMA, 1},
+      {MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, 1},  // libketama's layout: MD5, 160 points a server
       {MEMCACHED_BEHAVIOR_TCP_NODELAY, 1},
       {MEMCACHED_BEHAVIOR_NO_BLOCK, 1},
       {MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, static_cast<uint64_t>(options.connect_timeout.count())},
