@@ -18,11 +18,10 @@
 #include <array>
 #include <cstdint>
 
+#include "server/image/affine_warp.h"
 #include "server/image/rgb_span.h"
 
 namespace galley::image {
-
-enum class WarpInterpolation { kNearest, kBilinear, kBicubic };
 
 // Python's math.radians / math.degrees, rounding as they do.
 double Radians(double degrees);
@@ -32,8 +31,11 @@ double Degrees(double radians);
 // Image.blend(degenerate, image, factor) with Pillow's float arithmetic.
 void AdjustBrightness(const RgbView& src, const RgbSpan& dst, double factor);
 void AdjustContrast(const RgbView& src, const RgbSpan& dst, double factor);
-void AdjustSaturation(const RgbView& src, const RgbSpan& dst, double factor);
-void AdjustSharpness(const RgbView& src, const RgbSpan& dst, double factor);
+// allow_simd false forces the portable code (pixel_rows.h), which gives the
+// same bytes.
+void AdjustSaturation(const RgbView& src, const RgbSpan& dst, double factor,
+                      bool allow_simd = true);
+void AdjustSharpness(const RgbView& src, const RgbSpan& dst, double factor, bool allow_simd = true);
 // torchvision's adjust_hue: Pillow's RGB -> HSV, hue += uint8(factor * 255)
 // modulo 256, HSV -> RGB. factor in [-0.5, 0.5].
 void AdjustHue(const RgbView& src, const RgbSpan& dst, double factor);
@@ -51,12 +53,7 @@ void VerticalFlip(const RgbView& src, const RgbSpan& dst);
 
 // torchvision's pad is PadPixels (rgb_span.h): its modes are torchvision's.
 
-// Image.transform(size, AFFINE, matrix, resample, fillcolor): output pixel
-// centre (x + 0.5, y + 0.5) samples the source at matrix * (x + 0.5, y + 0.5);
-// outside the source it is `fill`. Nearest uses Pillow's fixed-point and
-// scale-only paths, so the chosen source pixels match exactly.
-void AffineWarp(const RgbView& src, const RgbSpan& dst, const std::array<double, 6>& matrix,
-                WarpInterpolation interpolation, const Fill& fill);
+// Image.transform(size, AFFINE, ...) is AffineWarp (affine_warp.h).
 
 // torchvision's _get_inverse_affine_matrix (the matrix AffineWarp takes) for
 // F.affine: rotation `angle` degrees counter-clockwise about `center`,
