@@ -43,6 +43,21 @@ void AdjustHue(const RgbView& src, const RgbSpan& dst, double factor);
 // channels, as Grayscale(num_output_channels=3) gives.
 void ToGrayscale(const RgbView& src, const RgbSpan& dst);
 
+// A lookup table per channel (Image.point): what brightness, contrast and
+// ImageOps' posterize, solarize, autocontrast, equalize and invert compute.
+// The *Lut functions return the table an op applies (ContrastLut,
+// AutoContrastLut and EqualizeLut derive it from src's histogram), so a
+// pipeline can fold it into a later write instead of a pass of its own.
+using ChannelLut = std::array<std::array<uint8_t, 256>, 3>;
+void ApplyLut(const RgbView& src, const RgbSpan& dst, const ChannelLut& lut);
+ChannelLut BrightnessLut(double factor);
+ChannelLut ContrastLut(const RgbView& src, double factor);
+ChannelLut PosterizeLut(int bits);
+ChannelLut SolarizeLut(double threshold);
+ChannelLut AutoContrastLut(const RgbView& src);
+ChannelLut EqualizeLut(const RgbView& src);
+ChannelLut InvertLut();
+
 // ImageOps.posterize / solarize / autocontrast / equalize / invert.
 void Posterize(const RgbView& src, const RgbSpan& dst, int bits);
 void Solarize(const RgbView& src, const RgbSpan& dst, double threshold);

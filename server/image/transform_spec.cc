@@ -6,6 +6,39 @@
 #include <string_view>
 
 namespace galley::image {
+
+const char* InterpolationName(Interpolation interpolation) {
+  switch (interpolation) {
+    case Interpolation::kNearest:
+      return "nearest";
+    case Interpolation::kBicubic:
+      return "bicubic";
+    case Interpolation::kBox:
+      return "box";
+    case Interpolation::kHamming:
+      return "hamming";
+    case Interpolation::kLanczos:
+      return "lanczos";
+    case Interpolation::kBilinear:
+      break;
+  }
+  return "bilinear";
+}
+
+const char* PaddingModeName(PaddingMode mode) {
+  switch (mode) {
+    case PaddingMode::kEdge:
+      return "edge";
+    case PaddingMode::kReflect:
+      return "reflect";
+    case PaddingMode::kSymmetric:
+      return "symmetric";
+    case PaddingMode::kConstant:
+      break;
+  }
+  return "constant";
+}
+
 namespace {
 
 using nlohmann::json;
@@ -78,24 +111,6 @@ Result<Interpolation> ParseInterpolation(const json& value, std::string_view whe
   return Invalid(where,
                  "must be \"nearest\", \"bilinear\", \"bicubic\", \"box\", \"hamming\" or "
                  "\"lanczos\"");
-}
-
-const char* InterpolationName(Interpolation interpolation) {
-  switch (interpolation) {
-    case Interpolation::kNearest:
-      return "nearest";
-    case Interpolation::kBicubic:
-      return "bicubic";
-    case Interpolation::kBox:
-      return "box";
-    case Interpolation::kHamming:
-      return "hamming";
-    case Interpolation::kLanczos:
-      return "lanczos";
-    case Interpolation::kBilinear:
-      break;
-  }
-  return "bilinear";
 }
 
 struct OpInfo {
@@ -210,20 +225,6 @@ Result<std::array<double, 3>> ParseFill(const json& value, std::string_view wher
     f = std::trunc(f);  // PIL images take integer fills
   }
   return fill;
-}
-
-const char* PaddingModeName(PaddingMode mode) {
-  switch (mode) {
-    case PaddingMode::kEdge:
-      return "edge";
-    case PaddingMode::kReflect:
-      return "reflect";
-    case PaddingMode::kSymmetric:
-      return "symmetric";
-    case PaddingMode::kConstant:
-      break;
-  }
-  return "constant";
 }
 
 const char* PolicyName(AutoAugmentPolicy policy) {

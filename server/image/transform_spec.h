@@ -48,6 +48,10 @@ enum class OpKind {
 
 // torchvision's padding_mode.
 enum class PaddingMode { kConstant, kEdge, kReflect, kSymmetric };
+
+// The spec's names: "bilinear", "reflect", ...
+const char* InterpolationName(Interpolation interpolation);
+const char* PaddingModeName(PaddingMode mode);
 enum class AutoAugmentPolicy { kImageNet, kCifar10, kSvhn };
 
 using Range = std::array<double, 2>;

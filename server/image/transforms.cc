@@ -1098,25 +1098,38 @@ void SplitChannels(const uint8_t* rgb, int width, bool mirrored,
 }
 
 // Turns interleaved RGB rows of the final image into the sample: NCHW or
-// NHWC, uint8 or normalised float32, mirrored when flipped. As a resampler
-// sink it hands out the destination row itself when no conversion is needed.
+// NHWC, uint8 or normalised float32, mirrored when flipped, each byte first
+// mapped through `lut` when given (the plan's trailing table ops, folded
+// into the write). As a resampler sink it hands out the destination row
+// itself when no conversion is needed.
 class SampleWriter : public RgbRowSink {
  public:
   SampleWriter(int width, int height, bool flipped, const OutputSpec& output,
-               const std::array<std::array<float, 256>, 3>& table, std::byte* dst,
-               std::vector<uint8_t>& row)
+               const std::array<std::array<float, 256>, 3>& table, const ChannelLut* lut,
+               std::byte* dst, std::vector<uint8_t>& row)
       : width_(width),
         plane_(static_cast<size_t>(width) * height),
         flipped_(flipped),
         layout_(output.layout),
         dtype_(output.dtype),
-        table_(table),
+        table_(&table),
+        lut_(lut),
         dst_(dst),
-        direct_(!flipped && output.layout == Layout::kNHWC && output.dtype == DType::kUInt8) {
+        direct_(!flipped && lut == nullptr && output.layout == Layout::kNHWC &&
+                output.dtype == DType::kUInt8) {
     // One interleaved row, then the same row split into channels.
     if (row.size() < static_cast<size_t>(width) * 6) row.resize(static_cast<size_t>(width) * 6);
     row_ = row.data();
     channel_row_ = row_ + static_cast<size_t>(width) * 3;
+    if (lut != nullptr && dtype_ == DType::kFloat32) {
+      // The normalisation of the looked-up byte: the same floats as writing
+      // the table op's output.
+      for (int c = 0; c < 3; ++c) {
+        for (int v = 0; v < 256; ++v) composed_[c][v] = table[c][(*lut)[c][v]];
+      }
+      table_ = &composed_;
+      lut_ = nullptr;
+    }
   }
 
   uint8_t* Row(int y) override {
@@ -1141,7 +1154,13 @@ class SampleWriter : public RgbRowSink {
     uint8_t* dst = reinterpret_cast<uint8_t*>(dst_);
     if (layout_ == Layout::kNHWC) {
       uint8_t* out = dst + static_cast<size_t>(y) * w * 3;
-      if (!flipped_) {
+      if (lut_ != nullptr) {
+        const ChannelLut& lut = *lut_;
+        for (int x = 0; x < w; ++x) {
+          const uint8_t* pixel = rgb + (flipped_ ? w - 1 - x : x) * 3;
+          for (int c = 0; c < 3; ++c) out[x * 3 + c] = lut[c][pixel[c]];
+        }
+      } else if (!flipped_) {
         std::memcpy(out, rgb, static_cast<size_t>(w) * 3);
       } else {
         for (int x = 0; x < w; ++x) std::memcpy(out + x * 3, rgb + (w - 1 - x) * 3, 3);
@@ -1149,7 +1168,14 @@ class SampleWriter : public RgbRowSink {
       return;
     }
     uint8_t* r = dst + static_cast<size_t>(y) * w;
-    SplitChannels(rgb, w, flipped_, {r, r + plane_, r + 2 * plane_});
+    const std::array<uint8_t*, 3> planes = {r, r + plane_, r + 2 * plane_};
+    SplitChannels(rgb, w, flipped_, planes);
+    if (lut_ != nullptr) {
+      for (int c = 0; c < 3; ++c) {
+        const auto& table = (*lut_)[c];
+        for (int x = 0; x < w; ++x) planes[c][x] = table[planes[c][x]];
+      }
+    }
   }
 
   void WriteFloats(int y, const uint8_t* rgb) const {
@@ -1167,14 +1193,16 @@ class SampleWriter : public RgbRowSink {
       for (int c = 0; c < 3; ++c) {
         std::byte* out = dst_ + (c * plane_ + row_start) * sizeof(float);
         const uint8_t* values = channels + c * width_;
-        const auto& table = table_[c];
+        const auto& table = (*table_)[c];
         for (int x = 0; x < width_; ++x) store(out + x * sizeof(float), table[values[x]]);
       }
       return;
     }
     std::byte* out = dst_ + row_start * 3 * sizeof(float);
     for (int x = 0; x < width_; ++x, first += step) {
-      for (int c = 0; c < 3; ++c) store(out + (x * 3 + c) * sizeof(float), table_[c][first[c]]);
+      for (int c = 0; c < 3; ++c) {
+        store(out + (x * 3 + c) * sizeof(float), (*table_)[c][first[c]]);
+      }
     }
   }
 
@@ -1183,16 +1211,17 @@ class SampleWriter : public RgbRowSink {
   bool flipped_;
   Layout layout_;
   DType dtype_;
-  const std::array<std::array<float, 256>, 3>& table_;
+  const std::array<std::array<float, 256>, 3>* table_;
+  std::array<std::array<float, 256>, 3> composed_;  // float output through a LUT
+  const ChannelLut* lut_;                           // uint8 output only
   std::byte* dst_;
   bool direct_;
   uint8_t* row_ = nullptr;
   uint8_t* channel_row_ = nullptr;  // float NCHW: one row split into channels
 };
 
-// Where the output lies in the result of plan step `resize`, when every
-// later step is a flip or a crop inside the image: then only that window of
-// the resize needs computing, written straight into the sample.
+// Where the output lies in the result of the last resize, when only that
+// window needs computing (FuseAfterResize).
 struct FusedOutput {
   int x = 0;
   int y = 0;
@@ -1201,15 +1230,113 @@ struct FusedOutput {
   bool flipped = false;
 };
 
-bool FuseAfterResize(const Plan& plan, int resize, bool flipped, FusedOutput& fused) {
+// Whether a plan step is a per-channel table (LUT) op, and whether its table
+// depends on the image's statistics.
+bool IsTableStep(const Step& step) {
+  if (step.kind != Step::Kind::kPixel) return false;
+  switch (step.pixel.kind) {
+    case PixelStep::Kind::kBrightness:
+    case PixelStep::Kind::kContrast:
+    case PixelStep::Kind::kPosterize:
+    case PixelStep::Kind::kSolarize:
+    case PixelStep::Kind::kAutoContrast:
+    case PixelStep::Kind::kEqualize:
+    case PixelStep::Kind::kInvert:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool TableReadsImage(const Step& step) {
+  return step.pixel.kind == PixelStep::Kind::kContrast ||
+         step.pixel.kind == PixelStep::Kind::kAutoContrast ||
+         step.pixel.kind == PixelStep::Kind::kEqualize;
+}
+
+// The table a table step applies to `image`.
+ChannelLut TableOf(const PixelStep& step, const RgbView& image) {
+  switch (step.kind) {
+    case PixelStep::Kind::kBrightness:
+      return BrightnessLut(step.v[0]);
+    case PixelStep::Kind::kContrast:
+      return ContrastLut(image, step.v[0]);
+    case PixelStep::Kind::kPosterize:
+      return PosterizeLut(static_cast<int>(step.v[0]));
+    case PixelStep::Kind::kSolarize:
+      return SolarizeLut(step.v[0]);
+    case PixelStep::Kind::kAutoContrast:
+      return AutoContrastLut(image);
+    case PixelStep::Kind::kEqualize:
+      return EqualizeLut(image);
+    default:
+      return InvertLut();
+  }
+}
+
+// The plan's last steps whose tables fold into the output write: the
+// longest suffix of table steps and flips (a per-pixel table commutes with a
+// flip) in which only the first table step may read the image, since a later
+// one would read the image the earlier tables made. Returns where it starts
+// (plan.count when there is nothing to fold).
+int FoldedTail(const Plan& plan) {
+  int start = plan.count;
+  while (start > 0 &&
+         (IsTableStep(plan.steps[start - 1]) || plan.steps[start - 1].kind == Step::Kind::kFlip)) {
+    --start;
+  }
+  // A table step that reads the image starts the tail; table steps before
+  // it run as their own pass.
+  for (int i = plan.count - 1; i >= start; --i) {
+    if (IsTableStep(plan.steps[i]) && TableReadsImage(plan.steps[i])) return i;
+  }
+  return start;
+}
+
+// The folded tail's tables composed in plan order; `image` is the image
+// the tail starts from (read by its first step, if that reads the image).
+ChannelLut ComposeTail(const Plan& plan, int tail, const RgbView& image) {
+  ChannelLut composed;
+  for (int c = 0; c < 3; ++c) {
+    for (int v = 0; v < 256; ++v) composed[c][v] = static_cast<uint8_t>(v);
+  }
+  for (int i = tail; i < plan.count; ++i) {
+    if (!IsTableStep(plan.steps[i])) continue;
+    const ChannelLut next = TableOf(plan.steps[i].pixel, image);
+    for (int c = 0; c < 3; ++c) {
+      for (int v = 0; v < 256; ++v) composed[c][v] = next[c][composed[c][v]];
+    }
+  }
+  return composed;
+}
+
+// Whether the folded tail has table steps (not only flips), and whether one
+// of them reads the image (then the image must exist before the write).
+bool TailHasTables(const Plan& plan, int tail) {
+  for (int i = tail; i < plan.count; ++i) {
+    if (IsTableStep(plan.steps[i])) return true;
+  }
+  return false;
+}
+bool TailReadsImage(const Plan& plan, int tail) {
+  return tail < plan.count && IsTableStep(plan.steps[tail]) && TableReadsImage(plan.steps[tail]);
+}
+
+// Where the output lies in the result of plan step `resize`, when every
+// later step is a flip, a crop inside the image or a table step of a folded
+// tail starting at `tail` that reads no image: then only that window of the
+// resize needs computing, written straight into the sample.
+bool FuseAfterResize(const Plan& plan, int resize, int tail, bool flipped, FusedOutput& fused) {
   const Step& step = plan.steps[resize];
   fused = {0, 0, step.width, step.height, flipped};
+  if (TailReadsImage(plan, tail)) return false;
   for (int i = resize + 1; i < plan.count; ++i) {
     const Step& next = plan.steps[i];
     if (next.kind == Step::Kind::kFlip) {
       fused.flipped = !fused.flipped;
       continue;
     }
+    if (i >= tail) continue;  // a table folded into the write
     if (next.kind != Step::Kind::kCrop) return false;
     Rect rect = next.rect;
     if (fused.flipped) rect.x = fused.width - rect.x - rect.width;
@@ -1379,15 +1506,21 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
   for (int i = 0; i < plan.count; ++i) {
     if (plan.steps[i].kind == Step::Kind::kResize) last_resize = i;
   }
+  // Trailing table ops become one table applied while writing the sample.
+  const int tail = FoldedTail(plan);
+  const bool has_tables = TailHasTables(plan, tail);
+  ChannelLut folded;
+  if (has_tables && !TailReadsImage(plan, tail)) folded = ComposeTail(plan, tail, {});
   for (int i = 0; i < plan.count; ++i) {
     const Step& step = plan.steps[i];
+    if (i >= tail && IsTableStep(step)) continue;
     if (step.kind == Step::Kind::kResize && !SymmetricFilter(step.interpolation)) {
       MaterializeFlip(current, scratch);
     }
     FusedOutput fused;
     if (i == last_resize && step.interpolation != Interpolation::kNearest &&
-        FuseAfterResize(plan, i, current.flipped, fused) && fused.width == spec_.output_width &&
-        fused.height == spec_.output_height) {
+        FuseAfterResize(plan, i, tail, current.flipped, fused) &&
+        fused.width == spec_.output_width && fused.height == spec_.output_height) {
       ResizeGeometry geometry = ResizeOf(current, step.width, step.height);
       geometry.window_x = fused.x;
       geometry.window_y = fused.y;
@@ -1396,7 +1529,7 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
       ResampleOptions options;
       options.filter = FilterOf(step.interpolation);
       SampleWriter writer(fused.width, fused.height, fused.flipped, spec_.output, normalized_,
-                          dst.data(), row);
+                          has_tables ? &folded : nullptr, dst.data(), row);
       GALLEY_RETURN_IF_ERROR(ResizeAntialiased(current.pixels, geometry, options, writer));
       Erase(plan, spec_.output, spec_.output_width, spec_.output_height, dst.data());
       return Status::Ok();
@@ -1421,8 +1554,10 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
     return Status::InvalidArgument(
         "pipeline has no resize after the crop, so it needs full-resolution pixels");
   }
+  if (has_tables && TailReadsImage(plan, tail)) folded = ComposeTail(plan, tail, current.pixels);
   const SampleWriter writer(current.pixels.width, current.pixels.height, current.flipped,
-                            spec_.output, normalized_, dst.data(), row);
+                            spec_.output, normalized_, has_tables ? &folded : nullptr, dst.data(),
+                            row);
   for (int y = 0; y < current.pixels.height; ++y) writer.Write(y, current.pixels.row(y));
   Erase(plan, spec_.output, spec_.output_width, spec_.output_height, dst.data());
   return Status::Ok();
@@ -1452,7 +1587,10 @@ Result<nlohmann::json> TransformPipeline::DescribeSample(int source_width, int s
                          {"height", step.rect.height}});
         break;
       case Step::Kind::kResize:
-        steps.push_back({{"step", "resize"}, {"width", step.width}, {"height", step.height}});
+        steps.push_back({{"step", "resize"},
+                         {"width", step.width},
+                         {"height", step.height},
+                         {"interpolation", InterpolationName(step.interpolation)}});
         break;
       case Step::Kind::kFlip:
         steps.push_back({{"step", "flip"}});
@@ -1461,7 +1599,11 @@ Result<nlohmann::json> TransformPipeline::DescribeSample(int source_width, int s
         steps.push_back({{"step", "pixel"},
                          {"kind", kPixelNames[static_cast<int>(step.pixel.kind)]},
                          {"v", step.pixel.v},
-                         {"sides", step.pixel.sides}});
+                         {"sides", step.pixel.sides},
+                         {"interpolation", InterpolationName(step.pixel.interpolation)},
+                         {"fill", step.pixel.fill},
+                         {"origin", step.pixel.center_at_origin},
+                         {"padding_mode", PaddingModeName(step.pixel.padding_mode)}});
         break;
     }
   }
@@ -1471,7 +1613,9 @@ Result<nlohmann::json> TransformPipeline::DescribeSample(int source_width, int s
                      {"x", erasure.x},
                      {"y", erasure.y},
                      {"width", erasure.width},
-                     {"height", erasure.height}});
+                     {"height", erasure.height},
+                     {"random", erasure.random},
+                     {"value", erasure.value}});
   }
   return steps;
 }

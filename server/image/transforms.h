@@ -106,8 +106,9 @@ class TransformPipeline {
   // The random draws of one sample for an image of this size, as the plan
   // the pipeline would run: [{"step": "crop"|"resize"|"flip"|"pixel"|
   // "erase", ...}]. A pixel step names its kind ("brightness", "affine",
-  // ...) and parameters. For tests of the draws' distributions and for
-  // debugging; Apply does not use it.
+  // ...) and parameters (v, sides, interpolation, fill, origin,
+  // padding_mode), so that tests can replay the plan op by op. For tests of
+  // the draws' distributions and for debugging; Apply does not use it.
   Result<nlohmann::json> DescribeSample(int source_width, int source_height, uint64_t seed,
                                         uint64_t epoch, uint64_t item) const;
 
