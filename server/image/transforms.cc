@@ -1003,6 +1003,22 @@ void Erase(const Plan& plan, const OutputSpec& output, int width, int height, st
   const size_t element = output.dtype == DType::kUInt8 ? 1 : sizeof(float);
   for (int e = 0; e < plan.erasure_count; ++e) {
     const Erasure& erasure = plan.erasures[e];
+    if (!erasure.random && output.layout == Layout::kNCHW) {
+      // A constant per channel: one run of equal elements per row.
+      for (int c = 0; c < 3; ++c) {
+        const float value = erasure.value[c];
+        const auto byte = static_cast<uint8_t>(value);
+        for (int y = erasure.y; y < erasure.y + erasure.height; ++y) {
+          std::byte* run = dst + (c * plane + static_cast<size_t>(y) * width + erasure.x) * element;
+          if (element == 1) {
+            std::memset(run, byte, static_cast<size_t>(erasure.width));
+            continue;
+          }
+          for (int x = 0; x < erasure.width; ++x) std::memcpy(run + x * element, &value, element);
+        }
+      }
+      continue;
+    }
     SampleRandom noise(erasure.noise_seed, 0, 0);
     // Channel-major like torchvision's tensor, so noise lands per (c, y, x).
     for (int c = 0; c < 3; ++c) {
