@@ -14,6 +14,7 @@
 #include "server/image/resample.h"
 #include "server/image/rgb_span.h"
 #include "server/image/sample_random.h"
+#include "server/image/tensor_ops.h"
 
 namespace galley::image {
 namespace {
@@ -52,6 +53,7 @@ struct PixelStep {
     kRotate,
     kBlur,
     kPad,
+    kAugMix,  // sides[0]: its entry in Plan::augmixes
   };
   Kind kind = Kind::kInvert;
   // Factor, threshold or bits (v[0]); affine: angle, tx, ty, scale, shear x,
@@ -91,11 +93,22 @@ struct Erasure {
 // The steps of one sample. Fixed capacity, so planning allocates nothing.
 constexpr int kMaxPlanSteps = 96;
 constexpr int kMaxErasures = 8;
+constexpr int kMaxAugMixes = 4;
+
+// One AugMix op's draws and how its warps sample.
+struct AugMixPlan {
+  AugMixDraw draw;
+  bool bilinear = true;
+  TensorFill fill;
+};
+
 struct Plan {
   std::array<Step, kMaxPlanSteps> steps;
   int count = 0;
   std::array<Erasure, kMaxErasures> erasures;
   int erasure_count = 0;
+  std::array<AugMixPlan, kMaxAugMixes> augmixes;
+  int augmix_count = 0;
 };
 
 // torchvision's RandomResizedCrop.get_params: ten tries at a random area and
@@ -314,6 +327,36 @@ Result<double> AugmentMagnitude(OpKind family, int op, int num_bins, int bin, in
   }
 }
 
+Result<double> AugMixMagnitude(AugMixOp op, int bin, int width, int height) {
+  constexpr int kBins = 10;  // AugMix's _PARAMETER_MAX
+  if (bin < 0 || bin >= kBins) return Status::InvalidArgument("AugMixMagnitude: bin out of range");
+  switch (op) {
+    case AugMixOp::kShearX:
+    case AugMixOp::kShearY:
+      return TorchLinspace(0.0, 0.3, kBins, bin);
+    case AugMixOp::kTranslateX:
+      return TorchLinspace(0.0, width / 3.0, kBins, bin);
+    case AugMixOp::kTranslateY:
+      return TorchLinspace(0.0, height / 3.0, kBins, bin);
+    case AugMixOp::kRotate:
+      return TorchLinspace(0.0, 30.0, kBins, bin);
+    case AugMixOp::kPosterize: {
+      // 4 - round(arange(bins) / ((bins - 1) / 4)) in float32, halves to even.
+      const auto divisor = static_cast<float>((kBins - 1) / 4.0);
+      return 4 - static_cast<int>(std::nearbyint(static_cast<float>(bin) / divisor));
+    }
+    case AugMixOp::kSolarize:
+      return TorchLinspace(255.0, 0.0, kBins, bin);
+    case AugMixOp::kBrightness:
+    case AugMixOp::kColor:
+    case AugMixOp::kContrast:
+    case AugMixOp::kSharpness:
+      return TorchLinspace(0.0, 0.9, kBins, bin);
+    default:
+      return 0.0;
+  }
+}
+
 namespace {
 
 bool SignedAugment(AugmentOp op) { return op >= AugmentOp::kShearX && op <= AugmentOp::kSharpness; }
@@ -398,6 +441,7 @@ class PlanBuilder {
   Status AddAugment(AugmentOp augment, double magnitude, const TransformOp& op);
   Status AddAutoAugment(const TransformOp& op);
   Status AddErasing(const TransformOp& op, int output_height, int output_width);
+  Status AddAugMix(const TransformOp& op);
 
   Plan plan_;
   int width_;
@@ -576,6 +620,57 @@ Status PlanBuilder::AddErasing(const TransformOp& op, int output_height, int out
   return Status::Ok();
 }
 
+Status PlanBuilder::AddAugMix(const TransformOp& op) {
+  if (plan_.augmix_count >= kMaxAugMixes) {
+    return Status::ResourceExhausted("transform: too many AugMix ops in one sample");
+  }
+  AugMixPlan& entry = plan_.augmixes[plan_.augmix_count];
+  entry = AugMixPlan{};
+  entry.bilinear = op.interpolation == Interpolation::kBilinear;
+  if (op.tensor_fill) {
+    entry.fill = std::array<float, 3>{static_cast<float>((*op.tensor_fill)[0]),
+                                      static_cast<float>((*op.tensor_fill)[1]),
+                                      static_cast<float>((*op.tensor_fill)[2])};
+  }
+  // AugMix.forward's draws, in its order: m ~ Dirichlet(alpha, alpha) (the
+  // original's weight and the chains' share), the chains' Dirichlet(alpha,
+  // ..., alpha) weights times m1 in float32, then per chain its depth (1..3
+  // unless chain_depth > 0) and per step a uniform op, a uniform magnitude bin
+  // below severity and, for signed ops, a fair sign.
+  AugMixDraw& draw = entry.draw;
+  const double g0 = random_.Gamma(op.alpha), g1 = random_.Gamma(op.alpha);
+  draw.original_weight = static_cast<float>(g0 / (g0 + g1));
+  const auto share = static_cast<float>(g1 / (g0 + g1));
+  draw.width = op.mixture_width;
+  std::array<double, kMaxAugMixWidth> gammas{};
+  double total = 0;
+  for (int i = 0; i < draw.width; ++i) total += gammas[i] = random_.Gamma(op.alpha);
+  for (int i = 0; i < draw.width; ++i) {
+    draw.weights[i] = static_cast<float>(gammas[i] / total) * share;
+  }
+  const int ops = op.all_ops ? kAugMixAllOps : kAugMixBasicOps;
+  for (int i = 0; i < draw.width; ++i) {
+    draw.depths[i] =
+        op.chain_depth > 0 ? op.chain_depth : static_cast<int>(random_.UniformInt(1, 3));
+    for (int d = 0; d < draw.depths[i]; ++d) {
+      AugMixStep& step = draw.steps[i][d];
+      step.op = static_cast<AugMixOp>(random_.UniformInt(0, ops - 1));
+      step.magnitude = 0;
+      if (step.op != AugMixOp::kAutoContrast && step.op != AugMixOp::kEqualize) {
+        const int bin = static_cast<int>(random_.UniformInt(0, op.severity - 1));
+        GALLEY_ASSIGN_OR_RETURN(step.magnitude, AugMixMagnitude(step.op, bin, width_, height_));
+      }
+      const bool is_signed = step.op <= AugMixOp::kRotate || step.op >= AugMixOp::kBrightness;
+      if (is_signed && random_.UniformInt(0, 1) == 1) step.magnitude = -step.magnitude;
+    }
+  }
+  PixelStep pixel;
+  pixel.kind = PixelStep::Kind::kAugMix;
+  pixel.sides[0] = plan_.augmix_count++;
+  pixel.interpolation = op.interpolation;
+  return AddPixel(pixel);
+}
+
 Status PlanBuilder::Add(const TransformOp& op, int output_height, int output_width) {
   switch (op.kind) {
     case OpKind::kRandomResizedCrop:
@@ -696,6 +791,8 @@ Status PlanBuilder::Add(const TransformOp& op, int output_height, int output_wid
       return AddAutoAugment(op);
     case OpKind::kRandomErasing:
       return AddErasing(op, output_height, output_width);
+    case OpKind::kAugMix:
+      return AddAugMix(op);
   }
   return Status::Ok();
 }
@@ -911,11 +1008,12 @@ bool SymmetricFilter(Interpolation interpolation) {
 // Whether an op gives the mirror image for a mirrored input, so a pending
 // horizontal flip can stay pending (Pad does, with its sides swapped).
 bool CommutesWithFlip(PixelStep::Kind kind) {
-  return kind != PixelStep::Kind::kAffine && kind != PixelStep::Kind::kRotate;
+  return kind != PixelStep::Kind::kAffine && kind != PixelStep::Kind::kRotate &&
+         kind != PixelStep::Kind::kAugMix;
 }
 
 // Runs one pixel step on the current image into a scratch buffer.
-Status ApplyPixel(PixelStep step, Current& current, Scratch& scratch) {
+Status ApplyPixel(PixelStep step, const Plan& plan, Current& current, Scratch& scratch) {
   if (current.scaled() || current.origin_x != 0.0 || current.origin_y != 0.0) {
     return Status::InvalidArgument("pixel ops before the first resize need full-resolution pixels");
   }
@@ -982,19 +1080,17 @@ Status ApplyPixel(PixelStep step, Current& current, Scratch& scratch) {
     case PixelStep::Kind::kPad:
       PadPixels(src, dst, step.sides[0], step.sides[1], PadModeOf(step.padding_mode), step.fill);
       break;
+    case PixelStep::Kind::kAugMix: {
+      const AugMixPlan& entry = plan.augmixes[step.sides[0]];
+      AugMix(src, dst, entry.draw, entry.bilinear, entry.fill);
+      break;
+    }
   }
   current.pixels = dst;
   current.buffer = scratch.taken();
   current.logical_width = width;
   current.logical_height = height;
   return Status::Ok();
-}
-
-// A standard normal draw (Box-Muller) for RandomErasing's "random" value.
-float StandardNormal(SampleRandom& random) {
-  const double u1 = 1.0 - random.Uniform(0.0, 1.0);  // (0, 1]
-  const double u2 = random.Uniform(0.0, 1.0);
-  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
 }
 
 // Writes the plan's erasures into the finished sample.
@@ -1027,7 +1123,8 @@ void Erase(const Plan& plan, const OutputSpec& output, int width, int height, st
           const size_t index = output.layout == Layout::kNCHW
                                    ? c * plane + static_cast<size_t>(y) * width + x
                                    : (static_cast<size_t>(y) * width + x) * 3 + c;
-          const float value = erasure.random ? StandardNormal(noise) : erasure.value[c];
+          const float value =
+              erasure.random ? static_cast<float>(noise.Normal()) : erasure.value[c];
           if (element == 1) {
             dst[index] = static_cast<std::byte>(static_cast<uint8_t>(value));
           } else {
@@ -1561,7 +1658,7 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
         current.flipped = !current.flipped;
         break;
       case Step::Kind::kPixel:
-        GALLEY_RETURN_IF_ERROR(ApplyPixel(step.pixel, current, scratch));
+        GALLEY_RETURN_IF_ERROR(ApplyPixel(step.pixel, plan, current, scratch));
         break;
     }
   }
@@ -1579,6 +1676,37 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
   return Status::Ok();
 }
 
+namespace {
+
+constexpr const char* kAugMixOpNames[] = {
+    "ShearX",       "ShearY",   "TranslateX", "TranslateY", "Rotate",   "Posterize", "Solarize",
+    "AutoContrast", "Equalize", "Brightness", "Color",      "Contrast", "Sharpness"};
+
+// An AugMix op's draws: {"original_weight", "weights": [...], "chains":
+// [[{"op", "magnitude"}, ...], ...], "bilinear", "fill"}.
+nlohmann::json AugMixJson(const AugMixPlan& entry) {
+  const AugMixDraw& draw = entry.draw;
+  nlohmann::json chains = nlohmann::json::array();
+  nlohmann::json weights = nlohmann::json::array();
+  for (int i = 0; i < draw.width; ++i) {
+    weights.push_back(draw.weights[i]);
+    nlohmann::json chain = nlohmann::json::array();
+    for (int d = 0; d < draw.depths[i]; ++d) {
+      const AugMixStep& step = draw.steps[i][d];
+      chain.push_back(
+          {{"op", kAugMixOpNames[static_cast<int>(step.op)]}, {"magnitude", step.magnitude}});
+    }
+    chains.push_back(std::move(chain));
+  }
+  return {{"original_weight", draw.original_weight},
+          {"weights", std::move(weights)},
+          {"chains", std::move(chains)},
+          {"bilinear", entry.bilinear},
+          {"fill", entry.fill ? nlohmann::json(*entry.fill) : nlohmann::json(nullptr)}};
+}
+
+}  // namespace
+
 Result<nlohmann::json> TransformPipeline::DescribeSample(int source_width, int source_height,
                                                          uint64_t seed, uint64_t epoch,
                                                          uint64_t item) const {
@@ -1588,7 +1716,7 @@ Result<nlohmann::json> TransformPipeline::DescribeSample(int source_width, int s
   static constexpr const char* kPixelNames[] = {
       "brightness", "contrast", "saturation",   "hue",      "sharpness", "grayscale",
       "posterize",  "solarize", "autocontrast", "equalize", "invert",    "vflip",
-      "affine",     "rotate",   "blur",         "pad"};
+      "affine",     "rotate",   "blur",         "pad",      "augmix"};
   SampleRandom random(seed, epoch, item);
   GALLEY_ASSIGN_OR_RETURN(const Plan plan, MakePlan(spec_, source_width, source_height, random));
   nlohmann::json steps = nlohmann::json::array();
@@ -1620,6 +1748,9 @@ Result<nlohmann::json> TransformPipeline::DescribeSample(int source_width, int s
                          {"fill", step.pixel.fill},
                          {"origin", step.pixel.center_at_origin},
                          {"padding_mode", PaddingModeName(step.pixel.padding_mode)}});
+        if (step.pixel.kind == PixelStep::Kind::kAugMix) {
+          steps.back()["augmix"] = AugMixJson(plan.augmixes[step.pixel.sides[0]]);
+        }
         break;
     }
   }
