@@ -17,6 +17,7 @@
 #include "server/image/pixel_ops.h"
 #include "server/image/resample.h"
 #include "server/image/rgb_span.h"
+#include "server/image/tensor_ops.h"
 #include "server/image/transforms.h"
 
 namespace galley::image {
@@ -138,6 +139,28 @@ Image Pixel(const Image& src, const json& step) {
   }
   if (kind == "rotate") Rotate(in, o, v[0], warp, fill);
   if (kind == "blur") GaussianBlur(in, o, sides[0], sides[1], v[0], v[1]);
+  if (kind == "augmix") {
+    const json& described = step["augmix"];
+    const std::vector<std::string> names = {
+        "ShearX",       "ShearY",   "TranslateX", "TranslateY", "Rotate",   "Posterize", "Solarize",
+        "AutoContrast", "Equalize", "Brightness", "Color",      "Contrast", "Sharpness"};
+    AugMixDraw draw;
+    draw.original_weight = described["original_weight"].get<float>();
+    draw.width = static_cast<int>(described["weights"].size());
+    for (int i = 0; i < draw.width; ++i) {
+      draw.weights[i] = described["weights"][i].get<float>();
+      const json& chain = described["chains"][i];
+      draw.depths[i] = static_cast<int>(chain.size());
+      for (int d = 0; d < draw.depths[i]; ++d) {
+        const auto at = std::find(names.begin(), names.end(), chain[d]["op"].get<std::string>());
+        draw.steps[i][d] = {static_cast<AugMixOp>(at - names.begin()),
+                            chain[d]["magnitude"].get<double>()};
+      }
+    }
+    TensorFill fill;
+    if (!described["fill"].is_null()) fill = described["fill"].get<std::array<float, 3>>();
+    AugMix(in, o, draw, described["bilinear"].get<bool>(), fill);
+  }
   return out;
 }
 
@@ -241,6 +264,11 @@ std::vector<Recipe> Recipes() {
             {{"op", "RandomHorizontalFlip"}},
             {{"op", "RandAugment"}, {"num_ops", 2}, {"magnitude", 15}}}),
        {{"layout", "NCHW"}, {"dtype", "uint8"}}},
+      {"augmix",
+       json::array({{{"op", "RandomResizedCrop"}, {"size", {40}}},
+                    {{"op", "RandomHorizontalFlip"}},
+                    {{"op", "AugMix"}, {"severity", 5}, {"fill", {9, 99.5, 199}}}}),
+       kFloat},
       {"nearest",
        json::array({{{"op", "RandomHorizontalFlip"}},
                     {{"op", "RandomResizedCrop"}, {"size", {32}}, {"interpolation", "nearest"}},
