@@ -155,6 +155,7 @@ BENCHMARK_CAPTURE(BM_Op, RandomAffine,
 BENCHMARK_CAPTURE(BM_Op, AutoAugment_imagenet, json{{"op", "AutoAugment"}})->UseRealTime();
 BENCHMARK_CAPTURE(BM_Op, RandAugment, json{{"op", "RandAugment"}})->UseRealTime();
 BENCHMARK_CAPTURE(BM_Op, TrivialAugmentWide, json{{"op", "TrivialAugmentWide"}})->UseRealTime();
+BENCHMARK_CAPTURE(BM_Op, AugMix, json{{"op", "AugMix"}})->UseRealTime();
 
 // The ops TrivialAugmentWide, RandAugment and AutoAugment draw from, called
 // directly on a 224 x 224 crop with a mid-range magnitude: where a recipe's

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "server/image/rgb_lanes_avx2.h"
+#ifdef GALLEY_HAS_RGB_LANES_AVX2
 #define GALLEY_WARP_HAS_AVX2_KERNELS 1
 #endif
 
@@ -217,16 +217,6 @@ struct Positions {
   return p;
 }
 
-// Loads four bytes at each lane's offset: the pixel's R, G, B and one more.
-// The lane at the image's last pixel would read one byte past the image, so
-// it takes that pixel's bytes from `last` instead.
-[[gnu::target("avx2")]] inline __m256i LoadPixels(const uint8_t* base, __m256i offsets,
-                                                  __m256i last_offset, __m256i last) {
-  const __m256i at_last = _mm256_cmpeq_epi32(offsets, last_offset);
-  const __m256i load = _mm256_xor_si256(at_last, _mm256_set1_epi32(-1));
-  return _mm256_mask_i32gather_epi32(last, reinterpret_cast<const int*>(base), offsets, load, 1);
-}
-
 // Lanes 0-3 (h = 0) or 4-7 (h = 1) of int32 lanes, as doubles.
 [[gnu::target("avx2")]] inline __m256d Half(__m256i v, int h) {
   return _mm256_cvtepi32_pd(h == 0 ? _mm256_castsi256_si128(v) : _mm256_extracti128_si256(v, 1));
@@ -264,26 +254,9 @@ struct Positions {
   return _mm256_add_pd(v1, r);
 }
 
-// Channel c of gathered pixels, as int32 lanes.
-[[gnu::target("avx2")]] inline __m256i Channel(__m256i pixels, int c) {
-  return _mm256_and_si256(_mm256_srlv_epi32(pixels, _mm256_set1_epi32(8 * c)),
-                          _mm256_set1_epi32(0xFF));
-}
-
 // Truncates two halves of doubles (already within 0..255) to int32 lanes.
 [[gnu::target("avx2")]] inline __m256i Truncate(const __m256d v[2]) {
   return _mm256_set_m128i(_mm256_cvttpd_epi32(v[1]), _mm256_cvttpd_epi32(v[0]));
-}
-
-// Writes eight pixels (R | G << 8 | B << 16 per lane) as 24 bytes.
-[[gnu::target("avx2")]] inline void StorePixels(__m256i words, uint8_t* out) {
-  const __m256i compact =
-      _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,  //
-                       0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
-  const __m256i packed = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(words, compact),
-                                                     _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(packed));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 16), _mm256_extracti128_si256(packed, 1));
 }
 
 // Which source axes a warp's samples move along. With a matrix row of
@@ -319,19 +292,19 @@ WarpAxes AxesOf(const std::array<double, 6>& m) {
 // does; bilinear stays inside by construction.
 template <bool kBicubic>
 [[gnu::target("avx2")]] inline __m256i FilterChannel(const __m256i* taps, int c,
-                                                     const __m256d d[2]) {
+                                                          const __m256d d[2]) {
   __m256d value[2];
   if constexpr (kBicubic) {
-    const __m256i v[4] = {Channel(taps[0], c), Channel(taps[1], c), Channel(taps[2], c),
-                          Channel(taps[3], c)};
+    const __m256i v[4] = {PixelChannel(taps[0], c), PixelChannel(taps[1], c),
+                          PixelChannel(taps[2], c), PixelChannel(taps[3], c)};
     CubicOfBytes(v, d, value);
     for (__m256d& h : value) {
       h = _mm256_min_pd(_mm256_max_pd(h, _mm256_setzero_pd()), _mm256_set1_pd(255.0));
     }
   } else {
     // a + (b - a) * d, b - a in int as Pillow's UINT8 operands promote.
-    const __m256i a = Channel(taps[0], c);
-    const __m256i delta = _mm256_sub_epi32(Channel(taps[1], c), a);
+    const __m256i a = PixelChannel(taps[0], c);
+    const __m256i delta = _mm256_sub_epi32(PixelChannel(taps[1], c), a);
     for (int h = 0; h < 2; ++h)
       value[h] = _mm256_add_pd(Half(a, h), _mm256_mul_pd(Half(delta, h), d[h]));
   }
@@ -348,9 +321,8 @@ template <bool kBicubic, WarpAxes kAxes>
   constexpr int kTaps = kBicubic ? 4 : 2;
   constexpr int kFirstTap = kBicubic ? -1 : 0;
   const int stride = static_cast<int>(src.stride);
-  const uint8_t* last_pixel = src.row(src.height - 1) + (src.width - 1) * 3;
-  const __m256i last_offset = _mm256_set1_epi32(static_cast<int>(last_pixel - src.data));
-  const __m256i last = _mm256_set1_epi32(last_pixel[0] | last_pixel[1] << 8 | last_pixel[2] << 16);
+  const LastPixel last = LastPixelOf(src);
+  const __m256i all = _mm256_set1_epi32(-1);
   const __m256i fill_word = _mm256_set1_epi32(fill[0] | fill[1] << 8 | fill[2] << 16);
   const double yin = y + 0.5;
   // (m0 * xin + m1 * yin) + m2 as Pillow's affine_transform adds them;
@@ -372,7 +344,7 @@ template <bool kBicubic, WarpAxes kAxes>
     const Positions py = Locate(sy, src.height);
     const __m256i inside = _mm256_and_si256(px.inside, py.inside);
     if (_mm256_testz_si256(inside, inside)) {
-      StorePixels(fill_word, out + x * 3);
+      StorePixelLanes(fill_word, out + x * 3);
       continue;
     }
     __m256i result = _mm256_setzero_si256();
@@ -383,8 +355,7 @@ template <bool kBicubic, WarpAxes kAxes>
       __m256i pixels[kTaps][kTaps];  // [row][column]
       for (int r = 0; r < kTaps; ++r) {
         for (int k = 0; k < kTaps; ++k) {
-          pixels[r][k] =
-              LoadPixels(src.data, _mm256_add_epi32(rows[r], columns[k]), last_offset, last);
+          pixels[r][k] = GatherPixels(src.data, _mm256_add_epi32(rows[r], columns[k]), all, last);
         }
       }
       for (int c = 0; c < 3; ++c) {
@@ -392,8 +363,8 @@ template <bool kBicubic, WarpAxes kAxes>
         if constexpr (kBicubic) {
           __m256d row_values[4][2];
           for (int r = 0; r < 4; ++r) {
-            const __m256i v[4] = {Channel(pixels[r][0], c), Channel(pixels[r][1], c),
-                                  Channel(pixels[r][2], c), Channel(pixels[r][3], c)};
+            const __m256i v[4] = {PixelChannel(pixels[r][0], c), PixelChannel(pixels[r][1], c),
+                                  PixelChannel(pixels[r][2], c), PixelChannel(pixels[r][3], c)};
             CubicOfBytes(v, px.fraction, row_values[r]);
           }
           for (int h = 0; h < 2; ++h) {
@@ -406,8 +377,8 @@ template <bool kBicubic, WarpAxes kAxes>
           // operands promote), then between the rows.
           __m256i a[2], delta[2];
           for (int r = 0; r < 2; ++r) {
-            a[r] = Channel(pixels[r][0], c);
-            delta[r] = _mm256_sub_epi32(Channel(pixels[r][1], c), a[r]);
+            a[r] = PixelChannel(pixels[r][0], c);
+            delta[r] = _mm256_sub_epi32(PixelChannel(pixels[r][1], c), a[r]);
           }
           for (int h = 0; h < 2; ++h) {
             const __m256d v1 =
@@ -432,14 +403,14 @@ template <bool kBicubic, WarpAxes kAxes>
       }
       __m256i pixels[kTaps];
       for (int k = 0; k < kTaps; ++k) {
-        pixels[k] = LoadPixels(src.data, _mm256_add_epi32(fixed, offsets[k]), last_offset, last);
+        pixels[k] = GatherPixels(src.data, _mm256_add_epi32(fixed, offsets[k]), all, last);
       }
       for (int c = 0; c < 3; ++c) {
         const __m256i value = FilterChannel<kBicubic>(pixels, c, moving.fraction);
         result = _mm256_or_si256(result, _mm256_slli_epi32(value, 8 * c));
       }
     }
-    StorePixels(_mm256_blendv_epi8(fill_word, result, inside), out + x * 3);
+    StorePixelLanes(_mm256_blendv_epi8(fill_word, result, inside), out + x * 3);
   }
   WarpFilteredRow(src, out, y, x, width, m, kBicubic, fill);
 }

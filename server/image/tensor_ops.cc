@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "server/image/pixel_ops.h"
+#include "server/image/rgb_lanes_avx2.h"
 
 namespace galley::image {
 namespace {
@@ -52,101 +53,234 @@ struct LibmFma {
   static float Apply(float a, float b, float c) { return std::fmaf(a, b, c); }
 };
 
-// _gen_affine_grid + grid_sample(align_corners=False, padding "zeros") +
-// the fill's mask channel + round to nearest even, for one image.
-template <typename Fma>
-[[gnu::always_inline]] inline void WarpImpl(const RgbView& src, const RgbSpan& dst,
-                                            const std::array<double, 6>& m, bool bilinear,
-                                            const TensorFill& fill) {
-  const int width = src.width, height = src.height;
-  // theta (float32) transposed and divided by [0.5 w, 0.5 h]; the grid is
-  // base (x, y, 1) times it, a matrix product whose kernel accumulates
-  // x * r0 + y * r1 with one fused multiply-add, then adds r2.
-  const auto half_w = static_cast<float>(0.5 * width);
-  const auto half_h = static_cast<float>(0.5 * height);
-  const float r00 = static_cast<float>(m[0]) / half_w, r10 = static_cast<float>(m[1]) / half_w;
-  const float r20 = static_cast<float>(m[2]) / half_w;
-  const float r01 = static_cast<float>(m[3]) / half_h, r11 = static_cast<float>(m[4]) / half_h;
-  const float r21 = static_cast<float>(m[5]) / half_h;
+// What _gen_affine_grid and grid_sample derive from the matrix and the image
+// size, in float32.
+struct WarpSetup {
+  int width = 0;
+  int height = 0;
+  // theta (float32) transposed and divided by [0.5 w, 0.5 h]: the grid is
+  // base (x, y, 1) times it.
+  float r00 = 0, r10 = 0, r20 = 0, r01 = 0, r11 = 0, r21 = 0;
   // linspace(-n / 2 + 0.5, n / 2 - 0.5, n): steps of exactly 1.
-  const auto x_start = static_cast<float>(-width * 0.5 + 0.5);
-  const auto y_start = static_cast<float>(-height * 0.5 + 0.5);
-  // grid_sample's unnormalisation: (g + 1) * (size / 2) - 0.5, fused.
-  const float scale_x = static_cast<float>(width) / 2, scale_y = static_cast<float>(height) / 2;
-  constexpr float kFar = 1 << 30;
-  for (int y = 0; y < dst.height; ++y) {
-    uint8_t* out = dst.row(y);
-    const float gy_base = y_start + static_cast<float>(y);
-    for (int x = 0; x < dst.width; ++x) {
-      const float gx_base = x_start + static_cast<float>(x);
-      const float gx = Fma::Apply(gy_base, r10, gx_base * r00) + r20;
-      const float gy = Fma::Apply(gy_base, r11, gx_base * r01) + r21;
-      const float ix = Fma::Apply(gx + 1.0f, scale_x, -0.5f);
-      const float iy = Fma::Apply(gy + 1.0f, scale_y, -0.5f);
-      std::array<float, 3> value{};
-      float mask = 0.0f;
-      if (!(std::fabs(ix) < kFar && std::fabs(iy) < kFar)) {
-        // Far outside (or NaN): every tap reads zero.
-      } else if (!bilinear) {
-        const int xi = static_cast<int>(std::nearbyint(ix));
-        const int yi = static_cast<int>(std::nearbyint(iy));
-        if (xi >= 0 && xi < width && yi >= 0 && yi < height) {
-          const uint8_t* p = src.row(yi) + xi * 3;
-          value = {static_cast<float>(p[0]), static_cast<float>(p[1]), static_cast<float>(p[2])};
-          mask = 1.0f;
-        }
-      } else {
-        const float x_w = std::floor(ix), y_n = std::floor(iy);
-        const float w = ix - x_w, e = 1.0f - w, n = iy - y_n, s = 1.0f - n;
-        const float weights[4] = {s * e, s * w, n * e, n * w};  // nw, ne, sw, se
-        const int x0 = static_cast<int>(x_w), y0 = static_cast<int>(y_n);
-        const uint8_t* taps[4] = {};
-        for (int k = 0; k < 4; ++k) {
-          const int tx = x0 + (k & 1), ty = y0 + (k >> 1);
-          if (tx >= 0 && tx < width && ty >= 0 && ty < height) taps[k] = src.row(ty) + tx * 3;
-        }
-        // (nw_val * nw) + (ne_val * ne) + (sw_val * sw) + (se_val * se),
-        // which the AVX2 kernel computes as a chain of fused multiply-adds;
-        // the fill's mask channel is the same sum over ones.
-        std::array<float, 4> in_image{};
-        for (int k = 0; k < 4; ++k) in_image[k] = taps[k] != nullptr ? 1.0f : 0.0f;
-        for (int c = 0; c < 3; ++c) {
-          std::array<float, 4> v{};
-          for (int k = 0; k < 4; ++k)
-            v[k] = taps[k] != nullptr ? static_cast<float>(taps[k][c]) : 0.0f;
-          float sum = v[0] * weights[0];
-          for (int k = 1; k < 4; ++k) sum = Fma::Apply(v[k], weights[k], sum);
-          value[c] = sum;
-        }
-        if (fill) {
-          mask = in_image[0] * weights[0];
-          for (int k = 1; k < 4; ++k) mask = Fma::Apply(in_image[k], weights[k], mask);
-        }
+  float x_start = 0, y_start = 0;
+  // grid_sample's unnormalisation: (g + 1) * (size / 2) - 0.5.
+  float scale_x = 0, scale_y = 0;
+  bool bilinear = true;
+  const TensorFill* fill = nullptr;
+};
+
+WarpSetup MakeWarpSetup(const RgbView& src, const std::array<double, 6>& m, bool bilinear,
+                        const TensorFill& fill) {
+  WarpSetup w;
+  w.width = src.width;
+  w.height = src.height;
+  const auto half_w = static_cast<float>(0.5 * src.width);
+  const auto half_h = static_cast<float>(0.5 * src.height);
+  w.r00 = static_cast<float>(m[0]) / half_w;
+  w.r10 = static_cast<float>(m[1]) / half_w;
+  w.r20 = static_cast<float>(m[2]) / half_w;
+  w.r01 = static_cast<float>(m[3]) / half_h;
+  w.r11 = static_cast<float>(m[4]) / half_h;
+  w.r21 = static_cast<float>(m[5]) / half_h;
+  w.x_start = static_cast<float>(-src.width * 0.5 + 0.5);
+  w.y_start = static_cast<float>(-src.height * 0.5 + 0.5);
+  w.scale_x = static_cast<float>(src.width) / 2;
+  w.scale_y = static_cast<float>(src.height) / 2;
+  w.bilinear = bilinear;
+  w.fill = &fill;
+  return w;
+}
+
+// Samples farther out than this (or NaN, from a degenerate matrix) read
+// only zeros.
+constexpr float kFar = 1 << 30;
+
+// Output pixel (x, y): the grid point (the matrix product's kernel
+// accumulates x * r0 + y * r1 with one fused multiply-add, then adds r2),
+// grid_sample with zeros outside (the AVX2 kernel sums the four corners as
+// a chain of fused multiply-adds), the fill through the mask channel, and
+// round to nearest even.
+template <typename Fma>
+[[gnu::always_inline]] inline void WarpPixel(const RgbView& src, const WarpSetup& w, int x, int y,
+                                             uint8_t* out) {
+  const float gx_base = w.x_start + static_cast<float>(x);
+  const float gy_base = w.y_start + static_cast<float>(y);
+  const float gx = Fma::Apply(gy_base, w.r10, gx_base * w.r00) + w.r20;
+  const float gy = Fma::Apply(gy_base, w.r11, gx_base * w.r01) + w.r21;
+  const float ix = Fma::Apply(gx + 1.0f, w.scale_x, -0.5f);
+  const float iy = Fma::Apply(gy + 1.0f, w.scale_y, -0.5f);
+  std::array<float, 3> value{};
+  float mask = 0.0f;
+  if (!(std::fabs(ix) < kFar && std::fabs(iy) < kFar)) {
+    // Every tap reads zero.
+  } else if (!w.bilinear) {
+    const int xi = static_cast<int>(std::nearbyint(ix));
+    const int yi = static_cast<int>(std::nearbyint(iy));
+    if (xi >= 0 && xi < w.width && yi >= 0 && yi < w.height) {
+      const uint8_t* p = src.row(yi) + xi * 3;
+      value = {static_cast<float>(p[0]), static_cast<float>(p[1]), static_cast<float>(p[2])};
+      mask = 1.0f;
+    }
+  } else {
+    const float x_w = std::floor(ix), y_n = std::floor(iy);
+    const float east = ix - x_w, west = 1.0f - east, south = iy - y_n, north = 1.0f - south;
+    const float weights[4] = {north * west, north * east, south * west, south * east};
+    const int x0 = static_cast<int>(x_w), y0 = static_cast<int>(y_n);
+    const uint8_t* taps[4] = {};
+    for (int k = 0; k < 4; ++k) {
+      const int tx = x0 + (k & 1), ty = y0 + (k >> 1);
+      if (tx >= 0 && tx < w.width && ty >= 0 && ty < w.height) taps[k] = src.row(ty) + tx * 3;
+    }
+    for (int c = 0; c < 3; ++c) {
+      float sum = (taps[0] != nullptr ? static_cast<float>(taps[0][c]) : 0.0f) * weights[0];
+      for (int k = 1; k < 4; ++k) {
+        sum =
+            Fma::Apply(taps[k] != nullptr ? static_cast<float>(taps[k][c]) : 0.0f, weights[k], sum);
       }
-      for (int c = 0; c < 3; ++c) {
-        float v = value[c];
-        if (fill) {
-          if (!bilinear) {
-            if (mask < 0.5f) v = (*fill)[c];
-          } else {
-            v = v * mask + (1.0f - mask) * (*fill)[c];
-          }
-        }
-        out[x * 3 + c] = static_cast<uint8_t>(std::min(std::max(std::nearbyint(v), 0.0f), 255.0f));
+      value[c] = sum;
+    }
+    mask = (taps[0] != nullptr ? 1.0f : 0.0f) * weights[0];
+    for (int k = 1; k < 4; ++k)
+      mask = Fma::Apply(taps[k] != nullptr ? 1.0f : 0.0f, weights[k], mask);
+  }
+  for (int c = 0; c < 3; ++c) {
+    float v = value[c];
+    if (*w.fill) {
+      const float fill = (**w.fill)[c];
+      if (!w.bilinear) {
+        if (mask < 0.5f) v = fill;
+      } else {
+        v = v * mask + (1.0f - mask) * fill;
       }
     }
+    out[c] = static_cast<uint8_t>(std::min(std::max(std::nearbyint(v), 0.0f), 255.0f));
   }
 }
 
-[[gnu::target("avx2,fma")]] void WarpWithFma(const RgbView& src, const RgbSpan& dst,
-                                             const std::array<double, 6>& m, bool bilinear,
-                                             const TensorFill& fill) {
-  WarpImpl<HardwareFma>(src, dst, m, bilinear, fill);
+#ifdef GALLEY_HAS_RGB_LANES_AVX2
+
+// Lanes whose pixel (xs, ys) lies in [0, max_x) x [0, max_y), all ones.
+[[gnu::target("avx2")]] inline __m256i Inside(__m256i xs, __m256i ys, __m256i max_x,
+                                              __m256i max_y) {
+  const __m256i minus_one = _mm256_set1_epi32(-1);
+  return _mm256_and_si256(
+      _mm256_and_si256(_mm256_cmpgt_epi32(xs, minus_one), _mm256_cmpgt_epi32(max_x, xs)),
+      _mm256_and_si256(_mm256_cmpgt_epi32(ys, minus_one), _mm256_cmpgt_epi32(max_y, ys)));
 }
 
-void WarpWithLibm(const RgbView& src, const RgbSpan& dst, const std::array<double, 6>& m,
-                  bool bilinear, const TensorFill& fill) {
-  WarpImpl<LibmFma>(src, dst, m, bilinear, fill);
+// Row y, eight pixels at a time with the same float32 operations as
+// WarpPixel<HardwareFma>; the last width % 8 pixels through WarpPixel.
+[[gnu::target("avx2,fma")]] void WarpRowAvx2(const RgbView& src, const WarpSetup& w, int y,
+                                             int width, uint8_t* out) {
+  const LastPixel last = LastPixelOf(src);
+  const int stride = static_cast<int>(src.stride);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 gy_base = _mm256_set1_ps(w.y_start + static_cast<float>(y));
+  const __m256 lanes = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i max_x = _mm256_set1_epi32(w.width), max_y = _mm256_set1_epi32(w.height);
+  const __m256i minus_one = _mm256_set1_epi32(-1);
+  const __m256 far = _mm256_set1_ps(kFar);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  int x = 0;
+  for (; x + 8 <= width; x += 8) {
+    const __m256 gx_base = _mm256_add_ps(_mm256_set1_ps(w.x_start + static_cast<float>(x)), lanes);
+    const __m256 gx = _mm256_add_ps(_mm256_fmadd_ps(gy_base, _mm256_set1_ps(w.r10),
+                                                    _mm256_mul_ps(gx_base, _mm256_set1_ps(w.r00))),
+                                    _mm256_set1_ps(w.r20));
+    const __m256 gy = _mm256_add_ps(_mm256_fmadd_ps(gy_base, _mm256_set1_ps(w.r11),
+                                                    _mm256_mul_ps(gx_base, _mm256_set1_ps(w.r01))),
+                                    _mm256_set1_ps(w.r21));
+    __m256 ix =
+        _mm256_fmadd_ps(_mm256_add_ps(gx, one), _mm256_set1_ps(w.scale_x), _mm256_set1_ps(-0.5f));
+    __m256 iy =
+        _mm256_fmadd_ps(_mm256_add_ps(gy, one), _mm256_set1_ps(w.scale_y), _mm256_set1_ps(-0.5f));
+    // Lanes far out (or NaN) move to (-4, -4), where every tap is outside.
+    const __m256 near = _mm256_and_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, ix), far, _CMP_LT_OQ),
+                                      _mm256_cmp_ps(_mm256_andnot_ps(sign, iy), far, _CMP_LT_OQ));
+    ix = _mm256_blendv_ps(_mm256_set1_ps(-4.0f), ix, near);
+    iy = _mm256_blendv_ps(_mm256_set1_ps(-4.0f), iy, near);
+    __m256 value[3];
+    __m256 mask;
+    if (!w.bilinear) {
+      const __m256i xi =
+          _mm256_cvtps_epi32(_mm256_round_ps(ix, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      const __m256i yi =
+          _mm256_cvtps_epi32(_mm256_round_ps(iy, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      const __m256i in = Inside(xi, yi, max_x, max_y);
+      const __m256i offsets = _mm256_add_epi32(_mm256_mullo_epi32(yi, _mm256_set1_epi32(stride)),
+                                               _mm256_mullo_epi32(xi, _mm256_set1_epi32(3)));
+      const __m256i pixels = GatherPixels(src.data, offsets, in, last);
+      for (int c = 0; c < 3; ++c) value[c] = _mm256_cvtepi32_ps(PixelChannel(pixels, c));
+      mask = _mm256_and_ps(_mm256_castsi256_ps(in), one);
+    } else {
+      const __m256 x_w = _mm256_floor_ps(ix), y_n = _mm256_floor_ps(iy);
+      const __m256 east = _mm256_sub_ps(ix, x_w), west = _mm256_sub_ps(one, east);
+      const __m256 south = _mm256_sub_ps(iy, y_n), north = _mm256_sub_ps(one, south);
+      const __m256 weights[4] = {_mm256_mul_ps(north, west), _mm256_mul_ps(north, east),
+                                 _mm256_mul_ps(south, west), _mm256_mul_ps(south, east)};
+      const __m256i x0 = _mm256_cvtps_epi32(x_w), y0 = _mm256_cvtps_epi32(y_n);
+      const __m256i x1 = _mm256_sub_epi32(x0, minus_one), y1 = _mm256_sub_epi32(y0, minus_one);
+      const __m256i in[4] = {Inside(x0, y0, max_x, max_y), Inside(x1, y0, max_x, max_y),
+                             Inside(x0, y1, max_x, max_y), Inside(x1, y1, max_x, max_y)};
+      const __m256i nw = _mm256_add_epi32(_mm256_mullo_epi32(y0, _mm256_set1_epi32(stride)),
+                                          _mm256_mullo_epi32(x0, _mm256_set1_epi32(3)));
+      const __m256i offsets[4] = {nw, _mm256_add_epi32(nw, _mm256_set1_epi32(3)),
+                                  _mm256_add_epi32(nw, _mm256_set1_epi32(stride)),
+                                  _mm256_add_epi32(nw, _mm256_set1_epi32(stride + 3))};
+      __m256i pixels[4];
+      for (int k = 0; k < 4; ++k) pixels[k] = GatherPixels(src.data, offsets[k], in[k], last);
+      for (int c = 0; c < 3; ++c) {
+        __m256 sum = _mm256_mul_ps(_mm256_cvtepi32_ps(PixelChannel(pixels[0], c)), weights[0]);
+        for (int k = 1; k < 4; ++k) {
+          sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(PixelChannel(pixels[k], c)), weights[k], sum);
+        }
+        value[c] = sum;
+      }
+      mask = _mm256_mul_ps(_mm256_and_ps(_mm256_castsi256_ps(in[0]), one), weights[0]);
+      for (int k = 1; k < 4; ++k) {
+        mask = _mm256_fmadd_ps(_mm256_and_ps(_mm256_castsi256_ps(in[k]), one), weights[k], mask);
+      }
+    }
+    __m256i word = _mm256_setzero_si256();
+    for (int c = 0; c < 3; ++c) {
+      __m256 v = value[c];
+      if (*w.fill) {
+        const __m256 fill = _mm256_set1_ps((**w.fill)[c]);
+        if (!w.bilinear) {
+          v = _mm256_blendv_ps(v, fill, _mm256_cmp_ps(mask, _mm256_set1_ps(0.5f), _CMP_LT_OQ));
+        } else {
+          v = _mm256_add_ps(_mm256_mul_ps(v, mask), _mm256_mul_ps(_mm256_sub_ps(one, mask), fill));
+        }
+      }
+      v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      v = _mm256_min_ps(_mm256_max_ps(v, _mm256_setzero_ps()), _mm256_set1_ps(255.0f));
+      word = _mm256_or_si256(word, _mm256_slli_epi32(_mm256_cvtps_epi32(v), 8 * c));
+    }
+    StorePixelLanes(word, out + x * 3);
+  }
+  for (; x < width; ++x) WarpPixel<HardwareFma>(src, w, x, y, out + x * 3);
+}
+
+#endif  // GALLEY_HAS_RGB_LANES_AVX2
+
+[[gnu::target("avx2,fma")]] void WarpWithFma(const RgbView& src, const RgbSpan& dst,
+                                             const WarpSetup& w, bool allow_simd) {
+  for (int y = 0; y < dst.height; ++y) {
+#ifdef GALLEY_HAS_RGB_LANES_AVX2
+    // Gathers take int32 offsets.
+    if (allow_simd && static_cast<int64_t>(src.height) * src.stride < (int64_t{1} << 31)) {
+      WarpRowAvx2(src, w, y, dst.width, dst.row(y));
+      continue;
+    }
+#endif
+    for (int x = 0; x < dst.width; ++x) WarpPixel<HardwareFma>(src, w, x, y, dst.row(y) + x * 3);
+  }
+}
+
+void WarpWithLibm(const RgbView& src, const RgbSpan& dst, const WarpSetup& w) {
+  for (int y = 0; y < dst.height; ++y) {
+    for (int x = 0; x < dst.width; ++x) WarpPixel<LibmFma>(src, w, x, y, dst.row(y) + x * 3);
+  }
 }
 
 bool CpuHasAvx2Fma() {
@@ -244,11 +378,12 @@ void TensorAutoContrast(const RgbView& src, const RgbSpan& dst) {
 }
 
 void TensorAffineWarp(const RgbView& src, const RgbSpan& dst, const std::array<double, 6>& matrix,
-                      bool bilinear, const TensorFill& fill) {
+                      bool bilinear, const TensorFill& fill, bool allow_simd) {
+  const WarpSetup setup = MakeWarpSetup(src, matrix, bilinear, fill);
   if (CpuHasAvx2Fma()) {
-    WarpWithFma(src, dst, matrix, bilinear, fill);
+    WarpWithFma(src, dst, setup, allow_simd);
   } else {
-    WarpWithLibm(src, dst, matrix, bilinear, fill);
+    WarpWithLibm(src, dst, setup);
   }
 }
 

@@ -44,9 +44,10 @@ using TensorFill = std::optional<std::array<float, 3>>;
 // F.affine / F.rotate on a tensor: `matrix` is torchvision's inverse affine
 // matrix for tensors (_get_inverse_affine_matrix with coordinates centred on
 // the image), sampled through _gen_affine_grid and grid_sample with nearest
-// or bilinear interpolation. dst has src's size.
+// or bilinear interpolation. dst has src's size. allow_simd false forces
+// the one-pixel-at-a-time code (the same bytes; tests compare them).
 void TensorAffineWarp(const RgbView& src, const RgbSpan& dst, const std::array<double, 6>& matrix,
-                      bool bilinear, const TensorFill& fill);
+                      bool bilinear, const TensorFill& fill, bool allow_simd = true);
 
 // AugMix's operations, in the order of torchvision's augmentation space
 // (all_ops adds the last four).

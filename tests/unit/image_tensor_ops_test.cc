@@ -316,5 +316,53 @@ TEST(TensorOpsParityTest, OpsAndAugMixMatchTorchvision) {
   fs::remove_all(work);
 }
 
+// The AVX2 row kernel of the tensor warp against its one-pixel code, which
+// the test above holds to torchvision, on random sizes, strides, matrices and
+// fills.
+TEST(TensorOpsFastPathTest, WarpKernelGivesTheSameBytesAsThePixelCode) {
+  std::mt19937 rng(20261123);
+  auto uniform = [&](double low, double high) {
+    return std::uniform_real_distribution<double>(low, high)(rng);
+  };
+  auto integer = [&](int low, int high) {
+    return std::uniform_int_distribution<int>(low, high)(rng);
+  };
+  for (int round = 0; round < 300; ++round) {
+    const int width = integer(1, 70), height = integer(1, 45);
+    const int margin = round % 2 == 0 ? 0 : integer(1, 9);
+    Image whole = Textured(width + margin, height + margin / 2, static_cast<uint32_t>(round));
+    const int x0 = integer(0, margin), y0 = integer(0, margin / 2);
+    const RgbView src{whole.pixels.data() + (static_cast<size_t>(y0) * whole.width + x0) * 3, width,
+                      height, static_cast<ptrdiff_t>(whole.width) * 3};
+    std::array<double, 6> m{};
+    switch (round % 4) {
+      case 0:
+        m = InverseAffineMatrix(0, 0, uniform(-180, 180), uniform(-9, 9), uniform(-9, 9),
+                                uniform(0.5, 2.0), uniform(-40, 40), uniform(-40, 40));
+        break;
+      case 1:
+        m = InverseAffineMatrix(-width * 0.5, -height * 0.5, 0, 0, 0, 1, uniform(-17, 17), 0);
+        break;
+      case 2:
+        m = InverseAffineMatrix(0, 0, 0, integer(-80, 80), integer(-50, 50), 1, 0, 0);
+        break;
+      default:
+        m = {uniform(-3, 3), uniform(-3, 3), uniform(-90, 90),
+             uniform(-3, 3), uniform(-3, 3), uniform(-90, 90)};
+        break;
+    }
+    const TensorFill fill =
+        round % 3 == 0
+            ? TensorFill(std::array<float, 3>{static_cast<float>(uniform(0, 255)), 7.5f, 200})
+            : std::nullopt;
+    for (const bool bilinear : {false, true}) {
+      Image fast = Blank(width, height), plain = Blank(width, height);
+      TensorAffineWarp(src, fast.Span(), m, bilinear, fill, true);
+      TensorAffineWarp(src, plain.Span(), m, bilinear, fill, false);
+      ASSERT_EQ(fast.pixels, plain.pixels) << "round " << round << " bilinear " << bilinear;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace galley::image
