@@ -17,20 +17,107 @@ inline uint8_t ClampTruncate(float value) {
   return static_cast<uint8_t>(std::min(std::max(value, 0.0f), 255.0f));
 }
 
-// torchvision's _blend(img1, img2, ratio): ratio * img1 + (1.0 - ratio) *
-// img2 in float32, the ratio and its complement computed in double first.
-// degenerate(y, i) is img2's byte i of row y, as a float.
-template <typename Degenerate>
-void Blend(const RgbView& src, const RgbSpan& dst, double ratio, Degenerate degenerate) {
+bool CpuHasAvx2() {
+#ifdef GALLEY_HAS_RGB_LANES_AVX2
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+#else
+  return false;
+#endif
+}
+
+#ifdef GALLEY_HAS_RGB_LANES_AVX2
+// Eight bytes as floats.
+[[gnu::target("avx2")]] inline __m256 BytesToFloats(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// Eight floats already within 0..255, truncated to bytes.
+[[gnu::target("avx2")]] inline void StoreTruncated(__m256 v, uint8_t* out) {
+  const __m256i ints = _mm256_cvttps_epi32(v);
+  const __m128i words =
+      _mm_packus_epi32(_mm256_castsi256_si128(ints), _mm256_extracti128_si256(ints, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_packus_epi16(words, words));
+}
+
+[[gnu::target("avx2")]] int BlendRowAvx2(const uint8_t* in, const float* degenerate, float a,
+                                         float b, int count, uint8_t* out) {
+  int i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 v =
+        _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(a), BytesToFloats(in + i)),
+                      _mm256_mul_ps(_mm256_set1_ps(b), _mm256_loadu_ps(degenerate + i)));
+    StoreTruncated(_mm256_min_ps(_mm256_max_ps(v, _mm256_setzero_ps()), _mm256_set1_ps(255.0f)),
+                   out + i);
+  }
+  return i;
+}
+
+[[gnu::target("avx2")]] int MixRowAvx2(const uint8_t* in, float weight, bool first, int count,
+                                       float* mix) {
+  int i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 term = _mm256_mul_ps(_mm256_set1_ps(weight), BytesToFloats(in + i));
+    _mm256_storeu_ps(mix + i, first ? term : _mm256_add_ps(_mm256_loadu_ps(mix + i), term));
+  }
+  return i;
+}
+
+[[gnu::target("avx2")]] int TruncateRowAvx2(const float* mix, int count, uint8_t* out) {
+  int i = 0;
+  for (; i + 8 <= count; i += 8) {
+    StoreTruncated(_mm256_min_ps(_mm256_loadu_ps(mix + i), _mm256_set1_ps(255.0f)), out + i);
+  }
+  return i;
+}
+#endif
+
+// torchvision's _blend(img1, img2, ratio) for one row: ratio * img1 +
+// (1.0 - ratio) * img2 in float32 (ratio and its complement computed in
+// double first), clamped, truncated.
+void BlendRow(const uint8_t* in, const float* degenerate, double ratio, int count, uint8_t* out) {
   const float a = static_cast<float>(ratio);
   const float b = static_cast<float>(1.0 - ratio);
+  int i = 0;
+#ifdef GALLEY_HAS_RGB_LANES_AVX2
+  if (CpuHasAvx2()) i = BlendRowAvx2(in, degenerate, a, b, count, out);
+#endif
+  for (; i < count; ++i) out[i] = ClampTruncate(a * static_cast<float>(in[i]) + b * degenerate[i]);
+}
+
+// Blends every row of src against the degenerate row that degenerate_row(y,
+// row) writes (3 * width floats).
+template <typename DegenerateRow>
+void Blend(const RgbView& src, const RgbSpan& dst, double ratio, DegenerateRow degenerate_row) {
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(src.width) * 3);
   for (int y = 0; y < src.height; ++y) {
-    const uint8_t* in = src.row(y);
-    uint8_t* out = dst.row(y);
-    for (int i = 0; i < src.width * 3; ++i) {
-      out[i] = ClampTruncate(a * static_cast<float>(in[i]) + b * degenerate(y, i));
-    }
+    degenerate_row(y, row.data());
+    BlendRow(src.row(y), row.data(), ratio, src.width * 3, dst.row(y));
   }
+}
+
+// mix = weight * in (first) or mix + weight * in, in float32.
+void MixRow(const uint8_t* in, float weight, bool first, int count, float* mix) {
+  int i = 0;
+#ifdef GALLEY_HAS_RGB_LANES_AVX2
+  if (CpuHasAvx2()) i = MixRowAvx2(in, weight, first, count, mix);
+#endif
+  for (; i < count; ++i) {
+    const float term = weight * static_cast<float>(in[i]);
+    mix[i] = first ? term : mix[i] + term;
+  }
+}
+
+// .to(torch.uint8) of the mix, which truncates; the weights sum to 1
+// within rounding, so only the top needs a bound.
+void TruncateRow(const float* mix, int count, uint8_t* out) {
+  int i = 0;
+#ifdef GALLEY_HAS_RGB_LANES_AVX2
+  if (CpuHasAvx2()) i = TruncateRowAvx2(mix, count, out);
+#endif
+  for (; i < count; ++i) out[i] = static_cast<uint8_t>(std::min(mix[i], 255.0f));
 }
 
 // rgb_to_grayscale on a tensor: 0.2989 r + 0.587 g + 0.114 b in float32,
@@ -296,12 +383,16 @@ bool CpuHasAvx2Fma() {
 
 void TensorAdjustBrightness(const RgbView& src, const RgbSpan& dst, double factor) {
   // The degenerate image is zeros_like(img).
-  Blend(src, dst, factor, [](int, int) { return 0.0f; });
+  Blend(src, dst, factor, [&](int, float* row) { std::fill_n(row, src.width * 3, 0.0f); });
 }
 
 void TensorAdjustSaturation(const RgbView& src, const RgbSpan& dst, double factor) {
-  Blend(src, dst, factor,
-        [&](int y, int i) { return static_cast<float>(TensorGray(src.row(y) + (i / 3) * 3)); });
+  Blend(src, dst, factor, [&](int y, float* row) {
+    const uint8_t* in = src.row(y);
+    for (int x = 0; x < src.width; ++x) {
+      row[3 * x] = row[3 * x + 1] = row[3 * x + 2] = static_cast<float>(TensorGray(in + 3 * x));
+    }
+  });
 }
 
 void TensorAdjustContrast(const RgbView& src, const RgbSpan& dst, double factor) {
@@ -314,7 +405,7 @@ void TensorAdjustContrast(const RgbView& src, const RgbSpan& dst, double factor)
   }
   const float mean =
       static_cast<float>(sum) / static_cast<float>(static_cast<int64_t>(src.width) * src.height);
-  Blend(src, dst, factor, [mean](int, int) { return mean; });
+  Blend(src, dst, factor, [&](int, float* row) { std::fill_n(row, src.width * 3, mean); });
 }
 
 void TensorAdjustSharpness(const RgbView& src, const RgbSpan& dst, double factor) {
@@ -345,7 +436,8 @@ void TensorAdjustSharpness(const RgbView& src, const RgbSpan& dst, double factor
       out[i] = std::nearbyint(sum);
     }
   }
-  Blend(src, dst, factor, [&](int y, int i) { return degenerate[row_bytes * y + i]; });
+  Blend(src, dst, factor,
+        [&](int y, float* row) { std::copy_n(&degenerate[row_bytes * y], row_bytes, row); });
 }
 
 void TensorAutoContrast(const RgbView& src, const RgbSpan& dst) {
@@ -452,11 +544,9 @@ void AugMix(const RgbView& src, const RgbSpan& dst, const AugMixDraw& draw, bool
   mix.resize(row_bytes * height);
   for (auto& buffer : chain) buffer.resize(row_bytes * height);
   // mix = m0 * image, then mix += weight_i * chain_i(image), in float32.
+  const int count = width * 3;
   for (int y = 0; y < height; ++y) {
-    const uint8_t* in = src.row(y);
-    for (size_t i = 0; i < row_bytes; ++i) {
-      mix[row_bytes * y + i] = draw.original_weight * static_cast<float>(in[i]);
-    }
+    MixRow(src.row(y), draw.original_weight, true, count, &mix[row_bytes * y]);
   }
   for (int c = 0; c < draw.width; ++c) {
     RgbView current = src;
@@ -465,20 +555,11 @@ void AugMix(const RgbView& src, const RgbSpan& dst, const AugMixDraw& draw, bool
       AugMixApplyStep(current, next, draw.steps[c][d], bilinear, fill);
       current = next;
     }
-    const float weight = draw.weights[c];
     for (int y = 0; y < height; ++y) {
-      const uint8_t* in = current.row(y);
-      float* out = &mix[row_bytes * y];
-      for (size_t i = 0; i < row_bytes; ++i) out[i] = out[i] + weight * static_cast<float>(in[i]);
+      MixRow(current.row(y), draw.weights[c], false, count, &mix[row_bytes * y]);
     }
   }
-  // .to(torch.uint8) truncates; the weights sum to 1 within rounding.
-  for (int y = 0; y < height; ++y) {
-    uint8_t* out = dst.row(y);
-    for (size_t i = 0; i < row_bytes; ++i) {
-      out[i] = static_cast<uint8_t>(std::min(mix[row_bytes * y + i], 255.0f));
-    }
-  }
+  for (int y = 0; y < height; ++y) TruncateRow(&mix[row_bytes * y], count, dst.row(y));
 }
 
 }  // namespace galley::image
