@@ -234,6 +234,16 @@ def test_v2_objects_translate_like_v1(daemon, folder):
     assert _compare(folder, daemon, fixed) <= allowed(2)
 
 
+def test_v2_augmix_translates_like_v1():
+    v2 = _v2()
+    kwargs = dict(severity=4, mixture_width=2, chain_depth=1, alpha=0.7, all_ops=False,
+                  interpolation=IM.NEAREST, fill=[5, 6, 7])
+    assert (T.build_spec(v2.Compose([v2.CenterCrop(8), v2.AugMix(**kwargs)])) ==
+            T.build_spec(TV.Compose([TV.CenterCrop(8), TV.AugMix(**kwargs)])))
+    assert (T.build_spec(v2.Compose([v2.CenterCrop(8), v2.AugMix()])) ==
+            T.build_spec(TV.Compose([TV.CenterCrop(8), TV.AugMix()])))
+
+
 def test_v2_mixup_and_cutmix_objects_become_batch_ops():
     v2 = _v2()
     from galley import batch_ops
