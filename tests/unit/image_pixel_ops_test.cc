@@ -21,6 +21,7 @@
 
 #include "server/image/pixel_ops.h"
 #include "server/image/transforms.h"
+#include "tests/unit/rgb_test_images.h"
 
 namespace galley::image {
 namespace {
@@ -66,35 +67,7 @@ for i, c in enumerate(json.load(open(f"{work}/cases.json"))):
     np.ascontiguousarray(np.asarray(out, np.uint8)).tofile(f"{work}/out{i}.raw")
 )PY";
 
-struct Image {
-  int width = 0;
-  int height = 0;
-  std::vector<uint8_t> pixels;
-  RgbSpan Span() { return RgbSpan::Packed(pixels.data(), width, height); }
-};
-
-Image Blank(int width, int height) {
-  return {width, height, std::vector<uint8_t>(static_cast<size_t>(width) * height * 3)};
-}
-
-// Smooth gradients with noise on top, so both flat and busy regions occur.
-Image Textured(int width, int height, uint32_t seed) {
-  Image image{width, height, std::vector<uint8_t>(static_cast<size_t>(width) * height * 3)};
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> noise(-40, 40);
-  for (int y = 0; y < height; ++y) {
-    for (int x = 0; x < width; ++x) {
-      uint8_t* p = &image.pixels[(static_cast<size_t>(y) * width + x) * 3];
-      const double base[3] = {40 + 170.0 * x / width, 127.5 + 100 * std::sin(x * 0.11 + y * 0.07),
-                              30 + 190.0 * y / height};
-      for (int c = 0; c < 3; ++c) {
-        p[c] =
-            static_cast<uint8_t>(std::clamp<int>(static_cast<int>(base[c]) + noise(rng), 0, 255));
-      }
-    }
-  }
-  return image;
-}
+using Image = TestImage;
 
 struct Case {
   std::string op;
@@ -236,37 +209,18 @@ std::vector<Case> Cases() {
 }
 
 TEST(PixelOpsParityTest, EveryOpMatchesTorchvisionOnPil) {
-  const fs::path work =
-      fs::temp_directory_path() / ("galley_pixel_ops_" + std::to_string(getpid()));
-  fs::create_directories(work);
   std::vector<Image> inputs = {Textured(67, 53, 1), Textured(48, 48, 2), Textured(224, 224, 3)};
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    std::ofstream(work / ("in" + std::to_string(i) + ".raw"), std::ios::binary)
-        .write(reinterpret_cast<const char*>(inputs[i].pixels.data()),
-               static_cast<std::streamsize>(inputs[i].pixels.size()));
-  }
   const std::vector<Case> cases = Cases();
   json list = json::array();
-  for (const Case& c : cases) {
-    list.push_back({{"op", c.op},
-                    {"args", c.args},
-                    {"input", "in" + std::to_string(c.input) + ".raw"},
-                    {"width", inputs[c.input].width},
-                    {"height", inputs[c.input].height}});
-  }
-  std::ofstream(work / "cases.json") << list.dump();
-  std::ofstream(work / "reference.py") << kReferenceScript;
-  const std::string command = std::string(GALLEY_TEST_PYTHON) + " " +
-                              (work / "reference.py").string() + " " + work.string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  for (const Case& c : cases) list.push_back({{"op", c.op}, {"args", c.args}, {"input", c.input}});
+  const auto references = RunPythonReference(GALLEY_TEST_PYTHON, kReferenceScript, inputs, list);
+  ASSERT_EQ(references.size(), cases.size());
 
   std::map<std::string, std::pair<int, double>> worst;  // op -> (max diff, worst mean diff)
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     const Image ours = c.apply(inputs[c.input]);
-    std::ifstream file(work / ("out" + std::to_string(i) + ".raw"), std::ios::binary);
-    std::vector<uint8_t> expected((std::istreambuf_iterator<char>(file)),
-                                  std::istreambuf_iterator<char>());
+    const std::vector<uint8_t>& expected = references[i];
     ASSERT_EQ(expected.size(), ours.pixels.size()) << c.op << " " << c.args.dump();
     int max_diff = 0;
     int64_t total = 0, differing = 0;
@@ -290,7 +244,6 @@ TEST(PixelOpsParityTest, EveryOpMatchesTorchvisionOnPil) {
     std::printf("parity %-13s max |diff| %d  worst mean |diff| %.5f\n", op.c_str(), figures.first,
                 figures.second);
   }
-  fs::remove_all(work);
 }
 
 // The fast paths (AVX2 kernels, the copy for whole-pixel shifts, the row
@@ -309,12 +262,9 @@ TEST(PixelOpsFastPathsTest, GiveTheSameBytesAsThePortableCode) {
   for (int round = 0; round < 400; ++round) {
     // A window of a larger image (stride > width * 3) half of the time,
     // and a packed image whose last pixel ends the allocation otherwise.
-    const int width = integer(1, 70), height = integer(1, 45);
-    const int margin = round % 2 == 0 ? 0 : integer(1, 9);
-    Image whole = Textured(width + margin, height + margin / 2, static_cast<uint32_t>(round));
-    const int x0 = integer(0, margin), y0 = integer(0, margin / 2);
-    const RgbView src{whole.pixels.data() + (static_cast<size_t>(y0) * whole.width + x0) * 3, width,
-                      height, static_cast<ptrdiff_t>(whole.width) * 3};
+    const RandomWindow window(rng, round, 70, 45);
+    const RgbView src = window.view;
+    const int width = src.width, height = src.height;
     const int out_width = integer(1, 75), out_height = integer(1, 40);
     std::array<double, 6> m{};
     const double cx = uniform(0, width), cy = uniform(0, height);
