@@ -196,7 +196,7 @@ struct Positions {
   const __m256d zero = _mm256_setzero_pd();
   const __m256d limit = _mm256_set1_pd(size);
   const __m256d half = _mm256_set1_pd(0.5);
-  Positions p;
+  Positions p{};
   __m128i index[2];
   __m128i inside[2];
   for (int h = 0; h < 2; ++h) {
@@ -292,7 +292,7 @@ WarpAxes AxesOf(const std::array<double, 6>& m) {
 // does; bilinear stays inside by construction.
 template <bool kBicubic>
 [[gnu::target("avx2")]] inline __m256i FilterChannel(const __m256i* taps, int c,
-                                                          const __m256d d[2]) {
+                                                     const __m256d d[2]) {
   __m256d value[2];
   if constexpr (kBicubic) {
     const __m256i v[4] = {PixelChannel(taps[0], c), PixelChannel(taps[1], c),

@@ -1354,8 +1354,8 @@ class SampleWriter : public RgbRowSink {
   const std::array<std::array<float, 256>, 3>* table_;
   std::array<float, 3> mean_, std_;
   bool computed_ = true;  // float NCHW without a LUT: computed rather than looked up
-  std::array<std::array<float, 256>, 3> composed_;  // float output through a LUT
-  const ChannelLut* lut_;                           // uint8 output only
+  std::array<std::array<float, 256>, 3> composed_{};  // float output through a LUT
+  const ChannelLut* lut_;                             // uint8 output only
   std::byte* dst_;
   bool direct_;
   uint8_t* row_ = nullptr;
