@@ -75,7 +75,9 @@ TEST_F(AdmissionTest, SimultaneousOpensNeverExceedMaxJobs) {
   std::vector<Job> opened;
   std::vector<Status> refused;
   OpenAtOnce(30, &opened, &refused);
-  EXPECT_EQ(opened.size(), 8u);
+  std::string why;
+  for (const Status& s : refused) why += "\n  " + s.ToString();
+  EXPECT_EQ(opened.size(), 8u) << "refusals:" << why;
   ASSERT_EQ(refused.size(), 22u);
   for (const Status& s : refused) {
     EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
