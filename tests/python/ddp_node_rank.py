@@ -1,0 +1,63 @@
+"""One rank of a multi-node DDP job for test_multinode.py, started with the
+environment torchrun gives its workers (RANK, WORLD_SIZE, LOCAL_RANK,
+LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT). It joins its job's
+gloo group, reads from its node's galleyd (the node layout from that
+environment), trains a tiny DistributedDataParallel model, and writes the
+item ids of every epoch and the daemon's record of the job.
+
+    python ddp_node_rank.py CONFIG.json
+
+CONFIG: {"socket", "dataset", "seed", "shard_seed", "epochs", "batch_size",
+"ready_dir", "ready_count", "out"}. Before its first batch the rank waits
+until ready_count ranks (of every job) have opened their loaders, as jobs
+launched together do.
+"""
+
+import json
+import os
+import pathlib
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import galley
+from galley import transforms as T
+
+config = json.loads(pathlib.Path(sys.argv[1]).read_text())
+dist.init_process_group("gloo")  # env://, as under torchrun
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(3 * 8 * 8, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = galley.DataLoader(config["dataset"], batch_size=config["batch_size"], shuffle=True,
+                           seed=config["seed"], shard_seed=config.get("shard_seed"),
+                           transform=T.Compose([T.Resize([8, 8])]), socket=config["socket"])
+len(loader)  # opens the job
+
+ready = pathlib.Path(config["ready_dir"])
+(ready / f"{os.getpid()}").touch()
+deadline = time.monotonic() + 120
+while len(list(ready.iterdir())) < config["ready_count"]:
+    if time.monotonic() > deadline:
+        sys.exit("the other ranks never opened their loaders")
+    time.sleep(0.005)
+
+epochs = []
+for epoch in range(config["epochs"]):
+    loader.set_epoch(epoch)
+    ids = []
+    for images, _labels, item_ids in loader.iter_with_ids():
+        loss = model(images.float().flatten(1)).logsumexp(1).mean()
+        opt.zero_grad()
+        loss.backward()  # all-reduce with the job's ranks on the other node
+        opt.step()
+        ids.extend(item_ids.tolist())
+    epochs.append(ids)
+job = loader.stats()["job"]
+loader.close()
+dist.barrier()
+dist.destroy_process_group()
+pathlib.Path(config["out"]).write_text(json.dumps(
+    {"rank": rank, "local_world_size": loader.local_world_size, "epochs": epochs, "job": job}))
