@@ -176,7 +176,7 @@ struct PartitionPValues {
 // The uniformity tests of a partition of n = 24 items over 2 nodes x 2 ranks,
 // 4,000 epochs: shard(epoch, rank) gives the rank's items. For a uniformly
 // random balanced partition one epoch's item x slot indicator table has
-// covariance (1/W)(1 - 1/W)·n/(n-1)·(Π_n ⊗ Π_W), so Pearson's statistic over
+// covariance (1/W)·n/(n-1)·(Π_n ⊗ Π_W), so Pearson's statistic over
 // E epochs against E/W per cell is n/(n-1)·χ²((n-1)(W-1)) (the same for the
 // item x node table with 2 columns). The pair test asks whether item 0's
 // shard-mates are uniform over the other n - 1 items: each epoch draws m - 1
