@@ -174,7 +174,14 @@ def run_job(spec, barrier, results, parent_pid):
             import torch
             import torchvision
             from torchvision import transforms as TT
+        import torch
+        # The job's own tensor work (touching each batch) runs on one thread,
+        # as in a training process whose model runs on an accelerator. torch's
+        # default, a thread per core of the machine, would have N job
+        # processes spin N times as many threads as the cores they share.
+        torch.set_num_threads(1)
         barrier.wait(timeout=spec["barrier_timeout"])
+        t_released = time.monotonic()
         time.sleep(spec["delay"])
 
         recipe = imagenet_recipe() if spec.get("recipe") else None
@@ -220,6 +227,7 @@ def run_job(spec, barrier, results, parent_pid):
         images, _labels = next(batches)  # untimed: worker spawn, job open, first fill
         checksum += _touch(images)
         del images, _labels
+        t_first = time.monotonic()
 
         snapshot_begin = None
         if spec["side"] == "galley":
@@ -248,7 +256,8 @@ def run_job(spec, barrier, results, parent_pid):
         snapshot_end = None
         if spec["side"] == "galley":
             snapshot_end = _galley_snapshot(spec["socket"], spec["daemon_pid"])
-        row = {"index": index, "images": count, "t_begin": t_begin, "t_end": t_end,
+        row = {"index": index, "images": count, "t_released": t_released, "t_first": t_first,
+               "t_begin": t_begin, "t_end": t_end,
                "cpu": cpu_end - cpu_begin, "segment_bytes": segment_bytes,
                "snapshot_begin": snapshot_begin, "snapshot_end": snapshot_end,
                "checksum": checksum, "stall_window": stall_window}
@@ -407,9 +416,18 @@ def run_jobs(side, scenario, specs, args):
         CHILDREN.processes.remove(p)
     if errors:
         raise RuntimeError("; ".join(errors[:3]))
+    print_timeline(side, [rows[i] for i in sorted(rows)])
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     lifetime_cpu = usage.ru_utime + usage.ru_stime - cpu_before
     return [rows[i] for i in sorted(rows)], lifetime_cpu
+
+
+def print_timeline(side, rows):
+    """When each job got its first batch and timed its window, from the common release."""
+    zero = min(r["t_released"] for r in rows)
+    parts = [f"{r['index']}: first {r['t_first'] - zero:.2f}, timed {r['t_begin'] - zero:.2f}"
+             f"-{r['t_end'] - zero:.2f}" for r in rows]
+    print(f"  {side:<10}  timeline (s after release) " + "; ".join(parts))
 
 
 def summarize(rows):
@@ -750,8 +768,8 @@ def parse_args():
     p.add_argument("--sides", default="galley,pytorch",
                    help="galley,pytorch and optionally ffcv (FFCV 1.0.2, see bench/README.md)")
     p.add_argument("--torch-workers", type=int, default=2)
-    p.add_argument("--cores", type=int, default=os.cpu_count() or 1,
-                   help="cores in the cost-model limit (default: this machine's)")
+    p.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)),
+                   help="cores in the cost-model limit (default: the CPUs this process may use)")
     p.add_argument("--job-timeout", type=float, default=1800.0,
                    help="seconds a side of a scenario may take")
     p.add_argument("--verbose", action="store_true")

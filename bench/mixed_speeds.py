@@ -214,7 +214,7 @@ def main():
     binary_dir = tempfile.mkdtemp(prefix="galley-speeds-bin-")
     atexit.register(shutil.rmtree, binary_dir, True)
     print(f"galleyd: {args.galleyd} (built {cp.binary_mtime(args.galleyd)}); "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at start")
+          f"load average {os.getloadavg()[0]:.1f} on {len(os.sched_getaffinity(0))} cores at start")
     args.galleyd = shutil.copy2(args.galleyd, os.path.join(binary_dir, "galleyd"))
     csv_rows = []
     try:

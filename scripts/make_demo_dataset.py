@@ -83,7 +83,7 @@ def main():
     parser.add_argument("--images", type=int, required=True)
     parser.add_argument("--classes", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     args = parser.parse_args()
     if args.images <= 0 or args.classes <= 0 or args.classes > args.images:
         sys.exit("need 0 < classes <= images")

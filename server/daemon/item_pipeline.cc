@@ -8,6 +8,8 @@
 #include <cstring>
 #include <thread>
 
+#include "server/daemon/node_probe.h"
+
 // Debian's TBB is not built with ThreadSanitizer, so in a GALLEY_SANITIZE=thread
 // build the ordering that parallel_for gives (the caller's writes before the
 // tasks, the tasks' writes before it returns) is invisible and every task
@@ -59,8 +61,7 @@ std::string AugmentationSignature(const ServedJob& job) {
 ItemPipeline::ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache)
     : options_(options),
       cache_(cache),
-      threads_(options.worker_threads != 0 ? options.worker_threads
-                                           : std::max(1u, std::thread::hardware_concurrency())),
+      threads_(options.worker_threads != 0 ? options.worker_threads : UsableCores()),
       arena_(std::make_unique<tbb::task_arena>(static_cast<int>(threads_))) {}
 
 ItemPipeline::~ItemPipeline() = default;

@@ -85,7 +85,7 @@ struct PipelineCounters {
 };
 
 struct PipelineOptions {
-  uint32_t worker_threads = 0;  // 0 = one per core
+  uint32_t worker_threads = 0;  // 0 = UsableCores(): one per core galleyd may use
   image::DecodeOptions decode;
 };
 

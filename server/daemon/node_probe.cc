@@ -1,12 +1,16 @@
 #include "server/daemon/node_probe.h"
 
+#include <sched.h>
 #include <turbojpeg.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "server/image/decoder.h"
@@ -88,7 +92,48 @@ double MemoryCopyBytesPerSecond() {
   return seconds > 0 ? kRounds * double(kBytes) / seconds : 0;
 }
 
+// The CPU quota of this process's cgroup (v2) in cores, rounded up; 0 when
+// there is none or it cannot be read.
+unsigned CgroupCpuQuota() {
+  std::ifstream membership("/proc/self/cgroup");
+  std::string line, path;
+  while (std::getline(membership, line)) {
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);
+  }
+  if (path.empty()) return 0;
+  // Limits nest: the tightest quota on the way up from this cgroup binds.
+  unsigned tightest = 0;
+  for (;;) {
+    std::ifstream max_file("/sys/fs/cgroup" + path + "/cpu.max");
+    std::string quota;
+    uint64_t period = 0;
+    if (max_file >> quota >> period && quota != "max" && period > 0) {
+      char* end = nullptr;
+      const unsigned long long q = std::strtoull(quota.c_str(), &end, 10);
+      if (end != quota.c_str() && *end == '\0' && q > 0) {
+        const auto cores = static_cast<unsigned>((q + period - 1) / period);
+        tightest = tightest == 0 ? cores : std::min(tightest, cores);
+      }
+    }
+    if (path == "/" || path.empty()) break;
+    const size_t slash = path.find_last_of('/');
+    path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+  }
+  return tightest;
+}
+
 }  // namespace
+
+unsigned UsableCores() {
+  unsigned cores = 0;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = static_cast<unsigned>(CPU_COUNT(&set));
+  if (cores == 0) cores = std::thread::hardware_concurrency();
+  const unsigned quota = CgroupCpuQuota();
+  if (quota != 0) cores = std::min(cores, quota);
+  return std::max(1u, cores);
+}
 
 Result<NodeMeasurements> MeasureNode(std::chrono::duration<double> budget) {
   const auto start = Clock::now();

@@ -54,6 +54,13 @@ struct DatasetSample {
 Result<NodeMeasurements> MeasureNode(
     std::chrono::duration<double> budget = std::chrono::milliseconds(200));
 
+// The cores this process may run on: the CPUs in its affinity mask (taskset,
+// cpusets), further capped by a cgroup v2 CPU quota (cpu.max, rounded up),
+// as a container's CPU limit sets it. At least 1. The default number of
+// worker threads: one per core the node offers this process, not one per
+// core the machine has.
+unsigned UsableCores();
+
 // Items/s one core augments with `pipeline` (the decoded synthetic image of
 // MeasureNode, successive item ids), within about `budget`: the planner's
 // per-pipeline augment cost.

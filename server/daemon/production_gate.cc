@@ -78,18 +78,10 @@ std::vector<GateDecision> ProductionGate::Decide(std::span<const GateInput> jobs
   // batch?
   std::unordered_set<const void*> awaiting_start;
   std::unordered_set<const void*> has_full_peer;
-  for (const GateInput& job : jobs) {
-    if (job.finished) continue;
-    if (!job.consumer_ready) {
-      awaiting_start.insert(job.group);
-      continue;
-    }
-    if (job.ring.free == 0) has_full_peer.insert(job.group);
-  }
-
-  std::vector<GateDecision> decisions;
-  std::vector<bool> buffered_holds;
-  decisions.reserve(jobs.size());
+  // Peers that became full less than thin_hold ago: a consumer descheduled
+  // for a moment. A peer full for longer is slow or stalled, and waiting
+  // for it would cost every thin hold of the budget for nothing.
+  std::unordered_set<const void*> has_just_full_peer;
   for (const GateInput& job : jobs) {
     JobState& state = states_[job.job];
     if (state.epoch != job.epoch || state.generation != job.generation) {
@@ -106,7 +98,24 @@ std::vector<GateDecision> ProductionGate::Decide(std::span<const GateInput> jobs
       state.ring_full += now - *state.full_since;
       state.full_since.reset();
     }
+    if (job.finished) continue;
+    if (!job.consumer_ready) {
+      awaiting_start.insert(job.group);
+      continue;
+    }
+    if (job.ring.free == 0) {
+      has_full_peer.insert(job.group);
+      if (!state.full_since || now - *state.full_since < options_.thin_hold) {
+        has_just_full_peer.insert(job.group);
+      }
+    }
+  }
 
+  std::vector<GateDecision> decisions;
+  std::vector<bool> buffered_holds;
+  decisions.reserve(jobs.size());
+  for (const GateInput& job : jobs) {
+    JobState& state = states_[job.job];
     GateDecision decision;
     bool buffered = false;
     if (job.finished || !job.consumer_ready) {
@@ -121,7 +130,7 @@ std::vector<GateDecision> ProductionGate::Decide(std::span<const GateInput> jobs
     } else if (has_full_peer.count(job.group) && MayHoldBuffered(job)) {
       decision = GateDecision::kHold;
       buffered = true;
-    } else if (has_full_peer.count(job.group) && MayHoldThin(job, state, now)) {
+    } else if (has_just_full_peer.count(job.group) && MayHoldThin(job, state, now)) {
       decision = GateDecision::kHold;
     } else {
       decision = GateDecision::kProduce;

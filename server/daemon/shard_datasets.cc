@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "server/daemon/node_probe.h"
 #include "server/dataset/listing_progress.h"
 
 namespace galley {
@@ -11,6 +12,7 @@ ShardOptions ShardOptionsFor(const JobSpec& spec, const DaemonOptions& options) 
   shard.image_key = spec.image_key;
   shard.label_key = spec.label_key;
   shard.max_open_shards = options.max_open_shards;
+  shard.index_threads = UsableCores();
   shard.index_cache_max_bytes = options.tar_index_max_bytes;
   if (options.tar_index_dir == "none") return shard;
   if (!options.tar_index_dir.empty()) {
@@ -82,8 +84,8 @@ std::vector<IndexingSnapshot> SnapshotIndexing() {
     s.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - p->started).count();
     s.rate = s.seconds > 0 ? double(s.done) / s.seconds : 0.0;
-    s.seconds_left = total > 0 && s.rate > 0 && s.done <= total ? double(total - s.done) / s.rate
-                                                                  : -1.0;
+    s.seconds_left =
+        total > 0 && s.rate > 0 && s.done <= total ? double(total - s.done) / s.rate : -1.0;
     if (p->kind == "folder") {
       s.classes = p->classes.load();
       s.classes_done = p->classes_done.load();

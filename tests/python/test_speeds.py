@@ -1,6 +1,6 @@
-"""Jobs at different speeds on one galleyd: a stalled peer does not hold a job
-back beyond the scheduler's per-epoch hold budget, and the per-job timers
-(ring full, consumer wait, peer hold) report what happened."""
+"""Jobs at different speeds on one galleyd: a stalled peer holds a job back
+once, for one thin hold, however many epochs the job runs, and the per-job
+timers (ring full, consumer wait, peer hold) report what happened."""
 
 import time
 
@@ -9,9 +9,9 @@ from galley import transforms as T
 
 from conftest import start_daemon, stop_daemon, write_folder
 
-# GateOptions::hold_budget_per_epoch, plus how late the scheduler thread may
-# wake on a loaded 2-core machine to end the last hold of an epoch.
-HOLD_BUDGET_S = 0.1 + 0.05
+# GateOptions::thin_hold, plus how late the scheduler thread may wake on a
+# loaded 2-core machine to end the hold.
+THIN_HOLD_S = 0.01 + 0.05
 
 
 def open_loader(root, socket, seed, **kw):
@@ -19,7 +19,7 @@ def open_loader(root, socket, seed, **kw):
                              transform=T.Compose([T.RandomResizedCrop(32)]), **kw)
 
 
-def test_stalled_peer_costs_a_job_at_most_the_hold_budget_per_epoch(tmp_path):
+def test_stalled_peer_costs_a_job_one_thin_hold(tmp_path):
     root = tmp_path / "data"
     write_folder(root, classes=4, per_class=30, sizes=(60, 100), seed=5)
     daemon = start_daemon(tmp_path, "--cache-bytes", "0")
@@ -35,7 +35,8 @@ def test_stalled_peer_costs_a_job_at_most_the_hold_budget_per_epoch(tmp_path):
                 ids.extend(item_ids.tolist())
             assert sorted(ids) == list(range(120))
         job = fast.stats()["job"]
-        assert 0 <= job["peer_hold_seconds"] <= epochs * HOLD_BUDGET_S, job
+        # Not per epoch: a peer that stays full is not waited for again.
+        assert 0 <= job["peer_hold_seconds"] <= THIN_HOLD_S, job
         assert job["consumer_waits"] >= 1 and job["consumer_wait_seconds"] > 0, job
         # The stalled job's ring has been full since it stopped.
         time.sleep(1.0)

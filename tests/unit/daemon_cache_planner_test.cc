@@ -2,6 +2,7 @@
 // options, admin overrides win over measurements, the planner applies the
 // model's split to the cache, and the node probe measures real rates.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "galley/cache/partition_planner.h"
@@ -287,6 +289,30 @@ TEST(NodeProbeTest, MeasuresPositiveRatesAndAugmentIsCheaperThanDecode) {
   // Augmenting alone is part of decode + augment, so it is faster; the
   // margin is wide (decoding a 500x375 JPEG costs several crops).
   EXPECT_GT(node->augment_per_core_per_s, node->decode_augment_per_core_per_s);
+}
+
+// The default worker count follows the CPUs the process may run on, not the
+// machine's: checked in a thread pinned to one CPU (affinity is per thread on
+// Linux, and sched_getaffinity(0) reads the calling thread's).
+TEST(NodeProbeTest, UsableCoresFollowsTheAffinityMask) {
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  const unsigned before = UsableCores();
+  EXPECT_GE(before, 1u);
+  EXPECT_LE(before, static_cast<unsigned>(CPU_COUNT(&all)));
+  unsigned pinned = 0;
+  std::thread([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &all)) {
+        CPU_SET(cpu, &one);
+        break;
+      }
+    }
+    if (sched_setaffinity(0, sizeof(one), &one) == 0) pinned = UsableCores();
+  }).join();
+  EXPECT_EQ(pinned, 1u);
 }
 
 }  // namespace

@@ -65,18 +65,29 @@ TEST(ProductionGate, StarvingJobIsProducedAtOnceWhateverItsPeers) {
 TEST(ProductionGate, ThinlyBufferedJobIsHeldAFewMillisecondsAtATimeWithinTheBudget) {
   ProductionGate gate(Options(12, 5));
   std::vector<GateInput> jobs{Job(1, 4, 0), Job(2, 0, 4)};
+  // The peer's consumer takes a batch at `t` (a wave refills its ring) and
+  // its ring is found full again at `t` + 10.
+  auto peer_takes_a_batch = [&](int t) {
+    jobs[1].ring.free = 1;
+    EXPECT_EQ(gate.Decide(jobs, At(t))[0], GateDecision::kProduce);
+    jobs[1].ring.free = 0;
+  };
   EXPECT_EQ(gate.Decide(jobs, At(0))[0], GateDecision::kHold);
   ASSERT_TRUE(gate.next_deadline());
   EXPECT_EQ(*gate.next_deadline(), At(5));
   EXPECT_EQ(gate.Decide(jobs, At(4))[0], GateDecision::kHold);
   EXPECT_EQ(gate.Decide(jobs, At(5))[0], GateDecision::kProduce);
-  // The next wave may hold it again, until the epoch's budget is spent.
+  // Each time the peer is found full anew the job may be held again, until
+  // the epoch's budget is spent.
+  peer_takes_a_batch(10);
   EXPECT_EQ(gate.Decide(jobs, At(20))[0], GateDecision::kHold);
   EXPECT_EQ(gate.Decide(jobs, At(25))[0], GateDecision::kProduce);
+  peer_takes_a_batch(30);
   EXPECT_EQ(gate.Decide(jobs, At(40))[0], GateDecision::kHold);
   ASSERT_TRUE(gate.next_deadline());
   EXPECT_EQ(*gate.next_deadline(), At(42));  // 2 ms of the budget left
   EXPECT_EQ(gate.Decide(jobs, At(42))[0], GateDecision::kProduce);
+  peer_takes_a_batch(50);
   EXPECT_EQ(gate.Decide(jobs, At(60))[0], GateDecision::kProduce);
   EXPECT_EQ(gate.Times(1, At(60)).held_this_epoch, milliseconds(12));
 }
@@ -108,29 +119,39 @@ TEST(ProductionGate, HeldJobIsProducedForWhenItsBufferThinsWithoutThinHolds) {
   EXPECT_EQ(gate.Times(1, At(3)).held, milliseconds(0));
 }
 
-TEST(ProductionGate, StalledPeerCostsAtMostTheBudgetPerEpoch) {
+TEST(ProductionGate, StalledPeerCostsOneThinHold) {
   ProductionGate gate(Options(100, 10));
   // Job 2 never frees a slot (SIGSTOP). Job 1's consumer has nothing
-  // buffered and is looked at every 2 ms: held 10 ms at a time until the
-  // epoch's 100 ms are spent, then produced for at every look.
+  // buffered and is looked at every 2 ms: held for the first 10 ms of the
+  // peer's full stretch (a consumer descheduled for a moment would have
+  // taken a batch by then), then produced for at every look, this epoch
+  // and the next.
   std::vector<GateInput> jobs{Job(1, 4, 0), Job(2, 0, 4)};
   int held_looks = 0;
-  int last_hold = -1;
   for (int t = 0; t <= 400; t += 2) {
-    if (gate.Decide(jobs, At(t))[0] == GateDecision::kHold) {
-      ++held_looks;
-      last_hold = t;
-    }
+    if (gate.Decide(jobs, At(t))[0] == GateDecision::kHold) ++held_looks;
   }
-  EXPECT_EQ(gate.Times(1, At(400)).held_this_epoch, milliseconds(100));
-  EXPECT_EQ(held_looks, 50);  // 10 holds of 5 looks, 2 ms apart
-  EXPECT_LT(last_hold, 130);
-  // A new epoch gets a new budget.
+  EXPECT_EQ(held_looks, 5);
+  EXPECT_EQ(gate.Times(1, At(400)).held_this_epoch, milliseconds(10));
   jobs[0].epoch = 1;
-  EXPECT_EQ(gate.Decide(jobs, At(700))[0], GateDecision::kHold);
-  EXPECT_EQ(gate.Decide(jobs, At(710))[0], GateDecision::kProduce);
-  EXPECT_EQ(gate.Times(1, At(900)).held, milliseconds(110));
-  EXPECT_EQ(gate.Times(1, At(900)).held_this_epoch, milliseconds(10));
+  EXPECT_EQ(gate.Decide(jobs, At(700))[0], GateDecision::kProduce);
+  EXPECT_EQ(gate.Times(1, At(900)).held, milliseconds(10));
+  EXPECT_EQ(gate.Times(1, At(900)).held_this_epoch, milliseconds(0));
+}
+
+TEST(ProductionGate, PeerThatKeepsFillingCostsAtMostTheBudgetPerEpoch) {
+  ProductionGate gate(Options(100, 10));
+  // Job 2's consumer takes a batch every 20 ms and its ring is full again at
+  // once: each fresh full stretch may hold job 1 for 10 ms, until the
+  // epoch's 100 ms are spent.
+  std::vector<GateInput> jobs{Job(1, 4, 0), Job(2, 0, 4)};
+  int last_hold = -1;
+  for (int t = 0; t <= 1000; t += 2) {
+    jobs[1].ring.free = t % 20 == 0 ? 1 : 0;
+    if (gate.Decide(jobs, At(t))[0] == GateDecision::kHold) last_hold = t;
+  }
+  EXPECT_EQ(gate.Times(1, At(1000)).held_this_epoch, milliseconds(100));
+  EXPECT_LT(last_hold, 300);
 }
 
 TEST(ProductionGate, SeekRestartsTheBudget) {
@@ -138,9 +159,12 @@ TEST(ProductionGate, SeekRestartsTheBudget) {
   std::vector<GateInput> jobs{Job(1, 4, 0), Job(2, 0, 4)};
   EXPECT_EQ(gate.Decide(jobs, At(0))[0], GateDecision::kHold);
   EXPECT_EQ(gate.Decide(jobs, At(10))[0], GateDecision::kProduce);
+  jobs[1].ring.free = 1;  // the peer takes a batch and is full again at 20
+  EXPECT_EQ(gate.Decide(jobs, At(15))[0], GateDecision::kProduce);
+  jobs[1].ring.free = 0;
   EXPECT_EQ(gate.Decide(jobs, At(20))[0], GateDecision::kProduce);  // budget spent
   jobs[0].generation = 1;
-  EXPECT_EQ(gate.Decide(jobs, At(30))[0], GateDecision::kHold);
+  EXPECT_EQ(gate.Decide(jobs, At(25))[0], GateDecision::kHold);
 }
 
 TEST(ProductionGate, HeldJobsJoinAWaveThatRunsAnyway) {
