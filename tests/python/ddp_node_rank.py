@@ -8,9 +8,10 @@ item ids of every epoch and the daemon's record of the job.
     python ddp_node_rank.py CONFIG.json
 
 CONFIG: {"socket", "dataset", "seed", "shard_seed", "epochs", "batch_size",
-"ready_dir", "ready_count", "out"}. Before its first batch the rank waits
+"prefetch", "ready_dir", "ready_count", "out"}. Before its first batch the rank waits
 until ready_count ranks (of every job) have opened their loaders, as jobs
-launched together do.
+launched together do, and again before every epoch, as jobs of equal pace
+stay in step.
 """
 
 import json
@@ -33,19 +34,31 @@ model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(3 * 8 * 8, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 loader = galley.DataLoader(config["dataset"], batch_size=config["batch_size"], shuffle=True,
                            seed=config["seed"], shard_seed=config.get("shard_seed"),
+                           prefetch=config.get("prefetch"),
                            transform=T.Compose([T.Resize([8, 8])]), socket=config["socket"])
 len(loader)  # opens the job
 
-ready = pathlib.Path(config["ready_dir"])
-(ready / f"{os.getpid()}").touch()
-deadline = time.monotonic() + 120
-while len(list(ready.iterdir())) < config["ready_count"]:
-    if time.monotonic() > deadline:
-        sys.exit("the other ranks never opened their loaders")
-    time.sleep(0.005)
 
+
+def barrier(name):
+    """Waits until ready_count ranks of every job have reached `name`."""
+    folder = pathlib.Path(config["ready_dir"]) / name
+    folder.mkdir(exist_ok=True)
+    (folder / str(os.getpid())).touch()
+    deadline = time.monotonic() + 120
+    while len(list(folder.iterdir())) < config["ready_count"]:
+        if time.monotonic() > deadline:
+            sys.exit(f"the other ranks never reached {name}")
+        time.sleep(0.002)
+
+
+barrier("opened")
 epochs = []
 for epoch in range(config["epochs"]):
+    # Jobs of equal pace start each epoch together, as node-affine sharing
+    # needs (docs/sampling.md §9.2); a loaded test machine would otherwise
+    # let one job drift an epoch ahead of the other.
+    barrier(f"epoch{epoch}")
     loader.set_epoch(epoch)
     ids = []
     for images, _labels, item_ids in loader.iter_with_ids():
