@@ -29,7 +29,9 @@ uint32_t DistributedSplit::NodeOf(uint32_t rank) const {
 
 uint32_t DistributedSplit::Slot(uint32_t rank) const {
   const uint32_t nodes = Nodes();
-  if (nodes == 1) return rank;
+  // Without shuffling, DistributedSampler's rule exactly: evaluation code
+  // reassembles the ranks' outputs by it.
+  if (nodes == 1 || !shuffle) return rank;
   return rank / local_world_size + nodes * (rank % local_world_size);
 }
 

@@ -16,8 +16,9 @@
 // (mod N): a set that depends on the seed, the epoch and N only, so DDP jobs
 // that share the split's seed and run on the same nodes (the same node rank
 // on each host) load the same items on each node, whatever their number of
-// ranks per node (docs/sampling.md §9). With one node or one rank per node
-// the slot is the rank, as in DistributedSampler.
+// ranks per node (docs/sampling.md §9). With one node, one rank per node or
+// shuffle off, the slot is the rank, as in DistributedSampler (evaluation
+// code that reassembles the ranks' outputs relies on its rule).
 //
 // A plain value; its functions are pure and safe from any thread.
 #ifndef GALLEY_SERVER_DAEMON_DISTRIBUTED_SPLIT_H_
@@ -46,7 +47,8 @@ struct DistributedSplit {
   uint32_t Nodes() const;
   // The node rank of `rank` (0 when the layout is unknown).
   uint32_t NodeOf(uint32_t rank) const;
-  // The position class `rank` keeps: g + N·j on a known layout, else rank.
+  // The position class `rank` keeps: g + N·j on a known layout when
+  // shuffling, else rank.
   uint32_t Slot(uint32_t rank) const;
   // Items per rank for a subset of n: n, or ceil / floor(n / world_size).
   uint64_t ShardSize(uint64_t n) const;

@@ -72,9 +72,9 @@ def epoch_order(items, seed, epoch, shuffle=True):
     return order
 
 
-def slot(rank, world_size, local_world_size=0):
-    """Node-major slots on a known layout; the rank otherwise."""
-    if not local_world_size or world_size % local_world_size:
+def slot(rank, world_size, local_world_size=0, shuffle=True):
+    """Node-major slots on a known layout when shuffling; the rank otherwise."""
+    if not shuffle or not local_world_size or world_size % local_world_size:
         return rank
     nodes = world_size // local_world_size
     return rank // local_world_size + nodes * (rank % local_world_size)
@@ -86,5 +86,5 @@ def shard(items, seed, epoch, rank, world_size, local_world_size=0, drop_last=Fa
     order = epoch_order(items, seed, epoch, shuffle)
     n = len(order)
     size = n // world_size if drop_last else -(-n // world_size)
-    return [order[p % n] for p in range(slot(rank, world_size, local_world_size),
+    return [order[p % n] for p in range(slot(rank, world_size, local_world_size, shuffle),
                                          size * world_size, world_size)]

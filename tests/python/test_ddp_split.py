@@ -132,3 +132,21 @@ def test_bad_layouts_and_seeds_are_refused(split_folder):
     with pytest.raises(ValueError, match="DistributedSampler's seed"):
         galley.DataLoader(str(split_folder), batch_size=4, sampler=sampler, shard_seed=3,
                           transform=FIXED, socket="/nonexistent")
+
+
+def test_without_shuffle_the_shards_are_distributed_samplers_on_any_layout(daemon, split_folder):
+    # Evaluation code puts the ranks' outputs back in order by
+    # DistributedSampler(shuffle=False)'s rule, so a known layout changes
+    # nothing there: rank r gets positions r, r + 4, ... in that order.
+    from torch.utils.data import DistributedSampler
+    for rank in range(4):
+        loader = galley.DataLoader(str(split_folder), batch_size=4, shuffle=False, rank=rank,
+                                   world_size=4, local_world_size=2, transform=FIXED,
+                                   socket=daemon.socket)
+        try:
+            torch_order = list(DistributedSampler(range(25), num_replicas=4, rank=rank,
+                                                  shuffle=False))
+            assert delivered(loader, 0) == torch_order
+            assert torch_order == ref.shard(range(25), 0, 0, rank, 4, 2, shuffle=False)
+        finally:
+            loader.close()

@@ -65,6 +65,10 @@ TEST(DistributedSplitLayoutTest, SlotsAreABijectionAndNodeMajor) {
     EXPECT_EQ(Split(1, 12, 1).Slot(rank), rank);
     EXPECT_EQ(Split(1, 12, 12).Slot(rank), rank);
   }
+  // Without shuffling, DistributedSampler's rule whatever the layout.
+  DistributedSplit in_order = Split(1, 12, 4);
+  in_order.shuffle = false;
+  for (uint32_t rank = 0; rank < 12; ++rank) EXPECT_EQ(in_order.Slot(rank), rank);
   EXPECT_EQ(Split(1, 12, 4).Nodes(), 3u);
   EXPECT_EQ(Split(1, 12, 4).NodeOf(9), 2u);
   EXPECT_EQ(Split(1, 12, 4).Slot(9), 2u + 3u * 1u);
