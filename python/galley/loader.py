@@ -60,11 +60,13 @@ def _node_layout(local_world_size: Optional[int], rank: int, world_size: int) ->
     galley takes ranks as torchrun numbers them, node by node (node rank =
     rank // local_world_size), and refuses a layout the launcher contradicts.
     """
+    if world_size == 1:  # nothing to split: every layout is the same
+        return 0
     env = os.environ
     launched = (env.get("RANK") == str(rank) and env.get("WORLD_SIZE") == str(world_size))
     from_env = local_world_size is None
     if from_env:
-        if world_size == 1 or not launched or "LOCAL_WORLD_SIZE" not in env:
+        if not launched or "LOCAL_WORLD_SIZE" not in env:
             return 0
         local_world_size = int(env["LOCAL_WORLD_SIZE"])
     local = int(local_world_size)
@@ -82,7 +84,7 @@ def _node_layout(local_world_size: Optional[int], rank: int, world_size: int) ->
                          f"{rank // local} = rank // local_world_size; galley takes ranks "
                          f"numbered node by node, as torchrun numbers them (give the launcher's "
                          f"ranks per node, or leave local_world_size unset)")
-    return local if world_size > 1 else 0
+    return local
 
 
 def _dataset_root(dataset: Any) -> Tuple[str, Any]:
