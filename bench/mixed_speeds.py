@@ -96,17 +96,20 @@ def _f(v, spec):
 def mixed_speeds(args, ctx, csv_rows):
     model = args.model_ms
     jobs = [{"index": k, "model_s": ms / 1e3} for k, ms in enumerate(model)]
-    solo = {side: {} for side in ("galley", "pytorch")}
+    solo = {side: {} for side in args.sides}
     for side in solo:
         for j in jobs:
             r = run_group(side, "solo", [j], args, ctx)
             solo[side][j["index"]] = r["jobs"][j["index"]]["ips"]
             print(f"  {side} job {j['index']} ({model[j['index']]} ms) alone: "
                   f"{solo[side][j['index']]:.1f} images/s", flush=True)
-    torch_mix = run_group("pytorch", "mixed-speeds", jobs, args, ctx)
+    torch_mix = None
+    if "pytorch" in args.sides:
+        torch_mix = run_group("pytorch", "mixed-speeds", jobs, args, ctx)
     runs = [(f"galley {p}", run_group("galley", "mixed-speeds", jobs, args, ctx, policy=p))
             for p in args.policies]
-    runs.append(("pytorch", torch_mix))
+    if torch_mix:
+        runs.append(("pytorch", torch_mix))
     print(f"\n== mixed-speeds: 4 jobs, model time {','.join(map(str, model))} ms per batch "
           f"of {args.batch_size}, {args.batches_per_job} batches each")
     print(f"{'side':18s} {'job':>3s} {'model ms':>8s} {'mix img/s':>9s} {'solo img/s':>10s} "
@@ -117,7 +120,7 @@ def mixed_speeds(args, ctx, csv_rows):
             k = j["index"]
             r = run["jobs"][k]
             ratio = r["ips"] / solo[side][k]
-            vs = r["ips"] / torch_mix["jobs"][k]["ips"] if side == "galley" else None
+            vs = r["ips"] / torch_mix["jobs"][k]["ips"] if side == "galley" and torch_mix else None
             st = r["stats"]
             print(f"{name:18s} {k:3d} {model[k]:8d} {r['ips']:9.1f} {solo[side][k]:10.1f} "
                   f"{ratio:8.2f} {_f(vs, '.2f'):>8s} {_f(st.get('peer_hold_seconds'), '.3f'):>7s} "
@@ -142,8 +145,9 @@ def stalled_peer(args, ctx, csv_rows):
     for p in args.policies:
         runs.append((f"galley {p}", run_group("galley", "three", others, args, ctx, policy=p),
                      run_group("galley", "stalled-peer", four, args, ctx, policy=p)))
-    runs.append(("pytorch", run_group("pytorch", "three", others, args, ctx),
-                 run_group("pytorch", "stalled-peer", four, args, ctx)))
+    if "pytorch" in args.sides:
+        runs.append(("pytorch", run_group("pytorch", "three", others, args, ctx),
+                     run_group("pytorch", "stalled-peer", four, args, ctx)))
     print(f"\n== stalled-peer: job {STALLED} stops for {args.stall_s:.0f} s after one timed "
           f"batch; {args.batches_per_job} batches per job")
     print(f"{'side':18s} {'job':>3s} {'with stall':>10s} {'3 alone':>8s} {'ratio':>6s} "
@@ -183,9 +187,12 @@ def parse_args():
     p.add_argument("--galleyd", default=str(cp.REPO / "build/server/daemon/galleyd"))
     p.add_argument("--results", default=str(cp.REPO / "results"))
     p.add_argument("--torch-workers", type=int, default=2)
+    p.add_argument("--no-pytorch", action="store_true",
+                   help="galley's runs only (no PyTorch rows, no galley/PyTorch ratios)")
     p.add_argument("--job-timeout", type=float, default=300.0)
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
+    args.sides = ("galley",) if args.no_pytorch else ("galley", "pytorch")
     args.model_ms = [int(x) for x in args.model_ms.split(",")]
     if len(args.model_ms) != 4:
         p.error("--model-ms takes four values")

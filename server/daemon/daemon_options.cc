@@ -491,6 +491,9 @@ const std::vector<Key>& Keys() {
     k.push_back(IntegerKey("thin_hold_ms", "--thin-hold-ms",
                            "longest single hold of a job whose consumer has little buffered",
                            &DaemonOptions::thin_hold_ms, 0, 60000, false));
+    k.push_back(IntegerKey("peer_stall_ms", "--peer-stall-ms",
+                           "a peer whose ring stays full this long is not waited for",
+                           &DaemonOptions::peer_stall_ms, 0, 600000, false));
     k.push_back(IntegerKey("max_jobs", "--max-jobs", "most concurrent jobs",
                            &DaemonOptions::max_jobs, 1, 65536, true));
     k.push_back(IntegerKey("max_jobs_per_uid", "--max-jobs-per-uid",

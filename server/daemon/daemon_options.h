@@ -86,10 +86,12 @@ struct DaemonOptions {
   uint32_t max_open_shards = 128;
   // Jobs at different speeds (docs/sampling.md §3.3): the most time per
   // epoch a job whose consumer has little buffered may be held so that a
-  // full peer shares the next wave (0: jobs are never held), and the
-  // longest one such hold.
+  // full peer shares the next wave (0: jobs are never held), the longest
+  // one such hold, and how long a peer's ring stays full before no job is
+  // held for it at all.
   uint32_t hold_budget_ms = 100;
   uint32_t thin_hold_ms = 10;
+  uint32_t peer_stall_ms = 1000;
 
   // Limits: a request beyond them is refused with a clear error.
   uint32_t max_jobs = 64;

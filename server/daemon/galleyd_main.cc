@@ -296,6 +296,7 @@ int Run(int argc, char** argv) {
   scheduler_options.stream_salt = StartEntropy();
   scheduler_options.gate.hold_budget_per_epoch = std::chrono::milliseconds(options->hold_budget_ms);
   scheduler_options.gate.thin_hold = std::chrono::milliseconds(options->thin_hold_ms);
+  scheduler_options.gate.peer_stall = std::chrono::milliseconds(options->peer_stall_ms);
   Scheduler scheduler(scheduler_options, &pipeline, cache.get(), planner.get());
   ControlServer server(*options, &scheduler, &pipeline, planner.get());
   if (Status s = server.Start(); !s.ok()) {

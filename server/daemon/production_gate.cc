@@ -77,6 +77,7 @@ std::vector<GateDecision> ProductionGate::Decide(std::span<const GateInput> jobs
   // Per dataset group: is a peer about to start, is a peer unable to take a
   // batch?
   std::unordered_set<const void*> awaiting_start;
+  // Peers that are full but not stalled (GateOptions::peer_stall).
   std::unordered_set<const void*> has_full_peer;
   // Peers that became full less than thin_hold ago: a consumer descheduled
   // for a moment. A peer full for longer is slow or stalled, and waiting
@@ -104,10 +105,10 @@ std::vector<GateDecision> ProductionGate::Decide(std::span<const GateInput> jobs
       continue;
     }
     if (job.ring.free == 0) {
-      has_full_peer.insert(job.group);
-      if (!state.full_since || now - *state.full_since < options_.thin_hold) {
-        has_just_full_peer.insert(job.group);
-      }
+      const auto full_for =
+          state.full_since ? now - *state.full_since : std::chrono::nanoseconds::zero();
+      if (full_for < options_.peer_stall) has_full_peer.insert(job.group);
+      if (full_for < options_.thin_hold) has_just_full_peer.insert(job.group);
     }
   }
 

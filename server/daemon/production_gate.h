@@ -24,8 +24,11 @@
 //   such holds of an epoch at most GateOptions::hold_budget_per_epoch; with
 //   the budget spent the job is produced for as soon as its buffer is thin.
 //   A held job joins any wave that runs anyway (a hold only delays the
-//   start of a wave, never leaves a job out of one). So a slower or stalled
-//   peer costs a job at most that budget per epoch.
+//   start of a wave, never leaves a job out of one). A thin hold waits only
+//   for a peer found full less than thin_hold ago, and no hold waits for a
+//   peer full for GateOptions::peer_stall or longer. So a slower peer costs
+//   a job at most that budget per epoch, and a stalled one a single thin
+//   hold.
 //
 // The gate also keeps each job's ring-full time (no free slot: its consumer
 // holds or has not taken everything produced) and its held time.
@@ -79,6 +82,11 @@ struct GateOptions {
   // descheduled for a moment frees a slot within milliseconds, and the jobs
   // then go on sharing rounds instead of drifting apart. 0: never.
   std::chrono::nanoseconds thin_hold = std::chrono::milliseconds(10);
+  // A peer whose ring has been full this long is stalled (SIGSTOP, a
+  // consumer that keeps its batches, one much slower than the rest): no job
+  // is held for it at all, so the others keep sharing among themselves
+  // rather than each running to its own buffer's threshold.
+  std::chrono::nanoseconds peer_stall = std::chrono::seconds(1);
   // How long a job that is ready to start waits for jobs on the same
   // dataset that were opened but whose consumers have not asked for a
   // batch yet.

@@ -165,6 +165,7 @@ TEST_F(ConfigTest, CheckConfigPrintsEveryKeyItsValueAndWhereItCameFrom) {
                           "max_open_shards",
                           "hold_budget_ms",
                           "thin_hold_ms",
+                          "peer_stall_ms",
                           "max_jobs",
                           "max_jobs_per_uid",
                           "max_connections_per_uid",

@@ -109,6 +109,30 @@ TEST(ProductionGate, WellBufferedJobIsHeldFreeOfChargeUntilPeerFreesASlot) {
   EXPECT_EQ(gate.Times(1, At(600)).held, milliseconds(0));
 }
 
+TEST(ProductionGate, PeerFullForPeerStallIsNotWaitedFor) {
+  ProductionGate gate(Options(100, 10));
+  // Job 3 took a batch and stopped: from 1 s on (GateOptions::peer_stall)
+  // nobody is held for it, while jobs 1 and 2 still hold for each other.
+  std::vector<GateInput> jobs{Job(1, 1, 3), Job(2, 1, 3), Job(3, 0, 4)};
+  EXPECT_EQ(gate.Decide(jobs, At(0))[0], GateDecision::kHold);
+  EXPECT_EQ(gate.Decide(jobs, At(999))[0], GateDecision::kHold);
+  auto d = gate.Decide(jobs, At(1000));
+  EXPECT_EQ(d[0], GateDecision::kProduce);
+  EXPECT_EQ(d[1], GateDecision::kProduce);
+  EXPECT_EQ(d[2], GateDecision::kFull);
+  // Job 2's consumer is slower than job 1's: job 1 waits for it again, free
+  // of charge, and the two share the wave in which job 2 frees a slot.
+  jobs[1].ring.free = 0;
+  jobs[1].ring.ready = 4;
+  EXPECT_EQ(gate.Decide(jobs, At(1100))[0], GateDecision::kHold);
+  jobs[1].ring.free = 1;
+  jobs[1].ring.ready = 3;
+  d = gate.Decide(jobs, At(1150));
+  EXPECT_EQ(d[0], GateDecision::kProduce);
+  EXPECT_EQ(d[1], GateDecision::kProduce);
+  EXPECT_EQ(gate.Times(1, At(1200)).held, milliseconds(0));
+}
+
 TEST(ProductionGate, HeldJobIsProducedForWhenItsBufferThinsWithoutThinHolds) {
   ProductionGate gate(Options(100, 0));
   std::vector<GateInput> jobs{Job(1, 2, 2), Job(2, 0, 4)};
