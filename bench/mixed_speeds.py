@@ -77,8 +77,12 @@ def run_group(side, label, jobs, args, ctx, policy=None):
             "window": (row["t_begin"], row["t_end"]), "stall_window": row.get("stall_window"),
             "stats": row.get("job_stats") or {}}
     if side == "galley":
-        first = min(rows, key=lambda r: r["t_begin"])
-        last = max(rows, key=lambda r: r["t_end"])
+        # The counters' window: from the first to the last of the jobs that
+        # ran through (a stalled job's tail after the others ended is its
+        # own, unshared, and not what the scenario compares).
+        timed = [r for r in rows if r.get("stall_window") is None] or rows
+        first = min(timed, key=lambda r: r["t_begin"])
+        last = max(timed, key=lambda r: r["t_end"])
         b, e = first["snapshot_begin"], last["snapshot_end"]
         out["cpu_s"] += e["daemon_cpu"] - b["daemon_cpu"]
         requests = cp._sum_samplers(e["status"], "requests") - cp._sum_samplers(
@@ -153,6 +157,9 @@ def stalled_peer(args, ctx, csv_rows):
     print(f"{'side':18s} {'job':>3s} {'with stall':>10s} {'3 alone':>8s} {'ratio':>6s} "
           f"{'in stall':>8s} {'held s':>7s} {'wait s':>7s}")
     for name, base, stalled in runs:
+        if name != "pytorch":
+            print(f"{name:18s} loads/request: {_f(stalled['loads_per_request'], '.3f')} with the "
+                  f"stalled peer, {_f(base['loads_per_request'], '.3f')} for the 3 alone")
         stall = stalled["jobs"][STALLED]["stall_window"]
         for j in others:
             k = j["index"]

@@ -60,8 +60,10 @@ class Daemon:
 def start_daemon(directory, *extra):
     socket = str(directory / "galleyd.sock")
     log = open(directory / "galleyd.log", "w")
+    # GALLEY_TEST_LOG_LEVEL=trace logs every wave's decisions into galleyd.log.
+    level = os.environ.get("GALLEY_TEST_LOG_LEVEL", "warn")
     proc = subprocess.Popen([GALLEYD, "--socket", socket, "--allowed-root", str(directory),
-                             "--log-level", "warn", *extra], stdout=log, stderr=subprocess.STDOUT)
+                             "--log-level", level, *extra], stdout=log, stderr=subprocess.STDOUT)
     # Ready once a connection is accepted: the socket file appears at bind(),
     # before listen(), and a connect in between is refused.
     for _ in range(200):
