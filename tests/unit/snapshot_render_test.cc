@@ -71,6 +71,11 @@ JobSnapshot Job(uint64_t id, const std::string& name, uint64_t base) {
   j.consumer_waits = base + 8;
   j.uptime_seconds = double(base) + 0.625;
   j.samples_per_second = double(base) + 0.75;
+  j.rank = uint32_t(base) + 9;
+  j.world_size = uint32_t(base) + 10;
+  j.nodes = uint32_t(base) + 11;
+  j.node_rank = uint32_t(base) + 12;
+  j.shard_seed = base + 13;
   return j;
 }
 
@@ -339,7 +344,8 @@ constexpr const char* kJobJson = R"({
   "prefetch": 4, "segment_bytes": 13, "batches": 14, "samples": 15, "skipped": 16,
   "epochs_completed": 17, "produce_seconds": 10.125, "ring_full_seconds": 10.25,
   "peer_hold_seconds": 10.375, "consumer_wait_seconds": 10.5, "consumer_waits": 18,
-  "uptime_seconds": 10.625, "samples_per_second": 10.75})";
+  "uptime_seconds": 10.625, "samples_per_second": 10.75, "rank": 19, "world_size": 20,
+  "nodes": 21, "node_rank": 22, "shard_seed": 23})";
 
 TEST(SnapshotJsonTest, JobsAndAJobsStats) {
   ExpectJson(JobsSnapshot{{Job(1, "train", 10)}},
@@ -356,9 +362,23 @@ TEST(SnapshotJsonTest, JobsAndAJobsStats) {
 TEST(SnapshotJsonTest, Datasets) {
   DatasetsSnapshot s;
   s.datasets.push_back({"/data/a", "/data/a", 1, 100, 10, 123456, 2.5, 1, std::nullopt});
-  ShardSetSnapshot shards{4,    400, 2,  1,  "/data/s-0.tar: k, no image", 1, "/data/s-3.tar: cut",
-                          3,    1,   5,  0.75, 60.5,
-                          true, 41,  44, 42, 43};
+  ShardSetSnapshot shards{4,
+                          400,
+                          2,
+                          1,
+                          "/data/s-0.tar: k, no image",
+                          1,
+                          "/data/s-3.tar: cut",
+                          3,
+                          1,
+                          5,
+                          0.75,
+                          60.5,
+                          true,
+                          41,
+                          44,
+                          42,
+                          43};
   s.datasets.push_back({"shards:/data/s-0.tar", "/data/s-0.tar", 2, 400, 4, 99, 0.5, 3, shards});
   s.indexing.push_back({"/data/t-0.tar", "shards", "shards", 4, 10, 2.0, 2.0, 3.0});
   s.indexing.push_back({"/data/f", "folder", "files", 500, std::nullopt, 1.0, 500.0, -1.0, 7, 2});
