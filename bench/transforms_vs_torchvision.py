@@ -54,6 +54,7 @@ OPS = {
     "BM_Op/AutoAugment_imagenet": TV.AutoAugment(),
     "BM_Op/RandAugment": TV.RandAugment(),
     "BM_Op/TrivialAugmentWide": TV.TrivialAugmentWide(),
+    "BM_Op/AugMix": TV.AugMix(),
 }
 
 

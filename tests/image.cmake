@@ -53,6 +53,18 @@ galley_add_test(image_pixel_ops_test
   LIBS galley_image)
 target_compile_definitions(image_pixel_ops_test PRIVATE GALLEY_TEST_PYTHON="/usr/bin/python3")
 
+# torchvision's tensor kernels (AugMix's ops) and AugMix itself against
+# torchvision with forced draws.
+galley_add_test(image_tensor_ops_test
+  SOURCES unit/image_tensor_ops_test.cc
+  LIBS galley_image)
+target_compile_definitions(image_tensor_ops_test PRIVATE GALLEY_TEST_PYTHON="/usr/bin/python3")
+
+# Apply equals its described plan replayed op by op with the pixel ops.
+galley_add_test(image_plan_replay_test
+  SOURCES unit/image_plan_replay_test.cc
+  LIBS galley_image)
+
 # The random draws of every op follow torchvision's distributions.
 galley_add_test(image_draws_test
   SOURCES unit/image_draws_test.cc

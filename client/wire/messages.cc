@@ -320,6 +320,22 @@ constexpr JobSpecField Plain(const char* name, bool required = false) {
           }};
 }
 
+// An optional unsigned member: absent from the body while unset.
+template <auto Member>
+constexpr JobSpecField Optional(const char* name) {
+  return {name, false,
+          [](const JobSpec& spec, const JobSpecField& field, json& body) {
+            if ((spec.*Member).has_value()) body[field.name] = *(spec.*Member);
+          },
+          [](FieldReader& r, const json& body, const JobSpecField& field, JobSpec& spec) {
+            if (!body.contains(field.name)) return Status::Ok();
+            uint64_t value = 0;
+            GALLEY_RETURN_IF_ERROR(r.Unsigned(field.name, &value));
+            spec.*Member = value;
+            return Status::Ok();
+          }};
+}
+
 // The pipeline travels as a JSON object; JobSpec keeps its text.
 void WriteTransform(const JobSpec& spec, const JobSpecField& field, json& body) {
   if (!spec.transform_json.empty()) {
@@ -370,6 +386,8 @@ const JobSpecField kJobSpecFields[] = {
     Plain<&JobSpec::shards>("shards"),
     Plain<&JobSpec::image_key>("image_key"),
     Plain<&JobSpec::label_key>("label_key"),
+    Optional<&JobSpec::shard_seed>("shard_seed"),
+    Plain<&JobSpec::local_world_size>("local_world_size"),
 };
 
 const JobSpecField* FindJobSpecField(std::string_view name) {
@@ -413,6 +431,11 @@ Result<JobSpec> JobSpecFromJson(const json& body) {
   if (spec.world_size == 0) return Status::InvalidArgument("'world_size' must be at least 1");
   if (spec.rank >= spec.world_size) {
     return Status::InvalidArgument("'rank' must be smaller than 'world_size'");
+  }
+  if (spec.local_world_size != 0 && spec.world_size % spec.local_world_size != 0) {
+    return Status::InvalidArgument(
+        "'world_size' must be a multiple of 'local_world_size' (ranks per node, every node "
+        "running as many)");
   }
   if (spec.prefetch == 0) return Status::InvalidArgument("'prefetch' must be at least 1");
   if (spec.on_error != "skip" && spec.on_error != "raise") {

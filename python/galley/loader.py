@@ -53,6 +53,40 @@ def _torch_distributed() -> Tuple[Optional[int], Optional[int]]:
     return None, None
 
 
+def _node_layout(local_world_size: Optional[int], rank: int, world_size: int) -> int:
+    """Ranks per node for the DDP split: ``local_world_size=``, else torchrun's
+    ``LOCAL_WORLD_SIZE`` when this loader is the launched rank; 0 = not known.
+
+    galley takes ranks as torchrun numbers them, node by node (node rank =
+    rank // local_world_size), and refuses a layout the launcher contradicts.
+    """
+    if world_size == 1:  # nothing to split: every layout is the same
+        return 0
+    env = os.environ
+    launched = (env.get("RANK") == str(rank) and env.get("WORLD_SIZE") == str(world_size))
+    from_env = local_world_size is None
+    if from_env:
+        if not launched or "LOCAL_WORLD_SIZE" not in env:
+            return 0
+        local_world_size = int(env["LOCAL_WORLD_SIZE"])
+    local = int(local_world_size)
+    if local < 1 or world_size % local:
+        if from_env:  # nodes with different numbers of ranks: no node-major slots
+            _warn_once("local_world_size", f"galley.DataLoader: LOCAL_WORLD_SIZE={local} does "
+                       f"not divide the world size {world_size}; the DDP split does not know "
+                       f"the node layout (node-affine shards need as many ranks on every node)")
+            return 0
+        raise ValueError(f"local_world_size={local} must divide world_size={world_size}: "
+                         f"galley's DDP split takes the same number of ranks on every node")
+    node = env.get("GROUP_RANK", env.get("NODE_RANK")) if launched else None
+    if node is not None and int(node) != rank // local:
+        raise ValueError(f"rank {rank} runs on node {node} (GROUP_RANK/NODE_RANK), not on node "
+                         f"{rank // local} = rank // local_world_size; galley takes ranks "
+                         f"numbered node by node, as torchrun numbers them (give the launcher's "
+                         f"ranks per node, or leave local_world_size unset)")
+    return local
+
+
 def _dataset_root(dataset: Any) -> Tuple[str, Any]:
     """The dataset's root as an absolute path, and a torchvision dataset's transform."""
     if isinstance(dataset, (str, bytes, os.PathLike)):
@@ -148,6 +182,16 @@ class DataLoader:
         epochs: completed epochs after which iteration stops (None: endless).
         rank, world_size: the DDP shard; default ``torch.distributed``'s rank
             and world size when it is initialised, else 0 and 1.
+        shard_seed: the DDP split's seed when it should not be ``seed``:
+            concurrent DDP jobs on the same nodes that give the same
+            ``shard_seed`` load the same items on each node, so each node's
+            galleyd reads and decodes them once for all (node-affine shards,
+            docs/python.md); their own ``seed`` still decides augmentations.
+            Default: ``seed`` (a ``DistributedSampler``'s seed).
+        local_world_size: ranks per node of the DDP job, ranks numbered node
+            by node as torchrun does; default torchrun's ``LOCAL_WORLD_SIZE``
+            when this is the launched rank. Lets jobs with different numbers of
+            ranks per node share each node's items.
         prefetch: batches prepared ahead of the one in hand (default 4); the
             ring in shared memory has ``prefetch + 1`` slots.
         on_error: ``"skip"`` (substitute and count) or ``"raise"``.
@@ -184,6 +228,7 @@ class DataLoader:
                  transform: Any = None, normalize: Optional[Sequence[Sequence[float]]] = None,
                  seed: Optional[int] = None, epochs: Optional[int] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
+                 shard_seed: Optional[int] = None, local_world_size: Optional[int] = None,
                  prefetch: Optional[int] = None, on_error: str = "skip",
                  policy: Optional[str] = None, classes: Optional[Iterable[str]] = None,
                  indices: Optional[Iterable[int]] = None, layout: str = "NCHW",
@@ -250,6 +295,14 @@ class DataLoader:
         if not 0 <= int(rank) < int(world_size):
             raise ValueError(f"rank must lie in [0, world_size), got rank={rank} "
                              f"world_size={world_size}")
+        if shard_seed is not None:
+            if self._sampler is not None:  # a DistributedSampler
+                raise ValueError("a DistributedSampler's seed is its split's seed; give "
+                                 "shard_seed= without a sampler (seed= or shuffle=True), or "
+                                 "leave shard_seed unset")
+            if not 0 <= int(shard_seed) < (1 << 64):
+                raise ValueError("shard_seed must lie in [0, 2**64)")
+        local_world_size = _node_layout(local_world_size, int(rank), int(world_size))
 
         if prefetch_factor is not None:
             if prefetch is not None:
@@ -298,6 +351,14 @@ class DataLoader:
             "classes": list(classes) if classes else None,
             "ids": [int(i) for i in indices] if indices is not None else None,
         }
+        # Sent only when set, so that a job that sets neither is the same
+        # request to any galleyd of this protocol.
+        if shard_seed is not None:
+            self._spec["shard_seed"] = int(shard_seed)
+        if local_world_size:
+            self._spec["local_world_size"] = local_world_size
+        self.shard_seed = self.seed if shard_seed is None else int(shard_seed)
+        self.local_world_size = local_world_size
         if shards is not None:
             self._spec.update(shards=shards, image_key=image_key or "", label_key=label_key or "")
         elif image_key is not None or label_key != "cls":
@@ -438,6 +499,7 @@ class DataLoader:
             "consumed": consumed, "completed_epochs": self._completed, "skipped": self._skipped,
             "dataset": self.dataset, "batch_size": self.batch_size, "shuffle": self.shuffle,
             "seed": self.seed, "rank": self.rank, "world_size": self.world_size,
+            "shard_seed": self.shard_seed, "local_world_size": self.local_world_size,
             "drop_last": self.drop_last, "shard_drop_last": self._spec["shard_drop_last"],
             "subset": [self._spec["classes"], self._spec["ids"]],
             # Item ids are positions in the dataset: a dataset that changed since
@@ -451,8 +513,11 @@ class DataLoader:
         if state.get("version") != _STATE_VERSION:
             raise ValueError(f"unknown galley.DataLoader state version {state.get('version')!r}")
         mine = self.state_dict() if self._resume is None else self._resume["state"]
+        # States saved before shard_seed and local_world_size existed split as
+        # seed and an unknown layout do.
+        state = {"shard_seed": state.get("seed"), "local_world_size": 0, **state}
         for key in ("dataset", "batch_size", "shuffle", "seed", "rank", "world_size",
-                    "drop_last", "shard_drop_last", "subset"):
+                    "shard_seed", "local_world_size", "drop_last", "shard_drop_last", "subset"):
             if state[key] != mine[key]:
                 raise ValueError(f"the state was saved by a loader with {key}={state[key]!r}, "
                                  f"this one has {mine[key]!r}; build the loader as it was")

@@ -24,7 +24,7 @@ __all__ = [
     "RandomVerticalFlip", "RandomCrop", "Pad", "ColorJitter", "Grayscale", "RandomGrayscale",
     "GaussianBlur", "RandomRotation", "RandomAffine", "RandomApply", "RandomChoice",
     "RandomOrder", "AutoAugment", "AutoAugmentPolicy", "RandAugment", "TrivialAugmentWide",
-    "RandomErasing", "Normalize", "ToTensor", "PILToTensor", "InterpolationMode", "build_spec",
+    "AugMix", "RandomErasing", "Normalize", "ToTensor", "PILToTensor", "InterpolationMode", "build_spec",
 ]
 
 
@@ -364,6 +364,42 @@ class TrivialAugmentWide(_Op):
                 "interpolation": self.interpolation, "fill": self.fill}
 
 
+class AugMix(_Op):
+    """torchvision's AugMix (Hendrycks et al., ICLR 2020). Like torchvision,
+    its chains run torchvision's tensor kernels even on PIL images, so only
+    nearest and bilinear interpolation exist; ``fill`` None leaves zeros
+    outside a warped image (torchvision's default), a colour fills it."""
+
+    def __init__(self, severity=3, mixture_width=3, chain_depth=-1, alpha=1.0, all_ops=True,
+                 interpolation=InterpolationMode.BILINEAR, fill=None):
+        value = str(getattr(interpolation, "value", interpolation)).lower()
+        if value not in ("nearest", "bilinear"):
+            raise ValueError(f"AugMix: interpolation {interpolation!r} is not supported "
+                             "(torchvision's AugMix runs its tensor kernels, which have only "
+                             "nearest and bilinear)")
+        if not 1 <= int(severity) <= 10:
+            raise ValueError(f"AugMix: severity must lie in [1, 10], got {severity!r}")
+        if not 1 <= int(mixture_width) <= 8:
+            raise ValueError(f"AugMix: galley supports mixture_width 1..8, got {mixture_width!r}")
+        if int(chain_depth) > 8:
+            raise ValueError(f"AugMix: galley supports chain_depth up to 8, got {chain_depth!r}")
+        if not float(alpha) > 0:
+            raise ValueError(f"AugMix: alpha must be positive, got {alpha!r}")
+        self.severity, self.mixture_width = int(severity), int(mixture_width)
+        self.chain_depth = int(chain_depth) if int(chain_depth) > 0 else -1
+        self.alpha, self.all_ops = float(alpha), bool(all_ops)
+        self.interpolation = value
+        if isinstance(fill, dict):  # v2: {type: fill}
+            values = [v for v in fill.values() if v is not None]
+            fill = values[0] if values else None
+        self.fill = None if fill is None else _fill(fill, "AugMix")
+
+    def spec(self):
+        return {"op": "AugMix", "severity": self.severity, "mixture_width": self.mixture_width,
+                "chain_depth": self.chain_depth, "alpha": self.alpha, "all_ops": self.all_ops,
+                "interpolation": self.interpolation, "fill": self.fill}
+
+
 class RandomErasing:
     """Erases a rectangle of the output tensor (so it comes after ToTensor).
     ``value`` is in the units of the tensor at that point: [0, 1] after
@@ -491,6 +527,9 @@ def _tv_ops(t):
                             g("interpolation"), g("fill"))]
     if name == "TrivialAugmentWide":
         return [TrivialAugmentWide(g("num_magnitude_bins"), g("interpolation"), g("fill"))]
+    if name == "AugMix":
+        return [AugMix(g("severity"), g("mixture_width"), g("chain_depth"), g("alpha"),
+                       g("all_ops"), g("interpolation"), g("fill"))]
     if name == "RandomErasing":
         # inplace only says whether torchvision copies first: the output is the same.
         return [RandomErasing(g("p"), g("scale"), g("ratio"), g("value"))]
@@ -506,7 +545,7 @@ def _tv_ops(t):
                      "Compose, RandomResizedCrop, Resize, CenterCrop, RandomCrop, Pad, "
                      "Random{Horizontal,Vertical}Flip, ColorJitter, Grayscale, RandomGrayscale, "
                      "GaussianBlur, RandomRotation, RandomAffine, RandomApply, RandomChoice, "
-                     "RandomOrder, AutoAugment, RandAugment, TrivialAugmentWide, RandomErasing, "
+                     "RandomOrder, AutoAugment, RandAugment, TrivialAugmentWide, AugMix, RandomErasing, "
                      "ToTensor, PILToTensor, ToImage, ConvertImageDtype/ToDtype(float32), "
                      "Normalize); apply it to the batch in the training loop instead")
 

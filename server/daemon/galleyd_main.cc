@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 
 #include "galley/cache/tiered_cache.h"
 #include "galley/errno_text.h"
+#include "galley/random.h"
 #include "server/daemon/batch_ring.h"
 #include "server/daemon/cache_planner.h"
 #include "server/daemon/control_server.h"
@@ -54,6 +56,15 @@ extern "C" void OnSignal(int signal_number) {
   const unsigned char byte = static_cast<unsigned char>(signal_number);
   (void)!::write(signal_pipe[1], &byte, 1);
   errno = saved_errno;
+}
+
+// 64 bits that differ on every start of every daemon: the kernel's entropy,
+// or, should getrandom fail, the clock and the pid mixed.
+uint64_t StartEntropy() {
+  uint64_t word = 0;
+  if (::getrandom(&word, sizeof word, 0) == static_cast<ssize_t>(sizeof word)) return word;
+  const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  return galley::SplitMix64(static_cast<uint64_t>(now) ^ (uint64_t(::getpid()) << 32));
 }
 
 // The next signal number OnSignal saw, or 0 after `timeout_ms` (-1: wait).
@@ -405,6 +416,10 @@ int Run(int argc, char** argv) {
 
   SchedulerOptions scheduler_options;
   scheduler_options.sampler_seed = options->sampler_seed;
+  // Sampler groups' shared streams differ on every node (docs/sampling.md
+  // §1.1): the ranks of a DDP job on two daemons must not repeat each other's
+  // orders.
+  scheduler_options.stream_salt = StartEntropy();
   scheduler_options.gate.hold_budget_per_epoch = std::chrono::milliseconds(options->hold_budget_ms);
   scheduler_options.gate.thin_hold = std::chrono::milliseconds(options->thin_hold_ms);
   scheduler_options.gate.peer_stall = std::chrono::milliseconds(options->peer_stall_ms);

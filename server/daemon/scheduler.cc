@@ -85,7 +85,8 @@ Status Scheduler::AddJob(const std::shared_ptr<ServedJob>& job) {
   if (!group) {
     SamplerOptions sampler_options;
     sampler_options.policy = job->policy;
-    sampler_options.seed = options_.sampler_seed ^ HashString(job->dataset->root().string());
+    sampler_options.seed =
+        options_.sampler_seed ^ HashString(job->dataset->root().string()) ^ options_.stream_salt;
     if (job->policy == SamplingPolicyNameOf(SamplingPolicyKind::kOds) && cache_ != nullptr) {
       // Runs on the scheduler thread under mu_; the tiers lock themselves.
       sampler_options.is_cached = [cache = cache_,

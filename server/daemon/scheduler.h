@@ -80,6 +80,13 @@ struct SchedulerOptions {
   // sampler's stream and every job's order. 0 (default) keeps a job's order
   // a pure function of its (seed, epoch) across restarts and machines.
   uint64_t sampler_seed = 0;
+  // Mixed into the stream each dataset's sampler group draws from once two
+  // jobs share it (never into a job's own stream, which keeps a lone job's
+  // order reproducible). galleyd sets it from fresh entropy at every start:
+  // daemons on different nodes that see the same events would otherwise
+  // make the same decisions, and the ranks of one DDP job would walk their
+  // shards in one pattern. Tests leave it 0 to replay decisions.
+  uint64_t stream_salt = 0;
   GateOptions gate;  // when a job is produced for (production_gate.h)
 };
 

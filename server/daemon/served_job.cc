@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "galley/random.h"
+#include "server/daemon/distributed_split.h"
 #include "server/sampler/uniform_random.h"
 
 namespace galley {
@@ -12,20 +13,8 @@ std::vector<ItemId> ServedJob::EpochItems(uint64_t epoch, bool resuming) const {
   if (spec.world_size <= 1) {
     items = subset;
   } else {
-    // DistributedSampler's split, with galley's own portable generator so
-    // every rank, on any machine and under any daemon, computes the same
-    // permutation from (seed, epoch) alone.
-    std::vector<ItemId> order = subset;
-    if (spec.shuffle) {
-      UniformRandom random(SplitMix64(spec.seed ^ SplitMix64(epoch + 0x5eed)));
-      for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[random.Below(i)]);
-    }
-    const uint64_t total = ShardSize() * spec.world_size;
-    items.reserve(ShardSize());
-    for (uint64_t pos = spec.rank; pos < total; pos += spec.world_size) {
-      items.push_back(order[pos % order.size()]);  // positions past n wrap around (padding)
-    }
-    if (spec.shuffle) std::sort(items.begin(), items.end());
+    items = DistributedSplit::Of(spec).Shard(subset, epoch, spec.rank);
+    if (spec.shuffle) std::sort(items.begin(), items.end());  // the policy decides the order
   }
   if (resuming && epoch == spec.start_epoch && !spec.resume_consumed.empty()) {
     std::vector<uint64_t> consumed = spec.resume_consumed;
@@ -38,10 +27,7 @@ std::vector<ItemId> ServedJob::EpochItems(uint64_t epoch, bool resuming) const {
 }
 
 uint64_t ServedJob::ShardSize() const {
-  const uint64_t n = subset.size();
-  const uint64_t w = spec.world_size;
-  if (w <= 1) return n;
-  return spec.shard_drop_last ? n / w : (n + w - 1) / w;
+  return DistributedSplit::Of(spec).ShardSize(subset.size());
 }
 
 uint64_t ServedJob::BatchesPerEpoch() const {
@@ -110,6 +96,12 @@ JobSnapshot ServedJob::Snapshot() const {
   s.uptime_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_at).count();
   s.samples_per_second = s.uptime_seconds > 0 ? s.samples / s.uptime_seconds : 0.0;
+  const DistributedSplit split = DistributedSplit::Of(spec);
+  s.rank = spec.rank;
+  s.world_size = spec.world_size;
+  s.nodes = split.Nodes();
+  s.node_rank = split.NodeOf(spec.rank);
+  s.shard_seed = split.seed;
   return s;
 }
 

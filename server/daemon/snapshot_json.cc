@@ -84,7 +84,12 @@ void to_json(json& out, const JobSnapshot& s) {
          {"consumer_wait_seconds", s.consumer_wait_seconds},
          {"consumer_waits", s.consumer_waits},
          {"uptime_seconds", s.uptime_seconds},
-         {"samples_per_second", s.samples_per_second}};
+         {"samples_per_second", s.samples_per_second},
+         {"rank", s.rank},
+         {"world_size", s.world_size},
+         {"nodes", s.nodes},
+         {"node_rank", s.node_rank},
+         {"shard_seed", s.shard_seed}};
 }
 
 void to_json(json& out, const ShardSetSnapshot& s) {

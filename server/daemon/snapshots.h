@@ -107,6 +107,13 @@ struct JobSnapshot {
   uint64_t consumer_waits = 0;
   double uptime_seconds = 0;
   double samples_per_second = 0;  // mean since the job opened
+  // The DDP split (DistributedSplit): jobs on one node with equal
+  // world_size, nodes, node_rank and shard_seed load the same items.
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+  uint32_t nodes = 1;  // 1 when the node layout is not known
+  uint32_t node_rank = 0;
+  uint64_t shard_seed = 0;  // the split's seed: JobSpec::shard_seed, else seed
 };
 
 // A tar shard set's listing (server/dataset/shard_source.h) and the

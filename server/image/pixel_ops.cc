@@ -7,64 +7,35 @@
 #include <cstring>
 #include <vector>
 
+#include "server/image/pixel_rows.h"
+
 namespace galley::image {
 namespace {
-
-// Pillow's ImagingBlend for one byte: in1 + alpha * (in2 - in1) in float,
-// truncated; clamped only when alpha lies outside [0, 1].
-inline uint8_t BlendByte(int in1, int in2, float alpha) {
-  const float value = static_cast<float>(in1) + alpha * static_cast<float>(in2 - in1);
-  if (alpha >= 0.0f && alpha <= 1.0f) return static_cast<uint8_t>(value);
-  if (value <= 0.0f) return 0;
-  if (value >= 255.0f) return 255;
-  return static_cast<uint8_t>(value);
-}
-
-// Pillow's RGB -> L: ITU-R 601-2 in 16-bit fixed point, rounded.
-inline uint8_t Luma(const uint8_t* rgb) {
-  return static_cast<uint8_t>((rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 0x8000) >> 16);
-}
-
-// Blends every byte of src against a degenerate image given per pixel by
-// `degenerate(x, y, channel)`.
-template <typename Degenerate>
-void BlendWith(const RgbView& src, const RgbSpan& dst, double factor, Degenerate degenerate) {
-  const float alpha = static_cast<float>(factor);
-  for (int y = 0; y < src.height; ++y) {
-    const uint8_t* in = src.row(y);
-    uint8_t* out = dst.row(y);
-    for (int x = 0; x < src.width; ++x) {
-      for (int c = 0; c < 3; ++c) {
-        out[x * 3 + c] = BlendByte(degenerate(in, x, y, c), in[x * 3 + c], alpha);
-      }
-    }
-  }
-}
-
-// Applies a per-channel lookup table (Image.point).
-void ApplyLut(const RgbView& src, const RgbSpan& dst,
-              const std::array<std::array<uint8_t, 256>, 3>& lut) {
-  for (int y = 0; y < src.height; ++y) {
-    const uint8_t* in = src.row(y);
-    uint8_t* out = dst.row(y);
-    for (int x = 0; x < src.width * 3; x += 3) {
-      out[x] = lut[0][in[x]];
-      out[x + 1] = lut[1][in[x + 1]];
-      out[x + 2] = lut[2][in[x + 2]];
-    }
-  }
-}
 
 using Histograms = std::array<std::array<int64_t, 256>, 3>;
 
 Histograms ChannelHistograms(const RgbView& src) {
-  Histograms histograms{};
+  // Four partial histograms per channel: neighbouring pixels often share a
+  // value, and one counter incremented back to back waits on its own store.
+  std::array<std::array<std::array<int32_t, 256>, 3>, 4> partial{};
   for (int y = 0; y < src.height; ++y) {
     const uint8_t* in = src.row(y);
-    for (int x = 0; x < src.width * 3; x += 3) {
-      ++histograms[0][in[x]];
-      ++histograms[1][in[x + 1]];
-      ++histograms[2][in[x + 2]];
+    int x = 0;
+    for (; x + 4 <= src.width; x += 4, in += 12) {
+      for (int k = 0; k < 4; ++k) {
+        ++partial[k][0][in[3 * k]];
+        ++partial[k][1][in[3 * k + 1]];
+        ++partial[k][2][in[3 * k + 2]];
+      }
+    }
+    for (; x < src.width; ++x, in += 3) {
+      for (int c = 0; c < 3; ++c) ++partial[0][c][in[c]];
+    }
+  }
+  Histograms histograms{};
+  for (const auto& part : partial) {
+    for (int c = 0; c < 3; ++c) {
+      for (int v = 0; v < 256; ++v) histograms[c][v] += part[c][v];
     }
   }
   return histograms;
@@ -172,119 +143,6 @@ void HsvToRgb(const uint8_t* hsv, uint8_t* rgb, const HsvTables& tables) {
   }
 }
 
-// Pillow's FLOOR and COORD for coordinates.
-inline int64_t FloorToInt(double v) { return static_cast<int64_t>(std::floor(v)); }
-// Positions far outside (or NaN, from a degenerate matrix) read as outside.
-inline int64_t Coord(double v) { return v >= 0.0 && v < 1e15 ? static_cast<int64_t>(v) : -1; }
-
-void FillRow(uint8_t* out, int width, const Fill& fill) {
-  for (int x = 0; x < width; ++x) std::memcpy(out + x * 3, fill.data(), 3);
-}
-
-void WarpNearest(const RgbView& src, const RgbSpan& dst, const std::array<double, 6>& a,
-                 const Fill& fill) {
-  const int64_t xsize = src.width, ysize = src.height;
-  const int width = dst.width, height = dst.height;
-  auto copy = [&](uint8_t* out, int64_t xin, int64_t yin) {
-    if (xin >= 0 && xin < xsize && yin >= 0 && yin < ysize) {
-      std::memcpy(out, src.row(static_cast<int>(yin)) + xin * 3, 3);
-    }
-  };
-  if (a[1] == 0 && a[3] == 0) {
-    // ImagingScaleAffine: positions accumulate in double.
-    std::vector<int64_t> xintab(width);
-    double xo = a[2] + a[0] * 0.5;
-    double yo = a[5] + a[4] * 0.5;
-    for (int x = 0; x < width; ++x, xo += a[0]) xintab[x] = Coord(xo);
-    for (int y = 0; y < height; ++y, yo += a[4]) {
-      uint8_t* out = dst.row(y);
-      FillRow(out, width, fill);
-      const int64_t yi = Coord(yo);
-      for (int x = 0; x < width; ++x) copy(out + x * 3, xintab[x], yi);
-    }
-    return;
-  }
-  auto fits = [&](double x, double y) {
-    return std::fabs(x * a[0] + y * a[1] + a[2]) < 32768.0 &&
-           std::fabs(x * a[3] + y * a[4] + a[5]) < 32768.0;
-  };
-  if (fits(0, 0) && fits(width, height) && fits(0, height) && fits(width, 0)) {
-    // affine_fixed: 16.16 fixed point, positions accumulate exactly.
-    auto fix = [](double v) { return FloorToInt(v * 65536.0 + 0.5); };
-    const int64_t a0 = fix(a[0]), a1 = fix(a[1]), a3 = fix(a[3]), a4 = fix(a[4]);
-    int64_t a2 = fix(a[2] + a[0] * 0.5 + a[1] * 0.5);
-    int64_t a5 = fix(a[5] + a[3] * 0.5 + a[4] * 0.5);
-    for (int y = 0; y < height; ++y, a2 += a1, a5 += a4) {
-      uint8_t* out = dst.row(y);
-      FillRow(out, width, fill);
-      int64_t xx = a2, yy = a5;
-      for (int x = 0; x < width; ++x, xx += a0, yy += a3) {
-        // Arithmetic shift of a 32-bit int is a floor division by 65536.
-        copy(out + x * 3, xx >> 16, yy >> 16);
-      }
-    }
-    return;
-  }
-  double xo = a[2] + a[1] * 0.5 + a[0] * 0.5;
-  double yo = a[5] + a[4] * 0.5 + a[3] * 0.5;
-  for (int y = 0; y < height; ++y, xo += a[1], yo += a[4]) {
-    uint8_t* out = dst.row(y);
-    FillRow(out, width, fill);
-    double xx = xo, yy = yo;
-    for (int x = 0; x < width; ++x, xx += a[0], yy += a[3]) copy(out + x * 3, Coord(xx), Coord(yy));
-  }
-}
-
-// Pillow's bilinear_filter32RGB / bicubic_filter32RGB at source position
-// (xin, yin); false outside the image.
-bool SampleFiltered(const RgbView& src, double xin, double yin, bool bicubic, uint8_t* out) {
-  if (!(xin >= 0.0 && xin < src.width && yin >= 0.0 && yin < src.height)) return false;  // NaN too
-  xin -= 0.5;
-  yin -= 0.5;
-  int x = static_cast<int>(FloorToInt(xin));
-  int y = static_cast<int>(FloorToInt(yin));
-  const double dx = xin - x;
-  const double dy = yin - y;
-  auto xclip = [&](int v) { return std::clamp(v, 0, src.width - 1); };
-  auto row_ok = [&](int v) { return v >= 0 && v < src.height; };
-  if (!bicubic) {
-    const int x0 = xclip(x) * 3, x1 = xclip(x + 1) * 3;
-    for (int c = 0; c < 3; ++c) {
-      const uint8_t* in = src.row(std::clamp(y, 0, src.height - 1));
-      double v1 = in[x0 + c] + (in[x1 + c] - in[x0 + c]) * dx;
-      double v2 = v1;
-      if (row_ok(y + 1)) {
-        in = src.row(y + 1);
-        v2 = in[x0 + c] + (in[x1 + c] - in[x0 + c]) * dx;
-      }
-      v1 = v1 + (v2 - v1) * dy;
-      out[c] = static_cast<uint8_t>(v1);
-    }
-    return true;
-  }
-  auto cubic = [](double v1, double v2, double v3, double v4, double d) {
-    const double p1 = v2;
-    const double p2 = -v1 + v3;
-    const double p3 = 2 * (v1 - v2) + v3 - v4;
-    const double p4 = -v1 + v2 - v3 + v4;
-    return p1 + d * (p2 + d * (p3 + d * p4));
-  };
-  --x;
-  --y;
-  const int xs[4] = {xclip(x) * 3, xclip(x + 1) * 3, xclip(x + 2) * 3, xclip(x + 3) * 3};
-  for (int c = 0; c < 3; ++c) {
-    auto row = [&](const uint8_t* in) {
-      return cubic(in[xs[0] + c], in[xs[1] + c], in[xs[2] + c], in[xs[3] + c], dx);
-    };
-    double v[4];
-    v[0] = row(src.row(std::clamp(y, 0, src.height - 1)));
-    for (int k = 1; k < 4; ++k) v[k] = row_ok(y + k) ? row(src.row(y + k)) : v[k - 1];
-    const double value = cubic(v[0], v[1], v[2], v[3], dy);
-    out[c] = value <= 0.0 ? 0 : value >= 255.0 ? 255 : static_cast<uint8_t>(value);
-  }
-  return true;
-}
-
 // Python's round(value, 15), which Image.rotate applies to its matrix: the
 // correctly rounded decimal, read back as the nearest double.
 double RoundTo15Places(double value) {
@@ -298,64 +156,87 @@ double RoundTo15Places(double value) {
 double Radians(double degrees) { return degrees * (M_PI / 180.0); }
 double Degrees(double radians) { return radians * (180.0 / M_PI); }
 
-// A blend against a constant degenerate value is a function of the byte
-// alone: one 256-entry table instead of a float multiply-add per byte.
-static void BlendWithConstant(const RgbView& src, const RgbSpan& dst, double factor,
-                              int degenerate) {
-  const float alpha = static_cast<float>(factor);
-  std::array<std::array<uint8_t, 256>, 3> lut{};
-  for (int v = 0; v < 256; ++v) lut[0][v] = lut[1][v] = lut[2][v] = BlendByte(degenerate, v, alpha);
-  ApplyLut(src, dst, lut);
-}
-
-void AdjustBrightness(const RgbView& src, const RgbSpan& dst, double factor) {
-  BlendWithConstant(src, dst, factor, 0);
-}
-
-void AdjustContrast(const RgbView& src, const RgbSpan& dst, double factor) {
-  // ImageEnhance.Contrast: the degenerate image is the mean luma, rounded.
-  std::array<int64_t, 256> histogram{};
+void ApplyLut(const RgbView& src, const RgbSpan& dst, const ChannelLut& table) {
+  // A local copy: the compiler then knows the stores to dst cannot change it.
+  const ChannelLut lut = table;
   for (int y = 0; y < src.height; ++y) {
     const uint8_t* in = src.row(y);
-    for (int x = 0; x < src.width; ++x) ++histogram[Luma(in + x * 3)];
+    uint8_t* out = dst.row(y);
+    for (int x = 0; x < src.width * 3; x += 3) {
+      const uint8_t r = lut[0][in[x]], g = lut[1][in[x + 1]], b = lut[2][in[x + 2]];
+      out[x] = r;
+      out[x + 1] = g;
+      out[x + 2] = b;
+    }
+  }
+}
+
+namespace {
+
+ChannelLut SameForEveryChannel(const std::array<uint8_t, 256>& table) {
+  return {table, table, table};
+}
+
+// A blend against a constant degenerate value is a function of the byte
+// alone: one 256-entry table instead of a float multiply-add per byte.
+ChannelLut BlendWithConstantLut(double factor, int degenerate) {
+  const float alpha = static_cast<float>(factor);
+  std::array<uint8_t, 256> table{};
+  for (int v = 0; v < 256; ++v) table[v] = BlendByte(degenerate, v, alpha);
+  return SameForEveryChannel(table);
+}
+
+}  // namespace
+
+ChannelLut BrightnessLut(double factor) { return BlendWithConstantLut(factor, 0); }
+
+ChannelLut ContrastLut(const RgbView& src, double factor) {
+  // ImageEnhance.Contrast: the degenerate image is the mean luma, rounded.
+  std::array<std::array<int32_t, 256>, 2> histogram{};
+  for (int y = 0; y < src.height; ++y) {
+    const uint8_t* in = src.row(y);
+    for (int x = 0; x < src.width; ++x) ++histogram[x & 1][Luma(in + x * 3)];
   }
   double sum = 0.0;
-  for (int i = 0; i < 256; ++i) sum += static_cast<double>(i) * histogram[i];
+  for (int i = 0; i < 256; ++i) sum += static_cast<double>(i) * (histogram[0][i] + histogram[1][i]);
   // PIL's ImageEnhance.Contrast: int(mean + 0.5) of a non-negative mean.
   // NOLINTNEXTLINE(bugprone-incorrect-roundings)
   const int mean = static_cast<int>(sum / (static_cast<double>(src.height) * src.width) + 0.5);
-  BlendWithConstant(src, dst, factor, mean);
+  return BlendWithConstantLut(factor, mean);
 }
 
-void AdjustSaturation(const RgbView& src, const RgbSpan& dst, double factor) {
-  BlendWith(src, dst, factor, [](const uint8_t* row, int x, int, int) {
-    return static_cast<int>(Luma(row + x * 3));
-  });
+void AdjustBrightness(const RgbView& src, const RgbSpan& dst, double factor) {
+  ApplyLut(src, dst, BrightnessLut(factor));
 }
 
-void AdjustSharpness(const RgbView& src, const RgbSpan& dst, double factor) {
-  // ImageEnhance.Sharpness: the degenerate image is ImageFilter.SMOOTH
-  // (3x3, centre 5, others 1, divided by 13), with Pillow's float sums and
-  // the border pixels left as they are.
-  const float side = 1.0f / 13.0f;
-  const float centre = 5.0f / 13.0f;
-  auto smooth = [&](const uint8_t* row, int x, int y, int c) -> int {
-    if (x == 0 || y == 0 || x == src.width - 1 || y == src.height - 1) return row[x * 3 + c];
-    const uint8_t* above = src.row(y - 1);
-    const uint8_t* below = src.row(y + 1);
-    const int i = x * 3 + c;
-    float ss = 0.5f;
-    ss += static_cast<float>(below[i - 3]) * side + static_cast<float>(below[i]) * side +
-          static_cast<float>(below[i + 3]) * side;
-    ss += static_cast<float>(row[i - 3]) * side + static_cast<float>(row[i]) * centre +
-          static_cast<float>(row[i + 3]) * side;
-    ss += static_cast<float>(above[i - 3]) * side + static_cast<float>(above[i]) * side +
-          static_cast<float>(above[i + 3]) * side;
-    if (ss <= 0.0f) return 0;
-    if (ss >= 255.0f) return 255;
-    return static_cast<int>(static_cast<uint8_t>(ss));
-  };
-  BlendWith(src, dst, factor, smooth);
+void AdjustContrast(const RgbView& src, const RgbSpan& dst, double factor) {
+  ApplyLut(src, dst, ContrastLut(src, factor));
+}
+
+void AdjustSaturation(const RgbView& src, const RgbSpan& dst, double factor, bool allow_simd) {
+  // ImageEnhance.Color: the degenerate image is the luma image.
+  std::vector<uint8_t> degenerate(static_cast<size_t>(src.width) * 3);
+  for (int y = 0; y < src.height; ++y) {
+    LumaRow(src.row(y), src.width, degenerate.data());
+    BlendRow(degenerate.data(), src.row(y), dst.row(y), src.width * 3, static_cast<float>(factor),
+             allow_simd);
+  }
+}
+
+void AdjustSharpness(const RgbView& src, const RgbSpan& dst, double factor, bool allow_simd) {
+  // ImageEnhance.Sharpness: the degenerate image is ImageFilter.SMOOTH with
+  // the border pixels left as they are (blending a byte with itself gives
+  // it back, so border rows are copies).
+  std::vector<uint8_t> degenerate(static_cast<size_t>(src.width) * 3);
+  for (int y = 0; y < src.height; ++y) {
+    if (y == 0 || y == src.height - 1) {
+      std::memcpy(dst.row(y), src.row(y), static_cast<size_t>(src.width) * 3);
+      continue;
+    }
+    SmoothRow(src.row(y - 1), src.row(y), src.row(y + 1), src.width, degenerate.data(), allow_simd);
+    BlendRow(degenerate.data(), src.row(y), dst.row(y), src.width * 3, static_cast<float>(factor),
+             allow_simd);
+  }
 }
 
 void AdjustHue(const RgbView& src, const RgbSpan& dst, double factor) {
@@ -382,24 +263,22 @@ void ToGrayscale(const RgbView& src, const RgbSpan& dst) {
   }
 }
 
-void Posterize(const RgbView& src, const RgbSpan& dst, int bits) {
+ChannelLut PosterizeLut(int bits) {
   const auto mask = static_cast<uint8_t>(~((1 << (8 - std::clamp(bits, 0, 8))) - 1));
-  std::array<std::array<uint8_t, 256>, 3> lut{};
-  for (int v = 0; v < 256; ++v) lut[0][v] = lut[1][v] = lut[2][v] = static_cast<uint8_t>(v & mask);
-  ApplyLut(src, dst, lut);
+  std::array<uint8_t, 256> table{};
+  for (int v = 0; v < 256; ++v) table[v] = static_cast<uint8_t>(v & mask);
+  return SameForEveryChannel(table);
 }
 
-void Solarize(const RgbView& src, const RgbSpan& dst, double threshold) {
-  std::array<std::array<uint8_t, 256>, 3> lut{};
-  for (int v = 0; v < 256; ++v) {
-    lut[0][v] = lut[1][v] = lut[2][v] = static_cast<uint8_t>(v < threshold ? v : 255 - v);
-  }
-  ApplyLut(src, dst, lut);
+ChannelLut SolarizeLut(double threshold) {
+  std::array<uint8_t, 256> table{};
+  for (int v = 0; v < 256; ++v) table[v] = static_cast<uint8_t>(v < threshold ? v : 255 - v);
+  return SameForEveryChannel(table);
 }
 
-void AutoContrast(const RgbView& src, const RgbSpan& dst) {
+ChannelLut AutoContrastLut(const RgbView& src) {
   const Histograms histograms = ChannelHistograms(src);
-  std::array<std::array<uint8_t, 256>, 3> lut{};
+  ChannelLut lut{};
   for (int c = 0; c < 3; ++c) {
     int lo = 0, hi = 255;
     while (lo < 255 && histograms[c][lo] == 0) ++lo;
@@ -414,12 +293,12 @@ void AutoContrast(const RgbView& src, const RgbSpan& dst) {
       lut[c][v] = static_cast<uint8_t>(std::clamp(static_cast<int>(v * scale + offset), 0, 255));
     }
   }
-  ApplyLut(src, dst, lut);
+  return lut;
 }
 
-void Equalize(const RgbView& src, const RgbSpan& dst) {
+ChannelLut EqualizeLut(const RgbView& src) {
   const Histograms histograms = ChannelHistograms(src);
-  std::array<std::array<uint8_t, 256>, 3> lut{};
+  ChannelLut lut{};
   for (int c = 0; c < 3; ++c) {
     const auto& h = histograms[c];
     int64_t total = 0, last = 0, nonzero = 0;
@@ -440,38 +319,30 @@ void Equalize(const RgbView& src, const RgbSpan& dst) {
       n += h[v];
     }
   }
-  ApplyLut(src, dst, lut);
+  return lut;
 }
 
-void Invert(const RgbView& src, const RgbSpan& dst) {
-  std::array<std::array<uint8_t, 256>, 3> lut{};
-  for (int v = 0; v < 256; ++v) lut[0][v] = lut[1][v] = lut[2][v] = static_cast<uint8_t>(255 - v);
-  ApplyLut(src, dst, lut);
+ChannelLut InvertLut() {
+  std::array<uint8_t, 256> table{};
+  for (int v = 0; v < 256; ++v) table[v] = static_cast<uint8_t>(255 - v);
+  return SameForEveryChannel(table);
 }
+
+void Posterize(const RgbView& src, const RgbSpan& dst, int bits) {
+  ApplyLut(src, dst, PosterizeLut(bits));
+}
+void Solarize(const RgbView& src, const RgbSpan& dst, double threshold) {
+  ApplyLut(src, dst, SolarizeLut(threshold));
+}
+void AutoContrast(const RgbView& src, const RgbSpan& dst) {
+  ApplyLut(src, dst, AutoContrastLut(src));
+}
+void Equalize(const RgbView& src, const RgbSpan& dst) { ApplyLut(src, dst, EqualizeLut(src)); }
+void Invert(const RgbView& src, const RgbSpan& dst) { ApplyLut(src, dst, InvertLut()); }
 
 void VerticalFlip(const RgbView& src, const RgbSpan& dst) {
   for (int y = 0; y < src.height; ++y) {
     std::memcpy(dst.row(src.height - 1 - y), src.row(y), static_cast<size_t>(src.width) * 3);
-  }
-}
-
-void AffineWarp(const RgbView& src, const RgbSpan& dst, const std::array<double, 6>& matrix,
-                WarpInterpolation interpolation, const Fill& fill) {
-  if (interpolation == WarpInterpolation::kNearest) {
-    WarpNearest(src, dst, matrix, fill);
-    return;
-  }
-  const bool bicubic = interpolation == WarpInterpolation::kBicubic;
-  for (int y = 0; y < dst.height; ++y) {
-    uint8_t* out = dst.row(y);
-    for (int x = 0; x < dst.width; ++x) {
-      const double xin = x + 0.5, yin = y + 0.5;
-      const double sx = matrix[0] * xin + matrix[1] * yin + matrix[2];
-      const double sy = matrix[3] * xin + matrix[4] * yin + matrix[5];
-      if (!SampleFiltered(src, sx, sy, bicubic, out + x * 3)) {
-        std::memcpy(out + x * 3, fill.data(), 3);
-      }
-    }
   }
 }
 

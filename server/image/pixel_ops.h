@@ -18,11 +18,10 @@
 #include <array>
 #include <cstdint>
 
+#include "server/image/affine_warp.h"
 #include "server/image/rgb_span.h"
 
 namespace galley::image {
-
-enum class WarpInterpolation { kNearest, kBilinear, kBicubic };
 
 // Python's math.radians / math.degrees, rounding as they do.
 double Radians(double degrees);
@@ -32,14 +31,32 @@ double Degrees(double radians);
 // Image.blend(degenerate, image, factor) with Pillow's float arithmetic.
 void AdjustBrightness(const RgbView& src, const RgbSpan& dst, double factor);
 void AdjustContrast(const RgbView& src, const RgbSpan& dst, double factor);
-void AdjustSaturation(const RgbView& src, const RgbSpan& dst, double factor);
-void AdjustSharpness(const RgbView& src, const RgbSpan& dst, double factor);
+// allow_simd false forces the portable code (pixel_rows.h), which gives the
+// same bytes.
+void AdjustSaturation(const RgbView& src, const RgbSpan& dst, double factor,
+                      bool allow_simd = true);
+void AdjustSharpness(const RgbView& src, const RgbSpan& dst, double factor, bool allow_simd = true);
 // torchvision's adjust_hue: Pillow's RGB -> HSV, hue += uint8(factor * 255)
 // modulo 256, HSV -> RGB. factor in [-0.5, 0.5].
 void AdjustHue(const RgbView& src, const RgbSpan& dst, double factor);
 // convert("L") (ITU-R 601-2 luma in 16-bit fixed point) copied to all three
 // channels, as Grayscale(num_output_channels=3) gives.
 void ToGrayscale(const RgbView& src, const RgbSpan& dst);
+
+// A lookup table per channel (Image.point): what brightness, contrast and
+// ImageOps' posterize, solarize, autocontrast, equalize and invert compute.
+// The *Lut functions return the table an op applies (ContrastLut,
+// AutoContrastLut and EqualizeLut derive it from src's histogram), so a
+// pipeline can fold it into a later write instead of a pass of its own.
+using ChannelLut = std::array<std::array<uint8_t, 256>, 3>;
+void ApplyLut(const RgbView& src, const RgbSpan& dst, const ChannelLut& lut);
+ChannelLut BrightnessLut(double factor);
+ChannelLut ContrastLut(const RgbView& src, double factor);
+ChannelLut PosterizeLut(int bits);
+ChannelLut SolarizeLut(double threshold);
+ChannelLut AutoContrastLut(const RgbView& src);
+ChannelLut EqualizeLut(const RgbView& src);
+ChannelLut InvertLut();
 
 // ImageOps.posterize / solarize / autocontrast / equalize / invert.
 void Posterize(const RgbView& src, const RgbSpan& dst, int bits);
@@ -51,12 +68,7 @@ void VerticalFlip(const RgbView& src, const RgbSpan& dst);
 
 // torchvision's pad is PadPixels (rgb_span.h): its modes are torchvision's.
 
-// Image.transform(size, AFFINE, matrix, resample, fillcolor): output pixel
-// centre (x + 0.5, y + 0.5) samples the source at matrix * (x + 0.5, y + 0.5);
-// outside the source it is `fill`. Nearest uses Pillow's fixed-point and
-// scale-only paths, so the chosen source pixels match exactly.
-void AffineWarp(const RgbView& src, const RgbSpan& dst, const std::array<double, 6>& matrix,
-                WarpInterpolation interpolation, const Fill& fill);
+// Image.transform(size, AFFINE, ...) is AffineWarp (affine_warp.h).
 
 // torchvision's _get_inverse_affine_matrix (the matrix AffineWarp takes) for
 // F.affine: rotation `angle` degrees counter-clockwise about `center`,

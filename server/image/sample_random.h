@@ -22,6 +22,10 @@ class SampleRandom {
   double Uniform(double low, double high);
   // Uniform integer in [low, high], exactly (Lemire's rejection method).
   int64_t UniformInt(int64_t low, int64_t high);
+  // Standard normal (Box-Muller).
+  double Normal();
+  // Gamma(shape, 1) for shape > 0 (Marsaglia-Tsang); 0 for other shapes.
+  double Gamma(double shape);
 
  private:
   uint64_t state_;

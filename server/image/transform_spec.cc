@@ -6,6 +6,39 @@
 #include <string_view>
 
 namespace galley::image {
+
+const char* InterpolationName(Interpolation interpolation) {
+  switch (interpolation) {
+    case Interpolation::kNearest:
+      return "nearest";
+    case Interpolation::kBicubic:
+      return "bicubic";
+    case Interpolation::kBox:
+      return "box";
+    case Interpolation::kHamming:
+      return "hamming";
+    case Interpolation::kLanczos:
+      return "lanczos";
+    case Interpolation::kBilinear:
+      break;
+  }
+  return "bilinear";
+}
+
+const char* PaddingModeName(PaddingMode mode) {
+  switch (mode) {
+    case PaddingMode::kEdge:
+      return "edge";
+    case PaddingMode::kReflect:
+      return "reflect";
+    case PaddingMode::kSymmetric:
+      return "symmetric";
+    case PaddingMode::kConstant:
+      break;
+  }
+  return "constant";
+}
+
 namespace {
 
 using nlohmann::json;
@@ -80,24 +113,6 @@ Result<Interpolation> ParseInterpolation(const json& value, std::string_view whe
                  "\"lanczos\"");
 }
 
-const char* InterpolationName(Interpolation interpolation) {
-  switch (interpolation) {
-    case Interpolation::kNearest:
-      return "nearest";
-    case Interpolation::kBicubic:
-      return "bicubic";
-    case Interpolation::kBox:
-      return "box";
-    case Interpolation::kHamming:
-      return "hamming";
-    case Interpolation::kLanczos:
-      return "lanczos";
-    case Interpolation::kBilinear:
-      break;
-  }
-  return "bilinear";
-}
-
 struct OpInfo {
   const char* name;
   OpKind kind;
@@ -138,6 +153,9 @@ const std::vector<OpInfo>& OpTable() {
        OpKind::kTrivialAugmentWide,
        {"num_magnitude_bins", "interpolation", "fill"}},
       {"RandomErasing", OpKind::kRandomErasing, {"p", "scale", "ratio", "value"}},
+      {"AugMix",
+       OpKind::kAugMix,
+       {"severity", "mixture_width", "chain_depth", "alpha", "all_ops", "interpolation", "fill"}},
   };
   return table;
 }
@@ -192,7 +210,9 @@ Result<std::vector<int>> ParsePadding(const json& value, std::string_view where)
   return sides;
 }
 
-Result<std::array<double, 3>> ParseFill(const json& value, std::string_view where) {
+// A fill colour; PIL images take integers (truncated), tensors floats.
+Result<std::array<double, 3>> ParseFill(const json& value, std::string_view where,
+                                        bool truncate = true) {
   std::array<double, 3> fill{};
   if (value.is_null()) return fill;
   if (value.is_number()) {
@@ -207,23 +227,9 @@ Result<std::array<double, 3>> ParseFill(const json& value, std::string_view wher
   }
   for (double& f : fill) {
     if (f < 0 || f > 255) return Invalid(where, "must lie in [0, 255]");
-    f = std::trunc(f);  // PIL images take integer fills
+    if (truncate) f = std::trunc(f);
   }
   return fill;
-}
-
-const char* PaddingModeName(PaddingMode mode) {
-  switch (mode) {
-    case PaddingMode::kEdge:
-      return "edge";
-    case PaddingMode::kReflect:
-      return "reflect";
-    case PaddingMode::kSymmetric:
-      return "symmetric";
-    case PaddingMode::kConstant:
-      break;
-  }
-  return "constant";
 }
 
 const char* PolicyName(AutoAugmentPolicy policy) {
@@ -271,8 +277,33 @@ Status ParseExtraFields(const json& value, const std::string& where, TransformOp
                      "must be \"constant\", \"edge\", \"reflect\" or \"symmetric\"");
     }
   }
-  if (value.contains("fill")) {
+  if (op.kind == OpKind::kAugMix) {
+    if (value.contains("fill") && !value["fill"].is_null()) {
+      GALLEY_ASSIGN_OR_RETURN(op.tensor_fill, ParseFill(value["fill"], field("fill"), false));
+    }
+  } else if (value.contains("fill")) {
     GALLEY_ASSIGN_OR_RETURN(op.fill, ParseFill(value["fill"], field("fill")));
+  }
+  if (op.kind == OpKind::kAugMix) {
+    if (value.contains("severity")) {
+      GALLEY_ASSIGN_OR_RETURN(op.severity, ParseInt(value["severity"], field("severity"), 1, 10));
+    }
+    if (value.contains("mixture_width")) {
+      GALLEY_ASSIGN_OR_RETURN(op.mixture_width,
+                              ParseInt(value["mixture_width"], field("mixture_width"), 1, 8));
+    }
+    if (value.contains("chain_depth")) {
+      GALLEY_ASSIGN_OR_RETURN(op.chain_depth,
+                              ParseInt(value["chain_depth"], field("chain_depth"), -1000, 8));
+    }
+    if (value.contains("alpha")) {
+      GALLEY_ASSIGN_OR_RETURN(op.alpha, ParseNumber(value["alpha"], field("alpha")));
+      if (!(op.alpha > 0)) return Invalid(field("alpha"), "must be positive");
+    }
+    if (value.contains("all_ops")) {
+      if (!value["all_ops"].is_boolean()) return Invalid(field("all_ops"), "must be a boolean");
+      op.all_ops = value["all_ops"].get<bool>();
+    }
   }
   // ColorJitter: factors centred on 1 (hue on 0), None when absent or null.
   const std::pair<const char*, std::optional<Range>*> jitters[] = {{"brightness", &op.brightness},
@@ -485,6 +516,7 @@ Result<TransformOp> ParseOp(const json& value, const std::string& at, int depth,
                     op.kind == OpKind::kAutoAugment || op.kind == OpKind::kRandAugment ||
                     op.kind == OpKind::kTrivialAugmentWide;
   if (warp) op.interpolation = Interpolation::kNearest;
+  // AugMix defaults to bilinear, as torchvision's does.
   if (op.kind == OpKind::kRandomApply) op.p = 0.5;
   if (op.kind == OpKind::kRandomGrayscale) op.p = 0.1;
   GALLEY_RETURN_IF_ERROR(ParseExtraFields(value, where, op));
@@ -507,6 +539,14 @@ Result<TransformOp> ParseOp(const json& value, const std::string& at, int depth,
         op.interpolation != Interpolation::kBicubic) {
       return Invalid(where + " field 'interpolation'",
                      "warps support \"nearest\", \"bilinear\" or \"bicubic\"");
+    }
+    // torchvision's AugMix runs its tensor kernels, whose grid_sample has
+    // only these two (torchvision raises for others at the first sample).
+    if (op.kind == OpKind::kAugMix && op.interpolation != Interpolation::kNearest &&
+        op.interpolation != Interpolation::kBilinear) {
+      return Invalid(where + " field 'interpolation'",
+                     "AugMix supports \"nearest\" or \"bilinear\" (torchvision's tensor "
+                     "kernels, which AugMix uses, have no other)");
     }
   }
   if (value.contains("p") && op.kind != OpKind::kRandomChoice) {
@@ -618,6 +658,15 @@ json OpToJson(const TransformOp& op) {
       o.update({{"num_magnitude_bins", op.num_magnitude_bins},
                 {"interpolation", InterpolationName(op.interpolation)},
                 {"fill", op.fill}});
+      break;
+    case OpKind::kAugMix:
+      o.update({{"severity", op.severity},
+                {"mixture_width", op.mixture_width},
+                {"chain_depth", op.chain_depth > 0 ? op.chain_depth : -1},
+                {"alpha", op.alpha},
+                {"all_ops", op.all_ops},
+                {"interpolation", InterpolationName(op.interpolation)},
+                {"fill", op.tensor_fill ? json(*op.tensor_fill) : json(nullptr)}});
       break;
     case OpKind::kRandomErasing:
       o.update({{"p", op.p},

@@ -44,10 +44,15 @@ enum class OpKind {
   kRandAugment,
   kTrivialAugmentWide,
   kRandomErasing,
+  kAugMix,
 };
 
 // torchvision's padding_mode.
 enum class PaddingMode { kConstant, kEdge, kReflect, kSymmetric };
+
+// The spec's names: "bilinear", "reflect", ...
+const char* InterpolationName(Interpolation interpolation);
+const char* PaddingModeName(PaddingMode mode);
 enum class AutoAugmentPolicy { kImageNet, kCifar10, kSvhn };
 
 using Range = std::array<double, 2>;
@@ -86,6 +91,15 @@ struct TransformOp {
   int num_ops = 2;
   int magnitude = 9;
   int num_magnitude_bins = 31;
+  // AugMix (its interpolation is nearest or bilinear, torchvision's tensor
+  // kernels; chain_depth <= 0 draws each chain's depth from 1..3; its fill,
+  // absent for torchvision's None, is not rounded).
+  int severity = 3;
+  int mixture_width = 3;
+  int chain_depth = -1;
+  double alpha = 1.0;
+  bool all_ops = true;
+  std::optional<std::array<double, 3>> tensor_fill;
   // RandomErasing's value per channel in the output's units (after
   // Normalize for float32 output); absent means "random" (standard normal).
   std::optional<std::array<double, 3>> erase_value = std::array<double, 3>{0, 0, 0};

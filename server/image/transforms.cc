@@ -14,6 +14,7 @@
 #include "server/image/resample.h"
 #include "server/image/rgb_span.h"
 #include "server/image/sample_random.h"
+#include "server/image/tensor_ops.h"
 
 namespace galley::image {
 namespace {
@@ -52,6 +53,7 @@ struct PixelStep {
     kRotate,
     kBlur,
     kPad,
+    kAugMix,  // sides[0]: its entry in Plan::augmixes
   };
   Kind kind = Kind::kInvert;
   // Factor, threshold or bits (v[0]); affine: angle, tx, ty, scale, shear x,
@@ -91,11 +93,22 @@ struct Erasure {
 // The steps of one sample. Fixed capacity, so planning allocates nothing.
 constexpr int kMaxPlanSteps = 96;
 constexpr int kMaxErasures = 8;
+constexpr int kMaxAugMixes = 4;
+
+// One AugMix op's draws and how its warps sample.
+struct AugMixPlan {
+  AugMixDraw draw;
+  bool bilinear = true;
+  TensorFill fill;
+};
+
 struct Plan {
   std::array<Step, kMaxPlanSteps> steps;
   int count = 0;
   std::array<Erasure, kMaxErasures> erasures;
   int erasure_count = 0;
+  std::array<AugMixPlan, kMaxAugMixes> augmixes;
+  int augmix_count = 0;
 };
 
 // torchvision's RandomResizedCrop.get_params: ten tries at a random area and
@@ -314,6 +327,36 @@ Result<double> AugmentMagnitude(OpKind family, int op, int num_bins, int bin, in
   }
 }
 
+Result<double> AugMixMagnitude(AugMixOp op, int bin, int width, int height) {
+  constexpr int kBins = 10;  // AugMix's _PARAMETER_MAX
+  if (bin < 0 || bin >= kBins) return Status::InvalidArgument("AugMixMagnitude: bin out of range");
+  switch (op) {
+    case AugMixOp::kShearX:
+    case AugMixOp::kShearY:
+      return TorchLinspace(0.0, 0.3, kBins, bin);
+    case AugMixOp::kTranslateX:
+      return TorchLinspace(0.0, width / 3.0, kBins, bin);
+    case AugMixOp::kTranslateY:
+      return TorchLinspace(0.0, height / 3.0, kBins, bin);
+    case AugMixOp::kRotate:
+      return TorchLinspace(0.0, 30.0, kBins, bin);
+    case AugMixOp::kPosterize: {
+      // 4 - round(arange(bins) / ((bins - 1) / 4)) in float32, halves to even.
+      const auto divisor = static_cast<float>((kBins - 1) / 4.0);
+      return 4 - static_cast<int>(std::nearbyint(static_cast<float>(bin) / divisor));
+    }
+    case AugMixOp::kSolarize:
+      return TorchLinspace(255.0, 0.0, kBins, bin);
+    case AugMixOp::kBrightness:
+    case AugMixOp::kColor:
+    case AugMixOp::kContrast:
+    case AugMixOp::kSharpness:
+      return TorchLinspace(0.0, 0.9, kBins, bin);
+    default:
+      return 0.0;
+  }
+}
+
 namespace {
 
 bool SignedAugment(AugmentOp op) { return op >= AugmentOp::kShearX && op <= AugmentOp::kSharpness; }
@@ -398,6 +441,7 @@ class PlanBuilder {
   Status AddAugment(AugmentOp augment, double magnitude, const TransformOp& op);
   Status AddAutoAugment(const TransformOp& op);
   Status AddErasing(const TransformOp& op, int output_height, int output_width);
+  Status AddAugMix(const TransformOp& op);
 
   Plan plan_;
   int width_;
@@ -576,6 +620,57 @@ Status PlanBuilder::AddErasing(const TransformOp& op, int output_height, int out
   return Status::Ok();
 }
 
+Status PlanBuilder::AddAugMix(const TransformOp& op) {
+  if (plan_.augmix_count >= kMaxAugMixes) {
+    return Status::ResourceExhausted("transform: too many AugMix ops in one sample");
+  }
+  AugMixPlan& entry = plan_.augmixes[plan_.augmix_count];
+  entry = AugMixPlan{};
+  entry.bilinear = op.interpolation == Interpolation::kBilinear;
+  if (op.tensor_fill) {
+    entry.fill = std::array<float, 3>{static_cast<float>((*op.tensor_fill)[0]),
+                                      static_cast<float>((*op.tensor_fill)[1]),
+                                      static_cast<float>((*op.tensor_fill)[2])};
+  }
+  // AugMix.forward's draws, in its order: m ~ Dirichlet(alpha, alpha) (the
+  // original's weight and the chains' share), the chains' Dirichlet(alpha,
+  // ..., alpha) weights times m1 in float32, then per chain its depth (1..3
+  // unless chain_depth > 0) and per step a uniform op, a uniform magnitude bin
+  // below severity and, for signed ops, a fair sign.
+  AugMixDraw& draw = entry.draw;
+  const double g0 = random_.Gamma(op.alpha), g1 = random_.Gamma(op.alpha);
+  draw.original_weight = static_cast<float>(g0 / (g0 + g1));
+  const auto share = static_cast<float>(g1 / (g0 + g1));
+  draw.width = op.mixture_width;
+  std::array<double, kMaxAugMixWidth> gammas{};
+  double total = 0;
+  for (int i = 0; i < draw.width; ++i) total += gammas[i] = random_.Gamma(op.alpha);
+  for (int i = 0; i < draw.width; ++i) {
+    draw.weights[i] = static_cast<float>(gammas[i] / total) * share;
+  }
+  const int ops = op.all_ops ? kAugMixAllOps : kAugMixBasicOps;
+  for (int i = 0; i < draw.width; ++i) {
+    draw.depths[i] =
+        op.chain_depth > 0 ? op.chain_depth : static_cast<int>(random_.UniformInt(1, 3));
+    for (int d = 0; d < draw.depths[i]; ++d) {
+      AugMixStep& step = draw.steps[i][d];
+      step.op = static_cast<AugMixOp>(random_.UniformInt(0, ops - 1));
+      step.magnitude = 0;
+      if (step.op != AugMixOp::kAutoContrast && step.op != AugMixOp::kEqualize) {
+        const int bin = static_cast<int>(random_.UniformInt(0, op.severity - 1));
+        GALLEY_ASSIGN_OR_RETURN(step.magnitude, AugMixMagnitude(step.op, bin, width_, height_));
+      }
+      const bool is_signed = step.op <= AugMixOp::kRotate || step.op >= AugMixOp::kBrightness;
+      if (is_signed && random_.UniformInt(0, 1) == 1) step.magnitude = -step.magnitude;
+    }
+  }
+  PixelStep pixel;
+  pixel.kind = PixelStep::Kind::kAugMix;
+  pixel.sides[0] = plan_.augmix_count++;
+  pixel.interpolation = op.interpolation;
+  return AddPixel(pixel);
+}
+
 Status PlanBuilder::Add(const TransformOp& op, int output_height, int output_width) {
   switch (op.kind) {
     case OpKind::kRandomResizedCrop:
@@ -696,6 +791,8 @@ Status PlanBuilder::Add(const TransformOp& op, int output_height, int output_wid
       return AddAutoAugment(op);
     case OpKind::kRandomErasing:
       return AddErasing(op, output_height, output_width);
+    case OpKind::kAugMix:
+      return AddAugMix(op);
   }
   return Status::Ok();
 }
@@ -911,11 +1008,12 @@ bool SymmetricFilter(Interpolation interpolation) {
 // Whether an op gives the mirror image for a mirrored input, so a pending
 // horizontal flip can stay pending (Pad does, with its sides swapped).
 bool CommutesWithFlip(PixelStep::Kind kind) {
-  return kind != PixelStep::Kind::kAffine && kind != PixelStep::Kind::kRotate;
+  return kind != PixelStep::Kind::kAffine && kind != PixelStep::Kind::kRotate &&
+         kind != PixelStep::Kind::kAugMix;
 }
 
 // Runs one pixel step on the current image into a scratch buffer.
-Status ApplyPixel(PixelStep step, Current& current, Scratch& scratch) {
+Status ApplyPixel(PixelStep step, const Plan& plan, Current& current, Scratch& scratch) {
   if (current.scaled() || current.origin_x != 0.0 || current.origin_y != 0.0) {
     return Status::InvalidArgument("pixel ops before the first resize need full-resolution pixels");
   }
@@ -982,6 +1080,11 @@ Status ApplyPixel(PixelStep step, Current& current, Scratch& scratch) {
     case PixelStep::Kind::kPad:
       PadPixels(src, dst, step.sides[0], step.sides[1], PadModeOf(step.padding_mode), step.fill);
       break;
+    case PixelStep::Kind::kAugMix: {
+      const AugMixPlan& entry = plan.augmixes[step.sides[0]];
+      AugMix(src, dst, entry.draw, entry.bilinear, entry.fill);
+      break;
+    }
   }
   current.pixels = dst;
   current.buffer = scratch.taken();
@@ -990,19 +1093,28 @@ Status ApplyPixel(PixelStep step, Current& current, Scratch& scratch) {
   return Status::Ok();
 }
 
-// A standard normal draw (Box-Muller) for RandomErasing's "random" value.
-float StandardNormal(SampleRandom& random) {
-  const double u1 = 1.0 - random.Uniform(0.0, 1.0);  // (0, 1]
-  const double u2 = random.Uniform(0.0, 1.0);
-  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
-}
-
 // Writes the plan's erasures into the finished sample.
 void Erase(const Plan& plan, const OutputSpec& output, int width, int height, std::byte* dst) {
   const size_t plane = static_cast<size_t>(width) * height;
   const size_t element = output.dtype == DType::kUInt8 ? 1 : sizeof(float);
   for (int e = 0; e < plan.erasure_count; ++e) {
     const Erasure& erasure = plan.erasures[e];
+    if (!erasure.random && output.layout == Layout::kNCHW) {
+      // A constant per channel: one run of equal elements per row.
+      for (int c = 0; c < 3; ++c) {
+        const float value = erasure.value[c];
+        const auto byte = static_cast<uint8_t>(value);
+        for (int y = erasure.y; y < erasure.y + erasure.height; ++y) {
+          std::byte* run = dst + (c * plane + static_cast<size_t>(y) * width + erasure.x) * element;
+          if (element == 1) {
+            std::memset(run, byte, static_cast<size_t>(erasure.width));
+            continue;
+          }
+          for (int x = 0; x < erasure.width; ++x) std::memcpy(run + x * element, &value, element);
+        }
+      }
+      continue;
+    }
     SampleRandom noise(erasure.noise_seed, 0, 0);
     // Channel-major like torchvision's tensor, so noise lands per (c, y, x).
     for (int c = 0; c < 3; ++c) {
@@ -1011,7 +1123,8 @@ void Erase(const Plan& plan, const OutputSpec& output, int width, int height, st
           const size_t index = output.layout == Layout::kNCHW
                                    ? c * plane + static_cast<size_t>(y) * width + x
                                    : (static_cast<size_t>(y) * width + x) * 3 + c;
-          const float value = erasure.random ? StandardNormal(noise) : erasure.value[c];
+          const float value =
+              erasure.random ? static_cast<float>(noise.Normal()) : erasure.value[c];
           if (element == 1) {
             dst[index] = static_cast<std::byte>(static_cast<uint8_t>(value));
           } else {
@@ -1097,26 +1210,61 @@ void SplitChannels(const uint8_t* rgb, int width, bool mirrored,
   SplitChannelsPortable(rgb, 0, width, mirrored, planes);
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// (x / 255 - mean) / std for eight bytes at a time in float32: the same
+// operations that built the normalisation table, so the same floats.
+[[gnu::target("avx2")]] int NormalizeRowAvx2(const uint8_t* values, int width, float mean,
+                                             float std, std::byte* out) {
+  const __m256 k255 = _mm256_set1_ps(255.0f), m = _mm256_set1_ps(mean), s = _mm256_set1_ps(std);
+  int x = 0;
+  for (; x + 8 <= width; x += 8) {
+    const __m256 v = _mm256_cvtepi32_ps(
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(values + x))));
+    _mm256_storeu_ps(reinterpret_cast<float*>(out + x * sizeof(float)),
+                     _mm256_div_ps(_mm256_sub_ps(_mm256_div_ps(v, k255), m), s));
+  }
+  return x;
+}
+#endif
+
 // Turns interleaved RGB rows of the final image into the sample: NCHW or
-// NHWC, uint8 or normalised float32, mirrored when flipped. As a resampler
-// sink it hands out the destination row itself when no conversion is needed.
+// NHWC, uint8 or normalised float32, mirrored when flipped, each byte first
+// mapped through `lut` when given (the plan's trailing table ops, folded
+// into the write). As a resampler sink it hands out the destination row
+// itself when no conversion is needed.
 class SampleWriter : public RgbRowSink {
  public:
   SampleWriter(int width, int height, bool flipped, const OutputSpec& output,
-               const std::array<std::array<float, 256>, 3>& table, std::byte* dst,
-               std::vector<uint8_t>& row)
+               const std::array<std::array<float, 256>, 3>& table, const ChannelLut* lut,
+               std::byte* dst, std::vector<uint8_t>& row)
       : width_(width),
         plane_(static_cast<size_t>(width) * height),
         flipped_(flipped),
         layout_(output.layout),
         dtype_(output.dtype),
-        table_(table),
+        table_(&table),
+        mean_{static_cast<float>(output.mean[0]), static_cast<float>(output.mean[1]),
+              static_cast<float>(output.mean[2])},
+        std_{static_cast<float>(output.std[0]), static_cast<float>(output.std[1]),
+             static_cast<float>(output.std[2])},
+        lut_(lut),
         dst_(dst),
-        direct_(!flipped && output.layout == Layout::kNHWC && output.dtype == DType::kUInt8) {
+        direct_(!flipped && lut == nullptr && output.layout == Layout::kNHWC &&
+                output.dtype == DType::kUInt8) {
     // One interleaved row, then the same row split into channels.
     if (row.size() < static_cast<size_t>(width) * 6) row.resize(static_cast<size_t>(width) * 6);
     row_ = row.data();
     channel_row_ = row_ + static_cast<size_t>(width) * 3;
+    if (lut != nullptr && dtype_ == DType::kFloat32) {
+      // The normalisation of the looked-up byte: the same floats as writing
+      // the table op's output.
+      for (int c = 0; c < 3; ++c) {
+        for (int v = 0; v < 256; ++v) composed_[c][v] = table[c][(*lut)[c][v]];
+      }
+      table_ = &composed_;
+      lut_ = nullptr;
+      computed_ = false;
+    }
   }
 
   uint8_t* Row(int y) override {
@@ -1141,7 +1289,13 @@ class SampleWriter : public RgbRowSink {
     uint8_t* dst = reinterpret_cast<uint8_t*>(dst_);
     if (layout_ == Layout::kNHWC) {
       uint8_t* out = dst + static_cast<size_t>(y) * w * 3;
-      if (!flipped_) {
+      if (lut_ != nullptr) {
+        const ChannelLut& lut = *lut_;
+        for (int x = 0; x < w; ++x) {
+          const uint8_t* pixel = rgb + (flipped_ ? w - 1 - x : x) * 3;
+          for (int c = 0; c < 3; ++c) out[x * 3 + c] = lut[c][pixel[c]];
+        }
+      } else if (!flipped_) {
         std::memcpy(out, rgb, static_cast<size_t>(w) * 3);
       } else {
         for (int x = 0; x < w; ++x) std::memcpy(out + x * 3, rgb + (w - 1 - x) * 3, 3);
@@ -1149,7 +1303,14 @@ class SampleWriter : public RgbRowSink {
       return;
     }
     uint8_t* r = dst + static_cast<size_t>(y) * w;
-    SplitChannels(rgb, w, flipped_, {r, r + plane_, r + 2 * plane_});
+    const std::array<uint8_t*, 3> planes = {r, r + plane_, r + 2 * plane_};
+    SplitChannels(rgb, w, flipped_, planes);
+    if (lut_ != nullptr) {
+      for (int c = 0; c < 3; ++c) {
+        const auto& table = (*lut_)[c];
+        for (int x = 0; x < w; ++x) planes[c][x] = table[planes[c][x]];
+      }
+    }
   }
 
   void WriteFloats(int y, const uint8_t* rgb) const {
@@ -1167,14 +1328,21 @@ class SampleWriter : public RgbRowSink {
       for (int c = 0; c < 3; ++c) {
         std::byte* out = dst_ + (c * plane_ + row_start) * sizeof(float);
         const uint8_t* values = channels + c * width_;
-        const auto& table = table_[c];
-        for (int x = 0; x < width_; ++x) store(out + x * sizeof(float), table[values[x]]);
+        const auto& table = (*table_)[c];
+        int x = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+        static const bool has_avx2 = __builtin_cpu_supports("avx2");
+        if (computed_ && has_avx2) x = NormalizeRowAvx2(values, width_, mean_[c], std_[c], out);
+#endif
+        for (; x < width_; ++x) store(out + x * sizeof(float), table[values[x]]);
       }
       return;
     }
     std::byte* out = dst_ + row_start * 3 * sizeof(float);
     for (int x = 0; x < width_; ++x, first += step) {
-      for (int c = 0; c < 3; ++c) store(out + (x * 3 + c) * sizeof(float), table_[c][first[c]]);
+      for (int c = 0; c < 3; ++c) {
+        store(out + (x * 3 + c) * sizeof(float), (*table_)[c][first[c]]);
+      }
     }
   }
 
@@ -1183,16 +1351,19 @@ class SampleWriter : public RgbRowSink {
   bool flipped_;
   Layout layout_;
   DType dtype_;
-  const std::array<std::array<float, 256>, 3>& table_;
+  const std::array<std::array<float, 256>, 3>* table_;
+  std::array<float, 3> mean_, std_;
+  bool computed_ = true;  // float NCHW without a LUT: computed rather than looked up
+  std::array<std::array<float, 256>, 3> composed_{};  // float output through a LUT
+  const ChannelLut* lut_;                             // uint8 output only
   std::byte* dst_;
   bool direct_;
   uint8_t* row_ = nullptr;
   uint8_t* channel_row_ = nullptr;  // float NCHW: one row split into channels
 };
 
-// Where the output lies in the result of plan step `resize`, when every
-// later step is a flip or a crop inside the image: then only that window of
-// the resize needs computing, written straight into the sample.
+// Where the output lies in the result of the last resize, when only that
+// window needs computing (FuseAfterResize).
 struct FusedOutput {
   int x = 0;
   int y = 0;
@@ -1201,15 +1372,113 @@ struct FusedOutput {
   bool flipped = false;
 };
 
-bool FuseAfterResize(const Plan& plan, int resize, bool flipped, FusedOutput& fused) {
+// Whether a plan step is a per-channel table (LUT) op, and whether its table
+// depends on the image's statistics.
+bool IsTableStep(const Step& step) {
+  if (step.kind != Step::Kind::kPixel) return false;
+  switch (step.pixel.kind) {
+    case PixelStep::Kind::kBrightness:
+    case PixelStep::Kind::kContrast:
+    case PixelStep::Kind::kPosterize:
+    case PixelStep::Kind::kSolarize:
+    case PixelStep::Kind::kAutoContrast:
+    case PixelStep::Kind::kEqualize:
+    case PixelStep::Kind::kInvert:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool TableReadsImage(const Step& step) {
+  return step.pixel.kind == PixelStep::Kind::kContrast ||
+         step.pixel.kind == PixelStep::Kind::kAutoContrast ||
+         step.pixel.kind == PixelStep::Kind::kEqualize;
+}
+
+// The table a table step applies to `image`.
+ChannelLut TableOf(const PixelStep& step, const RgbView& image) {
+  switch (step.kind) {
+    case PixelStep::Kind::kBrightness:
+      return BrightnessLut(step.v[0]);
+    case PixelStep::Kind::kContrast:
+      return ContrastLut(image, step.v[0]);
+    case PixelStep::Kind::kPosterize:
+      return PosterizeLut(static_cast<int>(step.v[0]));
+    case PixelStep::Kind::kSolarize:
+      return SolarizeLut(step.v[0]);
+    case PixelStep::Kind::kAutoContrast:
+      return AutoContrastLut(image);
+    case PixelStep::Kind::kEqualize:
+      return EqualizeLut(image);
+    default:
+      return InvertLut();
+  }
+}
+
+// The plan's last steps whose tables fold into the output write: the
+// longest suffix of table steps and flips (a per-pixel table commutes with a
+// flip) in which only the first table step may read the image, since a later
+// one would read the image the earlier tables made. Returns where it starts
+// (plan.count when there is nothing to fold).
+int FoldedTail(const Plan& plan) {
+  int start = plan.count;
+  while (start > 0 &&
+         (IsTableStep(plan.steps[start - 1]) || plan.steps[start - 1].kind == Step::Kind::kFlip)) {
+    --start;
+  }
+  // A table step that reads the image starts the tail; table steps before
+  // it run as their own pass.
+  for (int i = plan.count - 1; i >= start; --i) {
+    if (IsTableStep(plan.steps[i]) && TableReadsImage(plan.steps[i])) return i;
+  }
+  return start;
+}
+
+// The folded tail's tables composed in plan order; `image` is the image
+// the tail starts from (read by its first step, if that reads the image).
+ChannelLut ComposeTail(const Plan& plan, int tail, const RgbView& image) {
+  ChannelLut composed;
+  for (int c = 0; c < 3; ++c) {
+    for (int v = 0; v < 256; ++v) composed[c][v] = static_cast<uint8_t>(v);
+  }
+  for (int i = tail; i < plan.count; ++i) {
+    if (!IsTableStep(plan.steps[i])) continue;
+    const ChannelLut next = TableOf(plan.steps[i].pixel, image);
+    for (int c = 0; c < 3; ++c) {
+      for (int v = 0; v < 256; ++v) composed[c][v] = next[c][composed[c][v]];
+    }
+  }
+  return composed;
+}
+
+// Whether the folded tail has table steps (not only flips), and whether one
+// of them reads the image (then the image must exist before the write).
+bool TailHasTables(const Plan& plan, int tail) {
+  for (int i = tail; i < plan.count; ++i) {
+    if (IsTableStep(plan.steps[i])) return true;
+  }
+  return false;
+}
+bool TailReadsImage(const Plan& plan, int tail) {
+  return tail < plan.count && IsTableStep(plan.steps[tail]) && TableReadsImage(plan.steps[tail]);
+}
+
+// Where the output lies in the result of plan step `resize`, when every
+// later step is a flip, a crop inside the image or a table step of a folded
+// tail starting at `tail` that reads no image: then only that window of the
+// resize needs computing, written straight into the sample.
+bool FuseAfterResize(const Plan& plan, int resize, int tail, bool flipped, FusedOutput& fused) {
   const Step& step = plan.steps[resize];
   fused = {0, 0, step.width, step.height, flipped};
+  if (TailReadsImage(plan, tail)) return false;
   for (int i = resize + 1; i < plan.count; ++i) {
     const Step& next = plan.steps[i];
     if (next.kind == Step::Kind::kFlip) {
       fused.flipped = !fused.flipped;
       continue;
     }
+    if (i >= tail) continue;  // a table folded into the write
     if (next.kind != Step::Kind::kCrop) return false;
     Rect rect = next.rect;
     if (fused.flipped) rect.x = fused.width - rect.x - rect.width;
@@ -1379,15 +1648,21 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
   for (int i = 0; i < plan.count; ++i) {
     if (plan.steps[i].kind == Step::Kind::kResize) last_resize = i;
   }
+  // Trailing table ops become one table applied while writing the sample.
+  const int tail = FoldedTail(plan);
+  const bool has_tables = TailHasTables(plan, tail);
+  ChannelLut folded;
+  if (has_tables && !TailReadsImage(plan, tail)) folded = ComposeTail(plan, tail, {});
   for (int i = 0; i < plan.count; ++i) {
     const Step& step = plan.steps[i];
+    if (i >= tail && IsTableStep(step)) continue;
     if (step.kind == Step::Kind::kResize && !SymmetricFilter(step.interpolation)) {
       MaterializeFlip(current, scratch);
     }
     FusedOutput fused;
     if (i == last_resize && step.interpolation != Interpolation::kNearest &&
-        FuseAfterResize(plan, i, current.flipped, fused) && fused.width == spec_.output_width &&
-        fused.height == spec_.output_height) {
+        FuseAfterResize(plan, i, tail, current.flipped, fused) &&
+        fused.width == spec_.output_width && fused.height == spec_.output_height) {
       ResizeGeometry geometry = ResizeOf(current, step.width, step.height);
       geometry.window_x = fused.x;
       geometry.window_y = fused.y;
@@ -1396,7 +1671,7 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
       ResampleOptions options;
       options.filter = FilterOf(step.interpolation);
       SampleWriter writer(fused.width, fused.height, fused.flipped, spec_.output, normalized_,
-                          dst.data(), row);
+                          has_tables ? &folded : nullptr, dst.data(), row);
       GALLEY_RETURN_IF_ERROR(ResizeAntialiased(current.pixels, geometry, options, writer));
       Erase(plan, spec_.output, spec_.output_width, spec_.output_height, dst.data());
       return Status::Ok();
@@ -1412,7 +1687,7 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
         current.flipped = !current.flipped;
         break;
       case Step::Kind::kPixel:
-        GALLEY_RETURN_IF_ERROR(ApplyPixel(step.pixel, current, scratch));
+        GALLEY_RETURN_IF_ERROR(ApplyPixel(step.pixel, plan, current, scratch));
         break;
     }
   }
@@ -1421,12 +1696,45 @@ Status TransformPipeline::Run(std::span<const uint8_t> pixels, int width, int he
     return Status::InvalidArgument(
         "pipeline has no resize after the crop, so it needs full-resolution pixels");
   }
+  if (has_tables && TailReadsImage(plan, tail)) folded = ComposeTail(plan, tail, current.pixels);
   const SampleWriter writer(current.pixels.width, current.pixels.height, current.flipped,
-                            spec_.output, normalized_, dst.data(), row);
+                            spec_.output, normalized_, has_tables ? &folded : nullptr, dst.data(),
+                            row);
   for (int y = 0; y < current.pixels.height; ++y) writer.Write(y, current.pixels.row(y));
   Erase(plan, spec_.output, spec_.output_width, spec_.output_height, dst.data());
   return Status::Ok();
 }
+
+namespace {
+
+constexpr const char* kAugMixOpNames[] = {
+    "ShearX",       "ShearY",   "TranslateX", "TranslateY", "Rotate",   "Posterize", "Solarize",
+    "AutoContrast", "Equalize", "Brightness", "Color",      "Contrast", "Sharpness"};
+
+// An AugMix op's draws: {"original_weight", "weights": [...], "chains":
+// [[{"op", "magnitude"}, ...], ...], "bilinear", "fill"}.
+nlohmann::json AugMixJson(const AugMixPlan& entry) {
+  const AugMixDraw& draw = entry.draw;
+  nlohmann::json chains = nlohmann::json::array();
+  nlohmann::json weights = nlohmann::json::array();
+  for (int i = 0; i < draw.width; ++i) {
+    weights.push_back(draw.weights[i]);
+    nlohmann::json chain = nlohmann::json::array();
+    for (int d = 0; d < draw.depths[i]; ++d) {
+      const AugMixStep& step = draw.steps[i][d];
+      chain.push_back(
+          {{"op", kAugMixOpNames[static_cast<int>(step.op)]}, {"magnitude", step.magnitude}});
+    }
+    chains.push_back(std::move(chain));
+  }
+  return {{"original_weight", draw.original_weight},
+          {"weights", std::move(weights)},
+          {"chains", std::move(chains)},
+          {"bilinear", entry.bilinear},
+          {"fill", entry.fill ? nlohmann::json(*entry.fill) : nlohmann::json(nullptr)}};
+}
+
+}  // namespace
 
 Result<nlohmann::json> TransformPipeline::DescribeSample(int source_width, int source_height,
                                                          uint64_t seed, uint64_t epoch,
@@ -1437,7 +1745,7 @@ Result<nlohmann::json> TransformPipeline::DescribeSample(int source_width, int s
   static constexpr const char* kPixelNames[] = {
       "brightness", "contrast", "saturation",   "hue",      "sharpness", "grayscale",
       "posterize",  "solarize", "autocontrast", "equalize", "invert",    "vflip",
-      "affine",     "rotate",   "blur",         "pad"};
+      "affine",     "rotate",   "blur",         "pad",      "augmix"};
   SampleRandom random(seed, epoch, item);
   GALLEY_ASSIGN_OR_RETURN(const Plan plan, MakePlan(spec_, source_width, source_height, random));
   nlohmann::json steps = nlohmann::json::array();
@@ -1452,7 +1760,10 @@ Result<nlohmann::json> TransformPipeline::DescribeSample(int source_width, int s
                          {"height", step.rect.height}});
         break;
       case Step::Kind::kResize:
-        steps.push_back({{"step", "resize"}, {"width", step.width}, {"height", step.height}});
+        steps.push_back({{"step", "resize"},
+                         {"width", step.width},
+                         {"height", step.height},
+                         {"interpolation", InterpolationName(step.interpolation)}});
         break;
       case Step::Kind::kFlip:
         steps.push_back({{"step", "flip"}});
@@ -1461,7 +1772,14 @@ Result<nlohmann::json> TransformPipeline::DescribeSample(int source_width, int s
         steps.push_back({{"step", "pixel"},
                          {"kind", kPixelNames[static_cast<int>(step.pixel.kind)]},
                          {"v", step.pixel.v},
-                         {"sides", step.pixel.sides}});
+                         {"sides", step.pixel.sides},
+                         {"interpolation", InterpolationName(step.pixel.interpolation)},
+                         {"fill", step.pixel.fill},
+                         {"origin", step.pixel.center_at_origin},
+                         {"padding_mode", PaddingModeName(step.pixel.padding_mode)}});
+        if (step.pixel.kind == PixelStep::Kind::kAugMix) {
+          steps.back()["augmix"] = AugMixJson(plan.augmixes[step.pixel.sides[0]]);
+        }
         break;
     }
   }
@@ -1471,7 +1789,9 @@ Result<nlohmann::json> TransformPipeline::DescribeSample(int source_width, int s
                      {"x", erasure.x},
                      {"y", erasure.y},
                      {"width", erasure.width},
-                     {"height", erasure.height}});
+                     {"height", erasure.height},
+                     {"random", erasure.random},
+                     {"value", erasure.value}});
   }
   return steps;
 }

@@ -5,8 +5,9 @@
 // sampling: RandomResizedCrop, Resize, CenterCrop, RandomCrop, Pad,
 // Random{Horizontal,Vertical}Flip, ColorJitter, Grayscale, RandomGrayscale,
 // GaussianBlur, RandomRotation, RandomAffine, RandomApply, RandomChoice,
-// RandomOrder, AutoAugment, RandAugment, TrivialAugmentWide, and
-// RandomErasing on the output. The output is uint8 NCHW (default) or NHWC,
+// RandomOrder, AutoAugment, RandAugment, TrivialAugmentWide, AugMix (with
+// torchvision's tensor kernels, tensor_ops.h), and RandomErasing on the
+// output. The output is uint8 NCHW (default) or NHWC,
 // or float32 normalised as ToTensor + Normalize would give. Randomness is a
 // pure function of (seed, epoch, item), so a sample's augmentation does not
 // depend on scheduling. Bilinear and bicubic resizes go through
@@ -34,6 +35,7 @@
 
 #include "galley/status.h"
 #include "server/image/decoder.h"
+#include "server/image/tensor_ops.h"
 #include "server/image/transform_spec.h"
 
 namespace galley::image {
@@ -72,6 +74,10 @@ struct SourceRect {
 Result<double> AugmentMagnitude(OpKind family, int op, int num_bins, int bin, int width,
                                 int height);
 
+// The magnitude torchvision's AugMix gives `op` at `bin` (of its 10) for a
+// width x height image: the float32 value of its table, unsigned.
+Result<double> AugMixMagnitude(AugMixOp op, int bin, int width, int height);
+
 class TransformPipeline {
  public:
   // Validates the JSON spec; InvalidArgument names the op and field at fault.
@@ -106,8 +112,9 @@ class TransformPipeline {
   // The random draws of one sample for an image of this size, as the plan
   // the pipeline would run: [{"step": "crop"|"resize"|"flip"|"pixel"|
   // "erase", ...}]. A pixel step names its kind ("brightness", "affine",
-  // ...) and parameters. For tests of the draws' distributions and for
-  // debugging; Apply does not use it.
+  // ...) and parameters (v, sides, interpolation, fill, origin,
+  // padding_mode), so that tests can replay the plan op by op. For tests of
+  // the draws' distributions and for debugging; Apply does not use it.
   Result<nlohmann::json> DescribeSample(int source_width, int source_height, uint64_t seed,
                                         uint64_t epoch, uint64_t item) const;
 

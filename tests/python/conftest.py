@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+HERE = pathlib.Path(__file__).resolve().parent
 # A test that forgets socket= must fail, not start a daemon for the user
 # (tests/python/test_autostart.py turns autostart on in its own processes).
 os.environ["GALLEY_AUTOSTART"] = "0"
@@ -36,6 +37,13 @@ def write_folder(root, classes, per_class, sizes=(80, 160), seed=0):
             image.save(path, quality=90)
             paths.append(path)
     return paths
+
+
+def free_port():
+    """A TCP port on loopback that nothing listens on now (for gloo)."""
+    with socketlib.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class Daemon:

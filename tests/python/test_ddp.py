@@ -6,13 +6,12 @@ and has broken files. Every rank takes the same number of training steps
 import json
 import math
 import pathlib
-import socket as socketlib
 import subprocess
 import sys
 
 import pytest
 
-from conftest import write_folder
+from conftest import free_port, write_folder
 
 HERE = pathlib.Path(__file__).resolve().parent
 BROKEN = {5, 11, 12}  # class_00/bad.jpg, class_01/empty.jpg, class_01/trunc.jpg
@@ -28,12 +27,6 @@ def broken_folder(workdir):
     data = paths[0].read_bytes()
     (root / "class_01" / "trunc.jpg").write_bytes(data[: len(data) // 2])
     return root
-
-
-def free_port():
-    with socketlib.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_ranks(world, daemon, root, tmp_path):

@@ -6,11 +6,12 @@ runs it as N ranks with torchrun's environment (gloo on loopback)."""
 import os
 import pathlib
 import re
-import socket as socketlib
 import subprocess
 import sys
 
 import pytest
+
+from conftest import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "python.md"
@@ -21,12 +22,6 @@ def examples():
     found = [(int(m.group(1) or 1), m.group(2)) for m in EXAMPLE.finditer(DOC.read_text())]
     assert len(found) >= 5, "docs/python.md lost its examples"
     return found
-
-
-def free_port():
-    with socketlib.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("index", range(len(examples())))

@@ -107,6 +107,9 @@ def test_grayscale_blur_and_uint8_output(daemon, folder):
     TV.AutoAugment(TV.AutoAugmentPolicy.SVHN, fill=[128, 128, 128]),
     TV.RandAugment(),
     TV.TrivialAugmentWide(interpolation=IM.BILINEAR),
+    TV.AugMix(),
+    TV.AugMix(severity=7, mixture_width=2, chain_depth=2, all_ops=False,
+              interpolation=IM.NEAREST, fill=[10, 20, 30]),
     TV.RandomErasing(p=1.0, value="random"),
     TV.RandomErasing(p=1.0, value=(0.5, 0.2, 0.1)),
 ], ids=lambda t: type(t).__name__)
@@ -165,6 +168,8 @@ def test_to_tensor_gives_float_in_unit_range(daemon, folder):
     (TV.RandomAffine(10, center=(3, 4)), "center"),
     (TV.Grayscale(), "num_output_channels"),
     (TV.Compose([TV.CenterCrop(8), TV.RandomErasing()]), "after ToTensor"),
+    (TV.AugMix(interpolation=IM.BICUBIC), "AugMix.*nearest and bilinear"),
+    (TV.AugMix(mixture_width=12), "mixture_width"),
 ])
 def test_unsupported_ops_and_arguments_are_named(transform, message):
     with pytest.raises((ValueError, TypeError), match=message):
@@ -182,6 +187,21 @@ def test_galley_native_ops_give_the_same_spec_as_torchvision_objects():
                                       TV.Normalize([0.5] * 3, [0.5] * 3),
                                       TV.RandomErasing(p=0.25)])
     assert T.build_spec(native) == T.build_spec(torchvision_objects)
+
+
+def test_augmix_translates_every_argument():
+    # Op-by-op and whole-AugMix parity with forced draws is in
+    # tests/unit/image_tensor_ops_test.cc; here the arguments must all arrive.
+    spec = T.build_spec(TV.Compose([TV.CenterCrop(8), TV.AugMix(
+        severity=5, mixture_width=2, chain_depth=3, alpha=0.5, all_ops=False,
+        interpolation=IM.NEAREST, fill=[1, 2.5, 3])]))
+    assert spec["ops"][1] == {"op": "AugMix", "severity": 5, "mixture_width": 2,
+                              "chain_depth": 3, "alpha": 0.5, "all_ops": False,
+                              "interpolation": "nearest", "fill": [1.0, 2.5, 3.0]}
+    default = T.build_spec(TV.Compose([TV.CenterCrop(8), TV.AugMix()]))["ops"][1]
+    assert default == T.AugMix().spec()
+    assert default["fill"] is None and default["interpolation"] == "bilinear"
+    assert default["chain_depth"] == -1
 
 
 def _v2():
@@ -212,6 +232,16 @@ def test_v2_objects_translate_like_v1(daemon, folder):
                         v2.RandomAffine(degrees=(9, 9), interpolation=IM.BILINEAR),
                         v2.ColorJitter(saturation=(1.5, 1.5)), v2.PILToTensor()])
     assert _compare(folder, daemon, fixed) <= allowed(2)
+
+
+def test_v2_augmix_translates_like_v1():
+    v2 = _v2()
+    kwargs = dict(severity=4, mixture_width=2, chain_depth=1, alpha=0.7, all_ops=False,
+                  interpolation=IM.NEAREST, fill=[5, 6, 7])
+    assert (T.build_spec(v2.Compose([v2.CenterCrop(8), v2.AugMix(**kwargs)])) ==
+            T.build_spec(TV.Compose([TV.CenterCrop(8), TV.AugMix(**kwargs)])))
+    assert (T.build_spec(v2.Compose([v2.CenterCrop(8), v2.AugMix()])) ==
+            T.build_spec(TV.Compose([TV.CenterCrop(8), TV.AugMix()])))
 
 
 def test_v2_mixup_and_cutmix_objects_become_batch_ops():

@@ -311,5 +311,95 @@ TEST(TransformDrawsTest, AutoAugmentImageNetStepFrequenciesFollowThePolicy) {
   }
 }
 
+// sqrt(n) * sup |F_n - F| for a continuous cdf; below 1.95 with probability
+// 0.999.
+template <typename Cdf>
+double Ks(std::vector<double> values, Cdf cdf) {
+  std::sort(values.begin(), values.end());
+  const double n = static_cast<double>(values.size());
+  double d = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double f = cdf(values[i]);
+    d = std::max({d, (i + 1) / n - f, f - i / n});
+  }
+  return d * std::sqrt(n);
+}
+
+// AugMix.forward: m ~ Dirichlet(alpha, alpha), so the original's weight is
+// Beta(alpha, alpha); the chains' weights are m1 times Dirichlet(alpha, ...,
+// alpha), whose marginals are Beta(alpha, (width - 1) alpha); depths uniform
+// in 1..3, ops uniform over 13 (all_ops) or 9, magnitude bins uniform below
+// severity, signs fair.
+TEST(TransformDrawsTest, AugMixWeightsDepthsOpsBinsAndSignsFollowTorchvision) {
+  const std::vector<std::string> names = {
+      "ShearX",       "ShearY",   "TranslateX", "TranslateY", "Rotate",   "Posterize", "Solarize",
+      "AutoContrast", "Equalize", "Brightness", "Color",      "Contrast", "Sharpness"};
+  for (const double alpha : {1.0, 0.5}) {
+    const auto draws = Draws(
+        Pipeline({{{"op", "AugMix"}, {"severity", 4}, {"mixture_width", 3}, {"alpha", alpha}}}));
+    std::vector<double> original, first_share;
+    std::vector<double> depths(3), ops(names.size()), rotate_bins(4);
+    int signed_steps = 0, negative = 0;
+    for (const json& steps : draws) {
+      const auto augmix = PixelSteps(steps, "augmix");
+      ASSERT_EQ(augmix.size(), 1u);
+      const json& draw = augmix[0]["augmix"];
+      const double m0 = draw["original_weight"].get<double>();
+      original.push_back(m0);
+      double chains = 0;
+      for (const json& w : draw["weights"]) chains += w.get<double>();
+      EXPECT_NEAR(m0 + chains, 1.0, 1e-5);
+      first_share.push_back(draw["weights"][0].get<double>() / chains);
+      for (const json& chain : draw["chains"]) {
+        depths.at(chain.size() - 1) += 1;
+        for (const json& step : chain) {
+          const std::string op = step["op"];
+          const auto at = std::find(names.begin(), names.end(), op);
+          ASSERT_NE(at, names.end()) << op;
+          ops[at - names.begin()] += 1;
+          const double magnitude = step["magnitude"].get<double>();
+          if (at - names.begin() <= 4 || at - names.begin() >= 9) {
+            ++signed_steps;
+            negative += std::signbit(magnitude) ? 1 : 0;
+          }
+          // Rotate: linspace(0, 30, 10), 10/3 degrees apart.
+          if (op == "Rotate") rotate_bins.at(std::lround(std::abs(magnitude) / (30.0 / 9))) += 1;
+        }
+      }
+    }
+    // Beta(1, 1) is uniform and Beta(1, 2) has cdf 1 - (1 - x)^2; Beta(1/2,
+    // 1/2) is the arcsine law and Beta(1/2, 1) has cdf sqrt(x).
+    auto original_cdf = [alpha](double x) {
+      return alpha == 1.0 ? x : 2 / M_PI * std::asin(std::sqrt(x));
+    };
+    auto share_cdf = [alpha](double x) {
+      return alpha == 1.0 ? 1 - (1 - x) * (1 - x) : std::sqrt(x);
+    };
+    EXPECT_LT(Ks(original, original_cdf), 1.95) << alpha;
+    EXPECT_LT(Ks(first_share, share_cdf), 1.95) << alpha;
+    EXPECT_LT(ChiSquare(depths, {1.0 / 3, 1.0 / 3, 1.0 / 3}), ChiSquareCritical(2));
+    EXPECT_LT(ChiSquare(ops, std::vector<double>(names.size(), 1.0 / names.size())),
+              ChiSquareCritical(static_cast<int>(names.size()) - 1));
+    EXPECT_LT(ChiSquare(rotate_bins, std::vector<double>(4, 0.25)), ChiSquareCritical(3));
+    EXPECT_LT(BinomialZ(negative, signed_steps, 0.5), 4);
+  }
+  // all_ops=False: only the first nine ops; chain_depth > 0 fixes the depth.
+  const auto basic = Draws(
+      Pipeline({{{"op", "AugMix"}, {"all_ops", false}, {"chain_depth", 2}, {"mixture_width", 2}}}));
+  std::vector<double> ops(9);
+  for (const json& steps : basic) {
+    const json augmix = PixelSteps(steps, "augmix").at(0)["augmix"];
+    for (const json& chain : augmix["chains"]) {
+      ASSERT_EQ(chain.size(), 2u);
+      for (const json& step : chain) {
+        const auto at = std::find(names.begin(), names.end(), step["op"].get<std::string>());
+        ASSERT_LT(at - names.begin(), 9) << step.dump();
+        ops[at - names.begin()] += 1;
+      }
+    }
+  }
+  EXPECT_LT(ChiSquare(ops, std::vector<double>(9, 1.0 / 9)), ChiSquareCritical(8));
+}
+
 }  // namespace
 }  // namespace galley::image

@@ -21,6 +21,7 @@
 
 #include "server/image/pixel_ops.h"
 #include "server/image/transforms.h"
+#include "tests/unit/rgb_test_images.h"
 
 namespace galley::image {
 namespace {
@@ -66,35 +67,7 @@ for i, c in enumerate(json.load(open(f"{work}/cases.json"))):
     np.ascontiguousarray(np.asarray(out, np.uint8)).tofile(f"{work}/out{i}.raw")
 )PY";
 
-struct Image {
-  int width = 0;
-  int height = 0;
-  std::vector<uint8_t> pixels;
-  RgbSpan Span() { return RgbSpan::Packed(pixels.data(), width, height); }
-};
-
-Image Blank(int width, int height) {
-  return {width, height, std::vector<uint8_t>(static_cast<size_t>(width) * height * 3)};
-}
-
-// Smooth gradients with noise on top, so both flat and busy regions occur.
-Image Textured(int width, int height, uint32_t seed) {
-  Image image{width, height, std::vector<uint8_t>(static_cast<size_t>(width) * height * 3)};
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> noise(-40, 40);
-  for (int y = 0; y < height; ++y) {
-    for (int x = 0; x < width; ++x) {
-      uint8_t* p = &image.pixels[(static_cast<size_t>(y) * width + x) * 3];
-      const double base[3] = {40 + 170.0 * x / width, 127.5 + 100 * std::sin(x * 0.11 + y * 0.07),
-                              30 + 190.0 * y / height};
-      for (int c = 0; c < 3; ++c) {
-        p[c] =
-            static_cast<uint8_t>(std::clamp<int>(static_cast<int>(base[c]) + noise(rng), 0, 255));
-      }
-    }
-  }
-  return image;
-}
+using Image = TestImage;
 
 struct Case {
   std::string op;
@@ -167,11 +140,20 @@ std::vector<Case> Cases() {
     double angle, tx, ty, scale, shear_x, shear_y;
     bool origin;
   };
-  const std::vector<AffineCase> affines = {
-      {17.3, 0, 0, 1.0, 0, 0, false},      {-42.0, 3, -5, 1.0, 0, 0, false},
-      {0, 0, 0, 1.0, 16.7, 0, true},       {0, 0, 0, 1.0, 0, -12.4, true},
-      {0, 11, 0, 1.0, 0, 0, false},        {0, 0, -7, 1.0, 0, 0, false},
-      {8.0, 2, 1, 1.15, 5.5, -3.0, false}, {0, 0, 0, 0.8, 0, 0, false}};
+  const std::vector<AffineCase> affines = {{17.3, 0, 0, 1.0, 0, 0, false},
+                                           {-42.0, 3, -5, 1.0, 0, 0, false},
+                                           {0, 0, 0, 1.0, 16.7, 0, true},
+                                           {0, 0, 0, 1.0, 0, -12.4, true},
+                                           {0, 11, 0, 1.0, 0, 0, false},
+                                           {0, 0, -7, 1.0, 0, 0, false},
+                                           {8.0, 2, 1, 1.15, 5.5, -3.0, false},
+                                           {0, 0, 0, 0.8, 0, 0, false},
+                                           // TrivialAugmentWide's extremes: shear atan(0.99) both
+                                           // ways, 32 px translations (whole pixels: a copy).
+                                           {0, 0, 0, 1.0, 44.71, 0, true},
+                                           {0, 0, 0, 1.0, 0, -44.71, true},
+                                           {0, -32, 0, 1.0, 0, 0, false},
+                                           {0, 0, 32, 1.0, 0, 0, false}};
   for (const AffineCase& a : affines) {
     for (const char* mode : {"nearest", "bilinear", "bicubic"}) {
       const Fill fill = {0, 0, 0};
@@ -183,7 +165,7 @@ std::vector<Case> Cases() {
                         {"interpolation", mode},
                         {"fill", {0, 0, 0}},
                         {"origin", a.origin}},
-                       1,
+                       a.origin || a.angle != 0 ? 2 : 1,
                        0,
                        [a, m = ModeOf(mode), fill](Image& src) {
                          Image dst = Blank(src.width, src.height);
@@ -193,8 +175,8 @@ std::vector<Case> Cases() {
                        }});
     }
   }
-  for (double angle : {0.0, 90.0, 180.0, -270.0, 33.3, -121.0, 400.0}) {
-    for (const char* mode : {"nearest", "bilinear"}) {
+  for (double angle : {0.0, 90.0, 180.0, -270.0, 33.3, -121.0, 400.0, 7.0, -135.0}) {
+    for (const char* mode : {"nearest", "bilinear", "bicubic"}) {
       const Fill fill = {128, 64, 32};
       cases.push_back({"rotate",
                        {{"angle", angle}, {"interpolation", mode}, {"fill", {128, 64, 32}}},
@@ -227,37 +209,18 @@ std::vector<Case> Cases() {
 }
 
 TEST(PixelOpsParityTest, EveryOpMatchesTorchvisionOnPil) {
-  const fs::path work =
-      fs::temp_directory_path() / ("galley_pixel_ops_" + std::to_string(getpid()));
-  fs::create_directories(work);
-  std::vector<Image> inputs = {Textured(67, 53, 1), Textured(48, 48, 2)};
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    std::ofstream(work / ("in" + std::to_string(i) + ".raw"), std::ios::binary)
-        .write(reinterpret_cast<const char*>(inputs[i].pixels.data()),
-               static_cast<std::streamsize>(inputs[i].pixels.size()));
-  }
+  std::vector<Image> inputs = {Textured(67, 53, 1), Textured(48, 48, 2), Textured(224, 224, 3)};
   const std::vector<Case> cases = Cases();
   json list = json::array();
-  for (const Case& c : cases) {
-    list.push_back({{"op", c.op},
-                    {"args", c.args},
-                    {"input", "in" + std::to_string(c.input) + ".raw"},
-                    {"width", inputs[c.input].width},
-                    {"height", inputs[c.input].height}});
-  }
-  std::ofstream(work / "cases.json") << list.dump();
-  std::ofstream(work / "reference.py") << kReferenceScript;
-  const std::string command = std::string(GALLEY_TEST_PYTHON) + " " +
-                              (work / "reference.py").string() + " " + work.string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  for (const Case& c : cases) list.push_back({{"op", c.op}, {"args", c.args}, {"input", c.input}});
+  const auto references = RunPythonReference(GALLEY_TEST_PYTHON, kReferenceScript, inputs, list);
+  ASSERT_EQ(references.size(), cases.size());
 
   std::map<std::string, std::pair<int, double>> worst;  // op -> (max diff, worst mean diff)
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     const Image ours = c.apply(inputs[c.input]);
-    std::ifstream file(work / ("out" + std::to_string(i) + ".raw"), std::ios::binary);
-    std::vector<uint8_t> expected((std::istreambuf_iterator<char>(file)),
-                                  std::istreambuf_iterator<char>());
+    const std::vector<uint8_t>& expected = references[i];
     ASSERT_EQ(expected.size(), ours.pixels.size()) << c.op << " " << c.args.dump();
     int max_diff = 0;
     int64_t total = 0, differing = 0;
@@ -281,7 +244,100 @@ TEST(PixelOpsParityTest, EveryOpMatchesTorchvisionOnPil) {
     std::printf("parity %-13s max |diff| %d  worst mean |diff| %.5f\n", op.c_str(), figures.first,
                 figures.second);
   }
-  fs::remove_all(work);
+}
+
+// The fast paths (AVX2 kernels, the copy for whole-pixel shifts, the row
+// kernels) against the plain per-pixel code, which the test above holds to
+// torchvision: on random sizes, strides, matrices, filters and factors the
+// bytes must be identical.
+TEST(PixelOpsFastPathsTest, GiveTheSameBytesAsThePortableCode) {
+  std::mt19937 rng(20261123);
+  auto uniform = [&](double low, double high) {
+    return std::uniform_real_distribution<double>(low, high)(rng);
+  };
+  auto integer = [&](int low, int high) {
+    return std::uniform_int_distribution<int>(low, high)(rng);
+  };
+  int compared = 0;
+  for (int round = 0; round < 400; ++round) {
+    // A window of a larger image (stride > width * 3) half of the time,
+    // and a packed image whose last pixel ends the allocation otherwise.
+    const RandomWindow window(rng, round, 70, 45);
+    const RgbView src = window.view;
+    const int width = src.width, height = src.height;
+    const int out_width = integer(1, 75), out_height = integer(1, 40);
+    std::array<double, 6> m{};
+    const double cx = uniform(0, width), cy = uniform(0, height);
+    switch (round % 8) {
+      case 0:  // anything
+        m = InverseAffineMatrix(cx, cy, uniform(-180, 180), uniform(-9, 9), uniform(-9, 9),
+                                uniform(0.5, 2.0), uniform(-40, 40), uniform(-40, 40));
+        break;
+      case 1: {  // Image.rotate's matrix
+        const double r = Radians(uniform(-360, 360));
+        m = {std::cos(r), std::sin(r), 0, -std::sin(r), std::cos(r), 0};
+        m[2] = m[0] * -cx + m[1] * -cy + cx;
+        m[5] = m[3] * -cx + m[4] * -cy + cy;
+        break;
+      }
+      case 2:  // AutoAugment's ShearX and ShearY about the origin
+        m = InverseAffineMatrix(0, 0, 0, 0, 0, 1, uniform(-45, 45), 0);
+        break;
+      case 3:
+        m = InverseAffineMatrix(0, 0, 0, 0, 0, 1, 0, uniform(-45, 45));
+        break;
+      case 4:  // whole-pixel translations, some leaving the image
+        m = {1, 0, static_cast<double>(integer(-80, 80)),
+             0, 1, static_cast<double>(integer(-50, 50))};
+        break;
+      case 5:  // one moving axis, with scale and shear along it
+        m = {uniform(-2, 2),
+             uniform(-1, 1),
+             uniform(-20, 20),
+             0,
+             1,
+             static_cast<double>(integer(-5, 5))};
+        break;
+      case 6:
+        m = {1,
+             0,
+             static_cast<double>(integer(-5, 5)),
+             uniform(-1, 1),
+             uniform(-2, 2),
+             uniform(-20, 20)};
+        break;
+      default:  // scale only, and fractional translations
+        m = {uniform(0.3, 3), 0, uniform(-10, 10), 0, uniform(0.3, 3), uniform(-10, 10)};
+        break;
+    }
+    const Fill fill = {static_cast<uint8_t>(integer(0, 255)), static_cast<uint8_t>(integer(0, 255)),
+                       static_cast<uint8_t>(integer(0, 255))};
+    for (WarpInterpolation mode :
+         {WarpInterpolation::kNearest, WarpInterpolation::kBilinear, WarpInterpolation::kBicubic}) {
+      Image fast = Blank(out_width, out_height), plain = Blank(out_width, out_height);
+      AffineWarp(src, fast.Span(), m, mode, fill, true);
+      AffineWarp(src, plain.Span(), m, mode, fill, false);
+      ASSERT_EQ(fast.pixels, plain.pixels)
+          << "warp " << static_cast<int>(mode) << " round " << round << " " << width << "x"
+          << height << " matrix " << json(m).dump();
+      ++compared;
+    }
+    const double factor = round % 5 == 0 ? uniform(0, 1) : uniform(-1, 3);
+    for (int op = 0; op < 2; ++op) {
+      Image fast = Blank(width, height), plain = Blank(width, height);
+      if (op == 0) {
+        AdjustSaturation(src, fast.Span(), factor, true);
+        AdjustSaturation(src, plain.Span(), factor, false);
+      } else {
+        AdjustSharpness(src, fast.Span(), factor, true);
+        AdjustSharpness(src, plain.Span(), factor, false);
+      }
+      ASSERT_EQ(fast.pixels, plain.pixels) << (op == 0 ? "saturation" : "sharpness") << " factor "
+                                           << factor << " " << width << "x" << height;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 2000);
 }
 
 // AutoAugment, RandAugment and TrivialAugmentWide's magnitude tables: the

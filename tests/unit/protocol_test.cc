@@ -145,6 +145,8 @@ TEST(Messages, JobSpecRoundTrips) {
   spec.shards = {"/s/a.tar", "/s/b.tar"};
   spec.image_key = "png";
   spec.label_key = "json:label";
+  spec.shard_seed = 0;  // set, even to 0, is not unset
+  spec.local_world_size = 2;
   // Every field of the body is set away from its default, so a field the
   // table writes but does not read (or the reverse) shows below.
   const nlohmann::json body = JobSpecToJson(spec);
@@ -180,6 +182,12 @@ TEST(Messages, JobSpecRoundTrips) {
   EXPECT_EQ(parsed->image_key, "png");
   EXPECT_EQ(parsed->label_key, "json:label");
   EXPECT_EQ(parsed->epochs, 3u);
+  EXPECT_EQ(parsed->shard_seed, std::optional<uint64_t>(0));
+  EXPECT_EQ(parsed->local_world_size, 2u);
+  // Unset, the split's seed stays absent from the body and unset.
+  spec.shard_seed.reset();
+  EXPECT_FALSE(JobSpecToJson(spec).contains("shard_seed"));
+  EXPECT_FALSE(JobSpecFromJson(JobSpecToJson(spec))->shard_seed.has_value());
 }
 
 TEST(Messages, JobSpecRefusesAFieldItDoesNotKnow) {
@@ -252,6 +260,13 @@ TEST(Messages, JobSpecValidationNamesTheField) {
   b = base;
   b["prefetch"] = 1ULL << 40;
   expect_error(b, "prefetch");
+  b = base;
+  b["shard_seed"] = -1;
+  expect_error(b, "shard_seed");
+  b = base;
+  b["world_size"] = 6;
+  b["local_world_size"] = 4;
+  expect_error(b, "local_world_size");
 }
 
 TEST(Messages, ParseObjectRejectsNonObjects) {

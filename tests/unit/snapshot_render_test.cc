@@ -72,6 +72,11 @@ JobSnapshot Job(uint64_t id, const std::string& name, uint64_t base) {
   j.consumer_waits = base + 8;
   j.uptime_seconds = double(base) + 0.625;
   j.samples_per_second = double(base) + 0.75;
+  j.rank = uint32_t(base) + 9;
+  j.world_size = uint32_t(base) + 10;
+  j.nodes = uint32_t(base) + 11;
+  j.node_rank = uint32_t(base) + 12;
+  j.shard_seed = base + 13;
   return j;
 }
 
@@ -340,7 +345,8 @@ constexpr const char* kJobJson = R"({
   "prefetch": 4, "segment_bytes": 13, "batches": 14, "samples": 15, "skipped": 16,
   "epochs_completed": 17, "produce_seconds": 10.125, "ring_full_seconds": 10.25,
   "peer_hold_seconds": 10.375, "consumer_wait_seconds": 10.5, "consumer_waits": 18,
-  "uptime_seconds": 10.625, "samples_per_second": 10.75})";
+  "uptime_seconds": 10.625, "samples_per_second": 10.75, "rank": 19, "world_size": 20,
+  "nodes": 21, "node_rank": 22, "shard_seed": 23})";
 
 TEST(SnapshotJsonTest, JobsAndAJobsStats) {
   ExpectJson(JobsSnapshot{{Job(1, "train", 10)}},

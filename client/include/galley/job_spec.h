@@ -6,6 +6,7 @@
 #define GALLEY_JOB_SPEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -57,16 +58,29 @@ struct JobSpec {
   uint64_t start_epoch = 0;  // the first epoch to produce
 
   // DDP sharding, as torch's DistributedSampler: every epoch the subset (n
-  // items) is permuted from (seed, epoch) alone (identity when !shuffle),
-  // padded by wrapping around to ceil(n / world_size) * world_size positions
-  // (or cut to floor(n / world_size) * world_size with shard_drop_last), and
-  // rank r keeps positions r, r + world_size, ... Every rank gets the same
-  // number of items, hence of batches; shards are disjoint apart from the
-  // padding. The split does not depend on the daemon, so ranks served by
-  // different daemons agree.
+  // items) is permuted from (shard_seed, epoch) alone (identity when
+  // !shuffle), padded by wrapping around to ceil(n / world_size) * world_size
+  // positions (or cut to floor(n / world_size) * world_size with
+  // shard_drop_last), and each rank keeps every world_size-th position from
+  // its own. Every rank gets the same number of items, hence of batches;
+  // shards are disjoint apart from the padding. The split does not depend on
+  // the daemon, so ranks served by different daemons agree.
   uint32_t rank = 0;
   uint32_t world_size = 1;
   bool shard_drop_last = false;
+  // The split's seed when it should not be `seed`: DDP jobs with the same
+  // shard_seed, world size and nodes load the same items on each node in an
+  // epoch (node-affine shards, docs/sampling.md §9), so the node's daemon
+  // reads and decodes them once for all of them, while their own seeds still
+  // decide augmentations. Unset: `seed`, as DistributedSampler.
+  std::optional<uint64_t> shard_seed;
+  // Ranks per node (torchrun's LOCAL_WORLD_SIZE), ranks numbered node by node
+  // (node rank = rank / local_world_size, as torchrun numbers them); must
+  // divide world_size. 0 = not known. Known, it makes the slots node-major,
+  // so that jobs on the same nodes share each node's items even with
+  // different numbers of ranks per node; with one node or one rank per node
+  // it changes nothing.
+  uint32_t local_world_size = 0;
 
   // Batch slots in the job's shared-memory ring: how far the daemon may run
   // ahead of the consumer. More slots smooth stalls and cost memory.
