@@ -797,21 +797,39 @@ def _on_signal(signum, _frame):
     raise SystemExit(128 + signum)
 
 
-def main():
-    args = parse_args()
+def prepare_run(images, classes, galleyd, tag):
+    """What every benchmark program does first: children end with it, the
+    jobs find galley under python/, the demo dataset of `images` exists, and
+    galleyd is copied so that a rebuild meanwhile changes nothing. Returns
+    (ctx with "dataset" and "files", the copy of galleyd)."""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _on_signal)
     atexit.register(CHILDREN.kill_all)
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(REPO / "python")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-
-    dataset = REPO / ".demo" / f"bench-{args.images}"
+    dataset = REPO / ".demo" / f"bench-{images}"
     subprocess.run([sys.executable, str(REPO / "scripts/make_demo_dataset.py"), str(dataset),
-                    "--images", str(args.images), "--classes", str(args.classes)], check=True)
-    files = list_images(dataset)
+                    "--images", str(images), "--classes", str(classes)], check=True)
+    binary_dir = tempfile.mkdtemp(prefix=f"galley-{tag}-bin-")
+    atexit.register(shutil.rmtree, binary_dir, True)
+    copy = shutil.copy2(galleyd, os.path.join(binary_dir, "galleyd")) if os.access(
+        galleyd, os.X_OK) else galleyd
+    return {"dataset": dataset, "files": list_images(dataset)}, copy
+
+
+def main():
+    args = parse_args()
+    if not os.access(args.galleyd, os.X_OK):
+        print(f"warning: {args.galleyd} is not executable; galley rows will be errors",
+              file=sys.stderr)
+    galleyd_mtime = binary_mtime(args.galleyd)
+    print(f"galleyd: {args.galleyd} (built {galleyd_mtime})")
+    # Every scenario runs the same build, even if galleyd is rebuilt meanwhile.
+    ctx, args.galleyd = prepare_run(args.images, args.classes, args.galleyd, "bench")
+    ctx["galleyd_mtime"] = galleyd_mtime
+    dataset, files = ctx["dataset"], ctx["files"]
     if len(files) != args.images:
         sys.exit(f"{dataset} holds {len(files)} images, expected {args.images}")
-    ctx = {"dataset": dataset, "files": files}
     import torch
     print(f"python {sys.version.split()[0]} ({sys.executable}), torch {torch.__version__}")
     if "ffcv" in args.sides:
@@ -822,18 +840,7 @@ def main():
         ctx["warm_cache_bytes"] = int(math.ceil(size * 1.25 / (1 << 20))) << 20
         print(f"decoded size of the dataset: {size / (1 << 20):.0f} MiB; warm scenario "
               f"runs galleyd with --cache-bytes {ctx['warm_cache_bytes']}")
-    if not os.access(args.galleyd, os.X_OK):
-        print(f"warning: {args.galleyd} is not executable; galley rows will be errors",
-              file=sys.stderr)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
-    ctx["galleyd_mtime"] = binary_mtime(args.galleyd)
-    print(f"galleyd: {args.galleyd} (built {ctx['galleyd_mtime']})")
-    # Every scenario runs the same build, even if galleyd is rebuilt meanwhile.
-    binary_dir = tempfile.mkdtemp(prefix="galley-bench-bin-")
-    atexit.register(shutil.rmtree, binary_dir, True)
-    if os.access(args.galleyd, os.X_OK):
-        args.galleyd_source = args.galleyd
-        args.galleyd = shutil.copy2(args.galleyd, os.path.join(binary_dir, "galleyd"))
     print(f"{started}: {len(files)} images in {dataset}, batch {args.batch_size}, "
           f"{args.batches_per_job} batches per job (first untimed), {args.cores} cores, "
           f"PyTorch {args.torch_workers} workers per job")

@@ -215,21 +215,9 @@ def parse_args():
 
 def main():
     args = parse_args()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, cp._on_signal)
-    atexit.register(cp.CHILDREN.kill_all)
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [str(cp.REPO / "python")] +
-        [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x])
-    dataset = cp.REPO / ".demo" / f"bench-{args.images}"
-    subprocess.run([sys.executable, str(cp.REPO / "scripts/make_demo_dataset.py"), str(dataset),
-                    "--images", str(args.images), "--classes", str(args.classes)], check=True)
-    ctx = {"dataset": dataset, "files": cp.list_images(dataset)}
-    binary_dir = tempfile.mkdtemp(prefix="galley-speeds-bin-")
-    atexit.register(shutil.rmtree, binary_dir, True)
     print(f"galleyd: {args.galleyd} (built {cp.binary_mtime(args.galleyd)}); "
           f"load average {os.getloadavg()[0]:.1f} on {len(os.sched_getaffinity(0))} cores at start")
-    args.galleyd = shutil.copy2(args.galleyd, os.path.join(binary_dir, "galleyd"))
+    ctx, args.galleyd = cp.prepare_run(args.images, args.classes, args.galleyd, "speeds")
     csv_rows = []
     try:
         if "mixed-speeds" in args.scenarios:

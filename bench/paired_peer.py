@@ -75,22 +75,11 @@ def parse_args():
 
 def main():
     args = parse_args()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, cp._on_signal)
-    atexit.register(cp.CHILDREN.kill_all)
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [str(cp.REPO / "python")] +
-        [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x])
-    dataset = cp.REPO / ".demo" / f"bench-{args.images}"
-    subprocess.run([sys.executable, str(cp.REPO / "scripts/make_demo_dataset.py"), str(dataset),
-                    "--images", str(args.images), "--classes", str(args.classes)], check=True)
-    ctx = {"dataset": dataset, "files": cp.list_images(dataset)}
+    mtime = cp.binary_mtime(args.galleyd)
+    ctx, args.galleyd = cp.prepare_run(args.images, args.classes, args.galleyd, "paired")
+    ctx["galleyd_mtime"] = mtime
     if args.peer == "ffcv":
-        ctx["beton"] = cp.write_beton(dataset, str(dataset) + ".beton")
-    binary_dir = tempfile.mkdtemp(prefix="galley-paired-bin-")
-    atexit.register(shutil.rmtree, binary_dir, True)
-    ctx["galleyd_mtime"] = cp.binary_mtime(args.galleyd)
-    args.galleyd = shutil.copy2(args.galleyd, os.path.join(binary_dir, "galleyd"))
+        ctx["beton"] = cp.write_beton(ctx["dataset"], str(ctx["dataset"]) + ".beton")
     print(f"{args.scenario}: galley against {args.peer}, simultaneously, each on "
           f"{args.cores} of {2 * args.cores} CPUs, halves swapped every pass; "
           f"{args.batches_per_job} batches of {args.batch_size} per job; galleyd built "
