@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 
 #include "wire/messages.h"
 
@@ -96,16 +97,25 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
         head->consumer_waits.fetch_add(1, std::memory_order_relaxed);
       }
     } recorder{head, got ? Clock::time_point{} : Clock::now()};
+    // Why galleyd ended the job, once it has: the reason in the ring.
+    auto ended = [head]() -> std::optional<Status> {
+      if (head->closed.load(std::memory_order_acquire) == 0) return std::nullopt;
+      Status why(
+          static_cast<StatusCode>(head->close_code),
+          std::string(head->close_reason, strnlen(head->close_reason, sizeof(head->close_reason))));
+      return why.ok() ? Status::Cancelled("galleyd ended the job") : why;
+    };
     while (!got) {
-      if (head->closed.load(std::memory_order_acquire) != 0) {
-        terminal_ = Status(static_cast<StatusCode>(head->close_code),
-                           std::string(head->close_reason,
-                                       strnlen(head->close_reason, sizeof(head->close_reason))));
-        if (terminal_.ok()) terminal_ = Status::Cancelled("galleyd ended the job");
+      if (auto why = ended()) {
+        terminal_ = *why;
         return terminal_;
       }
       if (Status alive = CheckConnection(); !alive.ok()) {
-        terminal_ = alive;
+        // galleyd writes the reason into the ring before it closes the
+        // connection: a job it ended between the two checks reports that
+        // reason, not the disconnect.
+        auto why = ended();
+        terminal_ = why ? *why : alive;
         return terminal_;
       }
       const auto now = Clock::now();
