@@ -9,6 +9,7 @@ docs/python.md is the migration guide.
 
 from __future__ import annotations
 
+import operator
 import os
 import time
 import warnings
@@ -60,6 +61,14 @@ def _node_layout(local_world_size: Optional[int], rank: int, world_size: int) ->
     galley takes ranks as torchrun numbers them, node by node (node rank =
     rank // local_world_size), and refuses a layout the launcher contradicts.
     """
+    if local_world_size is not None:
+        try:
+            given = operator.index(local_world_size)
+        except TypeError:
+            given = None
+        if given is None or isinstance(local_world_size, bool) or given < 1:
+            raise ValueError(f"local_world_size must be a positive int (ranks per node), got "
+                             f"{local_world_size!r}")
     if world_size == 1:  # nothing to split: every layout is the same
         return 0
     env = os.environ

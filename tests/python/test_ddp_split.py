@@ -124,6 +124,14 @@ def test_bad_layouts_and_seeds_are_refused(split_folder):
     with pytest.raises(ValueError, match="must divide world_size"):
         galley.DataLoader(str(split_folder), batch_size=4, rank=0, world_size=6,
                           local_world_size=4, transform=FIXED, socket="/nonexistent")
+    # A layout that is not a positive count is refused even where there is
+    # nothing to split.
+    for bad in (0, -2, "2", 1.5, True):
+        for world_size in (1, 4):
+            with pytest.raises(ValueError, match="local_world_size must be a positive int"):
+                galley.DataLoader(str(split_folder), batch_size=4, rank=0,
+                                  world_size=world_size, local_world_size=bad,
+                                  transform=FIXED, socket="/nonexistent")
     with pytest.raises(ValueError, match="shard_seed"):
         galley.DataLoader(str(split_folder), batch_size=4, rank=0, world_size=2,
                           shard_seed=-1, transform=FIXED, socket="/nonexistent")
