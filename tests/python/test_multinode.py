@@ -4,7 +4,8 @@ them with the environment torchrun gives its workers. One job's shards are
 disjoint and complete across the nodes; two concurrent jobs with different
 seeds and one shard_seed load the same items on each node, so each node's
 galleyd reads and decodes them once for both (docs/sampling.md §9), while
-each job's order stays uniform."""
+each job's order stays uniform. A node whose galleyd dies takes only its own
+ranks down."""
 
 import json
 import os
@@ -185,3 +186,51 @@ def test_two_jobs_with_node_affine_shards_share_each_node(nodes, data, tmp_path,
             # coupling hands to both jobs half the time: about 0.75.
             assert ratio > 0.65, f"node {node}: loads per request {ratio:.3f} without affinity"
         assert status["pipeline"]["decodes"] <= sum(g["loads"] for g in status["samplers"])
+
+
+def test_a_node_that_dies_takes_only_its_own_ranks_down(data, tmp_path):
+    """Rank 0 reads through node A, rank 1 through node B. A's galleyd is
+    killed mid-epoch: rank 0 hears so within its timeout, rank 1 goes on to
+    the end of its epoch, and its shard and rank 0's (reopened on B) are
+    still disjoint and complete."""
+    import galley
+    from galley import transforms as T
+
+    base, one, _two = data
+    daemons = []
+    for node in ("a", "b"):
+        directory = tmp_path / node
+        directory.mkdir()
+        daemons.append(start_daemon(directory, "--allowed-root", str(base / "data")))
+    a, b = daemons
+    try:
+        def loader(rank, daemon):
+            return galley.DataLoader(str(one), batch_size=2, shuffle=True, seed=5, rank=rank,
+                                     world_size=2, local_world_size=1, timeout=5,
+                                     transform=T.Compose([T.Resize((8, 8))]),
+                                     socket=daemon.socket)
+
+        doomed, survivor = loader(0, a), loader(1, b)
+        doomed_batches, survivor_batches = doomed.iter_with_ids(), survivor.iter_with_ids()
+        next(doomed_batches)
+        ids = next(survivor_batches)[2].tolist()
+        a.proc.kill()
+        a.proc.wait()
+        with pytest.raises(galley.ServerUnavailable):
+            for _batch in doomed_batches:
+                pass
+        for _images, _labels, item_ids in survivor_batches:
+            ids.extend(item_ids.tolist())
+        assert len(ids) == 12 and len(set(ids)) == 12
+        # Rank 0's shard of epoch 0, from the node that is left.
+        again = loader(0, b)
+        rank0 = [i for _x, _y, item_ids in again.iter_with_ids() for i in item_ids.tolist()]
+        assert sorted(rank0 + ids) == list(range(24))
+        for each in (doomed, survivor, again):
+            each.close()
+    finally:
+        for d in daemons:
+            if d.proc.poll() is None:
+                stop_daemon(d)
+            else:
+                d.log.close()
