@@ -310,12 +310,13 @@ def stop_daemon(proc):
             proc.wait()
 
 
-def start_daemon(galleyd, dataset, run_dir, cache_bytes):
+def start_daemon(galleyd, dataset, run_dir, cache_bytes, extra_args=()):
     socket = os.path.join(run_dir, "galleyd.sock")
     log = open(os.path.join(run_dir, "galleyd.log"), "wb")
     cmd = [galleyd, "--socket", socket, "--allowed-root", str(dataset)]
     if cache_bytes is not None:
         cmd += ["--cache-bytes", str(int(cache_bytes))]
+    cmd += list(extra_args)
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
     log.close()
     CHILDREN.daemons.append(proc)
@@ -327,6 +328,28 @@ def start_daemon(galleyd, dataset, run_dir, cache_bytes):
             raise RuntimeError(f"galleyd did not open {socket}: {read_tail(run_dir)}")
         time.sleep(0.05)
     return proc, socket
+
+
+def wait_for_prefault(socket, stall_s=2.0):
+    """Waits until galleyd has committed its decoded tier's memory ahead of use
+    (cache_prefault, docs/cache.md "Memory"), as a daemon started before the
+    jobs would have, or until the commitment stops growing (prefault off,
+    caching off). Returns (MiB committed, seconds waited)."""
+    import galley
+    start = time.monotonic()
+    last, last_change = -1, start
+    while True:
+        arena = galley.query("cache", socket=socket).get("decoded_arena") or {}
+        populated = int(arena.get("populated_bytes", 0))
+        if populated >= int(arena.get("prefault_target_bytes", 0)):
+            break
+        now = time.monotonic()
+        if populated != last:
+            last, last_change = populated, now
+        elif now - last_change > stall_s:
+            break
+        time.sleep(0.05)
+    return populated / 2**20, time.monotonic() - start
 
 
 def read_tail(run_dir, lines=5):
@@ -540,7 +563,9 @@ def run_side(side, name, args, ctx):
     daemon = None
     try:
         result["galleyd_mtime"] = ctx["galleyd_mtime"]
-        daemon, socket = start_daemon(args.galleyd, ctx["dataset"], run_dir, cache_bytes)
+        daemon, socket = start_daemon(args.galleyd, ctx["dataset"], run_dir, cache_bytes,
+                                      args.galleyd_args.split())
+        result["prefault_mib"], result["prefault_s"] = wait_for_prefault(socket)
         for spec in specs:
             spec["socket"], spec["daemon_pid"] = socket, daemon.pid
         rows, lifetime_cpu = run_jobs(side, name, specs, args)
@@ -577,6 +602,7 @@ CSV_FIELDS = [
     "scenario", "side", "jobs", "batches_per_job", "images", "wall_s", "images_per_s", "ratio",
     "job_ips_min", "job_ips_mean", "job_ips_max", "cpu_s", "cpu_s_per_image", "daemon_cpu_s",
     "jobs_cpu_s", "jobs_lifetime_cpu_s", "daemon_peak_rss_bytes", "shm_per_job_bytes", "cache_bytes",
+    "prefault_mib", "prefault_s",
     "loads_per_request", "file_reads_per_request", "decodes_per_request",
     "augments_per_request", "decoded_hits_per_request", "encoded_hits_per_request",
     "augmented_hits_per_request", "read_s_per_item", "decode_s_per_item",
@@ -616,6 +642,9 @@ def print_scenario(name, g, t):
     if ratio:
         print(f"  ratio galley/pytorch {ratio:.2f}x")
     if not g.get("error"):
+        if g.get("prefault_mib"):
+            print(f"  galleyd committed {g['prefault_mib']:.0f} MiB of decoded-tier memory "
+                  f"ahead of use; the jobs started {g['prefault_s']:.2f} s after its socket")
         print(f"  galleyd peak RSS {_fmt(_mib(g.get('daemon_peak_rss_bytes')), '.0f')} MiB, "
               f"shm per job {_fmt(_mib(g.get('shm_per_job_bytes')), '.1f')} MiB, "
               f"loads/request {_fmt(g.get('loads_per_request'), '.3f')} "
@@ -765,6 +794,8 @@ def parse_args():
                    help="smoke run: 800 images, 1job and 4same")
     p.add_argument("--cache-bytes", type=int, default=None,
                    help="galleyd --cache-bytes outside the warm scenario (default: the daemon's)")
+    p.add_argument("--galleyd-args", default="",
+                   help="more galleyd flags, space-separated (e.g. '--cache-prefault false')")
     p.add_argument("--sides", default="galley,pytorch",
                    help="galley,pytorch and optionally ffcv (FFCV 1.0.2, see bench/README.md)")
     p.add_argument("--torch-workers", type=int, default=2)

@@ -5,6 +5,7 @@ galley_add_test(daemon_cache_test
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/unit/daemon_cache_pipeline_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/daemon_cache_planner_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/unit/daemon_memory_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/served_job_split_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/distributed_split_test.cc
   LIBS galley_daemon galley_opencv)

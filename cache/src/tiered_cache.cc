@@ -1,10 +1,16 @@
 #include "galley/cache/tiered_cache.h"
 
+#include <cstring>
 #include <utility>
 
 #include "galley/cache/eviction_policy.h"
 
 namespace galley::cache {
+namespace {
+
+constexpr uint64_t kMinArenaCacheBytes = uint64_t{1} << 20;
+
+}  // namespace
 
 std::unique_ptr<TieredCache> TieredCache::Create(const CacheOptions& options, std::string* error) {
   auto fail = [error](std::string message) -> std::unique_ptr<TieredCache> {
@@ -17,10 +23,17 @@ std::unique_ptr<TieredCache> TieredCache::Create(const CacheOptions& options, st
   if (!options.split.IsValid()) {
     return fail("cache split must be three shares of 0..100 adding up to at most 100");
   }
-  return std::unique_ptr<TieredCache>(new TieredCache(options));
+  std::shared_ptr<BlobArena> arena;
+  // A cache under 1 MiB (tests, simulations) keeps its pixels on the heap.
+  if (options.decoded_arena && options.cache_bytes >= kMinArenaCacheBytes) {
+    std::string why;
+    arena = BlobArena::Create(options.cache_bytes, &why);
+    if (arena == nullptr) return fail("decoded tier's arena: " + why);
+  }
+  return std::unique_ptr<TieredCache>(new TieredCache(options, std::move(arena)));
 }
 
-TieredCache::TieredCache(const CacheOptions& options)
+TieredCache::TieredCache(const CacheOptions& options, std::shared_ptr<BlobArena> decoded_arena)
     : encoded_(std::make_unique<Tier>("encoded",
                                       ShareOf(options.cache_bytes, options.split.encoded_pct),
                                       MakeEvictionPolicy(options.eviction), &demand_)),
@@ -30,8 +43,25 @@ TieredCache::TieredCache(const CacheOptions& options)
       augmented_(std::make_unique<AugmentedTier>(
           ShareOf(options.cache_bytes, options.split.augmented_pct), options.augmented_reuse_limit,
           MakeEvictionPolicy(options.eviction), &demand_)),
+      decoded_arena_(std::move(decoded_arena)),
       split_(options.split),
       cache_bytes_(options.cache_bytes) {}
+
+std::shared_ptr<Blob> TieredCache::MakeDecodedBlob(std::vector<uint8_t>&& pixels, uint32_t width,
+                                                   uint32_t height, uint32_t channels) {
+  std::shared_ptr<Blob> blob;
+  if (decoded_arena_ != nullptr) blob = decoded_arena_->Allocate(pixels.size());
+  if (blob != nullptr) {
+    std::memcpy(blob->arena_bytes.data(), pixels.data(), pixels.size());
+  } else {
+    blob = std::make_shared<Blob>();
+    blob->bytes = std::move(pixels);
+  }
+  blob->width = width;
+  blob->height = height;
+  blob->channels = channels;
+  return blob;
+}
 
 bool TieredCache::SetSplit(const Split& split) {
   if (!split.IsValid()) return false;
@@ -81,6 +111,7 @@ CacheStats TieredCache::Stats() const {
   stats.encoded = encoded_->Stats();
   stats.decoded = decoded_->Stats();
   stats.augmented = augmented_->Stats();
+  if (decoded_arena_ != nullptr) stats.decoded_arena = decoded_arena_->Stats();
   stats.keys_with_demand = demand_.KeysWithDemand();
   stats.total_demand = demand_.TotalDemand();
   return stats;

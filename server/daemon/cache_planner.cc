@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "server/daemon/memory_setup.h"
 #include "server/daemon/restarting_loop.h"
 
 namespace galley {
@@ -380,6 +381,12 @@ CacheSnapshot CachePlanner::SnapshotCache() const {
   out.augmented.retired = stats.augmented.retired;
   out.augmented.replaced = stats.augmented.replaced;
   out.augmented.reuse_limit = cache_->augmented().reuse_limit();
+  if (stats.decoded_arena) {
+    const cache::ArenaStats& a = *stats.decoded_arena;
+    out.decoded_arena =
+        ArenaSnapshot{a.capacity_bytes,  a.populated_bytes, CachePrefaulter::Target(stats),
+                      a.allocated_bytes, a.blocks,          a.refused};
+  }
   out.keys_with_demand = stats.keys_with_demand;
   out.total_demand = stats.total_demand;
   {

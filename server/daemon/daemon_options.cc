@@ -266,6 +266,21 @@ Key NumberKey(std::string name, std::string flag, std::string help, Field<double
       RenderNumber);
 }
 
+// A switch with a value, "true" or "false" on the command line and a TOML
+// boolean in the file, for switches that default to on.
+Key SwitchKey(std::string name, std::string flag, std::string help, Field<bool> field,
+              bool reloadable) {
+  return ScalarKey<bool>(
+      std::move(name), std::move(flag), std::move(help), "true or false", kBoolean, reloadable,
+      field,
+      [](const std::string& text, bool* out) -> std::string {
+        if (text != "true" && text != "false") return Got(text);
+        *out = text == "true";
+        return "";
+      },
+      [](const bool& on) { return std::string(on ? "true" : "false"); });
+}
+
 Key ChoiceKey(std::string name, std::string flag, std::string help, Field<std::string> field,
               const std::vector<std::string>& choices, bool reloadable) {
   return ScalarKey<std::string>(
@@ -401,6 +416,10 @@ const std::vector<Key>& Keys() {
         }));
     k.push_back(SizeKey("cache_bytes", "--cache-bytes", "cache budget (0 disables caching)",
                         &DaemonOptions::cache_bytes, 0, false, "0 disables the cache"));
+    k.push_back(SwitchKey("cache_prefault", "--cache-prefault",
+                          "commit the decoded tier's memory ahead of use, at idle priority "
+                          "(default true; false with --owner-only)",
+                          &DaemonOptions::cache_prefault, false));
     k.push_back(ChoiceKey("cache_eviction", "--cache-eviction",
                           "cache eviction policy: refcount (default) or lru",
                           &DaemonOptions::cache_eviction, {"refcount", "lru"}, false));
@@ -848,6 +867,8 @@ void Resolve(const std::map<std::string, std::string>& given, LoadedOptions* loa
     return loaded->sources.at(key) == OptionSource::kDefault;
   };
   if (is_default("socket_mode")) options.socket_mode = options.owner_only ? 0666 : 0660;
+  // A personal daemon starts when a job needs it: nothing to get ahead of.
+  if (is_default("cache_prefault")) options.cache_prefault = !options.owner_only;
   if (is_default("socket_group") && !options.owner_only && GroupIdByName("galley").has_value()) {
     options.socket_group = "galley";
   }

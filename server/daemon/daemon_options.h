@@ -41,6 +41,14 @@ struct DaemonOptions {
   // Default 1 GiB.
   uint64_t cache_bytes = uint64_t{1} << 30;
 
+  // Commit the decoded tier's memory (its arena) ahead of use, from a thread
+  // at idle priority, so that a filling cache does not pay a page fault per
+  // page (docs/cache.md, "Memory"). The idle daemon then holds up to
+  // cache_bytes of resident memory from its first seconds. Default on for a
+  // node-wide daemon, off for an owner_only one (it starts when a job needs
+  // it, so there is nothing to get ahead of).
+  bool cache_prefault = true;
+
   // Cache eviction: "refcount" (default; evicts the items fewest jobs still
   // need this epoch and never swaps equals) or "lru" (the baseline, which
   // thrashes under random per-epoch order).

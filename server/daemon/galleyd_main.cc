@@ -28,6 +28,7 @@
 #include "server/daemon/control_server.h"
 #include "server/daemon/daemon_options.h"
 #include "server/daemon/item_pipeline.h"
+#include "server/daemon/memory_setup.h"
 #include "server/daemon/metrics_server.h"
 #include "server/daemon/node_probe.h"
 #include "server/daemon/prometheus_text.h"
@@ -324,6 +325,7 @@ int Run(int argc, char** argv) {
     spdlog::info("removed {} stale shared-memory segments", stale);
   }
 
+  TuneHeapForImages();
   std::unique_ptr<cache::TieredCache> cache;
   if (options->cache_bytes > 0) {
     cache::CacheOptions cache_options;
@@ -370,6 +372,11 @@ int Run(int argc, char** argv) {
   pipeline_options.worker_threads = worker_threads;
   pipeline_options.decode.max_pixels = options->max_image_pixels;
   ItemPipeline pipeline(pipeline_options, cache.get(), remote, throttle.get());
+  std::unique_ptr<CachePrefaulter> prefaulter;
+  if (cache != nullptr && options->cache_prefault) {
+    prefaulter = std::make_unique<CachePrefaulter>(cache.get());
+    prefaulter->Start();
+  }
 
   std::unique_ptr<CachePlanner> planner;
   if (cache != nullptr) {
@@ -470,6 +477,7 @@ int Run(int argc, char** argv) {
   server.Stop(Status::Cancelled("galleyd is shutting down"));
   scheduler.Stop();
   if (planner != nullptr) planner->Stop();
+  if (prefaulter != nullptr) prefaulter->Stop();
   spdlog::info("stopped");
   return 0;
 }

@@ -227,7 +227,7 @@ void ItemPipeline::WriteBack(const ItemTask& task, RemoteWrite write,
   const ContentFingerprint& dataset = task.dataset->content_fingerprint();
   // Pixels too large for the servers' entries go as the file's bytes.
   if (remote_->write_form() == RemoteForm::kDecoded && decoded != nullptr &&
-      remote_->Fits(decoded->bytes.size())) {
+      remote_->Fits(decoded->payload().size())) {
     remote_->Put(dataset, task.item, RemoteForm::kDecoded, decoded);
   } else if (write == RemoteWrite::kFromStorage && encoded != nullptr) {
     remote_->Put(dataset, task.item, RemoteForm::kEncoded, encoded);
@@ -332,7 +332,7 @@ void ItemPipeline::RunOne(ItemTask& task) {
     }
     Status status;
     if (cached != nullptr) {
-      status = job.pipeline->Apply(cached->bytes, static_cast<int>(cached->width),
+      status = job.pipeline->Apply(cached->payload(), static_cast<int>(cached->width),
                                    static_cast<int>(cached->height), job.spec.seed, plan.epoch,
                                    task.item, dst);
     } else if (region) {
@@ -362,13 +362,19 @@ void ItemPipeline::RunOne(ItemTask& task) {
 
   if (region) decoded_to_offer = nullptr;  // a part of the image is no use to the tiers
   if (decoded_to_offer != nullptr) {
-    // The transforms are done with the pixels: they move into the entry,
-    // which the local and the remote tier may then share (it is immutable
-    // from here on).
-    decoded_to_offer->width = static_cast<uint32_t>(image.width);
-    decoded_to_offer->height = static_cast<uint32_t>(image.height);
-    decoded_to_offer->channels = 3;
-    decoded_to_offer->bytes = std::move(image.pixels);
+    // The transforms are done with the pixels: they become the entry (in
+    // the decoded tier's arena when it has room), which the local and the
+    // remote tier may then share (it is immutable from here on).
+    const auto width = static_cast<uint32_t>(image.width);
+    const auto height = static_cast<uint32_t>(image.height);
+    if (cache_ != nullptr) {
+      decoded_to_offer = cache_->MakeDecodedBlob(std::move(image.pixels), width, height, 3);
+    } else {
+      decoded_to_offer->width = width;
+      decoded_to_offer->height = height;
+      decoded_to_offer->channels = 3;
+      decoded_to_offer->bytes = std::move(image.pixels);
+    }
   }
   if (write_back != RemoteWrite::kNone) {
     WriteBack(task, write_back, decoded_to_offer, encoded_to_offer);

@@ -190,6 +190,15 @@ const Family<TierSnapshot> kTierFamilies[] = {
      [](const TierSnapshot& t) -> SampleValue { return t.budget_bytes; }},
 };
 
+const Family<ArenaSnapshot> kArenaFamilies[] = {
+    {"cache_arena_populated_bytes", "gauge",
+     "Bytes of the decoded tier's arena committed ahead of use (cache_prefault).",
+     [](const ArenaSnapshot& a) -> SampleValue { return a.populated_bytes; }},
+    {"cache_arena_allocated_bytes", "gauge",
+     "Bytes of the decoded tier's arena held by entries, with the allocator's headers.",
+     [](const ArenaSnapshot& a) -> SampleValue { return a.allocated_bytes; }},
+};
+
 }  // namespace
 
 std::string RenderPrometheus(const MetricsSnapshot& metrics) {
@@ -218,6 +227,11 @@ std::string RenderPrometheus(const MetricsSnapshot& metrics) {
              {&metrics.cache->encoded, Label("tier", "encoded")}};
   }
   WriteFamilies<TierSnapshot>(kTierFamilies, tiers, &out);
+  std::vector<Labelled<ArenaSnapshot>> arenas;
+  if (metrics.cache && metrics.cache->decoded_arena) {
+    arenas.push_back({&*metrics.cache->decoded_arena, ""});
+  }
+  WriteFamilies<ArenaSnapshot>(kArenaFamilies, arenas, &out);
 
   if (status.pipeline.remote) {
     const RemoteTierSnapshot& remote = *status.pipeline.remote;

@@ -289,7 +289,7 @@ RemoteLookup RemoteTier::Get(const ContentFingerprint& dataset, ItemId item) {
 
 void RemoteTier::Put(const ContentFingerprint& dataset, ItemId item, RemoteForm form,
                      cache::BlobPtr blob) {
-  const uint64_t bytes = kRemoteHeaderBytes + blob->bytes.size();
+  const uint64_t bytes = kRemoteHeaderBytes + blob->payload().size();
   if (bytes > options_.max_value_bytes) {
     writes_oversized_++;
     return;

@@ -58,7 +58,8 @@ std::string RemoteKey(const ContentFingerprint& dataset, ItemId item, RemoteForm
 }
 
 std::string EncodeRemoteValue(std::string_view key, RemoteForm form, const cache::Blob& blob) {
-  std::string value(kRemoteHeaderBytes + blob.bytes.size(), '\0');
+  const std::span<const uint8_t> payload = blob.payload();
+  std::string value(kRemoteHeaderBytes + payload.size(), '\0');
   char* header = value.data();
   std::memcpy(header, kMagic, 4);
   header[4] = static_cast<char>(kVersion);
@@ -66,11 +67,11 @@ std::string EncodeRemoteValue(std::string_view key, RemoteForm form, const cache
   PutU32(header + 8, blob.width);
   PutU32(header + 12, blob.height);
   PutU32(header + 16, blob.channels);
-  PutU64(header + 24, blob.bytes.size());
-  if (!blob.bytes.empty()) {
-    std::memcpy(header + kRemoteHeaderBytes, blob.bytes.data(), blob.bytes.size());
+  PutU64(header + 24, payload.size());
+  if (!payload.empty()) {
+    std::memcpy(header + kRemoteHeaderBytes, payload.data(), payload.size());
   }
-  PutU64(header + 32, Checksum(key, header, blob.bytes.data(), blob.bytes.size()));
+  PutU64(header + 32, Checksum(key, header, payload.data(), payload.size()));
   return value;
 }
 

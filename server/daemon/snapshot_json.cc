@@ -232,6 +232,15 @@ void to_json(json& out, const PlannerInputsSnapshot& s) {
   if (s.nic_bytes_per_s) out["nic_bytes_per_s"] = *s.nic_bytes_per_s;
 }
 
+void to_json(json& out, const ArenaSnapshot& s) {
+  out = {{"capacity_bytes", s.capacity_bytes},
+         {"populated_bytes", s.populated_bytes},
+         {"prefault_target_bytes", s.prefault_target_bytes},
+         {"allocated_bytes", s.allocated_bytes},
+         {"blocks", s.blocks},
+         {"refused", s.refused}};
+}
+
 void to_json(json& out, const CacheSnapshot& s) {
   const PipelineSnapshot& p = s.pipeline;
   out = {{"enabled", true},
@@ -240,6 +249,7 @@ void to_json(json& out, const CacheSnapshot& s) {
          {"split", s.split},
          {"split_source", s.split_source},
          {"tiers", {{"encoded", s.encoded}, {"decoded", s.decoded}, {"augmented", s.augmented}}},
+         {"decoded_arena", s.decoded_arena ? json(*s.decoded_arena) : json(nullptr)},
          {"demand", {{"keys_with_demand", s.keys_with_demand}, {"total_demand", s.total_demand}}},
          {"planner_inputs", s.planner_inputs},
          {"pipeline",

@@ -274,6 +274,16 @@ struct PlannerInputsSnapshot {
   std::optional<PlanInputSnapshot> nic_bytes_per_s;
 };
 
+// The decoded tier's arena (cache::ArenaStats), with the prefault's target.
+struct ArenaSnapshot {
+  uint64_t capacity_bytes = 0;
+  uint64_t populated_bytes = 0;
+  uint64_t prefault_target_bytes = 0;  // what a prefaulter commits up to now
+  uint64_t allocated_bytes = 0;
+  uint64_t blocks = 0;
+  uint64_t refused = 0;
+};
+
 // The reply to "cache" with caching on: tier statistics, the split and
 // demand (CachePlanner::CacheSnapshot), with the planner's inputs and the
 // pipeline's cache-related counters added by the ControlServer.
@@ -285,6 +295,7 @@ struct CacheSnapshot {
   TierSnapshot encoded;
   TierSnapshot decoded;
   AugmentedTierSnapshot augmented;
+  std::optional<ArenaSnapshot> decoded_arena;
   uint64_t keys_with_demand = 0;
   uint64_t total_demand = 0;
   PlannerInputsSnapshot planner_inputs;

@@ -136,6 +136,26 @@ TEST_F(DaemonOptionsTest, AValueOfTheWrongTypeNamesTheTypeAndWhatIsAccepted) {
             0u);
 }
 
+TEST_F(DaemonOptionsTest, CachePrefaultIsOnByDefaultAndTakesTrueOrFalse) {
+  auto defaults = Load({});
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_TRUE(defaults->options.cache_prefault);
+  auto personal = Load({"--owner-only"}, /*add_root=*/false);
+  ASSERT_TRUE(personal.ok()) << personal.status().ToString();
+  EXPECT_FALSE(personal->options.cache_prefault);
+  auto off = Load({"--cache-prefault", "false"});
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->options.cache_prefault);
+  auto file = LoadFile("cache_prefault = false\n", {"--cache-prefault=true"});
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_TRUE(file->options.cache_prefault);
+  EXPECT_EQ(FileError("cache_prefault = \"no\"\n"),
+            "cache_prefault" + File(1) + "got a string ('no'); expected true or false");
+  EXPECT_EQ(
+      FlagError({"--cache-prefault", "no"}).rfind("cache_prefault (flag --cache-prefault)", 0), 0u)
+      << FlagError({"--cache-prefault", "no"});
+}
+
 TEST_F(DaemonOptionsTest, AChoiceOutsideItsListNamesTheChoices) {
   const std::string levels = "expected one of trace, debug, info, warn, error, critical, off";
   EXPECT_EQ(FileError("log_level = \"verbose\"\n"),

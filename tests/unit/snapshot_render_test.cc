@@ -136,6 +136,7 @@ CacheSnapshot Cache() {
   c.encoded = Tier(500);
   c.decoded = Tier(600);
   c.augmented = {Tier(700), 71, 72, 3};
+  c.decoded_arena = ArenaSnapshot{1 << 30, 900, 1000, 800, 3, 2};
   c.keys_with_demand = 81;
   c.total_demand = 82;
   c.planner_inputs = Inputs();
@@ -191,6 +192,8 @@ const std::map<std::string, std::string> kFamilies = {
     {"galley_cache_misses_total", "counter"},
     {"galley_cache_bytes", "gauge"},
     {"galley_cache_budget_bytes", "gauge"},
+    {"galley_cache_arena_populated_bytes", "gauge"},
+    {"galley_cache_arena_allocated_bytes", "gauge"},
 };
 
 // Each family exactly once, as one block: HELP, TYPE with its type, then
@@ -266,6 +269,8 @@ TEST(PrometheusTextTest, EveryMetricWithItsLabelsAndValue) {
       R"(galley_cache_misses_total{tier="augmented"} 704)",
       R"(galley_cache_bytes{tier="augmented"} 701)",
       R"(galley_cache_budget_bytes{tier="augmented"} 700)",
+      "galley_cache_arena_populated_bytes 900",
+      "galley_cache_arena_allocated_bytes 800",
   };
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(Samples(text), expected) << text;
@@ -443,6 +448,9 @@ TEST(SnapshotJsonTest, Cache) {
                                "}, \"decoded\": " + TierJson(600) +
                                "}, \"augmented\": " + TierJson(700) +
                                R"(, "retired": 71, "replaced": 72, "reuse_limit": 3}},
+    "decoded_arena": {"capacity_bytes": 1073741824, "populated_bytes": 900,
+                      "prefault_target_bytes": 1000, "allocated_bytes": 800, "blocks": 3,
+                      "refused": 2},
     "demand": {"keys_with_demand": 81, "total_demand": 82},
     "planner_inputs": )" + kInputsJson +
                                R"(,

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "galley/ids.h"
@@ -31,11 +32,20 @@ inline constexpr Key MakeKey(uint32_t dataset, uint32_t item) {
 // Encoded tier: `bytes` are the file's bytes and the dimensions are 0.
 // Decoded tier: RGB uint8 pixels, height x width x channels (HWC).
 // Augmented tier: one transformed output sample with its dimensions.
+//
+// The payload is on the heap (`bytes`) or, for a blob from a BlobArena, in
+// the arena (`arena_bytes`, with `bytes` empty); payload() is either. Read a
+// blob that came out of a tier through payload().
 struct Blob {
   std::vector<uint8_t> bytes;
+  std::span<uint8_t> arena_bytes;  // owned by the blob's deleter (blob_arena.h)
   uint32_t width = 0;
   uint32_t height = 0;
   uint32_t channels = 0;
+
+  std::span<const uint8_t> payload() const {
+    return arena_bytes.empty() ? std::span<const uint8_t>(bytes) : arena_bytes;
+  }
 };
 
 using BlobPtr = std::shared_ptr<const Blob>;
@@ -49,10 +59,13 @@ using BlobPtr = std::shared_ptr<const Blob>;
 // bound on what the cache really holds, not an optimistic guess.
 inline constexpr uint64_t kEntryOverheadBytes = 256;
 
-// What a tier charges against its budget for holding `blob`. The payload is
-// the vector's capacity, not its size: capacity is what the allocator holds.
+// What a tier charges against its budget for holding `blob`. A heap payload
+// is charged the vector's capacity, not its size: capacity is what the
+// allocator holds. An arena payload is charged its size (the arena's block
+// header is within kEntryOverheadBytes).
 inline uint64_t ChargedBytes(const Blob& blob) {
-  return kEntryOverheadBytes + static_cast<uint64_t>(blob.bytes.capacity());
+  const size_t payload = blob.arena_bytes.empty() ? blob.bytes.capacity() : blob.arena_bytes.size();
+  return kEntryOverheadBytes + static_cast<uint64_t>(payload);
 }
 
 }  // namespace galley::cache

@@ -17,9 +17,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "galley/cache/augmented_tier.h"
+#include "galley/cache/blob_arena.h"
 #include "galley/cache/demand_tracker.h"
 #include "galley/cache/split.h"
 #include "galley/cache/tier.h"
@@ -46,6 +49,12 @@ struct CacheOptions {
   // "refcount" (default: lowest remaining demand first, no churn) or "lru"
   // (the baseline; thrashes under random per-epoch access).
   std::string eviction = "refcount";
+
+  // Keep the decoded tier's pixels in a BlobArena (blob_arena.h) of
+  // cache_bytes, so that a freed entry's memory is reused and the memory can
+  // be committed ahead of use (galleyd's cache_prefault). Off: each entry's
+  // pixels are a heap allocation, as they are in a cache under 1 MiB.
+  bool decoded_arena = true;
 };
 
 struct CacheStats {
@@ -54,6 +63,7 @@ struct CacheStats {
   TierStats encoded;
   TierStats decoded;
   AugmentedTierStats augmented;
+  std::optional<ArenaStats> decoded_arena;  // set when the decoded tier has one
   uint64_t keys_with_demand = 0;
   uint64_t total_demand = 0;
 };
@@ -72,6 +82,15 @@ class TieredCache {
   Tier& decoded() { return *decoded_; }
   AugmentedTier& augmented() { return *augmented_; }
 
+  // Decoded pixels (width x height x channels, HWC) as a blob ready for
+  // decoded().Put: copied into the decoded arena when there is one with a
+  // free block that large (`pixels` then stays with the caller, to be
+  // reused or freed), else moved into a heap blob.
+  std::shared_ptr<Blob> MakeDecodedBlob(std::vector<uint8_t>&& pixels, uint32_t width,
+                                        uint32_t height, uint32_t channels);
+  // The decoded tier's arena, or nullptr when decoded_arena is off.
+  BlobArena* decoded_arena() { return decoded_arena_.get(); }
+
   // Re-budgets the tiers; shrinking tiers evict before this returns. Returns
   // false, changing nothing, when `split` is invalid.
   bool SetSplit(const Split& split);
@@ -83,7 +102,7 @@ class TieredCache {
   CacheStats Stats() const;
 
  private:
-  explicit TieredCache(const CacheOptions& options);
+  TieredCache(const CacheOptions& options, std::shared_ptr<BlobArena> decoded_arena);
   void ApplyBudgetsLocked() REQUIRES(split_mu_);
 
   // Declared first so it outlives the tiers that subscribe to it.
@@ -91,6 +110,7 @@ class TieredCache {
   std::unique_ptr<Tier> encoded_;
   std::unique_ptr<Tier> decoded_;
   std::unique_ptr<AugmentedTier> augmented_;
+  const std::shared_ptr<BlobArena> decoded_arena_;
 
   mutable Mutex split_mu_;
   Split split_ GUARDED_BY(split_mu_);

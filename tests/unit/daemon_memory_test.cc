@@ -1,0 +1,95 @@
+// galleyd's memory setup: the prefaulter commits what the decoded tier may
+// take and follows the other tiers' holdings; image-sized heap buffers are
+// reused after TuneHeapForImages instead of being mapped afresh.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "server/daemon/memory_setup.h"
+
+namespace galley {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+long MinorFaults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+bool WaitFor(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+TEST(CachePrefaulterTest, TargetIsTheBudgetLessWhatTheOtherTiersHold) {
+  cache::CacheStats stats;
+  stats.cache_bytes = 100 * kMiB;
+  EXPECT_EQ(CachePrefaulter::Target(stats), 0u) << "no arena, nothing to commit";
+  stats.decoded_arena = cache::ArenaStats{.capacity_bytes = 100 * kMiB};
+  EXPECT_EQ(CachePrefaulter::Target(stats), 100 * kMiB);
+  stats.encoded.bytes = 30 * kMiB;
+  stats.augmented.tier.bytes = 10 * kMiB;
+  EXPECT_EQ(CachePrefaulter::Target(stats), 60 * kMiB);
+  stats.encoded.bytes = 200 * kMiB;
+  EXPECT_EQ(CachePrefaulter::Target(stats), 0u);
+}
+
+TEST(CachePrefaulterTest, CommitsTheArenaUpToTheTargetAndStops) {
+  cache::CacheOptions options;
+  options.cache_bytes = 48 * kMiB;
+  auto cache = cache::TieredCache::Create(options);
+  ASSERT_NE(cache, nullptr);
+  // What the encoded tier holds is not the decoded tier's to take.
+  auto encoded = std::make_shared<cache::Blob>();
+  encoded->bytes.assign(10 * kMiB, 1);
+  ASSERT_TRUE(cache->encoded().Put(cache::MakeKey(1, 1), encoded));
+  const uint64_t target = CachePrefaulter::Target(cache->Stats());
+  EXPECT_EQ(target, 48 * kMiB - cache->Stats().encoded.bytes);
+
+  CachePrefaulter prefaulter(cache.get(), std::chrono::milliseconds(10));
+  prefaulter.Start();
+  auto populated = [&] { return cache->decoded_arena()->Stats().populated_bytes; };
+  ASSERT_TRUE(WaitFor([&] { return populated() >= target; })) << populated();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_LT(populated(), target + 4096) << "it stops at the target";
+
+  // Room the encoded tier gives up is committed next.
+  ASSERT_TRUE(cache->encoded().Erase(cache::MakeKey(1, 1)));
+  EXPECT_TRUE(WaitFor([&] { return populated() >= 48 * kMiB; })) << populated();
+  prefaulter.Stop();
+}
+
+TEST(HeapTuningTest, ImageSizedBuffersAreReusedInsteadOfMappedAfresh) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's allocator replaces glibc malloc, which this test is about";
+#endif
+  TuneHeapForImages();
+  constexpr size_t kImageBytes = 500 * 375 * 3;
+  // One round to grow the heap, then rounds that must reuse it.
+  const auto round = [] {
+    std::vector<std::unique_ptr<uint8_t[]>> buffers;
+    for (int i = 0; i < 4; ++i) {
+      buffers.emplace_back(new uint8_t[kImageBytes]);
+      std::memset(buffers.back().get(), i + 1, kImageBytes);
+    }
+  };
+  round();
+  const long before = MinorFaults();
+  for (int i = 0; i < 50; ++i) round();
+  // Mapped afresh, each round would fault 4 x 138 pages.
+  EXPECT_LT(MinorFaults() - before, 50) << "image buffers are being mapped and unmapped";
+}
+
+}  // namespace
+}  // namespace galley
