@@ -22,9 +22,13 @@ constexpr uint64_t kPopulateStep = uint64_t{8} << 20;
 
 void TuneHeapForImages() {
   // Both return 1 on success; a malloc that is not glibc's (a sanitizer's)
-  // keeps its own behaviour, which is fine.
-  if (::mallopt(M_MMAP_THRESHOLD, kMmapThreshold) != 1 ||
-      ::mallopt(M_TRIM_THRESHOLD, kTrimThreshold) != 1) {
+  // keeps its own behaviour, which is fine. galleyd calls this before it
+  // starts any thread, which is what makes mallopt safe here.
+  const bool mmap_set =
+      ::mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1;  // NOLINT(concurrency-mt-unsafe)
+  const bool trim_set =
+      ::mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;  // NOLINT(concurrency-mt-unsafe)
+  if (!mmap_set || !trim_set) {
     spdlog::debug("malloc did not take galleyd's thresholds; image buffers use its defaults");
   }
 }
