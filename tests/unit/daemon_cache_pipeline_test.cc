@@ -162,6 +162,9 @@ TEST_F(DaemonCacheTest, DecodedTierSkipsReadAndDecodeInTheSecondEpoch) {
   EXPECT_EQ(first.decodes, uint64_t{kItems});
   EXPECT_EQ(cache->decoded().Stats().entries, uint64_t{kItems});
   EXPECT_EQ(cache->encoded().Stats().entries, 0u);
+  // The entries' pixels are in the decoded tier's arena.
+  ASSERT_TRUE(cache->Stats().decoded_arena.has_value());
+  EXPECT_EQ(cache->Stats().decoded_arena->blocks, uint64_t{kItems});
 
   AddAndConsumeDemand(*cache);
   const std::vector<std::byte> cached = RunPass(pipeline, job, 1);
