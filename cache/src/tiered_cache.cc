@@ -10,6 +10,16 @@ namespace {
 
 constexpr uint64_t kMinArenaCacheBytes = uint64_t{1} << 20;
 
+// The decoded tier allocates a newcomer's block before its Put evicts for
+// it, and best fit leaves holes between blocks of different sizes: an arena
+// of exactly the budget would then refuse blocks (and send pixels to the
+// heap) whenever the tier is full. An eighth more, plus room for a few large
+// images, kept every entry of a tier at budget in the arena in
+// TieredCacheArenaTest; only pages blocks have used are ever committed.
+uint64_t ArenaCapacity(uint64_t cache_bytes) {
+  return cache_bytes + cache_bytes / 8 + (uint64_t{16} << 20);
+}
+
 }  // namespace
 
 std::unique_ptr<TieredCache> TieredCache::Create(const CacheOptions& options, std::string* error) {
@@ -27,7 +37,7 @@ std::unique_ptr<TieredCache> TieredCache::Create(const CacheOptions& options, st
   // A cache under 1 MiB (tests, simulations) keeps its pixels on the heap.
   if (options.decoded_arena && options.cache_bytes >= kMinArenaCacheBytes) {
     std::string why;
-    arena = BlobArena::Create(options.cache_bytes, &why);
+    arena = BlobArena::Create(ArenaCapacity(options.cache_bytes), &why);
     if (arena == nullptr) return fail("decoded tier's arena: " + why);
   }
   return std::unique_ptr<TieredCache>(new TieredCache(options, std::move(arena)));

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -189,13 +190,44 @@ TEST(TieredCacheArenaTest, DecodedPixelsGoToTheArenaAndFallBackToTheHeapWhenItIs
   ASSERT_NE(hit, nullptr);
   EXPECT_EQ(hit->payload().data(), in_arena->payload().data()) << "served in place";
 
-  // A 3 MiB image has no block in a 2 MiB arena: it stays on the heap.
-  std::vector<uint8_t> large(3 * kMiB, 4);
+  // A 24 MiB image has no block in the arena (2 MiB, an eighth and 16 MiB
+  // of headroom): it stays on the heap.
+  std::vector<uint8_t> large(24 * kMiB, 4);
   const uint8_t* const heap = large.data();
-  auto on_heap = cache->MakeDecodedBlob(std::move(large), 1024, 1024, 3);
+  auto on_heap = cache->MakeDecodedBlob(std::move(large), 4096, 2048, 3);
   EXPECT_TRUE(on_heap->arena_bytes.empty());
   EXPECT_EQ(on_heap->payload().data(), heap) << "moved, not copied";
   EXPECT_EQ(cache->Stats().decoded_arena->refused, 1u);
+}
+
+// A tier at its budget admits each newcomer after its block is allocated,
+// and images differ in size: the arena's headroom keeps every entry in it.
+TEST(TieredCacheArenaTest, AFullTierOfImagesOfManySizesStaysInTheArena) {
+  for (const char* eviction : {"refcount", "lru"}) {
+    CacheOptions options;
+    options.cache_bytes = 32 * kMiB;
+    options.split = {0, 100, 0};
+    options.eviction = eviction;
+    auto cache = TieredCache::Create(options);
+    ASSERT_NE(cache, nullptr);
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int> side(300, 640);
+    int on_heap = 0;
+    for (uint32_t i = 0; i < 1500; ++i) {
+      const int width = side(rng);
+      const int height = side(rng);
+      std::vector<uint8_t> pixels(static_cast<size_t>(width) * height * 3, 1);
+      auto blob = cache->MakeDecodedBlob(std::move(pixels), width, height, 3);
+      on_heap += blob->arena_bytes.empty() ? 1 : 0;
+      cache->decoded().Put(MakeKey(0, i), std::move(blob), 1 + i % 7);
+    }
+    const CacheStats stats = cache->Stats();
+    EXPECT_EQ(on_heap, 0) << eviction;
+    EXPECT_EQ(stats.decoded_arena->refused, 0u) << eviction;
+    EXPECT_GT(stats.decoded.evictions, 100u) << eviction << ": the tier was full";
+    EXPECT_GT(stats.decoded.bytes, stats.decoded.budget_bytes / 10 * 9) << eviction;
+    EXPECT_LE(stats.decoded_arena->allocated_bytes, stats.decoded.budget_bytes) << eviction;
+  }
 }
 
 TEST(TieredCacheArenaTest, SmallCachesAndCachesThatAskForNoArenaUseTheHeap) {

@@ -51,9 +51,9 @@ struct CacheOptions {
   std::string eviction = "refcount";
 
   // Keep the decoded tier's pixels in a BlobArena (blob_arena.h) of
-  // cache_bytes, so that a freed entry's memory is reused and the memory can
-  // be committed ahead of use (galleyd's cache_prefault). Off: each entry's
-  // pixels are a heap allocation, as they are in a cache under 1 MiB.
+  // cache_bytes plus an eighth and 16 MiB of headroom, so that a freed entry's memory is reused and
+  // the memory can be committed ahead of use (galleyd's cache_prefault). Off: each entry's pixels
+  // are a heap allocation, as they are in a cache under 1 MiB.
   bool decoded_arena = true;
 };
 
