@@ -4,9 +4,9 @@
 // Why. A decoded 500 x 375 image is 550 KiB. A tier that fills allocates a
 // fresh buffer for every entry, and the first write to each fresh 4 KiB page
 // traps into the kernel, which finds and zeroes a page: 137 faults per image.
-// On a 2-core VM that cost 0.27-0.48 ms per image (bench/README.md, "The
-// decoded tier's memory"), a third to a half of the decode itself, and it
-// fell on the first epoch, exactly when every item is a miss.
+// On a 2-core VM that cost 0.24 ms per image (bench/README.md, "The decoded
+// tier's memory"), a quarter of the decode itself, and it fell on the first
+// epoch, exactly when every item is a miss.
 //
 // How. The arena reserves address space for the whole budget (no memory until
 // touched) and hands out blocks of it with Boost.Interprocess's best-fit
