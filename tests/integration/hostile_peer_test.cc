@@ -17,6 +17,7 @@
 
 #include "galley/client.h"
 #include "tests/integration/galleyd_process.h"
+#include "tests/sanitizers.h"
 #include "wire/connection.h"
 #include "wire/messages.h"
 #include "wire/segment_layout.h"
@@ -348,13 +349,6 @@ TEST_F(HostilePeerTest, LargeFramesFromManyPeersAreBoundedDaemonWide) {
 }
 
 TEST_F(HostilePeerTest, MemoryOfLargeRequestsIsGivenBack) {
-#if defined(__SANITIZE_ADDRESS__)
-#define GALLEY_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GALLEY_TEST_UNDER_ASAN 1
-#endif
-#endif
 #ifdef GALLEY_TEST_UNDER_ASAN
   // galleyd is built like this test: ASan's allocator keeps freed memory in
   // its quarantine by design, so resident memory says nothing here. The

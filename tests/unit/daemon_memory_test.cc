@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "server/daemon/memory_setup.h"
+#include "tests/sanitizers.h"
 
 namespace galley {
 namespace {
@@ -71,13 +72,6 @@ TEST(CachePrefaulterTest, CommitsTheArenaUpToTheTargetAndStops) {
 }
 
 TEST(HeapTuningTest, ImageSizedBuffersAreReusedInsteadOfMappedAfresh) {
-#if defined(__SANITIZE_ADDRESS__)
-#define GALLEY_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GALLEY_TEST_UNDER_ASAN 1
-#endif
-#endif
 #ifdef GALLEY_TEST_UNDER_ASAN
   GTEST_SKIP() << "AddressSanitizer's allocator replaces glibc malloc, which this test is about";
 #endif
