@@ -5,6 +5,9 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <fstream>
+#include <string>
+#include <utility>
 
 #include "spdlog/spdlog.h"
 
@@ -17,6 +20,7 @@ namespace {
 constexpr int kMmapThreshold = 8 << 20;
 constexpr int kTrimThreshold = 64 << 20;
 constexpr uint64_t kPopulateStep = uint64_t{8} << 20;
+constexpr uint64_t kNodeReserveFloor = uint64_t{256} << 20;
 
 }  // namespace
 
@@ -33,8 +37,28 @@ void TuneHeapForImages() {
   }
 }
 
-CachePrefaulter::CachePrefaulter(cache::TieredCache* cache, std::chrono::milliseconds poll)
-    : cache_(cache), poll_(poll) {}
+NodeMemory ReadNodeMemory() {
+  NodeMemory memory;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib) {
+    std::getline(meminfo, unit);
+    if (key == "MemTotal:") memory.total_bytes = kib << 10;
+    if (key == "MemAvailable:") memory.available_bytes = kib << 10;
+  }
+  return memory;
+}
+
+bool CachePrefaulter::NodeCanSpare(const NodeMemory& memory, uint64_t step) {
+  const uint64_t reserve = std::max(memory.total_bytes / 8, kNodeReserveFloor);
+  return memory.available_bytes >= reserve + step;
+}
+
+CachePrefaulter::CachePrefaulter(cache::TieredCache* cache, std::chrono::milliseconds poll,
+                                 std::function<NodeMemory()> memory)
+    : cache_(cache), poll_(poll), memory_(std::move(memory)) {}
 
 CachePrefaulter::~CachePrefaulter() { Stop(); }
 
@@ -72,7 +96,17 @@ void CachePrefaulter::Run() {
     const uint64_t target = Target(cache_->Stats());
     const uint64_t populated = arena->Stats().populated_bytes;
     if (populated < target) {
-      auto done = arena->Populate(std::min(populated + kPopulateStep, target));
+      const uint64_t step = std::min(kPopulateStep, target - populated);
+      if (const NodeMemory memory = memory_(); !NodeCanSpare(memory, step)) {
+        spdlog::warn(
+            "cache prefault stopped at {} of {} MiB: the node has {} MiB available and keeps "
+            "{} MiB in reserve; the rest of the decoded tier is committed on first use "
+            "(is cache_bytes larger than this node can spare?)",
+            populated >> 20, target >> 20, memory.available_bytes >> 20,
+            std::max(memory.total_bytes / 8, kNodeReserveFloor) >> 20);
+        return;
+      }
+      auto done = arena->Populate(populated + step);
       if (!done.ok()) {
         spdlog::warn("{}; the decoded tier's pages are committed on first use instead",
                      done.status().message());

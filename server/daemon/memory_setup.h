@@ -24,13 +24,17 @@
 // misses write into memory that is already there. A job that comes sooner
 // loses nothing: the arena faults pages in on first use as the heap would.
 // Where the kernel lacks MADV_POPULATE_WRITE (before Linux 5.14) it logs that
-// once and stops.
+// once and stops. It never takes the node's memory below a reserve (an eighth
+// of it, at least 256 MiB, by /proc/meminfo's MemAvailable): a cache_bytes
+// larger than the node can spare is committed only as far as it can, and
+// logged, rather than starting the OOM killer.
 //
 // Thread-safety: CachePrefaulter's members may be called from any thread.
 #ifndef GALLEY_SERVER_DAEMON_MEMORY_SETUP_H_
 #define GALLEY_SERVER_DAEMON_MEMORY_SETUP_H_
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "galley/cache/tiered_cache.h"
@@ -40,12 +44,21 @@ namespace galley {
 
 void TuneHeapForImages();
 
+// The node's memory as /proc/meminfo gives it; zeros when it cannot be read.
+struct NodeMemory {
+  uint64_t total_bytes = 0;      // MemTotal
+  uint64_t available_bytes = 0;  // MemAvailable
+};
+NodeMemory ReadNodeMemory();
+
 class CachePrefaulter {
  public:
   // `cache` must have a decoded arena and outlive the prefaulter. `poll` is
   // how often a prefaulter that has caught up looks at the tiers again.
+  // `memory` reads the node's memory before each step (tests replace it).
   explicit CachePrefaulter(cache::TieredCache* cache,
-                           std::chrono::milliseconds poll = std::chrono::seconds(1));
+                           std::chrono::milliseconds poll = std::chrono::seconds(1),
+                           std::function<NodeMemory()> memory = ReadNodeMemory);
   ~CachePrefaulter();  // Stop()
   CachePrefaulter(const CachePrefaulter&) = delete;
   CachePrefaulter& operator=(const CachePrefaulter&) = delete;
@@ -55,12 +68,15 @@ class CachePrefaulter {
 
   // Bytes the decoded tier may take now: what the prefaulter commits up to.
   static uint64_t Target(const cache::CacheStats& stats);
+  // Whether committing `step` more bytes leaves the node its reserve.
+  static bool NodeCanSpare(const NodeMemory& memory, uint64_t step);
 
  private:
   void Run();
 
   cache::TieredCache* const cache_;
   const std::chrono::milliseconds poll_;
+  const std::function<NodeMemory()> memory_;
   Mutex mu_;
   CondVar wake_;
   bool stop_ GUARDED_BY(mu_) = false;

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -68,6 +70,34 @@ TEST(CachePrefaulterTest, CommitsTheArenaUpToTheTargetAndStops) {
   // Room the encoded tier gives up is committed next.
   ASSERT_TRUE(cache->encoded().Erase(cache::MakeKey(1, 1)));
   EXPECT_TRUE(WaitFor([&] { return populated() >= 48 * kMiB; })) << populated();
+  prefaulter.Stop();
+}
+
+TEST(CachePrefaulterTest, KeepsTheNodesReserve) {
+  constexpr uint64_t kGiB = 1024 * kMiB;
+  // The reserve is an eighth of the node, at least 256 MiB.
+  EXPECT_TRUE(CachePrefaulter::NodeCanSpare({64 * kGiB, 8 * kGiB + 8 * kMiB}, 8 * kMiB));
+  EXPECT_FALSE(CachePrefaulter::NodeCanSpare({64 * kGiB, 8 * kGiB + 7 * kMiB}, 8 * kMiB));
+  EXPECT_FALSE(CachePrefaulter::NodeCanSpare({kGiB, 260 * kMiB}, 8 * kMiB));
+  EXPECT_FALSE(CachePrefaulter::NodeCanSpare({}, 8 * kMiB)) << "unreadable: commit nothing";
+
+  // A 48 MiB cache on a node with 24 MiB above its reserve: the prefaulter
+  // commits the 24 MiB the node can spare, in 8 MiB steps, and stops.
+  cache::CacheOptions options;
+  options.cache_bytes = 48 * kMiB;
+  auto cache = cache::TieredCache::Create(options);
+  ASSERT_NE(cache, nullptr);
+  auto populated = [&] { return cache->decoded_arena()->Stats().populated_bytes; };
+  std::atomic<int> reads{0};
+  auto memory = [&] {
+    ++reads;
+    return NodeMemory{kGiB, 256 * kMiB + 24 * kMiB - populated()};
+  };
+  CachePrefaulter prefaulter(cache.get(), std::chrono::milliseconds(10), memory);
+  prefaulter.Start();
+  ASSERT_TRUE(WaitFor([&] { return reads >= 3; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(populated(), 24 * kMiB);
   prefaulter.Stop();
 }
 
