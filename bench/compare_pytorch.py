@@ -795,7 +795,8 @@ def parse_args():
     p.add_argument("--cache-bytes", type=int, default=None,
                    help="galleyd --cache-bytes outside the warm scenario (default: the daemon's)")
     p.add_argument("--galleyd-args", default="",
-                   help="more galleyd flags, space-separated (e.g. '--cache-prefault false')")
+                   help="more galleyd flags, space-separated; give them with '=' "
+                        "(e.g. --galleyd-args=--cache-prefault=false)")
     p.add_argument("--sides", default="galley,pytorch",
                    help="galley,pytorch and optionally ffcv (FFCV 1.0.2, see bench/README.md)")
     p.add_argument("--torch-workers", type=int, default=2)

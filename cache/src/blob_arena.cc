@@ -127,4 +127,20 @@ ArenaStats BlobArena::Stats() const {
   return stats;
 }
 
+std::shared_ptr<Blob> MakePixelBlob(BlobArena* arena, std::vector<uint8_t>&& pixels, uint32_t width,
+                                    uint32_t height, uint32_t channels) {
+  std::shared_ptr<Blob> blob;
+  if (arena != nullptr) blob = arena->Allocate(pixels.size());
+  if (blob != nullptr) {
+    std::memcpy(blob->arena_bytes.data(), pixels.data(), pixels.size());
+  } else {
+    blob = std::make_shared<Blob>();
+    blob->bytes = std::move(pixels);
+  }
+  blob->width = width;
+  blob->height = height;
+  blob->channels = channels;
+  return blob;
+}
+
 }  // namespace galley::cache

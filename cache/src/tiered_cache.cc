@@ -1,6 +1,5 @@
 #include "galley/cache/tiered_cache.h"
 
-#include <cstring>
 #include <utility>
 
 #include "galley/cache/eviction_policy.h"
@@ -59,18 +58,7 @@ TieredCache::TieredCache(const CacheOptions& options, std::shared_ptr<BlobArena>
 
 std::shared_ptr<Blob> TieredCache::MakeDecodedBlob(std::vector<uint8_t>&& pixels, uint32_t width,
                                                    uint32_t height, uint32_t channels) {
-  std::shared_ptr<Blob> blob;
-  if (decoded_arena_ != nullptr) blob = decoded_arena_->Allocate(pixels.size());
-  if (blob != nullptr) {
-    std::memcpy(blob->arena_bytes.data(), pixels.data(), pixels.size());
-  } else {
-    blob = std::make_shared<Blob>();
-    blob->bytes = std::move(pixels);
-  }
-  blob->width = width;
-  blob->height = height;
-  blob->channels = channels;
-  return blob;
+  return MakePixelBlob(decoded_arena_.get(), std::move(pixels), width, height, channels);
 }
 
 bool TieredCache::SetSplit(const Split& split) {

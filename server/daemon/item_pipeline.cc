@@ -365,16 +365,9 @@ void ItemPipeline::RunOne(ItemTask& task) {
     // The transforms are done with the pixels: they become the entry (in
     // the decoded tier's arena when it has room), which the local and the
     // remote tier may then share (it is immutable from here on).
-    const auto width = static_cast<uint32_t>(image.width);
-    const auto height = static_cast<uint32_t>(image.height);
-    if (cache_ != nullptr) {
-      decoded_to_offer = cache_->MakeDecodedBlob(std::move(image.pixels), width, height, 3);
-    } else {
-      decoded_to_offer->width = width;
-      decoded_to_offer->height = height;
-      decoded_to_offer->channels = 3;
-      decoded_to_offer->bytes = std::move(image.pixels);
-    }
+    decoded_to_offer = cache::MakePixelBlob(
+        cache_ != nullptr ? cache_->decoded_arena() : nullptr, std::move(image.pixels),
+        static_cast<uint32_t>(image.width), static_cast<uint32_t>(image.height), 3);
   }
   if (write_back != RemoteWrite::kNone) {
     WriteBack(task, write_back, decoded_to_offer, encoded_to_offer);

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "galley/cache/blob.h"
 #include "galley/mutex.h"
@@ -90,6 +91,12 @@ class BlobArena : public std::enable_shared_from_this<BlobArena> {
   Mutex populate_mu_ ACQUIRED_AFTER(mu_);
   std::atomic<uint64_t> populated_{0};  // written under populate_mu_
 };
+
+// Decoded pixels (width x height x channels, HWC) as a blob: copied into
+// `arena` when it is not null and has a free block that large (`pixels` then
+// stays with the caller, to be reused or freed), else moved into a heap blob.
+std::shared_ptr<Blob> MakePixelBlob(BlobArena* arena, std::vector<uint8_t>&& pixels, uint32_t width,
+                                    uint32_t height, uint32_t channels);
 
 }  // namespace galley::cache
 
