@@ -5,7 +5,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <fstream>
 #include <string>
 #include <utility>
 
@@ -35,20 +34,6 @@ void TuneHeapForImages() {
   if (!mmap_set || !trim_set) {
     spdlog::debug("malloc did not take galleyd's thresholds; image buffers use its defaults");
   }
-}
-
-NodeMemory ReadNodeMemory() {
-  NodeMemory memory;
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib) {
-    std::getline(meminfo, unit);
-    if (key == "MemTotal:") memory.total_bytes = kib << 10;
-    if (key == "MemAvailable:") memory.available_bytes = kib << 10;
-  }
-  return memory;
 }
 
 bool CachePrefaulter::NodeCanSpare(const NodeMemory& memory, uint64_t step) {

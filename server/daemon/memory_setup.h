@@ -24,10 +24,11 @@
 // misses write into memory that is already there. A job that comes sooner
 // loses nothing: the arena faults pages in on first use as the heap would.
 // Where the kernel lacks MADV_POPULATE_WRITE (before Linux 5.14) it logs that
-// once and stops. It never takes the node's memory below a reserve (an eighth
-// of it, at least 256 MiB, by /proc/meminfo's MemAvailable): a cache_bytes
-// larger than the node can spare is committed only as far as it can, and
-// logged, rather than starting the OOM killer.
+// once and stops. It never takes the node's memory below a reserve (an
+// eighth of it, at least 256 MiB, as ReadNodeMemory sees it, so that a
+// container's memory limit counts): a cache_bytes larger than the node can
+// spare is committed only as far as it can, and logged, rather than
+// starting the OOM killer.
 //
 // Thread-safety: CachePrefaulter's members may be called from any thread.
 #ifndef GALLEY_SERVER_DAEMON_MEMORY_SETUP_H_
@@ -39,26 +40,20 @@
 
 #include "galley/cache/tiered_cache.h"
 #include "galley/mutex.h"
+#include "server/daemon/node_probe.h"
 
 namespace galley {
 
 void TuneHeapForImages();
-
-// The node's memory as /proc/meminfo gives it; zeros when it cannot be read.
-struct NodeMemory {
-  uint64_t total_bytes = 0;      // MemTotal
-  uint64_t available_bytes = 0;  // MemAvailable
-};
-NodeMemory ReadNodeMemory();
 
 class CachePrefaulter {
  public:
   // `cache` must have a decoded arena and outlive the prefaulter. `poll` is
   // how often a prefaulter that has caught up looks at the tiers again.
   // `memory` reads the node's memory before each step (tests replace it).
-  explicit CachePrefaulter(cache::TieredCache* cache,
-                           std::chrono::milliseconds poll = std::chrono::seconds(1),
-                           std::function<NodeMemory()> memory = ReadNodeMemory);
+  explicit CachePrefaulter(
+      cache::TieredCache* cache, std::chrono::milliseconds poll = std::chrono::seconds(1),
+      std::function<NodeMemory()> memory = [] { return ReadNodeMemory(); });
   ~CachePrefaulter();  // Stop()
   CachePrefaulter(const CachePrefaulter&) = delete;
   CachePrefaulter& operator=(const CachePrefaulter&) = delete;

@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -97,18 +99,42 @@ double MemoryCopyBytesPerSecond() {
   return seconds > 0 ? kRounds * double(kBytes) / seconds : 0;
 }
 
-// The CPU quota of this process's cgroup (v2) in cores, rounded up; 0 when
-// there is none or it cannot be read.
-unsigned CgroupCpuQuota() {
-  std::ifstream membership("/proc/self/cgroup");
+// This process's cgroup (v2) and its ancestors, innermost first, as paths
+// under the cgroup root ("/a/b", "/a", "/"); empty when /proc says nothing.
+std::vector<std::string> CgroupAncestors(const std::filesystem::path& proc) {
+  std::ifstream membership(proc / "self/cgroup");
   std::string line, path;
   while (std::getline(membership, line)) {
     if (line.rfind("0::", 0) == 0) path = line.substr(3);
   }
-  if (path.empty()) return 0;
-  // Limits nest: the tightest quota on the way up from this cgroup binds.
-  unsigned tightest = 0;
+  std::vector<std::string> out;
+  if (path.empty()) return out;
   for (;;) {
+    out.push_back(path);
+    if (path == "/") break;
+    const size_t slash = path.find_last_of('/');
+    path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+  }
+  return out;
+}
+
+// A cgroup file holding one number, or "max"; nullopt for "max" or nothing.
+std::optional<uint64_t> CgroupNumber(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::string text;
+  if (!(in >> text) || text == "max") return std::nullopt;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0') return std::nullopt;
+  return value;
+}
+
+// The CPU quota of this process's cgroup (v2) in cores, rounded up; 0 when
+// there is none or it cannot be read. Limits nest: the tightest quota on the
+// way up from this cgroup binds.
+unsigned CgroupCpuQuota() {
+  unsigned tightest = 0;
+  for (const std::string& path : CgroupAncestors("/proc")) {
     std::ifstream max_file("/sys/fs/cgroup" + path + "/cpu.max");
     std::string quota;
     uint64_t period = 0;
@@ -120,9 +146,6 @@ unsigned CgroupCpuQuota() {
         tightest = tightest == 0 ? cores : std::min(tightest, cores);
       }
     }
-    if (path == "/" || path.empty()) break;
-    const size_t slash = path.find_last_of('/');
-    path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
   }
   return tightest;
 }
@@ -138,6 +161,30 @@ unsigned UsableCores() {
   const unsigned quota = CgroupCpuQuota();
   if (quota != 0) cores = std::min(cores, quota);
   return std::max(1u, cores);
+}
+
+NodeMemory ReadNodeMemory(const std::filesystem::path& proc,
+                          const std::filesystem::path& cgroup_root) {
+  NodeMemory memory;
+  std::ifstream meminfo(proc / "meminfo");
+  std::string key, unit;
+  uint64_t kib = 0;
+  while (meminfo >> key >> kib) {
+    std::getline(meminfo, unit);
+    if (key == "MemTotal:") memory.total_bytes = kib << 10;
+    if (key == "MemAvailable:") memory.available_bytes = kib << 10;
+  }
+  // A cgroup's memory.max bounds what this process may hold, and what it
+  // may still take is memory.max less memory.current, at every level.
+  for (const std::string& path : CgroupAncestors(proc)) {
+    const std::filesystem::path dir = cgroup_root.string() + path;
+    const std::optional<uint64_t> max = CgroupNumber(dir / "memory.max");
+    if (!max) continue;
+    const uint64_t current = CgroupNumber(dir / "memory.current").value_or(0);
+    memory.total_bytes = std::min(memory.total_bytes, *max);
+    memory.available_bytes = std::min(memory.available_bytes, *max > current ? *max - current : 0);
+  }
+  return memory;
 }
 
 Result<NodeMeasurements> MeasureNode(std::chrono::duration<double> budget) {

@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include "galley/status.h"
@@ -67,6 +68,18 @@ Result<NodeMeasurements> MeasureNode(
 // worker threads: one per core the node offers this process, not one per
 // core the machine has.
 unsigned UsableCores();
+
+// The memory this process may still take, from /proc/meminfo (MemTotal,
+// MemAvailable), each bounded by the memory.max of this process's cgroup v2
+// and its ancestors (available: memory.max less memory.current, so a
+// container's limit binds, not the host's free memory). Zeros when meminfo
+// cannot be read. The paths are parameters for tests.
+struct NodeMemory {
+  uint64_t total_bytes = 0;
+  uint64_t available_bytes = 0;
+};
+NodeMemory ReadNodeMemory(const std::filesystem::path& proc = "/proc",
+                          const std::filesystem::path& cgroup_root = "/sys/fs/cgroup");
 
 // Items/s one core augments with `pipeline` (the decoded synthetic image of
 // MeasureNode, successive item ids), within about `budget`: the planner's

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -313,6 +314,32 @@ TEST(NodeProbeTest, UsableCoresFollowsTheAffinityMask) {
     if (sched_setaffinity(0, sizeof(one), &one) == 0) pinned = UsableCores();
   }).join();
   EXPECT_EQ(pinned, 1u);
+}
+
+// ReadNodeMemory over a made-up /proc and cgroup tree: meminfo's figures,
+// bounded by the tightest memory.max (less memory.current) on the way up.
+TEST(NodeProbeTest, NodeMemoryIsBoundedByTheCgroupsMemoryLimits) {
+  const fs::path root = fs::temp_directory_path() / ("galley-meminfo-" + std::to_string(getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "proc/self");
+  fs::create_directories(root / "cgroup/jobs/galleyd");
+  std::ofstream(root / "proc/meminfo") << "MemTotal:       16777216 kB\n"
+                                          "MemFree:         1000000 kB\n"
+                                          "MemAvailable:    8388608 kB\n";
+  const NodeMemory host = ReadNodeMemory(root / "proc", root / "cgroup");
+  EXPECT_EQ(host.total_bytes, uint64_t{16} << 30);
+  EXPECT_EQ(host.available_bytes, uint64_t{8} << 30);
+
+  std::ofstream(root / "proc/self/cgroup") << "0::/jobs/galleyd\n";
+  std::ofstream(root / "cgroup/jobs/galleyd/memory.max") << "max\n";
+  std::ofstream(root / "cgroup/jobs/memory.max") << (uint64_t{4} << 30) << "\n";
+  std::ofstream(root / "cgroup/jobs/memory.current") << (uint64_t{3} << 30) << "\n";
+  const NodeMemory limited = ReadNodeMemory(root / "proc", root / "cgroup");
+  EXPECT_EQ(limited.total_bytes, uint64_t{4} << 30);
+  EXPECT_EQ(limited.available_bytes, uint64_t{1} << 30);
+
+  EXPECT_EQ(ReadNodeMemory(root / "nowhere", root / "cgroup").total_bytes, 0u);
+  fs::remove_all(root);
 }
 
 }  // namespace
