@@ -2,7 +2,9 @@
 //
 // Creates the segment as an anonymous memfd (nothing in /dev/shm to leak),
 // reserves its memory (posix_fallocate: a full tmpfs is an error here, not a
-// SIGBUS later), seals its size (F_SEAL_SHRINK | F_SEAL_GROW, so a client
+// SIGBUS later), clears and maps its pages before the job's first batch
+// (MADV_POPULATE_WRITE, so no page fault lands in the pipeline's writes of
+// samples), seals its size (F_SEAL_SHRINK | F_SEAL_GROW, so a client
 // holding the descriptor cannot truncate the daemon's mapping) and maps it.
 // Publication is signalled through an eventfd in semaphore mode, never
 // through anything in the segment: the client can write every byte of the
