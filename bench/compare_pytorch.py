@@ -587,7 +587,9 @@ def run_side(side, name, args, ctx):
             result["fraction_of_limit"] = s["images_per_s"] / model["limit_images_per_s"]
         if args.verbose:
             import galley
-            print(json.dumps(galley.query("status", socket=socket), indent=1), file=sys.stderr)
+            for what in ("status", "cache", "plan"):
+                print(json.dumps({what: galley.query(what, socket=socket)}, indent=1),
+                      file=sys.stderr)
     finally:
         if daemon is not None:
             stop_daemon(daemon)
