@@ -180,11 +180,14 @@ def run_job(spec, barrier, results, parent_pid):
         # default, a thread per core of the machine, would have N job
         # processes spin N times as many threads as the cores they share.
         torch.set_num_threads(1)
+        # Built before the release: importing torchvision takes a few tenths
+        # of a second, with jitter between processes, and would otherwise
+        # stagger the galley jobs' starts (the PyTorch side imports it above).
+        recipe = imagenet_recipe() if spec.get("recipe") else None
         barrier.wait(timeout=spec["barrier_timeout"])
         t_released = time.monotonic()
         time.sleep(spec["delay"])
 
-        recipe = imagenet_recipe() if spec.get("recipe") else None
         if spec["side"] == "galley":
             loader = galley.DataLoader(
                 spec["dataset"], batch_size=spec["batch_size"], shuffle=True,
