@@ -432,12 +432,8 @@ int Run(int argc, char** argv) {
   scheduler_options.gate.peer_stall = std::chrono::milliseconds(options->peer_stall_ms);
   Scheduler scheduler(scheduler_options, &pipeline, cache.get(), planner.get());
   ControlServer server(*options, &scheduler, &pipeline, planner.get());
-  if (Status s = server.Start(); !s.ok()) {
-    spdlog::error("cannot start: {}", s.ToString());
-    return 1;
-  }
-  scheduler.Start();
-  ReportReady(ready_fd);
+  // The metrics endpoint listens before the control socket does: once a job
+  // can connect, and once galleyd reports itself ready, a scrape answers too.
   std::unique_ptr<MetricsServer> metrics;
   if (options->metrics_port != 0) {
     metrics =
@@ -448,6 +444,12 @@ int Run(int argc, char** argv) {
       return 1;
     }
   }
+  if (Status s = server.Start(); !s.ok()) {
+    spdlog::error("cannot start: {}", s.ToString());
+    return 1;
+  }
+  scheduler.Start();
+  ReportReady(ready_fd);
   spdlog::info("ready: {} pipeline threads, cache {} bytes ({} eviction), default policy {}{}",
                pipeline.threads(), options->cache_bytes,
                cache != nullptr ? options->cache_eviction : "no", options->default_policy,
