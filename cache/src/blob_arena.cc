@@ -12,10 +12,7 @@
 #include <utility>
 
 #include "galley/errno_text.h"
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14 (include/uapi/asm-generic/mman-common.h)
-#endif
+#include "galley/populate.h"
 
 namespace galley::cache {
 namespace {
@@ -106,8 +103,7 @@ Result<uint64_t> BlobArena::Populate(uint64_t bytes) {
       std::min((std::min(bytes, capacity_) + page - 1) / page * page, capacity_ / page * page);
   const uint64_t from = populated_.load(std::memory_order_relaxed);
   if (target <= from) return from;
-  if (::madvise(base_ + from, target - from, MADV_POPULATE_WRITE) != 0) {
-    const int err = errno;
+  if (const int err = PopulateWrite(base_ + from, target - from); err != 0) {
     return Status::Unavailable(
         "cannot commit the cache arena's memory ahead of use: " + ErrnoText(err) +
         (err == EINVAL ? " (MADV_POPULATE_WRITE needs Linux 5.14)" : ""));

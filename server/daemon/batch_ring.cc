@@ -12,10 +12,7 @@
 #include <new>
 
 #include "galley/errno_text.h"
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14 (include/uapi/asm-generic/mman-common.h)
-#endif
+#include "galley/populate.h"
 
 namespace galley {
 namespace {
@@ -64,7 +61,7 @@ Result<std::unique_ptr<BatchRing>> BatchRing::Create(const wire::SegmentGeometry
   // batches (about 2.5 us a page, and several times that where a virtual
   // machine's memory is touched for the first time). Before Linux 5.14
   // the pages fault in as they are written.
-  (void)::madvise(base, geometry.segment_bytes, MADV_POPULATE_WRITE);
+  (void)PopulateWrite(base, geometry.segment_bytes);
   new (base) wire::SegmentHeader{
       .magic = wire::kSegmentMagic,
       .layout_version = wire::kSegmentLayoutVersion,
