@@ -103,7 +103,22 @@ inline std::vector<std::vector<uint8_t>> RunPythonReference(const std::string& p
   }
   std::ofstream(work / "cases.json") << cases.dump();
   std::ofstream(work / "reference.py") << script;
-  const std::string command = python + " " + (work / "reference.py").string() + " " + work.string();
+  // torch builds an affine grid with a BLAS matrix product, and OpenBLAS
+  // picks its kernel by CPU model: on a CPU it does not recognise (a
+  // virtual "Intel Xeon Processor") it falls back to Prescott kernels
+  // without fused multiply-add, and torchvision's warps then move a few
+  // values by one level. Where the CPU has AVX2 and FMA, the reference runs
+  // the kernels OpenBLAS gives every such CPU it knows (Haswell, Zen and
+  // SkylakeX agree bit for bit), unless the caller chose a core type.
+  std::string environment;
+#if defined(__x86_64__)
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma")) {
+    environment = "OPENBLAS_CORETYPE=Haswell ";
+  }
+#endif
+  const std::string command =
+      environment + python + " " + (work / "reference.py").string() + " " + work.string();
   std::vector<std::vector<uint8_t>> outputs;
   const int status = std::system(command.c_str());
   EXPECT_EQ(status, 0) << command;
