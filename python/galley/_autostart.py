@@ -229,6 +229,9 @@ def start_private_daemon(user_socket):
         if not re.search(r"^\s*cache_bytes\s*=", configured, re.M):
             args += ["--cache-bytes", str(default_cache_bytes())]
         log = folder / "galleyd.log"
+        # The log file takes galleyd's log once it runs; what it prints before
+        # (a bad config) reaches the same file through stdout and stderr.
+        args += ["--log-file", str(log)]
         for attempt in range(2):
             with open(log, "ab") as out:
                 started = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=out, stderr=out,

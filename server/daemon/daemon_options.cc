@@ -340,6 +340,13 @@ std::string GroupProblem(const std::string& text) {
   return Got(text) + ", a group this node does not have";
 }
 
+// The log file must be named absolutely, so that where it lands does not
+// depend on the directory galleyd happened to be started from.
+std::string LogFileProblem(const std::string& text) {
+  if (text.empty() || text.front() == '/') return "";
+  return Got(text) + ", which is not an absolute path";
+}
+
 // "HOST:PORT" with HOST an IPv4 address, [IPv6] or localhost.
 std::string ParseAddress(const std::string& text, std::string* host, uint16_t* port) {
   const size_t colon = text.rfind(':');
@@ -629,6 +636,9 @@ const std::vector<Key>& Keys() {
                         "the name of a group on this node, or \"\" for none", GroupProblem));
     k.push_back(ChoiceKey("log_level", "--log-level", "trace|debug|info|warn|error|critical|off",
                           &DaemonOptions::log_level, LogLevels(), true));
+    k.push_back(TextKey(
+        "log_file", "--log-file", "append galleyd's log (its stdout and stderr) to this file",
+        &DaemonOptions::log_file, "an absolute path, or \"\" for stderr", LogFileProblem));
     {
       Key owner = Named("owner_only", "--owner-only",
                         "serve only connections from the uid galleyd runs as (a personal daemon)",

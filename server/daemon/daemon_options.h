@@ -170,6 +170,12 @@ struct DaemonOptions {
   // trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
 
+  // Append the log, and anything else galleyd writes to stdout or stderr, to
+  // this file (opened before anything is logged, mode 0640, created if
+  // missing) instead of the caller's stderr. Default "" (stderr; journald
+  // under systemd).
+  std::string log_file;
+
   // A personal daemon: refuse every connection whose peer (SO_PEERCRED) is
   // not the uid galleyd runs as. The daemon a job starts for its user on
   // first use runs this way. Default off (a node-wide service).
@@ -181,7 +187,12 @@ struct DaemonOptions {
 
   // Start in the background: galleyd forks twice (a new session, parent
   // init), and the command returns only once the socket is served (exit 0)
-  // or startup failed (exit 1). stdout/stderr stay where the caller put them.
+  // or startup failed (exit 1). The detached process keeps none of the
+  // caller's descriptors: once it serves, a stdout or stderr that is not a
+  // regular file (a pipe, a terminal) is replaced by /dev/null, so a caller
+  // that reads them to the end (`galleyd --detach | cat`,
+  // `subprocess.run(..., capture_output=True)`) returns. Use log_file to keep
+  // the log.
   bool detach = false;
 };
 

@@ -1,10 +1,12 @@
 // galleyd: the per-node daemon. See README.md and docs/operations.md.
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -150,11 +152,51 @@ void Reload(int argc, char** argv, galley::DaemonOptions* running, galley::Contr
   (void)NotifyServiceManager(ReadyMessage("serving"));
 }
 
+// --log-file: stdout and stderr both append to the file from here on, so
+// that what galleyd and its libraries print lands beside the log lines.
+bool RedirectOutput(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    std::fprintf(stderr, "galleyd: log_file %s: %s\n", path.c_str(),
+                 galley::ErrnoText(errno).c_str());
+    return false;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::dup2(fd, STDOUT_FILENO);
+  ::dup2(fd, STDERR_FILENO);
+  ::close(fd);
+  return true;
+}
+
+// Closes every descriptor above stderr but keep: a detached daemon must not
+// hold what its caller happened to leave open (a pipe the caller reads to
+// the end, a lock, a socket). /proc/self/fd rather than close_range(2),
+// which older C libraries do not declare.
+void CloseInheritedDescriptors(int keep) {
+  DIR* listing = ::opendir("/proc/self/fd");
+  if (listing == nullptr) return;
+  std::vector<int> inherited;
+  while (const dirent* entry = ::readdir(listing)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0') continue;
+    if (fd > STDERR_FILENO && fd != keep && fd != ::dirfd(listing)) {
+      inherited.push_back(static_cast<int>(fd));
+    }
+  }
+  ::closedir(listing);
+  for (int fd : inherited) ::close(fd);
+}
+
 // --detach: forks into a new session and a grandchild whose parent is init,
 // before any thread exists. The original process waits on a pipe and exits 0
-// when the grandchild reports that it serves the socket, 1 if it dies first.
-// Returns the pipe's write end in the grandchild (-1 without --detach).
-int Detach() {
+// when the grandchild reports that it serves the socket, 1 if it dies first
+// (naming the log file, where the reason went with --log-file). The grandchild keeps
+// stdin as /dev/null and no other descriptor of the caller's; its stdout and
+// stderr are released by ReportReady. Returns the pipe's write end in the
+// grandchild (-1 without --detach).
+int Detach(const std::string& log_file) {
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) {
     std::perror("galleyd: pipe");
@@ -174,7 +216,11 @@ int Detach() {
     do {
       n = ::read(ready[0], &byte, 1);
     } while (n < 0 && errno == EINTR);
-    std::_Exit(n == 1 && byte == 'R' ? 0 : 1);
+    const bool served = n == 1 && byte == 'R';
+    if (!served && !log_file.empty()) {
+      std::fprintf(stderr, "galleyd: could not start; its log is %s\n", log_file.c_str());
+    }
+    std::_Exit(served ? 0 : 1);
   }
   ::close(ready[0]);
   ::setsid();
@@ -185,14 +231,30 @@ int Detach() {
     ::dup2(null_fd, STDIN_FILENO);
     ::close(null_fd);
   }
+  CloseInheritedDescriptors(ready[1]);
   return ready[1];
 }
 
+// Tells the waiting caller of --detach that the socket is served, then lets
+// go of the caller's stdout and stderr: one that is a regular file (a log
+// the caller chose) is kept, anything else (a pipe, a terminal, a socket)
+// becomes /dev/null, so whoever reads it sees its end.
 void ReportReady(int ready_fd) {
   if (ready_fd < 0) return;
   const char byte = 'R';
   (void)!::write(ready_fd, &byte, 1);
   ::close(ready_fd);
+  const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null_fd < 0) return;
+  for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    struct stat info {};
+    if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+      if (fd == STDOUT_FILENO) std::fflush(stdout);
+      if (fd == STDERR_FILENO) std::fflush(stderr);
+      ::dup2(null_fd, fd);
+    }
+  }
+  ::close(null_fd);
 }
 
 // The remote cache tier galleyd is configured with (none without servers),
@@ -294,8 +356,10 @@ int Run(int argc, char** argv) {
   // What the daemon runs with; SIGHUP updates its reloadable keys.
   DaemonOptions running = loaded->options;
   const DaemonOptions* options = &running;
-  const int ready_fd = options->detach ? Detach() : -1;
-  // Logs go to stderr (journald under systemd), leaving stdout free.
+  const int ready_fd = options->detach ? Detach(options->log_file) : -1;
+  if (!options->log_file.empty() && !RedirectOutput(options->log_file)) return 1;
+  // Logs go to stderr (journald under systemd; the log file with --log-file),
+  // leaving stdout free.
   spdlog::set_default_logger(spdlog::stderr_color_mt("galleyd"));
   spdlog::set_level(spdlog::level::from_str(options->log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ galleyd: %v");

@@ -178,6 +178,7 @@ TEST_F(ConfigTest, CheckConfigPrintsEveryKeyItsValueAndWhereItCameFrom) {
                           "metrics_address",
                           "metrics_port",
                           "log_level",
+                          "log_file",
                           "owner_only",
                           "idle_exit_seconds"}) {
     EXPECT_NE(Entry(run.out, key), "") << key;
