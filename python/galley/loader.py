@@ -96,10 +96,33 @@ def _node_layout(local_world_size: Optional[int], rank: int, world_size: int) ->
     return local
 
 
+# The first bytes of the image formats galleyd decodes (a dataset given as
+# one of them is a mistake worth naming).
+_IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"BM")
+
+
+def _refuse_image_file(path: str) -> None:
+    """A single image is not a dataset: say what galley reads instead."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError:
+        return  # a folder, or unreadable: galleyd's own checks report it
+    if head.startswith(_IMAGE_MAGIC) or (head[:4] == b"RIFF" and head[8:12] == b"WEBP"):
+        raise ValueError(
+            f"{path} is an image file, not a dataset. galley reads a folder of class folders "
+            f"(torchvision's ImageFolder layout), a manifest file (one 'relative/path<TAB>label' "
+            f"per line) or tar shards (docs/datasets.md); put the image in a folder of its "
+            f"class and pass the folder's parent")
+
+
 def _dataset_root(dataset: Any) -> Tuple[str, Any]:
     """The dataset's root as an absolute path, and a torchvision dataset's transform."""
     if isinstance(dataset, (str, bytes, os.PathLike)):
-        return os.path.abspath(os.fsdecode(os.fspath(dataset))), None
+        path = os.path.abspath(os.fsdecode(os.fspath(dataset)))
+        if os.path.isfile(path):
+            _refuse_image_file(path)
+        return path, None
     root = getattr(dataset, "root", None)
     try:
         from torchvision.datasets import DatasetFolder
@@ -247,6 +270,10 @@ class DataLoader:
                  image_key: Optional[str] = None, label_key: Optional[str] = "cls") -> None:
         if on_error not in ("skip", "raise"):
             raise ValueError('on_error must be "skip" or "raise"')
+        if batch_size is None:
+            raise ValueError("batch_size=None (torch's unbatched mode, one sample at a time) is "
+                             "not supported: galleyd prepares whole batches. Use batch_size=1 "
+                             "and take images[0], labels[0]")
         if int(batch_size) < 1:
             raise ValueError("batch_size must be at least 1")
         if not 0.0 <= float(ods_fraction) <= 1.0:

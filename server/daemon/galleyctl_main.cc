@@ -107,6 +107,18 @@ int Stop(const std::string& socket_path) {
   return 0;
 }
 
+// After "no galleyd answers": where daemons come from, since galleyctl only
+// talks to one.
+void PrintHowToStart(const galley::ClientOptions& options) {
+  std::fprintf(stderr,
+               "galleyctl: no galleyd serves %s. A Python job (galley.DataLoader) starts a "
+               "personal galleyd for you on first use (docs/autostart.md); to start one by hand:\n"
+               "  galleyd --socket %s --owner-only --detach\n"
+               "or ask your admin for the node's service (docs/install.md). galleyctl --socket "
+               "PATH (or GALLEY_SOCKET) talks to a galleyd elsewhere.\n",
+               options.socket_path.c_str(), galley::UserSocketPath().c_str());
+}
+
 int Run(int argc, char** argv) {
   CLI::App app{"galleyctl: inspect a running galleyd"};
   galley::ClientOptions options;
@@ -138,6 +150,7 @@ int Run(int argc, char** argv) {
   auto client = galley::Client::Connect(options);
   if (!client.ok()) {
     std::fprintf(stderr, "galleyctl: %s\n", client.status().ToString().c_str());
+    if (client.status().code() == galley::StatusCode::kUnavailable) PrintHowToStart(options);
     return 1;
   }
   if (takes_argument || what == "drain") {

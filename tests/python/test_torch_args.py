@@ -4,6 +4,7 @@ warning where it means nothing here. torchvision ImageFolder objects and
 relative dataset paths."""
 
 import os
+import pathlib
 import warnings
 
 import numpy as np
@@ -48,6 +49,7 @@ def test_meaningless_arguments_warn_once(daemon, folder, kwargs, name):
     (dict(prefetch=2, prefetch_factor=2), "not both"),
     (dict(timeout=-1), "non-negative"),
     (dict(world_size=2), "rank="),
+    (dict(batch_size=None), "unbatched mode.*batch_size=1"),
 ])
 def test_unsupported_arguments_are_refused_at_construction(daemon, folder, kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -129,3 +131,9 @@ def test_transform_none_gives_native_size_or_a_clear_error(daemon, workdir):
         for _ in loader:
             pass
     loader.close()
+
+
+def test_an_image_file_as_the_dataset_says_what_galley_reads(daemon, folder):
+    image = next(p for p in sorted(pathlib.Path(folder).rglob("*.jpg")))
+    with pytest.raises(ValueError, match=r"is an image file, not a dataset.*ImageFolder layout"):
+        galley.DataLoader(str(image), transform=FIXED, socket=daemon.socket)
