@@ -124,11 +124,16 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
           " plus the batch in hand); a batch's slot is returned when its tensors are freed, so "
           "copy batches you keep (tensor.clone()) or raise prefetch");
     }
-    // Drain, then scan, then wait: the daemon stores a slot's state before
-    // it sends the wake-up, so a slot this scan misses sends its wake-up
-    // after the drain, and the wait returns for it.
-    const bool daemon_end_open = wakeup_.Drain();
+    // A batch already published is taken without a system call. Failing
+    // that: drain, scan again, then wait. The daemon stores a slot's state
+    // before it sends the wake-up, so a slot the second scan misses sends
+    // its wake-up after the drain, and the wait returns for it.
+    bool daemon_end_open = true;
     auto found = FindNextReady();
+    if (found.ok() && !found->has_value()) {
+      daemon_end_open = wakeup_.Drain();
+      found = FindNextReady();
+    }
     if (!found.ok()) {
       terminal_ = found.status();
       return terminal_;
