@@ -496,8 +496,7 @@ std::string ErrorText(const wire::Frame& frame) {
 
 // What a forked attacker reports to the test, in memory both share.
 struct AttackLog {
-  std::atomic<int> stage{0};  // 1: attacking; -1: its set-up failed (see `failure`)
-  std::atomic<bool> stop{false};
+  std::atomic<int> stage{0};                // 1: attacking; -1: its set-up failed (see `failure`)
   std::atomic<uint64_t> rounds{0};          // slots freed + SlotReleased, repeated
   std::atomic<uint64_t> publishes_seen{0};  // Ready slots it found (and freed)
   std::atomic<int> send_errno{0};           // what sending 2^64-2 into its socket gave
@@ -507,8 +506,8 @@ struct AttackLog {
 // The attack on the old eventfd, turned on the wake-up socket by a client
 // of uid `uid`: it makes its descriptor blocking, shrinks its buffer, tries
 // to write the eventfd's maximum into it and never reads it; then, until
-// told to stop, marks every slot free and sends SlotReleased. Runs in the
-// forked child; never returns.
+// galleyd hangs up or the test kills it, marks every slot free and sends
+// SlotReleased. Runs in the forked child; never returns.
 [[noreturn]] void AttackWakeups(const std::string& socket, const std::string& open_job_body,
                                 uid_t uid, AttackLog* log) {
   auto fail = [log](const std::string& why) {
@@ -546,7 +545,7 @@ struct AttackLog {
   }
   if (!connection.SendFrame(wire::MessageType::kConsumerReady, 0, "").ok()) fail("send");
   log->stage = 1;
-  while (!log->stop.load()) {
+  while (true) {
     (void)::fcntl(wakeup, F_SETFL, ::fcntl(wakeup, F_GETFL) & ~O_NONBLOCK);
     for (uint32_t i = 0; i < geometry->slot_count; ++i) {
       auto& state = wire::SlotAt(base, *geometry, i)->state;
@@ -582,6 +581,16 @@ TEST_F(HostilePeerTest, AClientTurningItsWakeupSocketAgainstGalleydStopsNoOtherJ
   const pid_t attacker = ::fork();
   ASSERT_GE(attacker, 0);
   if (attacker == 0) AttackWakeups(daemon_->socket(), body, attacker_uid, log);
+  // However the test ends, the attacker ends with it.
+  struct Reaper {
+    pid_t pid;
+    void* shared;
+    ~Reaper() {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      ::munmap(shared, sizeof(AttackLog));
+    }
+  } reaper{attacker, shared};
   const auto give_up = std::chrono::steady_clock::now() + 60s;  // bounds a hang only
   while (log->stage.load() == 0 && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(10ms);
@@ -637,11 +646,6 @@ TEST_F(HostilePeerTest, AClientTurningItsWakeupSocketAgainstGalleydStopsNoOtherJ
   RecordProperty("sigterm_exit_ms", static_cast<int>(took_ms));
   RecordProperty("honest_batches", static_cast<int>(honest_batches));
   EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
-
-  log->stop = true;
-  int status = 0;
-  ASSERT_EQ(::waitpid(attacker, &status, 0), attacker);
-  ::munmap(shared, sizeof(AttackLog));
 }
 
 }  // namespace
