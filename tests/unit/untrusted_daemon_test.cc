@@ -245,7 +245,9 @@ TEST(UntrustedDaemon, ASegmentNotSealedAgainstShrinkingIsRefused) {
       {"memfd without seals", [] { return MakeSegment(true, 0); }},
       {"memfd sealed against growing only", [] { return MakeSegment(true, F_SEAL_GROW); }},
   };
-  for (const auto& [what, make] : segments) {
+  for (const auto& segment : segments) {
+    const std::string& what = segment.first;
+    const auto& make = segment.second;
     FakeDaemon daemon([&make] {
       auto [daemon_end, client_end] = MakeWakeupPair();
       return Descriptors{make(), std::move(client_end)};
