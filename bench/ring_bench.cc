@@ -1,7 +1,7 @@
 // Batch hand-off through the shared-memory ring: the daemon publishes a
 // filled slot, the client takes it as a Batch and releases it. This is the
-// whole per-batch cost of the data plane (no copy of the tensor): a semaphore
-// post and wait, two atomic state changes, and one SlotReleased frame.
+// whole per-batch cost of the data plane (no copy of the tensor): a wake-up
+// sent and drained, two atomic state changes, and one SlotReleased frame.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -30,12 +30,14 @@ RingPair MakeRingPair(uint32_t batch) {
   ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds);
   pair.daemon_end.Reset(fds[0]);
   auto region = wire::MappedRegion::Map(pair.ring->segment_fd(), geometry.segment_bytes).value();
-  UniqueFd ready(::fcntl(pair.ring->ready_fd(), F_DUPFD_CLOEXEC, 0));
+  auto wakeup = wire::WakeupReceiver::Adopt(
+                    UniqueFd(::fcntl(pair.ring->client_wakeup_fd(), F_DUPFD_CLOEXEC, 0)))
+                    .value();
   JobInfo info;
   info.sample_shape = {3, 224, 224};
   info.slots = 4;
   pair.channel = std::make_shared<internal::JobChannel>(new wire::Connection(UniqueFd(fds[1])),
-                                                        info, std::move(region), std::move(ready),
+                                                        info, std::move(region), std::move(wakeup),
                                                         geometry, std::chrono::milliseconds(1000));
   // Fill every slot's tensor once so pages are resident, as in steady state.
   for (uint32_t i = 0; i < 4; ++i) {

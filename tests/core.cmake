@@ -1,5 +1,7 @@
 # Wire protocol, client and daemon tests.
 galley_add_test(protocol_test SOURCES unit/protocol_test.cc LIBS galley_client)
+# The client against a fake daemon that passes crafted descriptors.
+galley_add_test(untrusted_daemon_test SOURCES unit/untrusted_daemon_test.cc LIBS galley_client)
 
 galley_add_test(galleyd_test
   SOURCES integration/galleyd_test.cc integration/hostile_peer_test.cc

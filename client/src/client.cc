@@ -117,7 +117,8 @@ Result<Job> Client::OpenJob(const JobSpec& spec) const {
                             wire::MessageType::kJobOpened, &frame, &connection));
   GALLEY_ASSIGN_OR_RETURN(JobInfo info, wire::JobInfoFromJson(reply));
   if (!frame.passed_fd.valid() || !frame.second_fd.valid()) {
-    return Status::ProtocolError("JobOpened arrived without the segment and eventfd descriptors");
+    return Status::ProtocolError(
+        "JobOpened arrived without the segment and wake-up socket descriptors");
   }
   const uint64_t sample_bytes = static_cast<uint64_t>(info.sample_shape[0]) * info.sample_shape[1] *
                                 info.sample_shape[2] * (info.dtype == DType::kUInt8 ? 1 : 4);
@@ -127,9 +128,10 @@ Result<Job> Client::OpenJob(const JobSpec& spec) const {
                           wire::MappedRegion::Map(frame.passed_fd.get(), geometry.segment_bytes));
   GALLEY_RETURN_IF_ERROR(
       wire::ValidateHeader(*wire::HeaderAt(region.base()), geometry, region.size()));
-  auto channel = std::make_shared<internal::JobChannel>(
-      connection.release(), std::move(info), std::move(region), std::move(frame.second_fd),
-      geometry, options_.request_timeout);
+  GALLEY_ASSIGN_OR_RETURN(auto wakeup, wire::WakeupReceiver::Adopt(std::move(frame.second_fd)));
+  auto channel = std::make_shared<internal::JobChannel>(connection.release(), std::move(info),
+                                                        std::move(region), std::move(wakeup),
+                                                        geometry, options_.request_timeout);
   return Job(std::move(channel));
 }
 

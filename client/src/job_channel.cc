@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <optional>
 
 #include "wire/messages.h"
@@ -12,30 +13,28 @@ namespace galley::internal {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// How often a waiting Next() checks that the daemon is still there: bounds
-// how long a client hangs after the daemon dies.
+// The longest a waiting Next() sleeps before it rescans the slots and checks
+// the connection. A published slot, a closed job or a dead daemon wake it
+// at once (the wake-up socket or the connection becomes readable); the
+// slice bounds only what a wake-up the kernel failed to queue (no memory)
+// can cost.
 constexpr auto kLivenessSlice = std::chrono::milliseconds(100);
 
 }  // namespace
 
 JobChannel::JobChannel(wire::Connection* connection, JobInfo info, wire::MappedRegion region,
-                       UniqueFd ready_fd, wire::SegmentGeometry geometry,
+                       wire::WakeupReceiver wakeup, wire::SegmentGeometry geometry,
                        std::chrono::milliseconds request_timeout)
     : connection_(connection),
       info_(std::move(info)),
       region_(std::move(region)),
-      ready_fd_(std::move(ready_fd)),
+      wakeup_(std::move(wakeup)),
       geometry_(geometry),
       request_timeout_(request_timeout) {}
 
-bool JobChannel::TakeWakeup(std::chrono::milliseconds timeout) {
-  uint64_t value = 0;
-  // EFD_SEMAPHORE: each successful read takes exactly one wake-up.
-  if (::read(ready_fd_.get(), &value, sizeof(value)) == sizeof(value)) return true;
-  if (timeout.count() <= 0) return false;
-  pollfd pfd{ready_fd_.get(), POLLIN, 0};
-  if (::poll(&pfd, 1, static_cast<int>(timeout.count())) <= 0) return false;
-  return ::read(ready_fd_.get(), &value, sizeof(value)) == sizeof(value);
+void JobChannel::AwaitActivity(std::chrono::milliseconds timeout) const {
+  pollfd fds[2] = {{wakeup_.fd(), POLLIN, 0}, {connection_->fd(), POLLIN, 0}};
+  (void)::poll(fds, 2, static_cast<int>(timeout.count()));
 }
 
 Status JobChannel::CheckConnection() {
@@ -56,12 +55,40 @@ Status JobChannel::CheckConnection() {
                                " message from galleyd");
 }
 
+std::optional<Status> JobChannel::Ended() const {
+  auto* head = header();
+  if (head->closed.load(std::memory_order_acquire) == 0) return std::nullopt;
+  Status why(
+      static_cast<StatusCode>(head->close_code),
+      std::string(head->close_reason, strnlen(head->close_reason, sizeof(head->close_reason))));
+  return why.ok() ? Status::Cancelled("galleyd ended the job") : why;
+}
+
+Result<std::optional<uint32_t>> JobChannel::FindNextReady() {
+  // A scan may see a later slot Ready after it passed over an earlier one
+  // published just before; that later slot's acquire makes the earlier
+  // publication visible, so a second pass tells a race from disorder.
+  for (int pass = 0; pass < 2; ++pass) {
+    bool other_ready = false;
+    for (uint32_t i = 0; i < geometry_.slot_count; ++i) {
+      auto* s = slot(i);
+      if (s->state.load(std::memory_order_acquire) !=
+          static_cast<uint32_t>(wire::SlotState::kReady)) {
+        continue;
+      }
+      if (s->sequence == next_sequence_) return std::optional<uint32_t>(i);
+      other_ready = true;
+    }
+    if (!other_ready) return std::optional<uint32_t>();
+  }
+  return Status::ProtocolError("galleyd published a slot out of order");
+}
+
 Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
   MutexLock lock(&consume_mu_);
   if (end_of_stream_) return Status::EndOfStream("the job has delivered all its epochs");
   if (!terminal_.ok()) return terminal_;
   const auto deadline = Clock::now() + timeout;
-  auto* head = header();
   if (!announced_ready_) {
     // The daemon starts preparing a job's batches when its consumer first
     // waits, so jobs opened together also start together.
@@ -72,6 +99,20 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
       return terminal_;
     }
   }
+  // The time the consumer waits for a batch that is not ready yet is
+  // reported to the daemon through the segment header (galleyctl jobs,
+  // metrics).
+  struct WaitRecorder {
+    wire::SegmentHeader* head = nullptr;
+    Clock::time_point start;
+    ~WaitRecorder() {
+      if (start == Clock::time_point{}) return;
+      head->consumer_wait_ns.fetch_add(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(),
+          std::memory_order_relaxed);
+      head->consumer_waits.fetch_add(1, std::memory_order_relaxed);
+    }
+  } recorder{header()};
   while (true) {
     if (leased_.load(std::memory_order_acquire) >= geometry_.slot_count) {
       // Nothing can arrive until the caller lets a batch go: say so now
@@ -83,75 +124,60 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
           " plus the batch in hand); a batch's slot is returned when its tensors are freed, so "
           "copy batches you keep (tensor.clone()) or raise prefetch");
     }
-    bool got = TakeWakeup(std::chrono::milliseconds(0));
-    // The time the consumer waits for a batch is reported to the daemon
-    // through the segment header (galleyctl jobs, metrics).
-    struct WaitRecorder {
-      wire::SegmentHeader* head = nullptr;
-      Clock::time_point start;
-      ~WaitRecorder() {
-        if (start == Clock::time_point{}) return;
-        head->consumer_wait_ns.fetch_add(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(),
-            std::memory_order_relaxed);
-        head->consumer_waits.fetch_add(1, std::memory_order_relaxed);
-      }
-    } recorder{head, got ? Clock::time_point{} : Clock::now()};
-    // Why galleyd ended the job, once it has: the reason in the ring.
-    auto ended = [head]() -> std::optional<Status> {
-      if (head->closed.load(std::memory_order_acquire) == 0) return std::nullopt;
-      Status why(
-          static_cast<StatusCode>(head->close_code),
-          std::string(head->close_reason, strnlen(head->close_reason, sizeof(head->close_reason))));
-      return why.ok() ? Status::Cancelled("galleyd ended the job") : why;
-    };
-    while (!got) {
-      if (auto why = ended()) {
-        terminal_ = *why;
-        return terminal_;
-      }
-      if (Status alive = CheckConnection(); !alive.ok()) {
-        // galleyd writes the reason into the ring before it closes the
-        // connection: a job it ended between the two checks reports that
-        // reason, not the disconnect.
-        auto why = ended();
-        terminal_ = why ? *why : alive;
-        return terminal_;
-      }
-      const auto now = Clock::now();
-      if (now >= deadline) {
-        return Status::DeadlineExceeded("no batch from galleyd within the timeout");
-      }
-      const auto slice = std::min<Clock::duration>(kLivenessSlice, deadline - now);
-      got = TakeWakeup(std::max(std::chrono::milliseconds(1),
-                                std::chrono::ceil<std::chrono::milliseconds>(slice)));
+    // A batch already published is taken without a system call. Failing
+    // that: drain, scan again, then wait. The daemon stores a slot's state
+    // before it sends the wake-up, so a slot the second scan misses sends
+    // its wake-up after the drain, and the wait returns for it.
+    bool daemon_end_open = true;
+    auto found = FindNextReady();
+    if (found.ok() && !found->has_value()) {
+      daemon_end_open = wakeup_.Drain();
+      found = FindNextReady();
     }
-    // The daemon publishes slots in sequence order, so the one we want is ready.
-    uint32_t found = geometry_.slot_count;
-    for (uint32_t i = 0; i < geometry_.slot_count; ++i) {
-      auto* s = slot(i);
-      if (s->state.load(std::memory_order_acquire) ==
-              static_cast<uint32_t>(wire::SlotState::kReady) &&
-          s->sequence == next_sequence_) {
-        found = i;
-        break;
-      }
-    }
-    if (found == geometry_.slot_count) {
-      if (head->closed.load(std::memory_order_acquire) != 0) continue;  // woken by Close
-      terminal_ = Status::ProtocolError("galleyd published a slot out of order");
+    if (!found.ok()) {
+      terminal_ = found.status();
       return terminal_;
     }
-    ++next_sequence_;
-    auto* s = slot(found);
-    s->state.store(static_cast<uint32_t>(wire::SlotState::kLeased), std::memory_order_release);
-    leased_.fetch_add(1, std::memory_order_acq_rel);
-    if (s->generation < generation_) {
-      ReleaseSlot(found);  // prepared before a SeekEpoch: not wanted
-      continue;
+    if (found->has_value()) {
+      const uint32_t index = **found;
+      ++next_sequence_;
+      auto* s = slot(index);
+      s->state.store(static_cast<uint32_t>(wire::SlotState::kLeased), std::memory_order_release);
+      leased_.fetch_add(1, std::memory_order_acq_rel);
+      if (s->generation < generation_) {
+        ReleaseSlot(index);  // prepared before a SeekEpoch: not wanted
+        continue;
+      }
+      if (s->flags & wire::kEndOfStream) end_of_stream_ = true;
+      return index;
     }
-    if (s->flags & wire::kEndOfStream) end_of_stream_ = true;
-    return found;
+    if (auto why = Ended()) {
+      terminal_ = *why;
+      return terminal_;
+    }
+    if (Status alive = CheckConnection(); !alive.ok()) {
+      // galleyd writes the reason into the ring before it closes the
+      // connection: a job it ended between the two checks reports that
+      // reason, not the disconnect.
+      auto why = Ended();
+      terminal_ = why ? *why : alive;
+      return terminal_;
+    }
+    if (!daemon_end_open) {
+      // No wake-up can come any more: the daemon is gone, whether or not
+      // its connection has hung up yet.
+      terminal_ =
+          Status::Unavailable("galleyd closed the connection (the daemon stopped or crashed)");
+      return terminal_;
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      return Status::DeadlineExceeded("no batch from galleyd within the timeout");
+    }
+    if (recorder.start == Clock::time_point{}) recorder.start = now;
+    const auto slice = std::min<Clock::duration>(kLivenessSlice, deadline - now);
+    AwaitActivity(std::max(std::chrono::milliseconds(1),
+                           std::chrono::ceil<std::chrono::milliseconds>(slice)));
   }
 }
 

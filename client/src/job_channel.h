@@ -11,21 +11,23 @@
 #include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "galley/client.h"
 #include "galley/mutex.h"
 #include "wire/connection.h"
 #include "wire/mapped_region.h"
 #include "wire/segment_layout.h"
+#include "wire/wakeup_socket.h"
 
 namespace galley::internal {
 
 class JobChannel {
  public:
-  // `ready_fd` is the eventfd the daemon signals once per published slot
-  // (and once when it ends the job); the channel owns it.
+  // `wakeup` is the socket the daemon signals after it publishes a slot or
+  // ends the job; the channel owns it.
   JobChannel(wire::Connection* connection, JobInfo info, wire::MappedRegion region,
-             UniqueFd ready_fd, wire::SegmentGeometry geometry,
+             wire::WakeupReceiver wakeup, wire::SegmentGeometry geometry,
              std::chrono::milliseconds request_timeout);
 
   const JobInfo& info() const { return info_; }
@@ -50,13 +52,19 @@ class JobChannel {
   // Reads a frame the daemon sent without being asked (an Error when it ends
   // the job) or notices that it hung up.
   Status CheckConnection();
-  // Takes one wake-up from the eventfd, waiting at most `timeout`.
-  bool TakeWakeup(std::chrono::milliseconds timeout);
+  // The slot published with sequence `next_sequence_`, if it is Ready;
+  // ProtocolError if other slots are Ready but not that one.
+  Result<std::optional<uint32_t>> FindNextReady() REQUIRES(consume_mu_);
+  // Why galleyd ended the job, once it has: the reason it wrote in the ring.
+  std::optional<Status> Ended() const;
+  // Waits at most `timeout` for a wake-up, a frame or a hang-up on the
+  // connection; never reads.
+  void AwaitActivity(std::chrono::milliseconds timeout) const;
 
   std::unique_ptr<wire::Connection> connection_;
   const JobInfo info_;
   const wire::MappedRegion region_;
-  const UniqueFd ready_fd_;
+  const wire::WakeupReceiver wakeup_;
   const wire::SegmentGeometry geometry_;
   const std::chrono::milliseconds request_timeout_;
 

@@ -28,7 +28,7 @@ struct Frame {
   FrameHeader header;
   std::string payload;  // JSON text, possibly empty
   UniqueFd passed_fd;   // the first descriptor the frame carried, if any
-  UniqueFd second_fd;   // the second one (JobOpened passes the ring and its eventfd)
+  UniqueFd second_fd;   // the second one (JobOpened passes the ring and its wake-up socket)
   // The payload's charge against the connection's FrameBudget, if any.
   std::unique_ptr<FrameBudget::Lease> budget_lease;
 };

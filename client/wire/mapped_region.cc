@@ -1,5 +1,6 @@
 #include "wire/mapped_region.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -25,6 +26,26 @@ MappedRegion::~MappedRegion() {
 }
 
 Result<MappedRegion> MappedRegion::Map(int fd, size_t size) {
+  // Seals hold for every descriptor of the memfd, its sender's included,
+  // and can never be removed; F_GET_SEALS fails on anything but a memfd.
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0) {
+    return Status::ProtocolError(
+        "galleyd sent a batch ring that is not a sealable memfd (F_GET_SEALS: " + ErrnoText(errno) +
+        "); refusing it, since its sender could shrink it under this process");
+  }
+  if ((seals & F_SEAL_SHRINK) == 0) {
+    return Status::ProtocolError(
+        "galleyd sent a batch ring that is not sealed against shrinking (seals " +
+        std::to_string(seals) +
+        ", F_SEAL_SHRINK missing); refusing it, since its sender could truncate it under this "
+        "process");
+  }
+  if ((seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) != 0) {
+    return Status::ProtocolError(
+        "galleyd sent a batch ring sealed against writing (seals " + std::to_string(seals) +
+        "); the client frees slots by writing their state, so it cannot use this ring");
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Status::Internal(std::string("fstat: ") + ErrnoText(errno));
   if (static_cast<uint64_t>(st.st_size) < size) {

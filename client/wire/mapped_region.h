@@ -21,7 +21,10 @@ class MappedRegion {
   MappedRegion& operator=(const MappedRegion&) = delete;
   ~MappedRegion();
 
-  // Maps `size` bytes of `fd` read-write and shared. Fails if the object
+  // Maps `size` bytes of the shared-memory segment `fd` read-write and
+  // shared. Refuses (ProtocolError) a descriptor that is not a memfd sealed
+  // against shrinking (F_SEAL_SHRINK): its sender could otherwise truncate
+  // it later and turn this process's reads into SIGBUS. Fails if the object
   // behind fd is smaller than `size`.
   static Result<MappedRegion> Map(int fd, size_t size);
 

@@ -4,12 +4,12 @@
 // The daemon creates the segment, fills slots and publishes them; the client
 // maps it (through a descriptor passed over the control socket), takes ready
 // slots in publication order and frees them. Cross-process state is only the
-// atomics below; wake-ups travel through an eventfd passed beside the
-// segment's descriptor, never through the segment (which the client can
-// write, so the daemon keeps nothing there it must trust). Everything else
-// in a slot is written by
-// the daemon before it publishes the slot (release) and read by the client
-// after it observes the publication (acquire).
+// atomics below; wake-ups travel through a socket passed beside the
+// segment's descriptor (wire/wakeup_socket.h), never through the segment
+// (which the client can write, so the daemon keeps nothing there it must
+// trust). Everything else in a slot is written by the daemon before it
+// publishes the slot (release) and read by the client after it observes the
+// publication (acquire).
 #ifndef GALLEY_WIRE_SEGMENT_LAYOUT_H_
 #define GALLEY_WIRE_SEGMENT_LAYOUT_H_
 

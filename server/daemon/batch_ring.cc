@@ -1,7 +1,6 @@
 #include "server/daemon/batch_ring.h"
 
 #include <fcntl.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,15 +38,15 @@ Result<std::unique_ptr<BatchRing>> BatchRing::Create(const wire::SegmentGeometry
         " bytes of shared memory for the batch ring: " + ErrnoText(err));
   }
   // The client gets a read-write descriptor; with these seals it can write
-  // the pages but never change the size under the daemon's mapping.
+  // the pages but never change the size under the daemon's mapping, nor
+  // add a seal (F_SEAL_FUTURE_WRITE would refuse the daemon's writes).
   if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     return SysError("sealing the batch ring", errno);
   }
   if (::geteuid() == 0 && owner != 0 && ::fchown(fd.get(), owner, static_cast<gid_t>(-1)) != 0) {
     return SysError("fchown of the batch ring", errno);
   }
-  UniqueFd ready(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE));
-  if (!ready.valid()) return SysError("eventfd for the batch ring", errno);
+  GALLEY_ASSIGN_OR_RETURN(auto wakeup, wire::WakeupSender::Create());
   void* base =
       ::mmap(nullptr, geometry.segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) {
@@ -84,19 +83,17 @@ Result<std::unique_ptr<BatchRing>> BatchRing::Create(const wire::SegmentGeometry
       .consumer_wait_ns = 0,
       .consumer_waits = 0,
   };
-  auto ring =
-      std::unique_ptr<BatchRing>(new BatchRing(geometry, std::move(fd), std::move(ready), base));
+  auto ring = std::unique_ptr<BatchRing>(new BatchRing(
+      geometry, std::move(fd), std::move(wakeup.first), std::move(wakeup.second), base));
   for (uint32_t i = 0; i < geometry.slot_count; ++i) new (ring->slot(i)) wire::SlotHeader{};
   return ring;
 }
 
 BatchRing::~BatchRing() { ::munmap(base_, geometry_.segment_bytes); }
 
-void BatchRing::Notify() {
-  // Non-blocking: the counter saturates only if the client itself writes
-  // huge values into the eventfd, and then it is the one left unwoken.
-  const uint64_t one = 1;
-  (void)!::write(ready_fd_.get(), &one, sizeof(one));
+void BatchRing::DropClientDescriptors() {
+  segment_fd_.Reset();
+  client_wakeup_end_.Reset();
 }
 
 std::optional<uint32_t> BatchRing::Claim() {
@@ -119,8 +116,10 @@ void BatchRing::Unclaim(uint32_t index) {
 void BatchRing::Publish(uint32_t index) {
   auto* s = slot(index);
   s->sequence = next_sequence_++;
+  // The state before the wake-up: a client that drains its wake-ups and
+  // then scans the states cannot miss this slot.
   s->state.store(static_cast<uint32_t>(wire::SlotState::kReady), std::memory_order_release);
-  Notify();
+  wakeup_.Send();
 }
 
 uint32_t BatchRing::FreeSlots() const {
@@ -157,7 +156,7 @@ void BatchRing::Close(const Status& reason) {
   const std::string text = reason.message().substr(0, wire::kMaxErrorText - 1);
   std::memcpy(header->close_reason, text.c_str(), text.size() + 1);
   header->closed.store(1, std::memory_order_release);
-  Notify();  // wake a waiting client so it sees the flag
+  wakeup_.Send();  // wake a waiting client so it sees the flag
 }
 
 int BatchRing::RemoveStaleSegments() {

@@ -5,15 +5,20 @@
 // SIGBUS later), clears and maps its pages before the job's first batch
 // (MADV_POPULATE_WRITE, so no page fault lands in the pipeline's writes of
 // samples), seals its size (F_SEAL_SHRINK | F_SEAL_GROW, so a client
-// holding the descriptor cannot truncate the daemon's mapping) and maps it.
-// Publication is signalled through an eventfd in semaphore mode, never
-// through anything in the segment: the client can write every byte of the
-// segment, so the daemon keeps no synchronisation object there and reads
-// back only slot states, which it treats as untrusted hints.
+// holding the descriptor cannot truncate the daemon's mapping; F_SEAL_SEAL,
+// so it cannot add seals of its own) and maps it. Publication is signalled
+// through a wake-up socket (wire/wakeup_socket.h) whose sending end never
+// leaves the daemon, never through anything in the segment: the client can
+// write every byte of the segment, so the daemon keeps no synchronisation
+// object there and reads back only slot states, which it treats as
+// untrusted hints. No descriptor the client receives has state the daemon
+// depends on (docs/protocol.md, section 2.3).
 //
 // Thread-safety: one scheduler thread claims and publishes slots; Close()
 // may be called from any thread. Slot contents are written by pipeline
-// threads between Claim and Publish, each to its own sample position.
+// threads between Claim and Publish, each to its own sample position. The
+// client's descriptors are handed out and dropped by the job's connection
+// thread, before the job's first batch.
 #ifndef GALLEY_SERVER_DAEMON_BATCH_RING_H_
 #define GALLEY_SERVER_DAEMON_BATCH_RING_H_
 
@@ -28,6 +33,7 @@
 #include "galley/status.h"
 #include "galley/unique_fd.h"
 #include "wire/segment_layout.h"
+#include "wire/wakeup_socket.h"
 
 namespace galley {
 
@@ -43,10 +49,15 @@ class BatchRing {
                                                    const TensorShape& shape, uid_t owner);
   ~BatchRing();
 
-  // The descriptors to pass to the client: the sealed segment and the
-  // eventfd counting published slots. Owned by the ring.
+  // The descriptors to pass to the client in JobOpened: the sealed segment
+  // and the client's end of the wake-up socket. Owned by the ring until
+  // DropClientDescriptors(); -1 after it.
   int segment_fd() const { return segment_fd_.get(); }
-  int ready_fd() const { return ready_fd_.get(); }
+  int client_wakeup_fd() const { return client_wakeup_end_.get(); }
+  // Closes the ring's copies of the client's descriptors once JobOpened has
+  // carried them: the daemon needs neither (it keeps its mapping and its
+  // own end of the wake-up socket), so a job holds one descriptor, not three.
+  void DropClientDescriptors();
 
   const wire::SegmentGeometry& geometry() const { return geometry_; }
   wire::SlotHeader* slot(uint32_t index) const { return wire::SlotAt(base_, geometry_, index); }
@@ -73,16 +84,18 @@ class BatchRing {
   static int RemoveStaleSegments();
 
  private:
-  BatchRing(wire::SegmentGeometry geometry, UniqueFd segment_fd, UniqueFd ready_fd, void* base)
+  BatchRing(wire::SegmentGeometry geometry, UniqueFd segment_fd, wire::WakeupSender wakeup,
+            UniqueFd client_wakeup_end, void* base)
       : geometry_(geometry),
         segment_fd_(std::move(segment_fd)),
-        ready_fd_(std::move(ready_fd)),
+        wakeup_(std::move(wakeup)),
+        client_wakeup_end_(std::move(client_wakeup_end)),
         base_(base) {}
-  void Notify();
 
   const wire::SegmentGeometry geometry_;
-  const UniqueFd segment_fd_;        // sealed memfd
-  const UniqueFd ready_fd_;          // eventfd, EFD_SEMAPHORE | EFD_NONBLOCK
+  UniqueFd segment_fd_;              // sealed memfd, until handed out
+  const wire::WakeupSender wakeup_;  // galleyd's end, never passed on
+  UniqueFd client_wakeup_end_;       // the client's end, until handed out
   void* const base_;                 // our mapping, segment_bytes long; unmapped in the destructor
   std::atomic<bool> closed_{false};  // Close ran (the segment's flag is not trusted)
   uint64_t next_sequence_ = 0;       // scheduler thread only

@@ -414,11 +414,12 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
       info.layout == Layout::kNCHW ? std::vector<int64_t>{3, h, w} : std::vector<int64_t>{h, w, 3};
   info.slots = job->ring->geometry().slot_count;
   info.segment_bytes = job->ring->geometry().segment_bytes;
-  if (Status s =
-          SendJson(connection, wire::MessageType::kJobOpened, open_id, wire::JobInfoToJson(info),
-                   job->ring->segment_fd(), job->ring->ready_fd());
-      !s.ok()) {
-    cleanup(s);
+  const Status sent =
+      SendJson(connection, wire::MessageType::kJobOpened, open_id, wire::JobInfoToJson(info),
+               job->ring->segment_fd(), job->ring->client_wakeup_fd());
+  job->ring->DropClientDescriptors();
+  if (!sent.ok()) {
+    cleanup(sent);
     return Status::Ok();
   }
   spdlog::info("job {} ({}) opened by uid {} pid {}: {} items/epoch, batch {}, policy {}", job->id,

@@ -197,6 +197,27 @@ TEST_F(GalleydTest, MalformedFramesGetAnErrorAndTheDaemonCarriesOn) {
   EXPECT_TRUE(job->Next(10s).ok());
 }
 
+TEST_F(GalleydTest, AClientOfThePreviousProtocolGetsTheVersionErrorNotAJob) {
+  // Clients of the previous protocol (2 expected an eventfd in JobOpened)
+  // get an Error framed in this daemon's protocol, which such a client
+  // reports as a version mismatch naming both versions.
+  const uint16_t previous = wire::kProtocolVersion - 1;
+  const std::string body =
+      R"({"protocol_version":)" + std::to_string(previous) + R"(,"client":"old"})";
+  auto frames =
+      SendRaw(daemon_->socket(), Header(1, body.size(), wire::kFrameMagic, previous) + body);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].header.type, wire::MessageType::kError);
+  EXPECT_EQ(frames[0].header.version, wire::kProtocolVersion);
+  auto error = wire::ParseObject(frames[0].payload);
+  ASSERT_TRUE(error.ok());
+  const Status refused = wire::StatusFromErrorJson(*error);
+  for (uint16_t version : {previous, wire::kProtocolVersion}) {
+    EXPECT_NE(refused.message().find("protocol " + std::to_string(version)), std::string::npos)
+        << refused.ToString();
+  }
+}
+
 TEST_F(GalleydTest, AKilledClientsJobIsRemovedAndOthersContinue) {
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());

@@ -3,13 +3,19 @@
 // daemon, then checks that the daemon still serves others and still shuts
 // down on SIGTERM.
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -112,10 +118,13 @@ TEST_F(HostilePeerTest, TruncatingTheRingDescriptorIsRefusedAndCannotFaultTheDae
   ASSERT_EQ(opened->header.type, wire::MessageType::kJobOpened) << ErrorOf(*opened).ToString();
   ASSERT_TRUE(opened->passed_fd.valid());
   ASSERT_TRUE(opened->second_fd.valid());
-  // The seals refuse both a shrink and a grow.
+  // The seals refuse both a shrink and a grow, and any seal the client
+  // would add (F_SEAL_FUTURE_WRITE would refuse galleyd's writes).
   EXPECT_NE(::ftruncate(opened->passed_fd.get(), 0), 0);
   EXPECT_EQ(errno, EPERM);
   EXPECT_NE(::ftruncate(opened->passed_fd.get(), 1 << 30), 0);
+  EXPECT_NE(::fcntl(opened->passed_fd.get(), F_ADD_SEALS, F_SEAL_FUTURE_WRITE), 0);
+  EXPECT_EQ(errno, EPERM);
   // Make the daemon write every slot of the ring.
   ASSERT_TRUE(connection->SendFrame(wire::MessageType::kConsumerReady, 0, "").ok());
   std::this_thread::sleep_for(300ms);
@@ -145,15 +154,11 @@ TEST_F(HostilePeerTest, ScribblingOverTheWholeSegmentHurtsOnlyThatJob) {
     ASSERT_TRUE(connection->SendFrame(wire::MessageType::kSlotReleased, 0, "").ok());
     std::this_thread::sleep_for(10ms);
   }
-  // Fill the eventfd's counter to its maximum: the daemon's writes must not
-  // block. (The descriptor is non-blocking: the flag is shared with the
-  // daemon's copy.)
-  for (uint64_t add = 0xfffffffffffffffeull; add > 0; add /= 2) {
-    while (::write(opened->second_fd.get(), &add, sizeof(add)) == sizeof(add)) {
-    }
-  }
-  const uint64_t one = 1;
-  EXPECT_LT(::write(opened->second_fd.get(), &one, sizeof(one)), 0) << "counter not saturated";
+  // What once saturated the eventfd: nothing the client writes into its
+  // wake-up socket reaches galleyd.
+  const uint64_t huge = 0xfffffffffffffffeull;
+  EXPECT_LT(::send(opened->second_fd.get(), &huge, sizeof(huge), MSG_NOSIGNAL), 0);
+  EXPECT_EQ(errno, EPIPE);
   std::memset(base, 0, bytes);  // every slot Free again
   ASSERT_TRUE(connection->SendFrame(wire::MessageType::kSlotReleased, 0, "").ok());
   std::this_thread::sleep_for(200ms);
@@ -419,6 +424,228 @@ TEST_F(HostilePeerTest, PrefetchCountsBatchesBeyondTheOneInHand) {
   EXPECT_EQ(third.status().code(), StatusCode::kResourceExhausted) << third.status().ToString();
   EXPECT_NE(third.status().message().find("held by the caller"), std::string::npos);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+}  // namespace
+}  // namespace galley
+
+namespace galley {
+namespace {
+
+// Waits (at most `bound`, which only catches a hang) until a slot of the
+// mapped ring `base` is Ready, polling the wake-up socket between looks.
+bool AwaitReadySlot(void* base, const wire::SegmentGeometry& geometry, int wakeup,
+                    std::chrono::seconds bound) {
+  const auto give_up = std::chrono::steady_clock::now() + bound;
+  while (std::chrono::steady_clock::now() < give_up) {
+    char drain[16];
+    while (::recv(wakeup, drain, sizeof(drain), MSG_DONTWAIT) > 0) {
+    }
+    for (uint32_t i = 0; i < geometry.slot_count; ++i) {
+      if (wire::SlotAt(base, geometry, i)->state.load() ==
+          static_cast<uint32_t>(wire::SlotState::kReady)) {
+        return true;
+      }
+    }
+    pollfd pfd{wakeup, POLLIN, 0};
+    (void)::poll(&pfd, 1, 100);
+  }
+  return false;
+}
+
+TEST_F(HostilePeerTest, PunchingHolesInTheRingCostsGalleydOnlyFreshPages) {
+  auto connection = Handshaken();
+  ASSERT_NE(connection, nullptr);
+  auto opened = OpenRaw(*connection, OpenJobBody(data_.string()).dump());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ASSERT_EQ(opened->header.type, wire::MessageType::kJobOpened) << ErrorOf(*opened).ToString();
+  const auto info = wire::JobInfoFromJson(*wire::ParseObject(opened->payload));
+  ASSERT_TRUE(info.ok());
+  const auto geometry = wire::ComputeGeometry(info->slots, 4, 3 * 32 * 32);
+  ASSERT_TRUE(geometry.ok());
+  ASSERT_EQ(geometry->segment_bytes, info->segment_bytes);
+  const int memfd = opened->passed_fd.get();
+  void* base = ::mmap(nullptr, info->segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  ASSERT_NE(base, MAP_FAILED);
+  ASSERT_TRUE(connection->SendFrame(wire::MessageType::kConsumerReady, 0, "").ok());
+  ASSERT_TRUE(AwaitReadySlot(base, *geometry, opened->second_fd.get(), 30s));
+  // Each round drops every page of the segment (galleyd's reserved ones
+  // included: the slots read as zeros, which is Free) and asks for more.
+  // galleyd's next writes fault in fresh pages; it must fill them again.
+  constexpr int kRounds = 5;
+  int refilled = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    ASSERT_EQ(::fallocate(memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                          static_cast<off_t>(info->segment_bytes)),
+              0)
+        << "punching a hole: " << std::strerror(errno);
+    ASSERT_TRUE(connection->SendFrame(wire::MessageType::kSlotReleased, 0, "").ok());
+    if (!AwaitReadySlot(base, *geometry, opened->second_fd.get(), 30s)) break;
+    ++refilled;
+  }
+  EXPECT_EQ(refilled, kRounds) << "galleyd stopped filling a hole-punched ring";
+  ::munmap(base, info->segment_bytes);
+  ExpectDaemonServes();
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
+std::string ErrorText(const wire::Frame& frame) {
+  auto body = wire::ParseObject(frame.payload);
+  return body.ok() ? wire::StatusFromErrorJson(*body).ToString() : body.status().ToString();
+}
+
+// What a forked attacker reports to the test, in memory both share.
+struct AttackLog {
+  std::atomic<int> stage{0};                // 1: attacking; -1: its set-up failed (see `failure`)
+  std::atomic<uint64_t> rounds{0};          // slots freed + SlotReleased, repeated
+  std::atomic<uint64_t> publishes_seen{0};  // Ready slots it found (and freed)
+  std::atomic<int> send_errno{0};           // what sending 2^64-2 into its socket gave
+  char failure[256] = {};
+};
+
+// The attack on the old eventfd, turned on the wake-up socket by a client
+// of uid `uid`: it makes its descriptor blocking, shrinks its buffer, tries
+// to write the eventfd's maximum into it and never reads it; then, until
+// galleyd hangs up or the test kills it, marks every slot free and sends
+// SlotReleased. Runs in the forked child; never returns.
+[[noreturn]] void AttackWakeups(const std::string& socket, const std::string& open_job_body,
+                                uid_t uid, AttackLog* log) {
+  auto fail = [log](const std::string& why) {
+    std::snprintf(log->failure, sizeof(log->failure), "%s", why.c_str());
+    log->stage = -1;
+    ::_exit(1);
+  };
+  if (uid != ::geteuid() && (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 ||
+                             ::setresuid(uid, uid, uid) != 0)) {
+    fail("cannot become uid " + std::to_string(uid));
+  }
+  auto fd = wire::Connection::ConnectUnix(socket);
+  if (!fd.ok()) fail(fd.status().ToString());
+  wire::Connection connection(std::move(fd).value());
+  (void)connection.SendFrame(wire::MessageType::kHello, 0, R"({"client":"attacker"})");
+  auto welcome = connection.ReadFrame(std::chrono::steady_clock::now() + 10s);
+  if (!welcome.ok() || welcome->header.type != wire::MessageType::kWelcome) fail("no Welcome");
+  (void)connection.SendFrame(wire::MessageType::kOpenJob, 1, open_job_body);
+  auto opened = connection.ReadFrame(std::chrono::steady_clock::now() + 30s);
+  if (!opened.ok()) fail(opened.status().ToString());
+  if (opened->header.type != wire::MessageType::kJobOpened) fail(ErrorText(*opened));
+  auto info = wire::JobInfoFromJson(*wire::ParseObject(opened->payload));
+  if (!info.ok()) fail(info.status().ToString());
+  auto geometry = wire::ComputeGeometry(info->slots, 4, 3 * 32 * 32);
+  if (!geometry.ok() || geometry->segment_bytes != info->segment_bytes) fail("geometry");
+  void* base = ::mmap(nullptr, info->segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                      opened->passed_fd.get(), 0);
+  if (base == MAP_FAILED) fail("mmap");
+  const int wakeup = opened->second_fd.get();
+  const int tiny = 1;
+  (void)::setsockopt(wakeup, SOL_SOCKET, SO_RCVBUF, &tiny, sizeof(tiny));
+  const uint64_t huge = 0xfffffffffffffffeull;
+  if (::send(wakeup, &huge, sizeof(huge), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+    log->send_errno = errno;
+  }
+  if (!connection.SendFrame(wire::MessageType::kConsumerReady, 0, "").ok()) fail("send");
+  log->stage = 1;
+  while (true) {
+    (void)::fcntl(wakeup, F_SETFL, ::fcntl(wakeup, F_GETFL) & ~O_NONBLOCK);
+    for (uint32_t i = 0; i < geometry->slot_count; ++i) {
+      auto& state = wire::SlotAt(base, *geometry, i)->state;
+      if (state.exchange(static_cast<uint32_t>(wire::SlotState::kFree)) ==
+          static_cast<uint32_t>(wire::SlotState::kReady)) {
+        log->publishes_seen++;
+      }
+    }
+    if (!connection.SendFrame(wire::MessageType::kSlotReleased, 0, "").ok()) break;
+    log->rounds++;
+  }
+  ::_exit(0);
+}
+
+TEST_F(HostilePeerTest, AClientTurningItsWakeupSocketAgainstGalleydStopsNoOtherJob) {
+  // A daemon every user can reach, so that the attacker is another uid.
+  const bool as_root = ::geteuid() == 0;
+  const uid_t attacker_uid = as_root ? 65534 : ::geteuid();  // nobody
+  daemon_->Stop(SIGTERM);
+  std::filesystem::permissions(tmp_.path(), std::filesystem::perms(0755));
+  daemon_ = std::make_unique<GalleydProcess>(
+      tmp_.path() / "open.sock",
+      std::vector<std::string>{"--allowed-root", tmp_.path(), "--cache-prefault", "false",
+                               "--socket-mode", "0666"});
+  ASSERT_TRUE(daemon_->started()) << "galleyd did not start";
+  options_.socket_path = daemon_->socket();
+
+  void* shared =
+      ::mmap(nullptr, sizeof(AttackLog), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  auto* log = new (shared) AttackLog;
+  const std::string body = OpenJobBody(data_.string()).dump();
+  const pid_t attacker = ::fork();
+  ASSERT_GE(attacker, 0);
+  if (attacker == 0) AttackWakeups(daemon_->socket(), body, attacker_uid, log);
+  // However the test ends, the attacker ends with it.
+  struct Reaper {
+    pid_t pid;
+    void* shared;
+    ~Reaper() {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      ::munmap(shared, sizeof(AttackLog));
+    }
+  } reaper{attacker, shared};
+  const auto give_up = std::chrono::steady_clock::now() + 60s;  // bounds a hang only
+  while (log->stage.load() == 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(log->stage.load(), 1) << "the attacker did not start: " << log->failure;
+  EXPECT_EQ(log->send_errno.load(), EPIPE) << "galleyd's end took what the client sent";
+
+  // An honest job runs through the attack: it must keep getting batches
+  // while the attacker's ring is filled far past what its wake-up queue
+  // holds (a few wake-ups), so galleyd's sends found that queue full.
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  JobSpec spec;
+  spec.dataset = data_.string();
+  spec.batch_size = 4;
+  spec.transform_json = kSmallTransform;
+  auto job = client->OpenJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  constexpr uint64_t kEnough = 300;
+  uint64_t honest_batches = 0;
+  while ((honest_batches < kEnough || log->publishes_seen.load() < kEnough ||
+          log->rounds.load() < kEnough) &&
+         std::chrono::steady_clock::now() < give_up + 60s) {
+    auto batch = job->Next(10s);
+    ASSERT_TRUE(batch.ok()) << "after " << honest_batches << " batches, with the attacker at "
+                            << log->publishes_seen.load()
+                            << " publications: " << batch.status().ToString();
+    ++honest_batches;
+  }
+  EXPECT_GE(honest_batches, kEnough);
+  EXPECT_GE(log->publishes_seen.load(), kEnough) << "the attacker's ring was not refilled";
+  EXPECT_GE(log->rounds.load(), kEnough);
+  std::printf(
+      "honest job: %llu batches while the attacker (uid %u) freed %llu publications "
+      "in %llu rounds\n",
+      static_cast<unsigned long long>(honest_batches), attacker_uid,
+      static_cast<unsigned long long>(log->publishes_seen.load()),
+      static_cast<unsigned long long>(log->rounds.load()));
+
+  // SIGTERM with the attack still going: galleyd must exit by itself.
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, daemon_->pid(), 0));
+  ASSERT_GE(pidfd, 0) << std::strerror(errno);
+  const auto sent = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(daemon_->pid(), SIGTERM), 0);
+  pollfd exited{pidfd, POLLIN, 0};
+  const int ready = ::poll(&exited, 1, 30'000);  // bounds a hang only
+  const auto took = std::chrono::steady_clock::now() - sent;
+  ::close(pidfd);
+  EXPECT_EQ(ready, 1) << "galleyd did not exit within 30 s of SIGTERM";
+  const auto took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
+  std::printf("galleyd exited %lld ms after SIGTERM, during the attack\n",
+              static_cast<long long>(took_ms));
+  RecordProperty("sigterm_exit_ms", static_cast<int>(took_ms));
+  RecordProperty("honest_batches", static_cast<int>(honest_batches));
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
 }
 
 }  // namespace
