@@ -126,7 +126,8 @@ def _check_own_daemon(path, client, status, autostart):
     if status.get("version") == __version__:
         return path
     pid = client.daemon_pid
-    if status.get("jobs", 0) or not autostart_enabled(autostart) or client.daemon_uid != os.getuid():
+    ours = client.daemon_uid == os.getuid()
+    if status.get("jobs", 0) or not autostart_enabled(autostart) or not ours:
         raise _galley.ProtocolError(
             f"the galleyd at {path} is galley {status.get('version')} (pid {pid}, "
             f"{status.get('jobs', 0)} job(s) open), this client is galley {__version__}; "

@@ -310,7 +310,7 @@ def test_own_daemon_of_another_release_is_replaced_when_idle_reported_when_busy(
                 process.wait()
 
 
-# Uids for a second and third user: the squatter (nobody) and the victim.
+# Other users: a squatter (nobody), its victim, and a node service's user.
 SQUATTER_UID, VICTIM_UID, SERVICE_UID = 65534, 65533, 65532
 
 SQUATTER = textwrap.dedent("""
@@ -357,7 +357,8 @@ VICTIM = textwrap.dedent("""
     try:
         loader = galley.DataLoader(sys.argv[1], batch_size=8, epochs=1, socket=sys.argv[2] or None,
                                    transform=T.Compose([T.Resize(24), T.CenterCrop(24)]))
-        print(json.dumps({"ids": [i for _, _, ids in loader.iter_with_ids() for i in ids.tolist()]}))
+        ids = [i for _, _, batch in loader.iter_with_ids() for i in batch.tolist()]
+        print(json.dumps({"ids": ids}))
     except galley.GalleyError as error:
         print(json.dumps({"error": type(error).__name__, "message": str(error)}))
 """)
@@ -388,8 +389,8 @@ def shared():
     root = pathlib.Path(tempfile.mkdtemp(prefix="galley-trust-", dir="/tmp"))
     root.chmod(0o1777)
     write_folder(root / "data", classes=2, per_class=10, sizes=(24, 40), seed=3)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("GALLEY_SOCKET", "GALLEY_AUTOSTART", "XDG_RUNTIME_DIR", "GALLEY_SERVICE_USER")}
+    unset = ("GALLEY_SOCKET", "GALLEY_AUTOSTART", "XDG_RUNTIME_DIR", "GALLEY_SERVICE_USER")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(TMPDIR=str(root), XDG_CONFIG_HOME=str(root / "no-config"), GALLEYD=GALLEYD,
                GALLEY_IDLE_EXIT="30")
     yield root, env
@@ -423,16 +424,6 @@ def test_another_users_folder_or_daemon_is_refused_told_nothing_and_never_signal
                                str(socket) if where == "named-socket" else ""],
             env=env, capture_output=True, text=True, timeout=120, start_new_session=True)
         assert job.returncode == 0, job.stderr  # not signalled, and the error was a GalleyError
-        result = json.loads(job.stdout)
-        assert result.get("error") == "AccessDenied", result
-        if where == "own-socket":
-            assert (f"{socket.parent} belongs to uid {SQUATTER_UID} (nobody), not to you "
-                    f"(uid {victim})") in result["message"]
-            assert "TMPDIR" in result["message"]
-        else:
-            assert (f"galleyd at {socket} runs as uid {SQUATTER_UID} (nobody) "
-                    f"(pid {squatter.pid})") in result["message"], result["message"]
-            assert "sent it nothing" in result["message"]
         # Every connection made so far is recorded before this last one.
         with socketlib.socket(socketlib.AF_UNIX) as finish:
             finish.connect(str(socket))
@@ -444,6 +435,16 @@ def test_another_users_folder_or_daemon_is_refused_told_nothing_and_never_signal
         assert received == ([] if where == "own-socket" else [0])
         assert bystander.poll() is None
         assert not daemons_serving(socket)
+        result = json.loads(job.stdout)
+        assert result.get("error") == "AccessDenied", result
+        if where == "own-socket":
+            assert (f"{socket.parent} belongs to uid {SQUATTER_UID} (nobody), not to you "
+                    f"(uid {victim})") in result["message"]
+            assert "TMPDIR" in result["message"]
+        else:
+            assert (f"galleyd at {socket} runs as uid {SQUATTER_UID} (nobody) "
+                    f"(pid {squatter.pid})") in result["message"], result["message"]
+            assert "sent it nothing" in result["message"]
     finally:
         for process in (squatter, bystander):
             if process.poll() is None:
