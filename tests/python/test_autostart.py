@@ -213,6 +213,19 @@ def test_another_user_is_refused_by_a_personal_daemon(tmp_path):
         shared.rmdir()
 
 
+def test_a_daemon_started_by_hand_as_galley_suggests_is_used(home, data):
+    env, folder = home
+    socket = folder / "galleyd.sock"
+    # The command the "no galleyd answers" error suggests, with no folder yet.
+    subprocess.run([GALLEYD, "--socket", str(socket), "--owner-only", "--detach",
+                    "--cache-bytes", "0"], env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    job = run_job(env, data, "off")
+    assert job.returncode == 0, job.stderr
+    assert json.loads(job.stdout)["socket"] == str(socket)
+
+
 def test_a_system_daemon_is_used_instead_of_starting_one(home, data):
     env, folder = home
     # A private mount namespace whose /run is a fresh tmpfs holds the node's
