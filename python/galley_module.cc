@@ -203,6 +203,10 @@ PYBIND11_MODULE(_galley, m) {
   m.def("default_socket_path", &galley::DefaultSocketPath);
   m.def("user_socket_path", &galley::UserSocketPath);
   m.def("system_socket_path", &galley::SystemSocketPath);
+  m.def("service_uid", &galley::ServiceUid);
+  m.def("check_socket_folder", [](const std::string& socket_path) {
+    if (galley::Status s = galley::CheckUserSocketFolder(socket_path); !s.ok()) Raise(s);
+  });
   m.attr("__version__") = galley::kVersion;
   m.attr("protocol_version") = galley::kProtocolVersion;
   // The one lists of the job spec's fields and of the sampling policies (by
@@ -264,6 +268,11 @@ PYBIND11_MODULE(_galley, m) {
              return std::make_unique<galley::Client>(Unwrap(std::move(client)));
            }),
            py::arg("socket_path") = "", py::arg("timeout") = 30.0)
+      // The daemon as the kernel reported it on the checked connection.
+      .def_property_readonly("daemon_pid",
+                             [](const galley::Client& client) { return client.daemon().pid; })
+      .def_property_readonly("daemon_uid",
+                             [](const galley::Client& client) { return client.daemon().uid; })
       .def("open_job",
            [](const galley::Client& client, const py::dict& spec_dict) {
              galley::JobSpec spec = SpecFromDict(spec_dict);

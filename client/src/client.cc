@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "daemon_trust.h"
 #include "galley/version.h"
 #include "job_channel.h"
 #include "wire/connection.h"
@@ -15,10 +16,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Opens a connection and performs the hello/welcome handshake.
-Result<std::unique_ptr<wire::Connection>> Handshake(const ClientOptions& options) {
+// Opens a connection, checks who serves it and performs the hello/welcome
+// handshake on it; `daemon`, if given, receives the checked peer.
+Result<std::unique_ptr<wire::Connection>> Handshake(const ClientOptions& options,
+                                                    DaemonProcess* daemon = nullptr) {
+  if (options.socket_path == UserSocketPath()) {
+    GALLEY_RETURN_IF_ERROR(CheckUserSocketFolder(options.socket_path));
+  }
   GALLEY_ASSIGN_OR_RETURN(auto fd, wire::Connection::ConnectUnix(options.socket_path));
   auto connection = std::make_unique<wire::Connection>(std::move(fd));
+  // Nothing is sent before this: not even the Hello, which names our pid.
+  GALLEY_ASSIGN_OR_RETURN(const DaemonProcess peer,
+                          internal::CheckDaemonPeer(*connection, options));
+  if (daemon != nullptr) *daemon = peer;
   nlohmann::json hello = {{"protocol_version", wire::kProtocolVersion},
                           {"client", options.client_name},
                           {"pid", static_cast<int64_t>(::getpid())}};
@@ -100,9 +110,10 @@ std::string DefaultSocketPath() {
 }
 
 Result<Client> Client::Connect(const ClientOptions& options) {
-  GALLEY_ASSIGN_OR_RETURN(auto connection, Handshake(options));
+  DaemonProcess daemon;
+  GALLEY_ASSIGN_OR_RETURN(auto connection, Handshake(options, &daemon));
   (void)connection;  // reachable; each job and query uses a connection of its own
-  return Client(options);
+  return Client(options, daemon);
 }
 
 Result<Job> Client::OpenJob(const JobSpec& spec) const {

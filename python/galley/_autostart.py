@@ -16,6 +16,13 @@ is checked at connect), reads with the user's own rights, and lives in a
 folder of mode 0700 that galley refuses to use if another user owns it or its
 mode is wider. A file lock in that folder makes concurrent jobs start one
 daemon between them.
+
+The client library checks every daemon before it sends anything (the
+folder of the user's own socket, then the uid serving the connection:
+the user's own, root or the node service's user), so a daemon someone
+else put at one of these paths is refused with ``AccessDenied`` and told
+nothing. galley never signals a process: an old daemon it replaces is asked
+to stop over the protocol.
 """
 
 import fcntl
@@ -23,11 +30,10 @@ import os
 import pathlib
 import re
 import shutil
-import signal
-import stat
 import subprocess
 import sys
 import time
+import warnings
 
 from . import _galley
 
@@ -64,13 +70,24 @@ def resolve(socket=None, autostart=None):
         return named
     user, system = _galley.user_socket_path(), _galley.system_socket_path()
     tried = []
-    status, error = _probe(user)
+    refused = None
+    try:
+        client, status, error = _probe(user)
+    except _galley.AccessDenied as denied:
+        # Someone else's folder or daemon at the user's path: never used,
+        # but it must not keep the user from the node's service either.
+        refused, client, status, error = denied, None, None, "refused"
     if status is not None:
-        return _check_own_daemon(user, status, autostart)
+        return _check_own_daemon(user, client, status, autostart)
     tried.append(f"{user} ({error})")
-    status, error = _probe(system)
+    _, status, error = _probe(system)
     if status is not None:
+        if refused is not None:
+            warnings.warn(f"galley: using the node's galleyd at {system}; {refused}",
+                          stacklevel=3)
         return system
+    if refused is not None:
+        raise refused
     tried.append(f"{system} ({error})")
     if not autostart_enabled(autostart):
         raise _galley.ServerUnavailable(
@@ -82,38 +99,52 @@ def resolve(socket=None, autostart=None):
 
 
 def _probe(path):
-    """(status document, None) if a galleyd answers at path, else (None, why)."""
+    """(client, status document, None) if a galleyd galley may use answers at
+    path, else (None, None, why). AccessDenied (raised) for a daemon or folder
+    that is not to be trusted: the client library checks both before it
+    sends anything."""
     if not os.path.exists(path):
-        return None, "no socket"
+        return None, None, "no socket"
     try:
-        return _galley.Client(path, 5.0).query("status"), None
+        client = _galley.Client(path, 5.0)
+        return client, client.query("status"), None
     except _galley.ProtocolError as mismatch:
         owner = _socket_peer(path)
         raise _galley.ProtocolError(
             f"{mismatch}. The galleyd at {path} (pid {owner[0] if owner else '?'}) is from "
             "another galley release; " + _VERSION_HINT.format(pid=owner[0] if owner else "PID"))
     except (_galley.ServerUnavailable, _galley.Timeout) as gone:
-        return None, f"does not answer: {gone}"
+        return None, None, f"does not answer: {gone}"
 
 
-def _check_own_daemon(path, status, autostart):
+def _check_own_daemon(path, client, status, autostart):
     """The user's own daemon must be of this release; an idle one of another
-    release is replaced, a busy one is reported, never silently mixed."""
+    release is replaced, a busy one is reported, never silently mixed. Who
+    runs it and its pid come from the kernel (``client.daemon_*``), never
+    from the daemon's reply."""
     from . import __version__
     if status.get("version") == __version__:
         return path
-    pid = int(status.get("pid", 0))
-    if status.get("jobs", 0) or not autostart_enabled(autostart) or status.get("uid") != os.getuid():
+    pid = client.daemon_pid
+    ours = client.daemon_uid == os.getuid()
+    if status.get("jobs", 0) or not autostart_enabled(autostart) or not ours:
         raise _galley.ProtocolError(
             f"the galleyd at {path} is galley {status.get('version')} (pid {pid}, "
             f"{status.get('jobs', 0)} job(s) open), this client is galley {__version__}; "
             + _VERSION_HINT.format(pid=pid))
-    _stop(pid, path)
+    try:
+        _stop(client, path)
+    except _galley.GalleyError as refused:
+        raise _galley.ProtocolError(
+            f"the galleyd at {path} is galley {status.get('version')} (pid {pid}), this client "
+            f"is galley {__version__}, and it did not stop when asked ({refused}); "
+            + _VERSION_HINT.format(pid=pid)) from refused
     return start_private_daemon(path)
 
 
 def _socket_peer(path):
-    """(pid, uid) of the process serving path, as the kernel reports it."""
+    """(pid, uid) of the process serving path, as the kernel reports it. Sends
+    nothing: for messages about a daemon the handshake could not talk to."""
     import socket as pysocket
     import struct
     try:
@@ -126,11 +157,13 @@ def _socket_peer(path):
         return None
 
 
-def _stop(pid, path):
+def _stop(client, path):
+    """Asks the idle daemon behind client to stop (a drain: it takes no new
+    job and exits once it has none) and waits until its socket is gone."""
     try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
+        client.drain()
+    except (_galley.ServerUnavailable, _galley.Timeout):
+        return  # already gone
     deadline = time.monotonic() + 30
     while os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -146,19 +179,7 @@ def private_dir(user_socket):
     except FileNotFoundError:
         folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         folder.mkdir(mode=0o700, exist_ok=True)
-    info = os.lstat(folder)
-    if not stat.S_ISDIR(info.st_mode):
-        raise _galley.AccessDenied(f"{folder} is not a directory (a symlink?); galley will not "
-                                   "start a daemon there. Remove it, or set XDG_RUNTIME_DIR.")
-    if info.st_uid != os.getuid():
-        raise _galley.AccessDenied(
-            f"{folder} belongs to uid {info.st_uid}, not to you (uid {os.getuid()}); galley will "
-            "not put your daemon's socket there. Remove it, or set XDG_RUNTIME_DIR or TMPDIR "
-            "to a folder of your own.")
-    if info.st_mode & 0o077:
-        raise _galley.AccessDenied(
-            f"{folder} has mode {stat.S_IMODE(info.st_mode):04o}, wider than 0700; galley will "
-            f"not put your daemon's socket there. `chmod 700 {folder}`, or remove it.")
+    _galley.check_socket_folder(user_socket)
     return folder
 
 
@@ -212,9 +233,9 @@ def start_private_daemon(user_socket):
     folder = private_dir(user_socket)
     with open(folder / "galleyd.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        status, _ = _probe(user_socket)
+        client, status, _ = _probe(user_socket)
         if status is not None:  # another job started it while this one waited
-            return _check_own_daemon(user_socket, status, True)
+            return _check_own_daemon(user_socket, client, status, True)
         if os.path.lexists(user_socket):
             os.unlink(user_socket)  # the stale socket of a daemon that died
         args = [galleyd_binary(), "--socket", user_socket, "--owner-only", "--detach"]
@@ -245,9 +266,10 @@ def start_private_daemon(user_socket):
             raise _galley.ServerUnavailable(
                 f"could not start galleyd at {user_socket} (exit {started.returncode}); "
                 f"its log {log} ends with: " + " | ".join(tail))
-        status = _galley.Client(user_socket, 10.0).query("status")
+        client = _galley.Client(user_socket, 10.0)
+        status = client.query("status")
         sys.stderr.write(
-            f"galley: started galleyd {status.get('version')} (pid {status.get('pid')}) for uid "
+            f"galley: started galleyd {status.get('version')} (pid {client.daemon_pid}) for uid "
             f"{os.getuid()} at {user_socket}; log {log}; it exits after {idle:g} s without a "
             "job, or stop it with `galleyctl stop`\n")
         return user_socket

@@ -148,10 +148,15 @@ Status ControlServer::Start() {
   }
   std::error_code ec;
   if (path.has_parent_path()) {
-    std::filesystem::create_directories(path.parent_path(), ec);
+    const bool created = std::filesystem::create_directories(path.parent_path(), ec);
     if (ec)
       return Status::PermissionDenied("cannot create " + path.parent_path().string() + ": " +
                                       ec.message());
+    // Clients use a personal daemon's socket only in a folder of mode 0700
+    // (galley::CheckUserSocketFolder): one made here is made so.
+    if (created && options_.owner_only) {
+      std::filesystem::permissions(path.parent_path(), std::filesystem::perms::owner_all, ec);
+    }
   }
   if (std::filesystem::exists(path, ec)) {
     // A live daemon answers; a stale file from a crashed one does not.

@@ -2,23 +2,25 @@
 //
 //   galleyctl [--socket PATH] [--json] status|datasets|jobs|cache|plan
 //   galleyctl [--socket PATH] stop | drain | cancel JOB | forget DATASET
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 
 #include "galley/client.h"
 #include "galley/errno_text.h"
+#include "galley/unique_fd.h"
 #include "galley/version.h"
 
 namespace {
@@ -73,9 +75,35 @@ bool PeerOfSocket(const std::string& socket_path, ucred* peer, std::string* erro
   return ok;
 }
 
+// The effective uid of the process `pidfd` refers to, read while the pidfd
+// pins it: a pid reused after it exited reads as another process, and
+// pidfd_send_signal then fails rather than signalling that one.
+bool EffectiveUidOf(int pidfd, pid_t pid, uid_t* uid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    unsigned real = 0, effective = 0;
+    if (std::sscanf(line.c_str(), "Uid: %u %u", &real, &effective) == 2) {
+      *uid = effective;
+      // Still the process the pidfd pins? (A poll reports its exit.)
+      pollfd exited{pidfd, POLLIN, 0};
+      return ::poll(&exited, 1, 0) == 0;
+    }
+  }
+  return false;
+}
+
 // Stops the caller's own galleyd (or any, for root) the way SIGTERM does:
-// every job gets an end-of-stream error and its shared memory is freed.
+// every job gets an end-of-stream error and its shared memory is freed. The
+// process is the one the kernel reports as the socket's peer, signalled
+// through a pidfd once its uid is checked, never a pid anyone reported.
 int Stop(const std::string& socket_path) {
+  if (socket_path == galley::UserSocketPath()) {
+    if (galley::Status folder = galley::CheckUserSocketFolder(socket_path); !folder.ok()) {
+      std::fprintf(stderr, "galleyctl: %s\n", folder.message().c_str());
+      return 1;
+    }
+  }
   ucred peer{};
   std::string error;
   if (!PeerOfSocket(socket_path, &peer, &error)) {
@@ -89,19 +117,36 @@ int Stop(const std::string& socket_path) {
                  socket_path.c_str(), static_cast<unsigned>(peer.uid));
     return 1;
   }
-  if (peer.pid <= 0 || ::kill(peer.pid, SIGTERM) != 0) {
+  const int pidfd = peer.pid > 0 ? static_cast<int>(::syscall(SYS_pidfd_open, peer.pid, 0)) : -1;
+  if (pidfd < 0) {
+    std::fprintf(stderr, "galleyctl: galleyd (pid %d) at %s is gone or out of reach: %s\n",
+                 static_cast<int>(peer.pid), socket_path.c_str(),
+                 peer.pid > 0 ? galley::ErrnoText(errno).c_str() : "the kernel gave no pid");
+    return 1;
+  }
+  const galley::UniqueFd process(pidfd);
+  uid_t running_as = 0;
+  if (!EffectiveUidOf(pidfd, peer.pid, &running_as) || running_as != peer.uid) {
+    std::fprintf(stderr,
+                 "galleyctl: pid %d no longer serves %s (it exited, or the pid now belongs to "
+                 "another process); nothing was signalled\n",
+                 static_cast<int>(peer.pid), socket_path.c_str());
+    return 1;
+  }
+  if (::syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, nullptr, 0) != 0) {
     std::fprintf(stderr, "galleyctl: cannot signal galleyd (pid %d) at %s: %s\n",
                  static_cast<int>(peer.pid), socket_path.c_str(), galley::ErrnoText(errno).c_str());
     return 1;
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (::kill(peer.pid, 0) == 0 || errno != ESRCH) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::fprintf(stderr, "galleyctl: galleyd (pid %d) did not stop within 60 s\n",
-                   static_cast<int>(peer.pid));
-      return 1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The pidfd turns readable when the process exits.
+  pollfd exited{pidfd, POLLIN, 0};
+  int ready = 0;
+  while ((ready = ::poll(&exited, 1, 60 * 1000)) < 0 && errno == EINTR) {
+  }
+  if (ready == 0) {
+    std::fprintf(stderr, "galleyctl: galleyd (pid %d) did not stop within 60 s\n",
+                 static_cast<int>(peer.pid));
+    return 1;
   }
   std::printf("stopped galleyd (pid %d) at %s\n", static_cast<int>(peer.pid), socket_path.c_str());
   return 0;

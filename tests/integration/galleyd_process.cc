@@ -1,6 +1,7 @@
 #include "tests/integration/galleyd_process.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,9 +56,15 @@ std::vector<std::filesystem::path> WriteJpegFolder(const std::filesystem::path& 
 
 namespace {
 
-// In the child after fork: stdout/stderr to files where given, then exec.
+// In the child after fork: stdout/stderr to files where given, the ids
+// where given (uid 0: the test's own), then exec.
 [[noreturn]] void ExecGalleyd(std::vector<std::string> args, const std::vector<std::string>& env,
-                              const std::string& out_path, const std::string& err_path) {
+                              const std::string& out_path, const std::string& err_path,
+                              uid_t uid = 0, gid_t gid = 0) {
+  if (uid != 0 && (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 ||
+                   ::setresuid(uid, uid, uid) != 0)) {
+    ::_exit(126);
+  }
   for (const std::string& variable : env) ::putenv(const_cast<char*>(variable.c_str()));
   for (const auto& [path, fd] : {std::pair{out_path, STDOUT_FILENO}, {err_path, STDERR_FILENO}}) {
     if (path.empty()) continue;
@@ -118,7 +125,7 @@ GalleydProcess::GalleydProcess(const std::filesystem::path& socket,
   if (launch.quiet) args.insert(args.end(), {"--log-level", "warn"});
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   pid_ = ::fork();
-  if (pid_ == 0) ExecGalleyd(args, launch.env, "", launch.log.string());
+  if (pid_ == 0) ExecGalleyd(args, launch.env, "", launch.log.string(), launch.uid, launch.gid);
   for (int i = 0; i < 200; ++i) {
     if (wire::Connection::ConnectUnix(socket_).ok()) {
       started_ = true;

@@ -46,6 +46,10 @@ class GalleydProcess {
     std::vector<std::string> env;  // "NAME=value", set for galleyd only
     std::filesystem::path log;     // its stderr goes here (empty: inherited)
     bool quiet = true;             // passes --log-level warn
+    // Runs galleyd as this user and group, with no supplementary groups
+    // (the test must be root); 0 keeps the test's own.
+    uid_t uid = 0;
+    gid_t gid = 0;
   };
   // Starts galleyd with `extra_args`; waits until its socket accepts.
   explicit GalleydProcess(const std::filesystem::path& socket,

@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import signal
+import socket as socketlib
 import stat
 import struct
 import subprocess
@@ -212,6 +213,19 @@ def test_another_user_is_refused_by_a_personal_daemon(tmp_path):
         shared.rmdir()
 
 
+def test_a_daemon_started_by_hand_as_galley_suggests_is_used(home, data):
+    env, folder = home
+    socket = folder / "galleyd.sock"
+    # The command the "no galleyd answers" error suggests, with no folder yet.
+    subprocess.run([GALLEYD, "--socket", str(socket), "--owner-only", "--detach",
+                    "--cache-bytes", "0"], env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    job = run_job(env, data, "off")
+    assert job.returncode == 0, job.stderr
+    assert json.loads(job.stdout)["socket"] == str(socket)
+
+
 def test_a_system_daemon_is_used_instead_of_starting_one(home, data):
     env, folder = home
     # A private mount namespace whose /run is a fresh tmpfs holds the node's
@@ -238,16 +252,14 @@ def test_a_system_daemon_is_used_instead_of_starting_one(home, data):
 
 
 FAKE = textwrap.dedent("""
-    # Speaks galley's protocol but reports another release.
-    import json, os, signal, socket, struct, sys
-    path, jobs = sys.argv[1], int(sys.argv[2])
+    # Speaks galley's protocol but reports another release, and whatever pid
+    # it is told to report (a bystander's, or none): the client must never
+    # signal it. It stops when asked to drain; a signal would kill it.
+    import json, os, socket, struct, sys
+    path, jobs, reported_pid = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     server = socket.socket(socket.AF_UNIX)
     server.bind(path)
     server.listen(8)
-    def stop(*_):
-        os.unlink(path)
-        os._exit(0)
-    signal.signal(signal.SIGTERM, stop)
     print("ready", flush=True)
     while True:
         conn, _ = server.accept()
@@ -257,40 +269,254 @@ FAKE = textwrap.dedent("""
                 if len(header) < 16:
                     break
                 magic, version, kind, length, rid = struct.unpack("<IHHII", header)
-                conn.recv(length, socket.MSG_WAITALL)
-                status = {"version": "0.0.1", "pid": os.getpid(), "jobs": jobs,
-                          "uid": os.getuid(), "socket": path}
-                reply = (2, {"protocol_version": version}) if kind == 1 else (12, status)
+                body = json.loads(conn.recv(length, socket.MSG_WAITALL) or b"{}")
+                status = {"version": "0.0.1", "jobs": jobs, "uid": os.getuid(), "socket": path}
+                if reported_pid != "absent":
+                    status["pid"] = int(reported_pid)
+                drain = kind != 1 and body.get("what") == "drain"
+                if kind == 1:
+                    reply = (2, {"protocol_version": version})
+                else:
+                    reply = (12, {"draining": True, "jobs": 0} if drain else status)
                 body = json.dumps(reply[1]).encode()
                 conn.sendall(struct.pack("<IHHII", magic, version, reply[0], len(body), rid) + body)
+                if drain:
+                    os.unlink(path)
+                    os._exit(0)
 """)
 
 
+@pytest.mark.parametrize("reported_pid", ["bystander", "absent"])
 @pytest.mark.parametrize("busy", [False, True])
-def test_own_daemon_of_another_release_is_replaced_when_idle_reported_when_busy(home, data, busy):
+def test_own_daemon_of_another_release_is_replaced_when_idle_reported_when_busy(
+        home, data, busy, reported_pid):
     env, folder = home
     folder.mkdir(mode=0o700)
     socket = folder / "galleyd.sock"
-    fake = subprocess.Popen([sys.executable, "-c", FAKE, str(socket), "1" if busy else "0"],
+    # A process of the job's own user that the fake daemon claims to be.
+    bystander = subprocess.Popen(["sleep", "600"])
+    fake = subprocess.Popen([sys.executable, "-c", FAKE, str(socket), "1" if busy else "0",
+                             str(bystander.pid) if reported_pid == "bystander" else "absent"],
                             stdout=subprocess.PIPE, text=True)
     try:
         assert fake.stdout.readline().strip() == "ready"
-        job = run_job(env, data)
+        # In a process group of its own: a signal to pid 0 would end the job.
+        job = subprocess.run([sys.executable, "-c", JOB, str(data), "default"], env=env,
+                             capture_output=True, text=True, timeout=120, start_new_session=True)
         if busy:
-            assert job.returncode != 0
+            assert job.returncode == 1, job.stderr
             message = job.stderr.strip().splitlines()[-1]
             assert "galley.ProtocolError" in message and "galley 0.0.1" in message
             assert galley.__version__ in message and "galleyctl stop" in message
+            assert f"(pid {fake.pid}," in message  # the kernel's pid, not the reply's
             assert fake.poll() is None  # left alone
         else:
             assert job.returncode == 0, job.stderr
             assert sorted(json.loads(job.stdout)["ids"]) == list(range(20))
-            assert fake.wait(timeout=30) == 0  # stopped
+            assert fake.wait(timeout=30) == 0  # it stopped when asked; a signal kills it
             assert len(daemons_serving(socket)) == 1
+        assert bystander.poll() is None  # never signalled
     finally:
-        if fake.poll() is None:
-            fake.terminate()
-            fake.wait()
+        for process in (fake, bystander):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+# Other users: a squatter (nobody), its victim, and a node service's user.
+SQUATTER_UID, VICTIM_UID, SERVICE_UID = 65534, 65533, 65532
+
+SQUATTER = textwrap.dedent("""
+    # Another user's stand-in for galleyd where a victim will connect: it
+    # makes the socket's folder (mode 0755) if asked, answers every request
+    # as an idle galleyd of another release, run by the victim, with the pid
+    # it is told to report, and prints how many bytes each connection
+    # brought. A connection that brings the one byte Z ends it.
+    import json, os, socket, struct, sys
+    path, victim_uid, reported_pid = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    if sys.argv[4] == "make-folder":
+        os.mkdir(os.path.dirname(path), 0o755)
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    os.chmod(path, 0o666)
+    server.listen(8)
+    print("ready", flush=True)
+    while True:
+        conn, _ = server.accept()
+        received = 0
+        with conn:
+            while True:
+                header = conn.recv(16, socket.MSG_WAITALL)
+                if header == b"Z":
+                    sys.exit(0)
+                received += len(header)
+                if len(header) < 16:
+                    break
+                magic, version, kind, length, rid = struct.unpack("<IHHII", header)
+                body = conn.recv(length, socket.MSG_WAITALL)
+                received += len(body)
+                status = {"version": "0.0.1", "jobs": 0, "uid": victim_uid, "socket": path}
+                if reported_pid != "absent":
+                    status["pid"] = int(reported_pid)
+                reply = (2, {"protocol_version": version}) if kind == 1 else (12, status)
+                body = json.dumps(reply[1]).encode()
+                conn.sendall(struct.pack("<IHHII", magic, version, reply[0], len(body), rid) + body)
+        print(received, flush=True)
+""")
+
+VICTIM = textwrap.dedent("""
+    import json, sys, galley
+    from galley import transforms as T
+    try:
+        loader = galley.DataLoader(sys.argv[1], batch_size=8, epochs=1, socket=sys.argv[2] or None,
+                                   transform=T.Compose([T.Resize(24), T.CenterCrop(24)]))
+        ids = [i for _, _, batch in loader.iter_with_ids() for i in batch.tolist()]
+        print(json.dumps({"ids": ids}))
+    except galley.GalleyError as error:
+        print(json.dumps({"error": type(error).__name__, "message": str(error)}))
+""")
+
+
+def as_user(uid):
+    """The command prefix that runs a command as uid (and its gid), or as
+    this process where uid is root."""
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] if uid else []
+
+
+def require_galley_for(uid, env):
+    """Skips where uid cannot run this interpreter with this galley (a venv
+    in a home folder other users cannot enter); the in-place run covers it."""
+    probe = subprocess.run(as_user(uid) + [sys.executable, "-c", "import galley"], env=env,
+                           capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        pytest.skip(f"uid {uid} cannot import galley with {sys.executable} here: "
+                    + (probe.stderr.strip().splitlines() or ["?"])[-1])
+
+
+@pytest.fixture
+def shared():
+    """A folder like /tmp (sticky, writable by every user), with a dataset
+    every user may read; whatever galleyd was started in it is stopped."""
+    import shutil
+    import tempfile
+    root = pathlib.Path(tempfile.mkdtemp(prefix="galley-trust-", dir="/tmp"))
+    root.chmod(0o1777)
+    write_folder(root / "data", classes=2, per_class=10, sizes=(24, 40), seed=3)
+    unset = ("GALLEY_SOCKET", "GALLEY_AUTOSTART", "XDG_RUNTIME_DIR", "GALLEY_SERVICE_USER")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env.update(TMPDIR=str(root), XDG_CONFIG_HOME=str(root / "no-config"), GALLEYD=GALLEYD,
+               GALLEY_IDLE_EXIT="30")
+    yield root, env
+    for pid in daemons_serving(root / "data"):
+        os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(root)
+
+
+@pytest.mark.parametrize("victim", [VICTIM_UID, 0], ids=["user", "root"])
+@pytest.mark.parametrize("where", ["own-socket", "named-socket"])
+def test_another_users_folder_or_daemon_is_refused_told_nothing_and_never_signalled(
+        shared, victim, where):
+    root, env = shared
+    require_galley_for(victim, env)
+    if where == "own-socket":
+        # Made first by another user in the shared temp folder: the path
+        # galley uses for the victim's own daemon where XDG_RUNTIME_DIR is unset.
+        socket = root / f"galley-{victim}" / "galleyd.sock"
+    else:
+        socket = root / "theirs" / "galleyd.sock"  # named with socket=
+    # A process of the victim's own user, which the fake daemon claims to be.
+    bystander = subprocess.Popen(as_user(victim) + ["sleep", "600"])
+    squatter = subprocess.Popen(
+        as_user(SQUATTER_UID) + ["/usr/bin/python3", "-c", SQUATTER, str(socket), str(victim),
+                                 str(bystander.pid), "make-folder"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert squatter.stdout.readline().strip() == "ready"
+        job = subprocess.run(
+            as_user(victim) + [sys.executable, "-c", VICTIM, str(root / "data"),
+                               str(socket) if where == "named-socket" else ""],
+            env=env, capture_output=True, text=True, timeout=120, start_new_session=True)
+        assert job.returncode == 0, job.stderr  # not signalled, and the error was a GalleyError
+        # Every connection made so far is recorded before this last one.
+        with socketlib.socket(socketlib.AF_UNIX) as finish:
+            finish.connect(str(socket))
+            finish.sendall(b"Z")
+        out, _ = squatter.communicate(timeout=30)
+        received = [int(line) for line in out.split()]
+        # The own socket's folder is refused before connecting; a named
+        # socket is connected to, checked, and told nothing.
+        assert received == ([] if where == "own-socket" else [0])
+        assert bystander.poll() is None
+        assert not daemons_serving(socket)
+        result = json.loads(job.stdout)
+        assert result.get("error") == "AccessDenied", result
+        if where == "own-socket":
+            assert (f"{socket.parent} belongs to uid {SQUATTER_UID} (nobody), not to you "
+                    f"(uid {victim})") in result["message"]
+            assert "TMPDIR" in result["message"]
+        else:
+            assert (f"galleyd at {socket} runs as uid {SQUATTER_UID} (nobody) "
+                    f"(pid {squatter.pid})") in result["message"], result["message"]
+            assert "sent it nothing" in result["message"]
+    finally:
+        for process in (squatter, bystander):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def test_the_node_service_run_by_its_own_user_is_used_where_that_user_is_the_service(shared):
+    root, env = shared
+    require_galley_for(VICTIM_UID, env)
+    if subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs a mount namespace of its own (root with CAP_SYS_ADMIN)")
+    data = root / "data"
+    galleyctl = pathlib.Path(GALLEYD).with_name("galleyctl")
+    # Another user made the victim's own socket folder first: that must not
+    # keep the victim from the node's service.
+    squatted = root / f"galley-{VICTIM_UID}"
+    squatted.mkdir(mode=0o755)
+    (squatted / "galleyd.sock").touch()
+    os.chown(squatted / "galleyd.sock", SQUATTER_UID, SQUATTER_UID)
+    os.chown(squatted, SQUATTER_UID, SQUATTER_UID)
+    # A private mount namespace whose /run is a fresh tmpfs that only root may
+    # write to, as on a node: the service's folder there is made by root and
+    # given to the service's user, who runs galleyd.
+    script = textwrap.dedent(f"""
+        set -e
+        python="$0" victim="$1"
+        mount -t tmpfs -o mode=0755 tmpfs /run
+        mkdir -m 0755 /run/galley
+        chown {SERVICE_UID}:{SERVICE_UID} /run/galley
+        {" ".join(as_user(SERVICE_UID))} {GALLEYD} --socket /run/galley/galleyd.sock \\
+            --socket-mode 0666 --detach --cache-bytes 0 --allowed-root {data} >/dev/null 2>&1
+        job() {{ env "$@" {" ".join(as_user(VICTIM_UID))} "$python" -c "$victim" {data} ""; }}
+        job
+        chown root:root /run/galley
+        job
+        job GALLEY_SERVICE_USER={SERVICE_UID}
+        {galleyctl} --socket /run/galley/galleyd.sock stop
+    """)
+    run = subprocess.run(["unshare", "--mount", "sh", "-c", script, sys.executable, VICTIM],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    served, refused, named, stopped = run.stdout.strip().splitlines()
+    # The folder only root could make belongs to the service's user: trusted.
+    assert sorted(json.loads(served)["ids"]) == list(range(20))
+    assert ("galley: using the node's galleyd at /run/galley/galleyd.sock; "
+            f"{squatted} belongs to uid {SQUATTER_UID} (nobody)") in run.stderr
+    # The folder is root's: uid 65532 is nobody the client knows to trust.
+    refused = json.loads(refused)
+    assert refused["error"] == "AccessDenied"
+    assert (f"galleyd at /run/galley/galleyd.sock runs as uid {SERVICE_UID}"
+            in refused["message"]), refused["message"]
+    assert "GALLEY_SERVICE_USER" in refused["message"]
+    # Named by the user's environment: trusted again.
+    assert sorted(json.loads(named)["ids"]) == list(range(20))
+    # galleyctl stops it by the kernel's word on who serves the socket.
+    assert stopped.startswith("stopped galleyd (pid ")
+    assert "started galleyd" not in run.stderr
+    assert os.listdir(squatted) == ["galleyd.sock"]  # nothing of the victim's went there
 
 
 def test_cache_budget_follows_available_memory():

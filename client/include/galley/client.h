@@ -9,9 +9,12 @@
 #ifndef GALLEY_CLIENT_H_
 #define GALLEY_CLIENT_H_
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,12 +36,45 @@ std::string SystemSocketPath();
 // set, the system socket otherwise.
 std::string DefaultSocketPath();
 
+// The uid the node's galleyd service runs as: $GALLEY_SERVICE_USER (a user
+// name or a numeric uid) when set; else the owner of the system socket's
+// folder (/run/galley) when only root can have made it (its parent belongs
+// to root and no one else may write there); else none. A folder only root
+// can create names the user root chose for the service, which needs no
+// setting on a node installed with the package (its unit makes the folder).
+std::optional<uid_t> ServiceUid();
+
+// Checks the folder of a socket path the user owns by convention (the
+// user's own socket): it must be a directory, not a symlink, belong to the
+// calling user and have mode 0700 or narrower, since whoever may write to
+// it can put a daemon of their own at the path. PermissionDenied names the
+// folder, its owner or mode, and what to do. A missing folder passes: there
+// is nothing there to talk to.
+Status CheckUserSocketFolder(const std::string& socket_path);
+
 struct ClientOptions {
   std::string socket_path = DefaultSocketPath();
   // How long handshakes and control requests may take.
   std::chrono::milliseconds request_timeout{10000};
   // Name this client reports to the daemon (shown by galleyctl).
   std::string client_name = "galley-cpp";
+  // Whose daemon this client talks to. On every connection, before it sends
+  // anything, the client asks the kernel which uid serves the socket
+  // (SO_PEERCRED) and refuses with PermissionDenied any but its own, root,
+  // and this one (default: ServiceUid(); nullopt trusts no one else). On the
+  // user's own socket path (UserSocketPath()) it also checks the folder
+  // first (CheckUserSocketFolder). So a daemon another user runs at a path
+  // this client chose, such as a squatted /tmp/galley-<uid>, is told
+  // nothing: not the client's pid, not a dataset.
+  std::optional<uid_t> service_uid = ServiceUid();
+};
+
+// The process serving a client's socket, as the kernel reported it for the
+// client's checked connection (SO_PEERCRED), never as the daemon describes
+// itself.
+struct DaemonProcess {
+  pid_t pid = 0;
+  uid_t uid = 0;
 };
 
 // What the daemon told the client about an opened job.
@@ -88,7 +124,9 @@ class Job {
 
 class Client {
  public:
-  // Connects and performs the hello/welcome handshake.
+  // Connects, checks the daemon (ClientOptions::service_uid) and performs
+  // the hello/welcome handshake. PermissionDenied for a daemon this client
+  // does not trust, naming it, its owner and the path.
   static Result<Client> Connect(const ClientOptions& options = {});
 
   // Opens a job on its own connection. InvalidArgument for a bad spec,
@@ -110,10 +148,15 @@ class Client {
   Status Forget(const std::string& dataset) const;
 
   const ClientOptions& options() const { return options_; }
+  // The daemon Connect checked. Each request connects afresh, and each
+  // connection is checked the same way before anything is sent on it.
+  const DaemonProcess& daemon() const { return daemon_; }
 
  private:
-  explicit Client(ClientOptions options) : options_(std::move(options)) {}
+  Client(ClientOptions options, DaemonProcess daemon)
+      : options_(std::move(options)), daemon_(daemon) {}
   ClientOptions options_;
+  DaemonProcess daemon_;
 };
 
 }  // namespace galley
