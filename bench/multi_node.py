@@ -30,6 +30,7 @@ import multiprocessing as mp
 import os
 import pathlib
 import pwd
+import secrets
 import shutil
 import signal
 import socket as socketlib
@@ -80,8 +81,10 @@ def start_memcached(tmp, servers, memory_mb):
         wait_for_port(port, proc, "memcached")
         addresses.append(f"127.0.0.1:{port}")
     credentials = tmp / "remote-cache.toml"
-    credentials.write_text(f'username = "{USER}"\npassword = "{PASSWORD}"\n')
-    credentials.chmod(0o600)
+    credentials.touch(mode=0o600)
+    # Every node of the run shares one key that signs the values.
+    credentials.write_text(f'username = "{USER}"\npassword = "{PASSWORD}"\n'
+                           f'mac_key = "{secrets.token_hex(32)}"\n')
     return procs, addresses, credentials
 
 

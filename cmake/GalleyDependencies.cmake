@@ -13,15 +13,17 @@ if(GALLEY_BUILD_SERVER)
   pkg_check_modules(LibExif REQUIRED IMPORTED_TARGET libexif)
   pkg_check_modules(LibWebP REQUIRED IMPORTED_TARGET libwebp)
   pkg_check_modules(LibPng REQUIRED IMPORTED_TARGET libpng16)
-  # Dataset fingerprints and remote-tier checksums: XXH3, compiled in from
+  # Dataset fingerprints: XXH3, compiled in from
   # its header (XXH_INLINE_ALL), so nothing is linked.
   find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
   add_library(galley_xxhash INTERFACE)
   target_include_directories(galley_xxhash SYSTEM INTERFACE ${XXHASH_INCLUDE_DIR})
   target_compile_definitions(galley_xxhash INTERFACE XXH_INLINE_ALL)
-  # The remote tier's memcached client: consistent hashing, failover, SASL.
+  # The remote tier's memcached client: consistent hashing, failover, SASL;
+  # and libcrypto (OpenSSL 3's EVP_MAC) for the HMAC that signs its values.
   if(GALLEY_REMOTE_TIER)
     pkg_check_modules(LibMemcached REQUIRED IMPORTED_TARGET libmemcached)
+    find_package(OpenSSL 3.0 REQUIRED COMPONENTS Crypto)
   endif()
   find_package(TBB REQUIRED)
   find_package(spdlog REQUIRED)

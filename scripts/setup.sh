@@ -12,7 +12,7 @@ PACKAGES=(
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   libboost-dev libtbb-dev libacl1-dev
   nlohmann-json3-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
-  libxxhash-dev libmemcached-dev memcached sasl2-bin
+  libxxhash-dev libmemcached-dev libssl-dev memcached sasl2-bin
   pybind11-dev python3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-torchvision python3-numpy python3-pytest

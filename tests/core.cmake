@@ -19,7 +19,7 @@ if(GALLEY_REMOTE_TIER)
   galley_add_test(remote_tier_test
     SOURCES integration/remote_tier_test.cc integration/memcached_cluster.cc
             integration/galleyd_process.cc
-    LIBS galley_client galley_opencv PkgConfig::LibMemcached
+    LIBS galley_client galley_opencv PkgConfig::LibMemcached OpenSSL::Crypto galley_xxhash
     LABEL integration)
   target_compile_definitions(remote_tier_test PRIVATE GALLEYD_PATH="$<TARGET_FILE:galleyd>")
   add_dependencies(remote_tier_test galleyd)

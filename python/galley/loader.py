@@ -169,6 +169,12 @@ class DataLoader:
       daemon puts a substitute in its place (another item of the rank's shard
       of that epoch, which then appears twice), counts it in ``skipped`` and,
       with ``on_error="raise"``, the loop raises ``galley.SampleError``.
+    * An epoch is never delivered short or empty. When the dataset changes
+      under a running loop (a listed file is deleted, a shard truncated,
+      rewritten or deleted) or a failed sample has no substitute, the loop
+      raises ``galley.SampleError`` naming how many samples of which batch
+      could not be served and the first file, whatever ``on_error`` says;
+      the next loop lists the dataset afresh.
     * ``state_dict()`` / ``load_state_dict()`` resume mid-epoch: a loader
       restored from a state taken after k batches of epoch e yields exactly
       the items of e it had not yielded, then epoch e + 1.
@@ -226,7 +232,8 @@ class DataLoader:
             ranks per node share each node's items.
         prefetch: batches prepared ahead of the one in hand (default 4); the
             ring in shared memory has ``prefetch + 1`` slots.
-        on_error: ``"skip"`` (substitute and count) or ``"raise"``.
+        on_error: ``"skip"`` (substitute and count) or ``"raise"``; a
+            dataset that changed under the loop raises either way.
         policy: sampling policy, one of ``galley.sampling_policies``
             (``dsa``, the daemon's default unless its admin chose another,
             ``dsa-chain``, ``independent``, ``lockstep``, ``ods``;
@@ -617,6 +624,13 @@ class DataLoader:
                     job = self._reopen_after_restart(epoch, lost)
                     slots = int(job.info["slots"])
                     continue
+                except _galley.SampleError:
+                    # galleyd ended the job: this epoch cannot be delivered
+                    # whole (the dataset changed under it, or failed samples
+                    # had no substitute). The next loop opens a new job,
+                    # which lists the dataset as it is then.
+                    self._close_job()
+                    raise
                 if meta["epoch"] != epoch:
                     continue  # left over from before a seek
                 if _NATIVE_SIZE_MISMATCH in meta["first_error"]:

@@ -486,7 +486,8 @@ const std::vector<Key>& Keys() {
           return ParseServerAddress(server, &host, &port) ? std::string() : Got(server);
         }));
     k.push_back(TextKey("remote_cache_credentials", "--remote-cache-credentials",
-                        "TOML file with the remote tier's SASL username and password (mode 0600)",
+                        "TOML file with the remote tier's SASL username and password and the "
+                        "mac_key that signs its values (mode 0600)",
                         &DaemonOptions::remote_cache_credentials, "an absolute file path",
                         AbsolutePathOrNone));
     k.push_back(IntegerKey("remote_cache_connect_timeout_ms", "--remote-cache-connect-timeout-ms",
@@ -923,8 +924,9 @@ void Resolve(const std::map<std::string, std::string>& given, LoadedOptions* loa
     if (options.remote_cache_credentials.empty()) {
       problems->AddLine("remote_cache_credentials (" + Where(*loaded, "remote_cache_credentials") +
                         "): none set; remote_cache_servers needs a credentials file: a TOML file "
-                        "with username = \"...\" and password = \"...\" for the servers' SASL, "
-                        "mode 0600, owned by galleyd's user");
+                        "with username = \"...\" and password = \"...\" for the servers' SASL "
+                        "and mac_key = \"...\" (`openssl rand -hex 32`, the same on every node) "
+                        "to sign the values, mode 0600, owned by galleyd's user");
     } else if (auto read = ReadRemoteCredentials(options.remote_cache_credentials); !read.ok()) {
       problems->AddLine("remote_cache_credentials (" + Where(*loaded, "remote_cache_credentials") +
                         "): " + read.status().message());

@@ -50,8 +50,15 @@ uint64_t NsSince(Clock::time_point start) {
 
 }  // namespace
 
-void RecordFailure(ItemTask& task, const std::string& message) {
-  for (auto& d : task.deliveries) d.plan->errors[d.position] = message;
+void RecordFailure(ItemTask& task, const std::string& message, bool dataset_changed) {
+  for (auto& d : task.deliveries) {
+    d.plan->errors[d.position] = message;
+    d.plan->dataset_changed[d.position] = dataset_changed ? 1 : 0;
+  }
+}
+
+bool IsDatasetChange(const Dataset& dataset, const Status& read_failure) {
+  return read_failure.code() == StatusCode::kNotFound || dataset.stale();
 }
 
 std::string AugmentationSignature(const ServedJob& job) {
@@ -157,11 +164,13 @@ bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* imag
                            cache::BlobPtr* encoded_to_offer,
                            const std::vector<const SlotPosition*>* receivers,
                            std::optional<image::ImageRegion>* region, RemoteWrite* write_back) {
-  auto fail = [&](const std::string& why) {
+  auto fail = [&](const std::string& why, bool dataset_changed = false) {
     counters_.failures++;
     *encoded_to_offer = nullptr;  // a file that does not decode is not worth keeping
     *write_back = RemoteWrite::kNone;
-    const std::string message = task.dataset->path(task.item).string() + ": " + why;
+    // Named once: a file's own errors already start with its path.
+    const std::string path = task.dataset->path(task.item).string();
+    const std::string message = why.rfind(path + ": ", 0) == 0 ? why : path + ": " + why;
     uint64_t dropped = 0;
     if (failure_log_.Allow(LogThrottle::Clock::now(), &dropped)) {
       if (dropped > 0) {
@@ -170,7 +179,7 @@ bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* imag
       }
       spdlog::warn("sample {} skipped: {}", task.item, message);
     }
-    RecordFailure(task, message);
+    RecordFailure(task, message, dataset_changed);
     return false;
   };
   if (cache_ != nullptr) {
@@ -186,7 +195,9 @@ bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* imag
   } else {
     bool from_storage = false;
     auto fetched = Fetch(task, key, cached, &from_storage);
-    if (!fetched.ok()) return fail(fetched.status().message());
+    if (!fetched.ok()) {
+      return fail(fetched.status().message(), IsDatasetChange(*task.dataset, fetched.status()));
+    }
     if (*cached != nullptr) return true;  // decoded pixels from the remote tier
     encoded = std::move(fetched).value();
     // Only bytes fetched from outside are offered to the encoded tier; ones

@@ -25,6 +25,10 @@
 // chose them and the full image was decoded, else the file's bytes), and an
 // encoded remote hit is upgraded to pixels when decoded is the write form.
 // With a StorageThrottle, every storage read is charged to it.
+//
+// A failure is recorded per slot position; a read that failed because the
+// dataset changed under its listing (IsDatasetChange) is marked so, since
+// the scheduler ends the job for it instead of substituting.
 #ifndef GALLEY_SERVER_DAEMON_ITEM_PIPELINE_H_
 #define GALLEY_SERVER_DAEMON_ITEM_PIPELINE_H_
 
@@ -58,10 +62,23 @@ struct SlotPlan {
   uint32_t flags = 0;
   std::vector<ItemId> items;        // position -> item
   std::vector<std::string> errors;  // position -> failure ("" = prepared)
+  // position -> 1 when its failure was the dataset changing under the job
+  // (its file is gone, or its shard is no longer the one listed), not a bad
+  // file: a sample that no substitute should stand in for.
+  std::vector<uint8_t> dataset_changed;
   // Samples that failed and were replaced by a substitute, and the first
   // failure's message (reported with the batch).
   uint32_t substituted = 0;
   std::string first_failure;
+  // Why the batch cannot go out as its position promises, so the job ends
+  // instead (set by the scheduler); "" while it can.
+  std::string unservable;
+
+  // Clears every position's outcome before the pipeline runs.
+  void ResetOutcomes() {
+    errors.assign(items.size(), std::string());
+    dataset_changed.assign(items.size(), 0);
+  }
 };
 
 struct SlotPosition {
@@ -165,8 +182,14 @@ class ItemPipeline {
 // the seed, the two things besides (epoch, item) a sample depends on.
 std::string AugmentationSignature(const ServedJob& job);
 
-// Writes one failure per position of `task` into the plans.
-void RecordFailure(ItemTask& task, const std::string& message);
+// Writes one failure per position of `task` into the plans; with
+// `dataset_changed`, marks it as the dataset changing (SlotPlan).
+void RecordFailure(ItemTask& task, const std::string& message, bool dataset_changed = false);
+
+// Whether a read of the item failed because the dataset is no longer what
+// it was listed as: the file is gone (NotFound), or the source saw its
+// storage change (a truncated, rewritten or replaced shard).
+bool IsDatasetChange(const Dataset& dataset, const Status& read_failure);
 
 }  // namespace galley
 

@@ -20,6 +20,35 @@ Status Refused(const std::string& path, const std::string& why) {
   return Status::InvalidArgument("credentials file " + path + ": " + why);
 }
 
+constexpr const char* kMakeKey =
+    "make one with `openssl rand -hex 32`, the same on every node that shares the servers";
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The bytes `hex` spells; an error naming what is wrong with it.
+Result<std::string> MacKeyBytes(const std::string& path, const std::string& hex) {
+  std::string bytes;
+  bytes.reserve(hex.size() / 2);
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    const int high = HexDigit(hex[i]), low = HexDigit(hex[i + 1]);
+    if (high < 0 || low < 0) break;
+    bytes.push_back(static_cast<char>(high * 16 + low));
+  }
+  if (bytes.size() * 2 != hex.size()) {
+    return Refused(path, std::string("mac_key must be hex digits, two per byte; ") + kMakeKey);
+  }
+  if (bytes.size() < kMinMacKeyBytes) {
+    return Refused(path, "mac_key has " + std::to_string(bytes.size()) + " bytes, fewer than the " +
+                             std::to_string(kMinMacKeyBytes) + " needed; " + kMakeKey);
+  }
+  return bytes;
+}
+
 }  // namespace
 
 Result<RemoteCredentials> ReadRemoteCredentials(const std::string& path) {
@@ -62,18 +91,30 @@ Result<RemoteCredentials> ReadRemoteCredentials(const std::string& path) {
                              std::string(e.description()));
   }
   RemoteCredentials credentials;
+  std::string mac_key_hex;
   for (const auto& [key, node] : table) {
     const std::string name(key.str());
     const auto value = node.value_exact<std::string>();
-    if (name != "username" && name != "password") {
-      return Refused(path, "unknown key '" + name + "' (only username and password)");
+    std::string* field = name == "username"   ? &credentials.username
+                         : name == "password" ? &credentials.password
+                         : name == "mac_key"  ? &mac_key_hex
+                                              : nullptr;
+    if (field == nullptr) {
+      return Refused(path, "unknown key '" + name + "' (only username, password and mac_key)");
     }
     if (!value || value->empty()) return Refused(path, name + " must be a non-empty string");
-    (name == "username" ? credentials.username : credentials.password) = *value;
+    *field = *value;
   }
   if (credentials.username.empty() || credentials.password.empty()) {
     return Refused(path, "needs both username = \"...\" and password = \"...\"");
   }
+  if (mac_key_hex.empty()) {
+    return Refused(path,
+                   "needs mac_key = \"...\", the key that signs the values galleyd stores in the "
+                   "remote tier (at least " +
+                       std::to_string(kMinMacKeyBytes * 2) + " hex digits); " + kMakeKey);
+  }
+  GALLEY_ASSIGN_OR_RETURN(credentials.mac_key, MacKeyBytes(path, mac_key_hex));
   return credentials;
 }
 

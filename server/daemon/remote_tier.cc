@@ -114,6 +114,17 @@ RemoteTier::RemoteTier(const RemoteTierOptions& options) : options_(options) {}
 
 Result<std::unique_ptr<RemoteTier>> RemoteTier::Create(const RemoteTierOptions& options) {
   if (options.servers.empty()) return Status::InvalidArgument("the remote tier has no servers");
+  if (options.credentials.mac_key.size() < kMinMacKeyBytes) {
+    return Status::InvalidArgument("the remote tier needs a mac_key of at least " +
+                                   std::to_string(kMinMacKeyBytes) + " bytes in " +
+                                   options.credentials_file);
+  }
+  // A libcrypto without HMAC-SHA256 would refuse every value: say so now.
+  if (auto signed_value = EncodeRemoteValue(options.credentials.mac_key, "galley1:self-test",
+                                            RemoteForm::kEncoded, cache::Blob());
+      !signed_value.ok()) {
+    return signed_value.status();
+  }
   std::unique_ptr<RemoteTier> tier(new RemoteTier(options));
   tier->master_.reset(memcached_create(nullptr));
   if (tier->master_ == nullptr) return Status::ResourceExhausted("memcached_create failed");
@@ -256,7 +267,8 @@ RemoteLookup RemoteTier::Get(const ContentFingerprint& dataset, ItemId item) {
       bytes_read_ += value.size();
       const RemoteForm form = key == keys[0] ? RemoteForm::kDecoded : RemoteForm::kEncoded;
       if (key != keys[0] && key != keys[1]) continue;
-      auto blob = DecodeRemoteValue(key, form, value, options_.limits);
+      auto blob =
+          DecodeRemoteValue(options_.credentials.mac_key, key, form, value, options_.limits);
       if (!blob.ok()) {
         corrupt_++;
         uint64_t dropped = 0;
@@ -264,6 +276,9 @@ RemoteLookup RemoteTier::Get(const ContentFingerprint& dataset, ItemId item) {
           spdlog::warn("remote cache: {}; the item is read from storage{}", blob.status().message(),
                        dropped > 0 ? fmt::format(" ({} more not logged)", dropped) : "");
         }
+        // Deleted, so that it is refused once rather than at every lookup
+        // (a form that is not the write form is never overwritten).
+        Enqueue(PendingWrite{std::string(key), form, nullptr});
         continue;
       }
       (form == RemoteForm::kDecoded ? found.decoded : found.encoded) = std::move(blob).value();
@@ -289,11 +304,20 @@ RemoteLookup RemoteTier::Get(const ContentFingerprint& dataset, ItemId item) {
 
 void RemoteTier::Put(const ContentFingerprint& dataset, ItemId item, RemoteForm form,
                      cache::BlobPtr blob) {
-  const uint64_t bytes = kRemoteHeaderBytes + blob->payload().size();
-  if (bytes > options_.max_value_bytes) {
+  if (kRemoteHeaderBytes + blob->payload().size() > options_.max_value_bytes) {
     writes_oversized_++;
     return;
   }
+  Enqueue(PendingWrite{RemoteKey(dataset, item, form), form, std::move(blob)});
+}
+
+uint64_t RemoteTier::QueuedBytes(const PendingWrite& write) {
+  return write.blob != nullptr ? kRemoteHeaderBytes + write.blob->payload().size()
+                               : write.key.size();
+}
+
+void RemoteTier::Enqueue(PendingWrite write) {
+  const uint64_t bytes = QueuedBytes(write);
   {
     MutexLock lock(&mu_);
     if (queued_bytes_ + bytes > options_.write_queue_bytes) {
@@ -301,7 +325,7 @@ void RemoteTier::Put(const ContentFingerprint& dataset, ItemId item, RemoteForm 
       return;
     }
     queued_bytes_ += bytes;
-    queue_.push_back({RemoteKey(dataset, item, form), form, std::move(blob)});
+    queue_.push_back(std::move(write));
   }
   cv_.Signal();
 }
@@ -316,16 +340,27 @@ void RemoteTier::WriterLoop() {
       write = std::move(queue_.front());
       queue_.pop_front();
     }
-    const std::string value = EncodeRemoteValue(write.key, write.form, *write.blob);
-    const memcached_return_t rc = memcached_set(writer_handle_.get(), write.key.data(),
-                                                write.key.size(), value.data(), value.size(), 0, 0);
     {
       MutexLock lock(&mu_);
-      queued_bytes_ -= value.size();
+      queued_bytes_ -= QueuedBytes(write);
     }
+    if (write.blob == nullptr) {
+      // A refused value; one that is already gone is as good.
+      memcached_delete(writer_handle_.get(), write.key.data(), write.key.size(), 0);
+      continue;
+    }
+    auto value =
+        EncodeRemoteValue(options_.credentials.mac_key, write.key, write.form, *write.blob);
+    if (!value.ok()) {
+      write_errors_++;
+      continue;
+    }
+    const memcached_return_t rc =
+        memcached_set(writer_handle_.get(), write.key.data(), write.key.size(), value->data(),
+                      value->size(), 0, 0);
     if (rc == MEMCACHED_SUCCESS) {
       writes_++;
-      bytes_written_ += value.size();
+      bytes_written_ += value->size();
     } else if (rc == MEMCACHED_E2BIG) {
       writes_oversized_++;  // the server's item limit is below remote_cache_max_value_bytes
     } else {

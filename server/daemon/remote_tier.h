@@ -12,9 +12,11 @@
 //
 // Lookups (Get) run on the pipeline's worker threads, each on a handle from
 // a pool (memcached_pool), and never fail: a server error, a timeout or a
-// damaged value is a miss, counted, so the item comes from storage. Writes
-// (Put) are queued and sent by one writer thread on its own handle; when
-// the queue holds more than `write_queue_bytes` a write is dropped, counted.
+// damaged or forged value (one whose MAC under the credentials' mac_key is
+// wrong) is a miss, counted, so the item comes from storage; a refused value
+// is deleted. Writes (Put) are queued and sent by one writer thread on its
+// own handle; when the queue holds more than `write_queue_bytes` a write is
+// dropped, counted.
 //
 // Which server failed is found by a health thread, not guessed from the
 // failed operation: an operation that fails wakes it, it asks every server
@@ -90,8 +92,9 @@ struct RemoteProbe {
 
 class RemoteTier final : public RemoteCache {
  public:
-  // InvalidArgument for a malformed server address or options libmemcached
-  // refuses. Connects to nothing yet.
+  // InvalidArgument for a malformed server address, options libmemcached
+  // refuses, or credentials without a mac_key; Internal when libcrypto
+  // cannot sign values. Connects to nothing yet.
   static Result<std::unique_ptr<RemoteTier>> Create(const RemoteTierOptions& options);
   ~RemoteTier() override;  // stops the threads; writes still queued are dropped
   RemoteTier(const RemoteTier&) = delete;
@@ -119,7 +122,7 @@ class RemoteTier final : public RemoteCache {
   struct PendingWrite {
     std::string key;
     RemoteForm form = RemoteForm::kEncoded;
-    cache::BlobPtr blob;
+    cache::BlobPtr blob;  // null: delete the value under `key`
   };
   struct ServerState {
     std::string address;  // as configured
@@ -132,6 +135,11 @@ class RemoteTier final : public RemoteCache {
   };
 
   explicit RemoteTier(const RemoteTierOptions& options);
+  // What `write` counts against write_queue_bytes.
+  static uint64_t QueuedBytes(const PendingWrite& write);
+  // Queues `write` for the writer thread, or drops it (counted) when the
+  // queue is full.
+  void Enqueue(PendingWrite write) EXCLUDES(mu_);
   void WriterLoop() EXCLUDES(mu_);
   void HealthLoop() EXCLUDES(servers_mu_);
   // "" when server `host`:`port` answers a lookup alone, else why not.

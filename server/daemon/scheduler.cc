@@ -17,7 +17,7 @@ using Clock = std::chrono::steady_clock;
 // A safety net only: every state change notifies the condition variable.
 constexpr auto kIdleWait = std::chrono::milliseconds(500);
 // How many times a failed sample's substitute is itself replaced when it
-// fails too; past that the batch goes out short (a shard of broken files).
+// fails too; past that the batch cannot be completed and the job ends.
 constexpr uint32_t kSubstituteAttempts = 4;
 
 // A job's own sampling stream for one epoch: its (seed, epoch, rank) and the
@@ -39,6 +39,11 @@ class SharedRings final : public RingView {
   }
   std::optional<uint32_t> Claim(ServedJob& job) override { return job.ring->Claim(); }
 };
+
+// "1 sample", "3 samples".
+std::string Samples(uint32_t count) {
+  return std::to_string(count) + (count == 1 ? " sample" : " samples");
+}
 
 uint64_t HashString(const std::string& s) {
   uint64_t h = 1469598103934665603ULL;
@@ -187,6 +192,7 @@ Result<uint64_t> Scheduler::Seek(uint64_t job_id, uint64_t epoch) {
     return Status::InvalidArgument("epoch " + std::to_string(epoch) +
                                    " is past the job's last epoch");
   }
+  if (!p.failure.ok()) return p.failure;  // the job cannot go on (EndUnservableJob)
   LeaveSampler(p);
   p.epoch = epoch;
   p.batch_index = 0;
@@ -365,10 +371,64 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
   }
   // An epoch with no batch at all (drop_last, fewer items than batch_size)
   // is one empty batch flagged last, so the client still sees it end.
-  for (auto& plan : *plans) {
-    plan->errors.assign(plan->items.size(), std::string());
-  }
+  for (auto& plan : *plans) plan->ResetOutcomes();
   return true;
+}
+
+void Scheduler::FindUnservable(std::vector<std::unique_ptr<SlotPlan>>& plans,
+                               bool substitutes_done) {
+  for (auto& plan : plans) {
+    if (!plan->unservable.empty()) continue;
+    uint32_t changed = 0, failed = 0;
+    const std::string* first_changed = nullptr;
+    const std::string* first_failed = nullptr;
+    for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
+      if (plan->errors[pos].empty()) continue;
+      ++failed;
+      if (first_failed == nullptr) first_failed = &plan->errors[pos];
+      if (plan->dataset_changed[pos] != 0) {
+        ++changed;
+        if (first_changed == nullptr) first_changed = &plan->errors[pos];
+      }
+    }
+    const std::string where = "epoch " + std::to_string(plan->epoch) + ", batch " +
+                              std::to_string(plan->batch_index + 1) + " of " +
+                              std::to_string(plan->job->BatchesPerEpoch());
+    if (changed > 0) {
+      plan->unservable = "dataset changed under the job: " + Samples(changed) + " of " + where +
+                         " unreadable; iterate again to re-list it. First: " + *first_changed;
+    } else if (substitutes_done && failed > 0) {
+      plan->unservable = std::to_string(failed) + " of " + Samples(plan->items.size()) + " of " +
+                         where + " failed and none could be replaced. First: " + *first_failed;
+    } else {
+      continue;
+    }
+    // The close reason is bounded (wire::kMaxErrorText): the first failure
+    // comes last, so only its tail is cut, and the cut shows.
+    if (plan->unservable.size() >= wire::kMaxErrorText) {
+      plan->unservable.resize(wire::kMaxErrorText - 4);
+      plan->unservable += "...";
+    }
+  }
+}
+
+void Scheduler::EndUnservableJob(SlotPlan& plan) {
+  ServedJob& job = *plan.job;
+  const Status why = Status::DataLoss(plan.unservable);
+  job.ring->Unclaim(plan.slot);
+  {
+    MutexLock lock(&mu_);
+    auto it = jobs_.find(job.id);
+    if (it != jobs_.end()) {
+      LeaveSampler(it->second);
+      it->second.finished = true;
+      it->second.failure = why;
+    }
+  }
+  // The batches published before stay readable; the client reports `why`
+  // once it has taken them (docs/protocol.md).
+  job.ring->Close(why);
+  spdlog::warn("job {} ({}) cannot go on: {}", job.id, job.spec.name, plan.unservable);
 }
 
 std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<SlotPlan>>& plans,
@@ -376,6 +436,7 @@ std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<Slo
   std::vector<ItemTask> tasks;
   MutexLock lock(&mu_);
   for (auto& plan : plans) {
+    if (!plan->unservable.empty()) continue;  // the job ends: nothing to replace
     const uint32_t dataset_index = plan->job->dataset_index;
     for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
       if (!plan->errors[pos].empty()) failed_items_.insert({dataset_index, plan->items[pos]});
@@ -390,7 +451,7 @@ std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<Slo
       if (attempt == 1 && plan->substituted++ == 0) plan->first_failure = plan->errors[pos];
       const ItemId item =
           plan->job->Substitute(plan->epoch, plan->items[pos], attempt, known_to_fail);
-      if (item == plan->items[pos]) continue;  // nothing else to try: the batch goes out short
+      if (item == plan->items[pos]) continue;  // nothing else to try: the job ends
       plan->errors[pos].clear();
       plan->items[pos] = item;
       tasks.push_back(ItemTask{plan->job->dataset.get(), item, {{plan.get(), pos}}, dataset_index});
@@ -406,20 +467,14 @@ void Scheduler::Publish(SlotPlan& plan) {
   wire::SlotHeader* slot = ring.slot(plan.slot);
   uint64_t* ids = wire::SlotItemIds(slot);
   int64_t* labels = wire::SlotLabels(slot, g);
-  std::byte* tensor = wire::SlotTensor(slot, g);
-  uint32_t kept = 0;
-  uint32_t skipped = plan.substituted;
-  std::string first_error = plan.first_failure;
-  // Failed samples are left out; later ones move down so the tensor stays
-  // contiguous. Failures are rare, so the move is too.
-  for (uint32_t pos = 0; pos < plan.items.size(); ++pos) {
-    if (!plan.errors[pos].empty()) continue;  // its substitutes failed too (counted)
-    if (kept != pos) {
-      std::memmove(tensor + g.sample_bytes * kept, tensor + g.sample_bytes * pos, g.sample_bytes);
-    }
-    ids[kept] = plan.items[pos];
-    labels[kept] = job.dataset->label(plan.items[pos]);
-    ++kept;
+  // Every position holds its sample: a batch with one still failed is never
+  // published (FindUnservable), so none is left out.
+  const auto kept = static_cast<uint32_t>(plan.items.size());
+  const uint32_t skipped = plan.substituted;
+  const std::string& first_error = plan.first_failure;
+  for (uint32_t pos = 0; pos < kept; ++pos) {
+    ids[pos] = plan.items[pos];
+    labels[pos] = job.dataset->label(plan.items[pos]);
   }
   slot->flags = plan.flags;
   slot->generation = plan.generation;
@@ -463,17 +518,25 @@ void Scheduler::Loop() {
     const auto start = Clock::now();
     pipeline_->Run(tasks);
     // A sample that failed is replaced by a substitute, so every batch holds
-    // what its position in the epoch promises.
+    // what its position in the epoch promises; unless the dataset changed
+    // under the job, or nothing could replace it: then the job ends, with
+    // the count and the first failure, rather than receive a short epoch.
     for (uint32_t attempt = 1; attempt <= kSubstituteAttempts; ++attempt) {
+      FindUnservable(plans, /*substitutes_done=*/false);
       std::vector<ItemTask> retry = PlanSubstitutes(plans, attempt);
       if (retry.empty()) break;
       pipeline_->Run(retry);
     }
+    FindUnservable(plans, /*substitutes_done=*/true);
     const uint64_t ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
     for (auto& plan : plans) {
       plan->job->counters.produce_ns += ns / plans.size();
-      Publish(*plan);
+      if (plan->unservable.empty()) {
+        Publish(*plan);
+      } else {
+        EndUnservableJob(*plan);
+      }
     }
   }
 }

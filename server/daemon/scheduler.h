@@ -21,10 +21,17 @@
 // Every batch holds what its position in the epoch promises
 // (ServedJob::BatchTarget) and an epoch ends with its last batch, so
 // batches_per_epoch is exact for every job and rank. A sample that fails in
-// the pipeline is replaced by a substitute (ServedJob::Substitute, never an
-// item known to fail) in up to four more pipeline passes before the wave is
-// published. Each job's epoch enters its policy with the job's own seed
-// (JobSpec seed, epoch, rank and the daemon's sampler_seed).
+// the pipeline (a bad file) is replaced by a substitute
+// (ServedJob::Substitute, never an item known to fail) in up to four more
+// pipeline passes before the wave is published. A batch that cannot keep
+// that promise is never published short: when a read shows that the dataset
+// changed under the job (a listed file is gone, a shard was truncated or
+// replaced), or no substitute could be prepared, the job ends: its ring is
+// closed with DataLoss naming the count and the first failure, which the
+// client reports after the batches already published, and it produces
+// nothing more (Seek returns that status). Each job's epoch enters its
+// policy with the job's own seed (JobSpec seed, epoch, rank and the daemon's
+// sampler_seed).
 //
 // When each job gets a batch is decided by a ProductionGate from the time of
 // an injected SchedulerClock and the occupancy read through an injected
@@ -158,6 +165,8 @@ class Scheduler {
     // as long as their demand is registered with the cache.
     std::vector<bool> undelivered;
     uint64_t undelivered_count = 0;
+    // Why the job cannot go on, once a batch could not be completed.
+    Status failure;
   };
 
   void Loop() EXCLUDES(mu_);
@@ -169,9 +178,17 @@ class Scheduler {
       REQUIRES(mu_);
   void Publish(SlotPlan& plan);
   // Replaces the samples of `plans` that failed by substitutes and returns
-  // the tasks that prepare them (empty: nothing failed).
+  // the tasks that prepare them (empty: nothing failed). Plans already
+  // unservable are left alone.
   std::vector<ItemTask> PlanSubstitutes(std::vector<std::unique_ptr<SlotPlan>>& plans,
                                         uint32_t attempt) EXCLUDES(mu_);
+  // Sets SlotPlan::unservable, with the count and the first failure, for
+  // plans holding a sample the dataset's change made fail, and, once
+  // `substitutes_done`, for plans with a sample still failed.
+  static void FindUnservable(std::vector<std::unique_ptr<SlotPlan>>& plans, bool substitutes_done);
+  // Ends the job of an unservable plan: gives its slot back, stops its
+  // production and closes its ring with the reason.
+  void EndUnservableJob(SlotPlan& plan) EXCLUDES(mu_);
   // Leaves the job's current epoch, dropping the demand it still had. `p`
   // is one of jobs_, hence the lock.
   void LeaveSampler(Production& p) REQUIRES(mu_);

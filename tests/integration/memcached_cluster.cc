@@ -151,10 +151,11 @@ bool MemcachedCluster::Restart(int i) {
 }
 
 void WriteCredentialsFile(const std::filesystem::path& path, const std::string& user,
-                          const std::string& password) {
+                          const std::string& password, const std::string& mac_key) {
   {
     std::ofstream out(path);
     out << "username = \"" << user << "\"\npassword = \"" << password << "\"\n";
+    if (!mac_key.empty()) out << "mac_key = \"" << mac_key << "\"\n";
   }
   ::chmod(path.c_str(), 0600);
 }

@@ -1,6 +1,6 @@
 // Test support: real memcached servers on loopback, requiring SASL, standing
 // for the cache servers every node shares; and galleyd's credentials file
-// for them.
+// for them (with the deployment's key that signs values).
 //
 // Each server is `memcached -S` on a port of its own, its SASL user kept in
 // a sasldb made by saslpasswd2 and found through SASL_CONF_PATH, which
@@ -55,9 +55,10 @@ class MemcachedCluster {
   std::string error_;
 };
 
-// Writes galleyd's credentials file for the cluster (mode 0600) at `path`.
+// Writes galleyd's credentials file for the cluster (mode 0600) at `path`,
+// with `mac_key` (hex) as the key that signs values; none when empty.
 void WriteCredentialsFile(const std::filesystem::path& path, const std::string& user,
-                          const std::string& password);
+                          const std::string& password, const std::string& mac_key);
 
 }  // namespace galley::testing
 

@@ -4,7 +4,10 @@
 // budget, reading the same real JPEG files.
 #include <gtest/gtest.h>
 #include <libmemcached/memcached.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
 #include <chrono>
 #include <fstream>
@@ -29,6 +32,9 @@ using testing::TempDir;
 
 constexpr const char* kUser = "galley";
 constexpr const char* kPassword = "s3cret-for-tests";
+// The deployment's key that signs values (mac_key), as `openssl rand -hex 32`
+// makes one.
+constexpr const char* kMacKey = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
 constexpr const char* kTransform = R"({"ops":[{"op":"Resize","size":[32,32]}]})";
 constexpr int kItems = 30;
 
@@ -42,7 +48,7 @@ class RemoteTierTest : public ::testing::Test {
     cluster_ = std::make_unique<MemcachedCluster>(tmp_.path() / "sasl", 3, kUser, kPassword);
     ASSERT_TRUE(cluster_->started()) << cluster_->error();
     credentials_ = tmp_.path() / "remote-cache.toml";
-    testing::WriteCredentialsFile(credentials_, kUser, kPassword);
+    testing::WriteCredentialsFile(credentials_, kUser, kPassword, kMacKey);
   }
 
   std::vector<std::string> NodeArgs(const std::string& cache_bytes,
@@ -374,13 +380,102 @@ TEST_F(RemoteTierTest, ADamagedOrShortRemoteValueIsAMissAndCounted) {
   EXPECT_EQ(FileReads(*b), 2u);
 }
 
+// What anyone holding the servers' SASL credentials, but not the
+// deployment's mac_key, can write in place of a genuine decoded value: the
+// same header with white pixels, either in version 1's layout with its
+// unkeyed checksum recomputed, or in today's layout signed with a key of
+// their own. Made here independently of galleyd's code.
+std::string WhiteUnkeyed(const std::string& key, const std::string& genuine) {
+  std::string forged = genuine.substr(0, 32);
+  forged[4] = 1;  // version 1: XXH3-64 of the payload seeded with key and header
+  const std::string white(genuine.size() - 64, '\xff');
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, key.data(), key.size());
+  XXH3_64bits_update(state, forged.data(), 32);
+  const uint64_t checksum =
+      XXH3_64bits_withSeed(white.data(), white.size(), XXH3_64bits_digest(state));
+  XXH3_freeState(state);
+  for (int i = 0; i < 8; ++i) forged.push_back(static_cast<char>(checksum >> (8 * i)));
+  return forged + white;
+}
+
+std::string WhiteSignedWith(const std::string& mac_key, const std::string& key,
+                            const std::string& genuine) {
+  const std::string header = genuine.substr(0, 32);
+  const std::string white(genuine.size() - 64, '\xff');
+  const uint32_t length = static_cast<uint32_t>(key.size());
+  std::string input(reinterpret_cast<const char*>(&length), 4);  // little-endian host
+  input += key + header + white;
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int mac_length = 0;
+  HMAC(EVP_sha256(), mac_key.data(), static_cast<int>(mac_key.size()),
+       reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac, &mac_length);
+  return header + std::string(reinterpret_cast<const char*>(mac), mac_length) + white;
+}
+
+TEST_F(RemoteTierTest, AValueForgedWithoutTheDeploymentsKeyIsCorruptAndReadFromStorage) {
+  auto a = StartNode("a", "0", {"--remote-cache-form", "decoded"});
+  ASSERT_TRUE(a->started());
+  const Samples reference = RunEpoch(*a);
+  ASSERT_TRUE(WaitForWrites(*a, kItems)) << Remote(*a).dump() << Log("a");
+  const std::string fingerprint = Query(*a, "datasets")["datasets"][0]["fingerprint"];
+  ASSERT_EQ(fingerprint.size(), 32u);
+  for (int item = 0; item < kItems; ++item) {
+    const std::string key = "galley1:d:" + fingerprint + ":" + std::to_string(item);
+    ASSERT_TRUE(EditValue(key, [&](std::string& v) {
+      ASSERT_GT(v.size(), 64u);
+      v = item % 2 == 0 ? WhiteUnkeyed(key, v) : WhiteSignedWith("the forger's own key", key, v);
+    })) << key;
+  }
+
+  // Counted rather than compared whole, so that a failure says how many.
+  auto real_samples = [&](const Samples& samples) {
+    size_t real = 0;
+    for (const auto& [item, bytes] : samples) real += reference.at(item) == bytes;
+    return real;
+  };
+  auto b = StartNode("b", "0", {"--remote-cache-form", "decoded"});
+  ASSERT_TRUE(b->started());
+  EXPECT_EQ(real_samples(RunEpoch(*b)), size_t{kItems}) << "every sample is the file's, none white";
+  nlohmann::json status = Query(*b, "status");
+  EXPECT_EQ(status["pipeline"]["remote"]["corrupt"], kItems) << status.dump();
+  EXPECT_EQ(status["pipeline"]["remote"]["hits"], 0);
+  EXPECT_EQ(status["pipeline"]["file_reads"], kItems) << "every item was read from storage";
+  EXPECT_NE(Log("b").find("MAC mismatch"), std::string::npos) << Log("b");
+  EXPECT_NE(Log("b").find("version 1"), std::string::npos) << Log("b");
+
+  // The forged values were replaced by genuine ones: the next epoch reads
+  // every item from the tier, and nothing more is refused.
+  ASSERT_TRUE(WaitForWrites(*b, kItems)) << Remote(*b).dump() << Log("b");
+  EXPECT_EQ(real_samples(RunEpoch(*b)), size_t{kItems});
+  status = Query(*b, "status");
+  EXPECT_EQ(status["pipeline"]["remote"]["decoded_hits"], kItems) << status.dump();
+  EXPECT_EQ(status["pipeline"]["remote"]["corrupt"], kItems);
+  EXPECT_EQ(status["pipeline"]["file_reads"], kItems);
+}
+
 TEST_F(RemoteTierTest, BadCredentialsAreRefusedWithAClearMessage) {
   const auto wrong = tmp_.path() / "wrong.toml";
-  testing::WriteCredentialsFile(wrong, kUser, "not-the-password");
+  testing::WriteCredentialsFile(wrong, kUser, "not-the-password", kMacKey);
   auto refused = RunToExit(wrong);
   EXPECT_EQ(refused.code, 2) << refused.err;
   EXPECT_NE(refused.err.find("refused user 'galley'"), std::string::npos) << refused.err;
   EXPECT_NE(refused.err.find(wrong.string()), std::string::npos) << refused.err;
+
+  // Without a key to sign values, or with one too short to be a secret,
+  // galleyd does not start, and says how to make one.
+  const auto keyless = tmp_.path() / "keyless.toml";
+  testing::WriteCredentialsFile(keyless, kUser, kPassword, "");
+  auto no_key = RunToExit(keyless);
+  EXPECT_EQ(no_key.code, 2) << no_key.err;
+  EXPECT_NE(no_key.err.find("needs mac_key"), std::string::npos) << no_key.err;
+  EXPECT_NE(no_key.err.find("openssl rand -hex 32"), std::string::npos) << no_key.err;
+  testing::WriteCredentialsFile(keyless, kUser, kPassword, "00112233445566778899aabbccddeeff");
+  auto short_key = RunToExit(keyless);
+  EXPECT_EQ(short_key.code, 2) << short_key.err;
+  EXPECT_NE(short_key.err.find("mac_key has 16 bytes, fewer than the 32 needed"), std::string::npos)
+      << short_key.err;
 
   // A secret other users could read is refused before any server is asked.
   ::chmod(credentials_.c_str(), 0640);

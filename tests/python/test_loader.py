@@ -2,6 +2,8 @@
 
 import collections
 import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -234,6 +236,48 @@ def test_corrupt_truncated_and_empty_files_are_skipped_and_counted(daemon, workd
         for _ in strict:
             pass
     strict.close()
+
+
+def test_an_image_folder_deleted_mid_run_raises_instead_of_empty_epochs(tmp_path):
+    from conftest import start_daemon, stop_daemon, write_folder
+    root = tmp_path / "vanishing"
+    write_folder(root, classes=2, per_class=10, seed=6)
+    daemon = start_daemon(tmp_path, "--cache-bytes", "0")  # nothing to serve it from but the files
+    try:
+        loader = galley.DataLoader(root, batch_size=4, prefetch=1, transform=FIXED,
+                                   socket=daemon.socket, epochs=5)
+        it = loader.iter_with_ids()
+        delivered = next(it)[2].tolist()
+        shutil.rmtree(root)
+        message = (r"dataset changed under the job: 4 samples of epoch 0, batch (\d) of 5 "
+                   r"unreadable; iterate again to re-list it\. First: "
+                   + re.escape(str(root)) + r"/class_0[01]/\d{4}\.jpg: .*no such file")
+        with pytest.raises(galley.SampleError, match=message) as raised:
+            for batch in it:
+                delivered.extend(batch[2].tolist())
+                del batch  # its slot goes back to the daemon
+        failed_batch = int(re.search(message, str(raised.value)).group(1))
+        assert delivered == list(range(4 * (failed_batch - 1))), "whole batches, then none"
+        # The next epoch is no empty epoch either: the folder is gone.
+        with pytest.raises(galley.DatasetNotFound, match=re.escape(str(root))):
+            for _ in loader:
+                pass
+        loader.close()
+    finally:
+        stop_daemon(daemon)
+
+
+def test_failed_samples_without_a_substitute_raise_instead_of_a_short_epoch(daemon, workdir):
+    root = workdir / "all_broken"
+    (root / "class_00").mkdir(parents=True)
+    for i in range(6):
+        (root / "class_00" / f"{i}.jpg").write_bytes(b"not a jpeg at all")
+    loader = galley.DataLoader(root, batch_size=3, transform=FIXED, socket=daemon.socket)
+    with pytest.raises(galley.SampleError,
+                       match=r"3 of 3 samples of epoch 0, batch 1 of 2 failed and none could "
+                             r"be replaced\. First: .*all_broken/class_00/\d\.jpg"):
+        epoch_ids(loader)
+    loader.close()
 
 
 def test_a_file_name_that_is_not_utf8_is_shown_escaped(daemon, workdir):

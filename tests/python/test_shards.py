@@ -5,6 +5,7 @@ ImageFolder of the same JPEGs."""
 import io
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -469,27 +470,52 @@ def test_bad_input_is_counted_and_never_crashes_the_daemon(daemon, workdir, corp
     assert daemon.proc.poll() is None, "galleyd died"
 
 
-def test_replaced_shard_fails_cleanly_then_is_reindexed(tmp_path, corpus):
+@pytest.mark.parametrize("change", ["truncate", "rewrite", "delete"])
+def test_a_shard_that_changes_mid_epoch_raises_in_the_job(tmp_path, corpus, change):
+    """A shard truncated, rewritten (replaced by rename, as a copy tool does)
+    or deleted under a running loop is a dataset that changed, not a bad
+    sample: the loop raises with the count and the shard instead of
+    delivering a short epoch, and the next loop lists the shards afresh."""
     root, _ = corpus
     samples = folder_samples(root)
-    shards = write_shards(tmp_path / "s", samples, 2)
+    shards = write_shards(tmp_path / "s", samples, 4)  # 15 samples each, ids in order
     daemon = start_daemon(tmp_path, "--cache-bytes", "0", "--tar-index-dir", "none")
     try:
         dataset = [str(p) for p in shards]
-        loader = Loader(dataset, batch_size=5, transform=FIXED, socket=daemon.socket)
+        # In id order, one batch prepared ahead: shard 3 (ids 45..59) is read
+        # only from batch 10 of 12 on.
+        loader = galley.DataLoader(dataset, batch_size=5, prefetch=1, transform=FIXED,
+                                   socket=daemon.socket)
         it = loader.iter_with_ids()
-        next(it)
-        # Replace shard 1 by a smaller one (by rename, as a copy tool does).
-        new = tmp_path / "new.tar"
-        write_shards(tmp_path / "n", samples[:10], 1)[0].rename(new)
-        os.replace(new, shards[1])
-        for _ in it:
-            pass
-        assert loader.skipped > 0, "reads of the replaced shard fail as sample errors"
+        delivered = next(it)[2].tolist()
+        assert delivered == [0, 1, 2, 3, 4]
+        changed = shards[3]
+        if change == "truncate":
+            os.truncate(changed, changed.stat().st_size // 2)
+        elif change == "rewrite":
+            new = write_shards(tmp_path / "n", samples[:10], 1)[0]
+            os.replace(new, changed)
+        else:
+            changed.unlink()
+        message = (r"dataset changed under the job: 5 samples of epoch 0, batch 10 of 12 "
+                   r"unreadable; iterate again to re-list it\. First: "
+                   + re.escape(str(changed)))
+        with pytest.raises(galley.SampleError, match=message):
+            for batch in it:
+                delivered.extend(batch[2].tolist())
+                del batch  # its slot goes back to the daemon
+        assert delivered == list(range(45)), "every batch before the change, whole, then none"
+        assert loader.skipped == 0, "not counted as skipped samples"
+        if change == "delete":
+            with pytest.raises(galley.DatasetNotFound, match=re.escape(changed.name)):
+                epoch_ids(loader)
+        else:
+            again = sorted(epoch_ids(loader))
+            if change == "rewrite":
+                assert again == list(range(55)), "re-indexed: 45 + 10 samples"
+            else:  # the truncated shard serves what precedes the damage
+                assert again == list(range(len(again))) and 45 < len(again) < 60
         loader.close()
-        again = Loader(dataset, batch_size=5, transform=FIXED, socket=daemon.socket)
-        assert sorted(epoch_ids(again)) == list(range(40)), "re-indexed: 30 + 10 samples"
-        again.close()
         assert daemon.proc.poll() is None
     finally:
         stop_daemon(daemon)

@@ -108,7 +108,7 @@ class DaemonCacheTest : public ::testing::Test {
       tasks.push_back(ItemTask{dataset_.get(), item, {{&plan, item}}, /*dataset_index=*/0});
       plan.items.push_back(item);
     }
-    plan.errors.assign(kItems, std::string());
+    plan.ResetOutcomes();
     pipeline.Run(tasks);
     for (const std::string& error : plan.errors) EXPECT_EQ(error, "");
     const auto& g = job->ring->geometry();

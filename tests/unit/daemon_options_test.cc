@@ -354,7 +354,9 @@ TEST_F(DaemonOptionsTest, AReloadTakesOnlyTheKeysThatMayChange) {
 #if GALLEY_REMOTE_TIER
 TEST_F(DaemonOptionsTest, TheRemoteTierNeedsServersAndAPrivateCredentialsFile) {
   const fs::path credentials = dir_ / "remote.toml";
-  std::ofstream(credentials) << "username = \"galley\"\npassword = \"pw\"\n";
+  const std::string user_and_password = "username = \"galley\"\npassword = \"pw\"\n";
+  std::ofstream(credentials) << user_and_password << "mac_key = \"" << std::string(64, 'a')
+                             << "\"\n";
   fs::permissions(credentials, fs::perms::owner_read | fs::perms::owner_write);
   auto loaded = LoadFile(
       "remote_cache_servers = [\"10.0.0.1:11211\", \"[::1]:11212\", "
@@ -373,6 +375,20 @@ TEST_F(DaemonOptionsTest, TheRemoteTierNeedsServersAndAPrivateCredentialsFile) {
             "remote_cache_servers (flag --remote-cache-server): got '::1:11211'");
   EXPECT_EQ(FlagError({"--remote-cache-server", "10.0.0.1:11211"}).substr(0, 60),
             "remote_cache_credentials (default): none set; remote_cache_s");
+  // No key to sign the values, or one too short to be a secret: galleyd
+  // does not start, and says how to make one.
+  const fs::path keyless = dir_ / "keyless.toml";
+  std::ofstream(keyless) << user_and_password;
+  fs::permissions(keyless, fs::perms::owner_read | fs::perms::owner_write);
+  const std::string no_key = FlagError(
+      {"--remote-cache-server", "10.0.0.1:11211", "--remote-cache-credentials", keyless.string()});
+  EXPECT_NE(no_key.find("needs mac_key"), std::string::npos) << no_key;
+  EXPECT_NE(no_key.find("openssl rand -hex 32"), std::string::npos) << no_key;
+  std::ofstream(keyless) << user_and_password << "mac_key = \"" << std::string(62, 'a') << "\"\n";
+  const std::string short_key = FlagError(
+      {"--remote-cache-server", "10.0.0.1:11211", "--remote-cache-credentials", keyless.string()});
+  EXPECT_NE(short_key.find("mac_key has 31 bytes, fewer than the 32 needed"), std::string::npos)
+      << short_key;
   fs::permissions(credentials, fs::perms::group_read, fs::perm_options::add);
   const std::string exposed = FlagError({"--remote-cache-server", "10.0.0.1:11211",
                                          "--remote-cache-credentials", credentials.string()});

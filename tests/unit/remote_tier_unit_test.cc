@@ -1,10 +1,12 @@
 // The remote tier's pieces that need no server: the value layout and its
-// check (every damaged byte and every cut is caught), keys, the credentials
-// file's rules, server addresses, and the storage throttle used by the
-// benchmarks. The tier against real servers: tests/integration/remote_tier_test.cc.
+// MAC (every damaged byte and every cut is caught, and a value forged without
+// the deployment's key is refused), keys, the credentials file's rules,
+// server addresses, and the storage throttle used by the benchmarks. The tier
+// against real servers: tests/integration/remote_tier_test.cc.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <chrono>
 #include <filesystem>
@@ -12,10 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include "server/daemon/remote_cache.h"
 #include "server/daemon/remote_credentials.h"
-#include "server/daemon/remote_tier.h"
-#include "server/daemon/remote_value.h"
 #include "server/daemon/storage_throttle.h"
+#if GALLEY_REMOTE_TIER
+#include "server/daemon/remote_value.h"
+#endif
 
 namespace galley {
 namespace {
@@ -23,7 +27,23 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
+#if GALLEY_REMOTE_TIER
 const ContentFingerprint kDataset{0x0123456789abcdefULL, 0xfedcba9876543210ULL};
+// The deployment's key, as the credentials file's mac_key gives it.
+const std::string kMacKey(32, '\x5a');
+
+std::string Encode(std::string_view key, RemoteForm form, const cache::Blob& blob,
+                   std::string_view mac_key = kMacKey) {
+  auto value = EncodeRemoteValue(mac_key, key, form, blob);
+  EXPECT_TRUE(value.ok()) << value.status().ToString();
+  return value.ok() ? *value : std::string();
+}
+
+Result<std::shared_ptr<cache::Blob>> Decode(std::string_view key, RemoteForm form,
+                                            std::string_view value,
+                                            const RemoteValueLimits& limits = {}) {
+  return DecodeRemoteValue(kMacKey, key, form, value, limits);
+}
 
 cache::Blob Encoded(size_t size) {
   cache::Blob blob;
@@ -52,17 +72,17 @@ TEST(RemoteKeyTest, NamesTheDatasetByContentTheItemAndTheForm) {
 TEST(RemoteValueTest, EncodedAndDecodedValuesComeBackAsStored) {
   const std::string key = RemoteKey(kDataset, 1, RemoteForm::kEncoded);
   const cache::Blob bytes = Encoded(1000);
-  const std::string value = EncodeRemoteValue(key, RemoteForm::kEncoded, bytes);
+  const std::string value = Encode(key, RemoteForm::kEncoded, bytes);
   EXPECT_EQ(value.size(), kRemoteHeaderBytes + 1000);
-  auto back = DecodeRemoteValue(key, RemoteForm::kEncoded, value, {});
+  auto back = Decode(key, RemoteForm::kEncoded, value);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ((*back)->bytes, bytes.bytes);
   EXPECT_EQ((*back)->width, 0u);
 
   const std::string pixels_key = RemoteKey(kDataset, 1, RemoteForm::kDecoded);
   const cache::Blob pixels = Decoded(7, 5);
-  auto decoded = DecodeRemoteValue(pixels_key, RemoteForm::kDecoded,
-                                   EncodeRemoteValue(pixels_key, RemoteForm::kDecoded, pixels), {});
+  auto decoded =
+      Decode(pixels_key, RemoteForm::kDecoded, Encode(pixels_key, RemoteForm::kDecoded, pixels));
   ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
   EXPECT_EQ((*decoded)->bytes, pixels.bytes);
   EXPECT_EQ((*decoded)->width, 7u);
@@ -72,47 +92,95 @@ TEST(RemoteValueTest, EncodedAndDecodedValuesComeBackAsStored) {
 
 TEST(RemoteValueTest, EveryFlippedByteAndEveryCutIsCaught) {
   const std::string key = RemoteKey(kDataset, 9, RemoteForm::kDecoded);
-  const std::string value = EncodeRemoteValue(key, RemoteForm::kDecoded, Decoded(4, 3));
+  const std::string value = Encode(key, RemoteForm::kDecoded, Decoded(4, 3));
   for (size_t i = 0; i < value.size(); ++i) {
     std::string damaged = value;
     damaged[i] ^= 0x01;
-    auto got = DecodeRemoteValue(key, RemoteForm::kDecoded, damaged, {});
+    auto got = Decode(key, RemoteForm::kDecoded, damaged);
     EXPECT_EQ(got.status().code(), StatusCode::kDataLoss) << "byte " << i;
   }
   for (size_t length = 0; length < value.size(); ++length) {
-    auto got = DecodeRemoteValue(key, RemoteForm::kDecoded, value.substr(0, length), {});
+    auto got = Decode(key, RemoteForm::kDecoded, value.substr(0, length));
     EXPECT_EQ(got.status().code(), StatusCode::kDataLoss) << "cut at " << length;
   }
-  auto longer = DecodeRemoteValue(key, RemoteForm::kDecoded, value + "x", {});
+  auto longer = Decode(key, RemoteForm::kDecoded, value + "x");
   EXPECT_EQ(longer.status().code(), StatusCode::kDataLoss);
 }
 
 TEST(RemoteValueTest, AValueStoredUnderAnotherKeyOrFormIsRefused) {
   const std::string key = RemoteKey(kDataset, 3, RemoteForm::kEncoded);
-  const std::string value = EncodeRemoteValue(key, RemoteForm::kEncoded, Encoded(64));
-  auto other_item = DecodeRemoteValue(RemoteKey(kDataset, 4, RemoteForm::kEncoded),
-                                      RemoteForm::kEncoded, value, {});
+  const std::string value = Encode(key, RemoteForm::kEncoded, Encoded(64));
+  auto other_item =
+      Decode(RemoteKey(kDataset, 4, RemoteForm::kEncoded), RemoteForm::kEncoded, value);
   EXPECT_EQ(other_item.status().code(), StatusCode::kDataLoss);
-  EXPECT_NE(other_item.status().message().find("checksum"), std::string::npos);
-  auto other_form = DecodeRemoteValue(key, RemoteForm::kDecoded, value, {});
+  EXPECT_NE(other_item.status().message().find("MAC mismatch"), std::string::npos);
+  auto other_form = Decode(key, RemoteForm::kDecoded, value);
   EXPECT_EQ(other_form.status().code(), StatusCode::kDataLoss);
+}
+
+// What someone with the servers' credentials but not the deployment's key
+// can write: other pixels under a genuine value's header with a checksum
+// recomputed as version 1 computed it, or a value signed with a key of
+// their own. Neither is served.
+TEST(RemoteValueTest, AValueForgedWithoutTheDeploymentsKeyIsRefused) {
+  const std::string key = RemoteKey(kDataset, 7, RemoteForm::kDecoded);
+  const cache::Blob real = Decoded(8, 8);
+  const std::string genuine = Encode(key, RemoteForm::kDecoded, real);
+  ASSERT_TRUE(Decode(key, RemoteForm::kDecoded, genuine).ok());
+
+  cache::Blob white = real;
+  std::fill(white.bytes.begin(), white.bytes.end(), uint8_t{255});
+  const std::string under_another_key = Encode(key, RemoteForm::kDecoded, white, "not-the-key");
+  auto refused = Decode(key, RemoteForm::kDecoded, under_another_key);
+  EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(refused.status().message().find("MAC mismatch"), std::string::npos);
+
+  // The attack that the unkeyed checksum let through: a 40-byte version 1
+  // header, white pixels, XXH3 of the payload seeded with the key and header.
+  std::string old_layout(40, '\0');
+  old_layout.replace(0, 8, genuine.substr(0, 8));
+  old_layout[4] = 1;
+  old_layout.replace(8, 24, genuine.substr(8, 24));
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, key.data(), key.size());
+  XXH3_64bits_update(state, old_layout.data(), 32);
+  const uint64_t checksum =
+      XXH3_64bits_withSeed(white.bytes.data(), white.bytes.size(), XXH3_64bits_digest(state));
+  XXH3_freeState(state);
+  for (int i = 0; i < 8; ++i) old_layout[32 + i] = static_cast<char>(checksum >> (8 * i));
+  old_layout.append(white.bytes.begin(), white.bytes.end());
+  auto unkeyed = Decode(key, RemoteForm::kDecoded, old_layout);
+  EXPECT_EQ(unkeyed.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(unkeyed.status().message().find("version 1"), std::string::npos);
+  // Claiming this layout's version does not help: the MAC is still missing.
+  old_layout[4] = 2;
+  old_layout.insert(40, 24, '\0');
+  EXPECT_EQ(Decode(key, RemoteForm::kDecoded, old_layout).status().code(), StatusCode::kDataLoss);
+
+  // Other pixels under the genuine header and MAC.
+  std::string swapped = genuine;
+  swapped.replace(kRemoteHeaderBytes, white.bytes.size(),
+                  std::string(white.bytes.begin(), white.bytes.end()));
+  EXPECT_EQ(Decode(key, RemoteForm::kDecoded, swapped).status().code(), StatusCode::kDataLoss);
 }
 
 TEST(RemoteValueTest, LimitsBoundWhatAValueMayClaim) {
   const std::string key = RemoteKey(kDataset, 5, RemoteForm::kDecoded);
-  const std::string value = EncodeRemoteValue(key, RemoteForm::kDecoded, Decoded(10, 10));
+  const std::string value = Encode(key, RemoteForm::kDecoded, Decoded(10, 10));
   RemoteValueLimits limits;
   limits.max_pixels = 99;
-  EXPECT_EQ(DecodeRemoteValue(key, RemoteForm::kDecoded, value, limits).status().code(),
+  EXPECT_EQ(Decode(key, RemoteForm::kDecoded, value, limits).status().code(),
             StatusCode::kDataLoss);
   limits.max_pixels = 100;
-  EXPECT_TRUE(DecodeRemoteValue(key, RemoteForm::kDecoded, value, limits).ok());
+  EXPECT_TRUE(Decode(key, RemoteForm::kDecoded, value, limits).ok());
 
   const std::string bytes_key = RemoteKey(kDataset, 5, RemoteForm::kEncoded);
-  const std::string bytes = EncodeRemoteValue(bytes_key, RemoteForm::kEncoded, Encoded(100));
+  const std::string bytes = Encode(bytes_key, RemoteForm::kEncoded, Encoded(100));
   limits.max_encoded_bytes = 99;
-  EXPECT_FALSE(DecodeRemoteValue(bytes_key, RemoteForm::kEncoded, bytes, limits).ok());
+  EXPECT_FALSE(Decode(bytes_key, RemoteForm::kEncoded, bytes, limits).ok());
 }
+#endif  // GALLEY_REMOTE_TIER
 
 TEST(ServerAddressTest, HostAndPortOrTheSaidWhy) {
   std::string host;
@@ -158,22 +226,46 @@ class RemoteCredentialsTest : public ::testing::Test {
   int files_ = 0;
 };
 
-TEST_F(RemoteCredentialsTest, APrivateFileWithUserAndPasswordIsRead) {
-  auto read = ReadRemoteCredentials(Write("username = \"galley\"\npassword = \"p w=\\\"x\"\n"));
+// 32 bytes 00 01 .. 1f, as `openssl rand -hex 32` would print a key.
+const std::string kKeyHex = "000102030405060708090a0b0c0d0e0f101112131415161718191A1B1C1D1E1F";
+const std::string kKeyLine = "mac_key = \"" + kKeyHex + "\"\n";
+
+TEST_F(RemoteCredentialsTest, APrivateFileWithUserPasswordAndKeyIsRead) {
+  auto read =
+      ReadRemoteCredentials(Write("username = \"galley\"\npassword = \"p w=\\\"x\"\n" + kKeyLine));
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(read->username, "galley");
   EXPECT_EQ(read->password, "p w=\"x");
-  EXPECT_TRUE(ReadRemoteCredentials(Write("username = \"u\"\npassword = \"p\"\n", 0400)).ok());
+  ASSERT_EQ(read->mac_key.size(), 32u);
+  for (size_t i = 0; i < 32; ++i) EXPECT_EQ(read->mac_key[i], static_cast<char>(i));
+  EXPECT_TRUE(
+      ReadRemoteCredentials(Write("username = \"u\"\npassword = \"p\"\n" + kKeyLine, 0400)).ok());
+}
+
+TEST_F(RemoteCredentialsTest, TheKeyIsRequiredHexAndAtLeast32Bytes) {
+  const std::string user = "username = \"u\"\npassword = \"p\"\n";
+  const std::string missing = Error(Write(user));
+  EXPECT_NE(missing.find("needs mac_key"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("openssl rand -hex 32"), std::string::npos) << missing;
+  const std::string short_key = Error(Write(user + "mac_key = \"" + kKeyHex.substr(2) + "\"\n"));
+  EXPECT_NE(short_key.find("mac_key has 31 bytes, fewer than the 32 needed"), std::string::npos)
+      << short_key;
+  for (const std::string& bad : {kKeyHex + "0", kKeyHex.substr(1) + "g", "zz" + kKeyHex}) {
+    const std::string error = Error(Write(user + "mac_key = \"" + bad + "\"\n"));
+    EXPECT_NE(error.find("hex digits, two per byte"), std::string::npos) << bad << ": " << error;
+  }
+  EXPECT_TRUE(
+      ReadRemoteCredentials(Write(user + "mac_key = \"" + kKeyHex + kKeyHex + "\"\n")).ok());
 }
 
 TEST_F(RemoteCredentialsTest, AFileOthersCouldReadOrThatIsNotItselfIsRefused) {
   for (mode_t mode : {0640, 0604, 0660, 0606, 0610}) {
-    const std::string path = Write("username = \"u\"\npassword = \"p\"\n", mode);
+    const std::string path = Write("username = \"u\"\npassword = \"p\"\n" + kKeyLine, mode);
     const std::string error = Error(path);
     EXPECT_NE(error.find("group or others may access it"), std::string::npos) << mode << error;
     EXPECT_NE(error.find("chmod 600 " + path), std::string::npos) << error;
   }
-  const std::string target = Write("username = \"u\"\npassword = \"p\"\n");
+  const std::string target = Write("username = \"u\"\npassword = \"p\"\n" + kKeyLine);
   const fs::path link = dir_ / "link.toml";
   fs::create_symlink(target, link);
   EXPECT_NE(Error(link.string()).find("is a symlink"), std::string::npos);
@@ -181,7 +273,7 @@ TEST_F(RemoteCredentialsTest, AFileOthersCouldReadOrThatIsNotItselfIsRefused) {
   EXPECT_NE(Error(dir_.string()).find("is not a regular file"), std::string::npos);
   if (::geteuid() == 0) {
     // Owned by someone else, however private.
-    const std::string foreign = Write("username = \"u\"\npassword = \"p\"\n");
+    const std::string foreign = Write("username = \"u\"\npassword = \"p\"\n" + kKeyLine);
     ASSERT_EQ(::chown(foreign.c_str(), 65534, 65534), 0);
     EXPECT_NE(Error(foreign).find("is owned by uid 65534"), std::string::npos) << Error(foreign);
   }

@@ -103,7 +103,11 @@ class Job {
   // Waits for the next published batch, at most `timeout`. Batches of an
   // epoch left by SeekEpoch are dropped here. Errors: DeadlineExceeded,
   // EndOfStream after the last epoch, Unavailable if the daemon went away,
-  // Cancelled if it ended the job (reason in the message).
+  // Cancelled if it ended the job (reason in the message), DataLoss once
+  // the batches published before are taken when it ended the job because
+  // an epoch could not be delivered whole (the dataset changed under it, or
+  // failed samples had no substitute; the message names how many and the
+  // first file).
   Result<Batch> Next(std::chrono::milliseconds timeout = std::chrono::milliseconds(60000));
 
   // Drops whatever the daemon prepared beyond this point and restarts

@@ -86,9 +86,11 @@ struct JobSpec {
   // ahead of the consumer. More slots smooth stalls and cost memory.
   uint32_t prefetch = 4;
 
-  // What a sample that cannot be read or decoded does: "skip" (the batch is
-  // delivered without it and the failure is counted) or "raise" (the batch
-  // reports the failure and the client raises).
+  // What a sample that cannot be read or decoded does: "skip" (a substitute
+  // takes its place and the failure is counted) or "raise" (the batch
+  // reports the failure and the client raises). Either way a batch that
+  // cannot be completed, because the dataset changed under the job or no
+  // substitute is left, ends the job (Job::Next returns DataLoss).
   std::string on_error = "skip";
 
   // Sampling policy: "" (the daemon's default, dsa) or a random-order name
