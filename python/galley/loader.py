@@ -36,6 +36,13 @@ _NATIVE_SIZE_MISMATCH = "transform=None needs every image at the first image's s
 _WARNED: set = set()
 
 
+def _raise_native_size_mismatch(error: str) -> None:
+    """transform=None met images of several sizes: a mistake in the job's
+    arguments, not a bad file, so a ValueError with what to do."""
+    detail = error.split("; give a transform")[0].removesuffix("...")
+    raise ValueError(f"{detail}; give a transform that resizes (e.g. Resize + CenterCrop)")
+
+
 def _warn_once(key: str, message: str) -> None:
     """One warning per argument and process, however many loaders are made."""
     if key not in _WARNED:
@@ -624,17 +631,19 @@ class DataLoader:
                     job = self._reopen_after_restart(epoch, lost)
                     slots = int(job.info["slots"])
                     continue
-                except _galley.SampleError:
+                except _galley.SampleError as failed:
                     # galleyd ended the job: this epoch cannot be delivered
                     # whole (the dataset changed under it, or failed samples
                     # had no substitute). The next loop opens a new job,
                     # which lists the dataset as it is then.
                     self._close_job()
+                    if _NATIVE_SIZE_MISMATCH in str(failed):
+                        _raise_native_size_mismatch(str(failed).split(" First: ")[-1])
                     raise
                 if meta["epoch"] != epoch:
                     continue  # left over from before a seek
                 if _NATIVE_SIZE_MISMATCH in meta["first_error"]:
-                    raise ValueError(meta["first_error"])
+                    _raise_native_size_mismatch(meta["first_error"])
                 if meta["skipped"]:
                     self._skipped += meta["skipped"]
                     if self.on_error == "raise":
