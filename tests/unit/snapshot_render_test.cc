@@ -46,7 +46,10 @@ PipelineSnapshot Pipeline() {
 
 // Numbers from `base` up, one per field.
 SamplerGroupSnapshot Group(const std::string& dataset, const std::string& policy, uint64_t base) {
-  return {dataset, policy, base, base + 1, base + 2, 0.5 + double(base), base + 3};
+  SamplerGroupSnapshot g{dataset, policy, base, base + 1, base + 2, 0.5 + double(base), base + 3};
+  g.job_seeds = base + 4;
+  g.orders_follow_seeds = policy != "uniform";
+  return g;
 }
 
 JobSnapshot Job(uint64_t id, const std::string& name, uint64_t base) {
@@ -339,9 +342,11 @@ TEST(SnapshotJsonTest, Status) {
                                R"(,
     "samplers": [
       {"dataset": "/data/a", "policy": "uniform", "jobs": 200, "requests": 201, "loads": 202,
-       "loads_per_request": 200.5, "substitutions": 203},
+       "loads_per_request": 200.5, "substitutions": 203,
+       "job_seeds": 204, "orders_follow_seeds": false},
       {"dataset": "/data/\"b\"\\c\nd", "policy": "ods", "jobs": 300, "requests": 301,
-       "loads": 302, "loads_per_request": 300.5, "substitutions": 303}]})";
+       "loads": 302, "loads_per_request": 300.5, "substitutions": 303,
+       "job_seeds": 304, "orders_follow_seeds": true}]})";
   ExpectJson(Status(), expected.c_str());
 }
 
@@ -360,7 +365,8 @@ TEST(SnapshotJsonTest, JobsAndAJobsStats) {
   const JobStatsSnapshot stats{Job(1, "train", 10), {Group("/data/a", "uniform", 200)}, Pipeline()};
   ExpectJson(stats, (std::string(R"({"job": )") + kJobJson + R"(,
     "samplers": [{"dataset": "/data/a", "policy": "uniform", "jobs": 200, "requests": 201,
-                  "loads": 202, "loads_per_request": 200.5, "substitutions": 203}],
+                  "loads": 202, "loads_per_request": 200.5, "substitutions": 203,
+       "job_seeds": 204, "orders_follow_seeds": false}],
     "pipeline": )" + kPipelineJson +
                      "}")
                         .c_str());
@@ -413,7 +419,8 @@ TEST(SnapshotJsonTest, Datasets) {
                   "total": null, "seconds": 1.0, "rate": 500.0, "seconds_left": -1.0,
                   "classes": 7, "classes_done": 2}],
     "samplers": [{"dataset": "/data/a", "policy": "uniform", "jobs": 200, "requests": 201,
-                  "loads": 202, "loads_per_request": 200.5, "substitutions": 203}]})");
+                  "loads": 202, "loads_per_request": 200.5, "substitutions": 203,
+       "job_seeds": 204, "orders_follow_seeds": false}]})");
 }
 
 constexpr const char* kInputsJson = R"({
