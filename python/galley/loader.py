@@ -164,6 +164,15 @@ class DataLoader:
       order), every epoch. ``shuffle=True``: a uniformly random order per
       epoch, a pure function of ``(seed, epoch)`` while no other job on the
       node shares the items (docs/python.md says what coupled jobs share).
+    * Jobs running at once share an order, whatever their seeds: under the
+      default policy (``dsa``), concurrent jobs over the same items on one
+      node receive one order, so that each item is read and decoded once for
+      all of them. A seed sweep launched at once therefore gets the same
+      data order in every trial (``seed`` still varies the augmentations);
+      the job that joins others with a different seed warns once.
+      ``policy="independent"`` keeps each job on its own seed's order beside
+      the others, sharing work only through the cache tiers; docs/sampling.md
+      (section 1.2) measures what that costs in loads and decodes.
     * Each ``for`` loop over the loader is one pass over epoch ``e`` and the
       next loop uses ``e + 1``; ``set_epoch(e)`` (or a ``DistributedSampler``'s
       ``set_epoch``) chooses it. A loop left early (``break``, a peek with
@@ -223,7 +232,9 @@ class DataLoader:
             must share the first image's size, and the first batch holding
             another size raises ValueError naming the file.
         normalize: ``(mean, std)``: float32 normalised output.
-        seed: order, DDP split and augmentation randomness (default 0).
+        seed: order, DDP split and augmentation randomness (default 0); the
+            order only while no concurrent job with another seed shares it,
+            unless ``policy="independent"`` (above).
         epochs: completed epochs after which iteration stops (None: endless).
         rank, world_size: the DDP shard; default ``torch.distributed``'s rank
             and world size when it is initialised, else 0 and 1.
@@ -242,8 +253,9 @@ class DataLoader:
         on_error: ``"skip"`` (substitute and count) or ``"raise"``; a
             dataset that changed under the loop raises either way.
         policy: sampling policy, one of ``galley.sampling_policies``
-            (``dsa``, the daemon's default unless its admin chose another,
-            ``dsa-chain``, ``independent``, ``lockstep``, ``ods``;
+            (``dsa``, the daemon's default unless its admin chose another:
+            concurrent jobs share one order; ``dsa-chain``; ``independent``:
+            each job its own seed's order; ``lockstep``; ``ods``;
             docs/sampling.md); only with ``shuffle=True``.
         classes, indices: a subset of the dataset (class names, item ids).
         layout: ``"NCHW"`` or ``"NHWC"`` for uint8 output.
@@ -801,4 +813,31 @@ class DataLoader:
             self._daemon_epoch = self._epoch
             self._opened_pid = self._daemon_pid(self._client)
             self._dataset_size = int(self._job.info["dataset_size"])
+            self._notice_shared_order()
         return self._job
+
+    def _notice_shared_order(self) -> None:
+        """Warns once per process when the job just opened joined jobs with
+        other seeds under a policy that gives them one order (galleyd's
+        sampler group: ``job_seeds``, ``orders_follow_seeds``)."""
+        if not self.shuffle:
+            return
+        try:
+            stats = self._job.stats()
+        except _galley.GalleyError:
+            return  # only a notice: never a reason to fail the job
+        policy = stats.get("job", {}).get("policy")
+        for group in stats.get("samplers", []):
+            if (group.get("policy") == policy and group.get("jobs", 0) > 1
+                    and group.get("job_seeds", 0) > 1
+                    and group.get("orders_follow_seeds") is False):
+                _warn_once("shared_order", (
+                    f"galley.DataLoader: this job (seed={self.seed}) runs beside "
+                    f"{group['jobs'] - 1} other job(s) on {self.dataset} with other seeds, and "
+                    f"policy {policy!r} gives jobs on the same items one shared order whatever "
+                    f"their seeds: that is how each item is read and decoded once for all of "
+                    f"them. seed= still decides this job's augmentations, not its order. For an "
+                    f"order of its own per seed (a seed sweep that should vary the data order), "
+                    f"pass policy=\"independent\"; the jobs then share only through the "
+                    f"cache (docs/sampling.md, section 1.2, gives the cost)"))
+                return
