@@ -130,8 +130,7 @@ struct DaemonOptions {
   // max_open_shards_total for every dataset together (least recently used
   // closed first); a dataset whose last job ended closes its own. 0, the
   // default, derives the total from galleyd's descriptor limit: a quarter of
-  // RLIMIT_NOFILE, from 16 to 4096 (galleyd raises its soft limit to the
-  // hard one, at most 65536, when it starts).
+  // RLIMIT_NOFILE (soft, as galleyd starts), from 16 to 4096.
   std::string tar_index_dir;
   uint64_t tar_index_max_bytes = uint64_t{1} << 30;
   uint32_t max_open_shards = 128;

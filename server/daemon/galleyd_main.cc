@@ -5,7 +5,6 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +39,7 @@
 #include "server/daemon/scheduler.h"
 #include "server/daemon/storage_throttle.h"
 #include "server/daemon/systemd_notify.h"
+#include "server/dataset/descriptor_exhaustion.h"
 
 namespace {
 
@@ -97,22 +97,6 @@ Wake WaitForSignalOrIdleExit(double idle_exit_seconds, const galley::ControlServ
       return Wake::kIdleExit;
     }
   }
-}
-
-// Raises the soft descriptor limit towards the hard one (at most 65536):
-// every job holds a few descriptors, and shard datasets keep theirs open
-// between reads. galleyd waits with poll and epoll, never select, so
-// descriptors past 1024 are safe. Returns the soft limit now in force.
-uint64_t RaiseDescriptorLimit() {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
-  const rlim_t wanted = std::min<rlim_t>(limit.rlim_max, 65536);
-  if (limit.rlim_cur < wanted) {
-    const rlim_t before = limit.rlim_cur;
-    limit.rlim_cur = wanted;
-    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return before;
-  }
-  return limit.rlim_cur;
 }
 
 // Config errors come one per line, each naming its key.
@@ -293,8 +277,6 @@ std::optional<StartedRemoteTier> StartRemoteTier(const galley::DaemonOptions& op
 
 int Run(int argc, char** argv) {
   using namespace galley;
-  // Before the options: max_open_shards_total derives from the limit.
-  const uint64_t descriptor_limit = RaiseDescriptorLimit();
   auto loaded = LoadDaemonOptions(argc, argv);
   if (!loaded.ok()) {
     for (const std::string& line : Lines(loaded.status().message())) {
@@ -320,7 +302,7 @@ int Run(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ galleyd: %v");
   for (const std::string& warning : loaded->warnings) spdlog::warn("{}", warning);
   spdlog::info("file descriptors: limit {}, of which tar shards keep at most {} open",
-               descriptor_limit, options->max_open_shards_total);
+               CurrentDescriptorUsage().limit, options->max_open_shards_total);
 
   // SIGTERM/SIGINT/SIGHUP go to OnSignal and on to the main loop; the
   // threads galleyd starts inherit them blocked (so their system calls are

@@ -3,10 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <list>
+
+#include "server/dataset/descriptor_exhaustion.h"
 
 namespace galley {
 namespace asio = boost::asio;
@@ -88,6 +91,7 @@ struct MetricsServer::Impl {
 
   asio::io_context io;
   tcp::acceptor acceptor{io};
+  asio::steady_timer retry{io};
   // Scrapes under way, oldest first (weak: a finished one frees itself).
   std::list<std::weak_ptr<Scrape>> scrapes;
   const BodyFn* body = nullptr;
@@ -95,8 +99,16 @@ struct MetricsServer::Impl {
   void Accept() {
     acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
       if (!acceptor.is_open()) return;
-      if (!ec) Serve(std::move(socket));
-      Accept();
+      if (!ec) {
+        Serve(std::move(socket));
+        Accept();
+        return;
+      }
+      // No descriptor free (or another failure that would repeat at once):
+      // the connection waits in the queue; try again shortly, not in a spin.
+      if (IsOutOfDescriptors(ec.value())) CountOutOfDescriptors();
+      retry.expires_after(std::chrono::milliseconds(100));
+      retry.async_wait([this](beast::error_code) { Accept(); });
     });
   }
 
