@@ -388,6 +388,13 @@ TEST_F(NodeLimitsTest, SetsReadAtOnceStayWithinTheNodeWideBound) {
 }
 
 TEST_F(NodeLimitsTest, RunningOutOfDescriptorsIsASampleErrorAndACounterNotAQuietGap) {
+#ifdef GALLEY_TEST_UNDER_ASAN
+  // galleyd is built like this test, and the sanitizers' runtime needs
+  // descriptors of its own (UBSan checks a vptr by writing the object to a
+  // pipe): with none free it reports errors that are not there. The plain
+  // build runs this check.
+  GTEST_SKIP() << "the sanitizers' runtime needs file descriptors of its own";
+#endif
   const uint16_t port = FreePort();
   Start({"--cache-bytes", "0", "--metrics-port", std::to_string(port)});
   // Warm up: the pipeline's threads and decoders exist before the limit bites.
