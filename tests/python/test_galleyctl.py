@@ -35,7 +35,10 @@ def test_datasets_gives_a_thousand_shards_one_line_and_verbose_names_each(tmp_pa
     write_tiny_shards(tmp_path / "in1k", image.read_bytes(), 1024)
     daemon = start_daemon(tmp_path)
     try:
-        loader = galley.DataLoader(str(tmp_path / "in1k"), batch_size=8, socket=daemon.socket)
+        # Listing 1,024 shards on a busy machine can take longer than the
+        # client's default 30 s wait for OpenJob; the wait bounds a hang only.
+        loader = galley.DataLoader(str(tmp_path / "in1k"), batch_size=8, socket=daemon.socket,
+                                   timeout=600)
         assert len(loader) == 128  # lists the set
         loader.close()
 
