@@ -249,7 +249,8 @@ cache::PlannerInputs CachePlanner::InputsLocked() const {
     }
   }
   in.cores = overrides_.cores > 0 ? overrides_.cores : worker_threads_;
-  in.memory_bytes_per_s = node_.memory_bytes_per_s;
+  in.memory_bytes_per_s =
+      overrides_.memory_bytes_per_s > 0 ? overrides_.memory_bytes_per_s : node_.memory_bytes_per_s;
   // Jobs pull as fast as they can; their own pace is not known in advance.
   in.jobs_consumption_per_s = 0;
   in.cache_bytes = cache_->cache_bytes();
@@ -313,7 +314,7 @@ PlannerInputsSnapshot CachePlanner::InputsSnapshotLocked() const {
   s.augment_per_core_per_s = {in.augment_per_core_per_s,
                               measured(overrides_.augment_per_core_per_s)};
   s.cores = {double(in.cores), overrides_.cores > 0 ? "override" : "worker threads"};
-  s.memory_bytes_per_s = {in.memory_bytes_per_s, "measured"};
+  s.memory_bytes_per_s = {in.memory_bytes_per_s, measured(overrides_.memory_bytes_per_s)};
   s.jobs_consumption_per_s = {in.jobs_consumption_per_s, "unbounded"};
   s.dataset_items = {double(in.dataset_items), "datasets"};
   s.encoded_item_bytes = {in.encoded_item_bytes, "datasets"};

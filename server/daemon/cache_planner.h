@@ -51,6 +51,7 @@ struct PlannerOverrides {
   double storage_bytes_per_s = 0;
   double decode_augment_per_core_per_s = 0;
   double augment_per_core_per_s = 0;
+  double memory_bytes_per_s = 0;
   int cores = 0;
   std::optional<cache::Split> split;
   // The remote tier's inputs (B_cache, capacity, B_NIC) and its form

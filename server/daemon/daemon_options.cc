@@ -475,6 +475,9 @@ const std::vector<Key>& Keys() {
     k.push_back(NumberKey("augment_per_core_per_s", "--augment-per-core-per-s",
                           "planner input: augment-only items/s per core",
                           &DaemonOptions::augment_per_core_per_s, false, "0 = measure"));
+    k.push_back(NumberKey("memory_bytes_per_s", "--memory-bytes-per-s",
+                          "planner input: memory copy bandwidth",
+                          &DaemonOptions::memory_bytes_per_s, false, "0 = measure"));
     k.push_back(IntegerKey("cores", "--cores", "planner input: cores preparing items",
                            &DaemonOptions::cores, 0, 4096, false, "0 = the worker threads"));
     k.push_back(StringListKey(

@@ -61,10 +61,14 @@ struct DaemonOptions {
 
   // Planner inputs the daemon otherwise measures at start (0 = measure).
   // Override them when the probe cannot see the truth: e.g. storage that the
-  // page cache makes look faster than it is under load.
+  // page cache makes look faster than it is under load. With the decode,
+  // augment and memory figures all given, galleyd starts without its node
+  // probe (about half a second of one core, before it listens): nodes of one
+  // kind can be measured once and share the figures.
   double storage_bytes_per_s = 0;
   double decode_per_core_per_s = 0;   // decode + augment, items/s per core
   double augment_per_core_per_s = 0;  // augment a decoded item, items/s per core
+  double memory_bytes_per_s = 0;      // memory copy bandwidth
   uint32_t cores = 0;                 // 0 = the pipeline's worker threads
 
   // The remote cache tier shared by every node (docs/cache.md, "The remote

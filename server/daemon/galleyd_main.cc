@@ -447,11 +447,17 @@ int Run(int argc, char** argv) {
 
   std::unique_ptr<CachePlanner> planner;
   if (cache != nullptr) {
-    auto node = MeasureNode();
+    // The probe measures exactly these three figures: with all of them given
+    // there is nothing left for it to measure.
+    const bool probe = options->decode_per_core_per_s <= 0 ||
+                       options->augment_per_core_per_s <= 0 || options->memory_bytes_per_s <= 0;
+    auto node = probe ? MeasureNode() : Result<NodeMeasurements>(NodeMeasurements{});
     if (!node.ok()) {
       // The planner then sees no CPU rates; admin overrides still apply.
       spdlog::error("node probe failed, the cache planner has no measured rates: {}",
                     node.status().ToString());
+    } else if (!probe) {
+      spdlog::info("node probe skipped: decode, augment and memory rates are configured");
     } else {
       spdlog::info(
           "node probe: decode+augment {:.0f}/s, augment {:.0f}/s per core, memcpy {:.1f} GB/s",
@@ -474,6 +480,7 @@ int Run(int argc, char** argv) {
                                                   : cache::RemoteTierForm::kNone;
     overrides.decode_augment_per_core_per_s = options->decode_per_core_per_s;
     overrides.augment_per_core_per_s = options->augment_per_core_per_s;
+    overrides.memory_bytes_per_s = options->memory_bytes_per_s;
     overrides.cores = static_cast<int>(options->cores);
     if (!options->cache_split.empty()) {
       overrides.split =

@@ -155,6 +155,7 @@ TEST_F(ConfigTest, CheckConfigPrintsEveryKeyItsValueAndWhereItCameFrom) {
                           "storage_bytes_per_s",
                           "decode_per_core_per_s",
                           "augment_per_core_per_s",
+                          "memory_bytes_per_s",
                           "cores",
                           "worker_threads",
                           "sampler_seed",

@@ -58,15 +58,17 @@ TEST(DaemonCacheOptionsTest, DefaultsLeaveThePlannerInCharge) {
 }
 
 TEST(DaemonCacheOptionsTest, FlagsSetEvictionSplitAndPlannerInputs) {
-  auto options = Parse({"--cache-eviction", "lru", "--cache-split", "10,20,70",
-                        "--storage-bytes-per-s", "2.5e8", "--decode-per-core-per-s", "300",
-                        "--augment-per-core-per-s", "2000", "--cores", "6"});
+  auto options =
+      Parse({"--cache-eviction", "lru", "--cache-split", "10,20,70", "--storage-bytes-per-s",
+             "2.5e8", "--decode-per-core-per-s", "300", "--augment-per-core-per-s", "2000",
+             "--memory-bytes-per-s", "5e9", "--cores", "6"});
   ASSERT_TRUE(options.ok()) << options.status().ToString();
   EXPECT_EQ(options->cache_eviction, "lru");
   EXPECT_EQ(options->cache_split, (std::vector<int>{10, 20, 70}));
   EXPECT_DOUBLE_EQ(options->storage_bytes_per_s, 2.5e8);
   EXPECT_DOUBLE_EQ(options->decode_per_core_per_s, 300);
   EXPECT_DOUBLE_EQ(options->augment_per_core_per_s, 2000);
+  EXPECT_DOUBLE_EQ(options->memory_bytes_per_s, 5e9);
   EXPECT_EQ(options->cores, 6u);
 }
 
@@ -172,6 +174,7 @@ TEST_F(CachePlannerTest, AdminOverridesWin) {
   overrides.storage_bytes_per_s = 1e6;
   overrides.decode_augment_per_core_per_s = 111;
   overrides.augment_per_core_per_s = 999;
+  overrides.memory_bytes_per_s = 3e9;
   overrides.cores = 7;
   overrides.split = cache::Split{20, 30, 50};
   CachePlanner planner(cache_.get(), node_, 2, overrides);
@@ -186,10 +189,12 @@ TEST_F(CachePlannerTest, AdminOverridesWin) {
   EXPECT_DOUBLE_EQ(in.storage_bytes_per_s, 1e6);
   EXPECT_DOUBLE_EQ(in.decode_augment_per_core_per_s, 111);
   EXPECT_DOUBLE_EQ(in.augment_per_core_per_s, 999);
+  EXPECT_DOUBLE_EQ(in.memory_bytes_per_s, 3e9);
   EXPECT_EQ(in.cores, 7);
   const PlanSnapshot described = planner.Snapshot();
   EXPECT_EQ(described.planner, "admin split");
   EXPECT_EQ(described.inputs.storage_bytes_per_s.source, "override");
+  EXPECT_EQ(described.inputs.memory_bytes_per_s.source, "override");
   EXPECT_EQ(described.inputs.cores.source, "override");
   EXPECT_DOUBLE_EQ(described.inputs.cores.value, 7);
 }
