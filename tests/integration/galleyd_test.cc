@@ -286,6 +286,42 @@ TEST_F(GalleydTest, SigtermEndsJobsWithAClearErrorAndARestartServesAgain) {
   EXPECT_TRUE(job2->Next(10s).ok());
 }
 
+// The tests' galleyd is given the node probe's figures and commits its
+// cache's memory on first use; a node's service measures the node and
+// commits the memory ahead of the first job. The planner says which it got.
+TEST_F(GalleydTest, GivenNodeRatesSkipTheProbeWhileAServiceStartMeasuresAndPrefaults) {
+  const nlohmann::json given = Query("plan");
+  EXPECT_EQ(given["probe_seconds"], 0) << given.dump();
+  for (const char* input :
+       {"decode_augment_per_core_per_s", "augment_per_core_per_s", "memory_bytes_per_s"}) {
+    EXPECT_EQ(given["inputs"][input]["source"], "override") << input << ": " << given.dump();
+  }
+  // No prefault thread runs, so nothing commits memory before a job.
+  EXPECT_EQ(Query("cache")["decoded_arena"]["populated_bytes"], 0);
+
+  ASSERT_EQ(daemon_->Stop(SIGTERM), 0);
+  GalleydProcess::Launch service;
+  service.probe_and_prefault = true;
+  daemon_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", ExtraArgs(), service);
+  ASSERT_TRUE(daemon_->started());
+  const nlohmann::json measured = Query("plan");
+  EXPECT_GT(measured["probe_seconds"].get<double>(), 0) << measured.dump();
+  for (const char* input :
+       {"decode_augment_per_core_per_s", "augment_per_core_per_s", "memory_bytes_per_s"}) {
+    EXPECT_EQ(measured["inputs"][input]["source"], "measured") << input;
+    EXPECT_GT(measured["inputs"][input]["value"].get<double>(), 0) << input;
+  }
+  // The prefault runs at idle priority: its first step comes when a core is
+  // free, which the deadline only bounds.
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  uint64_t populated = 0;
+  while (populated == 0 && std::chrono::steady_clock::now() < deadline) {
+    populated = Query("cache")["decoded_arena"]["populated_bytes"].get<uint64_t>();
+    if (populated == 0) std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_GT(populated, 0u) << "no memory committed ahead of the first job";
+}
+
 TEST_F(GalleydTest, ASecondDaemonOnTheSameSocketRefusesToStart) {
   const int code = testing::RunGalleydToExit(
       {"--socket", daemon_->socket(), "--allowed-root", tmp_.path().string()});

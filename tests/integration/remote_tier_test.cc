@@ -81,6 +81,9 @@ class RemoteTierTest : public ::testing::Test {
     GalleydProcess::Launch launch;
     launch.log = tmp_.path() / (name + ".log");
     launch.quiet = false;  // the tests read the servers' failures and returns in the log
+    // The planner chooses the remote tier's write form from the node's
+    // measured rates, as on a real node.
+    launch.probe_and_prefault = true;
     auto node = std::make_unique<GalleydProcess>(tmp_.path() / (name + ".sock"), args, launch);
     EXPECT_TRUE(node->started()) << "galleyd " << name << " did not start; see " << launch.log;
     return node;
