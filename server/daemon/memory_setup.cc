@@ -78,6 +78,7 @@ void CachePrefaulter::Run() {
   const auto start = std::chrono::steady_clock::now();
   bool reported = false;
   while (true) {
+    ++rounds_;
     const uint64_t target = Target(cache_->Stats());
     const uint64_t populated = arena->Stats().populated_bytes;
     if (populated < target) {

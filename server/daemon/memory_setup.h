@@ -34,7 +34,9 @@
 #ifndef GALLEY_SERVER_DAEMON_MEMORY_SETUP_H_
 #define GALLEY_SERVER_DAEMON_MEMORY_SETUP_H_
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <thread>
 
@@ -66,12 +68,19 @@ class CachePrefaulter {
   // Whether committing `step` more bytes leaves the node its reserve.
   static bool NodeCanSpare(const NodeMemory& memory, uint64_t step);
 
+  // How many times the thread has compared the arena with its target (once
+  // per step, once per poll after catching up). Once it has grown by two
+  // since a moment, the thread has acted on what it saw then: what tests
+  // wait on instead of waiting a while.
+  uint64_t rounds() const { return rounds_.load(); }
+
  private:
   void Run();
 
   cache::TieredCache* const cache_;
   const std::chrono::milliseconds poll_;
   const std::function<NodeMemory()> memory_;
+  std::atomic<uint64_t> rounds_{0};
   Mutex mu_;
   CondVar wake_;
   bool stop_ GUARDED_BY(mu_) = false;

@@ -5,14 +5,17 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -305,6 +308,13 @@ TEST_F(HostilePeerTest, ATrickledFrameIsDroppedAtItsWholeFrameDeadline) {
   ExpectDaemonServes();
 }
 
+// Whether the other end of the stream socket `fd` has read everything sent
+// on it (SIOCOUTQ: what is sent and not yet read there).
+bool ReadByPeer(int fd) {
+  int unread = 0;
+  return ::ioctl(fd, SIOCOUTQ, &unread) == 0 && unread == 0;
+}
+
 // Resident memory of `pid`, from /proc.
 uint64_t RssBytes(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
@@ -336,17 +346,27 @@ TEST_F(HostilePeerTest, LargeFramesFromManyPeersAreBoundedDaemonWide) {
     peers.push_back(std::move(connection));
   }
   // The refusals come at once; the frames held wait for their rest (and
-  // would be dropped at the 10 s whole-frame deadline).
-  std::this_thread::sleep_for(1s);
+  // would be dropped at the 10 s whole-frame deadline). galleyd has judged
+  // every header once each peer has either its refusal to read or its byte
+  // read by galleyd (only a held frame's payload is read); the deadline
+  // bounds a hang only.
+  const auto judged = [](const std::unique_ptr<wire::Connection>& peer) {
+    return peer->Readable() || ReadByPeer(peer->fd());
+  };
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!std::all_of(peers.begin(), peers.end(), judged) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
   int refused = 0;
   for (auto& peer : peers) {
-    auto reply = peer->ReadFrame(std::chrono::steady_clock::now() + 10ms);
-    if (reply.ok()) {
-      const Status error = ErrorOf(*reply);
-      EXPECT_EQ(error.code(), StatusCode::kResourceExhausted) << error.ToString();
-      EXPECT_NE(error.message().find("limit"), std::string::npos) << error.message();
-      ++refused;
-    }
+    if (!peer->Readable()) continue;
+    auto reply = peer->ReadFrame(std::chrono::steady_clock::now() + 10s);
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    const Status error = ErrorOf(*reply);
+    EXPECT_EQ(error.code(), StatusCode::kResourceExhausted) << error.ToString();
+    EXPECT_NE(error.message().find("limit"), std::string::npos) << error.message();
+    ++refused;
   }
   EXPECT_EQ(refused, 4);
   peers.clear();
@@ -371,8 +391,11 @@ TEST_F(HostilePeerTest, MemoryOfLargeRequestsIsGivenBack) {
     ASSERT_NE(connection, nullptr);
     auto reply = OpenRaw(*connection, body);
     ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    // galleyd closes a refused job's connection once it is done with the
+    // request: then nothing of it is left to give back.
+    auto end = connection->ReadFrame(std::chrono::steady_clock::now() + 60s);
+    ASSERT_EQ(end.status().code(), StatusCode::kUnavailable) << end.status().ToString();
   }
-  std::this_thread::sleep_for(500ms);
   const uint64_t after = RssBytes(daemon_->pid());
   EXPECT_LT(after, before + (uint64_t{48} << 20))
       << "galleyd kept " << (after - before) / (1 << 20) << " MiB after eight 15 MiB requests";

@@ -64,7 +64,10 @@ TEST(CachePrefaulterTest, CommitsTheArenaUpToTheTargetAndStops) {
   prefaulter.Start();
   auto populated = [&] { return cache->decoded_arena()->Stats().populated_bytes; };
   ASSERT_TRUE(WaitFor([&] { return populated() >= target; })) << populated();
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Two more rounds: the first of them saw the target reached, and whatever
+  // it did about it was done before the second began.
+  const uint64_t rounds = prefaulter.rounds();
+  ASSERT_TRUE(WaitFor([&] { return prefaulter.rounds() >= rounds + 2; }));
   EXPECT_LT(populated(), target + 4096) << "it stops at the target";
 
   // Room the encoded tier gives up is committed next.
