@@ -22,12 +22,33 @@ from galley import _autostart
 
 from conftest import GALLEYD, write_folder
 
+# A job: python -c JOB DATASET AUTOSTART [MEETING_FOLDER JOBS]. With a
+# meeting folder, the JOBS jobs wait for each other twice (through files
+# there, a deadline bounding a hang only): before the first finds or starts a
+# daemon, so that they all ask at once; and once each has its job open, so
+# that no job ends, and no daemon exits for idleness, before every job has
+# opened its own.
 JOB = textwrap.dedent("""
-    import json, sys, galley
+    import json, os, pathlib, sys, time, galley
     from galley import transforms as T
+
+    def meet(step):
+        if len(sys.argv) < 5:
+            return
+        folder, jobs = pathlib.Path(sys.argv[3]), int(sys.argv[4])
+        (folder / f"{step}.{os.getpid()}").touch()
+        deadline = time.monotonic() + 90  # within the test's 120 s wait
+        while len(list(folder.glob(step + ".*"))) < jobs:
+            if time.monotonic() > deadline:
+                sys.exit(f"the other jobs never reached {step!r}")
+            time.sleep(0.01)
+
     loader = galley.DataLoader(sys.argv[1], batch_size=8, epochs=1,
                                transform=T.Compose([T.Resize(24), T.CenterCrop(24)]),
                                autostart=None if sys.argv[2] == "default" else sys.argv[2] == "on")
+    meet("ready")
+    len(loader)  # finds or starts galleyd, and opens the job
+    meet("opened")
     ids = [i for _, _, batch in loader.iter_with_ids() for i in batch.tolist()]
     print(json.dumps({"ids": ids, "socket": galley.query("status")["socket"]}))
 """)
@@ -87,11 +108,13 @@ def wait_until(condition, seconds=30):
     return False
 
 
-def test_four_jobs_at_once_start_exactly_one_daemon(home, data):
+def test_four_jobs_at_once_start_exactly_one_daemon(home, data, tmp_path):
     env, folder = home
     env = dict(env, GALLEY_IDLE_EXIT="2")
-    jobs = [subprocess.Popen([sys.executable, "-c", JOB, str(data), "default"], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    jobs = [subprocess.Popen([sys.executable, "-c", JOB, str(data), "default", str(meeting), "4"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for _ in range(4)]
     outputs = [job.communicate(timeout=120) for job in jobs]
     for job, (out, err) in zip(jobs, outputs):
@@ -412,6 +435,7 @@ def shared():
     shutil.rmtree(root)
 
 
+@pytest.mark.in_place
 @pytest.mark.parametrize("victim", [VICTIM_UID, 0], ids=["user", "root"])
 @pytest.mark.parametrize("where", ["own-socket", "named-socket"])
 def test_another_users_folder_or_daemon_is_refused_told_nothing_and_never_signalled(
@@ -465,6 +489,7 @@ def test_another_users_folder_or_daemon_is_refused_told_nothing_and_never_signal
                 process.wait()
 
 
+@pytest.mark.in_place
 def test_the_node_service_run_by_its_own_user_is_used_where_that_user_is_the_service(shared):
     root, env = shared
     require_galley_for(VICTIM_UID, env)
@@ -527,6 +552,7 @@ def test_cache_budget_follows_available_memory():
     assert 0 < budget <= _autostart.CACHE_SHARE * available * 1.05
 
 
+@pytest.mark.in_place
 def test_the_wheels_own_galleyd_is_started(home, data):
     # Installed from the wheel, galley carries galleyd and starts it when
     # GALLEYD is not set; in place (PYTHONPATH=python) it has none to carry
