@@ -12,6 +12,8 @@ import galley
 from galley import batch_ops
 from galley import transforms as T
 
+pytestmark = pytest.mark.compat
+
 
 def _batch(b=6, h=10, w=12, classes=5, seed=0):
     g = torch.Generator().manual_seed(seed)

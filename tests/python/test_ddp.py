@@ -13,6 +13,8 @@ import pytest
 
 from conftest import free_port, write_folder
 
+pytestmark = pytest.mark.compat
+
 HERE = pathlib.Path(__file__).resolve().parent
 BROKEN = {5, 11, 12}  # class_00/bad.jpg, class_01/empty.jpg, class_01/trunc.jpg
 

@@ -120,6 +120,7 @@ def test_the_node_layout_comes_from_torchrun(daemon, split_folder, monkeypatch):
                           local_world_size=4, transform=FIXED, socket=daemon.socket)
 
 
+@pytest.mark.compat
 def test_bad_layouts_and_seeds_are_refused(split_folder):
     with pytest.raises(ValueError, match="must divide world_size"):
         galley.DataLoader(str(split_folder), batch_size=4, rank=0, world_size=6,
@@ -142,6 +143,7 @@ def test_bad_layouts_and_seeds_are_refused(split_folder):
                           transform=FIXED, socket="/nonexistent")
 
 
+@pytest.mark.compat
 def test_without_shuffle_the_shards_are_distributed_samplers_on_any_layout(daemon, split_folder):
     # Evaluation code puts the ranks' outputs back in order by
     # DistributedSampler(shuffle=False)'s rule, so a known layout changes

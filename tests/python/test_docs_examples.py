@@ -75,6 +75,7 @@ def test_fragment_parses(name, code):
 EXAMPLES = examples()
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("index", range(len(EXAMPLES)), ids=[name for name, _r, _c in EXAMPLES])
 def test_example_runs(daemon, folder, workdir, tmp_path, index):
     name, ranks, code = EXAMPLES[index]

@@ -30,6 +30,7 @@ def epoch_ids(loader):
     return ids
 
 
+@pytest.mark.compat
 def test_deterministic_pipeline_matches_torchvision_pixels(daemon, folder):
     # Reference: torchvision's own ImageFolder + Resize + CenterCrop on PIL
     # images. Both sides decode with libjpeg-turbo's islow IDCT and resize
@@ -58,6 +59,7 @@ def test_deterministic_pipeline_matches_torchvision_pixels(daemon, folder):
     loader.close()
 
 
+@pytest.mark.compat
 def test_labels_and_classes_match_torchvision_imagefolder(daemon, folder):
     reference = torchvision.datasets.ImageFolder(str(folder))
     loader = galley.DataLoader(folder, batch_size=16, transform=FIXED, socket=daemon.socket)
@@ -157,6 +159,7 @@ def test_augmentation_is_a_pure_function_of_seed_epoch_item(daemon, folder):
     assert sum(not torch.equal(a[i], c[i]) for i in a) > 50
 
 
+@pytest.mark.compat
 def test_normalised_float_output(daemon, folder):
     mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
     raw = galley.DataLoader(folder, batch_size=60, transform=FIXED, socket=daemon.socket)
@@ -174,6 +177,7 @@ def test_normalised_float_output(daemon, folder):
     norm.close()
 
 
+@pytest.mark.compat
 def test_batches_are_zero_copy_and_freed_slots_return(daemon, folder):
     loader = galley.DataLoader(folder, batch_size=4, prefetch=2, transform=FIXED,
                                socket=daemon.socket, timeout=30.0, epochs=None)

@@ -28,6 +28,7 @@ def test_shuffle_false_is_id_order_every_epoch(daemon, folder):
     loader.close()
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("world", [2, 3])
 def test_ddp_shuffle_false_matches_distributed_sampler(daemon, tiny_folder, world):
     for drop_last in (False, True):

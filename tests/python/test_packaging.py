@@ -43,6 +43,7 @@ def test_one_version_everywhere(daemon):
     assert out.stdout.strip() == f"galleyctl {version} (protocol {galley.protocol_version})"
 
 
+@pytest.mark.in_place
 def test_installed_package_is_the_one_under_test():
     # The venv run installs galley with pip and must not pick up the source
     # tree's copy; the in-place run uses PYTHONPATH=python on purpose.
@@ -141,6 +142,7 @@ def test_protocol_mismatch_is_refused_with_both_versions(tmp_path):
     assert galley.__version__ in message and "same protocol version" in message
 
 
+@pytest.mark.compat
 def test_pin_memory_as_torch_does(daemon, folder):
     transform = T.Compose([T.Resize(32), T.CenterCrop(32)])
     if torch.cuda.is_available():

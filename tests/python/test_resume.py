@@ -8,8 +8,12 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 import galley
 from galley import transforms as T
+
+pytestmark = pytest.mark.compat
 
 HERE = pathlib.Path(__file__).resolve().parent
 

@@ -18,6 +18,8 @@ import galley
 from galley import loader as loader_module
 from galley import transforms as T
 
+pytestmark = pytest.mark.compat
+
 FIXED = T.Compose([T.Resize([8, 8])])
 
 

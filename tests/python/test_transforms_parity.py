@@ -18,6 +18,8 @@ from torchvision.transforms import InterpolationMode as IM
 import galley
 from galley import transforms as T
 
+pytestmark = pytest.mark.compat
+
 BICUBIC = IM.BICUBIC
 
 # galley reproduces Pillow 9's arithmetic and decodes JPEGs with the system's
