@@ -7,14 +7,21 @@
 # flags and generated headers are those of a real build. CI runs it from
 # scripts/test.sh after that build.
 #
-#   scripts/check_tidy.sh [FILE_REGEX]   e.g. server/daemon/scheduler
+# A file that passed is not checked again while nothing its result depends
+# on changes: scripts/tidy_with_cache.py keeps a hash of the tidy version,
+# .clang-tidy, the file's compile command and its preprocessed text (the
+# clone's path replaced, so a fresh clone on the same machine reuses it) in
+# $GALLEY_TIDY_CACHE (default ~/.cache/galley/tidy; "off" checks every file).
+# Findings are never kept: a file with one is checked on every run.
+#
+#   scripts/check_tidy.sh [FILE_REGEX]   relative to server/, client/, cache/: e.g. daemon/scheduler
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${GALLEY_SANITIZED_BUILD_DIR:-$ROOT/build-asan}"
 TIDY="${GALLEY_CLANG_TIDY:-clang-tidy-14}"
-RUN_TIDY="${GALLEY_RUN_CLANG_TIDY:-run-clang-tidy-14}"
-command -v "$RUN_TIDY" >/dev/null || {
-  echo "check_tidy.sh: $RUN_TIDY not found (scripts/setup.sh installs clang-tidy-14)" >&2
+CACHE="${GALLEY_TIDY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/galley/tidy}"
+command -v "$TIDY" >/dev/null || {
+  echo "check_tidy.sh: $TIDY not found (scripts/setup.sh installs clang-tidy-14)" >&2
   exit 2
 }
 if [[ ! -f "$BUILD_DIR/compile_commands.json" ]]; then
@@ -22,6 +29,6 @@ if [[ ! -f "$BUILD_DIR/compile_commands.json" ]]; then
 fi
 FILTER="${1:-}"
 echo "== clang-tidy: server/ client/ cache/ (${FILTER:-all files})"
-"$RUN_TIDY" -p "$BUILD_DIR" -j "$(nproc)" -quiet -clang-tidy-binary "$(command -v "$TIDY")" \
-  "^$ROOT/(server|client|cache)/.*${FILTER}.*\.cc\$"
+GALLEY_CLANG_TIDY="$TIDY" python3 "$ROOT/scripts/tidy_with_cache.py" "$ROOT" "$BUILD_DIR" \
+  "^$ROOT/(server|client|cache)/.*${FILTER}.*\.cc\$" "$CACHE"
 echo "== clang-tidy: no findings"
