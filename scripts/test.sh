@@ -1,57 +1,127 @@
 #!/usr/bin/env bash
-# Installs what galley needs, builds everything, and runs every test:
-#   1. GoogleTest unit and integration tests (ctest);
-#   2. the Python tests against a real galleyd under Debian's /usr/bin/python3
-#      (torch 1.13 and torchvision 0.14, the oldest supported; NumPy 1),
-#      with the package in place (PYTHONPATH=python);
-#   3. the same tests in a venv of the PATH's python3 with PyTorch 2.x,
-#      torchvision and NumPy 2 (scripts/setup_venv.sh), against galley's
-#      self-contained wheel (scripts/build_wheel.sh: `pip wheel`, then
-#      `auditwheel repair`) installed with pip;
-#   4. the same wheel in a minimal Debian root that has nothing but python3
-#      (tests/install/check_wheel_minimal_root.sh; needs root for chroot; the
-#      root is made once by debootstrap and cached in ~/.cache/galley);
-#   5. the install tree, a C++ consumer (find_package and pkg-config) and the
-#      .deb (tests/install/check_install.sh);
-#   6. one clang build with ASan + UBSan that also checks the lock
-#      annotations (-Wthread-safety), running the unit and integration tests
-#      (scripts/check_sanitized.sh), and clang-tidy over server/, client/ and
-#      cache/ with that build's compile commands (scripts/check_tidy.sh).
+# Installs what galley needs, builds everything, and runs every test, in
+# these stages (their wall times are printed at the end, also when one fails):
+#   setup, build    scripts/setup.sh (packages), scripts/build.sh (Release);
+#   ctest           GoogleTest unit and integration tests;
+#   pytest compat   the Python tests marked `compat` or `in_place`
+#                   (tests/python/pytest.ini) against a real galleyd under
+#                   Debian's /usr/bin/python3 (torch 1.13 and torchvision
+#                   0.14, the oldest supported; NumPy 1), with the package in
+#                   place (PYTHONPATH=python): the torch, torchvision and
+#                   NumPy interfaces that differ between versions, and what
+#                   only an in-place run can check;
+#   wheel           galley's self-contained wheel (scripts/build_wheel.sh:
+#                   `pip wheel`, then `auditwheel repair`), installed with pip
+#                   in a venv of the PATH's python3 with PyTorch 2.x,
+#                   torchvision and NumPy 2 (scripts/setup_venv.sh);
+#   pytest          every Python test, in that venv, against the wheel;
+#   minimal root    the same wheel in a minimal Debian root that has nothing
+#                   but python3 (tests/install/check_wheel_minimal_root.sh;
+#                   needs root for chroot; the root is made once by
+#                   debootstrap and cached in ~/.cache/galley);
+#   install tree    the install tree, a C++ consumer (find_package and
+#                   pkg-config) and the .deb (tests/install/check_install.sh);
+#   sanitized       one clang build with ASan + UBSan that also checks the
+#                   lock annotations (-Wthread-safety), running the unit and
+#                   integration tests (scripts/check_sanitized.sh);
+#   clang-tidy      over server/, client/ and cache/ with that build's compile
+#                   commands (scripts/check_tidy.sh).
+# What a run leaves on the machine makes the next one quick, even from a
+# fresh clone: ccache (compiler outputs), ~/.cache/galley (the venvs, the
+# minimal root, clang-tidy's passes). A first run on a new machine installs
+# packages, downloads PyTorch, makes the minimal root and compiles everything.
+# Test daemons start without the node probe and the cache prefault, except in
+# the tests about the cache (tests/python/conftest.py,
+# tests/integration/galleyd_process.h).
 # Safe to re-run; set GALLEY_VENV to use another venv.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${GALLEY_BUILD_DIR:-$ROOT/build}"
 GALLEYD="$BUILD_DIR/server/daemon/galleyd"
-"$ROOT/scripts/setup.sh"
-"$ROOT/scripts/build.sh"
 
-echo "== ctest"
-(cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900 -j 2)
+# Each stage's name and wall time, printed as a table when the script ends,
+# however it ends: the stage that was running when it failed is marked.
+STAGES=()
+CURRENT=""
+CURRENT_START=0
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+report() {
+  local status=$?
+  [[ -n "$CURRENT" ]] && STAGES+=("$CURRENT|$(elapsed "$CURRENT_START")|failed")
+  echo "== stage times (s)"
+  local total=0 line name seconds mark
+  for line in "${STAGES[@]}"; do
+    IFS="|" read -r name seconds mark <<<"$line"
+    printf "  %-14s %7s%s\n" "$name" "$seconds" "${mark:+ $mark}"
+    total=$(awk -v a="$total" -v b="$seconds" 'BEGIN { printf "%.1f", a + b }')
+  done
+  printf "  %-14s %7s\n" "total" "$total"
+  return "$status"
+}
+trap report EXIT
+# stage NAME COMMAND...: runs COMMAND as the stage NAME.
+stage() {
+  CURRENT="$1"
+  CURRENT_START="$(now)"
+  shift
+  "$@"
+  STAGES+=("$CURRENT|$(elapsed "$CURRENT_START")|")
+  CURRENT=""
+}
 
-echo "== pytest: Debian's /usr/bin/python3, galley in place"
-/usr/bin/python3 -c "import sys, torch, numpy; print(sys.version.split()[0], 'torch', torch.__version__, 'numpy', numpy.__version__)"
-GALLEYD="$GALLEYD" PYTHONPATH="$ROOT/python" \
-  /usr/bin/python3 -m pytest -q -p no:cacheprovider "$ROOT/tests/python"
+stage setup "$ROOT/scripts/setup.sh"
+stage build "$ROOT/scripts/build.sh"
 
-echo "== pytest: a venv with galley installed by pip"
-VENV="$("$ROOT/scripts/setup_venv.sh")"
-WHEEL="$(GALLEY_WHEEL_DIR="$BUILD_DIR/wheels" "$ROOT/scripts/build_wheel.sh" | tail -1)"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps \
-  "$WHEEL" 2> >(grep -v "^WARNING: Location" >&2)
-"$VENV/bin/python" -c "import sys, torch, numpy, galley; print(sys.version.split()[0], 'torch', torch.__version__, 'numpy', numpy.__version__, 'galley', galley.__version__)"
-echo "wheel: $(basename "$WHEEL"), $(du -k "$WHEEL" | cut -f1) KiB"
-# From outside the clone, so only the installed package can be imported.
-(cd "$BUILD_DIR" && GALLEYD="$GALLEYD" GALLEY_EXPECT_INSTALLED=1 \
-  "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python")
+run_ctest() {
+  echo "== ctest"
+  (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900 -j 2)
+}
+stage ctest run_ctest
 
-echo "== the wheel in a minimal Debian root"
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-$SUDO "$ROOT/tests/install/check_wheel_minimal_root.sh" "$WHEEL"
+run_pytest_compat() {
+  echo "== pytest -m 'compat or in_place': Debian's /usr/bin/python3, galley in place"
+  /usr/bin/python3 -c "import sys, torch, numpy; print(sys.version.split()[0], 'torch', torch.__version__, 'numpy', numpy.__version__)"
+  GALLEYD="$GALLEYD" PYTHONPATH="$ROOT/python" \
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "compat or in_place" "$ROOT/tests/python"
+}
+stage "pytest compat" run_pytest_compat
 
-echo "== install tree, C++ consumer, .deb"
-"$ROOT/tests/install/check_install.sh" "$BUILD_DIR"
+VENV=""
+WHEEL=""
+build_and_install_wheel() {
+  echo "== the wheel, installed by pip in a venv"
+  VENV="$("$ROOT/scripts/setup_venv.sh")"
+  WHEEL="$(GALLEY_WHEEL_DIR="$BUILD_DIR/wheels" "$ROOT/scripts/build_wheel.sh" | tail -1)"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps \
+    "$WHEEL" 2> >(grep -v "^WARNING: Location" >&2)
+  "$VENV/bin/python" -c "import sys, torch, numpy, galley; print(sys.version.split()[0], 'torch', torch.__version__, 'numpy', numpy.__version__, 'galley', galley.__version__)"
+  echo "wheel: $(basename "$WHEEL"), $(du -k "$WHEEL" | cut -f1) KiB"
+}
+stage wheel build_and_install_wheel
 
-"$ROOT/scripts/check_sanitized.sh"
-"$ROOT/scripts/check_tidy.sh"
+run_pytest() {
+  echo "== pytest: every test, the venv, galley installed by pip"
+  # From outside the clone, so only the installed package can be imported.
+  (cd "$BUILD_DIR" && GALLEYD="$GALLEYD" GALLEY_EXPECT_INSTALLED=1 \
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python")
+}
+stage pytest run_pytest
+
+check_minimal_root() {
+  echo "== the wheel in a minimal Debian root"
+  local sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  $sudo "$ROOT/tests/install/check_wheel_minimal_root.sh" "$WHEEL"
+}
+stage "minimal root" check_minimal_root
+
+check_install_tree() {
+  echo "== install tree, C++ consumer, .deb"
+  "$ROOT/tests/install/check_install.sh" "$BUILD_DIR"
+}
+stage "install tree" check_install_tree
+
+stage sanitized "$ROOT/scripts/check_sanitized.sh"
+stage clang-tidy "$ROOT/scripts/check_tidy.sh"
 echo "== all tests passed"
