@@ -68,10 +68,10 @@ class CachePrefaulter {
   // Whether committing `step` more bytes leaves the node its reserve.
   static bool NodeCanSpare(const NodeMemory& memory, uint64_t step);
 
-  // How many times the thread has compared the arena with its target (once
-  // per step, once per poll after catching up). Once it has grown by two
-  // since a moment, the thread has acted on what it saw then: what tests
-  // wait on instead of waiting a while.
+  // How many times the thread has compared the arena with its target: once
+  // per step, and once per poll after catching up. Once it has grown by two
+  // since a test looked at the arena, the thread has acted on what the test
+  // saw, which is what tests wait for instead of waiting a while.
   uint64_t rounds() const { return rounds_.load(); }
 
  private:
