@@ -8,6 +8,7 @@ import os
 import signal
 import stat
 import subprocess
+import time
 
 import pytest
 
@@ -22,7 +23,6 @@ def _daemon_pid(socket):
 def _stop(pid):
     """SIGTERM, then wait on the process's exit (it is not our child)."""
     os.kill(pid, signal.SIGTERM)
-    import time
     deadline = time.monotonic() + 60  # bounds a hang only
     while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
         with open(f"/proc/{pid}/stat") as f:
@@ -84,8 +84,12 @@ def test_log_file_takes_the_log_of_a_detached_daemon(tmp_path):
     try:
         assert _descriptors(pid)[2] == str(log)
         assert stat.S_IMODE(os.stat(log).st_mode) & 0o007 == 0
-        text = log.read_text()
-        assert "ready:" in text, text
+        # galleyd reports itself ready to the waiting command, then logs it:
+        # wait for the line (the deadline bounds a hang only).
+        deadline = time.monotonic() + 60
+        while "ready:" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "ready:" in log.read_text(), log.read_text()
     finally:
         _stop(pid)
     assert "stopped" in log.read_text()
