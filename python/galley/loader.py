@@ -751,16 +751,13 @@ class DataLoader:
             _check_same_dataset(resume["state"], self._dataset_seen, warn=False)
         self._resume = None
         epoch = self._epoch
+        # The daemon serves a listed epoch only once it has its list: a job
+        # just opened for this loop has it, any other is sent it.
         if listed is not None:
-            # The daemon serves a listed epoch only once it has its list; the
-            # job just opened has it.
-            if self._opened_with is None or self._opened_with is not self._open_items:
-                job.seek_epoch(epoch, listed)
-            self._open_items = self._opened_with = None
-            self._daemon_epoch = epoch
-        elif self._daemon_epoch != epoch:
-            job.seek_epoch(epoch)
-            self._daemon_epoch = epoch
+            seek = self._opened_with is not self._open_items
+        else:
+            seek = self._daemon_epoch != epoch
+        self._open_items = self._opened_with = None
         self._pass_items = listed
         self._epoch = epoch + 1  # the next loop is the next epoch, finished or not
         slots = int(job.info["slots"])
@@ -773,6 +770,13 @@ class DataLoader:
                 len(self._pass_consumed), b"\0")[:len(self._pass_consumed)]
         completed = False
         try:
+            if seek:
+                try:
+                    job.seek_epoch(epoch, listed)
+                except (_galley.ServerUnavailable, _galley.JobCancelled) as lost:
+                    job = self._reopen_after_restart(epoch, lost)
+                    slots = int(job.info["slots"])
+            self._daemon_epoch = epoch
             while True:
                 self._held = [ref for ref in self._held if ref() is not None]
                 if len(self._held) >= slots:
