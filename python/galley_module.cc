@@ -294,23 +294,26 @@ PYBIND11_MODULE(_galley, m) {
              auto text = Unwrap(client.Query(what));
              return py::module_::import("json").attr("loads")(text);
            })
-      .def("listing",
-           [](const galley::Client& client, const py::dict& spec_dict, uint64_t begin) {
-             // The dataset's fields only; the rest of a loader's spec is not sent.
-             py::dict named;
-             for (const char* key : {"dataset", "shards", "image_key", "label_key"}) {
-               if (spec_dict.contains(key)) named[key] = spec_dict[key];
-             }
-             named["batch_size"] = 1;
-             named["transform"] = py::dict();
-             galley::JobSpec spec = SpecFromDict(named);
-             galley::Result<std::string> text = galley::Status::Internal("unset");
-             {
-               py::gil_scoped_release release;
-               text = client.Listing(spec, begin);
-             }
-             return py::module_::import("json").attr("loads")(Unwrap(std::move(text)));
-           })
+      .def(
+          "listing",
+          [](const galley::Client& client, const py::dict& spec_dict, uint64_t begin,
+             std::optional<uint64_t> count) {
+            // The dataset's fields only; the rest of a loader's spec is not sent.
+            py::dict named;
+            for (const char* key : {"dataset", "shards", "image_key", "label_key"}) {
+              if (spec_dict.contains(key)) named[key] = spec_dict[key];
+            }
+            named["batch_size"] = 1;
+            named["transform"] = py::dict();
+            galley::JobSpec spec = SpecFromDict(named);
+            galley::Result<std::string> text = galley::Status::Internal("unset");
+            {
+              py::gil_scoped_release release;
+              text = client.Listing(spec, begin, count.value_or(UINT64_MAX));
+            }
+            return py::module_::import("json").attr("loads")(Unwrap(std::move(text)));
+          },
+          py::arg("spec"), py::arg("begin") = 0, py::arg("count") = py::none())
       // Control requests (docs/access.md): each raises what galleyd refused.
       .def("cancel",
            [](const galley::Client& client, uint64_t job_id) {

@@ -152,9 +152,9 @@ Result<std::string> Client::Query(const std::string& what) const {
   return reply.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-Result<std::string> Client::Listing(const JobSpec& spec, uint64_t begin) const {
+Result<std::string> Client::Listing(const JobSpec& spec, uint64_t begin, uint64_t count) const {
   GALLEY_ASSIGN_OR_RETURN(auto reply, RoundTrip(options_, wire::MessageType::kQuery,
-                                                wire::ListingRequestToJson(spec, begin),
+                                                wire::ListingRequestToJson(spec, begin, count),
                                                 wire::MessageType::kQueryReply));
   return reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

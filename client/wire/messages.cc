@@ -470,8 +470,9 @@ namespace {
 constexpr const char* kDatasetFields[] = {"dataset", "shards", "image_key", "label_key"};
 }  // namespace
 
-json ListingRequestToJson(const JobSpec& spec, uint64_t begin) {
+json ListingRequestToJson(const JobSpec& spec, uint64_t begin, uint64_t count) {
   json body = {{"what", "listing"}, {"begin", begin}};
+  if (count != UINT64_MAX) body["count"] = count;
   for (const char* name : kDatasetFields) {
     const JobSpecField& field = *FindJobSpecField(name);
     field.write(spec, field, body);
@@ -479,9 +480,9 @@ json ListingRequestToJson(const JobSpec& spec, uint64_t begin) {
   return body;
 }
 
-Result<JobSpec> ListingRequestFromJson(const json& body, uint64_t* begin) {
+Result<JobSpec> ListingRequestFromJson(const json& body, uint64_t* begin, uint64_t* count) {
   for (const auto& [key, value] : body.items()) {
-    if (key != "what" && key != "begin" &&
+    if (key != "what" && key != "begin" && key != "count" &&
         std::find_if(std::begin(kDatasetFields), std::end(kDatasetFields),
                      [&](const char* name) { return key == name; }) == std::end(kDatasetFields)) {
       return Status::InvalidArgument("unknown listing field '" + EscapeBytes(key) + "'");
@@ -495,7 +496,9 @@ Result<JobSpec> ListingRequestFromJson(const json& body, uint64_t* begin) {
   }
   if (spec.dataset.empty()) return Status::InvalidArgument("'dataset' must not be empty");
   *begin = 0;
+  *count = UINT64_MAX;
   GALLEY_RETURN_IF_ERROR(r.Unsigned("begin", begin));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("count", count));
   return spec;
 }
 

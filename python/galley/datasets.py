@@ -9,9 +9,9 @@ opening a job: the listing the loader's item ids index, so
 ``dataset.samples[i]`` is the file behind item id ``i``.
 
 Nothing is asked before an attribute is read. ``len()``, ``classes`` and
-``class_to_idx`` take one request; ``samples``, ``imgs`` and ``targets``
-take the whole listing, in pages that each fit the protocol's frame cap
-(about 200,000 ImageFolder items a page). Like torchvision's ImageFolder,
+``class_to_idx`` take one small request (the listing's figures, no names);
+``samples``, ``imgs`` and ``targets`` take the whole listing, in pages that
+each fit the protocol's frame cap (about 200,000 ImageFolder items a page). Like torchvision's ImageFolder,
 the object keeps the listing it read: it is a snapshot of the dataset as it
 was then. It has no ``__getitem__``: galleyd reads and decodes the images.
 
@@ -33,28 +33,30 @@ __all__ = ["ListedDataset"]
 
 class ListedDataset:
     """The dataset galleyd lists at ``root``, with torchvision's ImageFolder
-    attributes (module docstring). ``fetch(begin)`` returns the listing's
-    page that starts at item ``begin``."""
+    attributes (module docstring). ``fetch(begin, count)`` returns the
+    listing's page that starts at item ``begin`` and holds at most ``count``
+    items (None: as many as a page takes)."""
 
-    def __init__(self, root: str, fetch: Callable[[int], Dict[str, Any]],
+    def __init__(self, root: str, fetch: Callable[[int, Optional[int]], Dict[str, Any]],
                  shards: Optional[List[str]] = None) -> None:
         self.root = root
         self.shards = list(shards) if shards is not None else None
         self._fetch = fetch
-        self._first: Optional[Dict[str, Any]] = None
+        self._figures: Optional[Dict[str, Any]] = None
         self._samples: Optional[List[Tuple[str, int]]] = None
 
-    def _first_page(self) -> Dict[str, Any]:
-        if self._first is None:
-            self._first = self._fetch(0)
-        return self._first
+    def _header(self) -> Dict[str, Any]:
+        """The listing's figures: its size, classes and resume key."""
+        if self._figures is None:
+            self._figures = self._fetch(0, 0)
+        return self._figures
 
     def __len__(self) -> int:
-        return int(self._first_page()["dataset_size"])
+        return int(self._header()["dataset_size"])
 
     @property
     def classes(self) -> List[str]:
-        return list(self._first_page()["classes"])
+        return list(self._header()["classes"])
 
     @property
     def class_to_idx(self) -> Dict[str, int]:
@@ -78,21 +80,20 @@ class ListedDataset:
     def _read_all(self) -> List[Tuple[str, int]]:
         # The pages must come from one listing: a dataset listed again in
         # between (its files changed) is read again from the start, once.
-        for attempt in range(2):
-            first = self._first_page()
-            pages = [first]
-            while sum(len(p["names"]) for p in pages) < int(first["dataset_size"]):
-                begin = pages[-1]["begin"] + len(pages[-1]["names"])
-                page = self._fetch(begin)
+        for _ in range(2):
+            pages = [self._fetch(0, None)]
+            size = int(pages[0]["dataset_size"])
+            while sum(len(p["names"]) for p in pages) < size:
+                page = self._fetch(pages[-1]["begin"] + len(pages[-1]["names"]), None)
                 if not page["names"]:
                     break
                 pages.append(page)
             keys = {p["content_key"] for p in pages}
-            total = sum(len(p["names"]) for p in pages)
-            if len(keys) == 1 and total == int(first["dataset_size"]):
-                return [(self._path_of(first["kind"], name), int(label))
+            if len(keys) == 1 and sum(len(p["names"]) for p in pages) == size:
+                # len() and classes follow the listing read here.
+                self._figures = dict(pages[0], names=[], labels=[])
+                return [(self._path_of(pages[0]["kind"], name), int(label))
                         for p in pages for name, label in zip(p["names"], p["labels"])]
-            self._first = None
         raise RuntimeError(f"the dataset at {self.root} kept changing while its listing was "
                            f"read; read loader.dataset.samples again once it is still")
 

@@ -211,17 +211,17 @@ def _dataset_root(dataset: Any) -> Tuple[str, Any]:
 
 
 def _listing_pages(spec: Dict[str, Any], socket: Optional[str], autostart: Optional[bool],
-                   timeout: float) -> Callable[[int], Dict[str, Any]]:
+                   timeout: float) -> Callable[[int, Optional[int]], Dict[str, Any]]:
     """Reads a page of the listing of the dataset `spec` names from galleyd
     (the "listing" request), found as the loader finds its daemon."""
     named = {key: spec[key] for key in ("dataset", "shards", "image_key", "label_key")
              if spec.get(key) is not None}
 
-    def fetch(begin: int) -> Dict[str, Any]:
+    def fetch(begin: int, count: Optional[int]) -> Dict[str, Any]:
         client = _autostart.client(socket, autostart, timeout)
         with _shards.IndexingProgress(lambda: _autostart.client(socket, False, 5.0),
                                       named.get("shards") or named["dataset"]):
-            return client.listing(named, begin)
+            return client.listing(named, begin, count)
 
     return fetch
 
@@ -252,6 +252,10 @@ class DataLoader:
     * With ``world_size > 1`` every rank gets exactly ``len(loader)``
       batches: the shard is padded by wrapping around (or, with
       ``drop_last=True``, cut to the floor) as ``DistributedSampler`` does.
+    * With ``sampler=DistributedSampler(...)`` each loop serves
+      ``list(sampler)`` exactly, in its order, as torch does: torch's split,
+      padding repeats included, for the epoch ``set_epoch`` chose
+      (docs/python.md §3 says what that costs in sharing and prefetch).
     * A file that cannot be read or decoded never shortens a batch: the
       daemon puts a substitute in its place (another item of the rank's shard
       of that epoch, which then appears twice), counts it in ``skipped`` and,
@@ -264,21 +268,36 @@ class DataLoader:
       the next loop lists the dataset afresh.
     * ``state_dict()`` / ``load_state_dict()`` resume mid-epoch: a loader
       restored from a state taken after k batches of epoch e yields exactly
-      the items of e it had not yielded, then epoch e + 1.
+      the items of e it had not yielded, then epoch e + 1. The state names
+      the dataset by its content (relative paths, sizes, labels), so a copy
+      under another path or on another node resumes (a warning says when
+      only the files' modification times differ); another dataset is
+      refused, saying what differs.
+
+    Attributes, as torch's DataLoader has them: ``dataset`` (the object
+    given, or for a path a ``galley.datasets.ListedDataset`` with
+    ImageFolder's ``len()``, ``classes``, ``class_to_idx``, ``samples``,
+    ``imgs`` and ``targets``, read from galleyd's listing), ``sampler`` (the
+    one given, else a ``galley.samplers.EpochSampler``: this rank's items,
+    ``set_epoch``), ``batch_sampler`` (``BatchSampler(sampler, batch_size,
+    drop_last)``), ``num_workers``, ``batch_size``, ``drop_last``,
+    ``pin_memory``, ``timeout``, ``collate_fn``.
 
     Args (torch's, in torch's order):
         dataset: an ImageFolder root or manifest file path (made absolute
-            here), or a ``torchvision.datasets.ImageFolder`` (its root; its
-            ``transform`` when ``transform=`` is not given).
+            here), tar shards, or a ``torchvision.datasets.ImageFolder`` (its
+            root; its ``transform`` when ``transform=`` is not given).
         batch_size: samples per batch.
         shuffle: random order per epoch (True) or id order (False, default).
-        sampler: ``DistributedSampler`` (rank, world size, seed, shuffle and
-            shard drop_last are taken from it, and its epoch at each loop),
-            ``SequentialSampler``, ``RandomSampler`` (without replacement) or
-            ``SubsetRandomSampler`` (its indices); other samplers are refused.
+        sampler: ``DistributedSampler`` or a subclass (each loop serves
+            ``list(sampler)``, in its order, for the epoch its ``set_epoch``
+            chose; then ``policy=``, ``classes=`` and ``indices=`` are
+            refused), ``SequentialSampler``, ``RandomSampler`` (without
+            replacement) or ``SubsetRandomSampler`` (its indices; galley's
+            order); other samplers are refused.
         batch_sampler: refused (use ``batch_size``/``drop_last``).
         num_workers: has no effect (galleyd's threads prepare the batches); a
-            one-time warning if not 0.
+            one-time warning if not 0. Kept as ``loader.num_workers``.
         collate_fn: called on each ``(images, labels)`` batch and its result
             yielded. torch calls it on a list of samples; here the batch is
             already stacked.
@@ -994,8 +1013,10 @@ class DataLoader:
         """list(sampler) for its current epoch, checked: ids of this dataset,
         in a list that fits one message."""
         items = [operator.index(i) for i in self._sampler]
-        size = self._dataset_size if self._dataset_size is not None else len(self._listing)
-        if items and not 0 <= min(items) <= max(items) < size:
+        # Checked here once a job told the dataset's size; else galleyd
+        # refuses an id out of range, naming it.
+        size = self._dataset_size
+        if items and size is not None and not 0 <= min(items) <= max(items) < size:
             bad = next(i for i in items if not 0 <= i < size)
             raise ValueError(f"the DistributedSampler yields item {bad} but the dataset has "
                              f"{size} items; build the sampler over loader.dataset (or a "

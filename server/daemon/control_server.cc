@@ -547,15 +547,15 @@ Result<json> ControlServer::Request(const json& body, const wire::PeerCredential
     return json{{"forgotten", dataset->get<std::string>()}};
   }
   if (name == "listing") {
-    uint64_t begin = 0;
-    GALLEY_ASSIGN_OR_RETURN(JobSpec spec, wire::ListingRequestFromJson(body, &begin));
+    uint64_t begin = 0, count = 0;
+    GALLEY_ASSIGN_OR_RETURN(JobSpec spec, wire::ListingRequestFromJson(body, &begin, &count));
     // Checked as a job over the whole dataset is: the peer learns the names
     // of items it may read, and nothing else.
     const Credentials who{peer.uid, peer.gid, peer.groups};
     GALLEY_ASSIGN_OR_RETURN(auto opened, datasets_.Open(spec, who, [](const Dataset& dataset) {
       return dataset.Select({});
     }));
-    return ListingPage(*opened.dataset, begin);
+    return ListingPage(*opened.dataset, begin, count);
   }
   return QueryAs(name, peer, jobs_.IsAdmin(peer));
 }

@@ -20,7 +20,8 @@ size_t JsonStringBound(const std::string& text) {
 
 }  // namespace
 
-nlohmann::json ListingPage(const Dataset& dataset, uint64_t begin, size_t max_bytes) {
+nlohmann::json ListingPage(const Dataset& dataset, uint64_t begin, uint64_t count,
+                           size_t max_bytes) {
   std::error_code error;
   const char* kind = dataset.shard_source() != nullptr                      ? "shards"
                      : std::filesystem::is_directory(dataset.root(), error) ? "folder"
@@ -35,7 +36,7 @@ nlohmann::json ListingPage(const Dataset& dataset, uint64_t begin, size_t max_by
   std::vector<std::string> names;
   std::vector<int64_t> labels;
   // A label takes at most 21 bytes with its comma.
-  for (uint64_t id = begin; id < dataset.size(); ++id) {
+  for (uint64_t id = begin; id < dataset.size() && names.size() < count; ++id) {
     std::string name = dataset.name(static_cast<ItemId>(id));
     const size_t cost = JsonStringBound(name) + 21;
     if (!names.empty() && bytes + cost > max_bytes) break;

@@ -25,12 +25,12 @@ namespace galley {
 inline constexpr size_t kListingPageBytes = size_t{8} << 20;
 
 // The page of `dataset` that starts at item `begin` (past the end: an empty
-// page). `names` and `labels` hold at least one item when any is left, and
-// stop before their JSON text, with the first page's classes, would pass
-// `max_bytes`. `kind` says how a name
+// page) and holds at most `count` items. `names` and `labels` hold at least
+// one item when any is left and `count` allows, and stop before their JSON
+// text, with the first page's classes, would pass `max_bytes`. `kind` says how a name
 // is spelled: "folder" (relative to the ImageFolder root), "manifest"
 // (relative to the manifest's folder) or "shards" (shard:member).
-nlohmann::json ListingPage(const Dataset& dataset, uint64_t begin,
+nlohmann::json ListingPage(const Dataset& dataset, uint64_t begin, uint64_t count = UINT64_MAX,
                            size_t max_bytes = kListingPageBytes);
 
 }  // namespace galley

@@ -182,8 +182,8 @@ def test_listed_dataset_reads_every_page_of_one_listing(daemon, folder, workdir)
     loader = galley.DataLoader(str(folder), transform=FIXED, socket=daemon.socket)
     fetch, calls = loader.dataset._fetch, []
 
-    def short_pages(begin):
-        page = fetch(begin)
+    def short_pages(begin, count):
+        page = fetch(begin, count)
         calls.append(begin)
         page["names"], page["labels"] = page["names"][:7], page["labels"][:7]
         if len(calls) == 3:  # as if the files had changed: another listing

@@ -45,7 +45,7 @@ TEST_F(DatasetListingTest, PagesHoldEveryItemOnceInIdOrder) {
   size_t pages = 0;
   std::string content_key;
   for (uint64_t begin = 0;;) {
-    const nlohmann::json page = ListingPage(**dataset, begin, 1024);
+    const nlohmann::json page = ListingPage(**dataset, begin, UINT64_MAX, 1024);
     EXPECT_EQ(page["begin"], begin);
     EXPECT_EQ(page["dataset_size"], 75u);
     EXPECT_EQ(page["kind"], "folder");
@@ -70,6 +70,13 @@ TEST_F(DatasetListingTest, PagesHoldEveryItemOnceInIdOrder) {
   // One page holds everything when it may.
   EXPECT_EQ(ListingPage(**dataset, 0)["names"].size(), 75u);
   EXPECT_EQ(ListingPage(**dataset, 1000)["names"].size(), 0u);
+  // A count bounds the page; 0 asks for the figures alone.
+  EXPECT_EQ(ListingPage(**dataset, 70, 3)["names"],
+            nlohmann::json({"class_2/120.jpg", "class_2/121.jpg", "class_2/122.jpg"}));
+  const nlohmann::json figures = ListingPage(**dataset, 0, 0);
+  EXPECT_EQ(figures["names"].size(), 0u);
+  EXPECT_EQ(figures["classes"].size(), 3u);
+  EXPECT_EQ(figures["dataset_size"], 75u);
 }
 
 TEST_F(DatasetListingTest, AManifestNamesItsFilesRelativeToItsFolder) {

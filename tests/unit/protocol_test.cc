@@ -223,23 +223,29 @@ TEST(Messages, JobSpecListsEpochs) {
 
 TEST(Messages, ListingRequestNamesTheDatasetAsOpenJobDoes) {
   JobSpec spec{.dataset = "/s/a.tar", .shards = {"/s/a.tar", "/s/b.tar"}, .label_key = ""};
-  const nlohmann::json body = ListingRequestToJson(spec, 40);
+  const nlohmann::json body = ListingRequestToJson(spec, 40, 0);
   EXPECT_EQ(body["what"], "listing");
-  uint64_t begin = 0;
-  auto parsed = ListingRequestFromJson(body, &begin);
+  uint64_t begin = 0, count = 7;
+  auto parsed = ListingRequestFromJson(body, &begin, &count);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(begin, 40u);
+  EXPECT_EQ(count, 0u);
+  EXPECT_FALSE(ListingRequestToJson(spec, 0, UINT64_MAX).contains("count"));
+  ASSERT_TRUE(
+      ListingRequestFromJson(ListingRequestToJson(spec, 0, UINT64_MAX), &begin, &count).ok());
+  EXPECT_EQ(count, UINT64_MAX);
   EXPECT_EQ(parsed->dataset, "/s/a.tar");
   EXPECT_EQ(parsed->shards, spec.shards);
   EXPECT_EQ(parsed->label_key, "");
   auto extra = body;
   extra["batch_size"] = 4;  // a job's field, not a listing's
-  auto refused = ListingRequestFromJson(extra, &begin);
+  auto refused = ListingRequestFromJson(extra, &begin, &count);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("'batch_size'"), std::string::npos);
   auto unnamed = body;
   unnamed.erase("dataset");
-  EXPECT_EQ(ListingRequestFromJson(unnamed, &begin).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ListingRequestFromJson(unnamed, &begin, &count).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(Messages, JobSpecRefusesAFieldItDoesNotKnow) {

@@ -155,11 +155,12 @@ class Client {
 
   // One page of the listing of the dataset `spec` names (its dataset, or
   // shards with their image_key and label_key; the rest is ignored), from
-  // item `begin` on, without opening a job: a JSON document with the item
-  // names and labels and the dataset's size, classes and resume key
-  // (docs/protocol.md §1.2, "listing"). The daemon checks access as for a
-  // job over the whole dataset.
-  Result<std::string> Listing(const JobSpec& spec, uint64_t begin) const;
+  // item `begin` on and of at most `count` items (0: the dataset's figures
+  // only), without opening a job: a JSON document with the item names and
+  // labels and the dataset's size, classes and resume key (docs/protocol.md
+  // §1.6). The daemon checks access as for a job over the whole dataset.
+  Result<std::string> Listing(const JobSpec& spec, uint64_t begin,
+                              uint64_t count = UINT64_MAX) const;
 
   // Control requests. Cancel: ends one of your jobs (any job, for an
   // admin); NotFound otherwise. Drain (admins): no new jobs, and galleyd
