@@ -89,19 +89,27 @@ def _check_same_dataset(state: Dict[str, Any], now: Dict[str, Any], warn: bool) 
     """Refuses a state saved over another dataset, saying what differs. A
     copy of the dataset under another path is the same dataset; with `warn`,
     a warning says when only its modification times differ. A state of
-    version 1 names the dataset by path: another path is taken when the item
-    count agrees, with a warning that the content could not be compared."""
+    version 1 names the dataset by path (as does any state when a galleyd of
+    an earlier release sent no content key): another path is taken when the
+    item count agrees, with a warning that the content could not be
+    compared."""
     saved = state["dataset"]
-    if not isinstance(saved, dict):
+    # A daemon that sends no resume key leaves the path and count to compare.
+    unkeyed = not isinstance(saved, dict) or not saved["content_key"] or not now["content_key"]
+    if unkeyed:
+        saved = saved["path"] if isinstance(saved, dict) else saved
         if state["dataset_size"] != now["items"]:
             raise ValueError(f"the dataset has {now['items']} items but had "
                              f"{state['dataset_size']} when the state was saved; it cannot be "
                              f"resumed exactly")
         if warn and saved != now["path"]:
-            warnings.warn(f"galley.DataLoader: this state (version 1) names its dataset by its "
-                          f"path, {saved}; it resumes over {now['path']}, which has as many "
-                          f"items, but their content could not be compared", UserWarning,
-                          stacklevel=3)
+            why = (f"this state (version 1) names its dataset by its path, {saved}"
+                   if not isinstance(state["dataset"], dict) else
+                   f"a galleyd of an earlier release listed {saved} or {now['path']}, without "
+                   f"a content key")
+            warnings.warn(f"galley.DataLoader: {why}; it resumes over {now['path']}, which has "
+                          f"as many items, but their content could not be compared",
+                          UserWarning, stacklevel=3)
         return
     if saved["content_key"] != now["content_key"] or saved["items"] != now["items"]:
         raise ValueError(f"the state was saved over another dataset ({saved['path']}; this "

@@ -267,6 +267,10 @@ Result<std::shared_ptr<ServedJob>> JobManager::Build(const JobSpec& spec,
   const uint64_t n = job->subset.size();
   job->epoch_size = n == 0 ? 0 : job->ShardSize();
   if (job->listed()) {
+    // Item ids are 32-bit: no epoch reaches 2^32 positions.
+    if (spec.start_batch > (uint64_t{1} << 32)) {
+      return Status::InvalidArgument("'start_batch' is past any epoch's end");
+    }
     if (job->epoch_size == 0) return Status::InvalidArgument("'epoch_items' lists no items");
     GALLEY_RETURN_IF_ERROR(
         job->ListEpoch(spec.start_epoch, *spec.epoch_items, spec.start_batch * spec.batch_size));
