@@ -468,6 +468,14 @@ Result<JobSpec> JobSpecFromJson(const json& body) {
 namespace {
 // The OpenJob fields that name a dataset, which a "listing" request shares.
 constexpr const char* kDatasetFields[] = {"dataset", "shards", "image_key", "label_key"};
+
+bool IsListingField(std::string_view name) {
+  if (name == "what" || name == "begin" || name == "count") return true;
+  for (const char* field : kDatasetFields) {
+    if (name == field) return true;
+  }
+  return false;
+}
 }  // namespace
 
 json ListingRequestToJson(const JobSpec& spec, uint64_t begin, uint64_t count) {
@@ -482,9 +490,7 @@ json ListingRequestToJson(const JobSpec& spec, uint64_t begin, uint64_t count) {
 
 Result<JobSpec> ListingRequestFromJson(const json& body, uint64_t* begin, uint64_t* count) {
   for (const auto& [key, value] : body.items()) {
-    if (key != "what" && key != "begin" && key != "count" &&
-        std::find_if(std::begin(kDatasetFields), std::end(kDatasetFields),
-                     [&](const char* name) { return key == name; }) == std::end(kDatasetFields)) {
+    if (!IsListingField(key)) {
       return Status::InvalidArgument("unknown listing field '" + EscapeBytes(key) + "'");
     }
   }
