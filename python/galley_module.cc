@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -91,6 +92,9 @@ py::dict InfoToDict(const galley::JobInfo& info) {
   d["layout"] = std::string(galley::LayoutName(info.layout));
   d["slots"] = info.slots;
   d["segment_bytes"] = info.segment_bytes;
+  d["content_key"] = info.content_key;
+  d["mtimes_key"] = info.mtimes_key;
+  d["dataset_bytes"] = info.dataset_bytes;
   return d;
 }
 
@@ -237,15 +241,17 @@ PYBIND11_MODULE(_galley, m) {
             return BatchToPython(Unwrap(std::move(batch)));
           },
           py::arg("timeout") = 60.0)
-      .def("seek_epoch",
-           [](galley::Job& job, uint64_t epoch) {
-             galley::Status s;
-             {
-               py::gil_scoped_release release;
-               s = job.SeekEpoch(epoch);
-             }
-             if (!s.ok()) Raise(s);
-           })
+      .def(
+          "seek_epoch",
+          [](galley::Job& job, uint64_t epoch, std::optional<std::vector<uint64_t>> items) {
+            galley::Status s;
+            {
+              py::gil_scoped_release release;
+              s = items ? job.SeekEpoch(epoch, *items) : job.SeekEpoch(epoch);
+            }
+            if (!s.ok()) Raise(s);
+          },
+          py::arg("epoch"), py::arg("items") = py::none())
       .def("stats",
            [](galley::Job& job) {
              auto text = Unwrap(job.Stats());
@@ -288,6 +294,26 @@ PYBIND11_MODULE(_galley, m) {
              auto text = Unwrap(client.Query(what));
              return py::module_::import("json").attr("loads")(text);
            })
+      .def(
+          "listing",
+          [](const galley::Client& client, const py::dict& spec_dict, uint64_t begin,
+             std::optional<uint64_t> count) {
+            // The dataset's fields only; the rest of a loader's spec is not sent.
+            py::dict named;
+            for (const char* key : {"dataset", "shards", "image_key", "label_key"}) {
+              if (spec_dict.contains(key)) named[key] = spec_dict[key];
+            }
+            named["batch_size"] = 1;
+            named["transform"] = py::dict();
+            galley::JobSpec spec = SpecFromDict(named);
+            galley::Result<std::string> text = galley::Status::Internal("unset");
+            {
+              py::gil_scoped_release release;
+              text = client.Listing(spec, begin, count.value_or(UINT64_MAX));
+            }
+            return py::module_::import("json").attr("loads")(Unwrap(std::move(text)));
+          },
+          py::arg("spec"), py::arg("begin") = 0, py::arg("count") = py::none())
       // Control requests (docs/access.md): each raises what galleyd refused.
       .def("cancel",
            [](const galley::Client& client, uint64_t job_id) {

@@ -4,6 +4,7 @@ galley_add_test(scheduler_test
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/unit/scheduler_gate_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/scheduler_wave_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/unit/scheduler_listed_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/log_throttle_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/batch_ring_test.cc
   LIBS galley_daemon)

@@ -205,11 +205,13 @@ Result<nlohmann::json> JobChannel::Request(wire::MessageType type, const nlohman
   }
 }
 
-Status JobChannel::Seek(uint64_t epoch) {
+Status JobChannel::Seek(uint64_t epoch, const std::vector<uint64_t>* items) {
   MutexLock lock(&consume_mu_);
   if (!terminal_.ok()) return terminal_;
-  GALLEY_ASSIGN_OR_RETURN(auto reply, Request(wire::MessageType::kSeekEpoch, {{"epoch", epoch}},
-                                              wire::MessageType::kEpochSought));
+  nlohmann::json body = {{"epoch", epoch}};
+  if (items != nullptr) body["items"] = *items;
+  GALLEY_ASSIGN_OR_RETURN(
+      auto reply, Request(wire::MessageType::kSeekEpoch, body, wire::MessageType::kEpochSought));
   auto gen = reply.find("generation");
   if (gen == reply.end() || !gen->is_number_unsigned()) {
     return Status::ProtocolError("EpochSought without a generation");

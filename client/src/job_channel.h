@@ -41,7 +41,8 @@ class JobChannel {
   Result<uint32_t> WaitNext(std::chrono::milliseconds timeout) EXCLUDES(consume_mu_);
   // Marks the slot free and tells the daemon. Safe from any thread.
   void ReleaseSlot(uint32_t index);
-  Status Seek(uint64_t epoch) EXCLUDES(consume_mu_);
+  // `items`, when given, is the epoch's list (JobSpec::epoch_items).
+  Status Seek(uint64_t epoch, const std::vector<uint64_t>* items) EXCLUDES(consume_mu_);
   Result<nlohmann::json> Stats() EXCLUDES(consume_mu_);
   void Close();
 

@@ -9,6 +9,8 @@ docs/python.md is the migration guide.
 
 from __future__ import annotations
 
+import array
+import hashlib
 import operator
 import os
 import time
@@ -21,6 +23,8 @@ from . import _autostart
 from . import _galley
 from . import _tensors
 from . import batch_ops
+from . import datasets as _datasets
+from . import samplers as _samplers
 from . import shards as _shards
 from . import transforms as T
 
@@ -29,7 +33,13 @@ if TYPE_CHECKING:  # torch is imported lazily: importing galley must not need it
 
 __all__ = ["DataLoader"]
 
-_STATE_VERSION = 1
+# Version 2 names the dataset by its content (a copy under another path
+# resumes) and resumes a DistributedSampler's epoch by position; states of
+# version 1, which named it by path, still load.
+_STATE_VERSION = 2
+# The most bytes an OpenJob or SeekEpoch body may take (docs/protocol.md
+# §1.1), less room for the rest of the body: an epoch's list must fit in it.
+_LIST_BYTES = (16 << 20) - (64 << 10)
 # The daemon's message for an image whose size differs from the first one's
 # when there is no transform (JobSpec::native_size).
 _NATIVE_SIZE_MISMATCH = "transform=None needs every image at the first image's size"
@@ -48,6 +58,75 @@ def _warn_once(key: str, message: str) -> None:
     if key not in _WARNED:
         _WARNED.add(key)
         warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def _list_digest(items: List[int]) -> str:
+    """A short name for an epoch's list of item ids, order included."""
+    return hashlib.blake2b(array.array("Q", items).tobytes(), digest_size=16).hexdigest()
+
+
+def _check_same_list(state: Dict[str, Any], items: List[int], epoch: int) -> None:
+    """A state taken inside a listed epoch resumes it by position: the
+    sampler must yield the list it yielded then."""
+    if state.get("epoch_list") is not None and state["epoch_list"] != _list_digest(items):
+        raise ValueError(f"the DistributedSampler yields another list for epoch {epoch} than "
+                         f"the one the state was saved in (its seed, num_replicas, rank, "
+                         f"shuffle, drop_last or dataset length differ); build it as it was")
+
+
+def _dataset_difference(saved: Dict[str, Any], now: Dict[str, Any]) -> str:
+    """What tells two datasets' listings apart, in words, first things first."""
+    if saved["items"] != now["items"]:
+        return f"it has {now['items']} items, the state's had {saved['items']}"
+    if saved["classes"] != now["classes"]:
+        added = [c for c in now["classes"] if c not in saved["classes"]]
+        gone = [c for c in saved["classes"] if c not in now["classes"]]
+        if added or gone:
+            return (f"its classes differ (new: {', '.join(added[:5]) or 'none'}; gone: "
+                    f"{', '.join(gone[:5]) or 'none'})")
+        return "its classes are in another order"
+    if saved["bytes"] != now["bytes"]:
+        return (f"its files hold {now['bytes']} bytes, the state's held {saved['bytes']} "
+                f"(files rewritten or replaced)")
+    return ("the same number of items, classes and bytes, but the files' relative paths, sizes "
+            "or labels differ (files renamed, swapped or relabelled)")
+
+
+def _check_same_dataset(state: Dict[str, Any], now: Dict[str, Any], warn: bool) -> None:
+    """Refuses a state saved over another dataset, saying what differs. A
+    copy of the dataset under another path is the same dataset; with `warn`,
+    a warning says when only its modification times differ. A state of
+    version 1 names the dataset by path (as does any state when a galleyd of
+    an earlier release sent no content key): another path is taken when the
+    item count agrees, with a warning that the content could not be
+    compared."""
+    saved = state["dataset"]
+    # A daemon that sends no resume key leaves the path and count to compare.
+    unkeyed = not isinstance(saved, dict) or not saved["content_key"] or not now["content_key"]
+    if unkeyed:
+        saved = saved["path"] if isinstance(saved, dict) else saved
+        if state["dataset_size"] != now["items"]:
+            raise ValueError(f"the dataset has {now['items']} items but had "
+                             f"{state['dataset_size']} when the state was saved; it cannot be "
+                             f"resumed exactly")
+        if warn and saved != now["path"]:
+            why = (f"this state (version 1) names its dataset by its path, {saved}"
+                   if not isinstance(state["dataset"], dict) else
+                   f"a galleyd of an earlier release listed {saved} or {now['path']}, without "
+                   f"a content key")
+            warnings.warn(f"galley.DataLoader: {why}; it resumes over {now['path']}, which has "
+                          f"as many items, but their content could not be compared",
+                          UserWarning, stacklevel=3)
+        return
+    if saved["content_key"] != now["content_key"] or saved["items"] != now["items"]:
+        raise ValueError(f"the state was saved over another dataset ({saved['path']}; this "
+                         f"loader reads {now['path']}): {_dataset_difference(saved, now)}; "
+                         f"build the loader over the dataset the state was saved with")
+    if warn and saved["mtimes_key"] != now["mtimes_key"]:
+        warnings.warn(f"galley.DataLoader: {now['path']} holds the dataset the state was saved "
+                      f"over ({saved['path']}: the same relative paths, sizes and labels), but "
+                      f"the files' modification times differ (a copy that did not keep them, "
+                      f"or files touched since); resuming", UserWarning, stacklevel=3)
 
 
 def _torch_distributed() -> Tuple[Optional[int], Optional[int]]:
@@ -146,6 +225,22 @@ def _dataset_root(dataset: Any) -> Tuple[str, Any]:
         f"torchvision.datasets.ImageFolder) instead.")
 
 
+def _listing_pages(spec: Dict[str, Any], socket: Optional[str], autostart: Optional[bool],
+                   timeout: float) -> Callable[[int, Optional[int]], Dict[str, Any]]:
+    """Reads a page of the listing of the dataset `spec` names from galleyd
+    (the "listing" request), found as the loader finds its daemon."""
+    named = {key: spec[key] for key in ("dataset", "shards", "image_key", "label_key")
+             if spec.get(key) is not None}
+
+    def fetch(begin: int, count: Optional[int]) -> Dict[str, Any]:
+        client = _autostart.client(socket, autostart, timeout)
+        with _shards.IndexingProgress(lambda: _autostart.client(socket, False, 5.0),
+                                      named.get("shards") or named["dataset"]):
+            return client.listing(named, begin, count)
+
+    return fetch
+
+
 class DataLoader:
     """Iterates ``(images, labels)`` batches prepared by the node's galleyd.
 
@@ -181,6 +276,10 @@ class DataLoader:
     * With ``world_size > 1`` every rank gets exactly ``len(loader)``
       batches: the shard is padded by wrapping around (or, with
       ``drop_last=True``, cut to the floor) as ``DistributedSampler`` does.
+    * With ``sampler=DistributedSampler(...)`` each loop serves
+      ``list(sampler)`` exactly, in its order, as torch does: torch's split,
+      padding repeats included, for the epoch ``set_epoch`` chose
+      (docs/python.md §3 says what that costs in sharing and prefetch).
     * A file that cannot be read or decoded never shortens a batch: the
       daemon puts a substitute in its place (another item of the rank's shard
       of that epoch, which then appears twice), counts it in ``skipped`` and,
@@ -193,21 +292,36 @@ class DataLoader:
       the next loop lists the dataset afresh.
     * ``state_dict()`` / ``load_state_dict()`` resume mid-epoch: a loader
       restored from a state taken after k batches of epoch e yields exactly
-      the items of e it had not yielded, then epoch e + 1.
+      the items of e it had not yielded, then epoch e + 1. The state names
+      the dataset by its content (relative paths, sizes, labels), so a copy
+      under another path or on another node resumes (a warning says when
+      only the files' modification times differ); another dataset is
+      refused, saying what differs.
+
+    Attributes, as torch's DataLoader has them: ``dataset`` (the object
+    given, or for a path a ``galley.datasets.ListedDataset`` with
+    ImageFolder's ``len()``, ``classes``, ``class_to_idx``, ``samples``,
+    ``imgs`` and ``targets``, read from galleyd's listing), ``sampler`` (the
+    one given, else a ``galley.samplers.EpochSampler``: this rank's items,
+    ``set_epoch``), ``batch_sampler`` (``BatchSampler(sampler, batch_size,
+    drop_last)``), ``num_workers``, ``batch_size``, ``drop_last``,
+    ``pin_memory``, ``timeout``, ``collate_fn``.
 
     Args (torch's, in torch's order):
         dataset: an ImageFolder root or manifest file path (made absolute
-            here), or a ``torchvision.datasets.ImageFolder`` (its root; its
-            ``transform`` when ``transform=`` is not given).
+            here), tar shards, or a ``torchvision.datasets.ImageFolder`` (its
+            root; its ``transform`` when ``transform=`` is not given).
         batch_size: samples per batch.
         shuffle: random order per epoch (True) or id order (False, default).
-        sampler: ``DistributedSampler`` (rank, world size, seed, shuffle and
-            shard drop_last are taken from it, and its epoch at each loop),
-            ``SequentialSampler``, ``RandomSampler`` (without replacement) or
-            ``SubsetRandomSampler`` (its indices); other samplers are refused.
+        sampler: ``DistributedSampler`` or a subclass (each loop serves
+            ``list(sampler)``, in its order, for the epoch its ``set_epoch``
+            chose; then ``policy=``, ``classes=`` and ``indices=`` are
+            refused), ``SequentialSampler``, ``RandomSampler`` (without
+            replacement) or ``SubsetRandomSampler`` (its indices; galley's
+            order); other samplers are refused.
         batch_sampler: refused (use ``batch_size``/``drop_last``).
         num_workers: has no effect (galleyd's threads prepare the batches); a
-            one-time warning if not 0.
+            one-time warning if not 0. Kept as ``loader.num_workers``.
         collate_fn: called on each ``(images, labels)`` batch and its result
             yielded. torch calls it on a list of samples; here the batch is
             already stacked.
@@ -329,12 +443,23 @@ class DataLoader:
             transform = dataset_transform
 
         shard_drop_last = bool(drop_last)
-        self._sampler = None
+        self._sampler = None  # a DistributedSampler: its list and set_epoch rule each loop
+        self._given_sampler = sampler
         if sampler is not None:
             if shuffle:
                 raise ValueError("sampler option is mutually exclusive with shuffle")
             shuffle, seed, indices, rank, world_size, shard_drop_last = self._from_sampler(
                 sampler, seed, indices, rank, world_size)
+        # A DistributedSampler's split is served as it yields it: each loop
+        # sends the daemon list(sampler) for the epoch, served in its order.
+        self._listed = self._sampler is not None
+        if self._listed and policy not in (None, ""):
+            raise ValueError(f"a DistributedSampler's items are served in its order; policy= "
+                             f"applies to galley's own order (shuffle=True with rank=/world_size= "
+                             f"instead of a sampler), got policy={policy!r}")
+        if self._listed and (classes or indices is not None):
+            raise ValueError("a DistributedSampler decides the items; build it over the subset "
+                             "you want instead of giving classes= or indices=")
         shuffle = bool(shuffle)
         policies = _galley.sampling_policies  # name -> decides a random order
         if policy not in (None, "") and policy not in policies:
@@ -374,8 +499,9 @@ class DataLoader:
             prefetch = int(prefetch_factor) * max(1, int(num_workers))
         prefetch = 4 if prefetch is None else int(prefetch)
 
-        self.dataset = root
+        self._root = root  # the dataset's path (or shard set's name) as galleyd is asked for it
         self.batch_size = int(batch_size)
+        self.num_workers = int(num_workers)
         self.shuffle = shuffle
         self.drop_last = bool(drop_last)
         self.seed = 0 if seed is None else int(seed)
@@ -392,11 +518,12 @@ class DataLoader:
         self.batch_transform = batch_ops.resolve(batch_transform)
         transform_spec = T.build_spec(transform, normalize, layout)
         self._spec: Dict[str, Any] = {
-            "dataset": self.dataset,
+            "dataset": self._root,
             "batch_size": self.batch_size,
             "drop_last": self.drop_last,
             "shard_drop_last": shard_drop_last if self.world_size > 1 else False,
-            "shuffle": self.shuffle,
+            # A DistributedSampler's list is served in its own order.
+            "shuffle": self.shuffle and not self._listed,
             "transform": transform_spec,
             # No op that sets the size (transform=None, ToTensor, Normalize):
             # images pass at their own size, which must be the same for all.
@@ -407,7 +534,7 @@ class DataLoader:
             "world_size": self.world_size,
             "prefetch": self.prefetch,
             "on_error": on_error,
-            "policy": "" if not shuffle else (policy or ""),
+            "policy": "" if not shuffle or self._listed else (policy or ""),
             "ods_fraction": float(ods_fraction),
             "name": name or f"pid{os.getpid()}",
             "classes": list(classes) if classes else None,
@@ -427,12 +554,28 @@ class DataLoader:
             raise ValueError("image_key= and label_key= apply to tar shard datasets only")
         self._socket = socket
         self._autostart = autostart
+        # What loader.dataset is, as torch has it: the object given, or for a
+        # path the dataset galleyd lists there (galley.datasets).
+        self._listing = _datasets.ListedDataset(
+            root, _listing_pages(self._spec, socket, autostart, self.timeout or 30.0), shards)
+        self.dataset = (self._listing if isinstance(dataset, (str, bytes, os.PathLike, list, tuple))
+                        else dataset)
+        self._sampler_view: Any = None     # loader.sampler, made when first read
+        self._batch_sampler_view: Any = None
         self._client: Any = None
         self._job: Any = None
         self._opened_pid: Optional[int] = None  # the galleyd serving the job
         self._pass_dataset_size = 0
         self._keep_pass = False
         self._dataset_size: Optional[int] = None  # as the last job opened saw it
+        # The dataset's resume key and figures, as the last job opened saw it.
+        self._dataset_seen: Optional[Dict[str, Any]] = None
+        # A listed loader's epoch list: the one the next job opened sends
+        # (None: list(sampler) then), the one the open job was opened with,
+        # and the current pass's whole list.
+        self._open_items: Optional[List[int]] = None
+        self._opened_with: Optional[List[int]] = None
+        self._pass_items: Optional[List[int]] = None
         self._epoch = 0             # the epoch the next loop yields (set_epoch)
         self._completed = 0         # loops that ran to the end of their epoch
         self._daemon_epoch: Optional[int] = None  # the epoch the daemon's next batch belongs to
@@ -502,6 +645,25 @@ class DataLoader:
 
     # -- torch.utils.data.DataLoader look-alikes ---------------------------------
 
+    @property
+    def sampler(self) -> Any:
+        """The sampler given, else a galley.samplers.EpochSampler: galleyd's
+        order for this rank, with DistributedSampler's attributes."""
+        if self._given_sampler is not None:
+            return self._given_sampler
+        if self._sampler_view is None:
+            self._sampler_view = _samplers.EpochSampler(self)
+        return self._sampler_view
+
+    @property
+    def batch_sampler(self) -> Any:
+        """torch's ``BatchSampler(loader.sampler, batch_size, drop_last)``, as
+        torch's DataLoader has it: ``len()`` is ``len(loader)``."""
+        if self._batch_sampler_view is None:
+            from torch.utils.data import BatchSampler
+            self._batch_sampler_view = BatchSampler(self.sampler, self.batch_size, self.drop_last)
+        return self._batch_sampler_view
+
     def __len__(self) -> int:
         """Batches per epoch; the same on every rank, and exact."""
         return int(self._open().info["batches_per_epoch"])
@@ -551,38 +713,50 @@ class DataLoader:
         """
         if self._resume is not None:  # loaded, not iterated yet: pass it on unchanged
             return dict(self._resume["state"])
+        epoch_list = None
         if self._pass_epoch is not None:
             epoch, batches = self._pass_epoch, self._pass_batches
             consumed = bytes(self._pass_consumed)
+            if self._pass_items is not None:
+                epoch_list = _list_digest(self._pass_items)
         else:
             epoch, batches, consumed = self._epoch, 0, b""
+        if self._dataset_seen is None:
+            self._open()
+        dataset = dict(self._dataset_seen)
         return {
             "version": _STATE_VERSION, "epoch": epoch, "batches_yielded": batches,
             "consumed": consumed, "completed_epochs": self._completed, "skipped": self._skipped,
-            "dataset": self.dataset, "batch_size": self.batch_size, "shuffle": self.shuffle,
+            # Named by content, so that a copy under another path resumes; the
+            # path is only shown in messages.
+            "dataset": dataset, "batch_size": self.batch_size, "shuffle": self.shuffle,
             "seed": self.seed, "rank": self.rank, "world_size": self.world_size,
             "shard_seed": self.shard_seed, "local_world_size": self.local_world_size,
             "drop_last": self.drop_last, "shard_drop_last": self._spec["shard_drop_last"],
             "subset": [self._spec["classes"], self._spec["ids"]],
             # Item ids are positions in the dataset: a dataset that changed since
             # the checkpoint cannot be resumed exactly.
-            "dataset_size": (self._dataset_size if self._dataset_size is not None
-                             else int(self._open().info["dataset_size"])),
+            "dataset_size": dataset["items"],
+            # Whose split: galley's, or a DistributedSampler's lists, which
+            # resume by position in the epoch's list (epoch_list: its digest).
+            "split": "sampler" if self._listed else "galley", "epoch_list": epoch_list,
         }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resume from ``state_dict()``: the next loop continues its epoch."""
-        if state.get("version") != _STATE_VERSION:
+        if state.get("version") not in (1, _STATE_VERSION):
             raise ValueError(f"unknown galley.DataLoader state version {state.get('version')!r}")
         mine = self.state_dict() if self._resume is None else self._resume["state"]
         # States saved before shard_seed and local_world_size existed split as
-        # seed and an unknown layout do.
-        state = {"shard_seed": state.get("seed"), "local_world_size": 0, **state}
-        for key in ("dataset", "batch_size", "shuffle", "seed", "rank", "world_size",
-                    "shard_seed", "local_world_size", "drop_last", "shard_drop_last", "subset"):
+        # seed and an unknown layout do; those of version 1 by galley's split.
+        state = {"shard_seed": state.get("seed"), "local_world_size": 0, "split": "galley",
+                 "epoch_list": None, **state}
+        for key in ("batch_size", "shuffle", "seed", "rank", "world_size", "shard_seed",
+                    "local_world_size", "drop_last", "shard_drop_last", "subset", "split"):
             if state[key] != mine[key]:
                 raise ValueError(f"the state was saved by a loader with {key}={state[key]!r}, "
                                  f"this one has {mine[key]!r}; build the loader as it was")
+        _check_same_dataset(state, mine["dataset"], warn=True)
         # The OpenJob form of the consumed items: the same bitmap, as hex.
         consumed = bytes(state["consumed"]).hex()
         self.close()
@@ -609,16 +783,28 @@ class DataLoader:
             self._epoch = sampler_epoch
         if resume is not None:
             self._close_job()  # reopened with the resume point
+        listed = None
+        if self._listed:
+            listed = self._sampler_items()
+            self._open_items = listed
+            if resume is not None:
+                _check_same_list(resume["state"], listed, self._epoch)
+                # The epoch goes on from the position the state stopped at:
+                # the list's items up to there were yielded, repeats included.
+                self._open_items = listed[resume["batches"] * self.batch_size:]
         job = self._open()
-        if resume is not None and resume["state"]["dataset_size"] != job.info["dataset_size"]:
-            raise ValueError(f"the dataset has {job.info['dataset_size']} items but had "
-                             f"{resume['state']['dataset_size']} when the state was saved; "
-                             f"it cannot be resumed exactly")
+        if resume is not None:
+            _check_same_dataset(resume["state"], self._dataset_seen, warn=False)
         self._resume = None
         epoch = self._epoch
-        if self._daemon_epoch != epoch:
-            job.seek_epoch(epoch)
-            self._daemon_epoch = epoch
+        # The daemon serves a listed epoch only once it has its list: a job
+        # just opened for this loop has it, any other is sent it.
+        if listed is not None:
+            seek = self._opened_with is not self._open_items
+        else:
+            seek = self._daemon_epoch != epoch
+        self._open_items = self._opened_with = None
+        self._pass_items = listed
         self._epoch = epoch + 1  # the next loop is the next epoch, finished or not
         slots = int(job.info["slots"])
         self._pass_epoch = epoch
@@ -630,6 +816,13 @@ class DataLoader:
                 len(self._pass_consumed), b"\0")[:len(self._pass_consumed)]
         completed = False
         try:
+            if seek:
+                try:
+                    job.seek_epoch(epoch, listed)
+                except (_galley.ServerUnavailable, _galley.JobCancelled) as lost:
+                    job = self._reopen_after_restart(epoch, lost)
+                    slots = int(job.info["slots"])
+            self._daemon_epoch = epoch
             while True:
                 self._held = [ref for ref in self._held if ref() is not None]
                 if len(self._held) >= slots:
@@ -773,10 +966,13 @@ class DataLoader:
         self._client = client
         next_epoch, self._epoch = self._epoch, epoch
         self._resume = {"state": None, "batches": self._pass_batches, "consumed": consumed}
+        if self._pass_items is not None:  # a listed epoch goes on from its position
+            self._open_items = self._pass_items[self._pass_batches * self.batch_size:]
         try:
             job = self._open()
         finally:
             self._epoch, self._resume = next_epoch, None
+            self._open_items = self._opened_with = None
         if int(job.info["dataset_size"]) != self._pass_dataset_size:
             self._close_job()
             raise ValueError(f"galleyd restarted during epoch {epoch} and the dataset now has "
@@ -796,7 +992,12 @@ class DataLoader:
             spec["start_epoch"] = self._epoch
             if self._resume is not None:
                 spec["start_batch"] = self._resume["batches"]
-                spec["resume_consumed"] = self._resume["consumed"]
+                if not self._listed:  # a listed epoch leaves them out of its list
+                    spec["resume_consumed"] = self._resume["consumed"]
+            if self._listed:
+                if self._open_items is None:  # opened outside a loop (len, info, ...)
+                    self._open_items = self._sampler_items()
+                spec["epoch_items"] = self._open_items
             try:
                 with _shards.IndexingProgress(
                         lambda: _autostart.client(self._socket, False, 5.0),
@@ -812,9 +1013,53 @@ class DataLoader:
                 self._job = self._client.open_job(spec)
             self._daemon_epoch = self._epoch
             self._opened_pid = self._daemon_pid(self._client)
-            self._dataset_size = int(self._job.info["dataset_size"])
+            self._opened_with = spec.get("epoch_items")
+            info = self._job.info
+            self._dataset_size = int(info["dataset_size"])
+            self._dataset_seen = {
+                "path": self._root, "content_key": info["content_key"],
+                "mtimes_key": info["mtimes_key"], "items": self._dataset_size,
+                "bytes": int(info["dataset_bytes"]), "classes": list(info["classes"])}
+            self._check_given_dataset(info)
             self._notice_shared_order()
         return self._job
+
+    def _check_given_dataset(self, info: Dict[str, Any]) -> None:
+        """Warns once when the dataset object given lists other items than
+        galleyd does: ids and labels follow galleyd's listing."""
+        given = self.dataset
+        if given is self._listing or not hasattr(given, "__len__"):
+            return
+        classes = getattr(given, "classes", None)
+        classes_differ = classes is not None and list(classes) != list(info["classes"])
+        if len(given) != int(info["dataset_size"]) or classes_differ:
+            _warn_once("dataset_listing", f"galley.DataLoader: the {type(given).__name__} given "
+                       f"has {len(given)} items, galleyd lists {info['dataset_size']} at "
+                       f"{self._root} (classes {'differ' if classes_differ else 'agree'}); item "
+                       f"ids and labels follow galleyd's listing (a custom is_valid_file, "
+                       f"extensions or find_classes is not applied)")
+
+    def _sampler_items(self) -> List[int]:
+        """list(sampler) for its current epoch, checked: ids of this dataset,
+        in a list that fits one message."""
+        items = [operator.index(i) for i in self._sampler]
+        # Checked here once a job told the dataset's size; else galleyd
+        # refuses an id out of range, naming it.
+        size = self._dataset_size
+        if items and size is not None and not 0 <= min(items) <= max(items) < size:
+            bad = next(i for i in items if not 0 <= i < size)
+            raise ValueError(f"the DistributedSampler yields item {bad} but the dataset has "
+                             f"{size} items; build the sampler over loader.dataset (or a "
+                             f"dataset of the same length)")
+        if not items:
+            raise ValueError("the DistributedSampler yields no items for this rank")
+        # A decimal id and its comma per item: the list must fit one frame.
+        if len(items) * (len(str(max(items))) + 1) > _LIST_BYTES:
+            raise ValueError(f"the DistributedSampler yields {len(items)} items per epoch, more "
+                             f"than one protocol message carries (each epoch's list travels in "
+                             f"one of at most 16 MiB); give rank= and world_size= (galley's own "
+                             f"split) instead of the sampler")
+        return items
 
     def _notice_shared_order(self) -> None:
         """Warns once per process when the job just opened joined jobs with

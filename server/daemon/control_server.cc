@@ -18,6 +18,7 @@
 
 #include "galley/errno_text.h"
 #include "galley/version.h"
+#include "server/daemon/dataset_listing.h"
 #include "server/daemon/shard_datasets.h"
 #include "server/daemon/snapshot_json.h"
 #include "server/daemon/socket_access.h"
@@ -436,6 +437,9 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
       info.layout == Layout::kNCHW ? std::vector<int64_t>{3, h, w} : std::vector<int64_t>{h, w, 3};
   info.slots = job->ring->geometry().slot_count;
   info.segment_bytes = job->ring->geometry().segment_bytes;
+  info.content_key = job->dataset->resume_key().content.Hex();
+  info.mtimes_key = job->dataset->resume_key().mtimes.Hex();
+  info.dataset_bytes = job->dataset->total_bytes();
   const Status sent =
       SendJson(connection, wire::MessageType::kJobOpened, open_id, wire::JobInfoToJson(info),
                job->ring->segment_fd(), job->ring->client_wakeup_fd());
@@ -478,7 +482,24 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
         SendError(connection, request_id, Status::InvalidArgument("SeekEpoch needs 'epoch'"));
         continue;
       }
-      auto generation = scheduler_->Seek(job->id, epoch->get<uint64_t>());
+      // A listed job's next epoch comes with its list (JobSpec::epoch_items).
+      std::optional<std::vector<uint64_t>> items;
+      if (req->contains("items")) {
+        items.emplace();
+        const auto& list = (*req)["items"];
+        const bool valid =
+            list.is_array() && std::all_of(list.begin(), list.end(),
+                                           [](const json& v) { return v.is_number_unsigned(); });
+        if (!valid) {
+          SendError(connection, request_id,
+                    Status::InvalidArgument("SeekEpoch's 'items' must be a list of item ids"));
+          continue;
+        }
+        items->reserve(list.size());
+        for (const json& v : list) items->push_back(v.get<uint64_t>());
+      }
+      auto generation =
+          scheduler_->Seek(job->id, epoch->get<uint64_t>(), items ? &*items : nullptr);
       if (!generation.ok()) {
         SendError(connection, request_id, generation.status());
         continue;
@@ -554,6 +575,17 @@ Result<json> ControlServer::Request(const json& body, const wire::PeerCredential
         datasets_.Forget(dataset->get<std::string>(), checker ? &*checker : nullptr));
     return json{{"forgotten", dataset->get<std::string>()}};
   }
+  if (name == "listing") {
+    uint64_t begin = 0, count = 0;
+    GALLEY_ASSIGN_OR_RETURN(JobSpec spec, wire::ListingRequestFromJson(body, &begin, &count));
+    // Checked as a job over the whole dataset is: the peer learns the names
+    // of items it may read, and nothing else.
+    const Credentials who{peer.uid, peer.gid, peer.groups};
+    GALLEY_ASSIGN_OR_RETURN(auto opened, datasets_.Open(spec, who, [](const Dataset& dataset) {
+      return dataset.Select({});
+    }));
+    return ListingPage(*opened.dataset, begin, count);
+  }
   return QueryAs(name, peer, jobs_.IsAdmin(peer));
 }
 
@@ -571,7 +603,8 @@ Result<json> ControlServer::QueryAs(const std::string& what, const wire::PeerCre
     return cache_planner_ != nullptr ? json(cache_planner_->Snapshot()) : CachingOffJson();
   }
   return Status::InvalidArgument("unknown request '" + what +
-                                 "' (status, datasets, jobs, cache, plan, cancel, drain, forget)");
+                                 "' (status, datasets, jobs, cache, plan, listing, cancel, drain, "
+                                 "forget)");
 }
 
 DaemonStatusSnapshot ControlServer::StatusFor(const wire::PeerCredentials& peer, bool admin) const {

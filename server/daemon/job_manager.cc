@@ -20,6 +20,9 @@ using nlohmann::json;
 // Checks a job's classes, ranges and ids against its dataset and selects its
 // items.
 Result<std::vector<ItemId>> SelectSubset(const JobSpec& spec, const Dataset& dataset) {
+  // A listed job may be served any item in a later epoch: its access is
+  // checked for the whole dataset.
+  if (spec.epoch_items) return dataset.Select({});
   SubsetSpec subset;
   subset.classes = spec.classes;
   for (const auto& [begin, end] : spec.id_ranges) {
@@ -281,7 +284,15 @@ Result<std::shared_ptr<ServedJob>> JobManager::Build(const JobSpec& spec,
   GALLEY_ASSIGN_OR_RETURN(job->policy, ChoosePolicy(spec, *job->dataset, limits));
   const uint64_t n = job->subset.size();
   job->epoch_size = n == 0 ? 0 : job->ShardSize();
-  if (job->epoch_size == 0) {
+  if (job->listed()) {
+    // Item ids are 32-bit: no epoch reaches 2^32 positions.
+    if (spec.start_batch > (uint64_t{1} << 32)) {
+      return Status::InvalidArgument("'start_batch' is past any epoch's end");
+    }
+    if (job->epoch_size == 0) return Status::InvalidArgument("'epoch_items' lists no items");
+    GALLEY_RETURN_IF_ERROR(
+        job->ListEpoch(spec.start_epoch, *spec.epoch_items, spec.start_batch * spec.batch_size));
+  } else if (job->epoch_size == 0) {
     return Status::InvalidArgument("rank " + std::to_string(spec.rank) + " of " +
                                    std::to_string(spec.world_size) +
                                    " gets no items from a subset of " + std::to_string(n));

@@ -45,6 +45,22 @@ std::string Samples(uint32_t count) {
   return std::to_string(count) + (count == 1 ? " sample" : " samples");
 }
 
+// Leaves in `items` (ids below `dataset_size`) the first copy of each
+// item, in order, and returns the further copies, in order.
+std::vector<ItemId> TakeRepeats(std::vector<ItemId>& items, size_t dataset_size) {
+  std::vector<ItemId> repeats;
+  std::vector<bool> seen(dataset_size, false);
+  std::erase_if(items, [&](ItemId item) {
+    if (!seen[item]) {
+      seen[item] = true;
+      return false;
+    }
+    repeats.push_back(item);
+    return true;
+  });
+  return repeats;
+}
+
 uint64_t HashString(const std::string& s) {
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
@@ -129,22 +145,34 @@ Status Scheduler::AddJob(const std::shared_ptr<ServedJob>& job) {
   return Status::Ok();
 }
 
-void Scheduler::EnterEpochDemand(Production& p, std::span<const ItemId> items) {
+void Scheduler::EnterEpochDemand(Production& p, std::span<const ItemId> items,
+                                 std::span<const ItemId> repeats) {
   if (cache_ == nullptr || items.empty()) return;
   std::vector<cache::Key> keys;
-  keys.reserve(items.size());
+  keys.reserve(items.size() + repeats.size());
   p.undelivered.assign(p.job->dataset->size(), false);
-  for (ItemId item : items) {
-    keys.push_back(cache::MakeKey(p.dataset_index, item));
-    p.undelivered[item] = true;
+  p.undelivered_again.clear();
+  for (std::span<const ItemId> part : {items, repeats}) {
+    for (ItemId item : part) {
+      keys.push_back(cache::MakeKey(p.dataset_index, item));
+      if (p.undelivered[item]) {
+        p.undelivered_again[item]++;
+      } else {
+        p.undelivered[item] = true;
+      }
+    }
   }
-  p.undelivered_count = items.size();
+  p.undelivered_count = keys.size();
   cache_->demand().AddDemand(keys);
 }
 
 void Scheduler::ConsumeDemand(Production& p, ItemId item) {
   if (cache_ == nullptr || item >= p.undelivered.size() || !p.undelivered[item]) return;
-  p.undelivered[item] = false;
+  if (auto again = p.undelivered_again.find(item); again != p.undelivered_again.end()) {
+    if (--again->second == 0) p.undelivered_again.erase(again);
+  } else {
+    p.undelivered[item] = false;
+  }
   p.undelivered_count--;
   cache_->demand().ConsumeDemand(cache::MakeKey(p.dataset_index, item));
 }
@@ -162,11 +190,17 @@ void Scheduler::LeaveSampler(Production& p) {
     for (ItemId item = 0; item < p.undelivered.size(); ++item) {
       if (p.undelivered[item]) keys.push_back(cache::MakeKey(p.dataset_index, item));
     }
+    for (const auto& [item, copies] : p.undelivered_again) {
+      keys.insert(keys.end(), copies, cache::MakeKey(p.dataset_index, item));
+    }
     cache_->demand().DropDemand(keys);
   }
   p.undelivered.clear();
   p.undelivered.shrink_to_fit();
+  p.undelivered_again.clear();
   p.undelivered_count = 0;
+  p.repeats.clear();
+  p.repeats_served = 0;
 }
 
 void Scheduler::RemoveJob(uint64_t job_id) {
@@ -182,7 +216,8 @@ void Scheduler::RemoveJob(uint64_t job_id) {
   cv_.SignalAll();
 }
 
-Result<uint64_t> Scheduler::Seek(uint64_t job_id, uint64_t epoch) {
+Result<uint64_t> Scheduler::Seek(uint64_t job_id, uint64_t epoch,
+                                 const std::vector<uint64_t>* items) {
   MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return Status::NotFound("no such job");
@@ -193,6 +228,13 @@ Result<uint64_t> Scheduler::Seek(uint64_t job_id, uint64_t epoch) {
                                    " is past the job's last epoch");
   }
   if (!p.failure.ok()) return p.failure;  // the job cannot go on (EndUnservableJob)
+  if (p.job->listed() != (items != nullptr)) {
+    return Status::InvalidArgument(
+        p.job->listed() ? "this job's client lists each epoch's items: SeekEpoch needs 'items'"
+                        : "this job's items come from its subset and split: SeekEpoch takes no "
+                          "'items' (open the job with 'epoch_items' to list them)");
+  }
+  if (items != nullptr) GALLEY_RETURN_IF_ERROR(p.job->ListEpoch(epoch, *items));
   LeaveSampler(p);
   p.epoch = epoch;
   p.batch_index = 0;
@@ -232,7 +274,8 @@ std::vector<uint64_t> Scheduler::DecideWave() {
         .job = id,
         .group = p.group,
         .sharing = p.group->policy_name != SamplingPolicyNameOf(SamplingPolicyKind::kIndependent),
-        .finished = p.finished,
+        // A listed job waits, idle, for its next epoch's list.
+        .finished = p.finished || !p.job->HasEpochItems(p.epoch),
         .consumer_ready = p.consumer_ready,
         .started = p.started,
         .opened_at = p.job->opened_at,
@@ -288,14 +331,20 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     plan->generation = p.generation;
     plan->items.reserve(p.job->spec.batch_size);
     if (!p.in_sampler) {
-      const auto items = p.job->EpochItems(p.epoch, p.resuming);
+      auto items = p.job->EpochItems(p.epoch, p.resuming);
+      // A random policy draws distinct items; the further copies of one
+      // the epoch holds twice come after its order.
+      if (p.group->policy_name != SamplingPolicyNameOf(SamplingPolicyKind::kSequential)) {
+        p.repeats = TakeRepeats(items, p.job->dataset->size());
+        p.repeats_served = 0;
+      }
       const JobSamplingOptions sampling{
           .substitution_fraction = p.job->spec.ods_fraction,
           .seed = JobEpochSeed(p.job->spec, p.epoch, options_.sampler_seed)};
       if (Status s = p.group->policy->AddJob(static_cast<JobId>(id), items, sampling); !s.ok()) {
         spdlog::error("job {}: sampler refused epoch {}: {}", id, p.epoch, s.ToString());
       } else {
-        EnterEpochDemand(p, items);
+        EnterEpochDemand(p, items, p.repeats);
       }
       p.in_sampler = !items.empty();
     }
@@ -336,15 +385,22 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     // Close epochs at their last batch, decide flags, and advance counters.
     for (Production* p : members) {
       SlotPlan* plan = claimed.at(static_cast<JobId>(p->job->id));
-      // The sampler ran dry before the batch is full only when a resumed
-      // epoch was given fewer items than it has positions left; substitutes
-      // keep the batch count exact then too.
+      // The sampler runs dry before the batch is full when the epoch holds
+      // an item twice (its copies follow), and when a resumed epoch was
+      // given fewer items than it has positions left: substitutes keep the
+      // batch count exact then too.
       const uint64_t target = p->job->BatchTarget(plan->batch_index);
-      for (uint32_t attempt = 0; plan->items.size() < target; ++attempt) {
-        const ItemId item = p->job->Substitute(p->epoch, 0, attempt, [&](ItemId i) {
-          mu_.AssertHeld();  // Substitute calls back before it returns, under our lock
-          return failed_items_.count({dataset_index, i}) > 0;
-        });
+      for (uint32_t attempt = 0; plan->items.size() < target;) {
+        ItemId item;
+        if (p->repeats_served < p->repeats.size()) {
+          item = p->repeats[p->repeats_served++];
+          ConsumeDemand(*p, item);
+        } else {
+          item = p->job->Substitute(p->epoch, 0, attempt++, [&](ItemId i) {
+            mu_.AssertHeld();  // Substitute calls back before it returns, under our lock
+            return failed_items_.count({dataset_index, i}) > 0;
+          });
+        }
         auto [it, inserted] = task_of_item.try_emplace(item, tasks->size());
         if (inserted) tasks->push_back(ItemTask{dataset, item, {}, dataset_index});
         (*tasks)[it->second].deliveries.push_back(

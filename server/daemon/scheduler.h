@@ -131,7 +131,10 @@ class Scheduler {
   // Forgets a job (closed or its client died). Safe to call twice.
   void RemoveJob(uint64_t job_id) EXCLUDES(mu_);
   // Restarts a job at the beginning of `epoch`; returns the new generation.
-  Result<uint64_t> Seek(uint64_t job_id, uint64_t epoch) EXCLUDES(mu_);
+  // A listed job (ServedJob::listed) needs `items`, the epoch's list, and
+  // any other job refuses them (InvalidArgument).
+  Result<uint64_t> Seek(uint64_t job_id, uint64_t epoch,
+                        const std::vector<uint64_t>* items = nullptr) EXCLUDES(mu_);
   // A slot was released, or something else changed: look again.
   void Wake() EXCLUDES(mu_);
   // The job's consumer is waiting for its first batch: start producing.
@@ -162,9 +165,15 @@ class Scheduler {
     bool resuming = false;
     uint32_t dataset_index = 0;
     // Items of the current epoch not delivered yet, indexed by item id, for
-    // as long as their demand is registered with the cache.
+    // as long as their demand is registered with the cache; the rare item
+    // an epoch holds more than once counts its further copies apart.
     std::vector<bool> undelivered;
+    std::unordered_map<ItemId, uint32_t> undelivered_again;
     uint64_t undelivered_count = 0;
+    // Copies of an item the epoch holds more than once, which a random
+    // policy (distinct items only) does not draw: served after its order.
+    std::vector<ItemId> repeats;
+    size_t repeats_served = 0;
     // Why the job cannot go on, once a batch could not be completed.
     Status failure;
   };
@@ -192,7 +201,10 @@ class Scheduler {
   // Leaves the job's current epoch, dropping the demand it still had. `p`
   // is one of jobs_, hence the lock.
   void LeaveSampler(Production& p) REQUIRES(mu_);
-  void EnterEpochDemand(Production& p, std::span<const ItemId> items) REQUIRES(mu_);
+  // Registers the demand of the epoch's `items` and `repeats` (items the
+  // epoch holds once more each).
+  void EnterEpochDemand(Production& p, std::span<const ItemId> items,
+                        std::span<const ItemId> repeats) REQUIRES(mu_);
   void ConsumeDemand(Production& p, ItemId item) REQUIRES(mu_);
 
   const SchedulerOptions options_;

@@ -160,6 +160,45 @@ TEST_F(AccessTest, OneClosedFileRefusesTheJobNamingItWhileASubsetWithoutItIsServ
   EXPECT_EQ(outcome.code, 0) << outcome.message;
 }
 
+// The listing request (names and labels, no job) and a job whose client
+// lists its epochs are checked as a job over the whole dataset: another
+// user learns no name of a file they may not read, nor is served one in a
+// later epoch's list.
+TEST_F(AccessTest, TheListingAndListedEpochsAreCheckedForTheWholeDataset) {
+  Start();
+  auto listing_as_other = [&]() {
+    Outcome outcome = RunAs(kOther, kOtherGroup, {}, [&]() -> Status {
+      auto client = Client::Connect(options_);
+      if (!client.ok()) return client.status();
+      auto page = client->Listing(Spec(), 0);
+      if (!page.ok()) return page.status();
+      return Status(StatusCode::kOk, *page);
+    });
+    return outcome;
+  };
+  Outcome outcome = listing_as_other();
+  ASSERT_EQ(outcome.code, 0) << outcome.message;
+  EXPECT_EQ(nlohmann::json::parse(outcome.message)["names"].size(), 6u);
+
+  const fs::path closed = data_ / "class1" / "002.jpg";
+  fs::permissions(closed, fs::perms(0600));
+  {
+    auto client = Client::Connect(options_);  // root lists it: a warm listing
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE(client->Listing(Spec(), 0).ok());
+  }
+  outcome = listing_as_other();
+  EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
+  EXPECT_NE(outcome.message.find(closed.string()), std::string::npos) << outcome.message;
+  JobSpec listed = Spec();
+  listed.epoch_items = std::vector<uint64_t>{0, 1, 2};  // not the closed item 5
+  outcome = ReadEpochAs({}, listed);
+  EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
+  auto items = ReadEpoch(listed);  // root: the list, whole
+  ASSERT_TRUE(items.ok()) << items.status().ToString();
+  EXPECT_EQ(*items, 3u);
+}
+
 TEST_F(AccessTest, AClosedDirectoryAboveTheFilesRefuses) {
   fs::permissions(data_ / "class0", fs::perms(0700));
   Start();
