@@ -43,6 +43,8 @@ class JobChannel {
   void ReleaseSlot(uint32_t index);
   Status Seek(uint64_t epoch) EXCLUDES(consume_mu_);
   Result<nlohmann::json> Stats() EXCLUDES(consume_mu_);
+  // Ends the job; any thread, any number of times. A WaitNext in progress
+  // returns Cancelled, as do the calls that follow.
   void Close();
 
  private:
@@ -70,6 +72,7 @@ class JobChannel {
 
   // Slots the caller holds (leased, not yet released); any thread.
   std::atomic<uint32_t> leased_{0};
+  std::atomic<bool> closed_{false};  // Close ran; any thread
   Mutex consume_mu_;
   uint64_t next_sequence_ GUARDED_BY(consume_mu_) = 0;
   uint64_t generation_ GUARDED_BY(consume_mu_) = 0;
