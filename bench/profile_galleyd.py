@@ -148,7 +148,9 @@ def main():
                 time.sleep(0.05)
             jobs = subprocess.Popen(
                 [sys.executable, str(ROOT / "scripts/demo_jobs.py"), "--socket", sock,
-                 "--dataset", str(data), "--jobs", str(args.jobs), "--epochs", "1"],
+                 "--daemon-pid", str(daemon.pid), "--dataset", str(data), "--jobs",
+                 str(args.jobs), "--epochs", "1", "--torch-epochs", "0",
+                 "--plot", os.path.join(tmp, "jobs.png")],
                 env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), stdout=subprocess.PIPE,
                 text=True)
             # Jobs import torch and open their loaders first; record once galleyd
@@ -189,7 +191,8 @@ def main():
         if share >= 0.05:
             print(f"{share:16.1f}%  {name}")
         rows.append({"jobs": args.jobs, "group": name, "share_of_galleyd": round(share, 2)})
-    print("\n" + job_output.strip().splitlines()[-1])
+    print("\n" + "\n".join(line for line in job_output.splitlines()
+                            if "images/s for all jobs" in line))
     os.makedirs(args.results, exist_ok=True)
     out = os.path.join(args.results, "profile_galleyd.csv")
     with open(out, "w", newline="") as f:

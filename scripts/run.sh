@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # galley's main job, from a fresh machine: installs what it needs, builds,
 # makes an ImageNet-like demo dataset, starts galleyd, runs several concurrent
-# training-style jobs against it and prints per-job and total images/s.
+# training-style jobs against it, then the same jobs through PyTorch's
+# DataLoader (2 workers each; one epoch, since it is slower), and prints both
+# sides' images/s, the ratio and what galleyd's loads per request mean. It
+# writes a plot of each job's images/s over time to results/run.png.
 #
-#   scripts/run.sh [--jobs N] [--images N] [--batch-size N] [--epochs N]
+#   scripts/run.sh [--jobs N] [--images N] [--batch-size N] [--epochs N] [--torch-epochs N]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${GALLEY_BUILD_DIR:-$ROOT/build}"
@@ -11,13 +14,16 @@ JOBS=4
 IMAGES=2000
 BATCH=64
 EPOCHS=2
+TORCH_EPOCHS=1
 while (($#)); do
   case "$1" in
     --jobs) JOBS="$2"; shift 2 ;;
     --images) IMAGES="$2"; shift 2 ;;
     --batch-size) BATCH="$2"; shift 2 ;;
     --epochs) EPOCHS="$2"; shift 2 ;;
-    *) echo "usage: $0 [--jobs N] [--images N] [--batch-size N] [--epochs N]" >&2; exit 2 ;;
+    --torch-epochs) TORCH_EPOCHS="$2"; shift 2 ;;
+    *) echo "usage: $0 [--jobs N] [--images N] [--batch-size N] [--epochs N] [--torch-epochs N]" >&2
+       exit 2 ;;
   esac
 done
 
@@ -41,6 +47,8 @@ trap cleanup EXIT
 for _ in $(seq 100); do [[ -S "$SOCKET" ]] && break; sleep 0.1; done
 
 PYTHONPATH="$ROOT/python" /usr/bin/python3 "$ROOT/scripts/demo_jobs.py" \
-  --socket "$SOCKET" --dataset "$DATA" --jobs "$JOBS" --batch-size "$BATCH" --epochs "$EPOCHS"
+  --socket "$SOCKET" --daemon-pid "$DAEMON" --dataset "$DATA" --jobs "$JOBS" \
+  --batch-size "$BATCH" --epochs "$EPOCHS" --torch-epochs "$TORCH_EPOCHS" \
+  --plot "$ROOT/results/run.png"
 echo
 "$BUILD_DIR/server/daemon/galleyctl" --socket "$SOCKET" datasets

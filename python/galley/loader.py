@@ -37,6 +37,13 @@ _NATIVE_SIZE_MISMATCH = "transform=None needs every image at the first image's s
 _WARNED: set = set()
 
 
+def _raise_native_size_mismatch(error: str) -> None:
+    """transform=None met images of several sizes: a mistake in the job's
+    arguments, not a bad file, so a ValueError with what to do."""
+    detail = error.split("; give a transform")[0].removesuffix("...")
+    raise ValueError(f"{detail}; give a transform that resizes (e.g. Resize + CenterCrop)")
+
+
 def _warn_once(key: str, message: str) -> None:
     """One warning per argument and process, however many loaders are made."""
     if key not in _WARNED:
@@ -158,6 +165,15 @@ class DataLoader:
       order), every epoch. ``shuffle=True``: a uniformly random order per
       epoch, a pure function of ``(seed, epoch)`` while no other job on the
       node shares the items (docs/python.md says what coupled jobs share).
+    * Jobs running at once share an order, whatever their seeds: under the
+      default policy (``dsa``), concurrent jobs over the same items on one
+      node receive one order, so that each item is read and decoded once for
+      all of them. A seed sweep launched at once therefore gets the same
+      data order in every trial (``seed`` still varies the augmentations);
+      the job that joins others with a different seed warns once.
+      ``policy="independent"`` keeps each job on its own seed's order beside
+      the others, sharing work only through the cache tiers; docs/sampling.md
+      (section 1.2) measures what that costs in loads and decodes.
     * Each ``for`` loop over the loader is one pass over epoch ``e`` and the
       next loop uses ``e + 1``; ``set_epoch(e)`` (or a ``DistributedSampler``'s
       ``set_epoch``) chooses it. A loop left early (``break``, a peek with
@@ -217,7 +233,9 @@ class DataLoader:
             must share the first image's size, and the first batch holding
             another size raises ValueError naming the file.
         normalize: ``(mean, std)``: float32 normalised output.
-        seed: order, DDP split and augmentation randomness (default 0).
+        seed: order, DDP split and augmentation randomness (default 0); the
+            order only while no concurrent job with another seed shares it,
+            unless ``policy="independent"`` (above).
         epochs: completed epochs after which iteration stops (None: endless).
         rank, world_size: the DDP shard; default ``torch.distributed``'s rank
             and world size when it is initialised, else 0 and 1.
@@ -236,8 +254,9 @@ class DataLoader:
         on_error: ``"skip"`` (substitute and count) or ``"raise"``; a
             dataset that changed under the loop raises either way.
         policy: sampling policy, one of ``galley.sampling_policies``
-            (``dsa``, the daemon's default unless its admin chose another,
-            ``dsa-chain``, ``independent``, ``lockstep``, ``ods``;
+            (``dsa``, the daemon's default unless its admin chose another:
+            concurrent jobs share one order; ``dsa-chain``; ``independent``:
+            each job its own seed's order; ``lockstep``; ``ods``;
             docs/sampling.md); only with ``shuffle=True``.
         classes, indices: a subset of the dataset (class names, item ids).
         layout: ``"NCHW"`` or ``"NHWC"`` for uint8 output.
@@ -618,12 +637,14 @@ class DataLoader:
                     job = self._reopen_after_restart(walk, lost)
                     slots = int(job.info["slots"])
                     continue
-                except _galley.SampleError:
+                except _galley.SampleError as failed:
                     # galleyd ended the job: this epoch cannot be delivered
                     # whole (the dataset changed under it, or failed samples
                     # had no substitute). The next loop opens a new job,
                     # which lists the dataset as it is then.
                     self._end_pass_job(walk)
+                    if _NATIVE_SIZE_MISMATCH in str(failed):
+                        _raise_native_size_mismatch(str(failed).split(" First: ")[-1])
                     raise
                 if meta["epoch"] != walk.epoch:
                     # Each pass's job is opened at its epoch and never sought.
@@ -631,7 +652,7 @@ class DataLoader:
                         f"galleyd sent a batch of epoch {meta['epoch']} to a loop over epoch "
                         f"{walk.epoch}")
                 if _NATIVE_SIZE_MISMATCH in meta["first_error"]:
-                    raise ValueError(meta["first_error"])
+                    _raise_native_size_mismatch(meta["first_error"])
                 if meta["skipped"]:
                     self._note_skipped(walk, meta["skipped"], meta["first_error"])
                 last = meta["last_in_epoch"]
@@ -914,8 +935,35 @@ class DataLoader:
             self._client = _autostart.client(self._socket, self._autostart,
                                              self.timeout or 30.0)
             job = self._client.open_job(spec)
+        self._notice_shared_order(job)
         return job, self._daemon_pid(self._client)
 
+
+    def _notice_shared_order(self, job: Any) -> None:
+        """Warns once per process when the job just opened joined jobs with
+        other seeds under a policy that gives them one order (galleyd's
+        sampler group: ``job_seeds``, ``orders_follow_seeds``)."""
+        if not self.shuffle:
+            return
+        try:
+            stats = job.stats()
+        except _galley.GalleyError:
+            return  # only a notice: never a reason to fail the job
+        policy = stats.get("job", {}).get("policy")
+        for group in stats.get("samplers", []):
+            if (group.get("policy") == policy and group.get("jobs", 0) > 1
+                    and group.get("job_seeds", 0) > 1
+                    and group.get("orders_follow_seeds") is False):
+                _warn_once("shared_order", (
+                    f"galley.DataLoader: this job (seed={self.seed}) runs beside "
+                    f"{group['jobs'] - 1} other job(s) on {self.dataset} with other seeds, and "
+                    f"policy {policy!r} gives jobs on the same items one shared order whatever "
+                    f"their seeds: that is how each item is read and decoded once for all of "
+                    f"them. seed= still decides this job's augmentations, not its order. For an "
+                    f"order of its own per seed (a seed sweep that should vary the data order), "
+                    f"pass policy=\"independent\"; the jobs then share only through the "
+                    f"cache (docs/sampling.md, section 1.2, gives the cost)"))
+                return
 
 class _Pass:
     """One iterator's walk over one epoch.

@@ -1,6 +1,6 @@
 // galleyctl: asks a running galleyd about its state.
 //
-//   galleyctl [--socket PATH] [--json] status|datasets|jobs|cache|plan
+//   galleyctl [--socket PATH] [--json | --verbose] status|datasets|jobs|cache|plan
 //   galleyctl [--socket PATH] stop | drain | cancel JOB | forget DATASET
 #include <poll.h>
 #include <signal.h>
@@ -22,35 +22,9 @@
 #include "galley/errno_text.h"
 #include "galley/unique_fd.h"
 #include "galley/version.h"
+#include "server/daemon/query_text.h"
 
 namespace {
-
-// Prints a JSON document as indented "key: value" lines for people.
-void PrintHuman(const nlohmann::json& value, int indent = 0) {
-  const std::string pad(indent, ' ');
-  if (value.is_object()) {
-    for (const auto& [key, child] : value.items()) {
-      if (child.is_structured() && !child.empty()) {
-        std::cout << pad << key << ":\n";
-        PrintHuman(child, indent + 2);
-      } else {
-        std::cout << pad << key << ": "
-                  << (child.is_string() ? child.get<std::string>() : child.dump()) << "\n";
-      }
-    }
-  } else if (value.is_array()) {
-    for (const auto& child : value) {
-      if (child.is_structured()) {
-        std::cout << pad << "-\n";
-        PrintHuman(child, indent + 2);
-      } else {
-        std::cout << pad << "- " << child.dump() << "\n";
-      }
-    }
-  } else {
-    std::cout << pad << value.dump() << "\n";
-  }
-}
 
 // The process serving `socket_path`, as the kernel reports it for a
 // connection to it (SO_PEERCRED): no trust in anything the daemon says.
@@ -174,7 +148,11 @@ int Run(int argc, char** argv) {
   app.set_version_flag("--version", std::string("galleyctl ") + galley::kVersion + " (protocol " +
                                         std::to_string(galley::kProtocolVersion) + ")");
   app.add_option("--socket", options.socket_path, "galleyd's control socket");
+  bool verbose = false;
   app.add_flag("--json", as_json, "print the raw JSON document");
+  app.add_flag("--verbose,-v", verbose,
+               "datasets: every field of every dataset and every shard of a shard set, not one "
+               "line each");
   app.add_option("what", what,
                  "status | datasets | jobs | cache | plan | stop | drain | cancel JOB | "
                  "forget DATASET")
@@ -231,8 +209,10 @@ int Run(int argc, char** argv) {
   }
   if (as_json) {
     std::cout << *reply << "\n";
+  } else if (what == "datasets" && !verbose) {
+    std::cout << galley::DatasetsSummary(nlohmann::json::parse(*reply));
   } else {
-    PrintHuman(nlohmann::json::parse(*reply));
+    std::cout << galley::FullText(nlohmann::json::parse(*reply));
   }
   return 0;
 }

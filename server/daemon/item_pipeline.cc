@@ -96,6 +96,7 @@ void ItemPipeline::Run(std::span<ItemTask> tasks) {
 
 bool ItemPipeline::TryRegionDecode(const ItemTask& task, const cache::Blob& encoded,
                                    const std::vector<const SlotPosition*>& receivers,
+                                   bool remote_wants_pixels,
                                    std::optional<image::ImageRegion>* region, Status* failure) {
   for (const SlotPosition* d : receivers) {
     if (!d->plan->job->pipeline->SupportsRegion()) return false;
@@ -110,6 +111,12 @@ bool ItemPipeline::TryRegionDecode(const ItemTask& task, const cache::Blob& enco
     const cache::TierStats decoded = cache_->decoded().Stats();
     const uint64_t size = uint64_t{3} * header->width * header->height + cache::kEntryOverheadBytes;
     if (decoded.budget_bytes > 0 && decoded.bytes + size <= decoded.budget_bytes) return false;
+  }
+  // The remote tier's decoded form needs the whole image: a region would
+  // leave it only the file's bytes to write. Pixels larger than its entries
+  // go as bytes anyway, so those are still decoded in part.
+  if (remote_wants_pixels && remote_->Fits(uint64_t{3} * header->width * header->height)) {
+    return false;
   }
   int x0 = header->width, y0 = header->height, x1 = 0, y1 = 0;
   for (const SlotPosition* d : receivers) {
@@ -210,10 +217,12 @@ bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* imag
     }
   }
 
+  const bool remote_wants_pixels =
+      *write_back != RemoteWrite::kNone && remote_->write_form() == RemoteForm::kDecoded;
   auto start = Clock::now();
   if (receivers != nullptr && region != nullptr) {
     Status failure;
-    if (TryRegionDecode(task, *encoded, *receivers, region, &failure)) {
+    if (TryRegionDecode(task, *encoded, *receivers, remote_wants_pixels, region, &failure)) {
       counters_.decode_ns += NsSince(start);
       if (!failure.ok()) return fail(failure.message());
       counters_.decodes++;
@@ -226,8 +235,6 @@ bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* imag
   if (!decoded.ok()) return fail(decoded.status().message());
   counters_.decodes++;
   *image = std::move(decoded).value();
-  const bool remote_wants_pixels =
-      *write_back != RemoteWrite::kNone && remote_->write_form() == RemoteForm::kDecoded;
   if (cache_ != nullptr || remote_wants_pixels) *decoded_to_offer = std::make_shared<cache::Blob>();
   return true;
 }

@@ -147,8 +147,9 @@ class ItemPipeline {
   // it had to prepare back to the cache.
   // Records the failure in the plans and returns false when it cannot.
   // When `region` is given and every receiver's transform starts with a crop,
-  // a JPEG that the decoded tier could not keep anyway is decoded only over
-  // the rectangle the receivers' crops read (same bytes as a full decode):
+  // a JPEG that neither the decoded tier nor the remote tier's decoded form
+  // would keep is decoded only over the rectangle the receivers' crops read
+  // (same bytes as a full decode):
   // then *region is set instead of *image. *write_back says what of the
   // item should go to the remote tier.
   bool Prepare(ItemTask& task, cache::Key key, image::RgbImage* image, cache::BlobPtr* cached,
@@ -163,7 +164,7 @@ class ItemPipeline {
   void WriteBack(const ItemTask& task, RemoteWrite write,
                  const std::shared_ptr<cache::Blob>& decoded, const cache::BlobPtr& encoded);
   bool TryRegionDecode(const ItemTask& task, const cache::Blob& encoded,
-                       const std::vector<const SlotPosition*>& receivers,
+                       const std::vector<const SlotPosition*>& receivers, bool remote_wants_pixels,
                        std::optional<image::ImageRegion>* region, Status* failure);
   void OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> decoded, cache::BlobPtr encoded);
 

@@ -584,7 +584,9 @@ std::vector<SamplerGroupSnapshot> Scheduler::Snapshot() const {
   MutexLock lock(&mu_);
   // Substitutions of the epochs in progress are still held by the policies.
   std::map<const SamplerGroup*, uint64_t> substitutions;
+  std::map<const SamplerGroup*, std::set<uint64_t>> seeds;
   for (const auto& [id, p] : jobs_) {
+    seeds[p.group].insert(p.job->spec.seed);
     if (p.in_sampler) {
       const JobId job = static_cast<JobId>(id);
       substitutions[p.group] += p.group->policy->Substitutions(job).substitutions;
@@ -600,6 +602,8 @@ std::vector<SamplerGroupSnapshot> Scheduler::Snapshot() const {
     s.loads = group->loads;
     s.loads_per_request = group->requests ? double(group->loads) / group->requests : 0.0;
     s.substitutions = group->substitutions + substitutions[group.get()];
+    s.job_seeds = seeds[group.get()].size();
+    s.orders_follow_seeds = group->policy->OrdersFollowJobSeeds();
   }
   return groups;
 }

@@ -59,7 +59,9 @@ void to_json(json& out, const SamplerGroupSnapshot& s) {
          {"requests", s.requests},
          {"loads", s.loads},
          {"loads_per_request", s.loads_per_request},
-         {"substitutions", s.substitutions}};
+         {"substitutions", s.substitutions},
+         {"job_seeds", s.job_seeds},
+         {"orders_follow_seeds", s.orders_follow_seeds}};
 }
 
 void to_json(json& out, const BatchTotalsSnapshot& s) {

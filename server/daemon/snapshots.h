@@ -81,6 +81,11 @@ struct SamplerGroupSnapshot {
   uint64_t loads = 0;            // distinct item preparations
   double loads_per_request = 0;  // 0 before the first request
   uint64_t substitutions = 0;    // ods: draws replaced by cached items
+  uint64_t job_seeds = 0;        // different JobSpec seeds among the jobs
+  // SamplingPolicy::OrdersFollowJobSeeds: false when jobs started together
+  // on the same items share one order whatever their seeds (dsa, dsa-chain,
+  // ods), so a job whose peers gave another seed does not get its own order.
+  bool orders_follow_seeds = false;
 };
 
 // The batches galleyd prepared since start, every job's (Scheduler::Totals).

@@ -33,6 +33,7 @@ class LockstepSampler final : public SamplingPolicy {
   void RemoveJob(JobId job) override;
   size_t Remaining(JobId job) const override;
   bool Next(const ReadyFn& ready, Round* round) override;
+  bool OrdersFollowJobSeeds() const override { return true; }
   std::string_view name() const override {
     return SamplingPolicyNameOf(shuffle_ ? SamplingPolicyKind::kLockstep
                                          : SamplingPolicyKind::kSequential);

@@ -12,11 +12,17 @@ Status MembershipSampler::AddJob(JobId job, std::span<const ItemId> items,
   const bool alone = index_.occupied() == 0;
   Result<int> slot = index_.AddJob(job, items);
   if (!slot.ok()) return slot.status();
-  // A job keeps its own stream only while it has been alone since it entered
-  // its epoch: once two jobs are registered, every draw uses the policy's
-  // stream for the rest of their epochs. Own streams are equal for equal
-  // seeds, so a draw from one must never follow a history that another
-  // job's draws from the same bits have shaped.
+  if (OrdersFollowJobSeeds()) {
+    // Every job draws alone from its own remaining set, which only its own
+    // draws shrink: its stream shapes nothing but its own order.
+    if (options.seed) own_random_[*slot].emplace(*options.seed);
+    return Status::Ok();
+  }
+  // A coupled job keeps its own stream only while it has been alone since
+  // it entered its epoch: once two jobs are registered, every draw uses the
+  // policy's stream for the rest of their epochs. Own streams are equal for
+  // equal seeds, so a draw from one must never follow a history that
+  // another job's draws from the same bits have shaped.
   for (auto& own : own_random_) own.reset();
   if (alone && options.seed) own_random_[*slot].emplace(*options.seed);
   return Status::Ok();

@@ -74,12 +74,15 @@ struct JobSamplingOptions {
   // The job's own random stream for this epoch (the daemon derives it from
   // the job's seed and epoch). While the job is the only one registered with
   // the policy, from its AddJob on, every draw it makes uses this stream, so
-  // its order is a pure function of this seed and its items. From the moment
-  // a second job is registered, every job's draws use the policy's stream
-  // until it re-enters: equal seeds give equal streams, and a job's draw must
-  // never reuse bits that shaped another job's history. Unset: the policy's
-  // stream always. "lockstep" and "sequential" take it as the order's seed
-  // whatever the other jobs.
+  // its order is a pure function of this seed and its items. In a coupled
+  // policy (dsa, dsa-chain, ods), from the moment a second job is
+  // registered, every job's draws use the policy's stream until it
+  // re-enters: equal seeds give equal streams, and a job's draw must never
+  // reuse bits that shaped another job's history. Policies whose
+  // OrdersFollowJobSeeds() is true keep each job on this stream whatever the
+  // other jobs: "independent" (a job's draws and remaining set depend on its
+  // own stream only), "lockstep" and "sequential". Unset: the policy's
+  // stream always.
   std::optional<uint64_t> seed;
 };
 
@@ -116,6 +119,16 @@ class SamplingPolicy {
   // Substitutions in `job`'s current epoch; zeros for an unknown job and for
   // policies that never substitute.
   virtual SubstitutionStats Substitutions(JobId /*job*/) const { return {}; }
+
+  // True when each job's order is a function of its own seed
+  // (JobSamplingOptions::seed) and items whatever other jobs are registered:
+  // jobs with different seeds get different orders side by side.
+  // "independent", "lockstep" and "sequential" (id order: no seed needed).
+  // False for the coupled policies (dsa, dsa-chain, ods): with peers, every
+  // job draws from the policy's stream, so jobs on the same items started
+  // together receive one order whatever their seeds; that is how they load
+  // each item once for all.
+  virtual bool OrdersFollowJobSeeds() const { return false; }
 
   virtual std::string_view name() const = 0;
 };

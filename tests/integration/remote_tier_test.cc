@@ -114,7 +114,8 @@ class RemoteTierTest : public ::testing::Test {
   // happens with most of the epoch still to prepare. Every sample by item
   // id; a failed sample fails the job (on_error raise) and the test.
   Samples RunEpoch(const GalleydProcess& node,
-                   const std::function<void()>& after_first_batch = nullptr) {
+                   const std::function<void()>& after_first_batch = nullptr,
+                   const char* transform = kTransform) {
     ClientOptions options;
     options.socket_path = node.socket();
     options.request_timeout = 10s;
@@ -124,7 +125,7 @@ class RemoteTierTest : public ::testing::Test {
     spec.dataset = data_.string();
     spec.batch_size = 2;
     spec.prefetch = 1;
-    spec.transform_json = kTransform;
+    spec.transform_json = transform;
     spec.seed = 3;
     spec.epochs = 1;
     spec.on_error = "raise";
@@ -284,6 +285,30 @@ TEST_F(RemoteTierTest, DecodedPixelsInTheRemoteTierSpareTheSecondNodeItsDecodes)
   EXPECT_EQ(status["pipeline"]["decodes"], 0) << "the pixels came decoded";
   EXPECT_EQ(status["pipeline"]["file_reads"], 0);
   EXPECT_EQ(second, first);
+}
+
+// A crop reads part of the image, and a node without a decoded tier decodes
+// only that part of a JPEG; the decoded form still needs the whole image, so
+// it is decoded whole and its pixels written, not the file's bytes.
+TEST_F(RemoteTierTest, TheDecodedFormIsWrittenAsPixelsWhenTheTransformCropsWithoutACache) {
+  constexpr const char* kCrop =
+      R"({"ops":[{"op":"RandomResizedCrop","size":[32,32],"scale":[0.08,1.0],)"
+      R"("ratio":[0.75,1.3333333333333333],"interpolation":"bilinear"},)"
+      R"({"op":"RandomHorizontalFlip","p":0.5}]})";
+  auto a = StartNode("a", "0", {"--remote-cache-form", "decoded"});
+  auto b = StartNode("b", "0", {"--remote-cache-form", "decoded"});
+  ASSERT_TRUE(a->started() && b->started());
+  const Samples first = RunEpoch(*a, nullptr, kCrop);
+  ASSERT_TRUE(WaitForWrites(*a, kItems)) << Remote(*a).dump() << Log("a");
+  EXPECT_EQ(Query(*a, "status")["pipeline"]["region_decodes"], 0)
+      << "the pixels were decoded whole for the remote tier";
+
+  const Samples second = RunEpoch(*b, nullptr, kCrop);
+  const nlohmann::json status = Query(*b, "status");
+  EXPECT_EQ(status["pipeline"]["remote"]["decoded_hits"], kItems) << status.dump();
+  EXPECT_EQ(status["pipeline"]["remote"]["encoded_hits"], 0) << status.dump();
+  EXPECT_EQ(status["pipeline"]["decodes"], 0) << "the pixels came decoded";
+  EXPECT_EQ(second, first) << "the same crops of the same pixels";
 }
 
 TEST_F(RemoteTierTest, AServerKilledMidEpochCostsHitsNeverABatchAndIsUsedAgainWhenBack) {

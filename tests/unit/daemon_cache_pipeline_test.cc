@@ -317,9 +317,11 @@ TEST_F(DaemonCacheTest, PixelsInTheRemoteTierSpareTheNextNodeItsDecodes) {
   EXPECT_EQ(local_b->decoded().Stats().entries, uint64_t{kItems}) << "kept for the next epoch";
 }
 
-// Pixels are written only when the whole image was decoded and fits the
-// servers' entries; otherwise the file's bytes go.
-TEST_F(DaemonCacheTest, PixelsThatDoNotFitOrOnlyACropsRegionGoAsTheFilesBytes) {
+// Pixels are written when they fit the servers' entries; otherwise the
+// file's bytes go. A crop that would decode only its region decodes the
+// whole image when the pixels are to be written, with or without a local
+// cache.
+TEST_F(DaemonCacheTest, PixelsThatDoNotFitGoAsTheFilesBytesAndACropDecodesWholeForPixels) {
   auto job = MakeJob(1, 5, kItems, 1);
   FakeRemoteCache too_small(dataset_->content_fingerprint());
   too_small.set_write_form(RemoteForm::kDecoded);
@@ -331,14 +333,25 @@ TEST_F(DaemonCacheTest, PixelsThatDoNotFitOrOnlyACropsRegionGoAsTheFilesBytes) {
   EXPECT_EQ(too_small.puts[RemoteForm::kEncoded], uint64_t{kItems});
   EXPECT_EQ(too_small.puts[RemoteForm::kDecoded], 0u);
 
-  // No local cache: a crop decodes only its region, so there are no pixels.
-  FakeRemoteCache regions(dataset_->content_fingerprint());
-  regions.set_write_form(RemoteForm::kDecoded);
-  ItemPipeline cropped(PipelineOptions{.worker_threads = 2}, nullptr, &regions);
+  // No local cache: the crop's region would do for the job, but the remote
+  // tier takes the whole image's pixels.
+  FakeRemoteCache pixels(dataset_->content_fingerprint());
+  pixels.set_write_form(RemoteForm::kDecoded);
+  ItemPipeline whole(PipelineOptions{.worker_threads = 2}, nullptr, &pixels);
+  RunPass(whole, job, 0);
+  EXPECT_EQ(whole.counters().region_decodes.load(), 0u);
+  EXPECT_EQ(pixels.puts[RemoteForm::kDecoded], uint64_t{kItems});
+  EXPECT_EQ(pixels.puts[RemoteForm::kEncoded], 0u);
+
+  // Pixels the entries cannot hold go as bytes anyway: the region is enough.
+  FakeRemoteCache small_entries(dataset_->content_fingerprint());
+  small_entries.set_write_form(RemoteForm::kDecoded);
+  small_entries.max_payload = 100;
+  ItemPipeline cropped(PipelineOptions{.worker_threads = 2}, nullptr, &small_entries);
   RunPass(cropped, job, 0);
   EXPECT_EQ(cropped.counters().region_decodes.load(), uint64_t{kItems});
-  EXPECT_EQ(regions.puts[RemoteForm::kEncoded], uint64_t{kItems});
-  EXPECT_EQ(regions.puts[RemoteForm::kDecoded], 0u);
+  EXPECT_EQ(small_entries.puts[RemoteForm::kEncoded], uint64_t{kItems});
+  EXPECT_EQ(small_entries.puts[RemoteForm::kDecoded], 0u);
 }
 
 // An encoded remote hit needs no read; when decoded is the write form, the

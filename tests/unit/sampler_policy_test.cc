@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <span>
 #include <vector>
@@ -179,6 +180,69 @@ TEST(SamplingPolicyTest, SequentialWalksTheGivenOrderAndSharesIt) {
     items.push_back(round.deliveries[0].item);
   }
   EXPECT_EQ(items, order);
+}
+
+// Each job's order when jobs 1 and 2 with these seeds draw side by side over
+// the same items; with `masks`, one of them is masked every third round
+// (first one, then the other). *loads: the items loaded.
+std::map<JobId, std::vector<ItemId>> SideBySideOrders(SamplingPolicy& policy,
+                                                      std::span<const ItemId> items,
+                                                      uint64_t seed_a, uint64_t seed_b, bool masks,
+                                                      size_t* loads) {
+  JobSamplingOptions a, b;
+  a.seed = seed_a;
+  b.seed = seed_b;
+  EXPECT_TRUE(policy.AddJob(1, items, a).ok());
+  EXPECT_TRUE(policy.AddJob(2, items, b).ok());
+  std::map<JobId, std::vector<ItemId>> orders;
+  Round round;
+  *loads = 0;
+  for (int step = 0;; ++step) {
+    auto ready = [&](JobId job) { return !masks || step % 3 != 0 || job == JobId(2 - step % 2); };
+    if (!policy.Next(ready, &round)) break;
+    *loads += round.deliveries.size();
+    for (const Delivery& d : round.deliveries) {
+      for (JobId job : d.receivers) orders[job].push_back(d.item);
+    }
+  }
+  return orders;
+}
+
+// The policies that say so keep each job on its own seeded order beside
+// peers, masked or not: a seed sweep run at once gets a different order per
+// seed, each the order its seed gives alone, while equal seeds give one
+// order, loaded once. The coupled policies give one order whatever the
+// seeds, loaded once.
+TEST(SamplingPolicyTest, OrdersFollowJobSeedsBesidePeersWhereThePolicySaysSo) {
+  std::vector<ItemId> items(60);
+  std::iota(items.begin(), items.end(), 0);
+  for (const std::string& name : RandomOrderPolicyNames()) {
+    SCOPED_TRACE(name);
+    size_t loads = 0;
+    auto policy = Make(name, 1);
+    if (policy->OrdersFollowJobSeeds()) {
+      auto orders = SideBySideOrders(*policy, items, 7, 8, /*masks=*/true, &loads);
+      EXPECT_EQ(orders[1], AloneOrder(*Make(name, 2), 1, items, 7));
+      EXPECT_EQ(orders[2], AloneOrder(*Make(name, 3), 5, items, 8));
+      EXPECT_NE(orders[1], orders[2]);
+      orders = SideBySideOrders(*Make(name, 4), items, 7, 8, /*masks=*/false, &loads);
+      EXPECT_GT(loads, items.size()) << "different orders meet only by chance";
+      orders = SideBySideOrders(*Make(name, 4), items, 7, 7, /*masks=*/false, &loads);
+      EXPECT_EQ(orders[1], orders[2]);
+      EXPECT_EQ(orders[1], AloneOrder(*Make(name, 2), 1, items, 7));
+      EXPECT_EQ(loads, items.size());
+    } else {
+      auto orders = SideBySideOrders(*policy, items, 7, 8, /*masks=*/false, &loads);
+      EXPECT_EQ(orders[1], orders[2]);
+      EXPECT_EQ(loads, items.size());
+    }
+  }
+  EXPECT_TRUE(Make("independent")->OrdersFollowJobSeeds());
+  EXPECT_TRUE(Make("lockstep")->OrdersFollowJobSeeds());
+  EXPECT_TRUE(Make("sequential")->OrdersFollowJobSeeds());
+  EXPECT_FALSE(Make("dsa")->OrdersFollowJobSeeds());
+  EXPECT_FALSE(Make("dsa-chain")->OrdersFollowJobSeeds());
+  EXPECT_FALSE(Make("ods")->OrdersFollowJobSeeds());
 }
 
 }  // namespace

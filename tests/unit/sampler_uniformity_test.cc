@@ -311,7 +311,7 @@ TEST_P(JobSeedUniformityTest, EveryEpochIsAUniformPermutation) {
 
 // The coupled mixes (overlaps, masks, speeds, arrivals).
 INSTANTIATE_TEST_SUITE_P(JobSeeds, JobSeedUniformityTest,
-                         ::testing::Combine(::testing::Values("dsa", "dsa-chain"),
+                         ::testing::Combine(::testing::Values("dsa", "dsa-chain", "independent"),
                                             ::testing::Values<size_t>(1, 2, 3, 4)),
                          [](const auto& info) {
                            std::string name = std::get<0>(info.param);

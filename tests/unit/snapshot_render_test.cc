@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "server/daemon/prometheus_text.h"
+#include "server/daemon/query_text.h"
 #include "server/daemon/snapshot_json.h"
 #include "server/daemon/snapshots.h"
 
@@ -45,7 +46,10 @@ PipelineSnapshot Pipeline() {
 
 // Numbers from `base` up, one per field.
 SamplerGroupSnapshot Group(const std::string& dataset, const std::string& policy, uint64_t base) {
-  return {dataset, policy, base, base + 1, base + 2, 0.5 + double(base), base + 3};
+  SamplerGroupSnapshot g{dataset, policy, base, base + 1, base + 2, 0.5 + double(base), base + 3};
+  g.job_seeds = base + 4;
+  g.orders_follow_seeds = policy != "uniform";
+  return g;
 }
 
 JobSnapshot Job(uint64_t id, const std::string& name, uint64_t base) {
@@ -350,9 +354,11 @@ TEST(SnapshotJsonTest, Status) {
                                R"(,
     "samplers": [
       {"dataset": "/data/a", "policy": "uniform", "jobs": 200, "requests": 201, "loads": 202,
-       "loads_per_request": 200.5, "substitutions": 203},
+       "loads_per_request": 200.5, "substitutions": 203,
+       "job_seeds": 204, "orders_follow_seeds": false},
       {"dataset": "/data/\"b\"\\c\nd", "policy": "ods", "jobs": 300, "requests": 301,
-       "loads": 302, "loads_per_request": 300.5, "substitutions": 303}]})";
+       "loads": 302, "loads_per_request": 300.5, "substitutions": 303,
+       "job_seeds": 304, "orders_follow_seeds": true}]})";
   ExpectJson(Status(), expected.c_str());
 }
 
@@ -372,7 +378,8 @@ TEST(SnapshotJsonTest, JobsAndAJobsStats) {
   const JobStatsSnapshot stats{Job(1, "train", 10), {Group("/data/a", "uniform", 200)}, Pipeline()};
   ExpectJson(stats, (std::string(R"({"job": )") + kJobJson + R"(,
     "samplers": [{"dataset": "/data/a", "policy": "uniform", "jobs": 200, "requests": 201,
-                  "loads": 202, "loads_per_request": 200.5, "substitutions": 203}],
+                  "loads": 202, "loads_per_request": 200.5, "substitutions": 203,
+       "job_seeds": 204, "orders_follow_seeds": false}],
     "pipeline": )" + kPipelineJson +
                      "}")
                         .c_str());
@@ -425,7 +432,8 @@ TEST(SnapshotJsonTest, Datasets) {
                   "total": null, "seconds": 1.0, "rate": 500.0, "seconds_left": -1.0,
                   "classes": 7, "classes_done": 2}],
     "samplers": [{"dataset": "/data/a", "policy": "uniform", "jobs": 200, "requests": 201,
-                  "loads": 202, "loads_per_request": 200.5, "substitutions": 203}]})");
+                  "loads": 202, "loads_per_request": 200.5, "substitutions": 203,
+       "job_seeds": 204, "orders_follow_seeds": false}]})");
 }
 
 constexpr const char* kInputsJson = R"({
@@ -588,6 +596,69 @@ TEST(SnapshotJsonTest, TheRemoteTierInThePipelineAndThePlan) {
   const json local = PlanSnapshot{};
   EXPECT_FALSE(local.contains("remote_form"));
   EXPECT_FALSE(local["inputs"].contains("remote_bytes_per_s"));
+}
+
+// galleyctl's text for people. A set of 1,024 shards is one line of the
+// summary, not a line per shard; the full text
+// (--verbose) still names every shard.
+TEST(QueryTextTest, DatasetsSummaryGivesEachDatasetOneLine) {
+  DatasetsSnapshot s;
+  s.datasets.push_back({"/data/train", "/data/train", 1, 1281167, 1000, 150323855360, 95.0, 1,
+                        "00ff", std::nullopt});
+  std::string key = "shards\njpg;png\ncls";
+  for (int i = 0; i < 1024; ++i) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "/data/in1k/train-%06d.tar", i);
+    key += "\n" + std::string(name);
+  }
+  ShardSetSnapshot shards;
+  shards.shards = 1024;
+  shards.samples = 2048;
+  shards.skipped_samples = 3;
+  shards.first_skipped_sample = "/data/in1k/train-000007.tar: k1, no image";
+  shards.damaged_shards = 1;
+  shards.first_damage = "/data/in1k/train-000009.tar: cut at 512";
+  s.datasets.push_back(
+      {key, "/data/in1k/train-000000.tar", 2, 2048, 0, 1310720, 3600.0, 2, "ab", shards});
+  s.indexing.push_back({"/data/t-0.tar", "shards", "shards", 4, 10, 2.0, 2.0, 3.0});
+  s.samplers.push_back({"/data/in1k/train-000000.tar", "dsa", 2, 1000, 510, 0.51, 0});
+  s.samplers.push_back({"/data/train", "ods", 1, 40, 40, 1.0, 4});
+  const json reply = s;
+
+  EXPECT_EQ(DatasetsSummary(reply),
+            "datasets: 2 (--verbose lists every shard)\n"
+            "  /data/train: 1281167 items, 1000 classes, 140.0 GiB, listed 95 s ago\n"
+            "  /data/in1k/train-000000.tar .. train-001023.tar: 1024 shards, 2048 items, "
+            "1.2 MiB, listed 60 min ago\n"
+            "    1 damaged shard(s), first: /data/in1k/train-000009.tar: cut at 512\n"
+            "    3 sample(s) left out, first: /data/in1k/train-000007.tar: k1, no image\n"
+            "listing now: 1\n"
+            "  /data/t-0.tar: 4 of 10 shards, 3 s left\n"
+            "sampler groups: 2\n"
+            "  /data/in1k/train-000000.tar .. train-001023.tar (dsa): 2 jobs, 1000 requests, "
+            "510 loads (0.510 loads per request)\n"
+            "  /data/train (ods): 1 jobs, 40 requests, 40 loads (1.000 loads per request), 4 "
+            "substitutions\n");
+
+  const std::string full = FullText(reply);
+  for (int i : {0, 1, 511, 1023}) {
+    char line[64];
+    std::snprintf(line, sizeof(line), "\n      | /data/in1k/train-%06d.tar\n", i);
+    EXPECT_NE(full.find(line), std::string::npos) << line;
+  }
+  EXPECT_GT(std::count(full.begin(), full.end(), '\n'), 1024);
+  EXPECT_NE(full.find("\n    fingerprint: ab\n"), std::string::npos);
+}
+
+// A reply without the keys a summary reads (an older daemon's) prints what
+// it has.
+TEST(QueryTextTest, DatasetsSummaryOfAnEmptyOrPartialReply) {
+  EXPECT_EQ(DatasetsSummary(json::object()), "datasets: 0\nsampler groups: 0\n");
+  EXPECT_EQ(DatasetsSummary(json::parse(R"({"datasets": [{"root": "/d", "items": 5}]})")),
+            "datasets: 1\n  /d: 5 items, 0 B, listed 0 s ago\nsampler groups: 0\n");
+  EXPECT_EQ(ByteSizeText(1023), "1023 B");
+  EXPECT_EQ(ByteSizeText(1536), "1.5 KiB");
+  EXPECT_EQ(ByteSizeText(uint64_t{5} << 40), "5.0 TiB");
 }
 
 }  // namespace
