@@ -178,14 +178,24 @@ class DataLoader:
       next loop uses ``e + 1``; ``set_epoch(e)`` (or a ``DistributedSampler``'s
       ``set_epoch``) chooses it. A loop left early (``break``, a peek with
       ``next(iter(loader))``) is not a completed epoch: ``epochs=N`` stops
-      after N loops that ran to their end.
+      after N loops that ran to their end, and galleyd prepares nothing past
+      the last one.
+    * Every ``iter(loader)`` is a pass of its own, as in torch. One started
+      while another runs (a peek inside the loop, ``zip(loader, loader)``)
+      is a side pass: its own job in galleyd over the epoch the next loop
+      will take (a ``DistributedSampler``'s epoch, with one), which does not
+      move the loader's epoch, count in ``completed_epochs`` or enter
+      ``state_dict()``. An iterator left early (``break``, garbage
+      collected) closes its job, so galleyd stops preparing for it at once.
     * With ``world_size > 1`` every rank gets exactly ``len(loader)``
       batches: the shard is padded by wrapping around (or, with
       ``drop_last=True``, cut to the floor) as ``DistributedSampler`` does.
     * A file that cannot be read or decoded never shortens a batch: the
       daemon puts a substitute in its place (another item of the rank's shard
-      of that epoch, which then appears twice), counts it in ``skipped`` and,
-      with ``on_error="raise"``, the loop raises ``galley.SampleError``.
+      of that epoch, which then appears twice), counts it in ``skipped``,
+      lists the file in ``skipped_files`` and warns once per pass over the
+      epoch (``UserWarning``, the count and the first file); with
+      ``on_error="raise"`` the loop raises ``galley.SampleError`` instead.
     * An epoch is never delivered short or empty. When the dataset changes
       under a running loop (a listed file is deleted, a shard truncated,
       rewritten or deleted) or a failed sample has no substitute, the loop
@@ -194,7 +204,11 @@ class DataLoader:
       the next loop lists the dataset afresh.
     * ``state_dict()`` / ``load_state_dict()`` resume mid-epoch: a loader
       restored from a state taken after k batches of epoch e yields exactly
-      the items of e it had not yielded, then epoch e + 1.
+      the items of e it had not yielded, then epoch e + 1. The state is the
+      loop's, whatever side passes run beside it.
+    * After the last epoch, ``len()``, ``classes``, ``info`` and ``stats()``
+      answer from the last job (``stats()`` with its final counters)
+      without opening another.
 
     Args (torch's, in torch's order):
         dataset: an ImageFolder root or manifest file path (made absolute
@@ -565,7 +579,8 @@ class DataLoader:
 
         Taken inside a loop after k batches of epoch e, a loader given it by
         ``load_state_dict`` yields exactly the items of e not yielded yet, then
-        e + 1. Taken between loops, it resumes at the next loop's epoch. Each
+        e + 1. Taken between loops, it resumes at the next loop's epoch. Side
+        passes (iterators started while the loop runs) are not recorded. Each
         DDP rank saves its own.
         """
         if self._resume is not None:  # loaded, not iterated yet: pass it on unchanged
