@@ -417,7 +417,7 @@ class DataLoader:
             # images pass at their own size, which must be the same for all.
             "native_size": not transform_spec["ops"],
             "seed": self.seed,
-            "epochs": 0,  # the loader counts completed epochs itself
+            "epochs": 0,  # set per job: the epochs it has left to run (_open_job)
             "rank": self.rank,
             "world_size": self.world_size,
             "prefetch": self.prefetch,
@@ -456,7 +456,7 @@ class DataLoader:
         self._epoch = 0             # the epoch the next loop yields (set_epoch)
         self._completed = 0         # main passes that ran to the end of their epoch
         self._skipped = 0
-        self._skipped_files: List[str] = []
+        self._skipped_files: Dict[str, None] = {}  # in the order they failed
         self._resume: Optional[Dict[str, Any]] = None  # a loaded state not yet resumed
         self._main: Optional[_Pass] = None  # the main pass under way
         # The pass state_dict() records: the main pass under way, or one whose
@@ -782,9 +782,7 @@ class DataLoader:
         if not walk.first_skipped:
             walk.first_skipped = first_error
         # galleyd's message is "<path>: <reason>".
-        path = first_error.split(": ", 1)[0]
-        if path not in self._skipped_files:
-            self._skipped_files.append(path)
+        self._skipped_files.setdefault(first_error.split(": ", 1)[0])
         if self.on_error == "raise":
             raise _galley.SampleError(
                 f"{count} sample(s) of epoch {walk.epoch} failed: {first_error}")
