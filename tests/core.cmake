@@ -7,7 +7,8 @@ galley_add_test(galleyd_test
   SOURCES integration/galleyd_test.cc integration/hostile_peer_test.cc
           integration/admission_test.cc integration/kill_test.cc integration/config_test.cc
           integration/access_test.cc integration/daemon_trust_test.cc
-          integration/galleyd_process.cc
+          integration/node_limits_test.cc integration/galleyd_process.cc
+          integration/other_user.cc
   LIBS galley_client galley_opencv acl
   LABEL integration)
 target_compile_definitions(galleyd_test PRIVATE GALLEYD_PATH="$<TARGET_FILE:galleyd>")

@@ -7,3 +7,8 @@ galley_add_test(dataset_test
 galley_add_test(tar_index_test
   SOURCES unit/tar_index_test.cc fuzz/tar_index_fuzz.cc
   LIBS galley_dataset)
+
+# The process-wide cache of open shard descriptors.
+galley_add_test(shard_descriptors_test
+  SOURCES unit/shard_descriptors_test.cc
+  LIBS galley_dataset)

@@ -44,7 +44,7 @@ Result<UniqueFd> Connection::ConnectUnix(const std::string& path) {
 }
 
 bool Connection::TrySendFrame(MessageType type, uint32_t request_id, std::string_view payload) {
-  if (payload.size() > kMaxPayloadBytes) return false;
+  if (payload.size() > MaxPayloadBytes(type)) return false;
   FrameHeader header;
   header.type = type;
   header.payload_length = static_cast<uint32_t>(payload.size());
@@ -60,9 +60,11 @@ bool Connection::TrySendFrame(MessageType type, uint32_t request_id, std::string
 
 Status Connection::SendFrame(MessageType type, uint32_t request_id, std::string_view payload,
                              int fd_to_pass, int second_fd) {
-  if (payload.size() > kMaxPayloadBytes) {
-    return Status::InvalidArgument("message too large to send: " + std::to_string(payload.size()) +
-                                   " bytes");
+  if (payload.size() > MaxPayloadBytes(type)) {
+    return Status::InvalidArgument("message too large to send: a " +
+                                   std::string(MessageTypeName(type)) + " of " +
+                                   std::to_string(payload.size()) + " bytes, the limit is " +
+                                   std::to_string(MaxPayloadBytes(type)));
   }
   FrameHeader header;
   header.type = type;
@@ -195,9 +197,14 @@ Result<Frame> Connection::ReadFrame(std::optional<Deadline> deadline) {
           std::to_string(budget_->limit()) + "; retry later or send a smaller request");
     }
   }
-  // The payload buffer grows as bytes arrive, so a peer that announces a
-  // large frame and trickles it holds only what it has sent.
+  // The payload is read in chunks into a buffer reserved whole: reserved
+  // pages cost nothing until bytes arrive and are written there, so a peer
+  // that announces a large frame and trickles it holds only what it has
+  // sent; and one large allocation is a mapping of its own that goes back
+  // to the system when freed, where a buffer grown by doubling would leave
+  // its smaller steps in the heap.
   constexpr size_t kChunk = 64 * 1024;
+  if (frame.header.payload_length > kChunk) frame.payload.reserve(frame.header.payload_length);
   size_t have = 0;
   while (have < frame.header.payload_length) {
     const size_t step = std::min<size_t>(kChunk, frame.header.payload_length - have);

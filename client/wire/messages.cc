@@ -232,37 +232,86 @@ Result<std::string> EncodeJson(const json& value) {
   }
 }
 
-// Scans `payload` for its deepest nesting of arrays and objects without
-// building anything (brackets inside strings do not count).
-bool NestedDeeperThan(std::string_view payload, int limit) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : payload) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
+namespace {
+
+// What MeasureJson counts (the model in messages.h, close to what nlohmann's
+// document takes with glibc's allocator).
+constexpr uint64_t kValueBytes = 16, kElementBytes = 16, kContainerBytes = 64, kMemberBytes = 96,
+                   kStringBytes = 48;
+
+bool EndsToken(char c) {
+  return c == ',' || c == ':' || c == ']' || c == '}' || c == '[' || c == '{' || c == '"' ||
+         c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+}  // namespace
+
+// A scan of the text, not a parse: it allocates nothing but the stack of
+// open containers (nlohmann's own SAX pass keeps every structural character
+// it reads, megabytes for a body of `[],[],...`). It checks what it needs
+// to count right (brackets that match, strings that end); ParseObject's
+// parse checks the rest.
+Result<uint64_t> MeasureJson(std::string_view text, uint64_t max_parsed_bytes) {
+  const auto not_json = [] { return Status::InvalidArgument("message body is not valid JSON"); };
+  uint64_t bytes = 0;
+  std::vector<char> open;  // '[' or '{' for each container not closed yet
+  const auto add_value = [&](uint64_t extra) {
+    bytes += kValueBytes + extra + (!open.empty() && open.back() == '[' ? kElementBytes : 0);
+  };
+  size_t i = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (IsJsonSpace(c) || c == ',' || c == ':') {
+      ++i;
+      continue;
+    }
+    if (c == '[' || c == '{') {
+      add_value(kContainerBytes);
+      if (open.size() >= static_cast<size_t>(kMaxJsonDepth)) {
+        return Status::InvalidArgument("message body is nested more than " +
+                                       std::to_string(kMaxJsonDepth) + " levels deep");
       }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return true;
+      open.push_back(c);
+      ++i;
     } else if (c == ']' || c == '}') {
-      --depth;
+      if (open.empty() || open.back() != (c == ']' ? '[' : '{')) return not_json();
+      open.pop_back();
+      ++i;
+    } else if (c == '"') {
+      size_t end = i + 1;
+      while (end < text.size() && text[end] != '"') end += text[end] == '\\' ? 2 : 1;
+      if (end >= text.size()) return not_json();
+      const uint64_t length = end - i - 1;  // as written: at least its decoded length
+      i = end + 1;
+      size_t next = i;
+      while (next < text.size() && IsJsonSpace(text[next])) ++next;
+      const bool key =
+          !open.empty() && open.back() == '{' && next < text.size() && text[next] == ':';
+      if (key) {
+        bytes += kMemberBytes + length;
+      } else {
+        add_value(kStringBytes + length);
+      }
+    } else {
+      add_value(0);  // a number or a literal, up to the next delimiter
+      while (i < text.size() && !EndsToken(text[i])) ++i;
+    }
+    if (bytes > max_parsed_bytes) {
+      return Status::InvalidArgument(
+          "message body would take more than " + std::to_string(max_parsed_bytes >> 20) +
+          " MiB once parsed (many small arrays, objects or numbers); send fewer items, for "
+          "example id_ranges instead of single ids");
     }
   }
-  return false;
+  if (!open.empty()) return not_json();
+  return bytes;
 }
 
 Result<json> ParseObject(std::string_view payload) {
   if (payload.empty()) return json::object();
-  if (NestedDeeperThan(payload, kMaxJsonDepth)) {
-    return Status::InvalidArgument("message body is nested more than " +
-                                   std::to_string(kMaxJsonDepth) + " levels deep");
-  }
+  GALLEY_RETURN_IF_ERROR(MeasureJson(payload).status());
   json body = json::parse(payload, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return Status::InvalidArgument("message body is not valid JSON");
   if (!body.is_object()) return Status::InvalidArgument("message body must be a JSON object");

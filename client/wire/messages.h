@@ -20,8 +20,24 @@ namespace galley::wire {
 // refused before parsing: nlohmann's dump and destructor recurse.
 inline constexpr int kMaxJsonDepth = 64;
 
+// The most memory a body's parsed form may take, as MeasureJson counts it:
+// room for about three million item ids. A few bytes of text can cost a
+// hundred once parsed (`[],` is an array), so the text's size alone does not
+// bound it.
+inline constexpr uint64_t kMaxParsedBytes = uint64_t{96} << 20;
+
+// What parsing `payload` would take in memory, found by one scan that
+// builds nothing: 16 bytes per value, 16 more per element of an array, 64
+// more per array or object, 96 plus its length per object key, 48 plus its
+// length per string. InvalidArgument when its brackets do not match or a
+// string does not end, when it is nested more than kMaxJsonDepth deep, or
+// when it would take more than `max_parsed_bytes` (the scan stops there).
+// Not a validation: ParseObject still parses what passes.
+Result<uint64_t> MeasureJson(std::string_view payload, uint64_t max_parsed_bytes = kMaxParsedBytes);
+
 // Parses a payload that must be a JSON object (an empty payload is {}),
-// nested at most kMaxJsonDepth deep.
+// nested at most kMaxJsonDepth deep and measuring at most kMaxParsedBytes
+// (MeasureJson) before anything is built.
 Result<nlohmann::json> ParseObject(std::string_view payload);
 
 // Serialises `value` without ever throwing: text that is not valid UTF-8

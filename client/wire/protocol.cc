@@ -51,6 +51,28 @@ std::string_view MessageTypeName(MessageType type) {
   return "Unknown";
 }
 
+uint32_t MaxPayloadBytes(MessageType type) {
+  switch (type) {
+    case MessageType::kOpenJob:
+    case MessageType::kWelcome:
+    case MessageType::kError:
+    case MessageType::kJobOpened:
+    case MessageType::kEpochSought:
+    case MessageType::kStats:
+    case MessageType::kQueryReply:
+      return kMaxPayloadBytes;
+    case MessageType::kHello:
+    case MessageType::kSlotReleased:
+    case MessageType::kSeekEpoch:
+    case MessageType::kStatsRequest:
+    case MessageType::kQuery:
+    case MessageType::kCloseJob:
+    case MessageType::kConsumerReady:
+      return kMaxControlPayloadBytes;
+  }
+  return kMaxControlPayloadBytes;
+}
+
 std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(const FrameHeader& header) {
   std::array<std::byte, kFrameHeaderBytes> out{};
   PutLe(out.data() + 0, header.magic, 4);
@@ -79,9 +101,11 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderByt
     return Status::ProtocolError("unknown message type " + std::to_string(type));
   }
   header.type = static_cast<MessageType>(type);
-  if (header.payload_length > kMaxPayloadBytes) {
-    return Status::ProtocolError("frame payload of " + std::to_string(header.payload_length) +
-                                 " bytes exceeds the limit of " + std::to_string(kMaxPayloadBytes));
+  if (header.payload_length > MaxPayloadBytes(header.type)) {
+    return Status::ProtocolError("a " + std::string(MessageTypeName(header.type)) + " frame of " +
+                                 std::to_string(header.payload_length) +
+                                 " bytes exceeds its limit of " +
+                                 std::to_string(MaxPayloadBytes(header.type)) + " bytes");
   }
   return header;
 }

@@ -22,9 +22,13 @@ namespace galley::wire {
 inline constexpr uint32_t kFrameMagic = 0x594C4C47;  // "GLLY" as little-endian bytes
 inline constexpr uint16_t kProtocolVersion = galley::kProtocolVersion;
 inline constexpr size_t kFrameHeaderBytes = 16;
-// Large enough for an OpenJob that lists a few million item ids as ranges or
-// ids; anything bigger is refused before it is read.
+// The most any frame may carry: an OpenJob that lists a few million item
+// ids, or a reply. Anything bigger is refused before it is read.
 inline constexpr uint32_t kMaxPayloadBytes = 16u << 20;
+// The most a client's other messages may carry (Hello, Query, the job's
+// control messages): they hold a few small fields, and a large frame of a
+// type that needs none is only a way to make the daemon parse.
+inline constexpr uint32_t kMaxControlPayloadBytes = 64u << 10;
 
 enum class MessageType : uint16_t {
   kHello = 1,           // client -> daemon: {protocol_version, client, pid}
@@ -46,6 +50,10 @@ inline constexpr uint16_t kMaxMessageType = 14;
 
 std::string_view MessageTypeName(MessageType type);
 
+// The most a frame of `type` may carry: kMaxPayloadBytes for OpenJob and
+// the daemon's replies, kMaxControlPayloadBytes for the rest.
+uint32_t MaxPayloadBytes(MessageType type);
+
 struct FrameHeader {
   uint32_t magic = kFrameMagic;
   uint16_t version = kProtocolVersion;
@@ -57,7 +65,8 @@ struct FrameHeader {
 // Writes `header` into 16 bytes, little-endian whatever the host order.
 std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(const FrameHeader& header);
 
-// Parses and validates a header: magic, version, known type, length limit.
+// Parses and validates a header: magic, version, known type, the type's
+// length limit (MaxPayloadBytes).
 // Returns ProtocolError describing the first violation.
 Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderBytes> bytes);
 

@@ -21,6 +21,7 @@
 #include "server/daemon/shard_datasets.h"
 #include "server/daemon/snapshot_json.h"
 #include "server/daemon/socket_access.h"
+#include "server/dataset/descriptor_exhaustion.h"
 #include "server/image/decoder.h"
 #include "server/sampler/sampling_policy.h"
 #include "wire/messages.h"
@@ -257,7 +258,23 @@ void ControlServer::AcceptLoop() {
     if (fds[1].revents != 0 || stopping_.load()) break;
     if ((fds[0].revents & POLLIN) == 0) continue;
     UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!fd.valid()) continue;
+    if (!fd.valid()) {
+      if (const int error = errno; IsOutOfDescriptors(error)) {
+        // The connection stays queued and the socket readable: wait for a
+        // descriptor to be freed (or for Stop) instead of spinning.
+        CountOutOfDescriptors();
+        uint64_t dropped = 0;
+        if (exhaustion_log_.Allow(LogThrottle::Clock::now(), &dropped)) {
+          spdlog::error(
+              "cannot accept a connection: galleyd is out of file descriptors ({}); raise its "
+              "limit (LimitNOFILE) or lower max_open_shards_total",
+              ErrnoText(error));
+        }
+        pollfd wake{wake_read_.get(), POLLIN, 0};
+        (void)::poll(&wake, 1, 100);
+      }
+      continue;
+    }
     auto connection = std::make_unique<wire::Connection>(std::move(fd));
     connection->SetFrameBudget(&frame_budget_);
     auto peer = connection->Peer();
@@ -383,14 +400,14 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
     SendError(connection, open_id, status);
     return Status::Ok();  // answered; the connection closes quietly
   };
-  auto body = wire::ParseObject(open_frame.payload);
-  if (!body.ok()) return refuse(body.status());
-  auto spec = wire::JobSpecFromJson(*body);
-  // The request's text and document are not needed for the job's life: a
-  // large one (a long resume list) goes back to the budget and the system.
   const bool large = open_frame.payload.size() > wire::FrameBudget::kFreeBytes;
-  body = Status::Cancelled("parsed");
-  open_frame = wire::Frame();
+  auto spec = ParseOpenJob(open_frame.payload);
+  // The request's text and document are not needed for the job's life: a
+  // large one (a long list of ids), accepted or refused, goes back to the
+  // budget and to the system (glibc keeps freed heap otherwise) before the
+  // reply. Moved out, not assigned over: assigning an empty string keeps
+  // the old buffer.
+  { const wire::Frame released = std::move(open_frame); }
   if (large) ::malloc_trim(0);
   if (!spec.ok()) return refuse(spec.status());
   // How a cancel reaches the client: the reason, then the connection
@@ -490,6 +507,18 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
   return ending.code() == StatusCode::kProtocolError ? ending : Status::Ok();
 }
 
+Result<JobSpec> ControlServer::ParseOpenJob(std::string_view payload) {
+  if (payload.size() <= wire::FrameBudget::kFreeBytes) {
+    GALLEY_ASSIGN_OR_RETURN(const json body, wire::ParseObject(payload));
+    return wire::JobSpecFromJson(body);
+  }
+  // Measured here, by a scan that allocates nothing (a body that would
+  // cost too much is refused without being parsed), then parsed on the
+  // parser's thread.
+  GALLEY_RETURN_IF_ERROR(wire::MeasureJson(payload).status());
+  return request_parser_.ParseJobSpec(payload);
+}
+
 MetricsSnapshot ControlServer::Metrics() const {
   return {StatusFor(Myself(), true), JobsFor(Myself(), true).jobs, Cache()};
 }
@@ -568,6 +597,15 @@ DaemonStatusSnapshot ControlServer::StatusFor(const wire::PeerCredentials& peer,
   s.shm_bytes = counters.shm_bytes;
   s.limits = {limits.max_jobs,         limits.max_shm_per_job, limits.max_shm_total,
               limits.max_jobs_per_uid, limits.max_shm_per_uid, limits.max_connections_per_uid};
+  const DescriptorUsage usage = CurrentDescriptorUsage();
+  const ShardDescriptorCounts shards = datasets_.ShardDescriptors();
+  s.descriptors = {usage.open,
+                   usage.limit,
+                   shards.open,
+                   shards.capacity,
+                   shards.evicted,
+                   shards.released,
+                   DescriptorExhaustions()};
   s.pipeline = pipeline_->Snapshot();
   s.samplers = DatasetVisibility(peer, admin).Visible(scheduler_->Snapshot());
   return s;

@@ -37,6 +37,8 @@
 #include "server/daemon/dataset_registry.h"
 #include "server/daemon/item_pipeline.h"
 #include "server/daemon/job_manager.h"
+#include "server/daemon/log_throttle.h"
+#include "server/daemon/request_parser.h"
 #include "server/daemon/scheduler.h"
 #include "server/daemon/snapshots.h"
 #include "wire/connection.h"
@@ -79,6 +81,9 @@ class ControlServer {
   void AcceptLoop();
   void Serve(Session* session);
   Status ServeJob(Session* session, wire::Frame open_frame, const wire::PeerCredentials& peer);
+  // An OpenJob body as a JobSpec. A large one is measured first (refused
+  // when its parsed form would be too large) and parsed by request_parser_.
+  Result<JobSpec> ParseOpenJob(std::string_view payload);
   // Gives back the session's place in the per-uid connection limit (once).
   void Uncount(Session* session);
   // A query or control request from `peer`: the reply, or the error to send.
@@ -107,10 +112,14 @@ class ControlServer {
   std::thread accept_thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> protocol_errors_{0};
+  // Accepts that found no descriptor free: logged at most once a minute.
+  LogThrottle exhaustion_log_{1, std::chrono::minutes(1)};
   // Bytes of large frames all peers together may hold at once
   // (wire::FrameBudget): 16 full-size frames.
   static constexpr uint64_t kFrameBudgetBytes = uint64_t{16} * wire::kMaxPayloadBytes;
   wire::FrameBudget frame_budget_{kFrameBudgetBytes};
+  // Large OpenJob bodies are parsed there, one at a time.
+  RequestParser request_parser_;
 
   mutable Mutex mu_;
   std::list<Session> sessions_ GUARDED_BY(mu_);

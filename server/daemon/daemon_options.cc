@@ -1,6 +1,7 @@
 #include "server/daemon/daemon_options.h"
 
 #include <arpa/inet.h>
+#include <sys/resource.h>
 #include <sys/un.h>
 #include <toml++/toml.h>
 #include <unistd.h>
@@ -575,6 +576,11 @@ const std::vector<Key>& Keys() {
     k.push_back(IntegerKey("max_open_shards", "--max-open-shards",
                            "open shard descriptors kept per dataset",
                            &DaemonOptions::max_open_shards, 1, 65536, false));
+    k.push_back(IntegerKey("max_open_shards_total", "--max-open-shards-total",
+                           "open shard descriptors kept for every dataset together (0 = a "
+                           "quarter of the descriptor limit, 16 to 4096)",
+                           &DaemonOptions::max_open_shards_total, 0, 1 << 20, false,
+                           "0 = a quarter of RLIMIT_NOFILE, from 16 to 4096"));
     k.push_back(IntegerKey("hold_budget_ms", "--hold-budget-ms",
                            "most a job is held per epoch for a slower peer (0: never)",
                            &DaemonOptions::hold_budget_ms, 0, 600000, false, "0 = never hold"));
@@ -587,8 +593,10 @@ const std::vector<Key>& Keys() {
     k.push_back(IntegerKey("max_jobs", "--max-jobs", "most concurrent jobs",
                            &DaemonOptions::max_jobs, 1, 65536, true));
     k.push_back(IntegerKey("max_jobs_per_uid", "--max-jobs-per-uid",
-                           "most concurrent jobs of one user (0 = --max-jobs)",
-                           &DaemonOptions::max_jobs_per_uid, 0, 65536, true, "0 = max_jobs"));
+                           "most concurrent jobs of one user (0 = half of --max-jobs; all of "
+                           "it with --owner-only)",
+                           &DaemonOptions::max_jobs_per_uid, 0, 65536, true,
+                           "0 = max_jobs / 2, or max_jobs with owner_only"));
     k.push_back(IntegerKey("max_connections_per_uid", "--max-connections-per-uid",
                            "most open connections of one user (0 = the user's job limit + 8)",
                            &DaemonOptions::max_connections_per_uid, 0, 65536, true,
@@ -599,8 +607,10 @@ const std::vector<Key>& Keys() {
                         &DaemonOptions::max_shm_total, 0, true,
                         "0 = a quarter of memory, at most 16GiB"));
     k.push_back(SizeKey("max_shm_per_uid", "--max-shm-per-uid",
-                        "shared memory for one user's jobs (0 = --max-shm-total)",
-                        &DaemonOptions::max_shm_per_uid, 0, true, "0 = max_shm_total"));
+                        "shared memory for one user's jobs (0 = half of --max-shm-total; all "
+                        "of it with --owner-only)",
+                        &DaemonOptions::max_shm_per_uid, 0, true,
+                        "0 = max_shm_total / 2, or max_shm_total with owner_only"));
     k.push_back(IntegerKey("max_prefetch", "--max-prefetch", "most batches a job may prefetch",
                            &DaemonOptions::max_prefetch, 1, 4096, true));
     k.push_back(IntegerKey("max_batch_size", "--max-batch-size", "largest batch a job may ask for",
@@ -859,6 +869,17 @@ uint64_t DerivedShmTotal() {
                             std::min<uint64_t>(uint64_t{16} << 30, physical / 4));
 }
 
+// A quarter of the descriptors galleyd may open, so that shards never take
+// what jobs, connections and files need.
+uint32_t DerivedOpenShardsTotal() {
+  rlimit limit{};
+  uint64_t soft = 1024;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    soft = limit.rlim_cur;
+  }
+  return static_cast<uint32_t>(std::clamp<uint64_t>(soft / 4, 16, 4096));
+}
+
 std::string Where(const LoadedOptions& loaded, const std::string& key) {
   const auto it = loaded.sources.find(key);
   if (key == "metrics_port" && it->second < loaded.sources.at("metrics_address")) {
@@ -884,6 +905,9 @@ void Resolve(const std::map<std::string, std::string>& given, LoadedOptions* loa
     options.socket_group = "galley";
   }
   if (options.max_shm_total == 0) options.max_shm_total = DerivedShmTotal();
+  if (options.max_open_shards_total == 0) {
+    options.max_open_shards_total = DerivedOpenShardsTotal();
+  }
   // A flag's metrics_port replaces the port of the file's metrics_address
   // (and the other way round); in one place the two must agree.
   if (!is_default("metrics_address") &&

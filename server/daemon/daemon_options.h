@@ -126,10 +126,15 @@ struct DaemonOptions {
   // can be private), at most tar_index_max_bytes in all, oldest removed
   // first. Default dir: $XDG_CACHE_HOME/galley/tar-index, else
   // ~/.cache/galley/tar-index; "" or "none" disables the cache. At most
-  // max_open_shards shard descriptors stay open per dataset.
+  // max_open_shards shard descriptors stay open per dataset, and at most
+  // max_open_shards_total for every dataset together (least recently used
+  // closed first); a dataset whose last job ended closes its own. 0, the
+  // default, derives the total from galleyd's descriptor limit: a quarter of
+  // RLIMIT_NOFILE (soft, as galleyd starts), from 16 to 4096.
   std::string tar_index_dir;
   uint64_t tar_index_max_bytes = uint64_t{1} << 30;
   uint32_t max_open_shards = 128;
+  uint32_t max_open_shards_total = 0;
   // Jobs at different speeds (docs/sampling.md §3.3): the most time per
   // epoch a job whose consumer has little buffered may be held so that a
   // full peer shares the next wave (0: jobs are never held), the longest
@@ -145,9 +150,12 @@ struct DaemonOptions {
   // 0 = derived from the node: a quarter of physical memory, at most 16 GiB
   // (rings are memfd pages, reserved at job open, so they count as memory).
   uint64_t max_shm_total = 0;
-  // Per-uid shares, so one user cannot lock others out: 0 means the
-  // node-wide limit (max_jobs, max_shm_total); connections default to the
-  // user's jobs plus 8 (queries, handshakes).
+  // Per-uid shares, so one user cannot lock others out. 0, the default,
+  // derives them: on a node-wide daemon half of the node-wide limit
+  // (max_jobs / 2 jobs, max_shm_total / 2 bytes of rings: with the defaults
+  // 32 jobs, enough for one user's sweep, and the other half left to the
+  // rest); on an --owner-only daemon, which has one user, the whole of it.
+  // Connections default to the user's jobs plus 8 (queries, handshakes).
   uint32_t max_jobs_per_uid = 0;
   uint64_t max_shm_per_uid = 0;
   uint32_t max_connections_per_uid = 0;

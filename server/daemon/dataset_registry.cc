@@ -33,7 +33,9 @@ Status CheckRoot(const std::string& given, AccessChecker& checker) {
 
 }  // namespace
 
-DatasetRegistry::DatasetRegistry(const DaemonOptions& options) : options_(options) {
+DatasetRegistry::DatasetRegistry(const DaemonOptions& options)
+    : options_(options),
+      shard_descriptors_(std::make_shared<ShardDescriptorCache>(options.max_open_shards_total)) {
   SetAllowedRoots(options.allowed_roots);
 }
 
@@ -72,7 +74,9 @@ Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec
     roots = allowed_roots_;
   }
   if (spec.shards.empty()) return Dataset::Open(spec.dataset, roots);
-  return Dataset::OpenShards(spec.shards, ShardOptionsFor(spec, options_), roots);
+  ShardOptions shard = ShardOptionsFor(spec, options_);
+  shard.descriptors = shard_descriptors_;
+  return Dataset::OpenShards(spec.shards, shard, roots);
 }
 
 DatasetRegistry::Entry DatasetRegistry::Install(const std::string& key,

@@ -15,6 +15,10 @@
 // already running keep theirs). Forget drops a listing so the next job lists
 // afresh.
 //
+// Descriptors: every shard set keeps its open shard descriptors in one
+// ShardDescriptorCache of max_open_shards_total (shard_descriptors.h), so
+// listings kept for later jobs cannot add up to the process's limit.
+//
 // Access: the peer must be allowed to read the root (before anything is
 // listed) and every item its job is served, and to search every directory
 // leading to them (server/dataset/access.h); otherwise PermissionDenied
@@ -43,6 +47,7 @@
 #include "server/daemon/snapshots.h"
 #include "server/dataset/access.h"
 #include "server/dataset/dataset.h"
+#include "server/dataset/shard_descriptors.h"
 
 namespace galley {
 
@@ -82,6 +87,8 @@ class DatasetRegistry {
   // Every listed dataset, with its shard figures for a shard set.
   std::vector<DatasetSnapshot> Snapshot() const;
   size_t size() const;
+  // The shard descriptors of every listing together.
+  ShardDescriptorCounts ShardDescriptors() const { return shard_descriptors_->Counts(); }
 
  private:
   struct Entry {
@@ -104,6 +111,7 @@ class DatasetRegistry {
                 const Dataset* replacing);
 
   const DaemonOptions options_;
+  const std::shared_ptr<ShardDescriptorCache> shard_descriptors_;
 
   mutable Mutex mu_;
   std::vector<std::filesystem::path> allowed_roots_ GUARDED_BY(mu_);

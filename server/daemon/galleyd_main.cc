@@ -41,6 +41,7 @@
 #include "server/daemon/scheduler.h"
 #include "server/daemon/storage_throttle.h"
 #include "server/daemon/systemd_notify.h"
+#include "server/dataset/descriptor_exhaustion.h"
 
 namespace {
 
@@ -364,6 +365,8 @@ int Run(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(options->log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ galleyd: %v");
   for (const std::string& warning : loaded->warnings) spdlog::warn("{}", warning);
+  spdlog::info("file descriptors: limit {}, of which tar shards keep at most {} open",
+               CurrentDescriptorUsage().limit, options->max_open_shards_total);
 
   // SIGTERM/SIGINT/SIGHUP go to OnSignal and on to the main loop; the
   // threads galleyd starts inherit them blocked (so their system calls are

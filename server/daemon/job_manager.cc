@@ -92,9 +92,15 @@ Result<image::TransformPipeline> BuildTransform(const JobSpec& spec, const Serve
 JobLimits JobLimits::From(const DaemonOptions& o) {
   JobLimits l;
   l.max_jobs = o.max_jobs;
-  l.max_jobs_per_uid = o.max_jobs_per_uid != 0 ? o.max_jobs_per_uid : o.max_jobs;
+  // A node-wide daemon keeps half of the node for the other users; a
+  // personal one has a single user, who may have all of it.
+  const uint32_t share_divisor = o.owner_only ? 1 : 2;
+  l.max_jobs_per_uid = o.max_jobs_per_uid != 0 ? o.max_jobs_per_uid
+                                               : std::max<uint32_t>(1, o.max_jobs / share_divisor);
   l.max_shm_total = o.max_shm_total;
-  l.max_shm_per_uid = o.max_shm_per_uid != 0 ? o.max_shm_per_uid : o.max_shm_total;
+  l.max_shm_per_uid = o.max_shm_per_uid != 0
+                          ? o.max_shm_per_uid
+                          : std::max<uint64_t>(1, o.max_shm_total / share_divisor);
   l.max_shm_per_job = o.max_shm_per_job;
   l.max_connections_per_uid =
       o.max_connections_per_uid != 0 ? o.max_connections_per_uid : l.max_jobs_per_uid + 8;
@@ -217,6 +223,18 @@ void JobManager::Release(const Admission& a) {
   shm_in_use_ -= a.shm_bytes_;
 }
 
+void JobManager::ReleaseIfUnread(const Dataset& dataset) {
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [id, record] : jobs_) {
+      if (record.job->dataset.get() == &dataset) return;
+    }
+  }
+  // The listing stays for the next job; its descriptors need not. A job
+  // that opens it meanwhile opens them again as it reads.
+  dataset.ReleaseDescriptors();
+}
+
 Status JobManager::Refused(const Status& why) {
   MutexLock lock(&mu_);
   jobs_refused_++;
@@ -310,16 +328,22 @@ Result<std::shared_ptr<ServedJob>> JobManager::Open(const JobSpec& spec,
   auto built = Build(spec, peer, limits, &shm_bytes);
   if (!built.ok()) return Refused(built.status());
   std::shared_ptr<ServedJob> job = *built;
+  // Building may have read the first item (transform=None), opening a
+  // descriptor that a refused job must not leave behind.
+  auto refuse_built = [&](const Status& why) {
+    ReleaseIfUnread(*job->dataset);
+    return Refused(why);
+  };
   auto admission = Admit(peer.uid, shm_bytes, {job->dataset.get(), job->policy});
-  if (!admission.ok()) return Refused(admission.status());
+  if (!admission.ok()) return refuse_built(admission.status());
   {
     MutexLock lock(&mu_);
     job->id = next_job_id_++;
   }
   auto ring = BatchRing::Create(job->geometry, job->shape, peer.uid);
-  if (!ring.ok()) return Refused(ring.status());  // the admission is given back here
+  if (!ring.ok()) return refuse_built(ring.status());  // the admission is given back here
   job->ring = std::move(ring).value();
-  if (Status s = scheduler_->AddJob(job); !s.ok()) return Refused(s);
+  if (Status s = scheduler_->AddJob(job); !s.ok()) return refuse_built(s);
   MutexLock lock(&mu_);
   jobs_[job->id] = Record{job, std::move(admission).value(), std::move(cancel)};
   jobs_opened_++;
@@ -337,6 +361,7 @@ void JobManager::Close(uint64_t job_id, const Status& why) {
     jobs_.erase(it);
     drained = draining_ && jobs_.empty();
   }
+  ReleaseIfUnread(*record.job->dataset);
   scheduler_->RemoveJob(job_id);
   record.job->ring->Close(why);
   spdlog::info("job {} ({}) ended: {}", job_id, record.job->spec.name, why.ToString());

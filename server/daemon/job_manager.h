@@ -9,6 +9,9 @@
 // exactly once when the Admission that holds it is destroyed. Refusals name
 // the limit.
 //
+// When the last job reading a dataset ends, the dataset's open descriptors
+// are closed (its listing stays for the next job).
+//
 // Also: cancelling a job (its owner, or an admin), draining (no new jobs;
 // galleyd exits once the last one ends), limits and policies reloaded on
 // SIGHUP, and what each peer may see of the jobs.
@@ -142,7 +145,10 @@ class JobManager {
   Result<std::unique_ptr<Admission>> Admit(uid_t uid, uint64_t shm_bytes,
                                            std::pair<const Dataset*, std::string> sampler);
   void Release(const Admission& admission);  // takes mu_
-  Status Refused(const Status& why);         // counts the refusal
+  // Closes the descriptors `dataset` keeps open unless an open job reads
+  // it. Takes mu_.
+  void ReleaseIfUnread(const Dataset& dataset);
+  Status Refused(const Status& why);  // counts the refusal
 
   Scheduler* const scheduler_;
   DatasetRegistry* const datasets_;

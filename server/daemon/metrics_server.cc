@@ -1,15 +1,15 @@
 #include "server/daemon/metrics_server.h"
 
-#include <poll.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
-#include <cstring>
-#include <thread>
+#include <list>
+
+#include "server/dataset/descriptor_exhaustion.h"
 
 namespace galley {
 namespace asio = boost::asio;
@@ -17,43 +17,121 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+namespace {
+
+// One scrape: read the request head, answer, close. Its two steps share one
+// deadline each (not per byte), so a peer that trickles or stops reading
+// holds its own connection only, and only that long.
+class Scrape : public std::enable_shared_from_this<Scrape> {
+ public:
+  Scrape(tcp::socket socket, const MetricsServer::BodyFn* body)
+      : stream_(std::move(socket)), body_(body) {
+    parser_.header_limit(8 * 1024);
+  }
+
+  void Start() {
+    stream_.expires_after(kStepDeadline);
+    http::async_read(
+        stream_, buffer_, parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnRequest(ec); });
+  }
+
+  // Ends the scrape now (its pending step completes with an error).
+  void Abort() {
+    beast::error_code ignored;
+    stream_.socket().close(ignored);
+  }
+
+ private:
+  static constexpr std::chrono::seconds kStepDeadline{2};
+
+  void OnRequest(beast::error_code ec) {
+    if (ec) return;  // the peer went away, stalled, or sent no HTTP
+    const auto& request = parser_.get();
+    response_.version(request.version());
+    response_.keep_alive(false);
+    if (request.method() == http::verb::get && request.target() == "/metrics") {
+      response_.result(http::status::ok);
+      response_.set(http::field::content_type, "text/plain; version=0.0.4");
+      try {
+        response_.body() = (*body_)();
+      } catch (const std::exception& e) {
+        // A bug in rendering must not take the daemon down with it.
+        response_.result(http::status::internal_server_error);
+        response_.body() = std::string("metrics unavailable: ") + e.what() + "\n";
+      }
+    } else {
+      response_.result(http::status::not_found);
+      response_.set(http::field::content_type, "text/plain");
+      response_.body() = "galleyd serves /metrics\n";
+    }
+    response_.prepare_payload();
+    stream_.expires_after(kStepDeadline);
+    http::async_write(stream_, response_,
+                      [self = shared_from_this()](beast::error_code, std::size_t) {
+                        beast::error_code ignored;
+                        self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+                      });
+  }
+
+  beast::tcp_stream stream_;
+  const MetricsServer::BodyFn* body_;
+  beast::flat_buffer buffer_;
+  http::request_parser<http::empty_body> parser_;
+  http::response<http::string_body> response_;
+};
+
+}  // namespace
+
+// Everything below runs on the server's one thread (the io_context's), so
+// nothing here needs a lock.
 struct MetricsServer::Impl {
+  // Connections served at once; past it the oldest is closed.
+  static constexpr size_t kMaxScrapes = 64;
+
   asio::io_context io;
   tcp::acceptor acceptor{io};
+  asio::steady_timer retry{io};
+  // Scrapes under way, oldest first (weak: a finished one frees itself).
+  std::list<std::weak_ptr<Scrape>> scrapes;
+  const BodyFn* body = nullptr;
+
+  void Accept() {
+    acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+      if (!acceptor.is_open()) return;
+      if (!ec) {
+        Serve(std::move(socket));
+        Accept();
+        return;
+      }
+      // No descriptor free (or another failure that would repeat at once):
+      // the connection waits in the queue; try again shortly, not in a spin.
+      if (IsOutOfDescriptors(ec.value())) CountOutOfDescriptors();
+      retry.expires_after(std::chrono::milliseconds(100));
+      retry.async_wait([this](beast::error_code) { Accept(); });
+    });
+  }
+
+  void Serve(tcp::socket socket) {
+    scrapes.remove_if([](const std::weak_ptr<Scrape>& s) { return s.expired(); });
+    // At the bound, the oldest connection makes room: peers that hold
+    // connections open cannot lock a scraper out.
+    while (scrapes.size() >= kMaxScrapes) {
+      if (auto oldest = scrapes.front().lock()) oldest->Abort();
+      scrapes.pop_front();
+    }
+    auto scrape = std::make_shared<Scrape>(std::move(socket), body);
+    scrapes.push_back(scrape);
+    scrape->Start();
+  }
 };
 
 MetricsServer::MetricsServer(std::string host, uint16_t port, BodyFn body)
-    : host_(std::move(host)),
-      port_(port),
-      body_(std::move(body)),
-      impl_(std::make_unique<Impl>()) {}
-
-MetricsServer::~MetricsServer() { Stop(); }
-
-namespace {
-
-// Waits, without consuming anything, until the peer has sent a whole HTTP
-// request head (up to a blank line, within 8 KiB) or `deadline` passes.
-bool RequestHeadArrives(int fd, std::chrono::steady_clock::time_point deadline) {
-  char peek[8192];
-  ssize_t seen = -1;
-  while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd pfd{fd, POLLIN, 0};
-    if (::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) return false;
-    const ssize_t n = ::recv(fd, peek, sizeof(peek), MSG_PEEK);
-    if (n <= 0) return false;
-    if (::memmem(peek, static_cast<size_t>(n), "\r\n\r\n", 4) != nullptr) return true;
-    if (n == static_cast<ssize_t>(sizeof(peek))) return false;  // no head in 8 KiB
-    // Data is waiting but incomplete, so poll would return at once: pause.
-    if (n == seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    seen = n;
-  }
+    : host_(std::move(host)), port_(port), body_(std::move(body)), impl_(std::make_unique<Impl>()) {
+  impl_->body = &body_;
 }
 
-}  // namespace
+MetricsServer::~MetricsServer() { Stop(); }
 
 Status MetricsServer::Start() {
   beast::error_code ec;
@@ -69,49 +147,18 @@ Status MetricsServer::Start() {
                                ": " + ec.message());
   }
   port_ = impl_->acceptor.local_endpoint().port();
+  impl_->Accept();
   thread_ = std::thread([this] {
+    // Thread boundary: nothing may escape into std::terminate.
     while (!stop_.load()) {
-      beast::error_code accept_ec;
-      tcp::socket socket(impl_->io);
-      impl_->acceptor.accept(socket, accept_ec);
-      if (accept_ec || stop_.load()) continue;
-      // A scraper that stalls cannot hold the endpoint for long: the whole
-      // request head must arrive within 2 s (not 2 s per byte), and a
-      // reply it does not read times out the same way.
-      struct timeval timeout {
-        2, 0
-      };
-      ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-      ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-      if (!RequestHeadArrives(socket.native_handle(),
-                              std::chrono::steady_clock::now() + std::chrono::seconds(2))) {
-        continue;
+      try {
+        impl_->io.run();
+        break;  // stopped
+      } catch (const std::exception& e) {
+        spdlog::error("metrics endpoint: {} (still serving)", e.what());
+      } catch (...) {
+        spdlog::error("metrics endpoint: unknown exception (still serving)");
       }
-      beast::flat_buffer buffer;
-      http::request<http::string_body> request;
-      http::read(socket, buffer, request, accept_ec);
-      if (accept_ec) continue;
-      http::response<http::string_body> response;
-      response.version(request.version());
-      response.keep_alive(false);
-      if (request.method() == http::verb::get && request.target() == "/metrics") {
-        response.result(http::status::ok);
-        response.set(http::field::content_type, "text/plain; version=0.0.4");
-        try {
-          response.body() = body_();
-        } catch (const std::exception& e) {
-          // A bug in rendering must not take the daemon down with it.
-          response.result(http::status::internal_server_error);
-          response.body() = std::string("metrics unavailable: ") + e.what() + "\n";
-        }
-      } else {
-        response.result(http::status::not_found);
-        response.set(http::field::content_type, "text/plain");
-        response.body() = "galleyd serves /metrics\n";
-      }
-      response.prepare_payload();
-      http::write(socket, response, accept_ec);
-      socket.shutdown(tcp::socket::shutdown_both, accept_ec);
     }
   });
   spdlog::info("metrics on http://{}:{}/metrics", address.is_v6() ? "[" + host_ + "]" : host_,
@@ -121,18 +168,8 @@ Status MetricsServer::Start() {
 
 void MetricsServer::Stop() {
   if (stop_.exchange(true)) return;
-  if (!thread_.joinable()) return;
-  // Unblock accept() with a connection of our own: to the bound address, or
-  // to loopback when bound to every interface.
-  beast::error_code ec;
-  auto address = impl_->acceptor.local_endpoint(ec).address();
-  if (address.is_unspecified()) {
-    address = address.is_v6() ? asio::ip::address(asio::ip::address_v6::loopback())
-                              : asio::ip::address(asio::ip::address_v4::loopback());
-  }
-  tcp::socket poke(impl_->io);
-  poke.connect(tcp::endpoint(address, port_), ec);
-  thread_.join();
+  impl_->io.stop();
+  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace galley

@@ -1,10 +1,14 @@
 // MetricsServer: galleyd's Prometheus endpoint.
 //
 // Serves GET /metrics on <host>:<port> (loopback unless the admin names
-// another address: metrics_address) (Boost.Beast, one thread, one
-// request at a time: scrapes are rare and cheap). The body comes from a
-// callback so the server knows nothing of the daemon's internals (galleyd
-// renders it with RenderPrometheus, prometheus_text.h).
+// another address: metrics_address) with Boost.Beast on one thread that
+// serves every connection at once (asynchronous reads and writes), so a
+// client that connects and stalls delays no other scrape. Each connection
+// must send its request head within 2 s and read the reply within 2 s
+// more (deadlines for the whole step, not per byte); at most 64 are served
+// at once, and a 65th closes the oldest. The body comes from a callback so
+// the server knows nothing of the daemon's internals (galleyd renders it
+// with RenderPrometheus, prometheus_text.h).
 // Start/Stop from one thread; the callback runs on the server's thread.
 #ifndef GALLEY_SERVER_DAEMON_METRICS_SERVER_H_
 #define GALLEY_SERVER_DAEMON_METRICS_SERVER_H_

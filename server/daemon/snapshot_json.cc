@@ -159,6 +159,16 @@ void to_json(json& out, const LimitsSnapshot& s) {
          {"max_connections_per_uid", s.max_connections_per_uid}};
 }
 
+void to_json(json& out, const DescriptorsSnapshot& s) {
+  out = {{"open", s.open},
+         {"limit", s.limit},
+         {"shards_open", s.shards_open},
+         {"shards_limit", s.shards_limit},
+         {"shards_evicted", s.shards_evicted},
+         {"shards_released", s.shards_released},
+         {"exhausted", s.exhausted}};
+}
+
 void to_json(json& out, const DaemonStatusSnapshot& s) {
   out = {{"version", s.version},
          {"protocol_version", s.protocol_version},
@@ -178,6 +188,7 @@ void to_json(json& out, const DaemonStatusSnapshot& s) {
          {"datasets", s.datasets},
          {"shm_bytes", s.shm_bytes},
          {"limits", s.limits},
+         {"descriptors", s.descriptors},
          {"pipeline", s.pipeline},
          {"samplers", s.samplers}};
 }

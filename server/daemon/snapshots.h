@@ -191,6 +191,18 @@ struct LimitsSnapshot {
   uint32_t max_connections_per_uid = 0;
 };
 
+// galleyd's file descriptors: the process's, and those of tar shards kept
+// open between reads (every dataset's together).
+struct DescriptorsSnapshot {
+  int64_t open = -1;             // open now; -1 when they could not be counted
+  uint64_t limit = 0;            // RLIMIT_NOFILE (soft); 0 when unknown
+  uint64_t shards_open = 0;      // shard descriptors open now
+  uint64_t shards_limit = 0;     // max_open_shards_total
+  uint64_t shards_evicted = 0;   // closed to stay within max_open_shards(_total)
+  uint64_t shards_released = 0;  // closed because their dataset's last job ended
+  uint64_t exhausted = 0;        // times no descriptor was free (EMFILE, ENFILE)
+};
+
 // The reply to "status".
 struct DaemonStatusSnapshot {
   std::string version;
@@ -211,6 +223,7 @@ struct DaemonStatusSnapshot {
   uint64_t datasets = 0;
   uint64_t shm_bytes = 0;
   LimitsSnapshot limits;
+  DescriptorsSnapshot descriptors;
   PipelineSnapshot pipeline;
   std::vector<SamplerGroupSnapshot> samplers;  // those the asking user may see
 };

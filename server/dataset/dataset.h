@@ -86,6 +86,9 @@ class Dataset {
   Status Verify(AccessChecker* checker, std::span<const ItemId> served, bool* changed) const {
     return source_->Verify(checker, served, changed);
   }
+  // Closes the descriptors the source keeps open between reads (its last
+  // job ended); later reads open them again.
+  void ReleaseDescriptors() const { source_->ReleaseDescriptors(); }
   // The shard source, or null for files.
   const ShardSource* shard_source() const { return shards_; }
 

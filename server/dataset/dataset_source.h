@@ -45,6 +45,10 @@ class DatasetSource {
   // Whether the storage changed under the listing (a replaced or truncated
   // shard), so the dataset should be listed again at the next open.
   virtual bool stale() const { return false; }
+  // Closes whatever descriptors the source keeps open between reads (its
+  // jobs ended); later reads open them again. Nothing for sources that
+  // keep none.
+  virtual void ReleaseDescriptors() const {}
   // One pass over the storage as it is now. `*changed` tells whether it
   // still matches the listing: false unless an item or a listed directory
   // was added, removed, replaced or rewritten (device, inode, size, mtime or

@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include "galley/errno_text.h"
+#include "server/dataset/descriptor_exhaustion.h"
 #include "server/dataset/listing_progress.h"
 
 namespace galley {
@@ -365,6 +366,7 @@ Result<std::vector<uint8_t>> FileSource::Read(ItemId id) const {
   ScopedFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) {
     const int error = errno;
+    if (IsOutOfDescriptors(error)) return OutOfDescriptors(file.string(), error);
     if (error == ENOENT) return Status::NotFound(file.string() + ": no such file");
     if (error == EACCES || error == EPERM) {
       return Status::PermissionDenied(file.string() + ": " + ErrnoText(error));

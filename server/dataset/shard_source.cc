@@ -10,7 +10,6 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
-#include <list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <system_error>
@@ -20,6 +19,7 @@
 #include "galley/errno_text.h"
 #include "galley/mutex.h"
 #include "galley/unique_fd.h"
+#include "server/dataset/descriptor_exhaustion.h"
 #include "server/dataset/listing_progress.h"
 #include "server/dataset/tar_index.h"
 
@@ -53,6 +53,7 @@ FileIdentity IdentityOf(const struct stat& info) {
 }
 
 Status OpenError(const fs::path& path, int error) {
+  if (IsOutOfDescriptors(error)) return OutOfDescriptors(path.string(), error);
   const std::string text = path.string() + ": " + ErrnoText(error);
   if (error == ENOENT) return Status::NotFound(text);
   if (error == EACCES || error == EPERM) return Status::PermissionDenied(text);
@@ -445,48 +446,54 @@ ShardIndexCounters& GlobalShardIndexCounters() {
   return counters;
 }
 
-// The bounded set of open shard descriptors. Guarded by mu_; a reader holds
-// a shared_ptr to the descriptor it uses, so closing the least recently used
-// one never pulls it from under a pread in flight.
+// The set's shards and their descriptors, kept in a ShardDescriptorCache
+// (possibly shared with other sets). A reader holds a shared_ptr to the
+// descriptor it uses, so closing the least recently used one never pulls it
+// from under a pread in flight.
 class ShardSource::OpenShards {
  public:
   struct Shard {
     fs::path path;
     FileIdentity identity;
   };
-  OpenShards(std::vector<Shard> shards, size_t capacity)
-      : shards_(std::move(shards)), capacity_(std::max<size_t>(1, capacity)) {}
+  OpenShards(std::vector<Shard> shards, std::shared_ptr<ShardDescriptorCache> cache,
+             size_t set_capacity)
+      : shards_(std::move(shards)),
+        cache_(std::move(cache)),
+        set_(cache_->NewSet()),
+        set_capacity_(std::max<size_t>(1, set_capacity)) {}
+  ~OpenShards() { cache_->Release(set_); }
+  OpenShards(const OpenShards&) = delete;
+  OpenShards& operator=(const OpenShards&) = delete;
 
   const std::vector<Shard>& shards() const { return shards_; }
   const std::vector<fs::path>& paths() const { return paths_; }
 
   // The shard's descriptor, checked to still be the listed version.
-  Result<std::shared_ptr<UniqueFd>> Get(uint32_t index) {
+  Result<ShardDescriptorCache::Descriptor> Get(uint32_t index) {
     const Shard& shard = shards_[index];
     struct stat info {};
     // stat the name too: a shard replaced by rename keeps the old inode
     // open, which would silently serve the old contents.
     if (::stat(shard.path.c_str(), &info) != 0) return OpenError(shard.path, errno);
     if (!(IdentityOf(info) == shard.identity)) return Changed(shard);
-    MutexLock lock(&mu_);
-    auto it = open_.find(index);
-    if (it != open_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second.position);
-      return it->second.fd;
+    if (auto cached = cache_->Find(set_, index)) return cached;
+    const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
+    UniqueFd fd(::open(shard.path.c_str(), flags));
+    if (!fd.valid() && IsOutOfDescriptors(errno)) {
+      // The cache is the process's largest holder of descriptors: it gives
+      // back half of them before the open is tried once more.
+      cache_->ShedHalf();
+      fd.Reset(::open(shard.path.c_str(), flags));
     }
-    auto fd =
-        std::make_shared<UniqueFd>(::open(shard.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-    if (fd->get() < 0) return OpenError(shard.path, errno);
-    if (::fstat(fd->get(), &info) != 0 || !(IdentityOf(info) == shard.identity))
+    if (!fd.valid()) return OpenError(shard.path, errno);
+    if (::fstat(fd.get(), &info) != 0 || !(IdentityOf(info) == shard.identity))
       return Changed(shard);
-    while (open_.size() >= capacity_) {
-      open_.erase(lru_.back());
-      lru_.pop_back();
-    }
-    lru_.push_front(index);
-    open_.emplace(index, Entry{fd, lru_.begin()});
-    return fd;
+    return cache_->Insert(set_, index, std::make_shared<const UniqueFd>(std::move(fd)),
+                          set_capacity_);
   }
+
+  void Release() const { cache_->Release(set_); }
 
   // Re-checks the identity after a read: a truncation during the pread shows
   // here rather than as a short read of stale data.
@@ -508,22 +515,19 @@ class ShardSource::OpenShards {
   }
 
  private:
-  struct Entry {
-    std::shared_ptr<UniqueFd> fd;
-    std::list<uint32_t>::iterator position;
-  };
   const std::vector<Shard> shards_;
   std::vector<fs::path> paths_;
-  const size_t capacity_;
-  Mutex mu_;
-  std::unordered_map<uint32_t, Entry> open_ GUARDED_BY(mu_);
-  std::list<uint32_t> lru_ GUARDED_BY(mu_);  // most recent first
+  const std::shared_ptr<ShardDescriptorCache> cache_;
+  const uint64_t set_;
+  const size_t set_capacity_;
   std::atomic<bool> changed_{false};
 };
 
 ShardSource::~ShardSource() = default;
 
 const std::vector<fs::path>& ShardSource::shards() const { return files_->paths(); }
+
+void ShardSource::ReleaseDescriptors() const { files_->Release(); }
 
 Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::path>& shards,
                                                        const ShardOptions& options) {
@@ -638,14 +642,22 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
         if (m == members.size()) {
           why = "no ." + wanted_label_extension + " member";
         } else if (json_field.empty()) {
-          if (!ParseLabel(listing.inline_payloads[m], &label)) why = "the .cls is not an integer";
+          if (!ParseLabel(listing.inline_payloads[m], &label)) {
+            why = "the .cls is not an integer";
+          } else if (label < 0) {
+            why = "the .cls holds " + std::to_string(label) + "; a label is 0 or more";
+          }
         } else {
           const auto doc = nlohmann::json::parse(listing.inline_payloads[m], nullptr, false);
           const auto field = doc.is_object() ? doc.find(json_field) : doc.end();
-          if (doc.is_object() && field != doc.end() && field->is_number_integer()) {
-            label = field->get<int64_t>();
-          } else {
+          if (!doc.is_object() || field == doc.end() || !field->is_number_integer()) {
             why = "the .json has no integer field '" + json_field + "'";
+          } else if (field->is_number_unsigned() &&
+                     field->get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()}) {
+            why = "the .json field '" + json_field + "' is too large for a label";
+          } else if ((label = field->get<int64_t>()) < 0) {
+            why = "the .json field '" + json_field + "' holds " + std::to_string(label) +
+                  "; a label is 0 or more";
           }
         }
       }
@@ -678,7 +690,11 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
     fingerprint.AddInteger(item.size);
   }
   source->content_fingerprint_ = fingerprint.Finish();
-  source->files_ = std::make_unique<OpenShards>(std::move(opened), options.max_open_shards);
+  auto cache = options.descriptors != nullptr
+                   ? options.descriptors
+                   : std::make_shared<ShardDescriptorCache>(options.max_open_shards);
+  source->files_ =
+      std::make_unique<OpenShards>(std::move(opened), std::move(cache), options.max_open_shards);
   source->files_->SetPaths();
   source->listed_at_ = std::chrono::steady_clock::now();
   stats.index_seconds =

@@ -16,8 +16,14 @@
 // listing still comes from the headers, and an index that does not describe
 // it exactly is counted as stale (the shard then counts as scanned).
 //
-// Items are read with pread through at most ShardOptions::max_open_shards
-// open descriptors (least recently used closed first). Before each read the
+// Items are read with pread through descriptors kept open in a
+// ShardDescriptorCache (shard_descriptors.h): at most
+// ShardOptions::max_open_shards for this set, and at most the cache's
+// capacity for all the sets sharing it (least recently used closed first).
+// ReleaseDescriptors, and destruction, close the set's. A shard that cannot
+// be opened for want of a descriptor fails its reads with ResourceExhausted
+// saying so (descriptor_exhaustion.h), after the cache has given back half
+// of its descriptors and the open was tried once more. Before each read the
 // shard's size, mtime and inode are compared with the listing: a replaced or
 // truncated shard fails its reads with DataLoss and marks the source stale.
 //
@@ -37,6 +43,7 @@
 #include <vector>
 
 #include "server/dataset/dataset_source.h"
+#include "server/dataset/shard_descriptors.h"
 
 namespace galley {
 
@@ -51,9 +58,13 @@ struct ShardOptions {
   std::filesystem::path index_cache_dir;
   // Cache files beyond this total are removed, oldest first.
   uint64_t index_cache_max_bytes = uint64_t{1} << 30;
-  // Open shard descriptors kept at most (readers in flight may briefly hold
-  // a few more).
+  // Open shard descriptors this set keeps at most (readers in flight may
+  // briefly hold a few more).
   size_t max_open_shards = 128;
+  // Where the descriptors are kept, shared with other sets under one bound
+  // (galleyd's max_open_shards_total). Null: a cache of the set's own, of
+  // max_open_shards.
+  std::shared_ptr<ShardDescriptorCache> descriptors;
   // Threads listing shards; 0 = the number of cores.
   unsigned index_threads = 0;
 };
@@ -103,6 +114,8 @@ class ShardSource final : public DatasetSource {
   // Each shard's file name, size and mtime, and each item's byte range.
   const ContentFingerprint& content_fingerprint() const override { return content_fingerprint_; }
   bool stale() const override { return stale_.load(); }
+  // Closes the set's open descriptors; later reads open them again.
+  void ReleaseDescriptors() const override;
   // Compares each shard's identity with the listing; checks the shards that
   // hold served items.
   Status Verify(AccessChecker* checker, std::span<const ItemId> served,

@@ -7,18 +7,15 @@
 //
 // Needs root (to drop to another uid); CI runs as root.
 #include <acl/libacl.h>
-#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/acl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
@@ -29,6 +26,7 @@
 
 #include "galley/client.h"
 #include "tests/integration/galleyd_process.h"
+#include "tests/integration/other_user.h"
 
 namespace galley {
 namespace {
@@ -36,49 +34,13 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 using testing::GalleydProcess;
+using testing::Outcome;
+using testing::RunAs;
 using testing::TempDir;
 
 constexpr uid_t kOther = 65534;  // nobody
 constexpr gid_t kOtherGroup = 65534;
 constexpr gid_t kDataGroup = 4242;  // a group only some tests give the other user
-
-// What a child running as another user reports back.
-struct Outcome {
-  int code = -1;  // StatusCode, or -1 when the child died
-  std::string message;
-};
-
-// Runs `body` in a forked child with the given ids (supplementary groups
-// exactly `groups`) and returns the Status it returns.
-Outcome RunAs(uid_t uid, gid_t gid, std::vector<gid_t> groups,
-              const std::function<Status()>& body) {
-  int pipe_fds[2];
-  if (::pipe(pipe_fds) != 0) return {};
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::close(pipe_fds[0]);
-    Status status = Status::Internal("cannot drop privileges");
-    if (::setgroups(groups.size(), groups.data()) == 0 && ::setresgid(gid, gid, gid) == 0 &&
-        ::setresuid(uid, uid, uid) == 0) {
-      status = body();
-    }
-    const std::string text =
-        std::to_string(static_cast<int>(status.code())) + "\n" + status.message();
-    (void)!::write(pipe_fds[1], text.data(), text.size());
-    ::_exit(0);
-  }
-  ::close(pipe_fds[1]);
-  std::string text;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = ::read(pipe_fds[0], buffer, sizeof(buffer))) > 0) text.append(buffer, n);
-  ::close(pipe_fds[0]);
-  int wait_status = 0;
-  ::waitpid(child, &wait_status, 0);
-  const size_t newline = text.find('\n');
-  if (newline == std::string::npos) return {};
-  return {std::stoi(text.substr(0, newline)), text.substr(newline + 1)};
-}
 
 void WriteSolid(const fs::path& path, uint8_t red, uint8_t green, uint8_t blue) {
   cv::Mat image(16, 16, CV_8UC3, cv::Scalar(blue, green, red));

@@ -71,7 +71,8 @@ class AdmissionTest : public ::testing::Test {
 };
 
 TEST_F(AdmissionTest, SimultaneousOpensNeverExceedMaxJobs) {
-  Start({"--max-jobs", "8", "--max-connections-per-uid", "200"});
+  // One user may take every slot here: only max_jobs refuses.
+  Start({"--max-jobs", "8", "--max-jobs-per-uid", "8", "--max-connections-per-uid", "200"});
   std::vector<Job> opened;
   std::vector<Status> refused;
   // Each opener holds two connections (its client's and the OpenJob
@@ -91,7 +92,7 @@ TEST_F(AdmissionTest, SimultaneousOpensNeverExceedMaxJobs) {
 TEST_F(AdmissionTest, TheSamplersJobCapacityIsEnforcedAtAdmission) {
   // Above 64 jobs on one dataset and policy, the sampler once handed the
   // extra jobs empty epochs without an error.
-  Start({"--max-jobs", "100"});
+  Start({"--max-jobs", "100", "--max-jobs-per-uid", "100"});
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
   std::vector<Job> jobs;

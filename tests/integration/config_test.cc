@@ -163,6 +163,7 @@ TEST_F(ConfigTest, CheckConfigPrintsEveryKeyItsValueAndWhereItCameFrom) {
                           "tar_index_dir",
                           "tar_index_max_bytes",
                           "max_open_shards",
+                          "max_open_shards_total",
                           "hold_budget_ms",
                           "thin_hold_ms",
                           "peer_stall_ms",
@@ -321,7 +322,9 @@ void ExpectExactlyOncePerEpoch(const std::vector<std::multiset<uint64_t>>& epoch
 }
 
 TEST_F(ConfigTest, SighupChangesTheLogLevelAndLimitsWhileTwoJobsRunAndLosesNoBatch) {
-  WriteFile(config_, Config("warn", "max_jobs = 8\n"));
+  // The user's share is set, not derived (half of max_jobs): the three
+  // jobs below stay within it before and after the reload.
+  WriteFile(config_, Config("warn", "max_jobs = 8\nmax_jobs_per_uid = 8\n"));
   auto daemon = StartWithConfig();
   ASSERT_TRUE(daemon->started());
   auto client = Connect();
@@ -341,9 +344,9 @@ TEST_F(ConfigTest, SighupChangesTheLogLevelAndLimitsWhileTwoJobsRunAndLosesNoBat
   }
   EXPECT_EQ(ReadFile(log_).find("wave decisions"), std::string::npos);  // trace is off
 
-  WriteFile(
-      config_,
-      Config("trace", "max_jobs = 5\ndefault_policy = \"independent\"\nworker_threads = 1\n"));
+  WriteFile(config_, Config("trace",
+                            "max_jobs = 5\nmax_jobs_per_uid = 8\ndefault_policy = \"independent\"\n"
+                            "worker_threads = 1\n"));
   ASSERT_EQ(::kill(daemon->pid(), SIGHUP), 0);
   ASSERT_TRUE(WaitForText(log_, "reload: log_level \"warn\" -> \"trace\"")) << ReadFile(log_);
   EXPECT_TRUE(WaitForText(log_, "reload: max_jobs 8 -> 5"));

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -27,6 +28,17 @@ class TempDir {
 // root/<class>/<n>.jpg; returns the paths in ImageFolder order.
 std::vector<std::filesystem::path> WriteJpegFolder(const std::filesystem::path& root, int classes,
                                                    int per_class, unsigned seed = 1);
+
+// A loopback TCP port that was free a moment ago.
+uint16_t FreePort();
+
+// A socket connected to 127.0.0.1:`port` whose reads give up after a
+// minute (a bound on a hang only); -1 when nothing listens there.
+int ConnectLoopback(uint16_t port);
+
+// GET `path` from 127.0.0.1:`port`: the whole response (head and body), or
+// "" when nothing answers (reads as ConnectLoopback's).
+std::string HttpGet(uint16_t port, const std::string& path);
 
 // Runs galleyd with `args` and returns its exit code (-1 if it was still
 // running after 10 s and had to be killed).

@@ -5,11 +5,15 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include "server/daemon/job_manager.h"
 
 namespace galley {
 namespace {
@@ -435,6 +439,53 @@ TEST_F(DaemonOptionsTest, TheEffectiveConfigReadsBackAsTheSameOptions) {
   auto again = Load({"--config", config_.string()});
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_TRUE(DiffOptions(loaded->options, again->options).empty());
+}
+
+TEST_F(DaemonOptionsTest, TheShardDescriptorTotalDerivesFromTheDescriptorLimit) {
+  auto derived = Load({});
+  ASSERT_TRUE(derived.ok()) << derived.status().ToString();
+  rlimit limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &limit), 0);
+  const uint64_t soft = limit.rlim_cur == RLIM_INFINITY ? 1u << 30 : limit.rlim_cur;
+  EXPECT_EQ(derived->options.max_open_shards_total, std::clamp<uint64_t>(soft / 4, 16, 4096));
+  EXPECT_EQ(derived->sources.at("max_open_shards_total"), OptionSource::kDefault);
+
+  auto flag = Load({"--max-open-shards-total", "300"});
+  ASSERT_TRUE(flag.ok()) << flag.status().ToString();
+  EXPECT_EQ(flag->options.max_open_shards_total, 300u);
+  auto file = LoadFile("max_open_shards_total = 200\n");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ(file->options.max_open_shards_total, 200u);
+  EXPECT_EQ(FlagError({"--max-open-shards-total", "-1"}),
+            "max_open_shards_total (flag --max-open-shards-total): got -1; expected an integer "
+            "from 0 to 1048576 (0 = a quarter of RLIMIT_NOFILE, from 16 to 4096)");
+  // Not reloadable: the cache is sized once.
+  EXPECT_EQ(WithReloadableKeys(derived->options, flag->options).max_open_shards_total,
+            derived->options.max_open_shards_total);
+}
+
+TEST_F(DaemonOptionsTest, ANodeWideDaemonGivesEachUserHalfOfTheJobsAndRings) {
+  auto node = Load({"--max-jobs", "64", "--max-shm-total", "8G"});
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  const JobLimits shared = JobLimits::From(node->options);
+  EXPECT_EQ(shared.max_jobs_per_uid, 32u);  // a sweep of 32 jobs still fits
+  EXPECT_EQ(shared.max_shm_per_uid, uint64_t{4} << 30);
+  EXPECT_EQ(shared.max_connections_per_uid, 40u);
+
+  auto personal = Load({"--owner-only", "--max-jobs", "64", "--max-shm-total", "8G"}, false);
+  ASSERT_TRUE(personal.ok()) << personal.status().ToString();
+  const JobLimits own = JobLimits::From(personal->options);
+  EXPECT_EQ(own.max_jobs_per_uid, 64u);
+  EXPECT_EQ(own.max_shm_per_uid, uint64_t{8} << 30);
+
+  auto set = Load({"--max-jobs", "64", "--max-jobs-per-uid", "50", "--max-shm-per-uid", "6G"});
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(JobLimits::From(set->options).max_jobs_per_uid, 50u);
+  EXPECT_EQ(JobLimits::From(set->options).max_shm_per_uid, uint64_t{6} << 30);
+
+  auto one = Load({"--max-jobs", "1"});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(JobLimits::From(one->options).max_jobs_per_uid, 1u);  // never 0
 }
 
 }  // namespace

@@ -83,7 +83,8 @@ TEST(Connection, LargePayloadArrivesWhole) {
   auto [a, b] = MakePair();
   std::unique_ptr<Connection> left(a), right(b);
   std::string payload(3 << 20, 'z');
-  std::thread writer([&] { ASSERT_TRUE(left->SendFrame(MessageType::kQuery, 1, payload).ok()); });
+  std::thread writer(
+      [&] { ASSERT_TRUE(left->SendFrame(MessageType::kQueryReply, 1, payload).ok()); });
   auto frame = right->ReadFrame();
   writer.join();
   ASSERT_TRUE(frame.ok());
@@ -321,6 +322,69 @@ TEST(Json, NestingBeyondTheLimitIsRefusedBeforeParsing) {
   EXPECT_EQ(ParseObject(nested(70000)).status().code(), StatusCode::kInvalidArgument);
   // Brackets inside strings do not count.
   EXPECT_TRUE(ParseObject("{\"a\":\"" + std::string(1000, '[') + "\\\"\"}").ok());
+}
+
+TEST(Json, TheParsedSizeIsMeasuredBeforeAnythingIsBuilt) {
+  // Three bytes per empty array, about a hundred once parsed.
+  std::string arrays = "{\"ids\":[";
+  for (int i = 0; i < 100000; ++i) arrays += i == 0 ? "[]" : ",[]";
+  arrays += "]}";
+  auto cost = MeasureJson(arrays, kMaxParsedBytes);
+  ASSERT_TRUE(cost.ok()) << cost.status().ToString();
+  EXPECT_GT(*cost, uint64_t{90} * 100000);
+  EXPECT_LT(*cost, uint64_t{100} * 100000 + 1000);
+  auto refused = MeasureJson(arrays, *cost - 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("once parsed"), std::string::npos);
+  // Numbers: 32 bytes each in an array; strings their length and more.
+  EXPECT_EQ(*MeasureJson("[1,2,3]"), 16u + 64 + 3 * 32);
+  EXPECT_EQ(*MeasureJson(R"({"k":"abc"})"), 16u + 64 + (96 + 1) + (16 + 48 + 3));
+  EXPECT_EQ(MeasureJson("[1,").status().code(), StatusCode::kInvalidArgument);
+  // A request at the limit of the largest frame is refused by ParseObject.
+  std::string numbers = "{\"ids\":[0";
+  while (numbers.size() < kMaxPayloadBytes - 16) numbers += ",0";
+  numbers += "]}";
+  EXPECT_EQ(ParseObject(numbers).status().code(), StatusCode::kInvalidArgument);
+  // A realistic one passes: a million ids of seven digits.
+  std::string ids = "{\"ids\":[1000000";
+  for (int i = 1; i < 1000000; ++i) {
+    ids += ',';
+    ids += std::to_string(1000000 + i);
+  }
+  ids += "]}";
+  EXPECT_TRUE(ParseObject(ids).ok());
+}
+
+TEST(FrameHeader, ControlMessagesHaveASmallerPayloadLimit) {
+  for (MessageType type : {MessageType::kHello, MessageType::kQuery, MessageType::kSlotReleased,
+                           MessageType::kSeekEpoch, MessageType::kStatsRequest,
+                           MessageType::kCloseJob, MessageType::kConsumerReady}) {
+    FrameHeader h;
+    h.type = type;
+    h.payload_length = kMaxControlPayloadBytes;
+    EXPECT_TRUE(DecodeFrameHeader(EncodeFrameHeader(h)).ok()) << MessageTypeName(type);
+    h.payload_length = kMaxControlPayloadBytes + 1;
+    auto refused = DecodeFrameHeader(EncodeFrameHeader(h));
+    ASSERT_FALSE(refused.ok()) << MessageTypeName(type);
+    EXPECT_EQ(refused.status().code(), StatusCode::kProtocolError);
+    EXPECT_NE(refused.status().message().find(std::string(MessageTypeName(type)) + " frame"),
+              std::string::npos)
+        << refused.status().message();
+  }
+  for (MessageType type : {MessageType::kOpenJob, MessageType::kQueryReply, MessageType::kStats,
+                           MessageType::kJobOpened, MessageType::kError}) {
+    FrameHeader h;
+    h.type = type;
+    h.payload_length = kMaxPayloadBytes;
+    EXPECT_TRUE(DecodeFrameHeader(EncodeFrameHeader(h)).ok()) << MessageTypeName(type);
+  }
+  // The sender refuses too, before anything goes out.
+  auto [a, b] = MakePair();
+  std::unique_ptr<Connection> left(a), right(b);
+  const std::string big(kMaxControlPayloadBytes + 1, ' ');
+  EXPECT_EQ(left->SendFrame(MessageType::kQuery, 1, big).code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(left->TrySendFrame(MessageType::kQuery, 1, big));
 }
 
 }  // namespace

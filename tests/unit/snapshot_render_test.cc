@@ -127,6 +127,7 @@ DaemonStatusSnapshot Status() {
   s.datasets = 13;
   s.shm_bytes = 4096;
   s.limits = {64, 1 << 20, 1 << 30, 8, 1 << 28, 32};
+  s.descriptors = {1201, 1202, 1203, 1204, 1205, 1206, 1207};
   s.pipeline = Pipeline();
   // A dataset path with every character a label must escape.
   s.samplers = {Group("/data/a", "uniform", 200), Group("/data/\"b\"\\c\nd", "ods", 300)};
@@ -178,6 +179,13 @@ const std::map<std::string, std::string> kFamilies = {
     {"galley_protocol_errors_total", "counter"},
     {"galley_batches_prepared_total", "counter"},
     {"galley_batches_unread_total", "counter"},
+    {"galley_descriptors_open", "gauge"},
+    {"galley_descriptors_limit", "gauge"},
+    {"galley_descriptor_exhaustion_total", "counter"},
+    {"galley_shard_descriptors_open", "gauge"},
+    {"galley_shard_descriptors_limit", "gauge"},
+    {"galley_shard_descriptors_evicted_total", "counter"},
+    {"galley_shard_descriptors_released_total", "counter"},
     {"galley_pipeline_file_reads_total", "counter"},
     {"galley_pipeline_bytes_read_total", "counter"},
     {"galley_pipeline_decodes_total", "counter"},
@@ -240,6 +248,13 @@ TEST(PrometheusTextTest, EveryMetricWithItsLabelsAndValue) {
       "galley_protocol_errors_total 3",
       "galley_batches_prepared_total 31",
       "galley_batches_unread_total 32",
+      "galley_descriptors_open 1201",
+      "galley_descriptors_limit 1202",
+      "galley_shard_descriptors_open 1203",
+      "galley_shard_descriptors_limit 1204",
+      "galley_shard_descriptors_evicted_total 1205",
+      "galley_shard_descriptors_released_total 1206",
+      "galley_descriptor_exhaustion_total 1207",
       "galley_pipeline_file_reads_total 101",
       "galley_pipeline_bytes_read_total 102",
       "galley_pipeline_decodes_total 103",
@@ -301,6 +316,13 @@ TEST(PrometheusTextTest, WithoutJobsOrCacheEveryFamilyIsStillDeclared) {
       "galley_protocol_errors_total 0",
       "galley_batches_prepared_total 0",
       "galley_batches_unread_total 0",
+      "galley_descriptors_open -1",
+      "galley_descriptors_limit 0",
+      "galley_shard_descriptors_open 0",
+      "galley_shard_descriptors_limit 0",
+      "galley_shard_descriptors_evicted_total 0",
+      "galley_shard_descriptors_released_total 0",
+      "galley_descriptor_exhaustion_total 0",
       "galley_pipeline_file_reads_total 0",
       "galley_pipeline_bytes_read_total 0",
       "galley_pipeline_decodes_total 7",
@@ -350,6 +372,8 @@ TEST(SnapshotJsonTest, Status) {
     "limits": {"max_jobs": 64, "max_shm_per_job": 1048576, "max_shm_total": 1073741824,
                "max_jobs_per_uid": 8, "max_shm_per_uid": 268435456,
                "max_connections_per_uid": 32},
+    "descriptors": {"open": 1201, "limit": 1202, "shards_open": 1203, "shards_limit": 1204,
+                    "shards_evicted": 1205, "shards_released": 1206, "exhausted": 1207},
     "pipeline": )" + std::string(kPipelineJson) +
                                R"(,
     "samplers": [

@@ -421,3 +421,109 @@ TEST(PlannedTarReaderTest, MutatedIndexTextNeverCrashes) {
 
 }  // namespace
 }  // namespace galley
+
+namespace galley {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A folder of shards written here, removed at the end.
+class ShardFiles {
+ public:
+  ShardFiles() {
+    std::string pattern = (fs::temp_directory_path() / "galley_shard_set_XXXXXX").string();
+    if (::mkdtemp(pattern.data()) != nullptr) dir_ = pattern;
+  }
+  ~ShardFiles() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  // A shard of `members` (name, payload) named `name`.
+  fs::path Write(const std::string& name,
+                 const std::vector<std::pair<std::string, std::string>>& members) {
+    Bytes archive;
+    for (const auto& [member, payload] : members) Member(archive, member, payload);
+    archive.resize(archive.size() + 1024, 0);
+    const fs::path path = dir_ / name;
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(archive.data()), std::streamsize(archive.size()));
+    return path;
+  }
+
+ private:
+  fs::path dir_;
+};
+
+TEST(ShardLabelTest, ANegativeLabelIsASkippedSampleNamingIt) {
+  ShardFiles files;
+  const auto shard = files.Write("labels.tar", {{"a.jpg", "A"},
+                                                {"a.cls", "3"},
+                                                {"b.jpg", "B"},
+                                                {"b.cls", "-7"},
+                                                {"c.jpg", "C"},
+                                                {"c.cls", " 0\n"}});
+  auto source = ShardSource::Open({shard}, ShardOptions{});
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_EQ((*source)->size(), 2u);
+  EXPECT_EQ((*source)->label(0), 3);
+  EXPECT_EQ((*source)->label(1), 0);
+  EXPECT_EQ((*source)->stats().skipped_samples, 1u);
+  EXPECT_NE((*source)->stats().first_skipped_sample.find("b (the .cls holds -7"), std::string::npos)
+      << (*source)->stats().first_skipped_sample;
+}
+
+TEST(ShardLabelTest, ANegativeOrOversizedJsonLabelIsASkippedSample) {
+  ShardFiles files;
+  const auto shard = files.Write("json.tar", {{"a.jpg", "A"},
+                                              {"a.json", R"({"y": 5})"},
+                                              {"b.jpg", "B"},
+                                              {"b.json", R"({"y": -3})"},
+                                              {"c.jpg", "C"},
+                                              {"c.json", R"({"y": 18446744073709551615})"}});
+  ShardOptions options;
+  options.label_key = "json:y";
+  auto source = ShardSource::Open({shard}, options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_EQ((*source)->size(), 1u);
+  EXPECT_EQ((*source)->label(0), 5);
+  EXPECT_EQ((*source)->stats().skipped_samples, 2u);
+  EXPECT_NE((*source)->stats().first_skipped_sample.find("holds -3"), std::string::npos)
+      << (*source)->stats().first_skipped_sample;
+}
+
+TEST(ShardDescriptorsTest, SetsSharingACacheStayWithinItAndReleaseTheirOwn) {
+  ShardFiles files;
+  std::vector<fs::path> first, second;
+  for (int i = 0; i < 3; ++i) {
+    const std::string n = std::to_string(i);
+    first.push_back(files.Write("a" + n + ".tar", {{"s" + n + ".jpg", "x"}}));
+    second.push_back(files.Write("b" + n + ".tar", {{"s" + n + ".jpg", "y"}}));
+  }
+  ShardOptions options;
+  options.label_key = "";
+  options.descriptors = std::make_shared<ShardDescriptorCache>(4);
+  auto a = ShardSource::Open(first, options);
+  auto b = ShardSource::Open(second, options);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (ItemId id = 0; id < 3; ++id) {
+    ASSERT_TRUE((*a)->Read(id).ok());
+    ASSERT_TRUE((*b)->Read(id).ok());
+  }
+  EXPECT_EQ(options.descriptors->Counts().open, 4u);  // six shards read, four kept
+  (*a)->ReleaseDescriptors();
+  const uint64_t left = options.descriptors->Counts().open;
+  EXPECT_GE(left, 1u);
+  EXPECT_LE(left, 3u);  // only b's remain
+  a->reset();
+  b->reset();
+  EXPECT_EQ(options.descriptors->Counts().open, 0u);  // a dropped set holds nothing
+  // Released descriptors are opened again by a later read.
+  auto again = ShardSource::Open(first, options);
+  ASSERT_TRUE(again.ok());
+  auto bytes = (*again)->Read(2);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_EQ(std::string(bytes->begin(), bytes->end()), "x");
+}
+
+}  // namespace
+}  // namespace galley

@@ -1,0 +1,54 @@
+// Test support: work done as another user, in a forked child that drops to
+// that user's ids before it runs anything (the test must run as root, as
+// CI does). The child reports back the Status its work returned.
+#ifndef GALLEY_TESTS_INTEGRATION_OTHER_USER_H_
+#define GALLEY_TESTS_INTEGRATION_OTHER_USER_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "galley/status.h"
+
+namespace galley::testing {
+
+// nobody, whose ids every Linux system has.
+inline constexpr uid_t kNobodyUid = 65534;
+inline constexpr gid_t kNobodyGid = 65534;
+
+// What a child running as another user reported.
+struct Outcome {
+  int code = -1;  // StatusCode, or -1 when the child died without a report
+  std::string message;
+};
+
+// A child running as `uid`, `gid` and exactly the supplementary `groups`:
+// it runs `body`, reports the Status `body` returned, and keeps what `body`
+// left open (jobs, connections) until Release, so that a test can act as
+// root while the other user holds them.
+class ChildAs {
+ public:
+  ChildAs(uid_t uid, gid_t gid, std::vector<gid_t> groups, const std::function<Status()>& body);
+  ~ChildAs();
+  ChildAs(const ChildAs&) = delete;
+  ChildAs& operator=(const ChildAs&) = delete;
+
+  // Waits for the child's report.
+  Outcome Report();
+  // Lets the child exit (closing what it held) and waits for it.
+  void Release();
+
+ private:
+  int report_[2] = {-1, -1};
+  int release_[2] = {-1, -1};
+  pid_t child_ = -1;
+};
+
+// Runs `body` as the user and returns its report once the child has exited.
+Outcome RunAs(uid_t uid, gid_t gid, std::vector<gid_t> groups, const std::function<Status()>& body);
+
+}  // namespace galley::testing
+
+#endif  // GALLEY_TESTS_INTEGRATION_OTHER_USER_H_
