@@ -213,10 +213,9 @@ Result<std::string> Job::Stats() {
 }
 
 void Job::Close() {
-  if (channel_) {
-    channel_->Close();
-    channel_.reset();
-  }
+  // The channel stays until the Job goes: a Next() another thread is in
+  // returns Cancelled instead of running on a freed channel.
+  if (channel_) channel_->Close();
 }
 
 }  // namespace galley

@@ -10,6 +10,7 @@ docs/python.md is the migration guide.
 from __future__ import annotations
 
 import array
+import copy
 import hashlib
 import operator
 import os
@@ -272,7 +273,15 @@ class DataLoader:
       next loop uses ``e + 1``; ``set_epoch(e)`` (or a ``DistributedSampler``'s
       ``set_epoch``) chooses it. A loop left early (``break``, a peek with
       ``next(iter(loader))``) is not a completed epoch: ``epochs=N`` stops
-      after N loops that ran to their end.
+      after N loops that ran to their end, and galleyd prepares nothing past
+      the last one.
+    * Every ``iter(loader)`` is a pass of its own, as in torch. One started
+      while another runs (a peek inside the loop, ``zip(loader, loader)``)
+      is a side pass: its own job in galleyd over the epoch the next loop
+      will take (a ``DistributedSampler``'s epoch, with one), which does not
+      move the loader's epoch, count in ``completed_epochs`` or enter
+      ``state_dict()``. An iterator left early (``break``, garbage
+      collected) closes its job, so galleyd stops preparing for it at once.
     * With ``world_size > 1`` every rank gets exactly ``len(loader)``
       batches: the shard is padded by wrapping around (or, with
       ``drop_last=True``, cut to the floor) as ``DistributedSampler`` does.
@@ -282,8 +291,10 @@ class DataLoader:
       (docs/python.md §3 says what that costs in sharing and prefetch).
     * A file that cannot be read or decoded never shortens a batch: the
       daemon puts a substitute in its place (another item of the rank's shard
-      of that epoch, which then appears twice), counts it in ``skipped`` and,
-      with ``on_error="raise"``, the loop raises ``galley.SampleError``.
+      of that epoch, which then appears twice), counts it in ``skipped``,
+      lists the file in ``skipped_files`` and warns once per pass over the
+      epoch (``UserWarning``, the count and the first file); with
+      ``on_error="raise"`` the loop raises ``galley.SampleError`` instead.
     * An epoch is never delivered short or empty. When the dataset changes
       under a running loop (a listed file is deleted, a shard truncated,
       rewritten or deleted) or a failed sample has no substitute, the loop
@@ -292,11 +303,15 @@ class DataLoader:
       the next loop lists the dataset afresh.
     * ``state_dict()`` / ``load_state_dict()`` resume mid-epoch: a loader
       restored from a state taken after k batches of epoch e yields exactly
-      the items of e it had not yielded, then epoch e + 1. The state names
-      the dataset by its content (relative paths, sizes, labels), so a copy
-      under another path or on another node resumes (a warning says when
-      only the files' modification times differ); another dataset is
-      refused, saying what differs.
+      the items of e it had not yielded, then epoch e + 1. The state is the
+      loop's, whatever side passes run beside it. It names the dataset by
+      its content (relative paths, sizes, labels), so a copy under another
+      path or on another node resumes (a warning says when only the files'
+      modification times differ); another dataset is refused, saying what
+      differs.
+    * After the last epoch, ``len()``, ``classes``, ``info`` and ``stats()``
+      answer from the last job (``stats()`` with its final counters)
+      without opening another.
 
     Attributes, as torch's DataLoader has them: ``dataset`` (the object
     given, or for a path a ``galley.datasets.ListedDataset`` with
@@ -529,7 +544,7 @@ class DataLoader:
             # images pass at their own size, which must be the same for all.
             "native_size": not transform_spec["ops"],
             "seed": self.seed,
-            "epochs": 0,  # the loader counts completed epochs itself
+            "epochs": 0,  # set per job: the epochs it has left to run (_open_job)
             "rank": self.rank,
             "world_size": self.world_size,
             "prefetch": self.prefetch,
@@ -563,29 +578,31 @@ class DataLoader:
         self._sampler_view: Any = None     # loader.sampler, made when first read
         self._batch_sampler_view: Any = None
         self._client: Any = None
+        # The loader's own job in galleyd: main passes take their batches from
+        # it, one epoch after the other (side passes open their own).
         self._job: Any = None
-        self._opened_pid: Optional[int] = None  # the galleyd serving the job
-        self._pass_dataset_size = 0
-        self._keep_pass = False
+        self._job_pid: Optional[int] = None  # the galleyd serving it
+        self._job_epoch: Optional[int] = None  # the epoch of its next batch
+        # The last job's info and, once it is closed, its final counters:
+        # len(), classes, info and stats() answer from them without a job.
+        self._info: Optional[Dict[str, Any]] = None
+        self._final_stats: Optional[Dict[str, Any]] = None
         self._dataset_size: Optional[int] = None  # as the last job opened saw it
         # The dataset's resume key and figures, as the last job opened saw it.
         self._dataset_seen: Optional[Dict[str, Any]] = None
-        # A listed loader's epoch list: the one the next job opened sends
-        # (None: list(sampler) then), the one the open job was opened with,
-        # and the current pass's whole list.
-        self._open_items: Optional[List[int]] = None
-        self._opened_with: Optional[List[int]] = None
-        self._pass_items: Optional[List[int]] = None
+        # A listed loader's job: the epoch whose list it was last given, and
+        # that list (a listed epoch is served only once its list is sent).
+        self._job_listed_epoch: Optional[int] = None
+        self._job_listed: Optional[List[int]] = None
         self._epoch = 0             # the epoch the next loop yields (set_epoch)
-        self._completed = 0         # loops that ran to the end of their epoch
-        self._daemon_epoch: Optional[int] = None  # the epoch the daemon's next batch belongs to
+        self._completed = 0         # main passes that ran to the end of their epoch
         self._skipped = 0
+        self._skipped_files: Dict[str, None] = {}  # in the order they failed
         self._resume: Optional[Dict[str, Any]] = None  # a loaded state not yet resumed
-        # The pass in progress: its epoch, batches yielded and item ids yielded.
-        self._pass_epoch: Optional[int] = None
-        self._pass_batches = 0
-        self._pass_consumed: Optional[bytearray] = None  # bitmap over item ids
-        self._held: List[weakref.ref] = []  # the batches handed out (their shared memory)
+        self._main: Optional[_Pass] = None  # the main pass under way
+        # The pass state_dict() records: the main pass under way, or one whose
+        # daemon went away and did not come back.
+        self._recorded: Optional[_Pass] = None
 
     # -- torch argument mapping ----------------------------------------------------
 
@@ -666,7 +683,7 @@ class DataLoader:
 
     def __len__(self) -> int:
         """Batches per epoch; the same on every rank, and exact."""
-        return int(self._open().info["batches_per_epoch"])
+        return int(self._job_info()["batches_per_epoch"])
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next loop yields, as DistributedSampler.set_epoch."""
@@ -674,11 +691,12 @@ class DataLoader:
 
     @property
     def classes(self) -> List[str]:
-        return list(self._open().info["classes"])
+        return list(self._job_info()["classes"])
 
     @property
     def info(self) -> Dict[str, Any]:
-        return dict(self._open().info)
+        """What galleyd said of the loader's job (the last one, once it ended)."""
+        return dict(self._job_info())
 
     @property
     def skipped(self) -> int:
@@ -686,12 +704,25 @@ class DataLoader:
         return self._skipped
 
     @property
+    def skipped_files(self) -> List[str]:
+        """The files galleyd could not read or decode so far, each once, in
+        the order they failed. galleyd names the first failure of each batch:
+        a batch with several names one of them, so this list may be shorter
+        than ``skipped`` (which counts every substituted sample)."""
+        return list(self._skipped_files)
+
+    @property
     def completed_epochs(self) -> int:
-        """Loops that ran to the end of their epoch."""
+        """Loops that ran to the end of their epoch (main passes only: an
+        iterator started while another runs is not counted)."""
         return self._completed
 
     def stats(self) -> Dict[str, Any]:
-        """The daemon's counters for this job and its sampler group."""
+        """The daemon's counters for the loader's job and its sampler group;
+        once that job has ended (after the last epoch, a loop left early,
+        ``close()``), its final counters, without opening another."""
+        if self._job is None and self._final_stats is not None:
+            return copy.deepcopy(self._final_stats)
         return self._open().stats()
 
     def __iter__(self) -> Iterator[Any]:
@@ -708,17 +739,18 @@ class DataLoader:
 
         Taken inside a loop after k batches of epoch e, a loader given it by
         ``load_state_dict`` yields exactly the items of e not yielded yet, then
-        e + 1. Taken between loops, it resumes at the next loop's epoch. Each
+        e + 1. Taken between loops, it resumes at the next loop's epoch. Side
+        passes (iterators started while the loop runs) are not recorded. Each
         DDP rank saves its own.
         """
         if self._resume is not None:  # loaded, not iterated yet: pass it on unchanged
             return dict(self._resume["state"])
         epoch_list = None
-        if self._pass_epoch is not None:
-            epoch, batches = self._pass_epoch, self._pass_batches
-            consumed = bytes(self._pass_consumed)
-            if self._pass_items is not None:
-                epoch_list = _list_digest(self._pass_items)
+        if self._recorded is not None:
+            epoch, batches = self._recorded.epoch, self._recorded.batches
+            consumed = bytes(self._recorded.consumed)
+            if self._recorded.items is not None:
+                epoch_list = _list_digest(self._recorded.items)
         else:
             epoch, batches, consumed = self._epoch, 0, b""
         if self._dataset_seen is None:
@@ -763,8 +795,7 @@ class DataLoader:
         self._epoch = int(state["epoch"])
         self._completed = int(state["completed_epochs"])
         self._skipped = int(state["skipped"])
-        self._daemon_epoch = None
-        self._pass_epoch = None
+        self._recorded = None
         self._resume = {"state": dict(state), "batches": int(state["batches_yielded"]),
                         "consumed": consumed}
 
@@ -773,6 +804,75 @@ class DataLoader:
     def _epoch_batches(self, with_ids: bool) -> Iterator[Any]:
         if self.epochs is not None and self._completed >= self.epochs:
             return
+        # The first iterator to run is the loader's main pass; one started
+        # while it runs is a side pass over its own job, so neither ever sees
+        # the other's batches.
+        walk = self._start_main_pass() if self._main is None else self._start_side_pass()
+        job = walk.job
+        slots = int(job.info["slots"])
+        try:
+            while True:
+                walk.held = [ref for ref in walk.held if ref() is not None]
+                if len(walk.held) >= slots:
+                    raise RuntimeError(
+                        f"all {slots} batch slots are held by batches still alive, so no new "
+                        f"batch can be prepared: .clone() the batches you keep (or raise "
+                        f"prefetch=)")
+                try:
+                    images, labels, ids, meta = job.next(self.timeout or 1e6)
+                except (_galley.ServerUnavailable, _galley.JobCancelled) as lost:
+                    job = self._reopen_after_restart(walk, lost)
+                    slots = int(job.info["slots"])
+                    continue
+                except _galley.SampleError as failed:
+                    # galleyd ended the job: this epoch cannot be delivered
+                    # whole (the dataset changed under it, or failed samples
+                    # had no substitute). The next loop opens a new job,
+                    # which lists the dataset as it is then.
+                    self._end_pass_job(walk)
+                    if _NATIVE_SIZE_MISMATCH in str(failed):
+                        _raise_native_size_mismatch(str(failed).split(" First: ")[-1])
+                    raise
+                if meta["epoch"] != walk.epoch:
+                    # Each pass's job is opened at its epoch and never sought.
+                    raise _galley.ProtocolError(
+                        f"galleyd sent a batch of epoch {meta['epoch']} to a loop over epoch "
+                        f"{walk.epoch}")
+                if _NATIVE_SIZE_MISMATCH in meta["first_error"]:
+                    _raise_native_size_mismatch(meta["first_error"])
+                if meta["skipped"]:
+                    self._note_skipped(walk, meta["skipped"], meta["first_error"])
+                last = meta["last_in_epoch"]
+                if len(labels):
+                    walk.held.append(weakref.ref(images))
+                    ids = _tensors.int64_tensor(ids)
+                    for item in ids.tolist():
+                        walk.consumed[item >> 3] |= 1 << (item & 7)
+                    walk.batches += 1
+                if last:
+                    self._finish_pass(walk)
+                if len(labels):
+                    batch = (_tensors.images_tensor(images), _tensors.int64_tensor(labels))
+                    del images
+                    if self._pin:
+                        batch = tuple(_tensors.pin(t) for t in batch)
+                    if self.batch_transform is not None:
+                        batch = tuple(self.batch_transform(
+                            *batch, rng=batch_ops.batch_rng(self.seed, walk.epoch, ids)))
+                    if with_ids:
+                        batch = batch + (ids,)
+                    elif self.collate_fn is not None:
+                        batch = self.collate_fn(batch)
+                    yield batch
+                    del batch
+                if last:
+                    return
+        finally:
+            if not walk.finished:
+                self._abandon_pass(walk)
+
+    def _start_main_pass(self) -> "_Pass":
+        """The loop that takes the loader's next epoch, from its own job."""
         resume = self._resume
         if self._sampler is not None:
             sampler_epoch = int(getattr(self._sampler, "epoch", self._epoch))
@@ -781,122 +881,104 @@ class DataLoader:
                                  f"DistributedSampler is at epoch {sampler_epoch}; call "
                                  f"sampler.set_epoch({self._epoch}) first")
             self._epoch = sampler_epoch
-        if resume is not None:
-            self._close_job()  # reopened with the resume point
-        listed = None
-        if self._listed:
-            listed = self._sampler_items()
-            self._open_items = listed
-            if resume is not None:
-                _check_same_list(resume["state"], listed, self._epoch)
-                # The epoch goes on from the position the state stopped at:
-                # the list's items up to there were yielded, repeats included.
-                self._open_items = listed[resume["batches"] * self.batch_size:]
-        job = self._open()
+        epoch = self._epoch
+        listed = self._sampler_items() if self._listed else None
+        if resume is not None and listed is not None:
+            _check_same_list(resume["state"], listed, epoch)
+        if resume is not None or self._job_epoch != epoch:
+            # Reopened at this epoch (and resume point) rather than sought:
+            # a seek would drop what galleyd prepared for the other epoch.
+            self._close_job()
+        job = self._open(listed)
         if resume is not None:
             _check_same_dataset(resume["state"], self._dataset_seen, warn=False)
+        if listed is not None and (self._job_listed_epoch != epoch or self._job_listed != listed):
+            # The job serves a listed epoch only once it has its list; it
+            # waits for it, so this seek drops nothing prepared.
+            job.seek_epoch(epoch, listed)
+            self._job_listed_epoch, self._job_listed = epoch, listed
         self._resume = None
-        epoch = self._epoch
-        # The daemon serves a listed epoch only once it has its list: a job
-        # just opened for this loop has it, any other is sent it.
-        if listed is not None:
-            seek = self._opened_with is not self._open_items
-        else:
-            seek = self._daemon_epoch != epoch
-        self._open_items = self._opened_with = None
-        self._pass_items = listed
         self._epoch = epoch + 1  # the next loop is the next epoch, finished or not
-        slots = int(job.info["slots"])
-        self._pass_epoch = epoch
-        self._pass_batches = resume["batches"] if resume else 0
-        self._pass_dataset_size = int(job.info["dataset_size"])
-        self._pass_consumed = bytearray((self._pass_dataset_size + 7) // 8)
+        walk = _Pass(epoch, main=True, job=job, daemon_pid=self._job_pid, items=listed)
         if resume:
-            self._pass_consumed[:] = bytes(resume["state"]["consumed"]).ljust(
-                len(self._pass_consumed), b"\0")[:len(self._pass_consumed)]
-        completed = False
-        try:
-            if seek:
-                try:
-                    job.seek_epoch(epoch, listed)
-                except (_galley.ServerUnavailable, _galley.JobCancelled) as lost:
-                    job = self._reopen_after_restart(epoch, lost)
-                    slots = int(job.info["slots"])
-            self._daemon_epoch = epoch
-            while True:
-                self._held = [ref for ref in self._held if ref() is not None]
-                if len(self._held) >= slots:
-                    raise RuntimeError(
-                        f"all {slots} batch slots are held by batches still alive, so no new "
-                        f"batch can be prepared: .clone() the batches you keep (or raise "
-                        f"prefetch=)")
-                try:
-                    images, labels, ids, meta = job.next(self.timeout or 1e6)
-                except (_galley.ServerUnavailable, _galley.JobCancelled) as lost:
-                    job = self._reopen_after_restart(epoch, lost)
-                    slots = int(job.info["slots"])
-                    continue
-                except _galley.SampleError as failed:
-                    # galleyd ended the job: this epoch cannot be delivered
-                    # whole (the dataset changed under it, or failed samples
-                    # had no substitute). The next loop opens a new job,
-                    # which lists the dataset as it is then.
-                    self._close_job()
-                    if _NATIVE_SIZE_MISMATCH in str(failed):
-                        _raise_native_size_mismatch(str(failed).split(" First: ")[-1])
-                    raise
-                if meta["epoch"] != epoch:
-                    continue  # left over from before a seek
-                if _NATIVE_SIZE_MISMATCH in meta["first_error"]:
-                    _raise_native_size_mismatch(meta["first_error"])
-                if meta["skipped"]:
-                    self._skipped += meta["skipped"]
-                    if self.on_error == "raise":
-                        raise _galley.SampleError(
-                            f"{meta['skipped']} sample(s) of epoch {epoch} failed: "
-                            f"{meta['first_error']}")
-                last = meta["last_in_epoch"]
-                if len(labels):
-                    self._held.append(weakref.ref(images))
-                    ids = _tensors.int64_tensor(ids)
-                    for item in ids.tolist():
-                        self._pass_consumed[item >> 3] |= 1 << (item & 7)
-                    self._pass_batches += 1
-                if last:
-                    completed = True
-                    self._daemon_epoch = epoch + 1
-                    self._completed += 1
-                    self._pass_epoch = None
-                if len(labels):
-                    batch = (_tensors.images_tensor(images), _tensors.int64_tensor(labels))
-                    del images
-                    if self._pin:
-                        batch = tuple(_tensors.pin(t) for t in batch)
-                    if self.batch_transform is not None:
-                        batch = tuple(self.batch_transform(
-                            *batch, rng=batch_ops.batch_rng(self.seed, epoch, ids)))
-                    if with_ids:
-                        batch = batch + (ids,)
-                    elif self.collate_fn is not None:
-                        batch = self.collate_fn(batch)
-                    yield batch
-                    del batch
-                if last:
-                    if self.epochs is not None and self._completed >= self.epochs:
-                        self._close_job()  # nothing more to prepare
-                    return
-        finally:
-            if not completed:
-                # Abandoned: the daemon is mid-epoch, so the next loop seeks to
-                # its own epoch, and a state taken now resumes there too;
-                # unless the daemon went away, when the state keeps this pass.
-                self._daemon_epoch = None
-                if not self._keep_pass:
-                    self._pass_epoch = None
-                self._keep_pass = False
+            walk.batches = resume["batches"]
+            walk.consumed[:] = bytes(resume["state"]["consumed"]).ljust(
+                len(walk.consumed), b"\0")[:len(walk.consumed)]
+        self._main = self._recorded = walk
+        return walk
+
+    def _start_side_pass(self) -> "_Pass":
+        """An iterator started while the main pass runs: the epoch the next
+        loop will take (a DistributedSampler's epoch, with one), over a job of
+        its own that ends with that epoch."""
+        epoch = self._epoch
+        if self._sampler is not None:
+            epoch = int(getattr(self._sampler, "epoch", epoch))
+        listed = self._sampler_items() if self._listed else None
+        job, pid = self._open_job(epoch, epochs=1, items=listed)
+        return _Pass(epoch, main=False, job=job, daemon_pid=pid, items=listed)
+
+    def _finish_pass(self, walk: "_Pass") -> None:
+        """The pass has its epoch's last batch: it no longer holds the loader's
+        job, which goes on with the next epoch unless that was the last."""
+        walk.finished = True
+        self._warn_skipped(walk)
+        if not walk.main:
+            walk.job.close()  # its only epoch is over
+            return
+        self._main = None
+        self._recorded = None  # a state taken now resumes at the next epoch
+        self._completed += 1
+        self._job_epoch = walk.epoch + 1
+        if self.epochs is not None and self._completed >= self.epochs:
+            self._close_job()  # galleyd prepared nothing past this epoch
+
+    def _abandon_pass(self, walk: "_Pass") -> None:
+        """An iterator left before the end of its epoch (``break``, garbage
+        collected, an error): its job is closed, so galleyd stops preparing
+        for it at once; the next loop opens a new one at its own epoch."""
+        walk.finished = True
+        self._warn_skipped(walk)
+        if not walk.main:
+            walk.job.close()
+            return
+        self._main = None
+        # A state taken now resumes the next loop's epoch; unless the daemon
+        # went away, when it keeps this pass.
+        self._recorded = walk if walk.daemon_lost else None
+        self._close_job()
+
+    def _end_pass_job(self, walk: "_Pass") -> None:
+        """galleyd ended the pass's job: drop it without asking for more."""
+        if walk.main:
+            self._close_job(final_stats=False)
+        else:
+            walk.job.close()
+
+    def _note_skipped(self, walk: "_Pass", count: int, first_error: str) -> None:
+        self._skipped += count
+        walk.skipped += count
+        if not walk.first_skipped:
+            walk.first_skipped = first_error
+        # galleyd's message is "<path>: <reason>".
+        self._skipped_files.setdefault(first_error.split(": ", 1)[0])
+        if self.on_error == "raise":
+            raise _galley.SampleError(
+                f"{count} sample(s) of epoch {walk.epoch} failed: {first_error}")
+
+    def _warn_skipped(self, walk: "_Pass") -> None:
+        """One warning per pass over an epoch that substituted samples."""
+        if walk.skipped and self.on_error == "skip":
+            warnings.warn(
+                f"galley: {walk.skipped} sample(s) of epoch {walk.epoch} could not be read or "
+                f"decoded and were replaced by other items of the epoch (on_error='skip'); "
+                f"first: {walk.first_skipped}. loader.skipped_files lists the files; "
+                f"on_error='raise' raises instead", UserWarning, stacklevel=4)
 
     def close(self) -> None:
-        """Ends the job in the daemon and frees its shared memory."""
+        """Ends the loader's job in the daemon and frees its shared memory.
+        An iterator started alongside the loop keeps its own job until it
+        ends or is dropped."""
         self._close_job()
         self._client = None
 
@@ -908,17 +990,33 @@ class DataLoader:
 
     def __del__(self) -> None:
         try:
-            self.close()
+            self._close_job(final_stats=False)  # no request to a daemon from a finalizer
         except Exception:
             pass
 
     # -- internals -----------------------------------------------------------------
 
-    def _close_job(self) -> None:
+    def _job_info(self) -> Dict[str, Any]:
+        """The loader's job's info, or the last one's: no job is opened for it
+        once one has been."""
         if self._job is not None:
+            return self._job.info
+        if self._info is not None:
+            return self._info
+        return self._open().info
+
+    def _close_job(self, final_stats: bool = True) -> None:
+        """Ends the loader's job, keeping its final counters for stats()."""
+        if self._job is not None:
+            if final_stats:
+                try:
+                    self._final_stats = self._job.stats()
+                except _galley.GalleyError:
+                    pass  # ended by galleyd: the counters before stay
             self._job.close()
             self._job = None
-        self._daemon_epoch = None
+        self._job_epoch = None
+        self._job_listed_epoch = self._job_listed = None
 
     def _daemon_pid(self, client: Any) -> Optional[int]:
         try:
@@ -926,19 +1024,21 @@ class DataLoader:
         except _galley.GalleyError:
             return None
 
-    def _reopen_after_restart(self, epoch: int, lost: Exception) -> Any:
-        """The job's daemon went away mid-epoch. If a new galleyd answers on
+    def _reopen_after_restart(self, walk: "_Pass", lost: Exception) -> Any:
+        """The pass's daemon went away mid-epoch. If a new galleyd answers on
         the same socket within the loader's timeout (30 s by default), the
-        job is opened there and the epoch goes on from where it was: the
-        items already yielded are left out, as on a resume, so every item
+        pass's job is opened there and the epoch goes on from where it was:
+        the items already yielded are left out, as on a resume, so every item
         still comes exactly once. A job cancelled by a daemon that is still
         up (``galleyctl cancel``) is not reopened: ``lost`` is raised."""
-        old_pid, self._opened_pid = self._opened_pid, None
+        old_pid = walk.daemon_pid
         try:
-            self._job.close()
+            walk.job.close()
         except _galley.GalleyError:
             pass
-        self._job = None
+        if walk.main:
+            self._job = None
+            self._job_epoch = None
         deadline = time.monotonic() + (self.timeout or 30.0)
         client = None
         pid = None
@@ -954,75 +1054,103 @@ class DataLoader:
                 client = candidate
                 break
             if time.monotonic() >= deadline:
-                self._keep_pass = True  # state_dict() resumes this epoch exactly
+                walk.daemon_lost = True  # state_dict() resumes this epoch exactly
                 raise _galley.ServerUnavailable(
-                    f"galleyd went away during epoch {epoch} ({lost}) and none answered again "
-                    f"within {self.timeout or 30.0:g} s; loader.state_dict() holds your place: "
-                    f"save it, and iterate again (or load_state_dict) once galleyd runs") from lost
+                    f"galleyd went away during epoch {walk.epoch} ({lost}) and none answered "
+                    f"again within {self.timeout or 30.0:g} s; loader.state_dict() holds your "
+                    f"place: save it, and iterate again (or load_state_dict) once galleyd "
+                    f"runs") from lost
             time.sleep(0.2)
         _warn_once("reconnect", f"galley: galleyd restarted (pid {old_pid} -> {pid}); the job "
-                                f"continues epoch {epoch} on the new daemon")
-        consumed = bytes(self._pass_consumed).hex()  # OpenJob's resume_consumed form
+                                f"continues epoch {walk.epoch} on the new daemon")
         self._client = client
-        next_epoch, self._epoch = self._epoch, epoch
-        self._resume = {"state": None, "batches": self._pass_batches, "consumed": consumed}
-        if self._pass_items is not None:  # a listed epoch goes on from its position
-            self._open_items = self._pass_items[self._pass_batches * self.batch_size:]
-        try:
-            job = self._open()
-        finally:
-            self._epoch, self._resume = next_epoch, None
-            self._open_items = self._opened_with = None
-        if int(job.info["dataset_size"]) != self._pass_dataset_size:
-            self._close_job()
-            raise ValueError(f"galleyd restarted during epoch {epoch} and the dataset now has "
-                             f"{job.info['dataset_size']} items: the epoch cannot go on exactly; "
-                             f"iterate again to start the next one")
-        self._daemon_epoch = epoch
+        # OpenJob's resume_consumed form: the same bitmap, as hex.
+        resume = {"batches": walk.batches, "consumed": bytes(walk.consumed).hex()}
+        job, walk.daemon_pid = self._open_job(walk.epoch, self._epochs_left() if walk.main else 1,
+                                              resume, walk.items)
+        if int(job.info["dataset_size"]) != walk.dataset_size:
+            job.close()
+            raise ValueError(f"galleyd restarted during epoch {walk.epoch} and the dataset now "
+                             f"has {job.info['dataset_size']} items: the epoch cannot go on "
+                             f"exactly; iterate again to start the next one")
+        walk.job = job
+        if walk.main:
+            self._job, self._job_pid, self._job_epoch = job, walk.daemon_pid, walk.epoch
+            self._job_listed_epoch, self._job_listed = walk.epoch, walk.items
         return job
 
-    def _open(self) -> Any:
+    def _epochs_left(self) -> int:
+        """Epochs galleyd prepares for the loader's job: those left to run
+        (at least the one about to start), or 0, endless."""
+        return 0 if self.epochs is None else max(1, self.epochs - self._completed)
+
+    def _open(self, listed: Optional[List[int]] = None) -> Any:
+        """The loader's job, opened at the next loop's epoch (and a loaded
+        state's resume point) when none is open. A listed loader's job is
+        opened with ``listed``, the epoch's list (default: the sampler's
+        list now)."""
         if self._job is None:
-            if self._client is None:
-                self._client = _autostart.client(self._socket, self._autostart,
-                                                 self.timeout or 30.0)
-            # The OpenJob body (docs/protocol.md), where an absent field takes
-            # its default.
-            spec = {key: value for key, value in self._spec.items() if value is not None}
-            spec["start_epoch"] = self._epoch
+            resume = None
             if self._resume is not None:
-                spec["start_batch"] = self._resume["batches"]
-                if not self._listed:  # a listed epoch leaves them out of its list
-                    spec["resume_consumed"] = self._resume["consumed"]
-            if self._listed:
-                if self._open_items is None:  # opened outside a loop (len, info, ...)
-                    self._open_items = self._sampler_items()
-                spec["epoch_items"] = self._open_items
-            try:
-                with _shards.IndexingProgress(
-                        lambda: _autostart.client(self._socket, False, 5.0),
-                        spec.get("shards") or spec["dataset"]):
-                    self._job = self._client.open_job(spec)
-            except (_galley.ServerUnavailable, _galley.JobCancelled):
-                # A daemon galley chose may have been exiting for idleness:
-                # find (or start) one again, once.
-                if not _autostart.may_retry(self._socket):
-                    raise
-                self._client = _autostart.client(self._socket, self._autostart,
-                                                 self.timeout or 30.0)
-                self._job = self._client.open_job(spec)
-            self._daemon_epoch = self._epoch
-            self._opened_pid = self._daemon_pid(self._client)
-            self._opened_with = spec.get("epoch_items")
-            info = self._job.info
-            self._dataset_size = int(info["dataset_size"])
-            self._dataset_seen = {
-                "path": self._root, "content_key": info["content_key"],
-                "mtimes_key": info["mtimes_key"], "items": self._dataset_size,
-                "bytes": int(info["dataset_bytes"]), "classes": list(info["classes"])}
-            self._check_given_dataset(info)
-            self._notice_shared_order()
+                resume = {"batches": self._resume["batches"],
+                          "consumed": self._resume["consumed"]}
+            if self._listed and listed is None:
+                listed = self._sampler_items()
+            self._job, self._job_pid = self._open_job(self._epoch, self._epochs_left(), resume,
+                                                      listed)
+            self._job_epoch = self._epoch
+            self._job_listed_epoch, self._job_listed = self._epoch, listed
+            self._info = dict(self._job.info)
+            self._final_stats = None
         return self._job
+
+    def _open_job(self, start_epoch: int, epochs: int,
+                  resume: Optional[Dict[str, Any]] = None,
+                  items: Optional[List[int]] = None) -> Tuple[Any, Optional[int]]:
+        """A job in galleyd from ``start_epoch`` for ``epochs`` epochs (0:
+        endless), and the pid of the galleyd serving it. ``resume`` leaves out
+        the first epoch's items yielded before (``batches``, and the
+        ``consumed`` bitmap as hex). A listed loader's job takes ``items``,
+        the first epoch's whole list; on a resume it goes on from the
+        position the state stopped at (the list's items up to there were
+        yielded, repeats included)."""
+        if self._client is None:
+            self._client = _autostart.client(self._socket, self._autostart,
+                                             self.timeout or 30.0)
+        # The OpenJob body (docs/protocol.md), where an absent field takes
+        # its default.
+        spec = {key: value for key, value in self._spec.items() if value is not None}
+        spec["start_epoch"] = start_epoch
+        spec["epochs"] = epochs
+        if resume is not None:
+            spec["start_batch"] = resume["batches"]
+            if items is None:  # a listed epoch leaves them out of its list
+                spec["resume_consumed"] = resume["consumed"]
+        if items is not None:
+            spec["epoch_items"] = (items if resume is None
+                                   else items[resume["batches"] * self.batch_size:])
+        try:
+            with _shards.IndexingProgress(
+                    lambda: _autostart.client(self._socket, False, 5.0),
+                    spec.get("shards") or spec["dataset"]):
+                job = self._client.open_job(spec)
+        except (_galley.ServerUnavailable, _galley.JobCancelled):
+            # A daemon galley chose may have been exiting for idleness:
+            # find (or start) one again, once.
+            if not _autostart.may_retry(self._socket):
+                raise
+            self._client = _autostart.client(self._socket, self._autostart,
+                                             self.timeout or 30.0)
+            job = self._client.open_job(spec)
+        info = job.info
+        self._dataset_size = int(info["dataset_size"])
+        self._dataset_seen = {
+            "path": self._root, "content_key": info["content_key"],
+            "mtimes_key": info["mtimes_key"], "items": self._dataset_size,
+            "bytes": int(info["dataset_bytes"]), "classes": list(info["classes"])}
+        self._check_given_dataset(info)
+        self._notice_shared_order(job)
+        return job, self._daemon_pid(self._client)
 
     def _check_given_dataset(self, info: Dict[str, Any]) -> None:
         """Warns once when the dataset object given lists other items than
@@ -1061,14 +1189,14 @@ class DataLoader:
                              f"split) instead of the sampler")
         return items
 
-    def _notice_shared_order(self) -> None:
+    def _notice_shared_order(self, job: Any) -> None:
         """Warns once per process when the job just opened joined jobs with
         other seeds under a policy that gives them one order (galleyd's
         sampler group: ``job_seeds``, ``orders_follow_seeds``)."""
         if not self.shuffle:
             return
         try:
-            stats = self._job.stats()
+            stats = job.stats()
         except _galley.GalleyError:
             return  # only a notice: never a reason to fail the job
         policy = stats.get("job", {}).get("policy")
@@ -1078,7 +1206,7 @@ class DataLoader:
                     and group.get("orders_follow_seeds") is False):
                 _warn_once("shared_order", (
                     f"galley.DataLoader: this job (seed={self.seed}) runs beside "
-                    f"{group['jobs'] - 1} other job(s) on {self.dataset} with other seeds, and "
+                    f"{group['jobs'] - 1} other job(s) on {self._root} with other seeds, and "
                     f"policy {policy!r} gives jobs on the same items one shared order whatever "
                     f"their seeds: that is how each item is read and decoded once for all of "
                     f"them. seed= still decides this job's augmentations, not its order. For an "
@@ -1086,3 +1214,29 @@ class DataLoader:
                     f"pass policy=\"independent\"; the jobs then share only through the "
                     f"cache (docs/sampling.md, section 1.2, gives the cost)"))
                 return
+
+
+class _Pass:
+    """One iterator's walk over one epoch.
+
+    The loader's main pass takes the loader's next epoch from the loader's
+    job, counts in ``completed_epochs`` and is what ``state_dict()`` records;
+    a side pass (an iterator started while the main pass runs) has a job of
+    its own. Used by the thread that iterates.
+    """
+
+    def __init__(self, epoch: int, main: bool, job: Any, daemon_pid: Optional[int],
+                 items: Optional[List[int]] = None) -> None:
+        self.epoch = epoch
+        self.main = main
+        self.job = job
+        self.daemon_pid = daemon_pid  # the galleyd serving the job
+        self.dataset_size = int(job.info["dataset_size"])
+        self.batches = 0  # batches yielded
+        self.consumed = bytearray((self.dataset_size + 7) // 8)  # bitmap of item ids yielded
+        self.held: List[weakref.ref] = []  # its batches' shared memory still alive
+        self.skipped = 0  # samples substituted in this pass
+        self.first_skipped = ""  # galleyd's message for the first of them
+        self.finished = False  # its last batch came, or it was abandoned
+        self.daemon_lost = False  # its daemon went away and none came back
+        self.items = items  # a listed epoch's whole list (a DistributedSampler's)

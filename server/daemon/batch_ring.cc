@@ -149,6 +149,17 @@ uint32_t BatchRing::ReadySlots() const {
   return ready;
 }
 
+uint32_t BatchRing::ReadySlotsOf(uint64_t generation) const {
+  uint32_t ready = 0;
+  for (uint32_t i = 0; i < geometry_.slot_count; ++i) {
+    const wire::SlotHeader* s = slot(i);
+    ready += s->state.load(std::memory_order_acquire) ==
+                 static_cast<uint32_t>(wire::SlotState::kReady) &&
+             s->generation == generation;
+  }
+  return ready;
+}
+
 void BatchRing::Close(const Status& reason) {
   if (closed_.exchange(true)) return;
   auto* header = wire::HeaderAt(base_);

@@ -71,6 +71,8 @@ class BatchRing {
   uint32_t FreeSlots() const;
   // Published slots the client has not taken yet: what its consumer has buffered.
   uint32_t ReadySlots() const;
+  // Those of them published for `generation` (SlotHeader::generation).
+  uint32_t ReadySlotsOf(uint64_t generation) const;
   // What the client reports of its consumer's waits for batches (the
   // segment is writable by the client, so for statistics only).
   std::chrono::nanoseconds ConsumerWait() const;

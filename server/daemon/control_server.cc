@@ -625,6 +625,7 @@ DaemonStatusSnapshot ControlServer::StatusFor(const wire::PeerCredentials& peer,
   s.jobs_refused = counters.jobs_refused;
   s.draining = counters.draining;
   s.protocol_errors = protocol_errors_.load();
+  s.batches = scheduler_->Totals();
   s.datasets = datasets_.size();
   s.shm_bytes = counters.shm_bytes;
   s.limits = {limits.max_jobs,         limits.max_shm_per_job, limits.max_shm_total,

@@ -38,6 +38,9 @@ class SharedRings final : public RingView {
     return {job.ring->geometry().slot_count, job.ring->FreeSlots(), job.ring->ReadySlots()};
   }
   std::optional<uint32_t> Claim(ServedJob& job) override { return job.ring->Claim(); }
+  uint32_t ReadyOf(const ServedJob& job, uint64_t generation) const override {
+    return job.ring->ReadySlotsOf(generation);
+  }
 };
 
 // "1 sample", "3 samples".
@@ -203,10 +206,19 @@ void Scheduler::LeaveSampler(Production& p) {
   p.repeats_served = 0;
 }
 
+void Scheduler::CountUnread(ServedJob& job, uint64_t batches) {
+  job.counters.unread += batches;
+  totals_.unread += batches;
+}
+
 void Scheduler::RemoveJob(uint64_t job_id) {
   MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
+  // What the consumer left in the ring is never read now (batches of the
+  // epochs it left were counted at its Seek); a batch still being prepared
+  // is counted when it is done (Loop).
+  CountUnread(*it->second.job, rings_->ReadyOf(*it->second.job, it->second.generation));
   LeaveSampler(it->second);
   it->second.group->jobs--;
   jobs_.erase(it);
@@ -235,6 +247,9 @@ Result<uint64_t> Scheduler::Seek(uint64_t job_id, uint64_t epoch,
                           "'items' (open the job with 'epoch_items' to list them)");
   }
   if (items != nullptr) GALLEY_RETURN_IF_ERROR(p.job->ListEpoch(epoch, *items));
+  // The consumer waits for the new epoch now (its Seek is a request it
+  // waits on), so it drops the batches published before unread.
+  CountUnread(*p.job, rings_->ReadyOf(*p.job, p.generation));
   LeaveSampler(p);
   p.epoch = epoch;
   p.batch_index = 0;
@@ -516,6 +531,11 @@ std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<Slo
   return tasks;
 }
 
+bool Scheduler::Wanted(const SlotPlan& plan) const {
+  auto it = jobs_.find(plan.job->id);
+  return it != jobs_.end() && it->second.generation == plan.generation;
+}
+
 void Scheduler::Publish(SlotPlan& plan) {
   ServedJob& job = *plan.job;
   BatchRing& ring = *job.ring;
@@ -586,15 +606,34 @@ void Scheduler::Loop() {
     FindUnservable(plans, /*substitutes_done=*/true);
     const uint64_t ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-    for (auto& plan : plans) {
-      plan->job->counters.produce_ns += ns / plans.size();
-      if (plan->unservable.empty()) {
-        Publish(*plan);
-      } else {
-        EndUnservableJob(*plan);
+    std::vector<SlotPlan*> unservable;
+    {
+      // Under mu_, so that a Seek or a close either comes before a batch is
+      // published (the batch is then not published) or counts it in the
+      // ring.
+      MutexLock lock(&mu_);
+      for (auto& plan : plans) {
+        plan->job->counters.produce_ns += ns / plans.size();
+        if (!plan->unservable.empty()) {
+          unservable.push_back(plan.get());
+          continue;
+        }
+        totals_.prepared++;
+        if (Wanted(*plan)) {
+          Publish(*plan);
+        } else {
+          plan->job->ring->Unclaim(plan->slot);
+          CountUnread(*plan->job, 1);
+        }
       }
     }
+    for (SlotPlan* plan : unservable) EndUnservableJob(*plan);
   }
+}
+
+BatchTotalsSnapshot Scheduler::Totals() const {
+  MutexLock lock(&mu_);
+  return totals_;
 }
 
 std::vector<SamplerGroupSnapshot> Scheduler::Snapshot() const {

@@ -42,8 +42,14 @@
 // needs) and from the decoded tier, which keeps items that are still in
 // demand.
 //
-// AddJob/RemoveJob/Seek/Wake/Snapshot may be called from any thread; they
-// take mu_. Production state is changed only under mu_ by the scheduler
+// A batch is prepared for a job's consumer and for nothing else: one
+// prepared for an epoch the job has left (Seek) or for a job that has closed
+// is not published, and every batch prepared but never taken (not published
+// for that reason, or still in the ring when its job sought or closed) is
+// counted in the job's and the daemon's unread batches (BatchTotals).
+//
+// AddJob/RemoveJob/Seek/Wake/Snapshot/Totals may be called from any thread;
+// they take mu_. Production state is changed only under mu_ by the scheduler
 // thread or by Seek.
 #ifndef GALLEY_SERVER_DAEMON_SCHEDULER_H_
 #define GALLEY_SERVER_DAEMON_SCHEDULER_H_
@@ -106,6 +112,8 @@ class RingView {
   virtual RingOccupancy Occupancy(const ServedJob& job) const = 0;
   // Takes a free slot for filling, or nullopt if there is none.
   virtual std::optional<uint32_t> Claim(ServedJob& job) = 0;
+  // Published slots of `generation` the consumer has not taken.
+  virtual uint32_t ReadyOf(const ServedJob& job, uint64_t generation) const = 0;
   static RingView* Shared();  // never null, lives forever
 };
 
@@ -142,6 +150,8 @@ class Scheduler {
 
   // Every sampler group, with the substitutions of the epochs in progress.
   std::vector<SamplerGroupSnapshot> Snapshot() const EXCLUDES(mu_);
+  // Batches prepared and left unread since start, every job's, closed or open.
+  BatchTotalsSnapshot Totals() const EXCLUDES(mu_);
 
   // Plans one wave as the scheduler thread does each turn (slots claimed
   // through the RingView, rounds decided, nothing prepared or published);
@@ -185,7 +195,12 @@ class Scheduler {
   // Plans a wave; returns false if no job can take a batch.
   bool PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans, std::vector<ItemTask>* tasks)
       REQUIRES(mu_);
-  void Publish(SlotPlan& plan);
+  void Publish(SlotPlan& plan) REQUIRES(mu_);
+  // Whether a prepared plan is still wanted: its job is open and has not
+  // sought since the plan was made.
+  bool Wanted(const SlotPlan& plan) const REQUIRES(mu_);
+  // Counts `batches` of `job` as prepared and never taken by its consumer.
+  void CountUnread(ServedJob& job, uint64_t batches) REQUIRES(mu_);
   // Replaces the samples of `plans` that failed by substitutes and returns
   // the tasks that prepare them (empty: nothing failed). Plans already
   // unservable are left alone.
@@ -225,6 +240,7 @@ class Scheduler {
   // Items that failed to read or decode, by dataset index: substitutes are
   // never drawn from them.
   std::set<std::pair<uint32_t, ItemId>> failed_items_ GUARDED_BY(mu_);
+  BatchTotalsSnapshot totals_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -126,6 +126,7 @@ JobSnapshot ServedJob::Snapshot() const {
   s.prefetch = spec.prefetch;
   s.segment_bytes = ring->geometry().segment_bytes;
   s.batches = counters.batches.load();
+  s.batches_unread = counters.unread.load();
   s.samples = counters.samples.load();
   s.skipped = counters.skipped.load();
   s.epochs_completed = counters.epochs_completed.load();

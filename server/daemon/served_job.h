@@ -28,7 +28,10 @@
 namespace galley {
 
 struct JobCounters {
-  std::atomic<uint64_t> batches{0};
+  std::atomic<uint64_t> batches{0};  // published
+  // Prepared but never taken by the consumer: in the ring, or being
+  // prepared, when the job sought to another epoch.
+  std::atomic<uint64_t> unread{0};
   std::atomic<uint64_t> samples{0};
   std::atomic<uint64_t> skipped{0};
   std::atomic<uint64_t> epochs_completed{0};

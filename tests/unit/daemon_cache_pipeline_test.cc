@@ -1,7 +1,8 @@
 // The daemon's use of the cache: ItemPipeline really skips reads and decodes
 // on tier hits (its counters prove it), the augmented tier shares only
 // identical samples, and the scheduler keeps the demand counts exact when a
-// job leaves mid-epoch. Runs on a small JPEG ImageFolder written per test.
+// job leaves mid-epoch and counts once each batch no consumer took. Runs on a
+// small JPEG ImageFolder written per test.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -449,6 +450,39 @@ TEST_F(DaemonCacheTest, SchedulerDropsTheRemainingDemandOfAJobThatLeaves) {
   scheduler.RemoveJob(b->id);
   scheduler.Stop();
   EXPECT_EQ(cache->demand().TotalDemand(), 0u);
+}
+
+TEST_F(DaemonCacheTest, BatchesNoConsumerTookAreCountedOnceAsUnread) {
+  ItemPipeline pipeline(PipelineOptions{.worker_threads = 2});
+  Scheduler scheduler(SchedulerOptions{}, &pipeline);
+  // Two slots of 3 items, and no consumer: the ring fills, then waits.
+  auto job = MakeJob(1, 5, 3, 2);
+  ASSERT_TRUE(scheduler.AddJob(job).ok());
+  scheduler.ConsumerReady(job->id);
+  scheduler.Start();
+  ASSERT_TRUE(WaitForBatches(*job, 2));
+  EXPECT_EQ(scheduler.Totals().unread, 0u);
+
+  // A seek leaves both published batches unread: the consumer drops them.
+  auto generation = scheduler.Seek(job->id, 1);
+  ASSERT_TRUE(generation.ok());
+  EXPECT_EQ(job->counters.unread.load(), 2u);
+  EXPECT_EQ(scheduler.Totals().unread, 2u);
+  // As the client does: the dropped slots go back, and the new epoch fills them.
+  for (uint32_t s = 0; s < 2; ++s) {
+    job->ring->slot(s)->state.store(static_cast<uint32_t>(wire::SlotState::kFree));
+  }
+  scheduler.Wake();
+  ASSERT_TRUE(WaitForBatches(*job, 4));
+  for (uint32_t s = 0; s < 2; ++s) EXPECT_EQ(job->ring->slot(s)->generation, *generation);
+
+  // Closing counts what is still in the ring, and the dropped ones not again.
+  scheduler.RemoveJob(job->id);
+  scheduler.Stop();
+  const BatchTotalsSnapshot totals = scheduler.Totals();
+  EXPECT_EQ(totals.prepared, 4u);
+  EXPECT_EQ(totals.unread, 4u);
+  EXPECT_EQ(job->counters.batches.load(), 4u);
 }
 
 }  // namespace

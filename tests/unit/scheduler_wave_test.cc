@@ -40,6 +40,10 @@ class FakeRings final : public RingView {
     r.ready++;
     return r.slots - 1 - r.free;
   }
+  // The fake keeps no generations: every ready slot is of the current one.
+  uint32_t ReadyOf(const ServedJob& job, uint64_t) const override {
+    return rings_.at(job.id).ready;
+  }
   void Set(uint64_t job, uint32_t free, uint32_t ready) { rings_[job] = {4, free, ready}; }
   void Consume(uint64_t job) {
     RingOccupancy& r = rings_.at(job);

@@ -127,7 +127,9 @@ class Job {
   // The daemon's counters for this job (JSON text).
   Result<std::string> Stats();
 
-  // Ends the job now. Batches still held stay readable until released.
+  // Ends the job now. Batches still held stay readable until released. May
+  // be called from any thread: a Next() waiting in another returns Cancelled,
+  // as does every call after it.
   void Close();
 
  private:
