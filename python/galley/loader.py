@@ -892,11 +892,6 @@ class DataLoader:
         job = self._open(listed)
         if resume is not None:
             _check_same_dataset(resume["state"], self._dataset_seen, warn=False)
-        if listed is not None and (self._job_listed_epoch != epoch or self._job_listed != listed):
-            # The job serves a listed epoch only once it has its list; it
-            # waits for it, so this seek drops nothing prepared.
-            job.seek_epoch(epoch, listed)
-            self._job_listed_epoch, self._job_listed = epoch, listed
         self._resume = None
         self._epoch = epoch + 1  # the next loop is the next epoch, finished or not
         walk = _Pass(epoch, main=True, job=job, daemon_pid=self._job_pid, items=listed)
@@ -905,6 +900,18 @@ class DataLoader:
             walk.consumed[:] = bytes(resume["state"]["consumed"]).ljust(
                 len(walk.consumed), b"\0")[:len(walk.consumed)]
         self._main = self._recorded = walk
+        if listed is not None and (self._job_listed_epoch != epoch or self._job_listed != listed):
+            # The job serves a listed epoch only once it has its list; it
+            # waits for it, so this seek drops nothing prepared.
+            try:
+                job.seek_epoch(epoch, listed)
+                self._job_listed_epoch, self._job_listed = epoch, listed
+            except (_galley.ServerUnavailable, _galley.JobCancelled) as lost:
+                try:
+                    self._reopen_after_restart(walk, lost)  # opened with the list
+                except BaseException:
+                    self._abandon_pass(walk)
+                    raise
         return walk
 
     def _start_side_pass(self) -> "_Pass":

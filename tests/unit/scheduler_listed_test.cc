@@ -26,6 +26,7 @@ class OpenRings final : public RingView {
  public:
   RingOccupancy Occupancy(const ServedJob&) const override { return {4, 4, 0}; }
   std::optional<uint32_t> Claim(ServedJob&) override { return 0; }
+  uint32_t ReadyOf(const ServedJob&, uint64_t) const override { return 0; }
 };
 
 class ListedEpochTest : public ::testing::Test {
