@@ -51,7 +51,11 @@ CachePlanner::CachePlanner(cache::TieredCache* cache, const NodeMeasurements& no
       node_(node),
       worker_threads_(std::max(1, worker_threads)),
       overrides_(overrides) {
-  if (overrides_.split) cache_->SetSplit(*overrides_.split);
+  if (overrides_.split) {
+    // The options accept only splits that add up, so the cache takes it.
+    const Status applied = cache_->SetSplit(*overrides_.split);
+    if (!applied.ok()) spdlog::error("cache planner: the admin's split: {}", applied.message());
+  }
 }
 
 CachePlanner::~CachePlanner() { Stop(); }
@@ -184,9 +188,9 @@ cache::Plan CachePlanner::ReplanNow() {
   const cache::Plan plan = overrides_.split
                                ? cache::FixedSplitPlanner(*overrides_.split).MakePlan(inputs)
                                : cache::ModelDrivenPlanner().MakePlan(inputs);
-  if (!cache_->SetSplit(plan.split())) {
-    spdlog::error("cache planner: the cache refused split {}/{}/{}", plan.encoded_pct,
-                  plan.decoded_pct, plan.augmented_pct);
+  if (const Status applied = cache_->SetSplit(plan.split()); !applied.ok()) {
+    spdlog::error("cache planner: the cache refused split {}/{}/{}: {}", plan.encoded_pct,
+                  plan.decoded_pct, plan.augmented_pct, applied.message());
   }
   if (remote_ != nullptr && plan.remote_form != cache::RemoteTierForm::kNone) {
     remote_->set_write_form(plan.remote_form == cache::RemoteTierForm::kDecoded

@@ -402,12 +402,12 @@ int Run(int argc, char** argv) {
       cache_options.split = {options->cache_split[0], options->cache_split[1],
                              options->cache_split[2]};
     }
-    std::string error;
-    cache = cache::TieredCache::Create(cache_options, &error);
-    if (cache == nullptr) {
-      std::fprintf(stderr, "galleyd: cache: %s\n", error.c_str());
+    auto created = cache::TieredCache::Create(cache_options);
+    if (!created.ok()) {
+      std::fprintf(stderr, "galleyd: cache: %s\n", created.status().message().c_str());
       return 2;
     }
+    cache = std::move(created).value();
   }
 
   std::unique_ptr<StorageThrottle> throttle;

@@ -124,8 +124,8 @@ class DaemonCacheTest : public ::testing::Test {
     options.cache_bytes = uint64_t{64} << 20;  // every tier holds the whole dataset
     options.split = split;
     auto cache = cache::TieredCache::Create(options);
-    EXPECT_NE(cache, nullptr);
-    return cache;
+    EXPECT_TRUE(cache.ok()) << cache.status().ToString();
+    return cache.ok() ? std::move(cache).value() : nullptr;
   }
 
   // What the scheduler does when the job starts an epoch and receives every
@@ -210,7 +210,7 @@ TEST_F(DaemonCacheTest, EncodedEntryIsPromotedToTheDecodedTier) {
 
   // The admin moves the budget to decoded pixels: the next pass decodes
   // from the encoded tier once more, and the items move over.
-  ASSERT_TRUE(cache->SetSplit({50, 50, 0}));
+  ASSERT_TRUE(cache->SetSplit({50, 50, 0}).ok());
   AddAndConsumeDemand(*cache);
   RunPass(pipeline, job, 1);
   EXPECT_EQ(cache->decoded().Stats().entries, uint64_t{kItems});

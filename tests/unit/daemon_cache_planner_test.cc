@@ -118,8 +118,9 @@ class CachePlannerTest : public ::testing::Test {
 
     cache::CacheOptions options;
     options.cache_bytes = uint64_t{1} << 20;
-    cache_ = cache::TieredCache::Create(options);
-    ASSERT_NE(cache_, nullptr);
+    auto cache = cache::TieredCache::Create(options);
+    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    cache_ = std::move(cache).value();
     node_.decode_augment_per_core_per_s = 200;
     node_.augment_per_core_per_s = 1500;
     node_.memory_bytes_per_s = 5e9;
