@@ -437,6 +437,65 @@ bool FuseAfterResize(const SamplePlan& plan, int resize, int tail, bool flipped,
   return true;
 }
 
+// The source as the image before the plan's first step: a view of its
+// pixels (never written) with the logical image's place in them.
+Current ViewOf(const PlanSource& source) {
+  Current current;
+  current.pixels =
+      RgbSpan::Packed(const_cast<uint8_t*>(source.pixels.data()), source.width, source.height);
+  current.logical_width = source.logical_width;
+  current.logical_height = source.logical_height;
+  current.scale_x = source.scaled ? static_cast<double>(source.width) / source.logical_width : 1.0;
+  current.scale_y =
+      source.scaled ? static_cast<double>(source.height) / source.logical_height : 1.0;
+  current.origin_x = -source.offset_x;
+  current.origin_y = -source.offset_y;
+  return current;
+}
+
+int LastResize(const SamplePlan& plan) {
+  int last_resize = -1;
+  for (int i = 0; i < plan.count; ++i) {
+    if (plan.steps[i].kind == PlanStep::Kind::kResize) last_resize = i;
+  }
+  return last_resize;
+}
+
+// Resizes the current image as `step` says, computing only the output's
+// window of the result (FuseAfterResize) and writing it straight into the
+// sample.
+Status ResizeIntoSample(const PlanStep& step, const Current& current, const FusedOutput& fused,
+                        const OutputSpec& output, const NormalizationTable& normalized,
+                        const ChannelLut* folded, std::byte* dst, std::vector<uint8_t>& row) {
+  ResizeGeometry geometry = ResizeOf(current, step.width, step.height);
+  geometry.window_x = fused.x;
+  geometry.window_y = fused.y;
+  geometry.window_width = fused.width;
+  geometry.window_height = fused.height;
+  ResampleOptions options;
+  options.filter = FilterOf(step.interpolation);
+  SampleWriter writer(fused.width, fused.height, fused.flipped, output, normalized, folded, dst,
+                      row);
+  return ResizeAntialiased(current.pixels, geometry, options, writer);
+}
+
+// Runs one step that is not folded into the write.
+Status RunStep(const PlanStep& step, const SamplePlan& plan, Current& current, Scratch& scratch) {
+  switch (step.kind) {
+    case PlanStep::Kind::kCrop:
+      Crop(step.rect, current, scratch);
+      break;
+    case PlanStep::Kind::kResize:
+      return Resize(step, current, scratch);
+    case PlanStep::Kind::kFlip:
+      current.flipped = !current.flipped;
+      break;
+    case PlanStep::Kind::kPixel:
+      return ApplyPixel(step.pixel, plan, current, scratch);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status RunSamplePlan(const TransformSpec& spec, const NormalizationTable& normalized,
@@ -457,20 +516,8 @@ Status RunSamplePlan(const TransformSpec& spec, const NormalizationTable& normal
 
   thread_local Scratch scratch;
   thread_local std::vector<uint8_t> row;
-  Current current;
-  current.pixels =
-      RgbSpan::Packed(const_cast<uint8_t*>(source.pixels.data()), source.width, source.height);
-  current.logical_width = source.logical_width;
-  current.logical_height = source.logical_height;
-  current.scale_x = source.scaled ? static_cast<double>(source.width) / source.logical_width : 1.0;
-  current.scale_y =
-      source.scaled ? static_cast<double>(source.height) / source.logical_height : 1.0;
-  current.origin_x = -source.offset_x;
-  current.origin_y = -source.offset_y;
-  int last_resize = -1;
-  for (int i = 0; i < plan.count; ++i) {
-    if (plan.steps[i].kind == PlanStep::Kind::kResize) last_resize = i;
-  }
+  Current current = ViewOf(source);
+  const int last_resize = LastResize(plan);
   // Trailing table ops become one table applied while writing the sample.
   const int tail = FoldedTail(plan);
   const bool has_tables = TailHasTables(plan, tail);
@@ -486,34 +533,13 @@ Status RunSamplePlan(const TransformSpec& spec, const NormalizationTable& normal
     if (i == last_resize && step.interpolation != Interpolation::kNearest &&
         FuseAfterResize(plan, i, tail, current.flipped, fused) &&
         fused.width == spec.output_width && fused.height == spec.output_height) {
-      ResizeGeometry geometry = ResizeOf(current, step.width, step.height);
-      geometry.window_x = fused.x;
-      geometry.window_y = fused.y;
-      geometry.window_width = fused.width;
-      geometry.window_height = fused.height;
-      ResampleOptions options;
-      options.filter = FilterOf(step.interpolation);
-      SampleWriter writer(fused.width, fused.height, fused.flipped, spec.output, normalized,
-                          has_tables ? &folded : nullptr, dst.data(), row);
-      GALLEY_RETURN_IF_ERROR(ResizeAntialiased(current.pixels, geometry, options, writer));
+      GALLEY_RETURN_IF_ERROR(ResizeIntoSample(step, current, fused, spec.output, normalized,
+                                              has_tables ? &folded : nullptr, dst.data(), row));
       WriteErasures(plan.drawn_erasures(), spec.output, spec.output_width, spec.output_height,
                     dst.data());
       return Status::Ok();
     }
-    switch (step.kind) {
-      case PlanStep::Kind::kCrop:
-        Crop(step.rect, current, scratch);
-        break;
-      case PlanStep::Kind::kResize:
-        GALLEY_RETURN_IF_ERROR(Resize(step, current, scratch));
-        break;
-      case PlanStep::Kind::kFlip:
-        current.flipped = !current.flipped;
-        break;
-      case PlanStep::Kind::kPixel:
-        GALLEY_RETURN_IF_ERROR(ApplyPixel(step.pixel, plan, current, scratch));
-        break;
-    }
+    GALLEY_RETURN_IF_ERROR(RunStep(step, plan, current, scratch));
   }
   if (current.scaled() || current.pixels.width != spec.output_width ||
       current.pixels.height != spec.output_height) {

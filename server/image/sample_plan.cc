@@ -141,7 +141,16 @@ class PlanBuilder {
     pixel.fill = FillOf(op.fill);
     return AddPixel(pixel);
   }
+  // One method per op whose draws take more than a line, each following
+  // the torchvision op it names.
+  Status AddResizeOp(const TransformOp& op);
+  Status AddHorizontalFlip(const TransformOp& op);
   Status AddRandomCrop(const TransformOp& op);
+  Status AddBlur(const TransformOp& op);
+  Status AddRandomAffine(const TransformOp& op);
+  Status AddRandomApply(const TransformOp& op, int output_height, int output_width);
+  Status AddRandomChoice(const TransformOp& op, int output_height, int output_width);
+  Status AddRandomOrder(const TransformOp& op, int output_height, int output_width);
   Status AddColorJitter(const TransformOp& op);
   Status AddAugment(AugmentOp augment, double magnitude, const TransformOp& op);
   Status AddAutoAugment(const TransformOp& op);
@@ -382,32 +391,11 @@ Status PlanBuilder::Add(const TransformOp& op, int output_height, int output_wid
       GALLEY_RETURN_IF_ERROR(AddCrop(RandomResizedCropRect(width_, height_, op, random_)));
       return AddResize(op.size[1], op.size[0], op.interpolation);
     case OpKind::kResize:
-      if (op.size.size() == 2) return AddResize(op.size[1], op.size[0], op.interpolation);
-      {
-        // _compute_resized_output_size: the shorter side becomes size, the
-        // longer one int(size * long / short), truncated.
-        const int64_t shorter = std::min(width_, height_);
-        const int64_t longer = std::max(width_, height_);
-        const int new_short = op.size[0];
-        const double new_long_exact = static_cast<double>(new_short * longer) / shorter;
-        if (new_long_exact > static_cast<double>(kMaxIntermediatePixels)) {
-          return Status::ResourceExhausted("transform Resize: image too elongated");
-        }
-        const int new_long = static_cast<int>(new_long_exact);
-        const bool portrait = width_ <= height_;
-        return AddResize(portrait ? new_short : new_long, portrait ? new_long : new_short,
-                         op.interpolation);
-      }
+      return AddResizeOp(op);
     case OpKind::kCenterCrop:
       return AddCrop(CenterCropRect(width_, height_, op.size[0], op.size[1]));
     case OpKind::kRandomHorizontalFlip:
-      // torchvision: flip when torch.rand(1) < p.
-      if (random_.Uniform(0.0, 1.0) < op.p) {
-        PlanStep step;
-        step.kind = PlanStep::Kind::kFlip;
-        return Push(step);
-      }
-      return Status::Ok();
+      return AddHorizontalFlip(op);
     case OpKind::kRandomVerticalFlip:
       if (random_.Uniform(0.0, 1.0) < op.p) return AddFactor(PixelStep::Kind::kVerticalFlip, 0);
       return Status::Ok();
@@ -422,74 +410,18 @@ Status PlanBuilder::Add(const TransformOp& op, int output_height, int output_wid
     case OpKind::kRandomGrayscale:
       if (random_.Uniform(0.0, 1.0) < op.p) return AddFactor(PixelStep::Kind::kGrayscale, 0);
       return Status::Ok();
-    case OpKind::kGaussianBlur: {
-      const double sigma = UniformF32(random_, op.sigma[0], op.sigma[1]);
-      PixelStep pixel;
-      pixel.kind = PixelStep::Kind::kBlur;
-      pixel.v[0] = pixel.v[1] = sigma;
-      pixel.sides = {op.kernel_size[0], op.kernel_size[1], 0, 0};
-      return AddPixel(pixel);
-    }
+    case OpKind::kGaussianBlur:
+      return AddBlur(op);
     case OpKind::kRandomRotation:
       return AddRotate(UniformF32(random_, op.degrees[0], op.degrees[1]), op);
-    case OpKind::kRandomAffine: {
-      // RandomAffine.get_params: angle, translation (rounded half to even),
-      // scale, shear x, shear y, in that order.
-      const double angle = UniformF32(random_, op.degrees[0], op.degrees[1]);
-      double tx = 0, ty = 0;
-      if (op.translate) {
-        const double max_dx = (*op.translate)[0] * width_;
-        const double max_dy = (*op.translate)[1] * height_;
-        tx = RoundHalfEven(UniformF32(random_, -max_dx, max_dx));
-        ty = RoundHalfEven(UniformF32(random_, -max_dy, max_dy));
-      }
-      const double scale =
-          op.affine_scale ? UniformF32(random_, (*op.affine_scale)[0], (*op.affine_scale)[1]) : 1.0;
-      const double shear_x =
-          op.shear_x ? UniformF32(random_, (*op.shear_x)[0], (*op.shear_x)[1]) : 0.0;
-      const double shear_y =
-          op.shear_y ? UniformF32(random_, (*op.shear_y)[0], (*op.shear_y)[1]) : 0.0;
-      return AddAffine(angle, tx, ty, scale, shear_x, shear_y, false, op);
-    }
+    case OpKind::kRandomAffine:
+      return AddRandomAffine(op);
     case OpKind::kRandomApply:
-      // torchvision: skip when p < torch.rand(1).
-      if (op.p < random_.Uniform(0.0, 1.0)) return Status::Ok();
-      for (const TransformOp& child : op.children) {
-        GALLEY_RETURN_IF_ERROR(Add(child, output_height, output_width));
-      }
-      return Status::Ok();
-    case OpKind::kRandomChoice: {
-      size_t chosen = 0;
-      if (op.weights.empty()) {
-        chosen = static_cast<size_t>(
-            random_.UniformInt(0, static_cast<int64_t>(op.children.size()) - 1));
-      } else {
-        double total = 0;
-        for (double w : op.weights) total += w;
-        double target = random_.Uniform(0.0, total);
-        chosen = op.weights.size() - 1;
-        for (size_t i = 0; i < op.weights.size(); ++i) {
-          if (target < op.weights[i]) {
-            chosen = i;
-            break;
-          }
-          target -= op.weights[i];
-        }
-      }
-      return Add(op.children[chosen], output_height, output_width);
-    }
-    case OpKind::kRandomOrder: {
-      std::array<size_t, kMaxNestedOps> order{};
-      const size_t n = op.children.size();
-      for (size_t i = 0; i < n; ++i) order[i] = i;
-      for (size_t i = n; i > 1; --i) {
-        std::swap(order[i - 1], order[random_.UniformInt(0, static_cast<int64_t>(i) - 1)]);
-      }
-      for (size_t i = 0; i < n; ++i) {
-        GALLEY_RETURN_IF_ERROR(Add(op.children[order[i]], output_height, output_width));
-      }
-      return Status::Ok();
-    }
+      return AddRandomApply(op, output_height, output_width);
+    case OpKind::kRandomChoice:
+      return AddRandomChoice(op, output_height, output_width);
+    case OpKind::kRandomOrder:
+      return AddRandomOrder(op, output_height, output_width);
     case OpKind::kAutoAugment:
     case OpKind::kRandAugment:
     case OpKind::kTrivialAugmentWide:
@@ -498,6 +430,101 @@ Status PlanBuilder::Add(const TransformOp& op, int output_height, int output_wid
       return AddErasing(op, output_height, output_width);
     case OpKind::kAugMix:
       return AddAugMix(op);
+  }
+  return Status::Ok();
+}
+
+Status PlanBuilder::AddResizeOp(const TransformOp& op) {
+  if (op.size.size() == 2) return AddResize(op.size[1], op.size[0], op.interpolation);
+  // _compute_resized_output_size: the shorter side becomes size, the
+  // longer one int(size * long / short), truncated.
+  const int64_t shorter = std::min(width_, height_);
+  const int64_t longer = std::max(width_, height_);
+  const int new_short = op.size[0];
+  const double new_long_exact = static_cast<double>(new_short * longer) / shorter;
+  if (new_long_exact > static_cast<double>(kMaxIntermediatePixels)) {
+    return Status::ResourceExhausted("transform Resize: image too elongated");
+  }
+  const int new_long = static_cast<int>(new_long_exact);
+  const bool portrait = width_ <= height_;
+  return AddResize(portrait ? new_short : new_long, portrait ? new_long : new_short,
+                   op.interpolation);
+}
+
+Status PlanBuilder::AddHorizontalFlip(const TransformOp& op) {
+  // torchvision: flip when torch.rand(1) < p.
+  if (!(random_.Uniform(0.0, 1.0) < op.p)) return Status::Ok();
+  PlanStep step;
+  step.kind = PlanStep::Kind::kFlip;
+  return Push(step);
+}
+
+Status PlanBuilder::AddBlur(const TransformOp& op) {
+  const double sigma = UniformF32(random_, op.sigma[0], op.sigma[1]);
+  PixelStep pixel;
+  pixel.kind = PixelStep::Kind::kBlur;
+  pixel.v[0] = pixel.v[1] = sigma;
+  pixel.sides = {op.kernel_size[0], op.kernel_size[1], 0, 0};
+  return AddPixel(pixel);
+}
+
+Status PlanBuilder::AddRandomAffine(const TransformOp& op) {
+  // RandomAffine.get_params: angle, translation (rounded half to even),
+  // scale, shear x, shear y, in that order.
+  const double angle = UniformF32(random_, op.degrees[0], op.degrees[1]);
+  double tx = 0, ty = 0;
+  if (op.translate) {
+    const double max_dx = (*op.translate)[0] * width_;
+    const double max_dy = (*op.translate)[1] * height_;
+    tx = RoundHalfEven(UniformF32(random_, -max_dx, max_dx));
+    ty = RoundHalfEven(UniformF32(random_, -max_dy, max_dy));
+  }
+  const double scale =
+      op.affine_scale ? UniformF32(random_, (*op.affine_scale)[0], (*op.affine_scale)[1]) : 1.0;
+  const double shear_x = op.shear_x ? UniformF32(random_, (*op.shear_x)[0], (*op.shear_x)[1]) : 0.0;
+  const double shear_y = op.shear_y ? UniformF32(random_, (*op.shear_y)[0], (*op.shear_y)[1]) : 0.0;
+  return AddAffine(angle, tx, ty, scale, shear_x, shear_y, false, op);
+}
+
+Status PlanBuilder::AddRandomApply(const TransformOp& op, int output_height, int output_width) {
+  // torchvision: skip when p < torch.rand(1).
+  if (op.p < random_.Uniform(0.0, 1.0)) return Status::Ok();
+  for (const TransformOp& child : op.children) {
+    GALLEY_RETURN_IF_ERROR(Add(child, output_height, output_width));
+  }
+  return Status::Ok();
+}
+
+Status PlanBuilder::AddRandomChoice(const TransformOp& op, int output_height, int output_width) {
+  size_t chosen = 0;
+  if (op.weights.empty()) {
+    chosen =
+        static_cast<size_t>(random_.UniformInt(0, static_cast<int64_t>(op.children.size()) - 1));
+  } else {
+    double total = 0;
+    for (double w : op.weights) total += w;
+    double target = random_.Uniform(0.0, total);
+    chosen = op.weights.size() - 1;
+    for (size_t i = 0; i < op.weights.size(); ++i) {
+      if (target < op.weights[i]) {
+        chosen = i;
+        break;
+      }
+      target -= op.weights[i];
+    }
+  }
+  return Add(op.children[chosen], output_height, output_width);
+}
+
+Status PlanBuilder::AddRandomOrder(const TransformOp& op, int output_height, int output_width) {
+  std::array<size_t, kMaxNestedOps> order{};
+  const size_t n = op.children.size();
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  for (size_t i = n; i > 1; --i) {
+    std::swap(order[i - 1], order[random_.UniformInt(0, static_cast<int64_t>(i) - 1)]);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    GALLEY_RETURN_IF_ERROR(Add(op.children[order[i]], output_height, output_width));
   }
   return Status::Ok();
 }
