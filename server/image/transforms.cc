@@ -5,6 +5,7 @@
 
 #include "server/image/plan_runner.h"
 #include "server/image/sample_plan.h"
+#include "server/image/sample_writer.h"
 
 namespace galley::image {
 

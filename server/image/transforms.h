@@ -31,6 +31,7 @@
 #ifndef GALLEY_SERVER_IMAGE_TRANSFORMS_H_
 #define GALLEY_SERVER_IMAGE_TRANSFORMS_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -39,7 +40,6 @@
 
 #include "galley/status.h"
 #include "server/image/decoder.h"
-#include "server/image/sample_writer.h"
 #include "server/image/transform_spec.h"
 
 namespace galley::image {
@@ -112,7 +112,9 @@ class TransformPipeline {
 
   TransformSpec spec_;
   std::string signature_;
-  NormalizationTable normalized_;  // of spec_.output, shared by every sample
+  // MakeNormalizationTable(spec_.output) (sample_writer.h), shared by every
+  // sample.
+  std::array<std::array<float, 256>, 3> normalized_;
 };
 
 }  // namespace galley::image
