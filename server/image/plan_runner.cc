@@ -146,7 +146,7 @@ Status Resize(const PlanStep& step, Current& current, Scratch& scratch) {
   current.scale_x = current.scale_y = 1.0;
   const RgbSpan resized = scratch.Take(step.width, step.height, current.buffer);
   // Horizontal flips commute with the symmetric filters, so a pending flip
-  // stays pending; Run applies it first for the others.
+  // stays pending; RunSamplePlan applies it first for the others.
   if (step.interpolation == Interpolation::kNearest) {
     // PIL's NEAREST resize is its scale-only affine transform: a point
     // sample at box0 + (x + 0.5) * scale, positions accumulated in double.

@@ -99,7 +99,7 @@ struct Erasure {
   uint64_t noise_seed = 0;
 };
 
-// The steps of one sample. Fixed capacity, so planning allocates nothing.
+// Capacities of a plan, fixed so that planning allocates nothing.
 inline constexpr int kMaxPlanSteps = 96;
 inline constexpr int kMaxErasures = 8;
 inline constexpr int kMaxAugMixes = 4;
@@ -111,6 +111,8 @@ struct AugMixPlan {
   TensorFill fill;
 };
 
+// The steps of one sample in order, then the erasures on its output; a
+// PixelStep of kind kAugMix refers to its entry in `augmixes`.
 struct SamplePlan {
   std::array<PlanStep, kMaxPlanSteps> steps;
   int count = 0;
@@ -119,6 +121,7 @@ struct SamplePlan {
   std::array<AugMixPlan, kMaxAugMixes> augmixes;
   int augmix_count = 0;
 
+  // The first erasure_count erasures, those drawn.
   std::span<const Erasure> drawn_erasures() const {
     return {erasures.data(), static_cast<size_t>(erasure_count)};
   }

@@ -9,7 +9,7 @@
 // the plan (sample_plan.h) and its runner (plan_runner.h).
 //
 // Thread-safety: a SampleWriter writes one sample from one thread; the free
-// functions are pure.
+// functions keep no state.
 #ifndef GALLEY_SERVER_IMAGE_SAMPLE_WRITER_H_
 #define GALLEY_SERVER_IMAGE_SAMPLE_WRITER_H_
 
