@@ -131,7 +131,7 @@ void BatchRing::Publish(uint32_t index, const BatchDescription& batch) {
   s->sample_count = count;
   s->skipped_count = batch.skipped;
   const size_t n = std::min(batch.first_error.size(), wire::kMaxErrorText - 1);
-  std::memcpy(s->first_error, batch.first_error.data(), n);
+  std::copy_n(batch.first_error.data(), n, s->first_error);
   s->first_error[n] = '\0';
   s->sequence = next_sequence_++;
   // The state before the wake-up: a client that drains its wake-ups and
