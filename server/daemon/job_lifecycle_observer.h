@@ -49,11 +49,13 @@ class JobLifecycleObserver {
   // then hear OnJobClosed, those after it nothing.
   virtual Status OnJobOpened(const std::shared_ptr<ServedJob>& job) = 0;
   // `job`'s client restarts it as `seek` says. A refusal is the seek's
-  // answer and the job stays where it was; the observers after this one
-  // hear nothing of it.
+  // answer: the observers after this one hear nothing of it and its
+  // generation is not taken, so an observer that may refuse a seek comes
+  // before any that acts on one.
   virtual Status OnJobSought(ServedJob& job, const JobSeek& seek) = 0;
   // The job ended (closed by its client, cancelled, its client gone,
-  // shutdown): heard once per job that every observer accepted.
+  // shutdown): heard once for each job this observer accepted, also when
+  // an observer after it refused the job.
   virtual void OnJobClosed(JobId job_id) = 0;
 };
 
