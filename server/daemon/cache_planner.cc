@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "server/daemon/item_pipeline.h"
 #include "server/daemon/memory_setup.h"
 #include "server/daemon/restarting_loop.h"
 
@@ -73,7 +74,17 @@ void CachePlanner::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void CachePlanner::JobOpened(uint64_t job_id, PlannedJob job) {
+Status CachePlanner::OnJobOpened(const std::shared_ptr<ServedJob>& job) {
+  RecordJob(job->id, PlannedJob{job->dataset, AugmentationSignature(*job),
+                                job->pipeline->sample_bytes(), job->subset.size(), job->pipeline});
+  return Status::Ok();
+}
+
+Status CachePlanner::OnJobSought(ServedJob& /*job*/, const JobSeek& /*seek*/) {
+  return Status::Ok();
+}
+
+void CachePlanner::RecordJob(JobId job_id, PlannedJob job) {
   {
     MutexLock lock(&mu_);
     const Dataset* key = job.dataset.get();
@@ -84,7 +95,7 @@ void CachePlanner::JobOpened(uint64_t job_id, PlannedJob job) {
   cv_.SignalAll();
 }
 
-void CachePlanner::JobClosed(uint64_t job_id) {
+void CachePlanner::OnJobClosed(JobId job_id) {
   {
     MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
@@ -145,7 +156,7 @@ cache::Plan CachePlanner::ReplanNow() {
     MutexLock lock(&mu_);
     pipeline_rates_.insert(rates.begin(), rates.end());
   }
-  // Sampling reads files: done without mu_, so JobOpened never waits on disk.
+  // Sampling reads files: done without mu_, so RecordJob never waits on disk.
   std::vector<std::pair<const Dataset*, Result<DatasetSample>>> samples;
   samples.reserve(to_sample.size());
   for (const auto& dataset : to_sample)

@@ -117,6 +117,14 @@ class DatasetVisibility {
   AccessChecker checker_;
 };
 
+// Who hears of every job's life: the scheduler first, since it may refuse
+// a job (an unknown policy) or a seek, then the planner, which never does.
+std::vector<JobLifecycleObserver*> JobObservers(Scheduler* scheduler, CachePlanner* planner) {
+  std::vector<JobLifecycleObserver*> observers{scheduler};
+  if (planner != nullptr) observers.push_back(planner);
+  return observers;
+}
+
 wire::PeerCredentials Myself() {
   return wire::PeerCredentials{::getpid(), ::geteuid(), ::getegid(), {}};
 }
@@ -124,7 +132,7 @@ wire::PeerCredentials Myself() {
 }  // namespace
 
 ControlServer::ControlServer(const DaemonOptions& options, Scheduler* scheduler,
-                             ItemPipeline* pipeline, const CachePlanner* cache_planner)
+                             ItemPipeline* pipeline, CachePlanner* cache_planner)
     : options_(options),
       scheduler_(scheduler),
       pipeline_(pipeline),
@@ -132,7 +140,8 @@ ControlServer::ControlServer(const DaemonOptions& options, Scheduler* scheduler,
       datasets_(options),
       // A finished drain stops galleyd the way SIGTERM does: the signal
       // reaches the main loop (galleyd_main.cc) whichever thread takes it.
-      jobs_(options, scheduler, &datasets_, [] { ::kill(::getpid(), SIGTERM); }) {}
+      jobs_(options, JobObservers(scheduler, cache_planner), &datasets_,
+            [] { ::kill(::getpid(), SIGTERM); }) {}
 
 Status ControlServer::Reload(const DaemonOptions& options) {
   jobs_.Reload(options);
@@ -498,8 +507,7 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
         items->reserve(list.size());
         for (const json& v : list) items->push_back(v.get<uint64_t>());
       }
-      auto generation =
-          scheduler_->Seek(job->id, epoch->get<uint64_t>(), items ? &*items : nullptr);
+      auto generation = jobs_.Seek(job->id, epoch->get<uint64_t>(), items ? &*items : nullptr);
       if (!generation.ok()) {
         SendError(connection, request_id, generation.status());
         continue;

@@ -48,9 +48,10 @@ namespace galley {
 class ControlServer {
  public:
   // `cache_planner` may be null (caching disabled); it answers the "cache"
-  // and "plan" queries and must outlive the server.
+  // and "plan" queries and must outlive the server. The scheduler and the
+  // planner hear every job's events from the server's JobManager.
   ControlServer(const DaemonOptions& options, Scheduler* scheduler, ItemPipeline* pipeline,
-                const CachePlanner* cache_planner = nullptr);
+                CachePlanner* cache_planner = nullptr);
   ~ControlServer();
 
   // Binds the socket (creating its directory, replacing a stale socket file

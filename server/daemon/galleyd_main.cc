@@ -497,7 +497,7 @@ int Run(int argc, char** argv) {
   scheduler_options.gate.hold_budget_per_epoch = std::chrono::milliseconds(options->hold_budget_ms);
   scheduler_options.gate.thin_hold = std::chrono::milliseconds(options->thin_hold_ms);
   scheduler_options.gate.peer_stall = std::chrono::milliseconds(options->peer_stall_ms);
-  Scheduler scheduler(scheduler_options, &pipeline, cache.get(), planner.get());
+  Scheduler scheduler(scheduler_options, &pipeline, cache.get());
   ControlServer server(*options, &scheduler, &pipeline, planner.get());
   // The metrics endpoint listens before the control socket does: once a job
   // can connect, and once galleyd reports itself ready, a scrape answers too.

@@ -114,9 +114,9 @@ JobLimits JobLimits::From(const DaemonOptions& o) {
   return l;
 }
 
-JobManager::JobManager(const DaemonOptions& options, Scheduler* scheduler,
+JobManager::JobManager(const DaemonOptions& options, std::vector<JobLifecycleObserver*> observers,
                        DatasetRegistry* datasets, DrainedCallback drained)
-    : scheduler_(scheduler),
+    : observers_(std::move(observers)),
       datasets_(datasets),
       drained_(std::move(drained)),
       limits_(JobLimits::From(options)) {
@@ -354,11 +354,44 @@ Result<std::shared_ptr<ServedJob>> JobManager::Open(const JobSpec& spec,
   auto ring = BatchRing::Create(job->geometry, job->shape, peer.uid);
   if (!ring.ok()) return refuse_built(ring.status());  // the admission is given back here
   job->ring = std::move(ring).value();
-  if (Status s = scheduler_->AddJob(job); !s.ok()) return refuse_built(s);
+  if (Status s = AnnounceOpened(job); !s.ok()) return refuse_built(s);
   MutexLock lock(&mu_);
   jobs_[job->id] = Record{job, std::move(admission).value(), std::move(cancel)};
   jobs_opened_++;
   return job;
+}
+
+Result<uint64_t> JobManager::Seek(JobId job_id, uint64_t epoch,
+                                  const std::vector<uint64_t>* items) {
+  std::shared_ptr<ServedJob> job;
+  JobSeek seek{.epoch = epoch, .items = items};
+  {
+    MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return Status::NotFound("no such job");
+    job = it->second.job;
+    seek.generation = it->second.generation + 1;
+  }
+  for (JobLifecycleObserver* observer : observers_) {
+    GALLEY_RETURN_IF_ERROR(observer->OnJobSought(*job, seek));
+  }
+  MutexLock lock(&mu_);
+  if (auto it = jobs_.find(job_id); it != jobs_.end()) it->second.generation = seek.generation;
+  return seek.generation;
+}
+
+Status JobManager::AnnounceOpened(const std::shared_ptr<ServedJob>& job) {
+  for (size_t told = 0; told < observers_.size(); ++told) {
+    if (Status s = observers_[told]->OnJobOpened(job); !s.ok()) {
+      while (told > 0) observers_[--told]->OnJobClosed(job->id);
+      return s;
+    }
+  }
+  return Status::Ok();
+}
+
+void JobManager::AnnounceClosed(JobId job_id) {
+  for (JobLifecycleObserver* observer : observers_) observer->OnJobClosed(job_id);
 }
 
 void JobManager::Close(uint64_t job_id, const Status& why) {
@@ -373,7 +406,7 @@ void JobManager::Close(uint64_t job_id, const Status& why) {
     drained = draining_ && jobs_.empty();
   }
   ReleaseIfUnread(*record.job->dataset);
-  scheduler_->RemoveJob(job_id);
+  AnnounceClosed(job_id);
   record.job->ring->Close(why);
   spdlog::info("job {} ({}) ended: {}", job_id, record.job->spec.name, why.ToString());
   record.admission.reset();  // takes mu_: outside the block above

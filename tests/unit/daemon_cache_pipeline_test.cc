@@ -419,8 +419,8 @@ TEST_F(DaemonCacheTest, SchedulerDropsTheRemainingDemandOfAJobThatLeaves) {
   // is full (nobody consumes) and the scheduler waits.
   auto a = MakeJob(1, 5, 3, 2);
   auto b = MakeJob(2, 9, 3, 2);
-  ASSERT_TRUE(scheduler.AddJob(a).ok());
-  ASSERT_TRUE(scheduler.AddJob(b).ok());
+  ASSERT_TRUE(scheduler.OnJobOpened(a).ok());
+  ASSERT_TRUE(scheduler.OnJobOpened(b).ok());
   scheduler.ConsumerReady(a->id);
   scheduler.ConsumerReady(b->id);
   scheduler.Start();
@@ -436,7 +436,7 @@ TEST_F(DaemonCacheTest, SchedulerDropsTheRemainingDemandOfAJobThatLeaves) {
     for (uint32_t i = 0; i < slot->sample_count; ++i) b_received[ids[i]] = true;
   }
 
-  scheduler.RemoveJob(a->id);
+  scheduler.OnJobClosed(a->id);
   EXPECT_EQ(cache->demand().TotalDemand(), uint64_t{kItems - 6});
   EXPECT_EQ(cache->demand().KeysWithDemand(), size_t{kItems - 6});
   for (ItemId item = 0; item < kItems; ++item) {
@@ -445,9 +445,9 @@ TEST_F(DaemonCacheTest, SchedulerDropsTheRemainingDemandOfAJobThatLeaves) {
   }
 
   // A seek leaves the epoch too; with b's ring still full nothing re-enters.
-  ASSERT_TRUE(scheduler.Seek(b->id, 1).ok());
+  ASSERT_TRUE(scheduler.OnJobSought(*b, {.epoch = 1, .generation = 1}).ok());
   EXPECT_EQ(cache->demand().TotalDemand(), 0u);
-  scheduler.RemoveJob(b->id);
+  scheduler.OnJobClosed(b->id);
   scheduler.Stop();
   EXPECT_EQ(cache->demand().TotalDemand(), 0u);
 }
@@ -457,15 +457,15 @@ TEST_F(DaemonCacheTest, BatchesNoConsumerTookAreCountedOnceAsUnread) {
   Scheduler scheduler(SchedulerOptions{}, &pipeline);
   // Two slots of 3 items, and no consumer: the ring fills, then waits.
   auto job = MakeJob(1, 5, 3, 2);
-  ASSERT_TRUE(scheduler.AddJob(job).ok());
+  ASSERT_TRUE(scheduler.OnJobOpened(job).ok());
   scheduler.ConsumerReady(job->id);
   scheduler.Start();
   ASSERT_TRUE(WaitForBatches(*job, 2));
   EXPECT_EQ(scheduler.Totals().unread, 0u);
 
   // A seek leaves both published batches unread: the consumer drops them.
-  auto generation = scheduler.Seek(job->id, 1);
-  ASSERT_TRUE(generation.ok());
+  const JobSeek seek{.epoch = 1, .generation = 1};
+  ASSERT_TRUE(scheduler.OnJobSought(*job, seek).ok());
   EXPECT_EQ(job->counters.unread.load(), 2u);
   EXPECT_EQ(scheduler.Totals().unread, 2u);
   // As the client does: the dropped slots go back, and the new epoch fills them.
@@ -474,10 +474,10 @@ TEST_F(DaemonCacheTest, BatchesNoConsumerTookAreCountedOnceAsUnread) {
   }
   scheduler.Wake();
   ASSERT_TRUE(WaitForBatches(*job, 4));
-  for (uint32_t s = 0; s < 2; ++s) EXPECT_EQ(job->ring->slot(s)->generation, *generation);
+  for (uint32_t s = 0; s < 2; ++s) EXPECT_EQ(job->ring->slot(s)->generation, seek.generation);
 
   // Closing counts what is still in the ring, and the dropped ones not again.
-  scheduler.RemoveJob(job->id);
+  scheduler.OnJobClosed(job->id);
   scheduler.Stop();
   const BatchTotalsSnapshot totals = scheduler.Totals();
   EXPECT_EQ(totals.prepared, 4u);

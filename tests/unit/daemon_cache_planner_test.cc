@@ -138,9 +138,9 @@ class CachePlannerTest : public ::testing::Test {
 
 TEST_F(CachePlannerTest, InputsComeFromTheNodeTheDatasetAndTheJobs) {
   CachePlanner planner(cache_.get(), node_, 3, PlannerOverrides{});
-  planner.JobOpened(1, Job("p#seed=1"));
-  planner.JobOpened(2, Job("p#seed=1"));
-  planner.JobOpened(3, Job("p#seed=2"));
+  planner.RecordJob(1, Job("p#seed=1"));
+  planner.RecordJob(2, Job("p#seed=1"));
+  planner.RecordJob(3, Job("p#seed=2"));
   const cache::Plan plan = planner.ReplanNow();
 
   const cache::PlannerInputs in = planner.CurrentInputs();
@@ -161,7 +161,7 @@ TEST_F(CachePlannerTest, InputsComeFromTheNodeTheDatasetAndTheJobs) {
   EXPECT_EQ(cache_->split(), expected.split());
   EXPECT_EQ(planner.plans_made(), 1u);
 
-  planner.JobClosed(2);
+  planner.OnJobClosed(2);
   EXPECT_EQ(planner.CurrentInputs().identical_pipeline_jobs, 1);
   const PlanSnapshot described = planner.Snapshot();
   EXPECT_EQ(described.planner, "model-driven");
@@ -177,7 +177,7 @@ TEST_F(CachePlannerTest, AdminOverridesWin) {
   overrides.split = cache::Split{20, 30, 50};
   CachePlanner planner(cache_.get(), node_, 2, overrides);
   EXPECT_EQ(cache_->split(), (cache::Split{20, 30, 50}));
-  planner.JobOpened(1, Job("p#seed=1"));
+  planner.RecordJob(1, Job("p#seed=1"));
   const cache::Plan plan = planner.ReplanNow();
   EXPECT_EQ(plan.split(), (cache::Split{20, 30, 50}));
   EXPECT_EQ(cache_->split(), (cache::Split{20, 30, 50}));
@@ -198,7 +198,7 @@ TEST_F(CachePlannerTest, AdminOverridesWin) {
 TEST_F(CachePlannerTest, ThePlannerThreadReplansWhenJobsChange) {
   CachePlanner planner(cache_.get(), node_, 2, PlannerOverrides{});
   planner.Start();
-  planner.JobOpened(1, Job("p#seed=1"));
+  planner.RecordJob(1, Job("p#seed=1"));
   for (int i = 0; i < 1000 && planner.plans_made() == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -223,7 +223,7 @@ TEST_F(CachePlannerTest, EachPipelinesMeasuredCostReplacesTheProbesAugmentCost) 
     for (uint64_t id = 1; id <= 4; ++id) {
       PlannedJob job = Job("same#seed=1");
       job.pipeline = pipeline;
-      planner.JobOpened(id, job);
+      planner.RecordJob(id, job);
     }
     const cache::Plan plan = planner.ReplanNow();
     const cache::PlannerInputs in = planner.CurrentInputs();

@@ -44,7 +44,7 @@ class ListedEpochTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(root_); }
 
   std::unique_ptr<Scheduler> MakeScheduler(cache::TieredCache* cache = nullptr) {
-    return std::make_unique<Scheduler>(SchedulerOptions{}, nullptr, cache, nullptr,
+    return std::make_unique<Scheduler>(SchedulerOptions{}, nullptr, cache,
                                        SchedulerHooks{.rings = &rings_});
   }
 
@@ -62,7 +62,7 @@ class ListedEpochTest : public ::testing::Test {
     job->epoch_size = job->ShardSize();
     job->policy = policy;
     EXPECT_TRUE(job->ListEpoch(0, items).ok());
-    EXPECT_TRUE(scheduler.AddJob(job).ok());
+    EXPECT_TRUE(scheduler.OnJobOpened(job).ok());
     scheduler.ConsumerReady(id);
     return job;
   }
@@ -106,7 +106,7 @@ TEST_F(ListedEpochTest, TheListIsServedInItsOrderAndTheNextEpochWaitsForItsList)
   EXPECT_FALSE(scheduler->PlanOneWave(&plans, &tasks));
 
   const std::vector<uint64_t> second = {1, 2, 3, 4, 5, 6, 6};
-  ASSERT_TRUE(scheduler->Seek(1, 1, &second).ok());
+  ASSERT_TRUE(scheduler->OnJobSought(*job, {.epoch = 1, .generation = 1, .items = &second}).ok());
   EXPECT_EQ(PlanEpoch(*scheduler, &last), std::vector<ItemId>(second.begin(), second.end()));
   EXPECT_TRUE(last);
 }
@@ -127,20 +127,18 @@ TEST_F(ListedEpochTest, ARandomPolicyDrawsTheDistinctItemsThenTheRepeats) {
 
 TEST_F(ListedEpochTest, SeekChecksTheListAgainstTheJob) {
   auto scheduler = MakeScheduler();
-  AddListedJob(*scheduler, 1, "sequential", {0, 1, 2, 3});
+  auto job = AddListedJob(*scheduler, 1, "sequential", {0, 1, 2, 3});
   const std::vector<uint64_t> shorter = {0, 1, 2};
   const std::vector<uint64_t> outside = {0, 1, 2, kItems};
-  auto refused = scheduler->Seek(1, 1, &shorter);
-  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.status().message().find("lists 3 items where the job expects 4"),
-            std::string::npos)
-      << refused.status().ToString();
-  refused = scheduler->Seek(1, 1, &outside);
-  EXPECT_NE(refused.status().message().find("lists item 20 but the dataset has 20"),
-            std::string::npos)
-      << refused.status().ToString();
-  refused = scheduler->Seek(1, 1);
-  EXPECT_NE(refused.status().message().find("needs 'items'"), std::string::npos);
+  Status refused = scheduler->OnJobSought(*job, {.epoch = 1, .generation = 1, .items = &shorter});
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("lists 3 items where the job expects 4"), std::string::npos)
+      << refused.ToString();
+  refused = scheduler->OnJobSought(*job, {.epoch = 1, .generation = 1, .items = &outside});
+  EXPECT_NE(refused.message().find("lists item 20 but the dataset has 20"), std::string::npos)
+      << refused.ToString();
+  refused = scheduler->OnJobSought(*job, {.epoch = 1, .generation = 1});
+  EXPECT_NE(refused.message().find("needs 'items'"), std::string::npos);
 
   // A job of the daemon's own split takes no list.
   auto plain = std::make_shared<ServedJob>();
@@ -150,9 +148,10 @@ TEST_F(ListedEpochTest, SeekChecksTheListAgainstTheJob) {
   plain->subset = {0, 1, 2};
   plain->epoch_size = 3;
   plain->policy = "dsa";
-  ASSERT_TRUE(scheduler->AddJob(plain).ok());
+  ASSERT_TRUE(scheduler->OnJobOpened(plain).ok());
   const std::vector<uint64_t> list = {0, 1, 2};
-  EXPECT_EQ(scheduler->Seek(2, 1, &list).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(scheduler->OnJobSought(*plain, {.epoch = 1, .generation = 1, .items = &list}).code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST_F(ListedEpochTest, ARepeatedItemCountsItsDemandOncePerCopy) {
@@ -164,7 +163,7 @@ TEST_F(ListedEpochTest, ARepeatedItemCountsItsDemandOncePerCopy) {
   for (const char* policy : {"sequential", "dsa"}) {
     auto scheduler = MakeScheduler(cache.get());
     // Items 5 and 8 twice; a batch of 3 leaves 5's second copy for later.
-    AddListedJob(*scheduler, 1, policy, {5, 8, 5, 8, 1, 2});
+    auto job = AddListedJob(*scheduler, 1, policy, {5, 8, 5, 8, 1, 2});
     auto key = [](ItemId item) { return cache::MakeKey(0, item); };
     std::vector<std::unique_ptr<SlotPlan>> plans;
     std::vector<ItemTask> tasks;
@@ -174,9 +173,9 @@ TEST_F(ListedEpochTest, ARepeatedItemCountsItsDemandOncePerCopy) {
     EXPECT_EQ(left, 3u) << policy;  // 6 listed, 3 served
     // Leaving the epoch early drops exactly what was left, copies included.
     const std::vector<uint64_t> next = {0, 1, 2, 3, 4, 6};
-    ASSERT_TRUE(scheduler->Seek(1, 1, &next).ok());
+    ASSERT_TRUE(scheduler->OnJobSought(*job, {.epoch = 1, .generation = 1, .items = &next}).ok());
     for (ItemId item : {5u, 8u, 1u, 2u}) EXPECT_EQ(cache->demand().Demand(key(item)), 0u);
-    scheduler->RemoveJob(1);
+    scheduler->OnJobClosed(1);
     for (ItemId item : {0u, 1u, 2u}) EXPECT_EQ(cache->demand().Demand(key(item)), 0u);
   }
 }

@@ -75,7 +75,7 @@ class SchedulerWaveTest : public ::testing::Test {
   std::unique_ptr<Scheduler> MakeScheduler(int hold_budget_ms) {
     SchedulerOptions options;
     options.gate.hold_budget_per_epoch = milliseconds(hold_budget_ms);
-    return std::make_unique<Scheduler>(options, nullptr, nullptr, nullptr,
+    return std::make_unique<Scheduler>(options, nullptr, nullptr,
                                        SchedulerHooks{.clock = &clock_, .rings = &rings_});
   }
 
@@ -93,7 +93,7 @@ class SchedulerWaveTest : public ::testing::Test {
     job->opened_at = clock_.Now() - std::chrono::seconds(10);
     rings_.Set(id, free, ready);
     jobs_[id] = job;
-    ASSERT_TRUE(scheduler.AddJob(job).ok());
+    ASSERT_TRUE(scheduler.OnJobOpened(job).ok());
     scheduler.ConsumerReady(id);
   }
 
