@@ -158,8 +158,9 @@ TEST_F(ListedEpochTest, ARepeatedItemCountsItsDemandOncePerCopy) {
   cache::CacheOptions options;
   options.cache_bytes = 1 << 20;
   options.decoded_arena = false;
-  auto cache = cache::TieredCache::Create(options);
-  ASSERT_NE(cache, nullptr);
+  auto created = cache::TieredCache::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  std::unique_ptr<cache::TieredCache> cache = std::move(created).value();
   for (const char* policy : {"sequential", "dsa"}) {
     auto scheduler = MakeScheduler(cache.get());
     // Items 5 and 8 twice; a batch of 3 leaves 5's second copy for later.
