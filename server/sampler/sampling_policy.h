@@ -1,5 +1,5 @@
 // SamplingPolicy: decides, round after round, which item each job of one
-// dataset receives next (docs/sampling.md, DESIGN §4).
+// dataset receives next (docs/sampling.md).
 //
 // A job registers its remaining set for the current epoch; every round hands
 // one item to every job that is ready and still has items, and groups the jobs
