@@ -67,6 +67,7 @@
 #include "galley/cache/tiered_cache.h"
 #include "galley/mutex.h"
 #include "server/daemon/cache_planner.h"
+#include "server/daemon/daemon_options.h"
 #include "server/daemon/item_pipeline.h"
 #include "server/daemon/production_gate.h"
 #include "server/daemon/served_job.h"
@@ -101,6 +102,10 @@ struct SchedulerOptions {
   // shards in one pattern. Tests leave it 0 to replay decisions.
   uint64_t stream_salt = 0;
   GateOptions gate;  // when a job is produced for (production_gate.h)
+
+  // The seed and the gate's hold times; stream_salt stays 0 (the daemon
+  // draws it at start).
+  static SchedulerOptions From(const DaemonOptions& options);
 };
 
 // What the scheduler reads and claims of a job's batch ring. The daemon's
