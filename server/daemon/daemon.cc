@@ -129,7 +129,11 @@ Status Daemon::Build(DrainedCallback drained) {
   pipeline_ = std::make_unique<ItemPipeline>(PipelineOptions::From(options_), cache_.get(),
                                              remote_.get(), throttle_.get());
   if (cache_ != nullptr) {
-    if (options_.cache_prefault) prefaulter_ = std::make_unique<CachePrefaulter>(cache_.get());
+    if (options_.cache_prefault) {
+      // Committing the cache's memory goes on while the node is measured.
+      prefaulter_ = std::make_unique<CachePrefaulter>(cache_.get());
+      prefaulter_->Start();
+    }
     NodeMeasurements measured = MeasureNodeForPlanner();
     measured.remote_bytes_per_s = remote.bytes_per_s;
     measured.remote_capacity_bytes = remote.capacity_bytes;
@@ -161,7 +165,6 @@ Status Daemon::Build(DrainedCallback drained) {
 Daemon::~Daemon() { Stop(Status::Cancelled("galleyd is shutting down")); }
 
 Status Daemon::Start() {
-  if (prefaulter_ != nullptr) prefaulter_->Start();
   if (planner_ != nullptr) planner_->Start();
   // The metrics endpoint listens before the control socket does: once a job
   // can connect, and once galleyd reports itself ready, a scrape answers too.
@@ -174,9 +177,10 @@ Status Daemon::Start() {
 void Daemon::Stop(const Status& reason) {
   if (stopped_) return;
   stopped_ = true;
+  // A daemon whose Create failed has only some of its components.
   if (metrics_ != nullptr) metrics_->Stop();
-  server_->Stop(reason);
-  scheduler_->Stop();
+  if (server_ != nullptr) server_->Stop(reason);
+  if (scheduler_ != nullptr) scheduler_->Stop();
   if (planner_ != nullptr) planner_->Stop();
   if (prefaulter_ != nullptr) prefaulter_->Stop();
 }

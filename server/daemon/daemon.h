@@ -53,12 +53,14 @@ class Daemon {
   using DrainedCallback = std::function<void()>;
 
   // Builds every component and measures the node (with a cache: the node
-  // probe; with remote servers: their probe), but starts no thread of its
-  // own and binds nothing. Errors, each message starting with the key it is
-  // about: a cache that cannot be made, a storage_throttle_file that cannot
-  // be opened, remote_cache_credentials that cannot be read or that the
-  // servers refuse. `drained` may be null: a drained daemon then serves no
-  // new job and runs until its owner stops it.
+  // probe; with remote servers: their probe). Binds nothing; of its threads
+  // only the cache prefaulter starts here, so that the cache's memory is
+  // committed while the node is measured. Errors, each message starting
+  // with the key it is about: a cache that cannot be made, a
+  // storage_throttle_file that cannot be opened, remote_cache_credentials
+  // that cannot be read or that the servers refuse. `drained` may be null:
+  // a drained daemon then serves no new job and runs until its owner stops
+  // it.
   static Result<std::unique_ptr<Daemon>> Create(const DaemonOptions& options,
                                                 DrainedCallback drained = nullptr);
   ~Daemon();  // Stop(Cancelled)
@@ -73,7 +75,9 @@ class Daemon {
   Status Start();
 
   // Ends every job with `reason` (which each client reports), closes every
-  // connection, removes the socket and joins every thread. Idempotent.
+  // connection, removes the socket and joins the threads that serve,
+  // schedule, plan and prefault (the remote tier's end with the daemon).
+  // Idempotent.
   void Stop(const Status& reason);
 
   // Applies what may change without dropping a job: `updated`'s values for
