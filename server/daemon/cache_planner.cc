@@ -42,7 +42,39 @@ PerSourceSnapshot SnapshotOf(const cache::HitFractions& f) {
   return {f.augmented, f.decoded, f.encoded, f.storage, f.remote};
 }
 
+// The admin's split, when cache_split names one.
+std::optional<cache::Split> AdminSplit(const DaemonOptions& options) {
+  if (options.cache_split.empty()) return std::nullopt;
+  return cache::Split{options.cache_split[0], options.cache_split[1], options.cache_split[2]};
+}
+
 }  // namespace
+
+PlannerOverrides PlannerOverrides::From(const DaemonOptions& options) {
+  PlannerOverrides o;
+  o.storage_bytes_per_s = options.storage_bytes_per_s > 0 ? options.storage_bytes_per_s
+                                                          : options.storage_throttle_bytes_per_s;
+  o.decode_augment_per_core_per_s = options.decode_per_core_per_s;
+  o.augment_per_core_per_s = options.augment_per_core_per_s;
+  o.cores = static_cast<int>(options.cores);
+  o.split = AdminSplit(options);
+  o.remote_bytes_per_s = options.remote_cache_bytes_per_s;
+  o.remote_capacity_bytes = options.remote_cache_capacity_bytes;
+  o.nic_bytes_per_s = options.nic_bytes_per_s;
+  o.remote_form = options.remote_cache_form == "decoded"   ? cache::RemoteTierForm::kDecoded
+                  : options.remote_cache_form == "encoded" ? cache::RemoteTierForm::kEncoded
+                                                           : cache::RemoteTierForm::kNone;
+  o.remote_max_value_bytes = options.remote_cache_max_value_bytes;
+  return o;
+}
+
+cache::CacheOptions CacheOptionsFrom(const DaemonOptions& options) {
+  cache::CacheOptions o;
+  o.cache_bytes = options.cache_bytes;
+  o.eviction = options.cache_eviction;
+  if (std::optional<cache::Split> split = AdminSplit(options)) o.split = *split;
+  return o;
+}
 
 CachePlanner::CachePlanner(cache::TieredCache* cache, const NodeMeasurements& node,
                            int worker_threads, const PlannerOverrides& overrides,

@@ -41,6 +41,7 @@
 #include "galley/cache/partition_planner.h"
 #include "galley/cache/tiered_cache.h"
 #include "galley/mutex.h"
+#include "server/daemon/daemon_options.h"
 #include "server/daemon/job_lifecycle_observer.h"
 #include "server/daemon/node_probe.h"
 #include "server/daemon/remote_cache.h"
@@ -63,7 +64,16 @@ struct PlannerOverrides {
   double nic_bytes_per_s = 0;
   cache::RemoteTierForm remote_form = cache::RemoteTierForm::kNone;
   uint64_t remote_max_value_bytes = 0;
+
+  // The admin's values; a throttled storage (storage_throttle_bytes_per_s)
+  // counts as its throttled rate unless storage_bytes_per_s is set, since
+  // the page cache would make the throttled files look fast.
+  static PlannerOverrides From(const DaemonOptions& options);
 };
+
+// The tiered cache's options from galleyd's: its budget, eviction and the
+// admin's split (the cache library does not know galleyd's options).
+cache::CacheOptions CacheOptionsFrom(const DaemonOptions& options);
 
 // What the planner needs to know about one open job.
 struct PlannedJob {

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
-#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -119,35 +118,30 @@ class DatasetVisibility {
 
 // Who hears of every job's life: the scheduler first, since it may refuse
 // a job (an unknown policy) or a seek, then the planner, which never does.
-std::vector<JobLifecycleObserver*> JobObservers(Scheduler* scheduler, CachePlanner* planner) {
-  std::vector<JobLifecycleObserver*> observers{scheduler};
-  if (planner != nullptr) observers.push_back(planner);
-  return observers;
-}
-
 wire::PeerCredentials Myself() {
   return wire::PeerCredentials{::getpid(), ::geteuid(), ::getegid(), {}};
 }
 
 }  // namespace
 
-ControlServer::ControlServer(const DaemonOptions& options, Scheduler* scheduler,
-                             ItemPipeline* pipeline, CachePlanner* cache_planner)
+ControlServerOptions ControlServerOptions::From(const DaemonOptions& options) {
+  ControlServerOptions o;
+  o.socket_path = options.socket_path;
+  o.socket_group = options.socket_group;
+  o.socket_mode = options.socket_mode;
+  o.owner_only = options.owner_only;
+  return o;
+}
+
+ControlServer::ControlServer(const ControlServerOptions& options, JobManager* jobs,
+                             DatasetRegistry* datasets, Scheduler* scheduler,
+                             ItemPipeline* pipeline, const CachePlanner* cache_planner)
     : options_(options),
+      jobs_(jobs),
+      datasets_(datasets),
       scheduler_(scheduler),
       pipeline_(pipeline),
-      cache_planner_(cache_planner),
-      datasets_(options),
-      // A finished drain stops galleyd the way SIGTERM does: the signal
-      // reaches the main loop (galleyd_main.cc) whichever thread takes it.
-      jobs_(options, JobObservers(scheduler, cache_planner), &datasets_,
-            [] { ::kill(::getpid(), SIGTERM); }) {}
-
-Status ControlServer::Reload(const DaemonOptions& options) {
-  jobs_.Reload(options);
-  datasets_.SetAllowedRoots(options.allowed_roots);
-  return Status::Ok();
-}
+      cache_planner_(cache_planner) {}
 
 ControlServer::~ControlServer() { Stop(Status::Cancelled("galleyd is shutting down")); }
 
@@ -218,7 +212,7 @@ void ControlServer::Stop(const Status& reason) {
     (void)!::write(wake_write_.get(), &byte, 1);
   }
   if (accept_thread_.joinable()) accept_thread_.join();
-  jobs_.CloseAll(reason);
+  jobs_->CloseAll(reason);
   {
     MutexLock lock(&mu_);
     for (auto& session : sessions_) {
@@ -289,15 +283,15 @@ void ControlServer::AcceptLoop() {
     connection->SetFrameBudget(&frame_budget_);
     auto peer = connection->Peer();
     if (!peer.ok()) continue;
-    const uint32_t max_sessions = jobs_.limits().max_jobs + kExtraConnections;
-    if (Status admitted = jobs_.AdmitConnection(peer->uid); !admitted.ok()) {
+    const uint32_t max_sessions = jobs_->limits().max_jobs + kExtraConnections;
+    if (Status admitted = jobs_->AdmitConnection(peer->uid); !admitted.ok()) {
       (void)connection->TrySendFrame(wire::MessageType::kError, 0,
                                      wire::DumpJson(wire::ErrorToJson(admitted)));
       continue;
     }
     MutexLock lock(&mu_);
     if (sessions_.size() >= max_sessions) {
-      jobs_.ReleaseConnection(peer->uid);
+      jobs_->ReleaseConnection(peer->uid);
       (void)connection->TrySendFrame(
           wire::MessageType::kError, 0,
           wire::DumpJson(wire::ErrorToJson(Status::ResourceExhausted(
@@ -397,7 +391,7 @@ void ControlServer::Serve(Session* session) {
 }
 
 void ControlServer::Uncount(Session* session) {
-  if (session->counted.exchange(false)) jobs_.ReleaseConnection(session->uid);
+  if (session->counted.exchange(false)) jobs_->ReleaseConnection(session->uid);
 }
 
 Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
@@ -427,10 +421,10 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
                                   wire::DumpJson(wire::ErrorToJson(why)));
     connection.Shutdown();
   };
-  auto opened = jobs_.Open(*spec, peer, cancel);
+  auto opened = jobs_->Open(*spec, peer, cancel);
   if (!opened.ok()) return refuse(opened.status());
   std::shared_ptr<ServedJob> job = *opened;
-  auto cleanup = [&](const Status& why) { jobs_.Close(job->id, why); };
+  auto cleanup = [&](const Status& why) { jobs_->Close(job->id, why); };
 
   JobInfo info;
   info.job_id = job->id;
@@ -507,7 +501,7 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
         items->reserve(list.size());
         for (const json& v : list) items->push_back(v.get<uint64_t>());
       }
-      auto generation = jobs_.Seek(job->id, epoch->get<uint64_t>(), items ? &*items : nullptr);
+      auto generation = jobs_->Seek(job->id, epoch->get<uint64_t>(), items ? &*items : nullptr);
       if (!generation.ok()) {
         SendError(connection, request_id, generation.status());
         continue;
@@ -552,7 +546,7 @@ MetricsSnapshot ControlServer::Metrics() const {
   return {StatusFor(Myself(), true), JobsFor(Myself(), true).jobs, Cache()};
 }
 
-uint64_t ControlServer::open_jobs() const { return jobs_.counters().jobs; }
+uint64_t ControlServer::open_jobs() const { return jobs_->counters().jobs; }
 
 Result<json> ControlServer::Request(const json& body, const wire::PeerCredentials& peer) {
   auto what = body.find("what");
@@ -565,12 +559,12 @@ Result<json> ControlServer::Request(const json& body, const wire::PeerCredential
     if (id == body.end() || !id->is_number_unsigned()) {
       return Status::InvalidArgument("cancel needs 'job', a job id");
     }
-    GALLEY_RETURN_IF_ERROR(jobs_.Cancel(id->get<uint64_t>(), peer));
+    GALLEY_RETURN_IF_ERROR(jobs_->Cancel(id->get<uint64_t>(), peer));
     return json{{"cancelled", id->get<uint64_t>()}};
   }
   if (name == "drain") {
-    GALLEY_RETURN_IF_ERROR(jobs_.Drain(peer));
-    return json{{"draining", true}, {"jobs", jobs_.counters().jobs}};
+    GALLEY_RETURN_IF_ERROR(jobs_->Drain(peer));
+    return json{{"draining", true}, {"jobs", jobs_->counters().jobs}};
   }
   if (name == "forget") {
     auto dataset = body.find("dataset");
@@ -578,9 +572,9 @@ Result<json> ControlServer::Request(const json& body, const wire::PeerCredential
       return Status::InvalidArgument("forget needs 'dataset', a dataset path");
     }
     std::optional<AccessChecker> checker;
-    if (!jobs_.IsAdmin(peer)) checker.emplace(Credentials{peer.uid, peer.gid, peer.groups});
+    if (!jobs_->IsAdmin(peer)) checker.emplace(Credentials{peer.uid, peer.gid, peer.groups});
     GALLEY_RETURN_IF_ERROR(
-        datasets_.Forget(dataset->get<std::string>(), checker ? &*checker : nullptr));
+        datasets_->Forget(dataset->get<std::string>(), checker ? &*checker : nullptr));
     return json{{"forgotten", dataset->get<std::string>()}};
   }
   if (name == "listing") {
@@ -589,12 +583,12 @@ Result<json> ControlServer::Request(const json& body, const wire::PeerCredential
     // Checked as a job over the whole dataset is: the peer learns the names
     // of items it may read, and nothing else.
     const Credentials who{peer.uid, peer.gid, peer.groups};
-    GALLEY_ASSIGN_OR_RETURN(auto opened, datasets_.Open(spec, who, [](const Dataset& dataset) {
+    GALLEY_ASSIGN_OR_RETURN(auto opened, datasets_->Open(spec, who, [](const Dataset& dataset) {
       return dataset.Select({});
     }));
     return ListingPage(*opened.dataset, begin, count);
   }
-  return QueryAs(name, peer, jobs_.IsAdmin(peer));
+  return QueryAs(name, peer, jobs_->IsAdmin(peer));
 }
 
 Result<json> ControlServer::QueryAs(const std::string& what, const wire::PeerCredentials& peer,
@@ -616,8 +610,8 @@ Result<json> ControlServer::QueryAs(const std::string& what, const wire::PeerCre
 }
 
 DaemonStatusSnapshot ControlServer::StatusFor(const wire::PeerCredentials& peer, bool admin) const {
-  const JobManagerCounters counters = jobs_.counters();
-  const JobLimits limits = jobs_.limits();
+  const JobManagerCounters counters = jobs_->counters();
+  const JobLimits limits = jobs_->limits();
   DaemonStatusSnapshot s;
   s.version = kVersion;
   s.protocol_version = wire::kProtocolVersion;
@@ -628,18 +622,18 @@ DaemonStatusSnapshot ControlServer::StatusFor(const wire::PeerCredentials& peer,
   s.socket = options_.socket_path;
   s.uptime_seconds = std::chrono::duration<double>(Clock::now() - started_).count();
   s.jobs = counters.jobs;
-  s.your_jobs = jobs_.Jobs(peer.uid, admin).size();
+  s.your_jobs = jobs_->Jobs(peer.uid, admin).size();
   s.jobs_opened = counters.jobs_opened;
   s.jobs_refused = counters.jobs_refused;
   s.draining = counters.draining;
   s.protocol_errors = protocol_errors_.load();
   s.batches = scheduler_->Totals();
-  s.datasets = datasets_.size();
+  s.datasets = datasets_->size();
   s.shm_bytes = counters.shm_bytes;
   s.limits = {limits.max_jobs,         limits.max_shm_per_job, limits.max_shm_total,
               limits.max_jobs_per_uid, limits.max_shm_per_uid, limits.max_connections_per_uid};
   const DescriptorUsage usage = CurrentDescriptorUsage();
-  const ShardDescriptorCounts shards = datasets_.ShardDescriptors();
+  const ShardDescriptorCounts shards = datasets_->ShardDescriptors();
   s.descriptors = {usage.open,
                    usage.limit,
                    shards.open,
@@ -655,7 +649,7 @@ DaemonStatusSnapshot ControlServer::StatusFor(const wire::PeerCredentials& peer,
 DatasetsSnapshot ControlServer::DatasetsFor(const wire::PeerCredentials& peer, bool admin) const {
   DatasetVisibility visibility(peer, admin);
   DatasetsSnapshot s;
-  s.datasets = datasets_.Snapshot();
+  s.datasets = datasets_->Snapshot();
   std::erase_if(s.datasets, [&](const DatasetSnapshot& d) { return !visibility.MaySee(d.root); });
   s.indexing = SnapshotIndexing();
   std::erase_if(s.indexing, [&](const IndexingSnapshot& i) { return !visibility.MaySee(i.path); });
@@ -665,7 +659,7 @@ DatasetsSnapshot ControlServer::DatasetsFor(const wire::PeerCredentials& peer, b
 
 JobsSnapshot ControlServer::JobsFor(const wire::PeerCredentials& peer, bool admin) const {
   JobsSnapshot s;
-  for (const auto& job : jobs_.Jobs(peer.uid, admin)) s.jobs.push_back(job->Snapshot());
+  for (const auto& job : jobs_->Jobs(peer.uid, admin)) s.jobs.push_back(job->Snapshot());
   return s;
 }
 

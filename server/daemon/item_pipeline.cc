@@ -65,13 +65,24 @@ std::string AugmentationSignature(const ServedJob& job) {
   return job.pipeline->Signature() + "#seed=" + std::to_string(job.spec.seed);
 }
 
+uint32_t PipelineOptions::threads() const {
+  return worker_threads != 0 ? worker_threads : UsableCores();
+}
+
+PipelineOptions PipelineOptions::From(const DaemonOptions& options) {
+  PipelineOptions o;
+  o.worker_threads = options.worker_threads;
+  o.decode.max_pixels = options.max_image_pixels;
+  return o;
+}
+
 ItemPipeline::ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache,
                            RemoteCache* remote, StorageThrottle* throttle)
     : options_(options),
       cache_(cache),
       remote_(remote),
       throttle_(throttle),
-      threads_(options.worker_threads != 0 ? options.worker_threads : UsableCores()),
+      threads_(options.threads()),
       arena_(std::make_unique<tbb::task_arena>(static_cast<int>(threads_))) {}
 
 ItemPipeline::~ItemPipeline() = default;

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
+#include "server/daemon/daemon_options.h"
 #include "server/daemon/log_throttle.h"
 #include "server/daemon/remote_cache.h"
 #include "server/daemon/served_job.h"
@@ -113,6 +114,10 @@ struct PipelineCounters {
 struct PipelineOptions {
   uint32_t worker_threads = 0;  // 0 = UsableCores(): one per core galleyd may use
   image::DecodeOptions decode;
+
+  // The threads the pipeline runs: worker_threads, or UsableCores() for 0.
+  uint32_t threads() const;
+  static PipelineOptions From(const DaemonOptions& options);
 };
 
 // What of a prepared item goes to the remote tier.

@@ -114,12 +114,19 @@ JobLimits JobLimits::From(const DaemonOptions& o) {
   return l;
 }
 
-JobManager::JobManager(const DaemonOptions& options, std::vector<JobLifecycleObserver*> observers,
+JobManagerOptions JobManagerOptions::From(const DaemonOptions& options) {
+  JobManagerOptions o;
+  o.limits = JobLimits::From(options);
+  o.admin_group = options.admin_group;
+  return o;
+}
+
+JobManager::JobManager(const JobManagerOptions& options, std::vector<JobLifecycleObserver*> observers,
                        DatasetRegistry* datasets, DrainedCallback drained)
     : observers_(std::move(observers)),
       datasets_(datasets),
       drained_(std::move(drained)),
-      limits_(JobLimits::From(options)) {
+      limits_(options.limits) {
   if (!options.admin_group.empty()) {
     if (const std::optional<gid_t> gid = GroupIdByName(options.admin_group)) {
       admin_gid_ = *gid;
@@ -141,9 +148,9 @@ bool JobManager::IsAdmin(const wire::PeerCredentials& peer) const {
          std::find(peer.groups.begin(), peer.groups.end(), admin_gid_) != peer.groups.end();
 }
 
-void JobManager::Reload(const DaemonOptions& options) {
+void JobManager::Reload(const JobLimits& limits) {
   MutexLock lock(&mu_);
-  limits_ = JobLimits::From(options);
+  limits_ = limits;
 }
 
 JobLimits JobManager::limits() const {

@@ -64,6 +64,15 @@ struct JobLimits {
   static JobLimits From(const DaemonOptions& options);
 };
 
+struct JobManagerOptions {
+  JobLimits limits;
+  // Members of this group see and act on every job ("" or a group the node
+  // lacks: none besides root and galleyd's own user).
+  std::string admin_group;
+
+  static JobManagerOptions From(const DaemonOptions& options);
+};
+
 // Counts for status and metrics.
 struct JobManagerCounters {
   uint64_t jobs = 0;
@@ -81,7 +90,7 @@ class JobManager {
 
   // `observers` hear every job's events, in this order; they and `datasets`
   // must outlive the manager.
-  JobManager(const DaemonOptions& options, std::vector<JobLifecycleObserver*> observers,
+  JobManager(const JobManagerOptions& options, std::vector<JobLifecycleObserver*> observers,
              DatasetRegistry* datasets, DrainedCallback drained);
   ~JobManager();
 
@@ -109,7 +118,8 @@ class JobManager {
   // uid, or a member of admin_group.
   bool IsAdmin(const wire::PeerCredentials& peer) const;
 
-  void Reload(const DaemonOptions& options);
+  // Limits and policies from a reloaded configuration; later requests use them.
+  void Reload(const JobLimits& limits);
   JobLimits limits() const;
 
   // A connection's place in the per-uid connection limit; given back by

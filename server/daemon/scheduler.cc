@@ -76,6 +76,15 @@ RingView* RingView::Shared() {
   return &rings;
 }
 
+SchedulerOptions SchedulerOptions::From(const DaemonOptions& options) {
+  SchedulerOptions o;
+  o.sampler_seed = options.sampler_seed;
+  o.gate.hold_budget_per_epoch = std::chrono::milliseconds(options.hold_budget_ms);
+  o.gate.thin_hold = std::chrono::milliseconds(options.thin_hold_ms);
+  o.gate.peer_stall = std::chrono::milliseconds(options.peer_stall_ms);
+  return o;
+}
+
 Scheduler::Scheduler(SchedulerOptions options, ItemPipeline* pipeline, cache::TieredCache* cache,
                      SchedulerHooks hooks)
     : options_(options),

@@ -69,6 +69,7 @@
 
 #include "galley/cache/tiered_cache.h"
 #include "galley/mutex.h"
+#include "server/daemon/daemon_options.h"
 #include "server/daemon/demand_ledger.h"
 #include "server/daemon/item_pipeline.h"
 #include "server/daemon/job_lifecycle_observer.h"
@@ -105,6 +106,10 @@ struct SchedulerOptions {
   // shards in one pattern. Tests leave it 0 to replay decisions.
   uint64_t stream_salt = 0;
   GateOptions gate;  // when a job is produced for (production_gate.h)
+
+  // The seed and the gate's hold times; stream_salt stays 0 (the daemon
+  // draws it at start).
+  static SchedulerOptions From(const DaemonOptions& options);
 };
 
 // What the scheduler reads and claims of a job's batch ring. The daemon's
