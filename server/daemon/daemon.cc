@@ -107,9 +107,9 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options,
 
 Status Daemon::Build(DrainedCallback drained) {
   if (options_.cache_bytes > 0) {
-    std::string error;
-    cache_ = cache::TieredCache::Create(CacheOptionsFrom(options_), &error);
-    if (cache_ == nullptr) return Status::InvalidArgument("cache: " + error);
+    auto created = cache::TieredCache::Create(CacheOptionsFrom(options_));
+    if (!created.ok()) return About("cache", created.status());
+    cache_ = std::move(created).value();
   }
   if (options_.storage_throttle_bytes_per_s > 0) {
     auto created = StorageThrottle::Create(options_.storage_throttle_bytes_per_s,

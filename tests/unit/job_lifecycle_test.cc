@@ -59,9 +59,10 @@ class JobLifecycleTest : public ::testing::Test {
     // Nothing reads the images: the transform names its output size.
     for (int i = 0; i < 4; ++i) std::ofstream(root_ / "a" / (std::to_string(i) + ".jpg"));
     options_.max_shm_total = uint64_t{64} << 20;
-    datasets_ = std::make_unique<DatasetRegistry>(options_);
-    jobs_ = std::make_unique<JobManager>(
-        options_, std::vector<JobLifecycleObserver*>{&first_, &second_}, datasets_.get(), nullptr);
+    datasets_ = std::make_unique<DatasetRegistry>(DatasetRegistryOptions::From(options_));
+    jobs_ = std::make_unique<JobManager>(JobManagerOptions::From(options_),
+                                         std::vector<JobLifecycleObserver*>{&first_, &second_},
+                                         datasets_.get(), nullptr);
   }
   void TearDown() override {
     jobs_.reset();
