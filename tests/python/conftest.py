@@ -65,15 +65,20 @@ def start_daemon(directory, *extra):
     proc = subprocess.Popen([GALLEYD, "--socket", socket, "--allowed-root", str(directory),
                              "--log-level", level, *extra], stdout=log, stderr=subprocess.STDOUT)
     # Ready once a connection is accepted: the socket file appears at bind(),
-    # before listen(), and a connect in between is refused.
-    for _ in range(200):
+    # before listen(), and a connect in between is refused. The deadline
+    # only bounds a hang: a loaded machine may take seconds to start one.
+    deadline = time.monotonic() + 60
+    while True:
         if os.path.exists(socket):
             with socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM) as probe:
                 if probe.connect_ex(socket) == 0:
                     break
         if proc.poll() is not None:
             raise RuntimeError(f"galleyd exited with {proc.returncode}")
-        time.sleep(0.025)
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"galleyd did not accept connections on {socket} in 60 s")
+        time.sleep(0.01)
     return Daemon(socket, proc, log)
 
 
