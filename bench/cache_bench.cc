@@ -26,7 +26,7 @@ BlobPtr SmallBlob() {
 }
 
 std::unique_ptr<EvictionPolicy> PolicyFor(const benchmark::State& state) {
-  return MakeEvictionPolicy(state.range(0) == 0 ? "lru" : "refcount");
+  return MakeEvictionPolicy(state.range(0) == 0 ? "lru" : "refcount").value();
 }
 
 // A tier holding exactly kResident small entries.
@@ -95,7 +95,7 @@ void BM_DecodedTierFill(benchmark::State& state) {
       arena.reset();
       if (memory == 0) ::malloc_trim(0);
       if (memory > 0) {
-        arena = BlobArena::Create(kRound * (kImage + 4096) + (1 << 20));
+        arena = BlobArena::Create(kRound * (kImage + 4096) + (1 << 20)).value();
         if (memory == 2) {
           const auto start = std::chrono::steady_clock::now();
           (void)arena->Populate(kRound * (kImage + 4096));
@@ -127,7 +127,7 @@ void BM_DemandUpdate(benchmark::State& state) {
   CacheOptions options;
   options.cache_bytes = 4 * kResident * ChargedBytes(*SmallBlob());
   options.split = {50, 50, 0};
-  auto cache = TieredCache::Create(options);
+  auto cache = TieredCache::Create(options).value();
   std::vector<Key> subset(static_cast<size_t>(state.range(0)));
   std::iota(subset.begin(), subset.end(), Key{0});
   BlobPtr blob = SmallBlob();

@@ -62,7 +62,7 @@ std::vector<std::vector<Key>> DrawSubsets(uint64_t seed) {
 
 ReplayStats Replay(const std::vector<std::vector<Key>>& subsets, size_t capacity_items,
                    const char* policy, int epochs, uint64_t seed) {
-  auto cache = ReplayCache::Create(capacity_items, policy);
+  auto cache = ReplayCache::Create(capacity_items, policy).value();
   std::vector<std::mt19937_64> rngs;
   for (int job = 0; job < kJobs; ++job) rngs.emplace_back(seed * 1000003 + job + 1);
   std::vector<std::vector<Key>> order(kJobs);

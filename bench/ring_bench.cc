@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 
 #include <cstring>
+#include <numeric>
+#include <vector>
 
 #include "client/src/job_channel.h"
 #include "server/daemon/batch_ring.h"
@@ -50,10 +52,13 @@ void BM_BatchHandOff(benchmark::State& state) {
   const auto batch = static_cast<uint32_t>(state.range(0));
   RingPair pair = MakeRingPair(batch);
   char drain[4096];
+  // What the scheduler publishes with each batch besides its samples.
+  std::vector<ItemId> items(batch);
+  std::iota(items.begin(), items.end(), ItemId{0});
+  const std::vector<int64_t> labels(batch, 0);
   for (auto _ : state) {
     const uint32_t slot = *pair.ring->Claim();
-    pair.ring->slot(slot)->sample_count = batch;
-    pair.ring->Publish(slot);
+    pair.ring->Publish(slot, BatchDescription{.items = items, .labels = labels});
     auto index = pair.channel->WaitNext(std::chrono::milliseconds(1000));
     if (!index.ok()) {
       state.SkipWithError(index.status().ToString().c_str());

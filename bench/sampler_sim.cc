@@ -218,7 +218,7 @@ CacheOutcome SimulateWithCache(const std::string& policy_name, const std::string
                                size_t capacity_items,
                                const std::vector<std::vector<ItemId>>& subsets, int epochs,
                                uint64_t seed, double ods_fraction) {
-  auto cache = cache::ReplayCache::Create(capacity_items, eviction);
+  auto cache = cache::ReplayCache::Create(capacity_items, eviction).value();
   auto key = [](ItemId item) { return cache::MakeKey(0, item); };
   // The cache's content as the sampler saw it before the round; refreshed
   // after every round (the cache reports no evictions, so residents are

@@ -21,6 +21,7 @@
 
 #include "server/image/pixel_ops.h"
 #include "server/image/resample.h"
+#include "server/image/testing/transform_test_paths.h"
 #include "server/image/transforms.h"
 
 namespace galley::image {
@@ -318,7 +319,7 @@ void BM_BaselineOpenCvTrainPipelineUInt8(benchmark::State& state) {
   cv::Mat resized(224, 224, CV_8UC3);
   uint64_t item = 0;
   for (auto _ : state) {
-    const auto window = pipeline->SourceWindow(image.width, image.height, 1, 0, item);
+    const auto window = SourceWindow(*pipeline, image.width, image.height, 1, 0, item);
     const bool flip = (item++ & 1) != 0;  // the flip's cost, half the time
     const bool shrink = window->width >= 224 && window->height >= 224;
     cv::resize(source(cv::Rect(window->x, window->y, window->width, window->height)), resized,

@@ -1,12 +1,14 @@
 # Finds galley's Debian-packaged dependencies and exposes each as an imported
 # target, so folder CMakeLists only name targets. The client needs only
-# header-only Boost.Interprocess and nlohmann-json; everything else is the
-# daemon's.
+# nlohmann-json; everything else is the daemon's.
 find_package(Threads REQUIRED)
-find_package(Boost 1.74 REQUIRED CONFIG)
 find_package(nlohmann_json 3.10 REQUIRED)
 
 if(GALLEY_BUILD_SERVER)
+  # Header-only Boost, for the server side alone: Interprocess's allocator
+  # (the cache's arena), Beast (the metrics server) and Math (the sampler's
+  # uniformity statistics).
+  find_package(Boost 1.74 REQUIRED CONFIG)
   find_package(PkgConfig REQUIRED)
   pkg_check_modules(TurboJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
   pkg_check_modules(LibJpeg REQUIRED IMPORTED_TARGET libjpeg)

@@ -7,9 +7,12 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <exception>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "galley/client.h"
@@ -24,7 +27,51 @@ struct Exceptions {
   py::object base, unavailable, invalid, not_found, permission, limit, timeout, sample, cancelled,
       protocol, end_of_stream;
 };
+// Never destroyed: static destructors run after the interpreter is gone,
+// when releasing a Python object is no longer allowed.
 Exceptions* exceptions = nullptr;
+// The interpreter's main thread, which is the one that finalizes it.
+unsigned long main_thread_ident = 0;
+
+bool InterpreterFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
+// Takes the GIL back after a wait in the client. A thread that comes back
+// while the interpreter is finalizing (a daemon thread whose wait ended as
+// the process exits) must not take it: CPython would end the thread with
+// pthread_exit, whose unwinding aborts the process ("terminate called without
+// an active exception") when it meets a noexcept frame, such as the
+// destructor of pybind11's scoped release. Such a thread waits here for the
+// process to end instead, as CPython 3.14 itself has such threads do. The
+// GIL is taken back here, in plain code, never from a destructor, so that if
+// finalization starts between the check and the call the unwinding passes.
+void ReacquireGil(PyThreadState* state) {
+  if (InterpreterFinalizing() && PyThread_get_thread_ident() != main_thread_ident) {
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(24));
+  }
+  PyEval_RestoreThread(state);
+}
+
+// Runs `wait` (a blocking client call, which reports failures as values)
+// without the GIL, so other Python threads run meanwhile.
+template <typename Wait>
+auto WithoutGil(Wait&& wait) -> decltype(wait()) {
+  PyThreadState* state = PyEval_SaveThread();
+  std::optional<decltype(wait())> result;
+  try {
+    result.emplace(wait());
+  } catch (...) {  // std::bad_alloc: raised to Python, with the GIL held
+    ReacquireGil(state);
+    throw;
+  }
+  ReacquireGil(state);
+  return std::move(*result);
+}
 
 [[noreturn]] void Raise(const galley::Status& status) {
   using galley::StatusCode;
@@ -91,6 +138,9 @@ py::dict InfoToDict(const galley::JobInfo& info) {
   d["layout"] = std::string(galley::LayoutName(info.layout));
   d["slots"] = info.slots;
   d["segment_bytes"] = info.segment_bytes;
+  d["content_key"] = info.content_key;
+  d["mtimes_key"] = info.mtimes_key;
+  d["dataset_bytes"] = info.dataset_bytes;
   return d;
 }
 
@@ -179,8 +229,10 @@ py::tuple BatchToPython(galley::Batch batch) {
 
 PYBIND11_MODULE(_galley, m) {
   m.doc() = "galley client extension; use the `galley` package instead.";
-  static Exceptions ex;
-  exceptions = &ex;
+  exceptions = new Exceptions();
+  Exceptions& ex = *exceptions;
+  main_thread_ident =
+      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   auto make = [&](const char* name, py::handle base) {
     py::object type = py::reinterpret_steal<py::object>(
         PyErr_NewException((std::string("galley.") + name).c_str(), base.ptr(), nullptr));
@@ -229,26 +281,24 @@ PYBIND11_MODULE(_galley, m) {
       .def(
           "next",
           [](galley::Job& job, double timeout_s) {
-            galley::Result<galley::Batch> batch = galley::Status::Internal("unset");
-            {
-              py::gil_scoped_release release;
-              batch = job.Next(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
-            }
+            galley::Result<galley::Batch> batch = WithoutGil([&] {
+              return job.Next(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+            });
             return BatchToPython(Unwrap(std::move(batch)));
           },
           py::arg("timeout") = 60.0)
-      .def("seek_epoch",
-           [](galley::Job& job, uint64_t epoch) {
-             galley::Status s;
-             {
-               py::gil_scoped_release release;
-               s = job.SeekEpoch(epoch);
-             }
-             if (!s.ok()) Raise(s);
-           })
+      .def(
+          "seek_epoch",
+          [](galley::Job& job, uint64_t epoch, std::optional<std::vector<uint64_t>> items) {
+            const galley::Status s = WithoutGil(
+                [&] { return items ? job.SeekEpoch(epoch, *items) : job.SeekEpoch(epoch); });
+            if (!s.ok()) Raise(s);
+          },
+          py::arg("epoch"), py::arg("items") = py::none())
       .def("stats",
            [](galley::Job& job) {
-             auto text = Unwrap(job.Stats());
+             // Waits for a Next() of another thread on the same job.
+             auto text = Unwrap(WithoutGil([&] { return job.Stats(); }));
              return py::module_::import("json").attr("loads")(text);
            })
       .def("close", &galley::Job::Close);
@@ -260,11 +310,8 @@ PYBIND11_MODULE(_galley, m) {
              options.client_name = "galley-python";
              options.request_timeout =
                  std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-             galley::Result<galley::Client> client = galley::Status::Internal("unset");
-             {
-               py::gil_scoped_release release;
-               client = galley::Client::Connect(options);
-             }
+             galley::Result<galley::Client> client =
+                 WithoutGil([&] { return galley::Client::Connect(options); });
              return std::make_unique<galley::Client>(Unwrap(std::move(client)));
            }),
            py::arg("socket_path") = "", py::arg("timeout") = 30.0)
@@ -276,11 +323,7 @@ PYBIND11_MODULE(_galley, m) {
       .def("open_job",
            [](const galley::Client& client, const py::dict& spec_dict) {
              galley::JobSpec spec = SpecFromDict(spec_dict);
-             galley::Result<galley::Job> job = galley::Status::Internal("unset");
-             {
-               py::gil_scoped_release release;
-               job = client.OpenJob(spec);
-             }
+             galley::Result<galley::Job> job = WithoutGil([&] { return client.OpenJob(spec); });
              return std::make_unique<galley::Job>(Unwrap(std::move(job)));
            })
       .def("query",
@@ -288,6 +331,26 @@ PYBIND11_MODULE(_galley, m) {
              auto text = Unwrap(client.Query(what));
              return py::module_::import("json").attr("loads")(text);
            })
+      .def(
+          "listing",
+          [](const galley::Client& client, const py::dict& spec_dict, uint64_t begin,
+             std::optional<uint64_t> count) {
+            // The dataset's fields only; the rest of a loader's spec is not sent.
+            py::dict named;
+            for (const char* key : {"dataset", "shards", "image_key", "label_key"}) {
+              if (spec_dict.contains(key)) named[key] = spec_dict[key];
+            }
+            named["batch_size"] = 1;
+            named["transform"] = py::dict();
+            galley::JobSpec spec = SpecFromDict(named);
+            galley::Result<std::string> text = galley::Status::Internal("unset");
+            {
+              py::gil_scoped_release release;
+              text = client.Listing(spec, begin, count.value_or(UINT64_MAX));
+            }
+            return py::module_::import("json").attr("loads")(Unwrap(std::move(text)));
+          },
+          py::arg("spec"), py::arg("begin") = 0, py::arg("count") = py::none())
       // Control requests (docs/access.md): each raises what galleyd refused.
       .def("cancel",
            [](const galley::Client& client, uint64_t job_id) {

@@ -8,8 +8,8 @@ galley_add_test(galleyd_test
           integration/admission_test.cc integration/kill_test.cc integration/config_test.cc
           integration/access_test.cc integration/daemon_trust_test.cc
           integration/node_limits_test.cc integration/galleyd_process.cc
-          integration/other_user.cc
-  LIBS galley_client galley_opencv acl
+          integration/in_process_daemon.cc integration/other_user.cc
+  LIBS galley_client galley_daemon galley_opencv acl
   LABEL integration)
 target_compile_definitions(galleyd_test PRIVATE GALLEYD_PATH="$<TARGET_FILE:galleyd>")
 add_dependencies(galleyd_test galleyd)

@@ -32,19 +32,19 @@ galley_add_test(image_rgb_span_test
 
 galley_add_test(image_transforms_test
   SOURCES unit/image_transforms_test.cc
-  LIBS galley_image galley_opencv)
+  LIBS galley_image galley_image_testing galley_opencv)
 
 # Resampler parity: the test runs PIL / torchvision through this interpreter
 # to compute its references.
 galley_add_test(image_resample_test
   SOURCES unit/image_resample_test.cc
-  LIBS galley_image)
+  LIBS galley_image galley_image_testing)
 target_compile_definitions(image_resample_test PRIVATE GALLEY_TEST_PYTHON="/usr/bin/python3")
 
 # Region decoding must give the same samples as decoding the whole image.
 galley_add_test(image_region_test
   SOURCES unit/image_region_test.cc
-  LIBS galley_image PkgConfig::TurboJPEG)
+  LIBS galley_image galley_image_testing PkgConfig::TurboJPEG)
 
 # Pixel ops (colour, AutoAugment's ops, warps, padding, blur) against
 # torchvision.transforms.functional on PIL images, with forced parameters.
@@ -63,9 +63,9 @@ target_compile_definitions(image_tensor_ops_test PRIVATE GALLEY_TEST_PYTHON="/us
 # Apply equals its described plan replayed op by op with the pixel ops.
 galley_add_test(image_plan_replay_test
   SOURCES unit/image_plan_replay_test.cc
-  LIBS galley_image)
+  LIBS galley_image galley_image_testing)
 
 # The random draws of every op follow torchvision's distributions.
 galley_add_test(image_draws_test
   SOURCES unit/image_draws_test.cc
-  LIBS galley_image)
+  LIBS galley_image galley_image_testing)

@@ -37,22 +37,19 @@ struct BlobArena::Segment {
   BestFit& buffer;
 };
 
-std::shared_ptr<BlobArena> BlobArena::Create(uint64_t capacity_bytes, std::string* error) {
-  auto fail = [error](std::string message) -> std::shared_ptr<BlobArena> {
-    if (error != nullptr) *error = std::move(message);
-    return nullptr;
-  };
+Result<std::shared_ptr<BlobArena>> BlobArena::Create(uint64_t capacity_bytes) {
   // Room for the allocator's header and at least one page of blocks.
   if (capacity_bytes < 16 * PageSize()) {
-    return fail("arena capacity " + std::to_string(capacity_bytes) + " is below 16 pages");
+    return Status::InvalidArgument("arena capacity " + std::to_string(capacity_bytes) +
+                                   " is below 16 pages");
   }
   // Address space only: MAP_NORESERVE commits nothing until a page is
   // written or populated.
   void* base = ::mmap(nullptr, capacity_bytes, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
-    return fail("cannot reserve " + std::to_string(capacity_bytes) +
-                " bytes of address space: " + ErrnoText(errno));
+    return Status::ResourceExhausted("cannot reserve " + std::to_string(capacity_bytes) +
+                                     " bytes of address space: " + ErrnoText(errno));
   }
   auto segment = std::make_unique<Segment>(base, capacity_bytes);
   return std::shared_ptr<BlobArena>(new BlobArena(base, capacity_bytes, std::move(segment)));

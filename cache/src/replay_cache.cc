@@ -6,9 +6,9 @@
 
 namespace galley::cache {
 
-std::unique_ptr<ReplayCache> ReplayCache::Create(size_t capacity_items, std::string_view policy) {
-  std::unique_ptr<EvictionPolicy> eviction = MakeEvictionPolicy(policy);
-  if (eviction == nullptr) return nullptr;
+Result<std::unique_ptr<ReplayCache>> ReplayCache::Create(size_t capacity_items,
+                                                         std::string_view policy) {
+  GALLEY_ASSIGN_OR_RETURN(std::unique_ptr<EvictionPolicy> eviction, MakeEvictionPolicy(policy));
   return std::unique_ptr<ReplayCache>(new ReplayCache(capacity_items, std::move(eviction)));
 }
 

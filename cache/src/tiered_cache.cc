@@ -19,25 +19,31 @@ uint64_t ArenaCapacity(uint64_t cache_bytes) {
   return cache_bytes + cache_bytes / 8 + (uint64_t{16} << 20);
 }
 
+// The policy called `name`, which TieredCache::Create has checked exists.
+std::unique_ptr<EvictionPolicy> CheckedPolicy(const std::string& name) {
+  return MakeEvictionPolicy(name).value();
+}
+
+// Create's and SetSplit's answer to a split that does not add up.
+Status InvalidSplit() {
+  return Status::InvalidArgument(
+      "cache split must be three shares of 0..100 adding up to at most 100");
+}
+
 }  // namespace
 
-std::unique_ptr<TieredCache> TieredCache::Create(const CacheOptions& options, std::string* error) {
-  auto fail = [error](std::string message) -> std::unique_ptr<TieredCache> {
-    if (error != nullptr) *error = std::move(message);
-    return nullptr;
-  };
-  if (MakeEvictionPolicy(options.eviction) == nullptr) {
-    return fail("unknown eviction policy \"" + options.eviction + "\" (want refcount or lru)");
-  }
-  if (!options.split.IsValid()) {
-    return fail("cache split must be three shares of 0..100 adding up to at most 100");
-  }
+Result<std::unique_ptr<TieredCache>> TieredCache::Create(const CacheOptions& options) {
+  GALLEY_RETURN_IF_ERROR(MakeEvictionPolicy(options.eviction).status());
+  if (!options.split.IsValid()) return InvalidSplit();
   std::shared_ptr<BlobArena> arena;
   // A cache under 1 MiB (tests, simulations) keeps its pixels on the heap.
   if (options.decoded_arena && options.cache_bytes >= kMinArenaCacheBytes) {
-    std::string why;
-    arena = BlobArena::Create(ArenaCapacity(options.cache_bytes), &why);
-    if (arena == nullptr) return fail("decoded tier's arena: " + why);
+    auto reserved = BlobArena::Create(ArenaCapacity(options.cache_bytes));
+    if (!reserved.ok()) {
+      return Status(reserved.status().code(),
+                    "decoded tier's arena: " + reserved.status().message());
+    }
+    arena = std::move(reserved).value();
   }
   return std::unique_ptr<TieredCache>(new TieredCache(options, std::move(arena)));
 }
@@ -45,13 +51,13 @@ std::unique_ptr<TieredCache> TieredCache::Create(const CacheOptions& options, st
 TieredCache::TieredCache(const CacheOptions& options, std::shared_ptr<BlobArena> decoded_arena)
     : encoded_(std::make_unique<Tier>("encoded",
                                       ShareOf(options.cache_bytes, options.split.encoded_pct),
-                                      MakeEvictionPolicy(options.eviction), &demand_)),
+                                      CheckedPolicy(options.eviction), &demand_)),
       decoded_(std::make_unique<Tier>("decoded",
                                       ShareOf(options.cache_bytes, options.split.decoded_pct),
-                                      MakeEvictionPolicy(options.eviction), &demand_)),
+                                      CheckedPolicy(options.eviction), &demand_)),
       augmented_(std::make_unique<AugmentedTier>(
           ShareOf(options.cache_bytes, options.split.augmented_pct), options.augmented_reuse_limit,
-          MakeEvictionPolicy(options.eviction), &demand_)),
+          CheckedPolicy(options.eviction), &demand_)),
       decoded_arena_(std::move(decoded_arena)),
       split_(options.split),
       cache_bytes_(options.cache_bytes) {}
@@ -61,12 +67,12 @@ std::shared_ptr<Blob> TieredCache::MakeDecodedBlob(std::vector<uint8_t>&& pixels
   return MakePixelBlob(decoded_arena_.get(), std::move(pixels), width, height, channels);
 }
 
-bool TieredCache::SetSplit(const Split& split) {
-  if (!split.IsValid()) return false;
+Status TieredCache::SetSplit(const Split& split) {
+  if (!split.IsValid()) return InvalidSplit();
   MutexLock lock(&split_mu_);
   split_ = split;
   ApplyBudgetsLocked();
-  return true;
+  return Status::Ok();
 }
 
 void TieredCache::SetCacheBytes(uint64_t cache_bytes) {

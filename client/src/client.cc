@@ -152,6 +152,13 @@ Result<std::string> Client::Query(const std::string& what) const {
   return reply.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+Result<std::string> Client::Listing(const JobSpec& spec, uint64_t begin, uint64_t count) const {
+  GALLEY_ASSIGN_OR_RETURN(auto reply, RoundTrip(options_, wire::MessageType::kQuery,
+                                                wire::ListingRequestToJson(spec, begin, count),
+                                                wire::MessageType::kQueryReply));
+  return reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 Status Client::Cancel(uint64_t job_id) const {
   return RoundTrip(options_, wire::MessageType::kQuery, {{"what", "cancel"}, {"job", job_id}},
                    wire::MessageType::kQueryReply)
@@ -191,7 +198,12 @@ Result<Batch> Job::Next(std::chrono::milliseconds timeout) {
 
 Status Job::SeekEpoch(uint64_t epoch) {
   if (!channel_) return Status::Cancelled("the job is closed");
-  return channel_->Seek(epoch);
+  return channel_->Seek(epoch, nullptr);
+}
+
+Status Job::SeekEpoch(uint64_t epoch, const std::vector<uint64_t>& items) {
+  if (!channel_) return Status::Cancelled("the job is closed");
+  return channel_->Seek(epoch, &items);
 }
 
 Result<std::string> Job::Stats() {
@@ -201,10 +213,9 @@ Result<std::string> Job::Stats() {
 }
 
 void Job::Close() {
-  if (channel_) {
-    channel_->Close();
-    channel_.reset();
-  }
+  // The channel stays until the Job goes: a Next() another thread is in
+  // returns Cancelled instead of running on a freed channel.
+  if (channel_) channel_->Close();
 }
 
 }  // namespace galley

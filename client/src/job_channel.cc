@@ -20,6 +20,8 @@ using Clock = std::chrono::steady_clock;
 // can cost.
 constexpr auto kLivenessSlice = std::chrono::milliseconds(100);
 
+Status Closed() { return Status::Cancelled("the job is closed"); }
+
 }  // namespace
 
 JobChannel::JobChannel(wire::Connection* connection, JobInfo info, wire::MappedRegion region,
@@ -86,6 +88,7 @@ Result<std::optional<uint32_t>> JobChannel::FindNextReady() {
 
 Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
   MutexLock lock(&consume_mu_);
+  if (closed_.load(std::memory_order_acquire)) return Closed();
   if (end_of_stream_) return Status::EndOfStream("the job has delivered all its epochs");
   if (!terminal_.ok()) return terminal_;
   const auto deadline = Clock::now() + timeout;
@@ -155,6 +158,7 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
       terminal_ = *why;
       return terminal_;
     }
+    if (closed_.load(std::memory_order_acquire)) return Closed();
     if (Status alive = CheckConnection(); !alive.ok()) {
       // galleyd writes the reason into the ring before it closes the
       // connection: a job it ended between the two checks reports that
@@ -205,11 +209,14 @@ Result<nlohmann::json> JobChannel::Request(wire::MessageType type, const nlohman
   }
 }
 
-Status JobChannel::Seek(uint64_t epoch) {
+Status JobChannel::Seek(uint64_t epoch, const std::vector<uint64_t>* items) {
   MutexLock lock(&consume_mu_);
+  if (closed_.load(std::memory_order_acquire)) return Closed();
   if (!terminal_.ok()) return terminal_;
-  GALLEY_ASSIGN_OR_RETURN(auto reply, Request(wire::MessageType::kSeekEpoch, {{"epoch", epoch}},
-                                              wire::MessageType::kEpochSought));
+  nlohmann::json body = {{"epoch", epoch}};
+  if (items != nullptr) body["items"] = *items;
+  GALLEY_ASSIGN_OR_RETURN(
+      auto reply, Request(wire::MessageType::kSeekEpoch, body, wire::MessageType::kEpochSought));
   auto gen = reply.find("generation");
   if (gen == reply.end() || !gen->is_number_unsigned()) {
     return Status::ProtocolError("EpochSought without a generation");
@@ -221,13 +228,16 @@ Status JobChannel::Seek(uint64_t epoch) {
 
 Result<nlohmann::json> JobChannel::Stats() {
   MutexLock lock(&consume_mu_);
+  if (closed_.load(std::memory_order_acquire)) return Closed();
   if (!terminal_.ok()) return terminal_;
   return Request(wire::MessageType::kStatsRequest, nlohmann::json::object(),
                  wire::MessageType::kStats);
 }
 
 void JobChannel::Close() {
+  if (closed_.exchange(true, std::memory_order_acq_rel)) return;
   (void)connection_->SendFrame(wire::MessageType::kCloseJob, 0, "");
+  // Wakes a WaitNext polling the connection.
   connection_->Shutdown();
 }
 

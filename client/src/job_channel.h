@@ -41,8 +41,11 @@ class JobChannel {
   Result<uint32_t> WaitNext(std::chrono::milliseconds timeout) EXCLUDES(consume_mu_);
   // Marks the slot free and tells the daemon. Safe from any thread.
   void ReleaseSlot(uint32_t index);
-  Status Seek(uint64_t epoch) EXCLUDES(consume_mu_);
+  // `items`, when given, is the epoch's list (JobSpec::epoch_items).
+  Status Seek(uint64_t epoch, const std::vector<uint64_t>* items) EXCLUDES(consume_mu_);
   Result<nlohmann::json> Stats() EXCLUDES(consume_mu_);
+  // Ends the job; any thread, any number of times. A WaitNext in progress
+  // returns Cancelled, as do the calls that follow.
   void Close();
 
  private:
@@ -70,6 +73,7 @@ class JobChannel {
 
   // Slots the caller holds (leased, not yet released); any thread.
   std::atomic<uint32_t> leased_{0};
+  std::atomic<bool> closed_{false};  // Close ran; any thread
   Mutex consume_mu_;
   uint64_t next_sequence_ GUARDED_BY(consume_mu_) = 0;
   uint64_t generation_ GUARDED_BY(consume_mu_) = 0;

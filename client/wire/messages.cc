@@ -401,6 +401,16 @@ Status ReadTransform(FieldReader&, const json& body, const JobSpecField& field, 
   return Status::Ok();
 }
 
+// A list absent from the body while unset (JobSpec::epoch_items).
+void WriteEpochItems(const JobSpec& spec, const JobSpecField& field, json& body) {
+  if (spec.epoch_items) body[field.name] = *spec.epoch_items;
+}
+Status ReadEpochItems(FieldReader& r, const json& body, const JobSpecField& field, JobSpec& spec) {
+  if (!body.contains(field.name)) return Status::Ok();
+  spec.epoch_items.emplace();
+  return r.UnsignedList(field.name, &*spec.epoch_items);
+}
+
 void WriteConsumed(const JobSpec& spec, const JobSpecField& field, json& body) {
   if (!spec.resume_consumed.empty()) body[field.name] = IdsToHexBitmap(spec.resume_consumed);
 }
@@ -437,6 +447,7 @@ const JobSpecField kJobSpecFields[] = {
     Plain<&JobSpec::label_key>("label_key"),
     Optional<&JobSpec::shard_seed>("shard_seed"),
     Plain<&JobSpec::local_world_size>("local_world_size"),
+    {"epoch_items", false, WriteEpochItems, ReadEpochItems},
 };
 
 const JobSpecField* FindJobSpecField(std::string_view name) {
@@ -491,6 +502,58 @@ Result<JobSpec> JobSpecFromJson(const json& body) {
     return Status::InvalidArgument("'on_error' must be \"skip\" or \"raise\"");
   }
   if (spec.name.size() > 256) return Status::InvalidArgument("'name' is longer than 256 bytes");
+  if (spec.epoch_items && (!spec.classes.empty() || !spec.id_ranges.empty() || !spec.ids.empty())) {
+    return Status::InvalidArgument(
+        "'epoch_items' lists the epoch's items; leave 'classes', 'id_ranges' and 'ids' empty");
+  }
+  if (spec.epoch_items && !spec.resume_consumed.empty()) {
+    return Status::InvalidArgument(
+        "'epoch_items' lists the items left to serve; a resume leaves the consumed ones out "
+        "of it instead of sending 'resume_consumed'");
+  }
+  return spec;
+}
+
+namespace {
+// The OpenJob fields that name a dataset, which a "listing" request shares.
+constexpr const char* kDatasetFields[] = {"dataset", "shards", "image_key", "label_key"};
+
+bool IsListingField(std::string_view name) {
+  if (name == "what" || name == "begin" || name == "count") return true;
+  for (const char* field : kDatasetFields) {
+    if (name == field) return true;
+  }
+  return false;
+}
+}  // namespace
+
+json ListingRequestToJson(const JobSpec& spec, uint64_t begin, uint64_t count) {
+  json body = {{"what", "listing"}, {"begin", begin}};
+  if (count != UINT64_MAX) body["count"] = count;
+  for (const char* name : kDatasetFields) {
+    const JobSpecField& field = *FindJobSpecField(name);
+    field.write(spec, field, body);
+  }
+  return body;
+}
+
+Result<JobSpec> ListingRequestFromJson(const json& body, uint64_t* begin, uint64_t* count) {
+  for (const auto& [key, value] : body.items()) {
+    if (!IsListingField(key)) {
+      return Status::InvalidArgument("unknown listing field '" + EscapeBytes(key) + "'");
+    }
+  }
+  JobSpec spec;
+  FieldReader r(body);
+  for (const char* name : kDatasetFields) {
+    const JobSpecField& field = *FindJobSpecField(name);
+    GALLEY_RETURN_IF_ERROR(field.read(r, body, field, spec));
+  }
+  if (spec.dataset.empty()) return Status::InvalidArgument("'dataset' must not be empty");
+  *begin = 0;
+  *count = UINT64_MAX;
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("begin", begin));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("count", count));
   return spec;
 }
 
@@ -505,7 +568,10 @@ json JobInfoToJson(const JobInfo& info) {
           {"dtype", DTypeName(info.dtype)},
           {"layout", LayoutName(info.layout)},
           {"slots", info.slots},
-          {"segment_bytes", info.segment_bytes}};
+          {"segment_bytes", info.segment_bytes},
+          {"content_key", info.content_key},
+          {"mtimes_key", info.mtimes_key},
+          {"dataset_bytes", info.dataset_bytes}};
 }
 
 Result<JobInfo> JobInfoFromJson(const json& body) {
@@ -522,6 +588,9 @@ Result<JobInfo> JobInfoFromJson(const json& body) {
   GALLEY_RETURN_IF_ERROR(r.String("layout", &layout, true));
   GALLEY_RETURN_IF_ERROR(r.Unsigned("slots", &info.slots, true));
   GALLEY_RETURN_IF_ERROR(r.Unsigned("segment_bytes", &info.segment_bytes, true));
+  GALLEY_RETURN_IF_ERROR(r.String("content_key", &info.content_key));
+  GALLEY_RETURN_IF_ERROR(r.String("mtimes_key", &info.mtimes_key));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("dataset_bytes", &info.dataset_bytes));
   auto shape = body.find("sample_shape");
   if (shape == body.end() || !shape->is_array() || shape->size() != 3) {
     return Status::ProtocolError("JobOpened lacks a 3-dimensional sample_shape");

@@ -62,6 +62,15 @@ Result<JobSpec> JobSpecFromJson(const nlohmann::json& body);
 // The body's field names in protocol order: the one list of them.
 std::vector<std::string> JobSpecFieldNames();
 
+// The "listing" Query (docs/protocol.md §1.6): the dataset named by the
+// OpenJob fields that name one (dataset, shards, image_key, label_key),
+// read by the same rules, the first item wanted and the most items wanted
+// (absent: UINT64_MAX, as many as a page holds). Another field is refused,
+// naming it.
+nlohmann::json ListingRequestToJson(const JobSpec& spec, uint64_t begin, uint64_t count);
+Result<JobSpec> ListingRequestFromJson(const nlohmann::json& body, uint64_t* begin,
+                                       uint64_t* count);
+
 nlohmann::json JobInfoToJson(const JobInfo& info);
 Result<JobInfo> JobInfoFromJson(const nlohmann::json& body);
 

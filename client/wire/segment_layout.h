@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "galley/status.h"
 
@@ -80,6 +81,54 @@ struct SegmentHeader {
   std::atomic<uint64_t> consumer_wait_ns;
   std::atomic<uint64_t> consumer_waits;
 };
+
+// The daemon and the client may be built apart (a pip-installed client
+// against a packaged galleyd), so every offset below is part of the layout
+// version, not a choice of the compiler: a field moved, resized or padded
+// differently fails the build instead of reading the other side's bytes.
+// The atomics must be lock-free: only lock-free atomics are meant to be
+// address-free, that is, to work between two processes that map the same
+// pages at different addresses.
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
+static_assert(sizeof(SlotState) == 4 && sizeof(ElementType) == 4 && sizeof(TensorLayout) == 4);
+
+static_assert(std::is_standard_layout_v<SlotHeader>);
+static_assert(offsetof(SlotHeader, state) == 0);
+static_assert(offsetof(SlotHeader, flags) == 4);
+static_assert(offsetof(SlotHeader, sequence) == 8);
+static_assert(offsetof(SlotHeader, generation) == 16);
+static_assert(offsetof(SlotHeader, epoch) == 24);
+static_assert(offsetof(SlotHeader, batch_index) == 32);
+static_assert(offsetof(SlotHeader, sample_count) == 40);
+static_assert(offsetof(SlotHeader, skipped_count) == 44);
+static_assert(offsetof(SlotHeader, first_error) == 48);
+static_assert(sizeof(SlotHeader) == 288);
+
+static_assert(std::is_standard_layout_v<SegmentHeader>);
+static_assert(offsetof(SegmentHeader, magic) == 0);
+static_assert(offsetof(SegmentHeader, layout_version) == 4);
+static_assert(offsetof(SegmentHeader, slot_count) == 8);
+static_assert(offsetof(SegmentHeader, batch_capacity) == 12);
+static_assert(offsetof(SegmentHeader, slot_stride) == 16);
+static_assert(offsetof(SegmentHeader, slots_offset) == 24);
+static_assert(offsetof(SegmentHeader, tensor_offset) == 32);
+static_assert(offsetof(SegmentHeader, sample_bytes) == 40);
+static_assert(offsetof(SegmentHeader, channels) == 48);
+static_assert(offsetof(SegmentHeader, height) == 52);
+static_assert(offsetof(SegmentHeader, width) == 56);
+static_assert(offsetof(SegmentHeader, dtype) == 60);
+static_assert(offsetof(SegmentHeader, layout) == 64);
+static_assert(offsetof(SegmentHeader, reserved) == 68);
+static_assert(offsetof(SegmentHeader, segment_bytes) == 72);
+static_assert(offsetof(SegmentHeader, closed) == 80);
+static_assert(offsetof(SegmentHeader, close_code) == 84);
+static_assert(offsetof(SegmentHeader, close_reason) == 88);
+static_assert(offsetof(SegmentHeader, consumer_wait_ns) == 328);
+static_assert(offsetof(SegmentHeader, consumer_waits) == 336);
+static_assert(sizeof(SegmentHeader) == 344);
 
 // Geometry of a segment, computed identically on both sides.
 struct SegmentGeometry {

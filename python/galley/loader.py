@@ -9,6 +9,9 @@ docs/python.md is the migration guide.
 
 from __future__ import annotations
 
+import array
+import copy
+import hashlib
 import operator
 import os
 import time
@@ -21,6 +24,8 @@ from . import _autostart
 from . import _galley
 from . import _tensors
 from . import batch_ops
+from . import datasets as _datasets
+from . import samplers as _samplers
 from . import shards as _shards
 from . import transforms as T
 
@@ -29,7 +34,13 @@ if TYPE_CHECKING:  # torch is imported lazily: importing galley must not need it
 
 __all__ = ["DataLoader"]
 
-_STATE_VERSION = 1
+# Version 2 names the dataset by its content (a copy under another path
+# resumes) and resumes a DistributedSampler's epoch by position; states of
+# version 1, which named it by path, still load.
+_STATE_VERSION = 2
+# The most bytes an OpenJob or SeekEpoch body may take (docs/protocol.md
+# §1.1), less room for the rest of the body: an epoch's list must fit in it.
+_LIST_BYTES = (16 << 20) - (64 << 10)
 # The daemon's message for an image whose size differs from the first one's
 # when there is no transform (JobSpec::native_size).
 _NATIVE_SIZE_MISMATCH = "transform=None needs every image at the first image's size"
@@ -48,6 +59,75 @@ def _warn_once(key: str, message: str) -> None:
     if key not in _WARNED:
         _WARNED.add(key)
         warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def _list_digest(items: List[int]) -> str:
+    """A short name for an epoch's list of item ids, order included."""
+    return hashlib.blake2b(array.array("Q", items).tobytes(), digest_size=16).hexdigest()
+
+
+def _check_same_list(state: Dict[str, Any], items: List[int], epoch: int) -> None:
+    """A state taken inside a listed epoch resumes it by position: the
+    sampler must yield the list it yielded then."""
+    if state.get("epoch_list") is not None and state["epoch_list"] != _list_digest(items):
+        raise ValueError(f"the DistributedSampler yields another list for epoch {epoch} than "
+                         f"the one the state was saved in (its seed, num_replicas, rank, "
+                         f"shuffle, drop_last or dataset length differ); build it as it was")
+
+
+def _dataset_difference(saved: Dict[str, Any], now: Dict[str, Any]) -> str:
+    """What tells two datasets' listings apart, in words, first things first."""
+    if saved["items"] != now["items"]:
+        return f"it has {now['items']} items, the state's had {saved['items']}"
+    if saved["classes"] != now["classes"]:
+        added = [c for c in now["classes"] if c not in saved["classes"]]
+        gone = [c for c in saved["classes"] if c not in now["classes"]]
+        if added or gone:
+            return (f"its classes differ (new: {', '.join(added[:5]) or 'none'}; gone: "
+                    f"{', '.join(gone[:5]) or 'none'})")
+        return "its classes are in another order"
+    if saved["bytes"] != now["bytes"]:
+        return (f"its files hold {now['bytes']} bytes, the state's held {saved['bytes']} "
+                f"(files rewritten or replaced)")
+    return ("the same number of items, classes and bytes, but the files' relative paths, sizes "
+            "or labels differ (files renamed, swapped or relabelled)")
+
+
+def _check_same_dataset(state: Dict[str, Any], now: Dict[str, Any], warn: bool) -> None:
+    """Refuses a state saved over another dataset, saying what differs. A
+    copy of the dataset under another path is the same dataset; with `warn`,
+    a warning says when only its modification times differ. A state of
+    version 1 names the dataset by path (as does any state when a galleyd of
+    an earlier release sent no content key): another path is taken when the
+    item count agrees, with a warning that the content could not be
+    compared."""
+    saved = state["dataset"]
+    # A daemon that sends no resume key leaves the path and count to compare.
+    unkeyed = not isinstance(saved, dict) or not saved["content_key"] or not now["content_key"]
+    if unkeyed:
+        saved = saved["path"] if isinstance(saved, dict) else saved
+        if state["dataset_size"] != now["items"]:
+            raise ValueError(f"the dataset has {now['items']} items but had "
+                             f"{state['dataset_size']} when the state was saved; it cannot be "
+                             f"resumed exactly")
+        if warn and saved != now["path"]:
+            why = (f"this state (version 1) names its dataset by its path, {saved}"
+                   if not isinstance(state["dataset"], dict) else
+                   f"a galleyd of an earlier release listed {saved} or {now['path']}, without "
+                   f"a content key")
+            warnings.warn(f"galley.DataLoader: {why}; it resumes over {now['path']}, which has "
+                          f"as many items, but their content could not be compared",
+                          UserWarning, stacklevel=3)
+        return
+    if saved["content_key"] != now["content_key"] or saved["items"] != now["items"]:
+        raise ValueError(f"the state was saved over another dataset ({saved['path']}; this "
+                         f"loader reads {now['path']}): {_dataset_difference(saved, now)}; "
+                         f"build the loader over the dataset the state was saved with")
+    if warn and saved["mtimes_key"] != now["mtimes_key"]:
+        warnings.warn(f"galley.DataLoader: {now['path']} holds the dataset the state was saved "
+                      f"over ({saved['path']}: the same relative paths, sizes and labels), but "
+                      f"the files' modification times differ (a copy that did not keep them, "
+                      f"or files touched since); resuming", UserWarning, stacklevel=3)
 
 
 def _torch_distributed() -> Tuple[Optional[int], Optional[int]]:
@@ -146,6 +226,22 @@ def _dataset_root(dataset: Any) -> Tuple[str, Any]:
         f"torchvision.datasets.ImageFolder) instead.")
 
 
+def _listing_pages(spec: Dict[str, Any], socket: Optional[str], autostart: Optional[bool],
+                   timeout: float) -> Callable[[int, Optional[int]], Dict[str, Any]]:
+    """Reads a page of the listing of the dataset `spec` names from galleyd
+    (the "listing" request), found as the loader finds its daemon."""
+    named = {key: spec[key] for key in ("dataset", "shards", "image_key", "label_key")
+             if spec.get(key) is not None}
+
+    def fetch(begin: int, count: Optional[int]) -> Dict[str, Any]:
+        client = _autostart.client(socket, autostart, timeout)
+        with _shards.IndexingProgress(lambda: _autostart.client(socket, False, 5.0),
+                                      named.get("shards") or named["dataset"]):
+            return client.listing(named, begin, count)
+
+    return fetch
+
+
 class DataLoader:
     """Iterates ``(images, labels)`` batches prepared by the node's galleyd.
 
@@ -177,14 +273,28 @@ class DataLoader:
       next loop uses ``e + 1``; ``set_epoch(e)`` (or a ``DistributedSampler``'s
       ``set_epoch``) chooses it. A loop left early (``break``, a peek with
       ``next(iter(loader))``) is not a completed epoch: ``epochs=N`` stops
-      after N loops that ran to their end.
+      after N loops that ran to their end, and galleyd prepares nothing past
+      the last one.
+    * Every ``iter(loader)`` is a pass of its own, as in torch. One started
+      while another runs (a peek inside the loop, ``zip(loader, loader)``)
+      is a side pass: its own job in galleyd over the epoch the next loop
+      will take (a ``DistributedSampler``'s epoch, with one), which does not
+      move the loader's epoch, count in ``completed_epochs`` or enter
+      ``state_dict()``. An iterator left early (``break``, garbage
+      collected) closes its job, so galleyd stops preparing for it at once.
     * With ``world_size > 1`` every rank gets exactly ``len(loader)``
       batches: the shard is padded by wrapping around (or, with
       ``drop_last=True``, cut to the floor) as ``DistributedSampler`` does.
+    * With ``sampler=DistributedSampler(...)`` each loop serves
+      ``list(sampler)`` exactly, in its order, as torch does: torch's split,
+      padding repeats included, for the epoch ``set_epoch`` chose
+      (docs/python.md §3 says what that costs in sharing and prefetch).
     * A file that cannot be read or decoded never shortens a batch: the
       daemon puts a substitute in its place (another item of the rank's shard
-      of that epoch, which then appears twice), counts it in ``skipped`` and,
-      with ``on_error="raise"``, the loop raises ``galley.SampleError``.
+      of that epoch, which then appears twice), counts it in ``skipped``,
+      lists the file in ``skipped_files`` and warns once per pass over the
+      epoch (``UserWarning``, the count and the first file); with
+      ``on_error="raise"`` the loop raises ``galley.SampleError`` instead.
     * An epoch is never delivered short or empty. When the dataset changes
       under a running loop (a listed file is deleted, a shard truncated,
       rewritten or deleted) or a failed sample has no substitute, the loop
@@ -193,21 +303,40 @@ class DataLoader:
       the next loop lists the dataset afresh.
     * ``state_dict()`` / ``load_state_dict()`` resume mid-epoch: a loader
       restored from a state taken after k batches of epoch e yields exactly
-      the items of e it had not yielded, then epoch e + 1.
+      the items of e it had not yielded, then epoch e + 1. The state is the
+      loop's, whatever side passes run beside it. It names the dataset by
+      its content (relative paths, sizes, labels), so a copy under another
+      path or on another node resumes (a warning says when only the files'
+      modification times differ); another dataset is refused, saying what
+      differs.
+    * After the last epoch, ``len()``, ``classes``, ``info`` and ``stats()``
+      answer from the last job (``stats()`` with its final counters)
+      without opening another.
+
+    Attributes, as torch's DataLoader has them: ``dataset`` (the object
+    given, or for a path a ``galley.datasets.ListedDataset`` with
+    ImageFolder's ``len()``, ``classes``, ``class_to_idx``, ``samples``,
+    ``imgs`` and ``targets``, read from galleyd's listing), ``sampler`` (the
+    one given, else a ``galley.samplers.EpochSampler``: this rank's items,
+    ``set_epoch``), ``batch_sampler`` (``BatchSampler(sampler, batch_size,
+    drop_last)``), ``num_workers``, ``batch_size``, ``drop_last``,
+    ``pin_memory``, ``timeout``, ``collate_fn``.
 
     Args (torch's, in torch's order):
         dataset: an ImageFolder root or manifest file path (made absolute
-            here), or a ``torchvision.datasets.ImageFolder`` (its root; its
-            ``transform`` when ``transform=`` is not given).
+            here), tar shards, or a ``torchvision.datasets.ImageFolder`` (its
+            root; its ``transform`` when ``transform=`` is not given).
         batch_size: samples per batch.
         shuffle: random order per epoch (True) or id order (False, default).
-        sampler: ``DistributedSampler`` (rank, world size, seed, shuffle and
-            shard drop_last are taken from it, and its epoch at each loop),
-            ``SequentialSampler``, ``RandomSampler`` (without replacement) or
-            ``SubsetRandomSampler`` (its indices); other samplers are refused.
+        sampler: ``DistributedSampler`` or a subclass (each loop serves
+            ``list(sampler)``, in its order, for the epoch its ``set_epoch``
+            chose; then ``policy=``, ``classes=`` and ``indices=`` are
+            refused), ``SequentialSampler``, ``RandomSampler`` (without
+            replacement) or ``SubsetRandomSampler`` (its indices; galley's
+            order); other samplers are refused.
         batch_sampler: refused (use ``batch_size``/``drop_last``).
         num_workers: has no effect (galleyd's threads prepare the batches); a
-            one-time warning if not 0.
+            one-time warning if not 0. Kept as ``loader.num_workers``.
         collate_fn: called on each ``(images, labels)`` batch and its result
             yielded. torch calls it on a list of samples; here the batch is
             already stacked.
@@ -329,12 +458,23 @@ class DataLoader:
             transform = dataset_transform
 
         shard_drop_last = bool(drop_last)
-        self._sampler = None
+        self._sampler = None  # a DistributedSampler: its list and set_epoch rule each loop
+        self._given_sampler = sampler
         if sampler is not None:
             if shuffle:
                 raise ValueError("sampler option is mutually exclusive with shuffle")
             shuffle, seed, indices, rank, world_size, shard_drop_last = self._from_sampler(
                 sampler, seed, indices, rank, world_size)
+        # A DistributedSampler's split is served as it yields it: each loop
+        # sends the daemon list(sampler) for the epoch, served in its order.
+        self._listed = self._sampler is not None
+        if self._listed and policy not in (None, ""):
+            raise ValueError(f"a DistributedSampler's items are served in its order; policy= "
+                             f"applies to galley's own order (shuffle=True with rank=/world_size= "
+                             f"instead of a sampler), got policy={policy!r}")
+        if self._listed and (classes or indices is not None):
+            raise ValueError("a DistributedSampler decides the items; build it over the subset "
+                             "you want instead of giving classes= or indices=")
         shuffle = bool(shuffle)
         policies = _galley.sampling_policies  # name -> decides a random order
         if policy not in (None, "") and policy not in policies:
@@ -374,8 +514,9 @@ class DataLoader:
             prefetch = int(prefetch_factor) * max(1, int(num_workers))
         prefetch = 4 if prefetch is None else int(prefetch)
 
-        self.dataset = root
+        self._root = root  # the dataset's path (or shard set's name) as galleyd is asked for it
         self.batch_size = int(batch_size)
+        self.num_workers = int(num_workers)
         self.shuffle = shuffle
         self.drop_last = bool(drop_last)
         self.seed = 0 if seed is None else int(seed)
@@ -392,22 +533,23 @@ class DataLoader:
         self.batch_transform = batch_ops.resolve(batch_transform)
         transform_spec = T.build_spec(transform, normalize, layout)
         self._spec: Dict[str, Any] = {
-            "dataset": self.dataset,
+            "dataset": self._root,
             "batch_size": self.batch_size,
             "drop_last": self.drop_last,
             "shard_drop_last": shard_drop_last if self.world_size > 1 else False,
-            "shuffle": self.shuffle,
+            # A DistributedSampler's list is served in its own order.
+            "shuffle": self.shuffle and not self._listed,
             "transform": transform_spec,
             # No op that sets the size (transform=None, ToTensor, Normalize):
             # images pass at their own size, which must be the same for all.
             "native_size": not transform_spec["ops"],
             "seed": self.seed,
-            "epochs": 0,  # the loader counts completed epochs itself
+            "epochs": 0,  # set per job: the epochs it has left to run (_open_job)
             "rank": self.rank,
             "world_size": self.world_size,
             "prefetch": self.prefetch,
             "on_error": on_error,
-            "policy": "" if not shuffle else (policy or ""),
+            "policy": "" if not shuffle or self._listed else (policy or ""),
             "ods_fraction": float(ods_fraction),
             "name": name or f"pid{os.getpid()}",
             "classes": list(classes) if classes else None,
@@ -427,22 +569,40 @@ class DataLoader:
             raise ValueError("image_key= and label_key= apply to tar shard datasets only")
         self._socket = socket
         self._autostart = autostart
+        # What loader.dataset is, as torch has it: the object given, or for a
+        # path the dataset galleyd lists there (galley.datasets).
+        self._listing = _datasets.ListedDataset(
+            root, _listing_pages(self._spec, socket, autostart, self.timeout or 30.0), shards)
+        self.dataset = (self._listing if isinstance(dataset, (str, bytes, os.PathLike, list, tuple))
+                        else dataset)
+        self._sampler_view: Any = None     # loader.sampler, made when first read
+        self._batch_sampler_view: Any = None
         self._client: Any = None
+        # The loader's own job in galleyd: main passes take their batches from
+        # it, one epoch after the other (side passes open their own).
         self._job: Any = None
-        self._opened_pid: Optional[int] = None  # the galleyd serving the job
-        self._pass_dataset_size = 0
-        self._keep_pass = False
+        self._job_pid: Optional[int] = None  # the galleyd serving it
+        self._job_epoch: Optional[int] = None  # the epoch of its next batch
+        # The last job's info and, once it is closed, its final counters:
+        # len(), classes, info and stats() answer from them without a job.
+        self._info: Optional[Dict[str, Any]] = None
+        self._final_stats: Optional[Dict[str, Any]] = None
         self._dataset_size: Optional[int] = None  # as the last job opened saw it
+        # The dataset's resume key and figures, as the last job opened saw it.
+        self._dataset_seen: Optional[Dict[str, Any]] = None
+        # A listed loader's job: the epoch whose list it was last given, and
+        # that list (a listed epoch is served only once its list is sent).
+        self._job_listed_epoch: Optional[int] = None
+        self._job_listed: Optional[List[int]] = None
         self._epoch = 0             # the epoch the next loop yields (set_epoch)
-        self._completed = 0         # loops that ran to the end of their epoch
-        self._daemon_epoch: Optional[int] = None  # the epoch the daemon's next batch belongs to
+        self._completed = 0         # main passes that ran to the end of their epoch
         self._skipped = 0
+        self._skipped_files: Dict[str, None] = {}  # in the order they failed
         self._resume: Optional[Dict[str, Any]] = None  # a loaded state not yet resumed
-        # The pass in progress: its epoch, batches yielded and item ids yielded.
-        self._pass_epoch: Optional[int] = None
-        self._pass_batches = 0
-        self._pass_consumed: Optional[bytearray] = None  # bitmap over item ids
-        self._held: List[weakref.ref] = []  # the batches handed out (their shared memory)
+        self._main: Optional[_Pass] = None  # the main pass under way
+        # The pass state_dict() records: the main pass under way, or one whose
+        # daemon went away and did not come back.
+        self._recorded: Optional[_Pass] = None
 
     # -- torch argument mapping ----------------------------------------------------
 
@@ -502,9 +662,28 @@ class DataLoader:
 
     # -- torch.utils.data.DataLoader look-alikes ---------------------------------
 
+    @property
+    def sampler(self) -> Any:
+        """The sampler given, else a galley.samplers.EpochSampler: galleyd's
+        order for this rank, with DistributedSampler's attributes."""
+        if self._given_sampler is not None:
+            return self._given_sampler
+        if self._sampler_view is None:
+            self._sampler_view = _samplers.EpochSampler(self)
+        return self._sampler_view
+
+    @property
+    def batch_sampler(self) -> Any:
+        """torch's ``BatchSampler(loader.sampler, batch_size, drop_last)``, as
+        torch's DataLoader has it: ``len()`` is ``len(loader)``."""
+        if self._batch_sampler_view is None:
+            from torch.utils.data import BatchSampler
+            self._batch_sampler_view = BatchSampler(self.sampler, self.batch_size, self.drop_last)
+        return self._batch_sampler_view
+
     def __len__(self) -> int:
         """Batches per epoch; the same on every rank, and exact."""
-        return int(self._open().info["batches_per_epoch"])
+        return int(self._job_info()["batches_per_epoch"])
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next loop yields, as DistributedSampler.set_epoch."""
@@ -512,11 +691,12 @@ class DataLoader:
 
     @property
     def classes(self) -> List[str]:
-        return list(self._open().info["classes"])
+        return list(self._job_info()["classes"])
 
     @property
     def info(self) -> Dict[str, Any]:
-        return dict(self._open().info)
+        """What galleyd said of the loader's job (the last one, once it ended)."""
+        return dict(self._job_info())
 
     @property
     def skipped(self) -> int:
@@ -524,12 +704,25 @@ class DataLoader:
         return self._skipped
 
     @property
+    def skipped_files(self) -> List[str]:
+        """The files galleyd could not read or decode so far, each once, in
+        the order they failed. galleyd names the first failure of each batch:
+        a batch with several names one of them, so this list may be shorter
+        than ``skipped`` (which counts every substituted sample)."""
+        return list(self._skipped_files)
+
+    @property
     def completed_epochs(self) -> int:
-        """Loops that ran to the end of their epoch."""
+        """Loops that ran to the end of their epoch (main passes only: an
+        iterator started while another runs is not counted)."""
         return self._completed
 
     def stats(self) -> Dict[str, Any]:
-        """The daemon's counters for this job and its sampler group."""
+        """The daemon's counters for the loader's job and its sampler group;
+        once that job has ended (after the last epoch, a loop left early,
+        ``close()``), its final counters, without opening another."""
+        if self._job is None and self._final_stats is not None:
+            return copy.deepcopy(self._final_stats)
         return self._open().stats()
 
     def __iter__(self) -> Iterator[Any]:
@@ -546,51 +739,63 @@ class DataLoader:
 
         Taken inside a loop after k batches of epoch e, a loader given it by
         ``load_state_dict`` yields exactly the items of e not yielded yet, then
-        e + 1. Taken between loops, it resumes at the next loop's epoch. Each
+        e + 1. Taken between loops, it resumes at the next loop's epoch. Side
+        passes (iterators started while the loop runs) are not recorded. Each
         DDP rank saves its own.
         """
         if self._resume is not None:  # loaded, not iterated yet: pass it on unchanged
             return dict(self._resume["state"])
-        if self._pass_epoch is not None:
-            epoch, batches = self._pass_epoch, self._pass_batches
-            consumed = bytes(self._pass_consumed)
+        epoch_list = None
+        if self._recorded is not None:
+            epoch, batches = self._recorded.epoch, self._recorded.batches
+            consumed = bytes(self._recorded.consumed)
+            if self._recorded.items is not None:
+                epoch_list = _list_digest(self._recorded.items)
         else:
             epoch, batches, consumed = self._epoch, 0, b""
+        if self._dataset_seen is None:
+            self._open()
+        dataset = dict(self._dataset_seen)
         return {
             "version": _STATE_VERSION, "epoch": epoch, "batches_yielded": batches,
             "consumed": consumed, "completed_epochs": self._completed, "skipped": self._skipped,
-            "dataset": self.dataset, "batch_size": self.batch_size, "shuffle": self.shuffle,
+            # Named by content, so that a copy under another path resumes; the
+            # path is only shown in messages.
+            "dataset": dataset, "batch_size": self.batch_size, "shuffle": self.shuffle,
             "seed": self.seed, "rank": self.rank, "world_size": self.world_size,
             "shard_seed": self.shard_seed, "local_world_size": self.local_world_size,
             "drop_last": self.drop_last, "shard_drop_last": self._spec["shard_drop_last"],
             "subset": [self._spec["classes"], self._spec["ids"]],
             # Item ids are positions in the dataset: a dataset that changed since
             # the checkpoint cannot be resumed exactly.
-            "dataset_size": (self._dataset_size if self._dataset_size is not None
-                             else int(self._open().info["dataset_size"])),
+            "dataset_size": dataset["items"],
+            # Whose split: galley's, or a DistributedSampler's lists, which
+            # resume by position in the epoch's list (epoch_list: its digest).
+            "split": "sampler" if self._listed else "galley", "epoch_list": epoch_list,
         }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resume from ``state_dict()``: the next loop continues its epoch."""
-        if state.get("version") != _STATE_VERSION:
+        if state.get("version") not in (1, _STATE_VERSION):
             raise ValueError(f"unknown galley.DataLoader state version {state.get('version')!r}")
         mine = self.state_dict() if self._resume is None else self._resume["state"]
         # States saved before shard_seed and local_world_size existed split as
-        # seed and an unknown layout do.
-        state = {"shard_seed": state.get("seed"), "local_world_size": 0, **state}
-        for key in ("dataset", "batch_size", "shuffle", "seed", "rank", "world_size",
-                    "shard_seed", "local_world_size", "drop_last", "shard_drop_last", "subset"):
+        # seed and an unknown layout do; those of version 1 by galley's split.
+        state = {"shard_seed": state.get("seed"), "local_world_size": 0, "split": "galley",
+                 "epoch_list": None, **state}
+        for key in ("batch_size", "shuffle", "seed", "rank", "world_size", "shard_seed",
+                    "local_world_size", "drop_last", "shard_drop_last", "subset", "split"):
             if state[key] != mine[key]:
                 raise ValueError(f"the state was saved by a loader with {key}={state[key]!r}, "
                                  f"this one has {mine[key]!r}; build the loader as it was")
+        _check_same_dataset(state, mine["dataset"], warn=True)
         # The OpenJob form of the consumed items: the same bitmap, as hex.
         consumed = bytes(state["consumed"]).hex()
         self.close()
         self._epoch = int(state["epoch"])
         self._completed = int(state["completed_epochs"])
         self._skipped = int(state["skipped"])
-        self._daemon_epoch = None
-        self._pass_epoch = None
+        self._recorded = None
         self._resume = {"state": dict(state), "batches": int(state["batches_yielded"]),
                         "consumed": consumed}
 
@@ -599,6 +804,75 @@ class DataLoader:
     def _epoch_batches(self, with_ids: bool) -> Iterator[Any]:
         if self.epochs is not None and self._completed >= self.epochs:
             return
+        # The first iterator to run is the loader's main pass; one started
+        # while it runs is a side pass over its own job, so neither ever sees
+        # the other's batches.
+        walk = self._start_main_pass() if self._main is None else self._start_side_pass()
+        job = walk.job
+        slots = int(job.info["slots"])
+        try:
+            while True:
+                walk.held = [ref for ref in walk.held if ref() is not None]
+                if len(walk.held) >= slots:
+                    raise RuntimeError(
+                        f"all {slots} batch slots are held by batches still alive, so no new "
+                        f"batch can be prepared: .clone() the batches you keep (or raise "
+                        f"prefetch=)")
+                try:
+                    images, labels, ids, meta = job.next(self.timeout or 1e6)
+                except (_galley.ServerUnavailable, _galley.JobCancelled) as lost:
+                    job = self._reopen_after_restart(walk, lost)
+                    slots = int(job.info["slots"])
+                    continue
+                except _galley.SampleError as failed:
+                    # galleyd ended the job: this epoch cannot be delivered
+                    # whole (the dataset changed under it, or failed samples
+                    # had no substitute). The next loop opens a new job,
+                    # which lists the dataset as it is then.
+                    self._end_pass_job(walk)
+                    if _NATIVE_SIZE_MISMATCH in str(failed):
+                        _raise_native_size_mismatch(str(failed).split(" First: ")[-1])
+                    raise
+                if meta["epoch"] != walk.epoch:
+                    # Each pass's job is opened at its epoch and never sought.
+                    raise _galley.ProtocolError(
+                        f"galleyd sent a batch of epoch {meta['epoch']} to a loop over epoch "
+                        f"{walk.epoch}")
+                if _NATIVE_SIZE_MISMATCH in meta["first_error"]:
+                    _raise_native_size_mismatch(meta["first_error"])
+                if meta["skipped"]:
+                    self._note_skipped(walk, meta["skipped"], meta["first_error"])
+                last = meta["last_in_epoch"]
+                if len(labels):
+                    walk.held.append(weakref.ref(images))
+                    ids = _tensors.int64_tensor(ids)
+                    for item in ids.tolist():
+                        walk.consumed[item >> 3] |= 1 << (item & 7)
+                    walk.batches += 1
+                if last:
+                    self._finish_pass(walk)
+                if len(labels):
+                    batch = (_tensors.images_tensor(images), _tensors.int64_tensor(labels))
+                    del images
+                    if self._pin:
+                        batch = tuple(_tensors.pin(t) for t in batch)
+                    if self.batch_transform is not None:
+                        batch = tuple(self.batch_transform(
+                            *batch, rng=batch_ops.batch_rng(self.seed, walk.epoch, ids)))
+                    if with_ids:
+                        batch = batch + (ids,)
+                    elif self.collate_fn is not None:
+                        batch = self.collate_fn(batch)
+                    yield batch
+                    del batch
+                if last:
+                    return
+        finally:
+            if not walk.finished:
+                self._abandon_pass(walk)
+
+    def _start_main_pass(self) -> "_Pass":
+        """The loop that takes the loader's next epoch, from its own job."""
         resume = self._resume
         if self._sampler is not None:
             sampler_epoch = int(getattr(self._sampler, "epoch", self._epoch))
@@ -607,103 +881,111 @@ class DataLoader:
                                  f"DistributedSampler is at epoch {sampler_epoch}; call "
                                  f"sampler.set_epoch({self._epoch}) first")
             self._epoch = sampler_epoch
-        if resume is not None:
-            self._close_job()  # reopened with the resume point
-        job = self._open()
-        if resume is not None and resume["state"]["dataset_size"] != job.info["dataset_size"]:
-            raise ValueError(f"the dataset has {job.info['dataset_size']} items but had "
-                             f"{resume['state']['dataset_size']} when the state was saved; "
-                             f"it cannot be resumed exactly")
-        self._resume = None
         epoch = self._epoch
-        if self._daemon_epoch != epoch:
-            job.seek_epoch(epoch)
-            self._daemon_epoch = epoch
+        listed = self._sampler_items() if self._listed else None
+        if resume is not None and listed is not None:
+            _check_same_list(resume["state"], listed, epoch)
+        if resume is not None or self._job_epoch != epoch:
+            # Reopened at this epoch (and resume point) rather than sought:
+            # a seek would drop what galleyd prepared for the other epoch.
+            self._close_job()
+        job = self._open(listed)
+        if resume is not None:
+            _check_same_dataset(resume["state"], self._dataset_seen, warn=False)
+        self._resume = None
         self._epoch = epoch + 1  # the next loop is the next epoch, finished or not
-        slots = int(job.info["slots"])
-        self._pass_epoch = epoch
-        self._pass_batches = resume["batches"] if resume else 0
-        self._pass_dataset_size = int(job.info["dataset_size"])
-        self._pass_consumed = bytearray((self._pass_dataset_size + 7) // 8)
+        walk = _Pass(epoch, main=True, job=job, daemon_pid=self._job_pid, items=listed)
         if resume:
-            self._pass_consumed[:] = bytes(resume["state"]["consumed"]).ljust(
-                len(self._pass_consumed), b"\0")[:len(self._pass_consumed)]
-        completed = False
-        try:
-            while True:
-                self._held = [ref for ref in self._held if ref() is not None]
-                if len(self._held) >= slots:
-                    raise RuntimeError(
-                        f"all {slots} batch slots are held by batches still alive, so no new "
-                        f"batch can be prepared: .clone() the batches you keep (or raise "
-                        f"prefetch=)")
+            walk.batches = resume["batches"]
+            walk.consumed[:] = bytes(resume["state"]["consumed"]).ljust(
+                len(walk.consumed), b"\0")[:len(walk.consumed)]
+        self._main = self._recorded = walk
+        if listed is not None and (self._job_listed_epoch != epoch or self._job_listed != listed):
+            # The job serves a listed epoch only once it has its list; it
+            # waits for it, so this seek drops nothing prepared.
+            try:
+                job.seek_epoch(epoch, listed)
+                self._job_listed_epoch, self._job_listed = epoch, listed
+            except (_galley.ServerUnavailable, _galley.JobCancelled) as lost:
                 try:
-                    images, labels, ids, meta = job.next(self.timeout or 1e6)
-                except (_galley.ServerUnavailable, _galley.JobCancelled) as lost:
-                    job = self._reopen_after_restart(epoch, lost)
-                    slots = int(job.info["slots"])
-                    continue
-                except _galley.SampleError as failed:
-                    # galleyd ended the job: this epoch cannot be delivered
-                    # whole (the dataset changed under it, or failed samples
-                    # had no substitute). The next loop opens a new job,
-                    # which lists the dataset as it is then.
-                    self._close_job()
-                    if _NATIVE_SIZE_MISMATCH in str(failed):
-                        _raise_native_size_mismatch(str(failed).split(" First: ")[-1])
+                    self._reopen_after_restart(walk, lost)  # opened with the list
+                except BaseException:
+                    self._abandon_pass(walk)
                     raise
-                if meta["epoch"] != epoch:
-                    continue  # left over from before a seek
-                if _NATIVE_SIZE_MISMATCH in meta["first_error"]:
-                    _raise_native_size_mismatch(meta["first_error"])
-                if meta["skipped"]:
-                    self._skipped += meta["skipped"]
-                    if self.on_error == "raise":
-                        raise _galley.SampleError(
-                            f"{meta['skipped']} sample(s) of epoch {epoch} failed: "
-                            f"{meta['first_error']}")
-                last = meta["last_in_epoch"]
-                if len(labels):
-                    self._held.append(weakref.ref(images))
-                    ids = _tensors.int64_tensor(ids)
-                    for item in ids.tolist():
-                        self._pass_consumed[item >> 3] |= 1 << (item & 7)
-                    self._pass_batches += 1
-                if last:
-                    completed = True
-                    self._daemon_epoch = epoch + 1
-                    self._completed += 1
-                    self._pass_epoch = None
-                if len(labels):
-                    batch = (_tensors.images_tensor(images), _tensors.int64_tensor(labels))
-                    del images
-                    if self._pin:
-                        batch = tuple(_tensors.pin(t) for t in batch)
-                    if self.batch_transform is not None:
-                        batch = tuple(self.batch_transform(
-                            *batch, rng=batch_ops.batch_rng(self.seed, epoch, ids)))
-                    if with_ids:
-                        batch = batch + (ids,)
-                    elif self.collate_fn is not None:
-                        batch = self.collate_fn(batch)
-                    yield batch
-                    del batch
-                if last:
-                    if self.epochs is not None and self._completed >= self.epochs:
-                        self._close_job()  # nothing more to prepare
-                    return
-        finally:
-            if not completed:
-                # Abandoned: the daemon is mid-epoch, so the next loop seeks to
-                # its own epoch, and a state taken now resumes there too;
-                # unless the daemon went away, when the state keeps this pass.
-                self._daemon_epoch = None
-                if not self._keep_pass:
-                    self._pass_epoch = None
-                self._keep_pass = False
+        return walk
+
+    def _start_side_pass(self) -> "_Pass":
+        """An iterator started while the main pass runs: the epoch the next
+        loop will take (a DistributedSampler's epoch, with one), over a job of
+        its own that ends with that epoch."""
+        epoch = self._epoch
+        if self._sampler is not None:
+            epoch = int(getattr(self._sampler, "epoch", epoch))
+        listed = self._sampler_items() if self._listed else None
+        job, pid = self._open_job(epoch, epochs=1, items=listed)
+        return _Pass(epoch, main=False, job=job, daemon_pid=pid, items=listed)
+
+    def _finish_pass(self, walk: "_Pass") -> None:
+        """The pass has its epoch's last batch: it no longer holds the loader's
+        job, which goes on with the next epoch unless that was the last."""
+        walk.finished = True
+        self._warn_skipped(walk)
+        if not walk.main:
+            walk.job.close()  # its only epoch is over
+            return
+        self._main = None
+        self._recorded = None  # a state taken now resumes at the next epoch
+        self._completed += 1
+        self._job_epoch = walk.epoch + 1
+        if self.epochs is not None and self._completed >= self.epochs:
+            self._close_job()  # galleyd prepared nothing past this epoch
+
+    def _abandon_pass(self, walk: "_Pass") -> None:
+        """An iterator left before the end of its epoch (``break``, garbage
+        collected, an error): its job is closed, so galleyd stops preparing
+        for it at once; the next loop opens a new one at its own epoch."""
+        walk.finished = True
+        self._warn_skipped(walk)
+        if not walk.main:
+            walk.job.close()
+            return
+        self._main = None
+        # A state taken now resumes the next loop's epoch; unless the daemon
+        # went away, when it keeps this pass.
+        self._recorded = walk if walk.daemon_lost else None
+        self._close_job()
+
+    def _end_pass_job(self, walk: "_Pass") -> None:
+        """galleyd ended the pass's job: drop it without asking for more."""
+        if walk.main:
+            self._close_job(final_stats=False)
+        else:
+            walk.job.close()
+
+    def _note_skipped(self, walk: "_Pass", count: int, first_error: str) -> None:
+        self._skipped += count
+        walk.skipped += count
+        if not walk.first_skipped:
+            walk.first_skipped = first_error
+        # galleyd's message is "<path>: <reason>".
+        self._skipped_files.setdefault(first_error.split(": ", 1)[0])
+        if self.on_error == "raise":
+            raise _galley.SampleError(
+                f"{count} sample(s) of epoch {walk.epoch} failed: {first_error}")
+
+    def _warn_skipped(self, walk: "_Pass") -> None:
+        """One warning per pass over an epoch that substituted samples."""
+        if walk.skipped and self.on_error == "skip":
+            warnings.warn(
+                f"galley: {walk.skipped} sample(s) of epoch {walk.epoch} could not be read or "
+                f"decoded and were replaced by other items of the epoch (on_error='skip'); "
+                f"first: {walk.first_skipped}. loader.skipped_files lists the files; "
+                f"on_error='raise' raises instead", UserWarning, stacklevel=4)
 
     def close(self) -> None:
-        """Ends the job in the daemon and frees its shared memory."""
+        """Ends the loader's job in the daemon and frees its shared memory.
+        An iterator started alongside the loop keeps its own job until it
+        ends or is dropped."""
         self._close_job()
         self._client = None
 
@@ -715,17 +997,33 @@ class DataLoader:
 
     def __del__(self) -> None:
         try:
-            self.close()
+            self._close_job(final_stats=False)  # no request to a daemon from a finalizer
         except Exception:
             pass
 
     # -- internals -----------------------------------------------------------------
 
-    def _close_job(self) -> None:
+    def _job_info(self) -> Dict[str, Any]:
+        """The loader's job's info, or the last one's: no job is opened for it
+        once one has been."""
         if self._job is not None:
+            return self._job.info
+        if self._info is not None:
+            return self._info
+        return self._open().info
+
+    def _close_job(self, final_stats: bool = True) -> None:
+        """Ends the loader's job, keeping its final counters for stats()."""
+        if self._job is not None:
+            if final_stats:
+                try:
+                    self._final_stats = self._job.stats()
+                except _galley.GalleyError:
+                    pass  # ended by galleyd: the counters before stay
             self._job.close()
             self._job = None
-        self._daemon_epoch = None
+        self._job_epoch = None
+        self._job_listed_epoch = self._job_listed = None
 
     def _daemon_pid(self, client: Any) -> Optional[int]:
         try:
@@ -733,19 +1031,21 @@ class DataLoader:
         except _galley.GalleyError:
             return None
 
-    def _reopen_after_restart(self, epoch: int, lost: Exception) -> Any:
-        """The job's daemon went away mid-epoch. If a new galleyd answers on
+    def _reopen_after_restart(self, walk: "_Pass", lost: Exception) -> Any:
+        """The pass's daemon went away mid-epoch. If a new galleyd answers on
         the same socket within the loader's timeout (30 s by default), the
-        job is opened there and the epoch goes on from where it was: the
-        items already yielded are left out, as on a resume, so every item
+        pass's job is opened there and the epoch goes on from where it was:
+        the items already yielded are left out, as on a resume, so every item
         still comes exactly once. A job cancelled by a daemon that is still
         up (``galleyctl cancel``) is not reopened: ``lost`` is raised."""
-        old_pid, self._opened_pid = self._opened_pid, None
+        old_pid = walk.daemon_pid
         try:
-            self._job.close()
+            walk.job.close()
         except _galley.GalleyError:
             pass
-        self._job = None
+        if walk.main:
+            self._job = None
+            self._job_epoch = None
         deadline = time.monotonic() + (self.timeout or 30.0)
         client = None
         pid = None
@@ -761,69 +1061,149 @@ class DataLoader:
                 client = candidate
                 break
             if time.monotonic() >= deadline:
-                self._keep_pass = True  # state_dict() resumes this epoch exactly
+                walk.daemon_lost = True  # state_dict() resumes this epoch exactly
                 raise _galley.ServerUnavailable(
-                    f"galleyd went away during epoch {epoch} ({lost}) and none answered again "
-                    f"within {self.timeout or 30.0:g} s; loader.state_dict() holds your place: "
-                    f"save it, and iterate again (or load_state_dict) once galleyd runs") from lost
+                    f"galleyd went away during epoch {walk.epoch} ({lost}) and none answered "
+                    f"again within {self.timeout or 30.0:g} s; loader.state_dict() holds your "
+                    f"place: save it, and iterate again (or load_state_dict) once galleyd "
+                    f"runs") from lost
             time.sleep(0.2)
         _warn_once("reconnect", f"galley: galleyd restarted (pid {old_pid} -> {pid}); the job "
-                                f"continues epoch {epoch} on the new daemon")
-        consumed = bytes(self._pass_consumed).hex()  # OpenJob's resume_consumed form
+                                f"continues epoch {walk.epoch} on the new daemon")
         self._client = client
-        next_epoch, self._epoch = self._epoch, epoch
-        self._resume = {"state": None, "batches": self._pass_batches, "consumed": consumed}
-        try:
-            job = self._open()
-        finally:
-            self._epoch, self._resume = next_epoch, None
-        if int(job.info["dataset_size"]) != self._pass_dataset_size:
-            self._close_job()
-            raise ValueError(f"galleyd restarted during epoch {epoch} and the dataset now has "
-                             f"{job.info['dataset_size']} items: the epoch cannot go on exactly; "
-                             f"iterate again to start the next one")
-        self._daemon_epoch = epoch
+        # OpenJob's resume_consumed form: the same bitmap, as hex.
+        resume = {"batches": walk.batches, "consumed": bytes(walk.consumed).hex()}
+        job, walk.daemon_pid = self._open_job(walk.epoch, self._epochs_left() if walk.main else 1,
+                                              resume, walk.items)
+        if int(job.info["dataset_size"]) != walk.dataset_size:
+            job.close()
+            raise ValueError(f"galleyd restarted during epoch {walk.epoch} and the dataset now "
+                             f"has {job.info['dataset_size']} items: the epoch cannot go on "
+                             f"exactly; iterate again to start the next one")
+        walk.job = job
+        if walk.main:
+            self._job, self._job_pid, self._job_epoch = job, walk.daemon_pid, walk.epoch
+            self._job_listed_epoch, self._job_listed = walk.epoch, walk.items
         return job
 
-    def _open(self) -> Any:
+    def _epochs_left(self) -> int:
+        """Epochs galleyd prepares for the loader's job: those left to run
+        (at least the one about to start), or 0, endless."""
+        return 0 if self.epochs is None else max(1, self.epochs - self._completed)
+
+    def _open(self, listed: Optional[List[int]] = None) -> Any:
+        """The loader's job, opened at the next loop's epoch (and a loaded
+        state's resume point) when none is open. A listed loader's job is
+        opened with ``listed``, the epoch's list (default: the sampler's
+        list now)."""
         if self._job is None:
-            if self._client is None:
-                self._client = _autostart.client(self._socket, self._autostart,
-                                                 self.timeout or 30.0)
-            # The OpenJob body (docs/protocol.md), where an absent field takes
-            # its default.
-            spec = {key: value for key, value in self._spec.items() if value is not None}
-            spec["start_epoch"] = self._epoch
+            resume = None
             if self._resume is not None:
-                spec["start_batch"] = self._resume["batches"]
-                spec["resume_consumed"] = self._resume["consumed"]
-            try:
-                with _shards.IndexingProgress(
-                        lambda: _autostart.client(self._socket, False, 5.0),
-                        spec.get("shards") or spec["dataset"]):
-                    self._job = self._client.open_job(spec)
-            except (_galley.ServerUnavailable, _galley.JobCancelled):
-                # A daemon galley chose may have been exiting for idleness:
-                # find (or start) one again, once.
-                if not _autostart.may_retry(self._socket):
-                    raise
-                self._client = _autostart.client(self._socket, self._autostart,
-                                                 self.timeout or 30.0)
-                self._job = self._client.open_job(spec)
-            self._daemon_epoch = self._epoch
-            self._opened_pid = self._daemon_pid(self._client)
-            self._dataset_size = int(self._job.info["dataset_size"])
-            self._notice_shared_order()
+                resume = {"batches": self._resume["batches"],
+                          "consumed": self._resume["consumed"]}
+            if self._listed and listed is None:
+                listed = self._sampler_items()
+            self._job, self._job_pid = self._open_job(self._epoch, self._epochs_left(), resume,
+                                                      listed)
+            self._job_epoch = self._epoch
+            self._job_listed_epoch, self._job_listed = self._epoch, listed
+            self._info = dict(self._job.info)
+            self._final_stats = None
         return self._job
 
-    def _notice_shared_order(self) -> None:
+    def _open_job(self, start_epoch: int, epochs: int,
+                  resume: Optional[Dict[str, Any]] = None,
+                  items: Optional[List[int]] = None) -> Tuple[Any, Optional[int]]:
+        """A job in galleyd from ``start_epoch`` for ``epochs`` epochs (0:
+        endless), and the pid of the galleyd serving it. ``resume`` leaves out
+        the first epoch's items yielded before (``batches``, and the
+        ``consumed`` bitmap as hex). A listed loader's job takes ``items``,
+        the first epoch's whole list; on a resume it goes on from the
+        position the state stopped at (the list's items up to there were
+        yielded, repeats included)."""
+        if self._client is None:
+            self._client = _autostart.client(self._socket, self._autostart,
+                                             self.timeout or 30.0)
+        # The OpenJob body (docs/protocol.md), where an absent field takes
+        # its default.
+        spec = {key: value for key, value in self._spec.items() if value is not None}
+        spec["start_epoch"] = start_epoch
+        spec["epochs"] = epochs
+        if resume is not None:
+            spec["start_batch"] = resume["batches"]
+            if items is None:  # a listed epoch leaves them out of its list
+                spec["resume_consumed"] = resume["consumed"]
+        if items is not None:
+            spec["epoch_items"] = (items if resume is None
+                                   else items[resume["batches"] * self.batch_size:])
+        try:
+            with _shards.IndexingProgress(
+                    lambda: _autostart.client(self._socket, False, 5.0),
+                    spec.get("shards") or spec["dataset"]):
+                job = self._client.open_job(spec)
+        except (_galley.ServerUnavailable, _galley.JobCancelled):
+            # A daemon galley chose may have been exiting for idleness:
+            # find (or start) one again, once.
+            if not _autostart.may_retry(self._socket):
+                raise
+            self._client = _autostart.client(self._socket, self._autostart,
+                                             self.timeout or 30.0)
+            job = self._client.open_job(spec)
+        info = job.info
+        self._dataset_size = int(info["dataset_size"])
+        self._dataset_seen = {
+            "path": self._root, "content_key": info["content_key"],
+            "mtimes_key": info["mtimes_key"], "items": self._dataset_size,
+            "bytes": int(info["dataset_bytes"]), "classes": list(info["classes"])}
+        self._check_given_dataset(info)
+        self._notice_shared_order(job)
+        return job, self._daemon_pid(self._client)
+
+    def _check_given_dataset(self, info: Dict[str, Any]) -> None:
+        """Warns once when the dataset object given lists other items than
+        galleyd does: ids and labels follow galleyd's listing."""
+        given = self.dataset
+        if given is self._listing or not hasattr(given, "__len__"):
+            return
+        classes = getattr(given, "classes", None)
+        classes_differ = classes is not None and list(classes) != list(info["classes"])
+        if len(given) != int(info["dataset_size"]) or classes_differ:
+            _warn_once("dataset_listing", f"galley.DataLoader: the {type(given).__name__} given "
+                       f"has {len(given)} items, galleyd lists {info['dataset_size']} at "
+                       f"{self._root} (classes {'differ' if classes_differ else 'agree'}); item "
+                       f"ids and labels follow galleyd's listing (a custom is_valid_file, "
+                       f"extensions or find_classes is not applied)")
+
+    def _sampler_items(self) -> List[int]:
+        """list(sampler) for its current epoch, checked: ids of this dataset,
+        in a list that fits one message."""
+        items = [operator.index(i) for i in self._sampler]
+        # Checked here once a job told the dataset's size; else galleyd
+        # refuses an id out of range, naming it.
+        size = self._dataset_size
+        if items and size is not None and not 0 <= min(items) <= max(items) < size:
+            bad = next(i for i in items if not 0 <= i < size)
+            raise ValueError(f"the DistributedSampler yields item {bad} but the dataset has "
+                             f"{size} items; build the sampler over loader.dataset (or a "
+                             f"dataset of the same length)")
+        if not items:
+            raise ValueError("the DistributedSampler yields no items for this rank")
+        # A decimal id and its comma per item: the list must fit one frame.
+        if len(items) * (len(str(max(items))) + 1) > _LIST_BYTES:
+            raise ValueError(f"the DistributedSampler yields {len(items)} items per epoch, more "
+                             f"than one protocol message carries (each epoch's list travels in "
+                             f"one of at most 16 MiB); give rank= and world_size= (galley's own "
+                             f"split) instead of the sampler")
+        return items
+
+    def _notice_shared_order(self, job: Any) -> None:
         """Warns once per process when the job just opened joined jobs with
         other seeds under a policy that gives them one order (galleyd's
         sampler group: ``job_seeds``, ``orders_follow_seeds``)."""
         if not self.shuffle:
             return
         try:
-            stats = self._job.stats()
+            stats = job.stats()
         except _galley.GalleyError:
             return  # only a notice: never a reason to fail the job
         policy = stats.get("job", {}).get("policy")
@@ -833,7 +1213,7 @@ class DataLoader:
                     and group.get("orders_follow_seeds") is False):
                 _warn_once("shared_order", (
                     f"galley.DataLoader: this job (seed={self.seed}) runs beside "
-                    f"{group['jobs'] - 1} other job(s) on {self.dataset} with other seeds, and "
+                    f"{group['jobs'] - 1} other job(s) on {self._root} with other seeds, and "
                     f"policy {policy!r} gives jobs on the same items one shared order whatever "
                     f"their seeds: that is how each item is read and decoded once for all of "
                     f"them. seed= still decides this job's augmentations, not its order. For an "
@@ -841,3 +1221,29 @@ class DataLoader:
                     f"pass policy=\"independent\"; the jobs then share only through the "
                     f"cache (docs/sampling.md, section 1.2, gives the cost)"))
                 return
+
+
+class _Pass:
+    """One iterator's walk over one epoch.
+
+    The loader's main pass takes the loader's next epoch from the loader's
+    job, counts in ``completed_epochs`` and is what ``state_dict()`` records;
+    a side pass (an iterator started while the main pass runs) has a job of
+    its own. Used by the thread that iterates.
+    """
+
+    def __init__(self, epoch: int, main: bool, job: Any, daemon_pid: Optional[int],
+                 items: Optional[List[int]] = None) -> None:
+        self.epoch = epoch
+        self.main = main
+        self.job = job
+        self.daemon_pid = daemon_pid  # the galleyd serving the job
+        self.dataset_size = int(job.info["dataset_size"])
+        self.batches = 0  # batches yielded
+        self.consumed = bytearray((self.dataset_size + 7) // 8)  # bitmap of item ids yielded
+        self.held: List[weakref.ref] = []  # its batches' shared memory still alive
+        self.skipped = 0  # samples substituted in this pass
+        self.first_skipped = ""  # galleyd's message for the first of them
+        self.finished = False  # its last batch came, or it was abandoned
+        self.daemon_lost = False  # its daemon went away and none came back
+        self.items = items  # a listed epoch's whole list (a DistributedSampler's)

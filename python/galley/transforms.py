@@ -15,9 +15,17 @@ float32 in [0, 1]; a following ``Normalize`` normalises it. galley's own
 ``Normalize`` may also stand alone (it implies ``ToTensor``).
 """
 
+from __future__ import annotations
+
 import math
 import numbers
 import struct
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Union, cast
+
+if TYPE_CHECKING:  # for type checkers only: Python 3.9 has no typing.TypeIs
+    from typing_extensions import TypeIs
+
 
 __all__ = [
     "Compose", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
@@ -26,6 +34,24 @@ __all__ = [
     "RandomOrder", "AutoAugment", "AutoAugmentPolicy", "RandAugment", "TrivialAugmentWide",
     "AugMix", "RandomErasing", "Normalize", "ToTensor", "PILToTensor", "InterpolationMode", "build_spec",
 ]
+
+
+# What the constructors accept, as torchvision's do. A size is an int (a
+# square, or Resize's shorter side) or a (h, w) pair; a number-or-range is a
+# number x, meaning [c - x, c + x] around the op's neutral value c, or a
+# (min, max) pair; a padding is one value, or 2 or 4 (left, top, right,
+# bottom); a fill is one value for all channels, one per RGB channel, or
+# torchvision v2's {type: fill} mapping, whose image entry is used; an
+# interpolation or AutoAugment policy is a name (the constants below) or
+# torchvision's enum member.
+_Size = Union[int, Sequence[int]]
+_NumberOrRange = Union[float, Sequence[float]]
+_Fill = Union[float, Sequence[float], Dict[Any, Any], None]
+_Padding = Union[int, Sequence[int]]
+_Interpolation = Union[str, Enum]
+_Policy = Union[str, Enum]
+# A transform's spec as galleyd receives it (JSON).
+_Spec = Dict[str, Any]
 
 
 class InterpolationMode:
@@ -43,11 +69,21 @@ class AutoAugmentPolicy:
     SVHN = "svhn"
 
 
+def _is_number(value: object) -> TypeIs[float]:
+    """Any real number, NumPy's scalars too (numpy.float32 is no float)."""
+    return isinstance(value, numbers.Number)
+
+
+def _is_integral(value: object) -> TypeIs[int]:
+    """Any integer, NumPy's scalars too."""
+    return isinstance(value, numbers.Integral)
+
+
 _RESIZE_INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "box", "hamming", "lanczos")
 _WARP_INTERPOLATIONS = ("nearest", "bilinear", "bicubic")  # PIL's Image.transform
 
 
-def _interp(interpolation, name, warp=False):
+def _interp(interpolation: _Interpolation, name: str, warp: bool = False) -> str:
     value = str(getattr(interpolation, "value", interpolation)).lower()
     allowed = _WARP_INTERPOLATIONS if warp else _RESIZE_INTERPOLATIONS
     if value not in allowed:
@@ -56,8 +92,8 @@ def _interp(interpolation, name, warp=False):
     return value
 
 
-def _pair(size, name):
-    if isinstance(size, numbers.Integral):
+def _pair(size: _Size, name: str) -> List[int]:
+    if _is_integral(size):
         return [int(size), int(size)]
     if isinstance(size, (list, tuple)) and len(size) == 1:
         return [int(size[0]), int(size[0])]
@@ -66,26 +102,27 @@ def _pair(size, name):
     raise ValueError(f"{name}: size must be an int or a (h, w) pair, got {size!r}")
 
 
-def _range(value, name, center=0.0):
+def _range(value: Optional[_NumberOrRange], name: str,
+           center: float = 0.0) -> Optional[List[float]]:
     """torchvision's number-or-(min, max) convention, as a list or None."""
     if value is None:
         return None
-    if isinstance(value, numbers.Number):
+    if _is_number(value):
         return [center - float(value), center + float(value)]
     if len(value) != 2:
         raise ValueError(f"{name}: expected a number or (min, max), got {value!r}")
     return [float(value[0]), float(value[1])]
 
 
-def _fill(fill, name):
+def _fill(fill: _Fill, name: str) -> List[float]:
     """A fill as three numbers; torchvision's per-type dict (v2) is reduced
     to its image entry."""
     if isinstance(fill, dict):
         values = [v for v in fill.values() if v is not None]
-        fill = values[0] if values else 0
+        return _fill(values[0] if values else 0, name)
     if fill is None:
         return [0.0, 0.0, 0.0]
-    if isinstance(fill, numbers.Number):
+    if _is_number(fill):
         return [float(fill)] * 3
     fill = [float(f) for f in fill]
     if len(fill) == 1:
@@ -95,10 +132,10 @@ def _fill(fill, name):
     return fill
 
 
-def _padding(padding, name):
+def _padding(padding: Optional[_Padding], name: str) -> Optional[List[int]]:
     if padding is None:
         return None
-    if isinstance(padding, numbers.Integral):
+    if _is_integral(padding):
         return [int(padding)] * 4
     padding = [int(p) for p in padding]
     if len(padding) == 1:
@@ -110,7 +147,7 @@ def _padding(padding, name):
     raise ValueError(f"{name}: padding must have 1, 2 or 4 values, got {padding!r}")
 
 
-def _no_center(center, name):
+def _no_center(center: Optional[Sequence[float]], name: str) -> None:
     if center is not None:
         raise ValueError(f"{name}: only center=None (the image centre) is supported by galley")
 
@@ -118,28 +155,30 @@ def _no_center(center, name):
 class _Op:
     """An op galleyd runs; spec() is its JSON."""
 
-    def spec(self):
+    def spec(self) -> _Spec:
         raise NotImplementedError
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec()})"
 
 
 class RandomResizedCrop(_Op):
-    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
-                 interpolation=InterpolationMode.BILINEAR, antialias=None):
+    def __init__(self, size: _Size, scale: Sequence[float] = (0.08, 1.0),
+                 ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
+                 interpolation: _Interpolation = InterpolationMode.BILINEAR,
+                 antialias: Optional[bool] = None) -> None:
         _check_antialias(antialias, "RandomResizedCrop")
         self.size = _pair(size, "RandomResizedCrop")
         self.scale = [float(scale[0]), float(scale[1])]
         self.ratio = [float(ratio[0]), float(ratio[1])]
         self.interpolation = _interp(interpolation, "RandomResizedCrop")
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "RandomResizedCrop", "size": self.size, "scale": self.scale,
                 "ratio": self.ratio, "interpolation": self.interpolation}
 
 
-def _check_antialias(antialias, name):
+def _check_antialias(antialias: Optional[bool], name: str) -> None:
     # PIL always antialiases, and so does galley; asking for aliasing cannot be honoured.
     if antialias is False:
         raise ValueError(f"{name}: antialias=False is not supported; galley resizes with "
@@ -147,12 +186,12 @@ def _check_antialias(antialias, name):
 
 
 class Resize(_Op):
-    def __init__(self, size, interpolation=InterpolationMode.BILINEAR, max_size=None,
-                 antialias=None):
+    def __init__(self, size: _Size, interpolation: _Interpolation = InterpolationMode.BILINEAR,
+                 max_size: Optional[int] = None, antialias: Optional[bool] = None) -> None:
         if max_size is not None:
             raise ValueError("Resize: max_size is not supported by galley")
         _check_antialias(antialias, "Resize")
-        if isinstance(size, numbers.Integral):
+        if _is_integral(size):
             self.size = [int(size)]
         elif isinstance(size, (list, tuple)) and len(size) in (1, 2):
             self.size = [int(s) for s in size]
@@ -160,62 +199,66 @@ class Resize(_Op):
             raise ValueError(f"Resize: size must be an int or a (h, w) pair, got {size!r}")
         self.interpolation = _interp(interpolation, "Resize")
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "Resize", "size": self.size, "interpolation": self.interpolation}
 
 
 class CenterCrop(_Op):
-    def __init__(self, size):
+    def __init__(self, size: _Size) -> None:
         self.size = _pair(size, "CenterCrop")
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "CenterCrop", "size": self.size}
 
 
 class RandomHorizontalFlip(_Op):
-    def __init__(self, p=0.5):
+    def __init__(self, p: float = 0.5) -> None:
         self.p = float(p)
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "RandomHorizontalFlip", "p": self.p}
 
 
 class RandomVerticalFlip(_Op):
-    def __init__(self, p=0.5):
+    def __init__(self, p: float = 0.5) -> None:
         self.p = float(p)
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "RandomVerticalFlip", "p": self.p}
 
 
 class RandomCrop(_Op):
-    def __init__(self, size, padding=None, pad_if_needed=False, fill=0, padding_mode="constant"):
+    def __init__(self, size: _Size, padding: Optional[_Padding] = None, pad_if_needed: bool = False,
+                 fill: _Fill = 0, padding_mode: str = "constant") -> None:
         self.size = _pair(size, "RandomCrop")
         self.padding = _padding(padding, "RandomCrop")
         self.pad_if_needed = bool(pad_if_needed)
         self.fill = _fill(fill, "RandomCrop")
         self.padding_mode = str(padding_mode)
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "RandomCrop", "size": self.size, "padding": self.padding,
                 "pad_if_needed": self.pad_if_needed, "fill": self.fill,
                 "padding_mode": self.padding_mode}
 
 
 class Pad(_Op):
-    def __init__(self, padding, fill=0, padding_mode="constant"):
+    def __init__(self, padding: _Padding, fill: _Fill = 0, padding_mode: str = "constant") -> None:
         self.padding = _padding(padding, "Pad")
         self.fill = _fill(fill, "Pad")
         self.padding_mode = str(padding_mode)
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "Pad", "padding": self.padding, "fill": self.fill,
                 "padding_mode": self.padding_mode}
 
 
 class ColorJitter(_Op):
-    def __init__(self, brightness=0, contrast=0, saturation=0, hue=0):
-        def check(value, name, center, clip):
+    def __init__(self, brightness: Optional[_NumberOrRange] = 0,
+                 contrast: Optional[_NumberOrRange] = 0, saturation: Optional[_NumberOrRange] = 0,
+                 hue: Optional[_NumberOrRange] = 0) -> None:
+        def check(value: Optional[_NumberOrRange], name: str, center: float,
+                  clip: bool) -> Optional[List[float]]:
             r = _range(value, f"ColorJitter {name}", center)
             if r is None or r == [center, center]:
                 return None  # torchvision's None: the adjustment is not drawn
@@ -227,43 +270,44 @@ class ColorJitter(_Op):
         self.saturation = check(saturation, "saturation", 1.0, True)
         self.hue = check(hue, "hue", 0.0, False)
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "ColorJitter", "brightness": self.brightness, "contrast": self.contrast,
                 "saturation": self.saturation, "hue": self.hue}
 
 
 class Grayscale(_Op):
-    def __init__(self, num_output_channels=1):
+    def __init__(self, num_output_channels: int = 1) -> None:
         if num_output_channels != 3:
             raise ValueError("Grayscale: galley's output has 3 channels; use "
                              "Grayscale(num_output_channels=3)")
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "Grayscale", "num_output_channels": 3}
 
 
 class RandomGrayscale(_Op):
-    def __init__(self, p=0.1):
+    def __init__(self, p: float = 0.1) -> None:
         self.p = float(p)
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "RandomGrayscale", "p": self.p}
 
 
 class GaussianBlur(_Op):
-    def __init__(self, kernel_size, sigma=(0.1, 2.0)):
+    def __init__(self, kernel_size: _Size, sigma: _NumberOrRange = (0.1, 2.0)) -> None:
         self.kernel_size = _pair(kernel_size, "GaussianBlur")
-        if isinstance(sigma, numbers.Number):
+        if _is_number(sigma):
             sigma = (sigma, sigma)
         self.sigma = [float(sigma[0]), float(sigma[1])]
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "GaussianBlur", "kernel_size": self.kernel_size, "sigma": self.sigma}
 
 
 class RandomRotation(_Op):
-    def __init__(self, degrees, interpolation=InterpolationMode.NEAREST, expand=False,
-                 center=None, fill=0):
+    def __init__(self, degrees: _NumberOrRange,
+                 interpolation: _Interpolation = InterpolationMode.NEAREST, expand: bool = False,
+                 center: Optional[Sequence[float]] = None, fill: _Fill = 0) -> None:
         if expand:
             raise ValueError("RandomRotation: expand=True is not supported by galley (the "
                              "size would depend on the angle); crop or resize afterwards")
@@ -272,94 +316,100 @@ class RandomRotation(_Op):
         self.interpolation = _interp(interpolation, "RandomRotation", warp=True)
         self.fill = _fill(fill, "RandomRotation")
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "RandomRotation", "degrees": self.degrees,
                 "interpolation": self.interpolation, "fill": self.fill}
 
 
 class RandomAffine(_Op):
-    def __init__(self, degrees, translate=None, scale=None, shear=None,
-                 interpolation=InterpolationMode.NEAREST, fill=0, center=None):
+    def __init__(self, degrees: _NumberOrRange, translate: Optional[Sequence[float]] = None,
+                 scale: Optional[Sequence[float]] = None, shear: Optional[_NumberOrRange] = None,
+                 interpolation: _Interpolation = InterpolationMode.NEAREST, fill: _Fill = 0,
+                 center: Optional[Sequence[float]] = None) -> None:
         _no_center(center, "RandomAffine")
         self.degrees = _range(degrees, "RandomAffine degrees")
         self.translate = None if translate is None else [float(t) for t in translate]
         self.scale = None if scale is None else [float(s) for s in scale]
         if shear is None:
             self.shear = None
-        elif isinstance(shear, numbers.Number) or len(shear) == 2:
+        elif _is_number(shear) or len(shear) == 2:
             self.shear = _range(shear, "RandomAffine shear")
         else:
             self.shear = [float(s) for s in shear]
         self.interpolation = _interp(interpolation, "RandomAffine", warp=True)
         self.fill = _fill(fill, "RandomAffine")
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "RandomAffine", "degrees": self.degrees, "translate": self.translate,
                 "scale": self.scale, "shear": self.shear, "interpolation": self.interpolation,
                 "fill": self.fill}
 
 
 class RandomApply(_Op):
-    def __init__(self, transforms, p=0.5):
+    def __init__(self, transforms: Iterable[object], p: float = 0.5) -> None:
         self.transforms = list(transforms)
         self.p = float(p)
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "RandomApply", "transforms": _image_ops(self.transforms, "RandomApply"),
                 "p": self.p}
 
 
 class RandomChoice(_Op):
-    def __init__(self, transforms, p=None):
+    def __init__(self, transforms: Iterable[object], p: Optional[Sequence[float]] = None) -> None:
         self.transforms = list(transforms)
         self.p = None if p is None else [float(w) for w in p]
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "RandomChoice", "transforms": _image_ops(self.transforms, "RandomChoice"),
                 "p": self.p}
 
 
 class RandomOrder(_Op):
-    def __init__(self, transforms):
+    def __init__(self, transforms: Iterable[object]) -> None:
         self.transforms = list(transforms)
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "RandomOrder", "transforms": _image_ops(self.transforms, "RandomOrder")}
 
 
 class AutoAugment(_Op):
-    def __init__(self, policy=AutoAugmentPolicy.IMAGENET,
-                 interpolation=InterpolationMode.NEAREST, fill=None):
+    def __init__(self, policy: _Policy = AutoAugmentPolicy.IMAGENET,
+                 interpolation: _Interpolation = InterpolationMode.NEAREST,
+                 fill: _Fill = None) -> None:
         self.policy = str(getattr(policy, "value", policy)).lower()
         self.interpolation = _interp(interpolation, "AutoAugment", warp=True)
         self.fill = _fill(fill, "AutoAugment")
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "AutoAugment", "policy": self.policy, "interpolation": self.interpolation,
                 "fill": self.fill}
 
 
 class RandAugment(_Op):
-    def __init__(self, num_ops=2, magnitude=9, num_magnitude_bins=31,
-                 interpolation=InterpolationMode.NEAREST, fill=None):
+    def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
+                 interpolation: _Interpolation = InterpolationMode.NEAREST,
+                 fill: _Fill = None) -> None:
         self.num_ops, self.magnitude = int(num_ops), int(magnitude)
         self.num_magnitude_bins = int(num_magnitude_bins)
         self.interpolation = _interp(interpolation, "RandAugment", warp=True)
         self.fill = _fill(fill, "RandAugment")
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "RandAugment", "num_ops": self.num_ops, "magnitude": self.magnitude,
                 "num_magnitude_bins": self.num_magnitude_bins,
                 "interpolation": self.interpolation, "fill": self.fill}
 
 
 class TrivialAugmentWide(_Op):
-    def __init__(self, num_magnitude_bins=31, interpolation=InterpolationMode.NEAREST, fill=None):
+    def __init__(self, num_magnitude_bins: int = 31,
+                 interpolation: _Interpolation = InterpolationMode.NEAREST,
+                 fill: _Fill = None) -> None:
         self.num_magnitude_bins = int(num_magnitude_bins)
         self.interpolation = _interp(interpolation, "TrivialAugmentWide", warp=True)
         self.fill = _fill(fill, "TrivialAugmentWide")
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "TrivialAugmentWide", "num_magnitude_bins": self.num_magnitude_bins,
                 "interpolation": self.interpolation, "fill": self.fill}
 
@@ -370,8 +420,10 @@ class AugMix(_Op):
     nearest and bilinear interpolation exist; ``fill`` None leaves zeros
     outside a warped image (torchvision's default), a colour fills it."""
 
-    def __init__(self, severity=3, mixture_width=3, chain_depth=-1, alpha=1.0, all_ops=True,
-                 interpolation=InterpolationMode.BILINEAR, fill=None):
+    def __init__(self, severity: int = 3, mixture_width: int = 3, chain_depth: int = -1,
+                 alpha: float = 1.0, all_ops: bool = True,
+                 interpolation: _Interpolation = InterpolationMode.BILINEAR,
+                 fill: _Fill = None) -> None:
         value = str(getattr(interpolation, "value", interpolation)).lower()
         if value not in ("nearest", "bilinear"):
             raise ValueError(f"AugMix: interpolation {interpolation!r} is not supported "
@@ -394,7 +446,7 @@ class AugMix(_Op):
             fill = values[0] if values else None
         self.fill = None if fill is None else _fill(fill, "AugMix")
 
-    def spec(self):
+    def spec(self) -> _Spec:
         return {"op": "AugMix", "severity": self.severity, "mixture_width": self.mixture_width,
                 "chain_depth": self.chain_depth, "alpha": self.alpha, "all_ops": self.all_ops,
                 "interpolation": self.interpolation, "fill": self.fill}
@@ -405,10 +457,14 @@ class RandomErasing:
     ``value`` is in the units of the tensor at that point: [0, 1] after
     ToTensor, normalised units after Normalize."""
 
-    def __init__(self, p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0, inplace=False):
+    def __init__(self, p: float = 0.5, scale: Sequence[float] = (0.02, 0.33),
+                 ratio: Sequence[float] = (0.3, 3.3),
+                 value: Union[float, Sequence[float], str, None] = 0,
+                 inplace: bool = False) -> None:
         self.p = float(p)
         self.scale = [float(scale[0]), float(scale[1])]
         self.ratio = [float(ratio[0]), float(ratio[1])]
+        self.value: Union[str, List[float]]  # "random", or one value per channel
         if isinstance(value, str):
             if value != "random":
                 raise ValueError(f'RandomErasing: value must be a number, a tuple or "random", '
@@ -419,7 +475,7 @@ class RandomErasing:
         else:
             self.value = _fill(value, "RandomErasing value")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"RandomErasing(p={self.p}, scale={self.scale}, ratio={self.ratio}, "
                 f"value={self.value!r})")
 
@@ -428,7 +484,7 @@ class Normalize:
     """(x - mean) / std per channel on the float tensor; alone it also
     implies ToTensor's scaling to [0, 1]."""
 
-    def __init__(self, mean, std, inplace=False):
+    def __init__(self, mean: Sequence[float], std: Sequence[float], inplace: bool = False) -> None:
         self.mean = [float(m) for m in mean]
         self.std = [float(s) for s in std]
         if len(self.mean) != 3 or len(self.std) != 3:
@@ -436,43 +492,50 @@ class Normalize:
         if any(s == 0 or math.isnan(s) for s in self.std):
             raise ValueError("Normalize: std must be non-zero")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Normalize(mean={self.mean}, std={self.std})"
 
 
 class ToTensor:
     """torchvision's ToTensor: float32 in [0, 1], CHW."""
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "ToTensor()"
 
 
 class PILToTensor:
     """torchvision's PILToTensor: uint8, CHW (galley's default output)."""
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "PILToTensor()"
 
 
 class Compose:
-    def __init__(self, transforms):
+    def __init__(self, transforms: Iterable[object]) -> None:
         self.transforms = list(transforms)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Compose(" + ", ".join(repr(t) for t in self.transforms) + ")"
+
+
+# What galleyd runs: the ops above, and the steps that set the output tensor.
+_GalleyTransform = Union[_Op, RandomErasing, Normalize, ToTensor, PILToTensor]
 
 
 # --- torchvision objects ---------------------------------------------------
 
-def _is_torchvision(t):
+def _is_torchvision(t: object) -> bool:
     return type(t).__module__.startswith("torchvision.")
 
 
-def _tv_ops(t):
+def _tv_ops(t: Any) -> List[_GalleyTransform]:
     """The galley objects for one torchvision transform (a list: Compose
     expands), or raises ValueError naming what galley cannot run."""
     name = type(t).__name__
-    g = lambda attr, default=None: getattr(t, attr, default)  # noqa: E731
+
+    def g(attr: str, default: Any = None) -> Any:
+        return getattr(t, attr, default)
+
     if name == "Compose":
         return [op for child in t.transforms for op in _translate(child)]
     if name == "RandomResizedCrop":
@@ -550,7 +613,7 @@ def _tv_ops(t):
                      "Normalize); apply it to the batch in the training loop instead")
 
 
-def _to_float(t, name):
+def _to_float(t: Any, name: str) -> Union[PILToTensor, ToTensor]:
     import torch  # only torchvision objects get here, so torch is installed
     dtype = getattr(t, "dtype", None)
     if isinstance(dtype, dict):  # v2: {type: dtype}
@@ -565,7 +628,7 @@ def _to_float(t, name):
     return ToTensor()
 
 
-def _translate(t):
+def _translate(t: object) -> List[_GalleyTransform]:
     if isinstance(t, Compose):
         return [op for child in t.transforms for op in _translate(child)]
     if isinstance(t, (list, tuple)):
@@ -578,29 +641,39 @@ def _translate(t):
                     "torchvision transforms")
 
 
-def _image_ops(transforms, name):
-    ops = [op for t in transforms for op in _translate(t)]
-    for op in ops:
+def _image_ops(transforms: Iterable[object], name: str) -> List[_Spec]:
+    specs = []
+    for op in [op for t in transforms for op in _translate(t)]:
         if not isinstance(op, _Op):
             raise ValueError(f"{name}: {op!r} cannot be inside {name}")
-    return [op.spec() for op in ops]
+        specs.append(op.spec())
+    return specs
 
 
-def _float32(x):
+def _float32(x: float) -> float:
     """x rounded to float32, as a Python float."""
-    return struct.unpack("f", struct.pack("f", float(x)))[0]
+    return float(struct.unpack("f", struct.pack("f", float(x)))[0])
 
 
-def build_spec(transform, normalize=None, layout="NCHW"):
+def _as_normalize(normalize: Union[Normalize, Sequence[Sequence[float]]]) -> Normalize:
+    """build_spec's normalize=: a Normalize, or its arguments (mean, std)."""
+    if isinstance(normalize, Normalize):
+        return normalize
+    return Normalize(*cast(Sequence[Any], normalize))  # Normalize checks what it is given
+
+
+def build_spec(transform: object,
+               normalize: Union[Normalize, Sequence[Sequence[float]], None] = None,
+               layout: str = "NCHW") -> _Spec:
     """The pipeline description galleyd receives (docs/transforms.md).
 
     ``transform`` is a galley or torchvision (v1 or v2) transform, a
     ``Compose`` of them, or a list. Raises ValueError / TypeError naming any
     op or argument galley cannot honour."""
     ops = [] if transform is None else _translate(transform)
-    spec_ops = []
+    spec_ops: List[_Spec] = []
     dtype = "uint8"
-    norm = None  # (mean, std) once Normalize has run
+    norm: Optional[Normalize] = None  # (mean, std) once Normalize has run
     tensor = False  # a ToTensor-like op has run
     for t in ops:
         if isinstance(t, ToTensor):
@@ -621,9 +694,9 @@ def build_spec(transform, normalize=None, layout="NCHW"):
     if normalize is not None:
         if norm is not None:
             raise ValueError("give Normalize either in the transform or as normalize=, not both")
-        norm = normalize if isinstance(normalize, Normalize) else Normalize(*normalize)
+        norm = _as_normalize(normalize)
         dtype = "float32"
-    output = {"layout": layout, "dtype": dtype}
+    output: _Spec = {"layout": layout, "dtype": dtype}
     if dtype == "float32":
         if layout != "NCHW":
             raise ValueError("float32 output is NCHW only")
@@ -632,25 +705,27 @@ def build_spec(transform, normalize=None, layout="NCHW"):
     return {"ops": spec_ops, "output": output}
 
 
-def _erasing_spec(t, norm_before, normalize_arg, ops):
+def _erasing_spec(t: RandomErasing, norm_before: Optional[Normalize],
+                  normalize_arg: Union[Normalize, Sequence[Sequence[float]], None],
+                  ops: List[_GalleyTransform]) -> _Spec:
     """RandomErasing's value in the output's units: a value given before a
     later Normalize is normalised as torchvision's Normalize would (float32)."""
     value = t.value
-    later = None
+    later: Optional[Normalize] = None
     index = next(i for i, o in enumerate(ops) if o is t)
     for o in ops[index + 1:]:
         if isinstance(o, Normalize):
             later = o
     if norm_before is None and later is None and normalize_arg is not None:
-        later = normalize_arg if isinstance(normalize_arg, Normalize) else Normalize(*normalize_arg)
+        later = _as_normalize(normalize_arg)
     if later is not None:
-        if value == "random":
+        if isinstance(value, str):  # "random"
             raise ValueError('RandomErasing(value="random") before Normalize is not supported; '
                              "put it after Normalize")
         # torchvision's Normalize in float32: (v - mean) / std, each step rounded.
         value = [_float32(_float32(_float32(v) - _float32(m)) / _float32(s))
                  for v, m, s in zip(value, later.mean, later.std)]
     float_output = any(isinstance(o, (ToTensor, Normalize)) for o in ops) or normalize_arg
-    if value != "random" and not float_output:
+    if not isinstance(value, str) and not float_output:
         value = [float(int(v)) for v in value]  # a uint8 tensor keeps whole levels
     return {"op": "RandomErasing", "p": t.p, "scale": t.scale, "ratio": t.ratio, "value": value}

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -113,8 +114,25 @@ void BatchRing::Unclaim(uint32_t index) {
                            std::memory_order_release);
 }
 
-void BatchRing::Publish(uint32_t index) {
+void BatchRing::Publish(uint32_t index, const BatchDescription& batch) {
   auto* s = slot(index);
+  const auto count =
+      static_cast<uint32_t>(std::min<size_t>(batch.items.size(), geometry_.batch_capacity));
+  uint64_t* ids = wire::SlotItemIds(s);
+  int64_t* labels = wire::SlotLabels(s, geometry_);
+  for (uint32_t pos = 0; pos < count; ++pos) {
+    ids[pos] = batch.items[pos];
+    labels[pos] = pos < batch.labels.size() ? batch.labels[pos] : 0;
+  }
+  s->flags = batch.flags;
+  s->generation = batch.generation;
+  s->epoch = batch.epoch;
+  s->batch_index = batch.batch_index;
+  s->sample_count = count;
+  s->skipped_count = batch.skipped;
+  const size_t n = std::min(batch.first_error.size(), wire::kMaxErrorText - 1);
+  std::copy_n(batch.first_error.data(), n, s->first_error);
+  s->first_error[n] = '\0';
   s->sequence = next_sequence_++;
   // The state before the wake-up: a client that drains its wake-ups and
   // then scans the states cannot miss this slot.
@@ -145,6 +163,17 @@ uint32_t BatchRing::ReadySlots() const {
   for (uint32_t i = 0; i < geometry_.slot_count; ++i) {
     ready += slot(i)->state.load(std::memory_order_acquire) ==
              static_cast<uint32_t>(wire::SlotState::kReady);
+  }
+  return ready;
+}
+
+uint32_t BatchRing::ReadySlotsOf(uint64_t generation) const {
+  uint32_t ready = 0;
+  for (uint32_t i = 0; i < geometry_.slot_count; ++i) {
+    const wire::SlotHeader* s = slot(i);
+    ready += s->state.load(std::memory_order_acquire) ==
+                 static_cast<uint32_t>(wire::SlotState::kReady) &&
+             s->generation == generation;
   }
   return ready;
 }

@@ -14,6 +14,10 @@
 // untrusted hints. No descriptor the client receives has state the daemon
 // depends on (docs/protocol.md, section 2.3).
 //
+// The ring owns the slots' layout: the samples' tensors are written in
+// place by the pipeline, everything else a slot says of its batch (the
+// SlotHeader, the item ids and labels) by Publish.
+//
 // Thread-safety: one scheduler thread claims and publishes slots; Close()
 // may be called from any thread. Slot contents are written by pipeline
 // threads between Claim and Publish, each to its own sample position. The
@@ -28,8 +32,11 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 
+#include "galley/ids.h"
 #include "galley/status.h"
 #include "galley/unique_fd.h"
 #include "wire/segment_layout.h"
@@ -41,6 +48,19 @@ struct TensorShape {
   uint32_t channels = 3, height = 0, width = 0;
   wire::ElementType dtype = wire::ElementType::kUInt8;
   wire::TensorLayout layout = wire::TensorLayout::kNCHW;
+};
+
+// What a published slot says of its batch besides the samples: the
+// SlotHeader's fields and the slot's item ids and labels.
+struct BatchDescription {
+  uint32_t flags = 0;  // wire::SlotFlags
+  uint64_t generation = 0;
+  uint64_t epoch = 0;
+  uint64_t batch_index = 0;
+  std::span<const ItemId> items;    // one per sample, in position order
+  std::span<const int64_t> labels;  // one per item
+  uint32_t skipped = 0;             // samples a substitute stands in for
+  std::string_view first_error;     // the first of their failures, cut to fit
 };
 
 class BatchRing {
@@ -66,11 +86,15 @@ class BatchRing {
   std::optional<uint32_t> Claim();
   // Gives a claimed slot back unfilled.
   void Unclaim(uint32_t slot);
-  // Publishes a filled slot as the next in sequence and wakes the client.
-  void Publish(uint32_t slot);
+  // Writes `batch` into a slot whose samples are filled and publishes it as
+  // the next in sequence, then wakes the client. Holds at most the ring's
+  // batch capacity of items: any beyond are left out.
+  void Publish(uint32_t slot, const BatchDescription& batch);
   uint32_t FreeSlots() const;
   // Published slots the client has not taken yet: what its consumer has buffered.
   uint32_t ReadySlots() const;
+  // Those of them published for `generation` (SlotHeader::generation).
+  uint32_t ReadySlotsOf(uint64_t generation) const;
   // What the client reports of its consumer's waits for batches (the
   // segment is writable by the client, so for statistics only).
   std::chrono::nanoseconds ConsumerWait() const;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "server/daemon/item_pipeline.h"
 #include "server/daemon/memory_setup.h"
 #include "server/daemon/restarting_loop.h"
 
@@ -41,7 +42,40 @@ PerSourceSnapshot SnapshotOf(const cache::HitFractions& f) {
   return {f.augmented, f.decoded, f.encoded, f.storage, f.remote};
 }
 
+// The admin's split, when cache_split names one.
+std::optional<cache::Split> AdminSplit(const DaemonOptions& options) {
+  if (options.cache_split.empty()) return std::nullopt;
+  return cache::Split{options.cache_split[0], options.cache_split[1], options.cache_split[2]};
+}
+
 }  // namespace
+
+PlannerOverrides PlannerOverrides::From(const DaemonOptions& options) {
+  PlannerOverrides o;
+  o.storage_bytes_per_s = options.storage_bytes_per_s > 0 ? options.storage_bytes_per_s
+                                                          : options.storage_throttle_bytes_per_s;
+  o.decode_augment_per_core_per_s = options.decode_per_core_per_s;
+  o.augment_per_core_per_s = options.augment_per_core_per_s;
+  o.memory_bytes_per_s = options.memory_bytes_per_s;
+  o.cores = static_cast<int>(options.cores);
+  o.split = AdminSplit(options);
+  o.remote_bytes_per_s = options.remote_cache_bytes_per_s;
+  o.remote_capacity_bytes = options.remote_cache_capacity_bytes;
+  o.nic_bytes_per_s = options.nic_bytes_per_s;
+  o.remote_form = options.remote_cache_form == "decoded"   ? cache::RemoteTierForm::kDecoded
+                  : options.remote_cache_form == "encoded" ? cache::RemoteTierForm::kEncoded
+                                                           : cache::RemoteTierForm::kNone;
+  o.remote_max_value_bytes = options.remote_cache_max_value_bytes;
+  return o;
+}
+
+cache::CacheOptions CacheOptionsFrom(const DaemonOptions& options) {
+  cache::CacheOptions o;
+  o.cache_bytes = options.cache_bytes;
+  o.eviction = options.cache_eviction;
+  if (std::optional<cache::Split> split = AdminSplit(options)) o.split = *split;
+  return o;
+}
 
 CachePlanner::CachePlanner(cache::TieredCache* cache, const NodeMeasurements& node,
                            int worker_threads, const PlannerOverrides& overrides,
@@ -51,7 +85,11 @@ CachePlanner::CachePlanner(cache::TieredCache* cache, const NodeMeasurements& no
       node_(node),
       worker_threads_(std::max(1, worker_threads)),
       overrides_(overrides) {
-  if (overrides_.split) cache_->SetSplit(*overrides_.split);
+  if (overrides_.split) {
+    // The options accept only splits that add up, so the cache takes it.
+    const Status applied = cache_->SetSplit(*overrides_.split);
+    if (!applied.ok()) spdlog::error("cache planner: the admin's split: {}", applied.message());
+  }
 }
 
 CachePlanner::~CachePlanner() { Stop(); }
@@ -69,7 +107,17 @@ void CachePlanner::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void CachePlanner::JobOpened(uint64_t job_id, PlannedJob job) {
+Status CachePlanner::OnJobOpened(const std::shared_ptr<ServedJob>& job) {
+  RecordJob(job->id, PlannedJob{job->dataset, AugmentationSignature(*job),
+                                job->pipeline->sample_bytes(), job->subset.size(), job->pipeline});
+  return Status::Ok();
+}
+
+Status CachePlanner::OnJobSought(ServedJob& /*job*/, const JobSeek& /*seek*/) {
+  return Status::Ok();
+}
+
+void CachePlanner::RecordJob(JobId job_id, PlannedJob job) {
   {
     MutexLock lock(&mu_);
     const Dataset* key = job.dataset.get();
@@ -80,7 +128,7 @@ void CachePlanner::JobOpened(uint64_t job_id, PlannedJob job) {
   cv_.SignalAll();
 }
 
-void CachePlanner::JobClosed(uint64_t job_id) {
+void CachePlanner::OnJobClosed(JobId job_id) {
   {
     MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
@@ -141,7 +189,7 @@ cache::Plan CachePlanner::ReplanNow() {
     MutexLock lock(&mu_);
     pipeline_rates_.insert(rates.begin(), rates.end());
   }
-  // Sampling reads files: done without mu_, so JobOpened never waits on disk.
+  // Sampling reads files: done without mu_, so RecordJob never waits on disk.
   std::vector<std::pair<const Dataset*, Result<DatasetSample>>> samples;
   samples.reserve(to_sample.size());
   for (const auto& dataset : to_sample)
@@ -184,9 +232,9 @@ cache::Plan CachePlanner::ReplanNow() {
   const cache::Plan plan = overrides_.split
                                ? cache::FixedSplitPlanner(*overrides_.split).MakePlan(inputs)
                                : cache::ModelDrivenPlanner().MakePlan(inputs);
-  if (!cache_->SetSplit(plan.split())) {
-    spdlog::error("cache planner: the cache refused split {}/{}/{}", plan.encoded_pct,
-                  plan.decoded_pct, plan.augmented_pct);
+  if (const Status applied = cache_->SetSplit(plan.split()); !applied.ok()) {
+    spdlog::error("cache planner: the cache refused split {}/{}/{}: {}", plan.encoded_pct,
+                  plan.decoded_pct, plan.augmented_pct, applied.message());
   }
   if (remote_ != nullptr && plan.remote_form != cache::RemoteTierForm::kNone) {
     remote_->set_write_form(plan.remote_form == cache::RemoteTierForm::kDecoded

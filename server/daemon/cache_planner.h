@@ -10,7 +10,8 @@
 //   * the remote tier, when there is one: B_cache and its capacity probed at
 //     start, B_NIC from the link speed; the plan also chooses the form it
 //     holds and sets it as the tier's write form;
-//   * the open jobs: the largest group of jobs with one augmentation
+//   * the open jobs, as the JobManager announces them (the planner is a
+//     JobLifecycleObserver): the largest group of jobs with one augmentation
 //     signature on one dataset, the finished-sample size, the items they
 //     use, and their pipelines' augment cost, measured once per pipeline
 //     (MeasureAugmentRate) on the planner's thread: a RandAugment pipeline
@@ -19,8 +20,9 @@
 // Any of the node's and the storage inputs, and the split itself, can be
 // overridden by the admin; an override always wins.
 //
-// JobOpened/JobClosed only record and wake the planner's thread, so the
-// scheduler that calls them never waits for a dataset sample or a plan.
+// A job's opening and close are only recorded, and wake the planner's
+// thread, so the JobManager that announces them never waits for a dataset
+// sample or a plan.
 //
 // Thread-safe: mu_ guards the recorded state, plan_mu_ serialises re-plans.
 // Lock order: plan_mu_, then mu_; the cache's own locks are taken with
@@ -39,6 +41,8 @@
 #include "galley/cache/partition_planner.h"
 #include "galley/cache/tiered_cache.h"
 #include "galley/mutex.h"
+#include "server/daemon/daemon_options.h"
+#include "server/daemon/job_lifecycle_observer.h"
 #include "server/daemon/node_probe.h"
 #include "server/daemon/remote_cache.h"
 #include "server/daemon/snapshots.h"
@@ -61,7 +65,16 @@ struct PlannerOverrides {
   double nic_bytes_per_s = 0;
   cache::RemoteTierForm remote_form = cache::RemoteTierForm::kNone;
   uint64_t remote_max_value_bytes = 0;
+
+  // The admin's values; a throttled storage (storage_throttle_bytes_per_s)
+  // counts as its throttled rate unless storage_bytes_per_s is set, since
+  // the page cache would make the throttled files look fast.
+  static PlannerOverrides From(const DaemonOptions& options);
 };
+
+// The tiered cache's options from galleyd's: its budget, eviction and the
+// admin's split (the cache library does not know galleyd's options).
+cache::CacheOptions CacheOptionsFrom(const DaemonOptions& options);
 
 // What the planner needs to know about one open job.
 struct PlannedJob {
@@ -74,14 +87,14 @@ struct PlannedJob {
   std::shared_ptr<const image::TransformPipeline> pipeline;
 };
 
-class CachePlanner {
+class CachePlanner final : public JobLifecycleObserver {
  public:
   // `cache` must outlive the planner, and so must `remote` when set (the
   // shared tier, whose write form the plan sets). `worker_threads` is the
   // pipeline's thread count: the cores that prepare items, unless overridden.
   CachePlanner(cache::TieredCache* cache, const NodeMeasurements& node, int worker_threads,
                const PlannerOverrides& overrides, RemoteCache* remote = nullptr);
-  ~CachePlanner();  // stops the thread
+  ~CachePlanner() override;  // stops the thread
   CachePlanner(const CachePlanner&) = delete;
   CachePlanner& operator=(const CachePlanner&) = delete;
 
@@ -90,8 +103,14 @@ class CachePlanner {
   void Start();
   void Stop() EXCLUDES(mu_);
 
-  void JobOpened(uint64_t job_id, PlannedJob job) EXCLUDES(mu_);
-  void JobClosed(uint64_t job_id) EXCLUDES(mu_);
+  // Records the job's PlannedJob; never refuses.
+  Status OnJobOpened(const std::shared_ptr<ServedJob>& job) override EXCLUDES(mu_);
+  // A seek changes none of the planner's inputs: accepted, nothing recorded.
+  Status OnJobSought(ServedJob& job, const JobSeek& seek) override;
+  void OnJobClosed(JobId job_id) override EXCLUDES(mu_);
+  // Records an open job as the planner sees it (what OnJobOpened records of
+  // a ServedJob).
+  void RecordJob(JobId job_id, PlannedJob job) EXCLUDES(mu_);
 
   // Samples datasets not sampled yet, plans and applies the split, on the
   // calling thread. Returns the plan applied (the current one when there is
@@ -134,7 +153,7 @@ class CachePlanner {
   bool stop_ GUARDED_BY(mu_) = false;
   bool pending_ GUARDED_BY(mu_) = false;
   std::map<const Dataset*, DatasetInfo> datasets_ GUARDED_BY(mu_);
-  std::map<uint64_t, PlannedJob> jobs_ GUARDED_BY(mu_);
+  std::map<JobId, PlannedJob> jobs_ GUARDED_BY(mu_);
   // Augment items/s per core by pipeline signature; 0 when it failed.
   std::map<std::string, double> pipeline_rates_ GUARDED_BY(mu_);
   std::optional<cache::Plan> plan_ GUARDED_BY(mu_);   // last applied

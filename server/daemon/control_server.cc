@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
-#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,6 +17,7 @@
 
 #include "galley/errno_text.h"
 #include "galley/version.h"
+#include "server/daemon/dataset_listing.h"
 #include "server/daemon/shard_datasets.h"
 #include "server/daemon/snapshot_json.h"
 #include "server/daemon/socket_access.h"
@@ -116,28 +116,32 @@ class DatasetVisibility {
   AccessChecker checker_;
 };
 
+// Who hears of every job's life: the scheduler first, since it may refuse
+// a job (an unknown policy) or a seek, then the planner, which never does.
 wire::PeerCredentials Myself() {
   return wire::PeerCredentials{::getpid(), ::geteuid(), ::getegid(), {}};
 }
 
 }  // namespace
 
-ControlServer::ControlServer(const DaemonOptions& options, Scheduler* scheduler,
+ControlServerOptions ControlServerOptions::From(const DaemonOptions& options) {
+  ControlServerOptions o;
+  o.socket_path = options.socket_path;
+  o.socket_group = options.socket_group;
+  o.socket_mode = options.socket_mode;
+  o.owner_only = options.owner_only;
+  return o;
+}
+
+ControlServer::ControlServer(const ControlServerOptions& options, JobManager* jobs,
+                             DatasetRegistry* datasets, Scheduler* scheduler,
                              ItemPipeline* pipeline, const CachePlanner* cache_planner)
     : options_(options),
+      jobs_(jobs),
+      datasets_(datasets),
       scheduler_(scheduler),
       pipeline_(pipeline),
-      cache_planner_(cache_planner),
-      datasets_(options),
-      // A finished drain stops galleyd the way SIGTERM does: the signal
-      // reaches the main loop (galleyd_main.cc) whichever thread takes it.
-      jobs_(options, scheduler, &datasets_, [] { ::kill(::getpid(), SIGTERM); }) {}
-
-Status ControlServer::Reload(const DaemonOptions& options) {
-  jobs_.Reload(options);
-  datasets_.SetAllowedRoots(options.allowed_roots);
-  return Status::Ok();
-}
+      cache_planner_(cache_planner) {}
 
 ControlServer::~ControlServer() { Stop(Status::Cancelled("galleyd is shutting down")); }
 
@@ -208,7 +212,7 @@ void ControlServer::Stop(const Status& reason) {
     (void)!::write(wake_write_.get(), &byte, 1);
   }
   if (accept_thread_.joinable()) accept_thread_.join();
-  jobs_.CloseAll(reason);
+  jobs_->CloseAll(reason);
   {
     MutexLock lock(&mu_);
     for (auto& session : sessions_) {
@@ -279,15 +283,15 @@ void ControlServer::AcceptLoop() {
     connection->SetFrameBudget(&frame_budget_);
     auto peer = connection->Peer();
     if (!peer.ok()) continue;
-    const uint32_t max_sessions = jobs_.limits().max_jobs + kExtraConnections;
-    if (Status admitted = jobs_.AdmitConnection(peer->uid); !admitted.ok()) {
+    const uint32_t max_sessions = jobs_->limits().max_jobs + kExtraConnections;
+    if (Status admitted = jobs_->AdmitConnection(peer->uid); !admitted.ok()) {
       (void)connection->TrySendFrame(wire::MessageType::kError, 0,
                                      wire::DumpJson(wire::ErrorToJson(admitted)));
       continue;
     }
     MutexLock lock(&mu_);
     if (sessions_.size() >= max_sessions) {
-      jobs_.ReleaseConnection(peer->uid);
+      jobs_->ReleaseConnection(peer->uid);
       (void)connection->TrySendFrame(
           wire::MessageType::kError, 0,
           wire::DumpJson(wire::ErrorToJson(Status::ResourceExhausted(
@@ -387,7 +391,7 @@ void ControlServer::Serve(Session* session) {
 }
 
 void ControlServer::Uncount(Session* session) {
-  if (session->counted.exchange(false)) jobs_.ReleaseConnection(session->uid);
+  if (session->counted.exchange(false)) jobs_->ReleaseConnection(session->uid);
 }
 
 Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
@@ -417,10 +421,10 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
                                   wire::DumpJson(wire::ErrorToJson(why)));
     connection.Shutdown();
   };
-  auto opened = jobs_.Open(*spec, peer, cancel);
+  auto opened = jobs_->Open(*spec, peer, cancel);
   if (!opened.ok()) return refuse(opened.status());
   std::shared_ptr<ServedJob> job = *opened;
-  auto cleanup = [&](const Status& why) { jobs_.Close(job->id, why); };
+  auto cleanup = [&](const Status& why) { jobs_->Close(job->id, why); };
 
   JobInfo info;
   info.job_id = job->id;
@@ -436,6 +440,9 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
       info.layout == Layout::kNCHW ? std::vector<int64_t>{3, h, w} : std::vector<int64_t>{h, w, 3};
   info.slots = job->ring->geometry().slot_count;
   info.segment_bytes = job->ring->geometry().segment_bytes;
+  info.content_key = job->dataset->resume_key().content.Hex();
+  info.mtimes_key = job->dataset->resume_key().mtimes.Hex();
+  info.dataset_bytes = job->dataset->total_bytes();
   const Status sent =
       SendJson(connection, wire::MessageType::kJobOpened, open_id, wire::JobInfoToJson(info),
                job->ring->segment_fd(), job->ring->client_wakeup_fd());
@@ -478,7 +485,23 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
         SendError(connection, request_id, Status::InvalidArgument("SeekEpoch needs 'epoch'"));
         continue;
       }
-      auto generation = scheduler_->Seek(job->id, epoch->get<uint64_t>());
+      // A listed job's next epoch comes with its list (JobSpec::epoch_items).
+      std::optional<std::vector<uint64_t>> items;
+      if (req->contains("items")) {
+        items.emplace();
+        const auto& list = (*req)["items"];
+        const bool valid =
+            list.is_array() && std::all_of(list.begin(), list.end(),
+                                           [](const json& v) { return v.is_number_unsigned(); });
+        if (!valid) {
+          SendError(connection, request_id,
+                    Status::InvalidArgument("SeekEpoch's 'items' must be a list of item ids"));
+          continue;
+        }
+        items->reserve(list.size());
+        for (const json& v : list) items->push_back(v.get<uint64_t>());
+      }
+      auto generation = jobs_->Seek(job->id, epoch->get<uint64_t>(), items ? &*items : nullptr);
       if (!generation.ok()) {
         SendError(connection, request_id, generation.status());
         continue;
@@ -523,7 +546,7 @@ MetricsSnapshot ControlServer::Metrics() const {
   return {StatusFor(Myself(), true), JobsFor(Myself(), true).jobs, Cache()};
 }
 
-uint64_t ControlServer::open_jobs() const { return jobs_.counters().jobs; }
+uint64_t ControlServer::open_jobs() const { return jobs_->counters().jobs; }
 
 Result<json> ControlServer::Request(const json& body, const wire::PeerCredentials& peer) {
   auto what = body.find("what");
@@ -536,12 +559,12 @@ Result<json> ControlServer::Request(const json& body, const wire::PeerCredential
     if (id == body.end() || !id->is_number_unsigned()) {
       return Status::InvalidArgument("cancel needs 'job', a job id");
     }
-    GALLEY_RETURN_IF_ERROR(jobs_.Cancel(id->get<uint64_t>(), peer));
+    GALLEY_RETURN_IF_ERROR(jobs_->Cancel(id->get<uint64_t>(), peer));
     return json{{"cancelled", id->get<uint64_t>()}};
   }
   if (name == "drain") {
-    GALLEY_RETURN_IF_ERROR(jobs_.Drain(peer));
-    return json{{"draining", true}, {"jobs", jobs_.counters().jobs}};
+    GALLEY_RETURN_IF_ERROR(jobs_->Drain(peer));
+    return json{{"draining", true}, {"jobs", jobs_->counters().jobs}};
   }
   if (name == "forget") {
     auto dataset = body.find("dataset");
@@ -549,12 +572,23 @@ Result<json> ControlServer::Request(const json& body, const wire::PeerCredential
       return Status::InvalidArgument("forget needs 'dataset', a dataset path");
     }
     std::optional<AccessChecker> checker;
-    if (!jobs_.IsAdmin(peer)) checker.emplace(Credentials{peer.uid, peer.gid, peer.groups});
+    if (!jobs_->IsAdmin(peer)) checker.emplace(Credentials{peer.uid, peer.gid, peer.groups});
     GALLEY_RETURN_IF_ERROR(
-        datasets_.Forget(dataset->get<std::string>(), checker ? &*checker : nullptr));
+        datasets_->Forget(dataset->get<std::string>(), checker ? &*checker : nullptr));
     return json{{"forgotten", dataset->get<std::string>()}};
   }
-  return QueryAs(name, peer, jobs_.IsAdmin(peer));
+  if (name == "listing") {
+    uint64_t begin = 0, count = 0;
+    GALLEY_ASSIGN_OR_RETURN(JobSpec spec, wire::ListingRequestFromJson(body, &begin, &count));
+    // Checked as a job over the whole dataset is: the peer learns the names
+    // of items it may read, and nothing else.
+    const Credentials who{peer.uid, peer.gid, peer.groups};
+    GALLEY_ASSIGN_OR_RETURN(auto opened, datasets_->Open(spec, who, [](const Dataset& dataset) {
+      return dataset.Select({});
+    }));
+    return ListingPage(*opened.dataset, begin, count);
+  }
+  return QueryAs(name, peer, jobs_->IsAdmin(peer));
 }
 
 Result<json> ControlServer::QueryAs(const std::string& what, const wire::PeerCredentials& peer,
@@ -571,12 +605,13 @@ Result<json> ControlServer::QueryAs(const std::string& what, const wire::PeerCre
     return cache_planner_ != nullptr ? json(cache_planner_->Snapshot()) : CachingOffJson();
   }
   return Status::InvalidArgument("unknown request '" + what +
-                                 "' (status, datasets, jobs, cache, plan, cancel, drain, forget)");
+                                 "' (status, datasets, jobs, cache, plan, listing, cancel, drain, "
+                                 "forget)");
 }
 
 DaemonStatusSnapshot ControlServer::StatusFor(const wire::PeerCredentials& peer, bool admin) const {
-  const JobManagerCounters counters = jobs_.counters();
-  const JobLimits limits = jobs_.limits();
+  const JobManagerCounters counters = jobs_->counters();
+  const JobLimits limits = jobs_->limits();
   DaemonStatusSnapshot s;
   s.version = kVersion;
   s.protocol_version = wire::kProtocolVersion;
@@ -587,17 +622,18 @@ DaemonStatusSnapshot ControlServer::StatusFor(const wire::PeerCredentials& peer,
   s.socket = options_.socket_path;
   s.uptime_seconds = std::chrono::duration<double>(Clock::now() - started_).count();
   s.jobs = counters.jobs;
-  s.your_jobs = jobs_.Jobs(peer.uid, admin).size();
+  s.your_jobs = jobs_->Jobs(peer.uid, admin).size();
   s.jobs_opened = counters.jobs_opened;
   s.jobs_refused = counters.jobs_refused;
   s.draining = counters.draining;
   s.protocol_errors = protocol_errors_.load();
-  s.datasets = datasets_.size();
+  s.batches = scheduler_->Totals();
+  s.datasets = datasets_->size();
   s.shm_bytes = counters.shm_bytes;
   s.limits = {limits.max_jobs,         limits.max_shm_per_job, limits.max_shm_total,
               limits.max_jobs_per_uid, limits.max_shm_per_uid, limits.max_connections_per_uid};
   const DescriptorUsage usage = CurrentDescriptorUsage();
-  const ShardDescriptorCounts shards = datasets_.ShardDescriptors();
+  const ShardDescriptorCounts shards = datasets_->ShardDescriptors();
   s.descriptors = {usage.open,
                    usage.limit,
                    shards.open,
@@ -613,7 +649,7 @@ DaemonStatusSnapshot ControlServer::StatusFor(const wire::PeerCredentials& peer,
 DatasetsSnapshot ControlServer::DatasetsFor(const wire::PeerCredentials& peer, bool admin) const {
   DatasetVisibility visibility(peer, admin);
   DatasetsSnapshot s;
-  s.datasets = datasets_.Snapshot();
+  s.datasets = datasets_->Snapshot();
   std::erase_if(s.datasets, [&](const DatasetSnapshot& d) { return !visibility.MaySee(d.root); });
   s.indexing = SnapshotIndexing();
   std::erase_if(s.indexing, [&](const IndexingSnapshot& i) { return !visibility.MaySee(i.path); });
@@ -623,7 +659,7 @@ DatasetsSnapshot ControlServer::DatasetsFor(const wire::PeerCredentials& peer, b
 
 JobsSnapshot ControlServer::JobsFor(const wire::PeerCredentials& peer, bool admin) const {
   JobsSnapshot s;
-  for (const auto& job : jobs_.Jobs(peer.uid, admin)) s.jobs.push_back(job->Snapshot());
+  for (const auto& job : jobs_->Jobs(peer.uid, admin)) s.jobs.push_back(job->Snapshot());
   return s;
 }
 

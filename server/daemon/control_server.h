@@ -10,12 +10,13 @@
 //
 // What a job is and whether it may run is the JobManager's business; which
 // datasets exist, whether they are fresh and who may read them, the
-// DatasetRegistry's. This class owns both and assembles the components'
-// snapshots (snapshots.h) into the replies to queries, rendered by
-// snapshot_json.h: a user sees their own jobs and the datasets they may
+// DatasetRegistry's. Both belong to the Daemon (daemon.h), which outlives
+// this server; the server hands requests to them and assembles the
+// components' snapshots (snapshots.h) into the replies to queries, rendered
+// by snapshot_json.h: a user sees their own jobs and the datasets they may
 // read, unless they are an admin (JobManager::IsAdmin).
 //
-// Start/Stop from the main thread; everything else is internal.
+// Start/Stop from the owner's thread; everything else is internal.
 //
 // Lock order: mu_ (sessions only) is a leaf: nothing is called under it.
 #ifndef GALLEY_SERVER_DAEMON_CONTROL_SERVER_H_
@@ -45,11 +46,25 @@
 
 namespace galley {
 
+// Where the control socket is and who may use it.
+struct ControlServerOptions {
+  std::string socket_path;
+  // The socket file's group ("" keeps galleyd's) and mode.
+  std::string socket_group;
+  uint32_t socket_mode = 0660;
+  // A personal daemon: every peer but galleyd's own uid is refused, and a
+  // socket folder it creates is made 0700.
+  bool owner_only = false;
+
+  static ControlServerOptions From(const DaemonOptions& options);
+};
+
 class ControlServer {
  public:
-  // `cache_planner` may be null (caching disabled); it answers the "cache"
-  // and "plan" queries and must outlive the server.
-  ControlServer(const DaemonOptions& options, Scheduler* scheduler, ItemPipeline* pipeline,
+  // Every pointer must outlive the server. `cache_planner` may be null
+  // (caching disabled); it answers the "cache" and "plan" queries.
+  ControlServer(const ControlServerOptions& options, JobManager* jobs, DatasetRegistry* datasets,
+                Scheduler* scheduler, ItemPipeline* pipeline,
                 const CachePlanner* cache_planner = nullptr);
   ~ControlServer();
 
@@ -63,8 +78,6 @@ class ControlServer {
   MetricsSnapshot Metrics() const;
   // Open jobs, every user's.
   uint64_t open_jobs() const;
-  // Applies what SIGHUP may change: limits, policies, allowed roots.
-  Status Reload(const DaemonOptions& options);
 
  private:
   struct Session {
@@ -99,12 +112,12 @@ class ControlServer {
   std::optional<CacheSnapshot> Cache() const;
   void ReapFinishedSessions();
 
-  const DaemonOptions options_;
+  const ControlServerOptions options_;
+  JobManager* const jobs_;
+  DatasetRegistry* const datasets_;
   Scheduler* const scheduler_;
   ItemPipeline* const pipeline_;
   const CachePlanner* const cache_planner_;
-  DatasetRegistry datasets_;
-  JobManager jobs_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 
   UniqueFd listen_fd_;

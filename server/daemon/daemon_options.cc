@@ -1105,6 +1105,17 @@ Result<LoadedOptions> LoadDaemonOptions(const std::vector<std::string>& args) {
   return LoadDaemonOptions(static_cast<int>(args.size()), argv.data());
 }
 
+std::vector<std::string> ConfigErrors(const Status& status) {
+  const std::string& text = status.message();
+  std::vector<std::string> lines;
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t end = std::min(text.find('\n', begin), text.size());
+    lines.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return lines;
+}
+
 std::string RenderEffectiveConfig(const LoadedOptions& loaded) {
   std::vector<std::pair<std::string, std::string>> lines;
   size_t width = 0;

@@ -229,6 +229,9 @@ struct LoadedOptions {
 Result<LoadedOptions> LoadDaemonOptions(int argc, const char* const* argv);
 Result<LoadedOptions> LoadDaemonOptions(const std::vector<std::string>& args);
 
+// The errors in a status LoadDaemonOptions returned, one per line.
+std::vector<std::string> ConfigErrors(const Status& status);
+
 // Every key, one per line, in TOML (usable as a config file), with where its
 // value came from and whether SIGHUP applies a change: --check-config.
 std::string RenderEffectiveConfig(const LoadedOptions& loaded);

@@ -2,8 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <system_error>
 
+#include "server/daemon/node_probe.h"
 #include "server/daemon/shard_datasets.h"
 
 namespace galley {
@@ -33,8 +35,27 @@ Status CheckRoot(const std::string& given, AccessChecker& checker) {
 
 }  // namespace
 
-DatasetRegistry::DatasetRegistry(const DaemonOptions& options)
-    : options_(options),
+DatasetRegistryOptions DatasetRegistryOptions::From(const DaemonOptions& options) {
+  DatasetRegistryOptions o;
+  o.allowed_roots = options.allowed_roots;
+  o.max_open_shards_total = options.max_open_shards_total;
+  o.shards.max_open_shards = options.max_open_shards;
+  o.shards.index_threads = UsableCores();
+  o.shards.index_cache_max_bytes = options.tar_index_max_bytes;
+  // tar_index_dir "" is the user's cache folder, "none" no index cache.
+  if (options.tar_index_dir == "none") return o;
+  if (!options.tar_index_dir.empty()) {
+    o.shards.index_cache_dir = options.tar_index_dir;
+  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
+    o.shards.index_cache_dir = fs::path(xdg) / "galley" / "tar-index";
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
+    o.shards.index_cache_dir = fs::path(home) / ".cache" / "galley" / "tar-index";
+  }
+  return o;
+}
+
+DatasetRegistry::DatasetRegistry(const DatasetRegistryOptions& options)
+    : shard_options_(options.shards),
       shard_descriptors_(std::make_shared<ShardDescriptorCache>(options.max_open_shards_total)) {
   SetAllowedRoots(options.allowed_roots);
 }
@@ -53,7 +74,7 @@ void DatasetRegistry::SetAllowedRoots(const std::vector<std::string>& roots) {
 
 std::string DatasetRegistry::KeyOf(const JobSpec& spec) const {
   if (!spec.shards.empty())
-    return Dataset::ShardSetKey(spec.shards, ShardOptionsFor(spec, options_));
+    return Dataset::ShardSetKey(spec.shards, ShardOptionsFor(spec, shard_options_));
   std::error_code error;
   const std::string canonical = fs::weakly_canonical(spec.dataset, error).string();
   return error ? spec.dataset : canonical;
@@ -74,7 +95,7 @@ Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec
     roots = allowed_roots_;
   }
   if (spec.shards.empty()) return Dataset::Open(spec.dataset, roots);
-  ShardOptions shard = ShardOptionsFor(spec, options_);
+  ShardOptions shard = ShardOptionsFor(spec, shard_options_);
   shard.descriptors = shard_descriptors_;
   return Dataset::OpenShards(spec.shards, shard, roots);
 }

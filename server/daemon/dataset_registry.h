@@ -58,9 +58,22 @@ struct OpenedDataset {
   std::vector<ItemId> subset;  // what the job is served: sorted, distinct
 };
 
+struct DatasetRegistryOptions {
+  // Directories datasets may be served from; SetAllowedRoots replaces them.
+  std::vector<std::string> allowed_roots;
+  // Shard descriptors every listing together keeps open (resolved: never 0).
+  uint32_t max_open_shards_total = 0;
+  // What every shard set is opened with: the index cache, descriptors per
+  // set, index threads. Each job names its own image and label keys
+  // (ShardOptionsFor).
+  ShardOptions shards;
+
+  static DatasetRegistryOptions From(const DaemonOptions& options);
+};
+
 class DatasetRegistry {
  public:
-  explicit DatasetRegistry(const DaemonOptions& options);
+  explicit DatasetRegistry(const DatasetRegistryOptions& options);
 
   // Picks the job's items from a listed dataset (the job's classes, ranges
   // and ids); its errors are the caller's.
@@ -110,7 +123,7 @@ class DatasetRegistry {
   Entry Install(const std::string& key, std::shared_ptr<const Dataset> dataset,
                 const Dataset* replacing);
 
-  const DaemonOptions options_;
+  const ShardOptions shard_options_;
   const std::shared_ptr<ShardDescriptorCache> shard_descriptors_;
 
   mutable Mutex mu_;

@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,24 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "galley/cache/tiered_cache.h"
 #include "galley/errno_text.h"
-#include "galley/random.h"
 #include "server/daemon/batch_ring.h"
-#include "server/daemon/cache_planner.h"
-#include "server/daemon/control_server.h"
+#include "server/daemon/daemon.h"
 #include "server/daemon/daemon_options.h"
-#include "server/daemon/item_pipeline.h"
 #include "server/daemon/memory_setup.h"
-#include "server/daemon/metrics_server.h"
-#include "server/daemon/node_probe.h"
-#include "server/daemon/prometheus_text.h"
-#include "server/daemon/remote_credentials.h"
-#if GALLEY_REMOTE_TIER
-#include "server/daemon/remote_tier.h"
-#endif
-#include "server/daemon/scheduler.h"
-#include "server/daemon/storage_throttle.h"
 #include "server/daemon/systemd_notify.h"
 #include "server/dataset/descriptor_exhaustion.h"
 
@@ -62,15 +48,6 @@ extern "C" void OnSignal(int signal_number) {
   errno = saved_errno;
 }
 
-// 64 bits that differ on every start of every daemon: the kernel's entropy,
-// or, should getrandom fail, the clock and the pid mixed.
-uint64_t StartEntropy() {
-  uint64_t word = 0;
-  if (::getrandom(&word, sizeof word, 0) == static_cast<ssize_t>(sizeof word)) return word;
-  const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-  return galley::SplitMix64(static_cast<uint64_t>(now) ^ (uint64_t(::getpid()) << 32));
-}
-
 // The next signal number OnSignal saw, or 0 after `timeout_ms` (-1: wait).
 int NextSignal(int timeout_ms) {
   pollfd ready{signal_pipe[0], POLLIN, 0};
@@ -81,7 +58,7 @@ int NextSignal(int timeout_ms) {
 
 // Blocks until SIGTERM/SIGINT (kStop) or SIGHUP (kReload), or, with
 // idle_exit_seconds > 0, until no job has been open for that long.
-Wake WaitForSignalOrIdleExit(double idle_exit_seconds, const galley::ControlServer& server) {
+Wake WaitForSignalOrIdleExit(double idle_exit_seconds, const galley::Daemon& daemon) {
   using Clock = std::chrono::steady_clock;
   const auto idle_limit = std::chrono::duration<double>(idle_exit_seconds);
   auto idle_since = Clock::now();
@@ -93,7 +70,7 @@ Wake WaitForSignalOrIdleExit(double idle_exit_seconds, const galley::ControlServ
       return Wake::kStop;
     }
     if (idle_exit_seconds <= 0) continue;
-    if (server.open_jobs() > 0) {
+    if (daemon.open_jobs() > 0) {
       idle_since = Clock::now();
     } else if (Clock::now() - idle_since >= idle_limit) {
       return Wake::kIdleExit;
@@ -101,55 +78,12 @@ Wake WaitForSignalOrIdleExit(double idle_exit_seconds, const galley::ControlServ
   }
 }
 
-// Config errors come one per line, each naming its key.
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines;
-  for (size_t begin = 0; begin <= text.size();) {
-    const size_t end = std::min(text.find('\n', begin), text.size());
-    lines.push_back(text.substr(begin, end - begin));
-    begin = end + 1;
-  }
-  return lines;
-}
-
-// SIGHUP: reads the config file again with the flags given at start (which
-// keep their precedence), checks it whole, and applies the keys that can
-// change without dropping a job. A bad file changes nothing.
-void Reload(int argc, char** argv, galley::DaemonOptions* running, galley::ControlServer* server) {
+// SIGHUP: the config file read again (ReloadConfigFile), with the service
+// manager told that galleyd reloads and then serves again.
+void Reload(const std::vector<std::string>& command_line, galley::Daemon* daemon) {
   using namespace galley;
   (void)NotifyServiceManager(ReloadingMessage());
-  auto loaded = LoadDaemonOptions(argc, argv);
-  if (!loaded.ok()) {
-    for (const std::string& line : Lines(loaded.status().message())) {
-      spdlog::error("reload: {}", line);
-    }
-    spdlog::error("reload: the configuration has errors, nothing changed");
-  } else if (loaded->config_path.empty()) {
-    spdlog::warn("reload: galleyd was started without --config, there is no file to re-read");
-  } else {
-    const DaemonOptions applied = WithReloadableKeys(*running, loaded->options);
-    if (Status s = server->Reload(applied); !s.ok()) {
-      spdlog::error("reload: {}; nothing changed", s.ToString());
-    } else {
-      // The report is logged at the more verbose of the two levels, so a
-      // change of log_level itself is seen either way.
-      const auto level = spdlog::level::from_str(applied.log_level);
-      spdlog::set_level(std::min(level, spdlog::get_level()));
-      const auto changes = DiffOptions(*running, loaded->options);
-      for (const OptionChange& change : changes) {
-        if (change.reloadable) {
-          spdlog::info("reload: {} {} -> {}", change.key, change.before, change.after);
-        } else {
-          spdlog::warn("reload: {} changed ({} -> {}) but needs a restart; still {}", change.key,
-                       change.before, change.after, change.before);
-        }
-      }
-      for (const std::string& warning : loaded->warnings) spdlog::warn("{}", warning);
-      if (changes.empty()) spdlog::info("reload: {} changes nothing", loaded->config_path);
-      spdlog::set_level(level);
-      *running = applied;
-    }
-  }
+  (void)ReloadConfigFile(command_line, daemon);  // logs what it did
   (void)NotifyServiceManager(ReadyMessage("serving"));
 }
 
@@ -258,91 +192,14 @@ void ReportReady(int ready_fd) {
   ::close(null_fd);
 }
 
-// The remote cache tier galleyd is configured with (none without servers),
-// and what its start probe measured.
-struct StartedRemoteTier {
-  std::unique_ptr<galley::RemoteCache> tier;
-  double bytes_per_s = 0;
-  uint64_t capacity_bytes = 0;
-  double nic_bytes_per_s = 0;
-};
-
-// Connects the remote tier and probes its servers; nullopt, with the reason
-// printed, when galleyd must not start (bad credentials).
-std::optional<StartedRemoteTier> StartRemoteTier(const galley::DaemonOptions& options,
-                                                 uint32_t worker_threads) {
-  using namespace galley;
-  StartedRemoteTier started;
-#if GALLEY_REMOTE_TIER
-  if (!options.remote_cache_servers.empty()) {
-    auto credentials = ReadRemoteCredentials(options.remote_cache_credentials);
-    if (!credentials.ok()) {
-      std::fprintf(stderr, "galleyd: remote_cache_credentials: %s\n",
-                   credentials.status().message().c_str());
-      return std::nullopt;
-    }
-    RemoteTierOptions remote_options;
-    remote_options.servers = options.remote_cache_servers;
-    remote_options.credentials = std::move(credentials).value();
-    remote_options.credentials_file = options.remote_cache_credentials;
-    remote_options.connect_timeout =
-        std::chrono::milliseconds(options.remote_cache_connect_timeout_ms);
-    remote_options.io_timeout = std::chrono::milliseconds(options.remote_cache_io_timeout_ms);
-    remote_options.retry_after = std::chrono::seconds(options.remote_cache_retry_s);
-    remote_options.max_value_bytes = options.remote_cache_max_value_bytes;
-    remote_options.connections = worker_threads + 1;
-    remote_options.limits.max_pixels = options.max_image_pixels;
-    auto created = RemoteTier::Create(remote_options);
-    if (!created.ok()) {
-      std::fprintf(stderr, "galleyd: remote_cache_servers: %s\n",
-                   created.status().message().c_str());
-      return std::nullopt;
-    }
-    std::unique_ptr<RemoteTier> remote = std::move(created).value();
-    // Bad credentials are a configuration error: refused now, not found
-    // out item by item. A server that does not answer only costs hits.
-    auto probe = remote->Probe();
-    if (!probe.ok()) {
-      std::fprintf(stderr, "galleyd: remote_cache_credentials: %s\n",
-                   probe.status().message().c_str());
-      return std::nullopt;
-    }
-    const RemoteProbe remote_probe = std::move(probe).value();
-    started.bytes_per_s = remote_probe.bytes_per_s;
-    started.capacity_bytes = remote_probe.capacity_bytes;
-    for (const RemoteServerProbe& server : remote_probe.servers) {
-      if (server.reachable) {
-        spdlog::info("remote cache server {}: {:.0f} MB/s, {} MiB", server.address,
-                     server.bytes_per_s / 1e6, server.capacity_bytes >> 20);
-      } else {
-        spdlog::warn(
-            "remote cache server {} does not answer ({}); its items come from storage "
-            "until it does",
-            server.address, server.error);
-      }
-    }
-    std::string host;
-    uint16_t port = 0;
-    if (ParseServerAddress(options.remote_cache_servers.front(), &host, &port)) {
-      started.nic_bytes_per_s = LinkBytesPerSecond(host, port);
-    }
-    if (options.remote_cache_form == "decoded") remote->set_write_form(RemoteForm::kDecoded);
-    started.tier = std::move(remote);
-  }
-#else
-  // Built without it: the options refuse remote_cache_servers.
-  (void)options;
-  (void)worker_threads;
-#endif
-  return started;
-}
-
 int Run(int argc, char** argv) {
   using namespace galley;
-  auto loaded = LoadDaemonOptions(argc, argv);
+  // Kept for SIGHUP, which reads the file again under the same flags.
+  const std::vector<std::string> command_line(argv, argv + argc);
+  auto loaded = LoadDaemonOptions(command_line);
   if (!loaded.ok()) {
-    for (const std::string& line : Lines(loaded.status().message())) {
-      std::fprintf(stderr, "galleyd: %s\n", line.c_str());
+    for (const std::string& error : ConfigErrors(loaded.status())) {
+      std::fprintf(stderr, "galleyd: %s\n", error.c_str());
     }
     return 2;
   }
@@ -354,19 +211,17 @@ int Run(int argc, char** argv) {
     }
     return 0;
   }
-  // What the daemon runs with; SIGHUP updates its reloadable keys.
-  DaemonOptions running = loaded->options;
-  const DaemonOptions* options = &running;
-  const int ready_fd = options->detach ? Detach(options->log_file) : -1;
-  if (!options->log_file.empty() && !RedirectOutput(options->log_file)) return 1;
+  const DaemonOptions& options = loaded->options;
+  const int ready_fd = options.detach ? Detach(options.log_file) : -1;
+  if (!options.log_file.empty() && !RedirectOutput(options.log_file)) return 1;
   // Logs go to stderr (journald under systemd; the log file with --log-file),
   // leaving stdout free.
   spdlog::set_default_logger(spdlog::stderr_color_mt("galleyd"));
-  spdlog::set_level(spdlog::level::from_str(options->log_level));
+  spdlog::set_level(spdlog::level::from_str(options.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ galleyd: %v");
   for (const std::string& warning : loaded->warnings) spdlog::warn("{}", warning);
   spdlog::info("file descriptors: limit {}, of which tar shards keep at most {} open",
-               CurrentDescriptorUsage().limit, options->max_open_shards_total);
+               CurrentDescriptorUsage().limit, options.max_open_shards_total);
 
   // SIGTERM/SIGINT/SIGHUP go to OnSignal and on to the main loop; the
   // threads galleyd starts inherit them blocked (so their system calls are
@@ -391,145 +246,21 @@ int Run(int argc, char** argv) {
   if (int stale = BatchRing::RemoveStaleSegments(); stale > 0) {
     spdlog::info("removed {} stale shared-memory segments", stale);
   }
-
   TuneHeapForImages();
-  std::unique_ptr<cache::TieredCache> cache;
-  if (options->cache_bytes > 0) {
-    cache::CacheOptions cache_options;
-    cache_options.cache_bytes = options->cache_bytes;
-    cache_options.eviction = options->cache_eviction;
-    if (!options->cache_split.empty()) {
-      cache_options.split = {options->cache_split[0], options->cache_split[1],
-                             options->cache_split[2]};
-    }
-    std::string error;
-    cache = cache::TieredCache::Create(cache_options, &error);
-    if (cache == nullptr) {
-      std::fprintf(stderr, "galleyd: cache: %s\n", error.c_str());
-      return 2;
-    }
+  // A finished drain stops galleyd the way SIGTERM does: the signal reaches
+  // the main loop whichever thread takes it.
+  auto created = Daemon::Create(options, [] { ::kill(::getpid(), SIGTERM); });
+  if (!created.ok()) {
+    std::fprintf(stderr, "galleyd: %s\n", created.status().message().c_str());
+    return 2;
   }
-
-  std::unique_ptr<StorageThrottle> throttle;
-  if (options->storage_throttle_bytes_per_s > 0) {
-    auto created = StorageThrottle::Create(options->storage_throttle_bytes_per_s,
-                                           options->storage_throttle_file);
-    if (!created.ok()) {
-      std::fprintf(stderr, "galleyd: storage_throttle_file: %s\n",
-                   created.status().message().c_str());
-      return 2;
-    }
-    throttle = std::move(created).value();
-    spdlog::warn(
-        "storage reads are throttled to {:.3g} MB/s{} (storage_throttle_bytes_per_s: for "
-        "benchmarks and tests only)",
-        options->storage_throttle_bytes_per_s / 1e6,
-        options->storage_throttle_file.empty()
-            ? ""
-            : ", shared through " + options->storage_throttle_file);
-  }
-
-  const uint32_t worker_threads =
-      options->worker_threads != 0 ? options->worker_threads : UsableCores();
-  auto remote_tier = StartRemoteTier(*options, worker_threads);
-  if (!remote_tier) return 2;
-  RemoteCache* const remote = remote_tier->tier.get();
-
-  PipelineOptions pipeline_options;
-  pipeline_options.worker_threads = worker_threads;
-  pipeline_options.decode.max_pixels = options->max_image_pixels;
-  ItemPipeline pipeline(pipeline_options, cache.get(), remote, throttle.get());
-  std::unique_ptr<CachePrefaulter> prefaulter;
-  if (cache != nullptr && options->cache_prefault) {
-    prefaulter = std::make_unique<CachePrefaulter>(cache.get());
-    prefaulter->Start();
-  }
-
-  std::unique_ptr<CachePlanner> planner;
-  if (cache != nullptr) {
-    // The probe measures exactly these three figures: with all of them given
-    // there is nothing left for it to measure.
-    const bool probe = options->decode_per_core_per_s <= 0 ||
-                       options->augment_per_core_per_s <= 0 || options->memory_bytes_per_s <= 0;
-    auto node = probe ? MeasureNode() : Result<NodeMeasurements>(NodeMeasurements{});
-    if (!node.ok()) {
-      // The planner then sees no CPU rates; admin overrides still apply.
-      spdlog::error("node probe failed, the cache planner has no measured rates: {}",
-                    node.status().ToString());
-    } else if (!probe) {
-      spdlog::info("node probe skipped: decode, augment and memory rates are configured");
-    } else {
-      spdlog::info(
-          "node probe: decode+augment {:.0f}/s, augment {:.0f}/s per core, memcpy {:.1f} GB/s",
-          node->decode_augment_per_core_per_s, node->augment_per_core_per_s,
-          node->memory_bytes_per_s / 1e9);
-    }
-    PlannerOverrides overrides;
-    overrides.storage_bytes_per_s = options->storage_bytes_per_s;
-    if (throttle != nullptr && overrides.storage_bytes_per_s <= 0) {
-      // The page cache would make the throttled files look fast.
-      overrides.storage_bytes_per_s = throttle->bytes_per_s();
-    }
-    overrides.remote_bytes_per_s = options->remote_cache_bytes_per_s;
-    overrides.remote_capacity_bytes = options->remote_cache_capacity_bytes;
-    overrides.nic_bytes_per_s = options->nic_bytes_per_s;
-    overrides.remote_max_value_bytes = options->remote_cache_max_value_bytes;
-    overrides.remote_form =
-        options->remote_cache_form == "decoded"   ? cache::RemoteTierForm::kDecoded
-        : options->remote_cache_form == "encoded" ? cache::RemoteTierForm::kEncoded
-                                                  : cache::RemoteTierForm::kNone;
-    overrides.decode_augment_per_core_per_s = options->decode_per_core_per_s;
-    overrides.augment_per_core_per_s = options->augment_per_core_per_s;
-    overrides.memory_bytes_per_s = options->memory_bytes_per_s;
-    overrides.cores = static_cast<int>(options->cores);
-    if (!options->cache_split.empty()) {
-      overrides.split =
-          cache::Split{options->cache_split[0], options->cache_split[1], options->cache_split[2]};
-    }
-    NodeMeasurements measured = node.ok() ? *node : NodeMeasurements{};
-    measured.remote_bytes_per_s = remote_tier->bytes_per_s;
-    measured.remote_capacity_bytes = remote_tier->capacity_bytes;
-    measured.nic_bytes_per_s = remote_tier->nic_bytes_per_s;
-    planner = std::make_unique<CachePlanner>(
-        cache.get(), measured, static_cast<int>(pipeline.threads()), overrides, remote);
-    planner->Start();
-  }
-
-  SchedulerOptions scheduler_options;
-  scheduler_options.sampler_seed = options->sampler_seed;
-  // Sampler groups' shared streams differ on every node (docs/sampling.md
-  // §1.1): the ranks of a DDP job on two daemons must not repeat each other's
-  // orders.
-  scheduler_options.stream_salt = StartEntropy();
-  scheduler_options.gate.hold_budget_per_epoch = std::chrono::milliseconds(options->hold_budget_ms);
-  scheduler_options.gate.thin_hold = std::chrono::milliseconds(options->thin_hold_ms);
-  scheduler_options.gate.peer_stall = std::chrono::milliseconds(options->peer_stall_ms);
-  Scheduler scheduler(scheduler_options, &pipeline, cache.get(), planner.get());
-  ControlServer server(*options, &scheduler, &pipeline, planner.get());
-  // The metrics endpoint listens before the control socket does: once a job
-  // can connect, and once galleyd reports itself ready, a scrape answers too.
-  std::unique_ptr<MetricsServer> metrics;
-  if (options->metrics_port != 0) {
-    metrics =
-        std::make_unique<MetricsServer>(options->metrics_host, options->metrics_port,
-                                        [&server] { return RenderPrometheus(server.Metrics()); });
-    if (Status s = metrics->Start(); !s.ok()) {
-      spdlog::error("cannot start metrics: {}", s.ToString());
-      return 1;
-    }
-  }
-  if (Status s = server.Start(); !s.ok()) {
+  const std::unique_ptr<Daemon> daemon = std::move(created).value();
+  if (Status s = daemon->Start(); !s.ok()) {
     spdlog::error("cannot start: {}", s.ToString());
     return 1;
   }
-  scheduler.Start();
   ReportReady(ready_fd);
-  spdlog::info("ready: {} pipeline threads, cache {} bytes ({} eviction), default policy {}{}",
-               pipeline.threads(), options->cache_bytes,
-               cache != nullptr ? options->cache_eviction : "no", options->default_policy,
-               remote != nullptr ? fmt::format(", remote tier on {} memcached servers",
-                                               options->remote_cache_servers.size())
-                                 : "");
+  spdlog::info("ready: {}", daemon->Summary());
   if (Status s = NotifyServiceManager(ReadyMessage("serving")); !s.ok()) {
     spdlog::warn("cannot tell the service manager galleyd is ready: {}", s.ToString());
   }
@@ -538,22 +269,19 @@ int Run(int argc, char** argv) {
   // blocked); the main thread takes signals from here on.
   pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
   while (true) {
-    const Wake wake = WaitForSignalOrIdleExit(options->idle_exit_seconds, server);
+    const double idle_exit_seconds = daemon->options().idle_exit_seconds;
+    const Wake wake = WaitForSignalOrIdleExit(idle_exit_seconds, *daemon);
     if (wake == Wake::kReload) {
-      Reload(argc, argv, &running, &server);
+      Reload(command_line, daemon.get());
       continue;
     }
     if (wake == Wake::kIdleExit) {
-      spdlog::info("no job for {} s, exiting (--idle-exit)", options->idle_exit_seconds);
+      spdlog::info("no job for {} s, exiting (--idle-exit)", idle_exit_seconds);
     }
     break;
   }
   (void)NotifyServiceManager(StoppingMessage());
-  if (metrics != nullptr) metrics->Stop();
-  server.Stop(Status::Cancelled("galleyd is shutting down"));
-  scheduler.Stop();
-  if (planner != nullptr) planner->Stop();
-  if (prefaulter != nullptr) prefaulter->Stop();
+  daemon->Stop(Status::Cancelled("galleyd is shutting down"));
   spdlog::info("stopped");
   return 0;
 }

@@ -65,13 +65,24 @@ std::string AugmentationSignature(const ServedJob& job) {
   return job.pipeline->Signature() + "#seed=" + std::to_string(job.spec.seed);
 }
 
+uint32_t PipelineOptions::threads() const {
+  return worker_threads != 0 ? worker_threads : UsableCores();
+}
+
+PipelineOptions PipelineOptions::From(const DaemonOptions& options) {
+  PipelineOptions o;
+  o.worker_threads = options.worker_threads;
+  o.decode.max_pixels = options.max_image_pixels;
+  return o;
+}
+
 ItemPipeline::ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache,
                            RemoteCache* remote, StorageThrottle* throttle)
     : options_(options),
       cache_(cache),
       remote_(remote),
       throttle_(throttle),
-      threads_(options.worker_threads != 0 ? options.worker_threads : UsableCores()),
+      threads_(options.threads()),
       arena_(std::make_unique<tbb::task_arena>(static_cast<int>(threads_))) {}
 
 ItemPipeline::~ItemPipeline() = default;
@@ -166,15 +177,13 @@ Result<cache::BlobPtr> ItemPipeline::Fetch(ItemTask& task, cache::Key key, cache
   return cache::BlobPtr(std::move(blob));
 }
 
-bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* image,
-                           cache::BlobPtr* cached, std::shared_ptr<cache::Blob>* decoded_to_offer,
-                           cache::BlobPtr* encoded_to_offer,
-                           const std::vector<const SlotPosition*>* receivers,
-                           std::optional<image::ImageRegion>* region, RemoteWrite* write_back) {
-  auto fail = [&](const std::string& why, bool dataset_changed = false) {
+std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
+    ItemTask& task, cache::Key key, const std::vector<const SlotPosition*>* receivers) {
+  // On failure nothing is offered: a file that does not decode is not worth
+  // keeping.
+  auto fail = [&](const std::string& why,
+                  bool dataset_changed = false) -> std::optional<PreparedItem> {
     counters_.failures++;
-    *encoded_to_offer = nullptr;  // a file that does not decode is not worth keeping
-    *write_back = RemoteWrite::kNone;
     // Named once: a file's own errors already start with its path.
     const std::string path = task.dataset->path(task.item).string();
     const std::string message = why.rfind(path + ": ", 0) == 0 ? why : path + ": " + why;
@@ -187,13 +196,14 @@ bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* imag
       spdlog::warn("sample {} skipped: {}", task.item, message);
     }
     RecordFailure(task, message, dataset_changed);
-    return false;
+    return std::nullopt;
   };
+  PreparedItem prepared;
   if (cache_ != nullptr) {
     if (cache::BlobPtr decoded = cache_->decoded().Get(key)) {
       counters_.decoded_hits++;
-      *cached = std::move(decoded);  // the transforms read the entry's pixels in place
-      return true;
+      prepared.cached = std::move(decoded);  // the transforms read the entry's pixels in place
+      return prepared;
     }
   }
   cache::BlobPtr encoded = cache_ != nullptr ? cache_->encoded().Get(key) : nullptr;
@@ -201,42 +211,46 @@ bool ItemPipeline::Prepare(ItemTask& task, cache::Key key, image::RgbImage* imag
     counters_.encoded_hits++;
   } else {
     bool from_storage = false;
-    auto fetched = Fetch(task, key, cached, &from_storage);
+    auto fetched = Fetch(task, key, &prepared.cached, &from_storage);
     if (!fetched.ok()) {
       return fail(fetched.status().message(), IsDatasetChange(*task.dataset, fetched.status()));
     }
-    if (*cached != nullptr) return true;  // decoded pixels from the remote tier
+    if (prepared.cached != nullptr) return prepared;  // decoded pixels from the remote tier
     encoded = std::move(fetched).value();
     // Only bytes fetched from outside are offered to the encoded tier; ones
     // that came from it are already there.
-    *encoded_to_offer = encoded;
+    prepared.encoded_to_offer = encoded;
     if (remote_ != nullptr) {
-      *write_back = from_storage                                    ? RemoteWrite::kFromStorage
-                    : remote_->write_form() == RemoteForm::kDecoded ? RemoteWrite::kPixelsOnly
-                                                                    : RemoteWrite::kNone;
+      prepared.write_back = from_storage ? RemoteWrite::kFromStorage
+                            : remote_->write_form() == RemoteForm::kDecoded
+                                ? RemoteWrite::kPixelsOnly
+                                : RemoteWrite::kNone;
     }
   }
 
   const bool remote_wants_pixels =
-      *write_back != RemoteWrite::kNone && remote_->write_form() == RemoteForm::kDecoded;
+      prepared.write_back != RemoteWrite::kNone && remote_->write_form() == RemoteForm::kDecoded;
   auto start = Clock::now();
-  if (receivers != nullptr && region != nullptr) {
+  if (receivers != nullptr) {
     Status failure;
-    if (TryRegionDecode(task, *encoded, *receivers, remote_wants_pixels, region, &failure)) {
+    if (TryRegionDecode(task, *encoded, *receivers, remote_wants_pixels, &prepared.region,
+                        &failure)) {
       counters_.decode_ns += NsSince(start);
       if (!failure.ok()) return fail(failure.message());
       counters_.decodes++;
       counters_.region_decodes++;
-      return true;
+      return prepared;
     }
   }
   auto decoded = image::Decode(encoded->bytes, options_.decode);
   counters_.decode_ns += NsSince(start);
   if (!decoded.ok()) return fail(decoded.status().message());
   counters_.decodes++;
-  *image = std::move(decoded).value();
-  if (cache_ != nullptr || remote_wants_pixels) *decoded_to_offer = std::make_shared<cache::Blob>();
-  return true;
+  prepared.image = std::move(decoded).value();
+  if (cache_ != nullptr || remote_wants_pixels) {
+    prepared.decoded_to_offer = std::make_shared<cache::Blob>();
+  }
+  return prepared;
 }
 
 void ItemPipeline::WriteBack(const ItemTask& task, RemoteWrite write,
@@ -314,16 +328,14 @@ void ItemPipeline::RunOne(ItemTask& task) {
   }
   if (to_augment.empty()) return;
 
-  image::RgbImage image;
-  std::shared_ptr<cache::Blob> decoded_to_offer;
-  cache::BlobPtr encoded_to_offer;
-  std::optional<image::ImageRegion> region;
-  cache::BlobPtr cached;
-  RemoteWrite write_back = RemoteWrite::kNone;
-  if (!Prepare(task, key, &image, &cached, &decoded_to_offer, &encoded_to_offer,
-               augmented_tier ? nullptr : &to_augment, &region, &write_back)) {
-    return;
-  }
+  std::optional<PreparedItem> prepared = Prepare(task, key, augmented_tier ? nullptr : &to_augment);
+  if (!prepared) return;
+  const cache::BlobPtr& cached = prepared->cached;
+  const std::optional<image::ImageRegion>& region = prepared->region;
+  image::RgbImage& image = prepared->image;
+  std::shared_ptr<cache::Blob>& decoded_to_offer = prepared->decoded_to_offer;
+  cache::BlobPtr& encoded_to_offer = prepared->encoded_to_offer;
+  const RemoteWrite write_back = prepared->write_back;
 
   auto start = Clock::now();
   for (size_t i = 0; i < to_augment.size(); ++i) {

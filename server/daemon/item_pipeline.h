@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
+#include "server/daemon/daemon_options.h"
 #include "server/daemon/log_throttle.h"
 #include "server/daemon/remote_cache.h"
 #include "server/daemon/served_job.h"
@@ -113,6 +114,10 @@ struct PipelineCounters {
 struct PipelineOptions {
   uint32_t worker_threads = 0;  // 0 = UsableCores(): one per core galleyd may use
   image::DecodeOptions decode;
+
+  // The threads the pipeline runs: worker_threads, or UsableCores() for 0.
+  uint32_t threads() const;
+  static PipelineOptions From(const DaemonOptions& options);
 };
 
 // What of a prepared item goes to the remote tier.
@@ -142,20 +147,34 @@ class ItemPipeline {
   // RunOne inside a boundary that turns any exception into a failed sample.
   void RunOneGuarded(ItemTask& task);
   void RunOne(ItemTask& task);
-  // The item's full-resolution pixels: the decoded tier's entry (*cached),
-  // or decoded into *image from the encoded tier or the file, offering what
-  // it had to prepare back to the cache.
-  // Records the failure in the plans and returns false when it cannot.
-  // When `region` is given and every receiver's transform starts with a crop,
-  // a JPEG that neither the decoded tier nor the remote tier's decoded form
-  // would keep is decoded only over the rectangle the receivers' crops read
-  // (same bytes as a full decode):
-  // then *region is set instead of *image. *write_back says what of the
-  // item should go to the remote tier.
-  bool Prepare(ItemTask& task, cache::Key key, image::RgbImage* image, cache::BlobPtr* cached,
-               std::shared_ptr<cache::Blob>* decoded_to_offer, cache::BlobPtr* encoded_to_offer,
-               const std::vector<const SlotPosition*>* receivers,
-               std::optional<image::ImageRegion>* region, RemoteWrite* write_back);
+  // What Prepare made of an item. Its pixels are in exactly one of
+  // `cached`, `region` and `image`.
+  struct PreparedItem {
+    // The decoded tier's entry or a decoded remote hit, read in place.
+    cache::BlobPtr cached;
+    // Only the rectangle the receivers' crops read, at full resolution.
+    std::optional<image::ImageRegion> region;
+    // The whole image, decoded from the encoded tier's entry or the file.
+    image::RgbImage image;
+    // What to offer back to the tiers once the transforms are done: a blob
+    // to take `image`'s pixels (set when a tier may keep them), and the
+    // file's bytes when they came from outside the encoded tier.
+    std::shared_ptr<cache::Blob> decoded_to_offer;
+    cache::BlobPtr encoded_to_offer;
+    // What of the item goes to the remote tier.
+    RemoteWrite write_back = RemoteWrite::kNone;
+  };
+  // The item's full-resolution pixels: the decoded tier's entry, or decoded
+  // from the encoded tier or the file, with what it had to prepare to offer
+  // back to the cache. Records the failure in the plans and returns nullopt
+  // when it cannot.
+  // When `receivers` is given and every receiver's transform starts with a
+  // crop, a JPEG that neither the decoded tier nor the remote tier's decoded
+  // form would keep is decoded only over the rectangle the receivers' crops
+  // read (same bytes as a full decode): then `region` is set instead of
+  // `image`.
+  std::optional<PreparedItem> Prepare(ItemTask& task, cache::Key key,
+                                      const std::vector<const SlotPosition*>* receivers);
   // The item's bytes from the remote tier or storage, or an error message.
   // Sets *cached on a decoded remote hit.
   Result<cache::BlobPtr> Fetch(ItemTask& task, cache::Key key, cache::BlobPtr* cached,

@@ -20,6 +20,9 @@ using nlohmann::json;
 // Checks a job's classes, ranges and ids against its dataset and selects its
 // items.
 Result<std::vector<ItemId>> SelectSubset(const JobSpec& spec, const Dataset& dataset) {
+  // A listed job may be served any item in a later epoch: its access is
+  // checked for the whole dataset.
+  if (spec.epoch_items) return dataset.Select({});
   SubsetSpec subset;
   subset.classes = spec.classes;
   for (const auto& [begin, end] : spec.id_ranges) {
@@ -111,12 +114,19 @@ JobLimits JobLimits::From(const DaemonOptions& o) {
   return l;
 }
 
-JobManager::JobManager(const DaemonOptions& options, Scheduler* scheduler,
+JobManagerOptions JobManagerOptions::From(const DaemonOptions& options) {
+  JobManagerOptions o;
+  o.limits = JobLimits::From(options);
+  o.admin_group = options.admin_group;
+  return o;
+}
+
+JobManager::JobManager(const JobManagerOptions& options, std::vector<JobLifecycleObserver*> observers,
                        DatasetRegistry* datasets, DrainedCallback drained)
-    : scheduler_(scheduler),
+    : observers_(std::move(observers)),
       datasets_(datasets),
       drained_(std::move(drained)),
-      limits_(JobLimits::From(options)) {
+      limits_(options.limits) {
   if (!options.admin_group.empty()) {
     if (const std::optional<gid_t> gid = GroupIdByName(options.admin_group)) {
       admin_gid_ = *gid;
@@ -138,9 +148,9 @@ bool JobManager::IsAdmin(const wire::PeerCredentials& peer) const {
          std::find(peer.groups.begin(), peer.groups.end(), admin_gid_) != peer.groups.end();
 }
 
-void JobManager::Reload(const DaemonOptions& options) {
+void JobManager::Reload(const JobLimits& limits) {
   MutexLock lock(&mu_);
-  limits_ = JobLimits::From(options);
+  limits_ = limits;
 }
 
 JobLimits JobManager::limits() const {
@@ -281,7 +291,15 @@ Result<std::shared_ptr<ServedJob>> JobManager::Build(const JobSpec& spec,
   GALLEY_ASSIGN_OR_RETURN(job->policy, ChoosePolicy(spec, *job->dataset, limits));
   const uint64_t n = job->subset.size();
   job->epoch_size = n == 0 ? 0 : job->ShardSize();
-  if (job->epoch_size == 0) {
+  if (job->listed()) {
+    // Item ids are 32-bit: no epoch reaches 2^32 positions.
+    if (spec.start_batch > (uint64_t{1} << 32)) {
+      return Status::InvalidArgument("'start_batch' is past any epoch's end");
+    }
+    if (job->epoch_size == 0) return Status::InvalidArgument("'epoch_items' lists no items");
+    GALLEY_RETURN_IF_ERROR(
+        job->ListEpoch(spec.start_epoch, *spec.epoch_items, spec.start_batch * spec.batch_size));
+  } else if (job->epoch_size == 0) {
     return Status::InvalidArgument("rank " + std::to_string(spec.rank) + " of " +
                                    std::to_string(spec.world_size) +
                                    " gets no items from a subset of " + std::to_string(n));
@@ -343,11 +361,44 @@ Result<std::shared_ptr<ServedJob>> JobManager::Open(const JobSpec& spec,
   auto ring = BatchRing::Create(job->geometry, job->shape, peer.uid);
   if (!ring.ok()) return refuse_built(ring.status());  // the admission is given back here
   job->ring = std::move(ring).value();
-  if (Status s = scheduler_->AddJob(job); !s.ok()) return refuse_built(s);
+  if (Status s = AnnounceOpened(job); !s.ok()) return refuse_built(s);
   MutexLock lock(&mu_);
   jobs_[job->id] = Record{job, std::move(admission).value(), std::move(cancel)};
   jobs_opened_++;
   return job;
+}
+
+Result<uint64_t> JobManager::Seek(JobId job_id, uint64_t epoch,
+                                  const std::vector<uint64_t>* items) {
+  std::shared_ptr<ServedJob> job;
+  JobSeek seek{.epoch = epoch, .items = items};
+  {
+    MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return Status::NotFound("no such job");
+    job = it->second.job;
+    seek.generation = it->second.generation + 1;
+  }
+  for (JobLifecycleObserver* observer : observers_) {
+    GALLEY_RETURN_IF_ERROR(observer->OnJobSought(*job, seek));
+  }
+  MutexLock lock(&mu_);
+  if (auto it = jobs_.find(job_id); it != jobs_.end()) it->second.generation = seek.generation;
+  return seek.generation;
+}
+
+Status JobManager::AnnounceOpened(const std::shared_ptr<ServedJob>& job) {
+  for (size_t told = 0; told < observers_.size(); ++told) {
+    if (Status s = observers_[told]->OnJobOpened(job); !s.ok()) {
+      while (told > 0) observers_[--told]->OnJobClosed(job->id);
+      return s;
+    }
+  }
+  return Status::Ok();
+}
+
+void JobManager::AnnounceClosed(JobId job_id) {
+  for (JobLifecycleObserver* observer : observers_) observer->OnJobClosed(job_id);
 }
 
 void JobManager::Close(uint64_t job_id, const Status& why) {
@@ -362,7 +413,7 @@ void JobManager::Close(uint64_t job_id, const Status& why) {
     drained = draining_ && jobs_.empty();
   }
   ReleaseIfUnread(*record.job->dataset);
-  scheduler_->RemoveJob(job_id);
+  AnnounceClosed(job_id);
   record.job->ring->Close(why);
   spdlog::info("job {} ({}) ended: {}", job_id, record.job->spec.name, why.ToString());
   record.admission.reset();  // takes mu_: outside the block above

@@ -1,13 +1,18 @@
 // JobManager: the daemon's open jobs, from admission to close.
 //
-// Turns an OpenJob request into a producing ServedJob: checks the request
-// against the limits, gets the job's dataset from the DatasetRegistry (which
-// checks the peer may read what it is served), builds its transform and
-// ring, admits it and hands it to the Scheduler. Admission is atomic: every
-// limit (jobs, jobs and shared memory per uid, shared memory in all, jobs
-// per sampler) is checked and taken in one step under mu_, and given back
-// exactly once when the Admission that holds it is destroyed. Refusals name
-// the limit.
+// The one owner of a job's life cycle. Turns an OpenJob request into a
+// producing ServedJob: checks the request against the limits, gets the
+// job's dataset from the DatasetRegistry (which checks the peer may read
+// what it is served), builds its transform and ring, admits it and
+// announces it. Admission is atomic: every limit (jobs, jobs and shared
+// memory per uid, shared memory in all, jobs per sampler) is checked and
+// taken in one step under mu_, and given back exactly once when the
+// Admission that holds it is destroyed. Refusals name the limit.
+//
+// Every event of a job's life, its opening, its client's seeks (numbered
+// here: the job's generation) and its close, is announced to the
+// JobLifecycleObservers given at construction (in galleyd the Scheduler,
+// then the CachePlanner), in that order; no component passes them on.
 //
 // When the last job reading a dataset ends, the dataset's open descriptors
 // are closed (its listing stays for the next job).
@@ -17,7 +22,7 @@
 // SIGHUP, and what each peer may see of the jobs.
 //
 // Thread-safety: every method may be called from any thread. Lock order:
-// mu_ is a leaf; Scheduler and DatasetRegistry calls are made without it.
+// mu_ is a leaf; observer and DatasetRegistry calls are made without it.
 #ifndef GALLEY_SERVER_DAEMON_JOB_MANAGER_H_
 #define GALLEY_SERVER_DAEMON_JOB_MANAGER_H_
 
@@ -37,7 +42,7 @@
 #include "galley/status.h"
 #include "server/daemon/daemon_options.h"
 #include "server/daemon/dataset_registry.h"
-#include "server/daemon/scheduler.h"
+#include "server/daemon/job_lifecycle_observer.h"
 #include "server/daemon/served_job.h"
 #include "wire/connection.h"
 
@@ -59,6 +64,15 @@ struct JobLimits {
   static JobLimits From(const DaemonOptions& options);
 };
 
+struct JobManagerOptions {
+  JobLimits limits;
+  // Members of this group see and act on every job ("" or a group the node
+  // lacks: none besides root and galleyd's own user).
+  std::string admin_group;
+
+  static JobManagerOptions From(const DaemonOptions& options);
+};
+
 // Counts for status and metrics.
 struct JobManagerCounters {
   uint64_t jobs = 0;
@@ -74,16 +88,24 @@ class JobManager {
   // ended); galleyd then stops as on SIGTERM.
   using DrainedCallback = std::function<void()>;
 
-  JobManager(const DaemonOptions& options, Scheduler* scheduler, DatasetRegistry* datasets,
-             DrainedCallback drained);
+  // `observers` hear every job's events, in this order; they and `datasets`
+  // must outlive the manager.
+  JobManager(const JobManagerOptions& options, std::vector<JobLifecycleObserver*> observers,
+             DatasetRegistry* datasets, DrainedCallback drained);
   ~JobManager();
 
   // A job that is producing; `cancel` is how Cancel ends it (the caller's
   // connection sends the reason and closes). The caller must Close it.
   Result<std::shared_ptr<ServedJob>> Open(const JobSpec& spec, const wire::PeerCredentials& peer,
                                           std::function<void(const Status&)> cancel);
-  // Ends the job: out of the scheduler, ring closed with `why`, its
-  // admission given back. Idempotent.
+  // The job's client restarts it at the beginning of `epoch`; a listed
+  // job's client sends the epoch's `items` with it. Returns the job's new
+  // generation, or the refusal of an observer (the Scheduler checks the
+  // seek against the job: JobLifecycleObserver::OnJobSought). A job's seeks
+  // come from its connection, one at a time.
+  Result<uint64_t> Seek(JobId job_id, uint64_t epoch, const std::vector<uint64_t>* items = nullptr);
+  // Ends the job: the observers hear it closed, its ring is closed with
+  // `why`, its admission given back. Idempotent.
   void Close(uint64_t job_id, const Status& why);
 
   // Cancels a job of the peer's own, or any job for an admin. NotFound for
@@ -96,7 +118,8 @@ class JobManager {
   // uid, or a member of admin_group.
   bool IsAdmin(const wire::PeerCredentials& peer) const;
 
-  void Reload(const DaemonOptions& options);
+  // Limits and policies from a reloaded configuration; later requests use them.
+  void Reload(const JobLimits& limits);
   JobLimits limits() const;
 
   // A connection's place in the per-uid connection limit; given back by
@@ -137,6 +160,7 @@ class JobManager {
     std::shared_ptr<ServedJob> job;
     std::unique_ptr<Admission> admission;
     std::function<void(const Status&)> cancel;
+    uint64_t generation = 0;  // seeks the observers accepted (JobSeek::generation)
   };
 
   // The job, built and checked, not admitted yet; `shm_bytes` is its ring.
@@ -149,15 +173,19 @@ class JobManager {
   // it. Takes mu_.
   void ReleaseIfUnread(const Dataset& dataset);
   Status Refused(const Status& why);  // counts the refusal
+  // Tells the observers, in order, that `job` opened; on a refusal, those
+  // told before hear it closed, and the refusal is returned.
+  Status AnnounceOpened(const std::shared_ptr<ServedJob>& job) EXCLUDES(mu_);
+  void AnnounceClosed(JobId job_id) EXCLUDES(mu_);
 
-  Scheduler* const scheduler_;
+  const std::vector<JobLifecycleObserver*> observers_;
   DatasetRegistry* const datasets_;
   const DrainedCallback drained_;
   gid_t admin_gid_ = static_cast<gid_t>(-1);  // none
 
   mutable Mutex mu_;
   JobLimits limits_ GUARDED_BY(mu_);
-  std::map<uint64_t, Record> jobs_ GUARDED_BY(mu_);
+  std::map<JobId, Record> jobs_ GUARDED_BY(mu_);
   std::map<uid_t, UidUsage> uid_usage_ GUARDED_BY(mu_);
   std::map<std::pair<const Dataset*, std::string>, size_t> sampler_jobs_ GUARDED_BY(mu_);
   uint64_t next_job_id_ GUARDED_BY(mu_) = 1;

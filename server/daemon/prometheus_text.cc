@@ -99,6 +99,11 @@ const Family<DaemonStatusSnapshot> kDaemonFamilies[] = {
      [](const DaemonStatusSnapshot& s) -> SampleValue { return s.shm_bytes; }},
     {"protocol_errors_total", "counter", "Connections closed for breaking the protocol.",
      [](const DaemonStatusSnapshot& s) -> SampleValue { return s.protocol_errors; }},
+    {"batches_prepared_total", "counter", "Batches prepared for jobs.",
+     [](const DaemonStatusSnapshot& s) -> SampleValue { return s.batches.prepared; }},
+    {"batches_unread_total", "counter",
+     "Batches prepared that no consumer took: their job sought or closed first.",
+     [](const DaemonStatusSnapshot& s) -> SampleValue { return s.batches.unread; }},
     {"descriptors_open", "gauge", "File descriptors galleyd has open (-1: none left to count).",
      [](const DaemonStatusSnapshot& s) -> SampleValue {
        return static_cast<double>(s.descriptors.open);
@@ -152,6 +157,9 @@ const Family<JobSnapshot> kJobFamilies[] = {
      [](const JobSnapshot& j) -> SampleValue { return j.samples; }},
     {"job_batches_total", "counter", "Batches delivered to the job.",
      [](const JobSnapshot& j) -> SampleValue { return j.batches; }},
+    {"job_batches_unread_total", "counter",
+     "Batches prepared for the job that its consumer never took (it sought to another epoch).",
+     [](const JobSnapshot& j) -> SampleValue { return j.batches_unread; }},
     {"job_skipped_total", "counter", "Samples the job lost to bad files.",
      [](const JobSnapshot& j) -> SampleValue { return j.skipped; }},
     {"job_samples_per_second", "gauge", "The job's mean delivery rate since it opened.",

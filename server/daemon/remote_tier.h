@@ -44,6 +44,7 @@
 #include "galley/cache/blob.h"
 #include "galley/mutex.h"
 #include "galley/status.h"
+#include "server/daemon/daemon_options.h"
 #include "server/daemon/log_throttle.h"
 #include "server/daemon/remote_cache.h"
 #include "server/daemon/remote_credentials.h"
@@ -73,6 +74,12 @@ struct RemoteTierOptions {
   uint64_t write_queue_bytes = uint64_t{64} << 20;
   uint32_t connections = 4;  // pooled lookup handles: one per pipeline thread
   RemoteValueLimits limits;
+
+  // galleyd's servers, timeouts, value and image limits, with the
+  // credentials read from remote_cache_credentials (ReadRemoteCredentials's
+  // errors, prefixed with the key) and a lookup handle for each pipeline
+  // thread and one more.
+  static Result<RemoteTierOptions> From(const DaemonOptions& options);
 };
 
 // What Probe measured of one server.

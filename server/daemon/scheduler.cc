@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstring>
 #include <unordered_map>
 
 #include "galley/random.h"
@@ -38,11 +37,30 @@ class SharedRings final : public RingView {
     return {job.ring->geometry().slot_count, job.ring->FreeSlots(), job.ring->ReadySlots()};
   }
   std::optional<uint32_t> Claim(ServedJob& job) override { return job.ring->Claim(); }
+  uint32_t ReadyOf(const ServedJob& job, uint64_t generation) const override {
+    return job.ring->ReadySlotsOf(generation);
+  }
 };
 
 // "1 sample", "3 samples".
 std::string Samples(uint32_t count) {
   return std::to_string(count) + (count == 1 ? " sample" : " samples");
+}
+
+// Leaves in `items` (ids below `dataset_size`) the first copy of each
+// item, in order, and returns the further copies, in order.
+std::vector<ItemId> TakeRepeats(std::vector<ItemId>& items, size_t dataset_size) {
+  std::vector<ItemId> repeats;
+  std::vector<bool> seen(dataset_size, false);
+  std::erase_if(items, [&](ItemId item) {
+    if (!seen[item]) {
+      seen[item] = true;
+      return false;
+    }
+    repeats.push_back(item);
+    return true;
+  });
+  return repeats;
 }
 
 uint64_t HashString(const std::string& s) {
@@ -58,15 +76,24 @@ RingView* RingView::Shared() {
   return &rings;
 }
 
+SchedulerOptions SchedulerOptions::From(const DaemonOptions& options) {
+  SchedulerOptions o;
+  o.sampler_seed = options.sampler_seed;
+  o.gate.hold_budget_per_epoch = std::chrono::milliseconds(options.hold_budget_ms);
+  o.gate.thin_hold = std::chrono::milliseconds(options.thin_hold_ms);
+  o.gate.peer_stall = std::chrono::milliseconds(options.peer_stall_ms);
+  return o;
+}
+
 Scheduler::Scheduler(SchedulerOptions options, ItemPipeline* pipeline, cache::TieredCache* cache,
-                     CachePlanner* planner, SchedulerHooks hooks)
+                     SchedulerHooks hooks)
     : options_(options),
       pipeline_(pipeline),
       cache_(cache),
-      planner_(planner),
       clock_(hooks.clock != nullptr ? hooks.clock : SchedulerClock::Steady()),
       rings_(hooks.rings != nullptr ? hooks.rings : RingView::Shared()),
-      gate_(options.gate) {}
+      gate_(options.gate),
+      ledger_(cache != nullptr ? &cache->demand() : nullptr) {}
 
 Scheduler::~Scheduler() { Stop(); }
 
@@ -83,7 +110,7 @@ void Scheduler::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-Status Scheduler::AddJob(const std::shared_ptr<ServedJob>& job) {
+Status Scheduler::OnJobOpened(const std::shared_ptr<ServedJob>& job) {
   MutexLock lock(&mu_);
   auto key = std::make_pair(job->dataset.get(), job->policy);
   auto& group = groups_[key];
@@ -117,91 +144,97 @@ Status Scheduler::AddJob(const std::shared_ptr<ServedJob>& job) {
   p.epoch = job->spec.start_epoch;
   p.batch_index = job->spec.start_batch;
   p.resuming = job->spec.start_batch > 0 || !job->spec.resume_consumed.empty();
-  p.dataset_index = job->dataset_index;
   jobs_.emplace(job->id, std::move(p));
-  if (planner_ != nullptr) {
-    planner_->JobOpened(
-        job->id, PlannedJob{job->dataset, AugmentationSignature(*job),
-                            job->pipeline->sample_bytes(), job->subset.size(), job->pipeline});
-  }
   dirty_ = true;
   cv_.SignalAll();
   return Status::Ok();
 }
 
-void Scheduler::EnterEpochDemand(Production& p, std::span<const ItemId> items) {
-  if (cache_ == nullptr || items.empty()) return;
-  std::vector<cache::Key> keys;
-  keys.reserve(items.size());
-  p.undelivered.assign(p.job->dataset->size(), false);
-  for (ItemId item : items) {
-    keys.push_back(cache::MakeKey(p.dataset_index, item));
-    p.undelivered[item] = true;
+void Scheduler::EnterSampler(Production& p) {
+  const JobId id = p.job->id;
+  auto items = p.job->EpochItems(p.epoch, p.resuming);
+  // A random policy draws distinct items; the further copies of one the
+  // epoch holds twice come after its order.
+  if (p.group->policy_name != SamplingPolicyNameOf(SamplingPolicyKind::kSequential)) {
+    p.repeats = TakeRepeats(items, p.job->dataset->size());
+    p.repeats_served = 0;
   }
-  p.undelivered_count = items.size();
-  cache_->demand().AddDemand(keys);
-}
-
-void Scheduler::ConsumeDemand(Production& p, ItemId item) {
-  if (cache_ == nullptr || item >= p.undelivered.size() || !p.undelivered[item]) return;
-  p.undelivered[item] = false;
-  p.undelivered_count--;
-  cache_->demand().ConsumeDemand(cache::MakeKey(p.dataset_index, item));
+  const JobSamplingOptions sampling{
+      .substitution_fraction = p.job->spec.ods_fraction,
+      .seed = JobEpochSeed(p.job->spec, p.epoch, options_.sampler_seed)};
+  if (Status s = p.group->policy->AddJob(id, items, sampling); !s.ok()) {
+    spdlog::error("job {}: sampler refused epoch {}: {}", id, p.epoch, s.ToString());
+  } else {
+    ledger_.Enter(id, p.job->dataset_index, p.job->dataset->size(), items, p.repeats);
+  }
+  p.in_sampler = !items.empty();
 }
 
 void Scheduler::LeaveSampler(Production& p) {
+  const JobId id = p.job->id;
   if (p.in_sampler) {
-    p.group->substitutions +=
-        p.group->policy->Substitutions(static_cast<JobId>(p.job->id)).substitutions;
-    p.group->policy->RemoveJob(static_cast<JobId>(p.job->id));
+    p.group->substitutions += p.group->policy->Substitutions(id).substitutions;
+    p.group->policy->RemoveJob(id);
     p.in_sampler = false;
   }
-  if (p.undelivered_count > 0) {
-    std::vector<cache::Key> keys;
-    keys.reserve(p.undelivered_count);
-    for (ItemId item = 0; item < p.undelivered.size(); ++item) {
-      if (p.undelivered[item]) keys.push_back(cache::MakeKey(p.dataset_index, item));
-    }
-    cache_->demand().DropDemand(keys);
-  }
-  p.undelivered.clear();
-  p.undelivered.shrink_to_fit();
-  p.undelivered_count = 0;
+  ledger_.Leave(id);
+  p.repeats.clear();
+  p.repeats_served = 0;
 }
 
-void Scheduler::RemoveJob(uint64_t job_id) {
+void Scheduler::CountUnread(ServedJob& job, uint64_t batches) {
+  job.counters.unread += batches;
+  totals_.unread += batches;
+}
+
+void Scheduler::OnJobClosed(JobId job_id) {
   MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
+  // What the consumer left in the ring is never read now (batches of the
+  // epochs it left were counted at its Seek); a batch still being prepared
+  // is counted when it is done (Loop).
+  CountUnread(*it->second.job, rings_->ReadyOf(*it->second.job, it->second.generation));
   LeaveSampler(it->second);
   it->second.group->jobs--;
   jobs_.erase(it);
   gate_.Forget(job_id);
-  if (planner_ != nullptr) planner_->JobClosed(job_id);
   dirty_ = true;
   cv_.SignalAll();
 }
 
-Result<uint64_t> Scheduler::Seek(uint64_t job_id, uint64_t epoch) {
+Status Scheduler::OnJobSought(ServedJob& job, const JobSeek& seek) {
   MutexLock lock(&mu_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return Status::NotFound("no such job");
+  auto it = jobs_.find(job.id);
+  if (it == jobs_.end() || it->second.job.get() != &job) return Status::NotFound("no such job");
   Production& p = it->second;
-  const JobSpec& spec = p.job->spec;
-  if (spec.epochs != 0 && epoch >= spec.start_epoch + spec.epochs) {
-    return Status::InvalidArgument("epoch " + std::to_string(epoch) +
+  const JobSpec& spec = job.spec;
+  if (spec.epochs != 0 && seek.epoch >= spec.start_epoch + spec.epochs) {
+    return Status::InvalidArgument("epoch " + std::to_string(seek.epoch) +
                                    " is past the job's last epoch");
   }
   if (!p.failure.ok()) return p.failure;  // the job cannot go on (EndUnservableJob)
+  if (job.listed() != (seek.items != nullptr)) {
+    return Status::InvalidArgument(
+        job.listed() ? "this job's client lists each epoch's items: SeekEpoch needs 'items'"
+                     : "this job's items come from its subset and split: SeekEpoch takes no "
+                       "'items' (open the job with 'epoch_items' to list them)");
+  }
+  // Under mu_, with the epoch below: no wave sees the new list with the old
+  // epoch's generation.
+  if (seek.items != nullptr) GALLEY_RETURN_IF_ERROR(job.ListEpoch(seek.epoch, *seek.items));
+  // The consumer waits for the new epoch now (its seek is a request it
+  // waits on), so it drops the batches published before unread.
+  CountUnread(job, rings_->ReadyOf(job, p.generation));
   LeaveSampler(p);
-  p.epoch = epoch;
+  p.epoch = seek.epoch;
   p.batch_index = 0;
   p.resuming = false;
   p.finished = false;
-  p.generation++;
+  p.generation = seek.generation;
   dirty_ = true;
   cv_.SignalAll();
-  return p.generation;
+  return Status::Ok();
 }
 
 void Scheduler::ConsumerReady(uint64_t job_id) {
@@ -232,7 +265,8 @@ std::vector<uint64_t> Scheduler::DecideWave() {
         .job = id,
         .group = p.group,
         .sharing = p.group->policy_name != SamplingPolicyNameOf(SamplingPolicyKind::kIndependent),
-        .finished = p.finished,
+        // A listed job waits, idle, for its next epoch's list.
+        .finished = p.finished || !p.job->HasEpochItems(p.epoch),
         .consumer_ready = p.consumer_ready,
         .started = p.started,
         .opened_at = p.job->opened_at,
@@ -273,7 +307,6 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
   // that are claimed in the same wave share its rounds; a job left out is
   // masked in the sampler and keeps the items it still needs.
   std::unordered_map<JobId, SlotPlan*> claimed;
-  std::unordered_map<JobId, Production*> production;
   std::map<SamplerGroup*, std::vector<Production*>> by_group;
   for (uint64_t id : DecideWave()) {
     Production& p = jobs_.at(id);
@@ -287,20 +320,8 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     plan->batch_index = p.batch_index;
     plan->generation = p.generation;
     plan->items.reserve(p.job->spec.batch_size);
-    if (!p.in_sampler) {
-      const auto items = p.job->EpochItems(p.epoch, p.resuming);
-      const JobSamplingOptions sampling{
-          .substitution_fraction = p.job->spec.ods_fraction,
-          .seed = JobEpochSeed(p.job->spec, p.epoch, options_.sampler_seed)};
-      if (Status s = p.group->policy->AddJob(static_cast<JobId>(id), items, sampling); !s.ok()) {
-        spdlog::error("job {}: sampler refused epoch {}: {}", id, p.epoch, s.ToString());
-      } else {
-        EnterEpochDemand(p, items);
-      }
-      p.in_sampler = !items.empty();
-    }
-    claimed[static_cast<JobId>(id)] = plan.get();
-    production[static_cast<JobId>(id)] = &p;
+    if (!p.in_sampler) EnterSampler(p);
+    claimed[id] = plan.get();
     by_group[p.group].push_back(&p);
     plans->push_back(std::move(plan));
   }
@@ -316,7 +337,7 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
       return plan.items.size() < plan.job->BatchTarget(plan.batch_index);
     };
     const Dataset* dataset = members.front()->job->dataset.get();
-    const uint32_t dataset_index = members.front()->dataset_index;
+    const uint32_t dataset_index = members.front()->job->dataset_index;
     Round round;
     while (group->policy->Next(ready, &round)) {
       for (const Delivery& delivery : round.deliveries) {
@@ -327,52 +348,63 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
           SlotPlan* plan = claimed.at(receiver);
           task.deliveries.push_back({plan, static_cast<uint32_t>(plan->items.size())});
           plan->items.push_back(delivery.item);
-          ConsumeDemand(*production.at(receiver), delivery.item);
+          ledger_.Consume(receiver, delivery.item);
         }
         group->requests += delivery.receivers.size();
         group->loads += inserted ? 1 : 0;
       }
     }
-    // Close epochs at their last batch, decide flags, and advance counters.
+    // Fill what the sampler left short, close epochs at their last batch,
+    // decide flags, and advance counters.
     for (Production* p : members) {
-      SlotPlan* plan = claimed.at(static_cast<JobId>(p->job->id));
-      // The sampler ran dry before the batch is full only when a resumed
-      // epoch was given fewer items than it has positions left; substitutes
-      // keep the batch count exact then too.
+      SlotPlan* plan = claimed.at(p->job->id);
+      // The sampler runs dry before the batch is full when the epoch holds
+      // an item twice (its copies follow), and when a resumed epoch was
+      // given fewer items than it has positions left: substitutes keep the
+      // batch count exact then too.
       const uint64_t target = p->job->BatchTarget(plan->batch_index);
-      for (uint32_t attempt = 0; plan->items.size() < target; ++attempt) {
-        const ItemId item = p->job->Substitute(p->epoch, 0, attempt, [&](ItemId i) {
-          mu_.AssertHeld();  // Substitute calls back before it returns, under our lock
-          return failed_items_.count({dataset_index, i}) > 0;
-        });
+      for (uint32_t attempt = 0; plan->items.size() < target;) {
+        ItemId item;
+        if (p->repeats_served < p->repeats.size()) {
+          item = p->repeats[p->repeats_served++];
+          ledger_.Consume(p->job->id, item);
+        } else {
+          item = p->job->Substitute(p->epoch, 0, attempt++, [&](ItemId i) {
+            mu_.AssertHeld();  // Substitute calls back before it returns, under our lock
+            return failed_items_.count({dataset_index, i}) > 0;
+          });
+        }
         auto [it, inserted] = task_of_item.try_emplace(item, tasks->size());
         if (inserted) tasks->push_back(ItemTask{dataset, item, {}, dataset_index});
         (*tasks)[it->second].deliveries.push_back(
             {plan, static_cast<uint32_t>(plan->items.size())});
         plan->items.push_back(item);
       }
-      const bool last = plan->batch_index + 1 >= p->job->BatchesPerEpoch();
-      if (last) {
-        LeaveSampler(*p);
-        p->resuming = false;
-        plan->flags |= wire::kLastInEpoch;
-        p->job->counters.epochs_completed++;
-        p->epoch++;
-        p->batch_index = 0;
-        const JobSpec& spec = p->job->spec;
-        if (spec.epochs != 0 && p->epoch >= spec.start_epoch + spec.epochs) {
-          plan->flags |= wire::kEndOfStream;
-          p->finished = true;
-        }
-      } else {
-        p->batch_index++;
-      }
+      AdvancePast(*p, *plan);
     }
   }
   // An epoch with no batch at all (drop_last, fewer items than batch_size)
   // is one empty batch flagged last, so the client still sees it end.
   for (auto& plan : *plans) plan->ResetOutcomes();
   return true;
+}
+
+void Scheduler::AdvancePast(Production& p, SlotPlan& plan) {
+  if (plan.batch_index + 1 < p.job->BatchesPerEpoch()) {
+    p.batch_index++;
+    return;
+  }
+  LeaveSampler(p);
+  p.resuming = false;
+  plan.flags |= wire::kLastInEpoch;
+  p.job->counters.epochs_completed++;
+  p.epoch++;
+  p.batch_index = 0;
+  const JobSpec& spec = p.job->spec;
+  if (spec.epochs != 0 && p.epoch >= spec.start_epoch + spec.epochs) {
+    plan.flags |= wire::kEndOfStream;
+    p.finished = true;
+  }
 }
 
 void Scheduler::FindUnservable(std::vector<std::unique_ptr<SlotPlan>>& plans,
@@ -460,35 +492,30 @@ std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<Slo
   return tasks;
 }
 
+bool Scheduler::Wanted(const SlotPlan& plan) const {
+  auto it = jobs_.find(plan.job->id);
+  return it != jobs_.end() && it->second.generation == plan.generation;
+}
+
 void Scheduler::Publish(SlotPlan& plan) {
   ServedJob& job = *plan.job;
-  BatchRing& ring = *job.ring;
-  const auto& g = ring.geometry();
-  wire::SlotHeader* slot = ring.slot(plan.slot);
-  uint64_t* ids = wire::SlotItemIds(slot);
-  int64_t* labels = wire::SlotLabels(slot, g);
   // Every position holds its sample: a batch with one still failed is never
   // published (FindUnservable), so none is left out.
+  std::vector<int64_t> labels;
+  labels.reserve(plan.items.size());
+  for (ItemId item : plan.items) labels.push_back(job.dataset->label(item));
   const auto kept = static_cast<uint32_t>(plan.items.size());
-  const uint32_t skipped = plan.substituted;
-  const std::string& first_error = plan.first_failure;
-  for (uint32_t pos = 0; pos < kept; ++pos) {
-    ids[pos] = plan.items[pos];
-    labels[pos] = job.dataset->label(plan.items[pos]);
-  }
-  slot->flags = plan.flags;
-  slot->generation = plan.generation;
-  slot->epoch = plan.epoch;
-  slot->batch_index = plan.batch_index;
-  slot->sample_count = kept;
-  slot->skipped_count = skipped;
-  const size_t n = std::min(first_error.size(), wire::kMaxErrorText - 1);
-  std::memcpy(slot->first_error, first_error.data(), n);
-  slot->first_error[n] = '\0';
   job.counters.batches++;
   job.counters.samples += kept;
-  job.counters.skipped += skipped;
-  ring.Publish(plan.slot);
+  job.counters.skipped += plan.substituted;
+  job.ring->Publish(plan.slot, BatchDescription{.flags = plan.flags,
+                                                .generation = plan.generation,
+                                                .epoch = plan.epoch,
+                                                .batch_index = plan.batch_index,
+                                                .items = plan.items,
+                                                .labels = labels,
+                                                .skipped = plan.substituted,
+                                                .first_error = plan.first_failure});
 }
 
 void Scheduler::Loop() {
@@ -530,15 +557,34 @@ void Scheduler::Loop() {
     FindUnservable(plans, /*substitutes_done=*/true);
     const uint64_t ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-    for (auto& plan : plans) {
-      plan->job->counters.produce_ns += ns / plans.size();
-      if (plan->unservable.empty()) {
-        Publish(*plan);
-      } else {
-        EndUnservableJob(*plan);
+    std::vector<SlotPlan*> unservable;
+    {
+      // Under mu_, so that a Seek or a close either comes before a batch is
+      // published (the batch is then not published) or counts it in the
+      // ring.
+      MutexLock lock(&mu_);
+      for (auto& plan : plans) {
+        plan->job->counters.produce_ns += ns / plans.size();
+        if (!plan->unservable.empty()) {
+          unservable.push_back(plan.get());
+          continue;
+        }
+        totals_.prepared++;
+        if (Wanted(*plan)) {
+          Publish(*plan);
+        } else {
+          plan->job->ring->Unclaim(plan->slot);
+          CountUnread(*plan->job, 1);
+        }
       }
     }
+    for (SlotPlan* plan : unservable) EndUnservableJob(*plan);
   }
+}
+
+BatchTotalsSnapshot Scheduler::Totals() const {
+  MutexLock lock(&mu_);
+  return totals_;
 }
 
 std::vector<SamplerGroupSnapshot> Scheduler::Snapshot() const {
@@ -548,10 +594,7 @@ std::vector<SamplerGroupSnapshot> Scheduler::Snapshot() const {
   std::map<const SamplerGroup*, std::set<uint64_t>> seeds;
   for (const auto& [id, p] : jobs_) {
     seeds[p.group].insert(p.job->spec.seed);
-    if (p.in_sampler) {
-      const JobId job = static_cast<JobId>(id);
-      substitutions[p.group] += p.group->policy->Substitutions(job).substitutions;
-    }
+    if (p.in_sampler) substitutions[p.group] += p.group->policy->Substitutions(id).substitutions;
   }
   std::vector<SamplerGroupSnapshot> groups;
   for (const auto& [key, group] : groups_) {

@@ -7,16 +7,21 @@
 // per receiving job) and publishes the slots. It sleeps on a condition
 // variable when no job can take a batch.
 //
-// With a TieredCache it also keeps the cache's demand counts exact: a job's
-// epoch items are added when it enters the sampler for that epoch, each item
-// is consumed when the sampler hands it to the job (while the wave is
-// planned, so before the pipeline offers the item to a tier), and whatever
-// the job had not received yet is dropped when it leaves its epoch early
-// (Seek, close, death). The cache keys' dataset half is the job's
-// dataset_index, the DatasetRegistry's number for its listing (cache::MakeKey). A CachePlanner,
-// when given, hears of every job that opens or closes. An "ods" group asks the cache, while a wave
-// is planned, whether an item is in the encoded or decoded tier, and each job's epoch is registered
-// with its spec's ods_fraction.
+// The Scheduler hears of jobs from their owner, the JobManager, as a
+// JobLifecycleObserver: a job opened (OnJobOpened: it joins its dataset's
+// sampler group), its client sought (OnJobSought: it restarts at an epoch),
+// it closed (OnJobClosed: it is forgotten). It calls no other component on
+// those events: the CachePlanner hears of them from the JobManager too.
+//
+// With a TieredCache it also keeps the cache's demand counts exact through
+// its DemandLedger: a job's epoch enters the ledger when the job enters the
+// sampler for that epoch, each item leaves it as the sampler hands it to
+// the job (while the wave is planned, so before the pipeline offers the
+// item to a tier), and the rest when the job leaves the epoch, at its end
+// or early (seek, close, a job that cannot go on). An "ods" group asks the
+// cache, while a wave is planned, whether an item is in the encoded or
+// decoded tier, and each job's epoch is registered with its spec's
+// ods_fraction.
 //
 // Every batch holds what its position in the epoch promises
 // (ServedJob::BatchTarget) and an epoch ends with its last batch, so
@@ -42,9 +47,15 @@
 // needs) and from the decoded tier, which keeps items that are still in
 // demand.
 //
-// AddJob/RemoveJob/Seek/Wake/Snapshot may be called from any thread; they
-// take mu_. Production state is changed only under mu_ by the scheduler
-// thread or by Seek.
+// A batch is prepared for a job's consumer and for nothing else: one
+// prepared for an epoch the job has left (Seek) or for a job that has closed
+// is not published, and every batch prepared but never taken (not published
+// for that reason, or still in the ring when its job sought or closed) is
+// counted in the job's and the daemon's unread batches (BatchTotals).
+//
+// The JobLifecycleObserver calls, Wake, ConsumerReady, Snapshot and Totals
+// may be called from any thread; they take mu_. Production state is changed
+// only under mu_, by the scheduler thread or by those calls.
 #ifndef GALLEY_SERVER_DAEMON_SCHEDULER_H_
 #define GALLEY_SERVER_DAEMON_SCHEDULER_H_
 
@@ -53,15 +64,15 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <span>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
 #include "galley/mutex.h"
-#include "server/daemon/cache_planner.h"
+#include "server/daemon/daemon_options.h"
+#include "server/daemon/demand_ledger.h"
 #include "server/daemon/item_pipeline.h"
+#include "server/daemon/job_lifecycle_observer.h"
 #include "server/daemon/production_gate.h"
 #include "server/daemon/served_job.h"
 #include "server/daemon/snapshots.h"
@@ -95,6 +106,10 @@ struct SchedulerOptions {
   // shards in one pattern. Tests leave it 0 to replay decisions.
   uint64_t stream_salt = 0;
   GateOptions gate;  // when a job is produced for (production_gate.h)
+
+  // The seed and the gate's hold times; stream_salt stays 0 (the daemon
+  // draws it at start).
+  static SchedulerOptions From(const DaemonOptions& options);
 };
 
 // What the scheduler reads and claims of a job's batch ring. The daemon's
@@ -106,6 +121,8 @@ class RingView {
   virtual RingOccupancy Occupancy(const ServedJob& job) const = 0;
   // Takes a free slot for filling, or nullopt if there is none.
   virtual std::optional<uint32_t> Claim(ServedJob& job) = 0;
+  // Published slots of `generation` the consumer has not taken.
+  virtual uint32_t ReadyOf(const ServedJob& job, uint64_t generation) const = 0;
   static RingView* Shared();  // never null, lives forever
 };
 
@@ -115,23 +132,28 @@ struct SchedulerHooks {
   RingView* rings = nullptr;
 };
 
-class Scheduler {
+class Scheduler final : public JobLifecycleObserver {
  public:
-  // `cache` and `planner` may be null; when set they must outlive the
-  // scheduler.
+  // `cache` may be null; when set it must outlive the scheduler.
   Scheduler(SchedulerOptions options, ItemPipeline* pipeline, cache::TieredCache* cache = nullptr,
-            CachePlanner* planner = nullptr, SchedulerHooks hooks = {});
-  ~Scheduler();  // stops the thread
+            SchedulerHooks hooks = {});
+  ~Scheduler() override;  // stops the thread
 
   void Start();
   void Stop() EXCLUDES(mu_);
 
   // Registers a job; InvalidArgument if its policy is unknown.
-  Status AddJob(const std::shared_ptr<ServedJob>& job) EXCLUDES(mu_);
+  Status OnJobOpened(const std::shared_ptr<ServedJob>& job) override EXCLUDES(mu_);
+  // Restarts a job at the beginning of `seek.epoch`, its batches from then
+  // on tagged with `seek.generation`. Refused for an epoch past the job's
+  // last, for a job that cannot go on (its failure), and when `seek.items`
+  // does not fit the job: a listed job (ServedJob::listed) needs the
+  // epoch's list, which must fit it (ServedJob::ListEpoch), and any other
+  // job refuses one (InvalidArgument).
+  Status OnJobSought(ServedJob& job, const JobSeek& seek) override EXCLUDES(mu_);
   // Forgets a job (closed or its client died). Safe to call twice.
-  void RemoveJob(uint64_t job_id) EXCLUDES(mu_);
-  // Restarts a job at the beginning of `epoch`; returns the new generation.
-  Result<uint64_t> Seek(uint64_t job_id, uint64_t epoch) EXCLUDES(mu_);
+  void OnJobClosed(JobId job_id) override EXCLUDES(mu_);
+
   // A slot was released, or something else changed: look again.
   void Wake() EXCLUDES(mu_);
   // The job's consumer is waiting for its first batch: start producing.
@@ -139,6 +161,8 @@ class Scheduler {
 
   // Every sampler group, with the substitutions of the epochs in progress.
   std::vector<SamplerGroupSnapshot> Snapshot() const EXCLUDES(mu_);
+  // Batches prepared and left unread since start, every job's, closed or open.
+  BatchTotalsSnapshot Totals() const EXCLUDES(mu_);
 
   // Plans one wave as the scheduler thread does each turn (slots claimed
   // through the RingView, rounds decided, nothing prepared or published);
@@ -160,11 +184,10 @@ class Scheduler {
     bool started = false;         // a batch has been planned for the job
     // Producing start_epoch after a restart: leave out resume_consumed.
     bool resuming = false;
-    uint32_t dataset_index = 0;
-    // Items of the current epoch not delivered yet, indexed by item id, for
-    // as long as their demand is registered with the cache.
-    std::vector<bool> undelivered;
-    uint64_t undelivered_count = 0;
+    // Copies of an item the epoch holds more than once, which a random
+    // policy (distinct items only) does not draw: served after its order.
+    std::vector<ItemId> repeats;
+    size_t repeats_served = 0;
     // Why the job cannot go on, once a batch could not be completed.
     Status failure;
   };
@@ -176,7 +199,16 @@ class Scheduler {
   // Plans a wave; returns false if no job can take a batch.
   bool PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans, std::vector<ItemTask>* tasks)
       REQUIRES(mu_);
-  void Publish(SlotPlan& plan);
+  // Moves the job past the batch `plan` holds: to its next batch or, after
+  // its epoch's last (flagged so, and the stream's end after the job's last
+  // epoch), out of the sampler and into the next epoch.
+  void AdvancePast(Production& p, SlotPlan& plan) REQUIRES(mu_);
+  void Publish(SlotPlan& plan) REQUIRES(mu_);
+  // Whether a prepared plan is still wanted: its job is open and has not
+  // sought since the plan was made.
+  bool Wanted(const SlotPlan& plan) const REQUIRES(mu_);
+  // Counts `batches` of `job` as prepared and never taken by its consumer.
+  void CountUnread(ServedJob& job, uint64_t batches) REQUIRES(mu_);
   // Replaces the samples of `plans` that failed by substitutes and returns
   // the tasks that prepare them (empty: nothing failed). Plans already
   // unservable are left alone.
@@ -189,16 +221,15 @@ class Scheduler {
   // Ends the job of an unservable plan: gives its slot back, stops its
   // production and closes its ring with the reason.
   void EndUnservableJob(SlotPlan& plan) EXCLUDES(mu_);
-  // Leaves the job's current epoch, dropping the demand it still had. `p`
-  // is one of jobs_, hence the lock.
+  // Enters the job's current epoch: the sampler and the demand ledger get
+  // its items. `p` is one of jobs_, hence the lock.
+  void EnterSampler(Production& p) REQUIRES(mu_);
+  // Leaves the job's current epoch, dropping the demand it still had.
   void LeaveSampler(Production& p) REQUIRES(mu_);
-  void EnterEpochDemand(Production& p, std::span<const ItemId> items) REQUIRES(mu_);
-  void ConsumeDemand(Production& p, ItemId item) REQUIRES(mu_);
 
   const SchedulerOptions options_;
   ItemPipeline* const pipeline_;
   cache::TieredCache* const cache_;
-  CachePlanner* const planner_;
   const SchedulerClock* const clock_;
   RingView* const rings_;
 
@@ -207,12 +238,15 @@ class Scheduler {
   bool stop_ GUARDED_BY(mu_) = false;
   bool dirty_ GUARDED_BY(mu_) = false;
   ProductionGate gate_ GUARDED_BY(mu_);
-  std::map<uint64_t, Production> jobs_ GUARDED_BY(mu_);
+  // The jobs' outstanding demand for the cache; single-threaded, hence mu_.
+  DemandLedger ledger_ GUARDED_BY(mu_);
+  std::map<JobId, Production> jobs_ GUARDED_BY(mu_);
   std::map<std::pair<const Dataset*, std::string>, std::unique_ptr<SamplerGroup>> groups_
       GUARDED_BY(mu_);
   // Items that failed to read or decode, by dataset index: substitutes are
   // never drawn from them.
   std::set<std::pair<uint32_t, ItemId>> failed_items_ GUARDED_BY(mu_);
+  BatchTotalsSnapshot totals_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -8,8 +8,44 @@
 
 namespace galley {
 
+Status ServedJob::ListEpoch(uint64_t epoch, std::span<const uint64_t> items, uint64_t from) {
+  const uint64_t expected = ShardSize() - std::min(ShardSize(), from);
+  if (items.size() != expected) {
+    return Status::InvalidArgument(
+        "epoch " + std::to_string(epoch) + " lists " + std::to_string(items.size()) +
+        " items where the job expects " + std::to_string(expected) +
+        " (every epoch of a job has as many items as the first it listed; open a new job for "
+        "another length)");
+  }
+  auto list = std::make_shared<std::vector<ItemId>>();
+  list->reserve(items.size());
+  for (uint64_t id : items) {
+    if (id >= dataset->size()) {
+      return Status::InvalidArgument("epoch " + std::to_string(epoch) + " lists item " +
+                                     std::to_string(id) + " but the dataset has " +
+                                     std::to_string(dataset->size()) + " items");
+    }
+    list->push_back(static_cast<ItemId>(id));
+  }
+  MutexLock lock(&listed_mu_);
+  listed_epoch_ = epoch;
+  listed_items_ = std::move(list);
+  return Status::Ok();
+}
+
+bool ServedJob::HasEpochItems(uint64_t epoch) const {
+  if (!listed()) return true;
+  MutexLock lock(&listed_mu_);
+  return listed_items_ != nullptr && listed_epoch_ == epoch;
+}
+
 std::vector<ItemId> ServedJob::EpochItems(uint64_t epoch, bool resuming) const {
   std::vector<ItemId> items;
+  if (listed()) {
+    MutexLock lock(&listed_mu_);
+    if (listed_items_ != nullptr && listed_epoch_ == epoch) items = *listed_items_;
+    return items;
+  }
   if (spec.world_size <= 1) {
     items = subset;
   } else {
@@ -27,6 +63,7 @@ std::vector<ItemId> ServedJob::EpochItems(uint64_t epoch, bool resuming) const {
 }
 
 uint64_t ServedJob::ShardSize() const {
+  if (listed()) return spec.start_batch * spec.batch_size + spec.epoch_items->size();
   return DistributedSplit::Of(spec).ShardSize(subset.size());
 }
 
@@ -48,12 +85,16 @@ ItemId ServedJob::Substitute(uint64_t epoch, ItemId failed, uint32_t attempt,
                              const std::function<bool(ItemId)>& known_to_fail) const {
   // A DDP shard costs a permutation of the subset to compute: keep the last
   // one, as failures come in runs within an epoch.
+  // A listed job's substitutes come from its list of the epoch (the
+  // subset, when that epoch's list has already been replaced).
   MutexLock lock(&substitute_mu_);
-  if (spec.world_size > 1 && (substitute_epoch_ != epoch || substitute_shard_.empty())) {
+  const bool per_epoch = spec.world_size > 1 || listed();
+  if (per_epoch && (substitute_epoch_ != epoch || substitute_shard_.empty())) {
     substitute_shard_ = EpochItems(epoch);
     substitute_epoch_ = epoch;
   }
-  const std::vector<ItemId>& shard = spec.world_size > 1 ? substitute_shard_ : subset;
+  const std::vector<ItemId>& shard =
+      per_epoch && !substitute_shard_.empty() ? substitute_shard_ : subset;
   if (shard.empty()) return failed;
   UniformRandom random(
       SplitMix64(spec.seed ^ SplitMix64(epoch ^ SplitMix64((uint64_t{failed} << 8) ^ attempt))));
@@ -85,6 +126,7 @@ JobSnapshot ServedJob::Snapshot() const {
   s.prefetch = spec.prefetch;
   s.segment_bytes = ring->geometry().segment_bytes;
   s.batches = counters.batches.load();
+  s.batches_unread = counters.unread.load();
   s.samples = counters.samples.load();
   s.skipped = counters.skipped.load();
   s.epochs_completed = counters.epochs_completed.load();

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,10 @@
 namespace galley {
 
 struct JobCounters {
-  std::atomic<uint64_t> batches{0};
+  std::atomic<uint64_t> batches{0};  // published
+  // Prepared but never taken by the consumer: in the ring, or being
+  // prepared, when the job sought to another epoch.
+  std::atomic<uint64_t> unread{0};
   std::atomic<uint64_t> samples{0};
   std::atomic<uint64_t> skipped{0};
   std::atomic<uint64_t> epochs_completed{0};
@@ -67,15 +71,34 @@ struct ServedJob {
   mutable Mutex substitute_mu_;
   mutable uint64_t substitute_epoch_ GUARDED_BY(substitute_mu_) = 0;
   mutable std::vector<ItemId> substitute_shard_ GUARDED_BY(substitute_mu_);
+  // A listed job's latest list (JobSpec::epoch_items, then SeekEpoch's):
+  // set from the connection's thread, read by the scheduler's.
+  mutable Mutex listed_mu_;
+  uint64_t listed_epoch_ GUARDED_BY(listed_mu_) = 0;
+  std::shared_ptr<const std::vector<ItemId>> listed_items_ GUARDED_BY(listed_mu_);
 
  public:
-  // The items this rank receives in `epoch`: the whole subset, or its shard
-  // of the DistributedSampler-style split (JobSpec::rank). Sorted by id when
-  // the job shuffles (the sampling policy decides the order); in the
-  // sequential order otherwise. With `resuming`, start_epoch's items the job
-  // consumed before a restart (JobSpec::resume_consumed) are left out.
+  // Whether the client lists each epoch's items (JobSpec::epoch_items)
+  // instead of the daemon's subset and split.
+  bool listed() const { return spec.epoch_items.has_value(); }
+  // Takes the client's list for `epoch` (a listed job): the whole epoch, or
+  // for a resumed start epoch the items from position `from` on, replacing
+  // the list of any other epoch. InvalidArgument, naming it, for an id
+  // outside the dataset or a list of another length than the epoch's rest.
+  Status ListEpoch(uint64_t epoch, std::span<const uint64_t> items, uint64_t from = 0);
+  // Whether the items of `epoch` are known: always, unless the job is
+  // listed and its client has not listed that epoch.
+  bool HasEpochItems(uint64_t epoch) const;
+  // The items this rank receives in `epoch`: for a listed job the client's
+  // list, in its order (empty for an epoch not listed); otherwise the whole
+  // subset, or its shard of the DistributedSampler-style split
+  // (JobSpec::rank), sorted by id when the job shuffles (the sampling policy
+  // decides the order) and in the sequential order otherwise. With
+  // `resuming`, start_epoch's items the job consumed before a restart
+  // (JobSpec::resume_consumed) are left out.
   std::vector<ItemId> EpochItems(uint64_t epoch, bool resuming = false) const;
-  // Items per epoch for this rank: n, or ceil / floor(n / world_size).
+  // Items per epoch for this rank: n, or ceil / floor(n / world_size); for a
+  // listed job, what its lists hold.
   uint64_t ShardSize() const;
   uint64_t BatchesPerEpoch() const;
   // How many samples batch `batch_index` of an epoch holds: batch_size, but

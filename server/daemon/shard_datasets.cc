@@ -1,27 +1,13 @@
 #include "server/daemon/shard_datasets.h"
 
-#include <cstdlib>
-
-#include "server/daemon/node_probe.h"
 #include "server/dataset/listing_progress.h"
 
 namespace galley {
 
-ShardOptions ShardOptionsFor(const JobSpec& spec, const DaemonOptions& options) {
-  ShardOptions shard;
+ShardOptions ShardOptionsFor(const JobSpec& spec, const ShardOptions& daemon_wide) {
+  ShardOptions shard = daemon_wide;
   shard.image_key = spec.image_key;
   shard.label_key = spec.label_key;
-  shard.max_open_shards = options.max_open_shards;
-  shard.index_threads = UsableCores();
-  shard.index_cache_max_bytes = options.tar_index_max_bytes;
-  if (options.tar_index_dir == "none") return shard;
-  if (!options.tar_index_dir.empty()) {
-    shard.index_cache_dir = options.tar_index_dir;
-  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
-    shard.index_cache_dir = std::filesystem::path(xdg) / "galley" / "tar-index";
-  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
-    shard.index_cache_dir = std::filesystem::path(home) / ".cache" / "galley" / "tar-index";
-  }
   return shard;
 }
 

@@ -12,15 +12,14 @@
 
 #include "galley/job_spec.h"
 #include "galley/status.h"
-#include "server/daemon/daemon_options.h"
 #include "server/daemon/snapshots.h"
 #include "server/dataset/dataset.h"
 
 namespace galley {
 
-// The job's image_key/label_key with the daemon's index cache and
-// descriptor limits.
-ShardOptions ShardOptionsFor(const JobSpec& spec, const DaemonOptions& options);
+// The daemon's shard options (DatasetRegistryOptions::shards) with the
+// job's image_key and label_key.
+ShardOptions ShardOptionsFor(const JobSpec& spec, const ShardOptions& daemon_wide);
 
 // For a shard dataset with on_error "raise": InvalidArgument naming the
 // first skipped sample (shard and key) or damaged shard. Ok otherwise.

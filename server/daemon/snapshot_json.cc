@@ -64,6 +64,10 @@ void to_json(json& out, const SamplerGroupSnapshot& s) {
          {"orders_follow_seeds", s.orders_follow_seeds}};
 }
 
+void to_json(json& out, const BatchTotalsSnapshot& s) {
+  out = {{"prepared", s.prepared}, {"unread", s.unread}};
+}
+
 void to_json(json& out, const JobSnapshot& s) {
   out = {{"job_id", s.job_id},
          {"name", s.name},
@@ -77,6 +81,7 @@ void to_json(json& out, const JobSnapshot& s) {
          {"prefetch", s.prefetch},
          {"segment_bytes", s.segment_bytes},
          {"batches", s.batches},
+         {"batches_unread", s.batches_unread},
          {"samples", s.samples},
          {"skipped", s.skipped},
          {"epochs_completed", s.epochs_completed},
@@ -179,6 +184,7 @@ void to_json(json& out, const DaemonStatusSnapshot& s) {
          {"jobs_refused", s.jobs_refused},
          {"draining", s.draining},
          {"protocol_errors", s.protocol_errors},
+         {"batches", s.batches},
          {"datasets", s.datasets},
          {"shm_bytes", s.shm_bytes},
          {"limits", s.limits},

@@ -88,6 +88,15 @@ struct SamplerGroupSnapshot {
   bool orders_follow_seeds = false;
 };
 
+// The batches galleyd prepared since start, every job's (Scheduler::Totals).
+struct BatchTotalsSnapshot {
+  uint64_t prepared = 0;
+  // Prepared and never taken by a consumer: its job had sought to another
+  // epoch or closed before the consumer took it (each such batch is also
+  // one of `prepared`).
+  uint64_t unread = 0;
+};
+
 // One open job (ServedJob).
 struct JobSnapshot {
   uint64_t job_id = 0;
@@ -101,7 +110,8 @@ struct JobSnapshot {
   uint64_t batches_per_epoch = 0;
   uint32_t prefetch = 0;
   uint64_t segment_bytes = 0;
-  uint64_t batches = 0;
+  uint64_t batches = 0;         // published
+  uint64_t batches_unread = 0;  // prepared, never taken: left behind by a seek
   uint64_t samples = 0;
   uint64_t skipped = 0;
   uint64_t epochs_completed = 0;
@@ -209,6 +219,7 @@ struct DaemonStatusSnapshot {
   uint64_t jobs_refused = 0;
   bool draining = false;
   uint64_t protocol_errors = 0;
+  BatchTotalsSnapshot batches;
   uint64_t datasets = 0;
   uint64_t shm_bytes = 0;
   LimitsSnapshot limits;

@@ -14,7 +14,18 @@
 // nodes share entries for the same data, and a dataset listed again after a
 // file changed gets new keys (docs/cache.md, "The remote tier").
 //
-// ContentFingerprint is a plain value. A builder is used by one thread.
+// A ResumeKey names a dataset for a saved loader state: the same two
+// fingerprints on every node and under every path that holds a copy of the
+// dataset, as `cp -r` makes one (which keeps names and bytes but not
+// modification times). `content` folds what such a copy keeps: for files
+// each item's path relative to the root, its size and label, the class names
+// and the count; for tar shards each shard's file name and size and each
+// item's shard, byte range, key and label. `mtimes` folds, apart, the
+// modification times (each item's, or each shard's), so a resume can warn
+// that the files were copied or touched without refusing them.
+//
+// ContentFingerprint and ResumeKey are plain values. A builder is used by
+// one thread.
 #ifndef GALLEY_SERVER_DATASET_CONTENT_FINGERPRINT_H_
 #define GALLEY_SERVER_DATASET_CONTENT_FINGERPRINT_H_
 
@@ -32,6 +43,11 @@ struct ContentFingerprint {
   // 32 lower-case hex digits, high half first.
   std::string Hex() const;
   bool operator==(const ContentFingerprint&) const = default;
+};
+
+struct ResumeKey {
+  ContentFingerprint content;
+  ContentFingerprint mtimes;
 };
 
 class ContentFingerprintBuilder {

@@ -74,11 +74,18 @@ class Dataset {
   // Where an item lives (a file, or shard:key.ext); empty for an id out of
   // range. For messages only.
   std::filesystem::path path(ItemId id) const;
+  // The item's name in the listing: its path relative to the root for an
+  // ImageFolder or manifest, shard:member for shards; empty for an id out
+  // of range.
+  std::string name(ItemId id) const { return id < size() ? source_->Name(id) : std::string(); }
   // Sum of the items' sizes at open time, for the cache planner.
   uint64_t total_bytes() const { return source_->total_bytes(); }
   // What the listing says the items hold, the same on every node that sees
   // the same files (content_fingerprint.h): the remote tier's key.
   const ContentFingerprint& content_fingerprint() const { return source_->content_fingerprint(); }
+  // What a saved loader state names the dataset by: the same for a copy
+  // under another path (content_fingerprint.h).
+  const ResumeKey& resume_key() const { return source_->resume_key(); }
   // Whether the storage changed since the listing (a shard was replaced).
   bool stale() const { return source_->stale(); }
   // See DatasetSource::Verify: whether the storage still matches the

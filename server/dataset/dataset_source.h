@@ -35,6 +35,9 @@ class DatasetSource {
   virtual const std::vector<std::string>& classes() const = 0;
   // Where item `id` < size() lives, for messages: a path, or shard:member.
   virtual std::string Locate(ItemId id) const = 0;
+  // Item `id` < size() as the listing names it: where it lives, unless the
+  // source names items relative to its root (FileSource).
+  virtual std::string Name(ItemId id) const { return Locate(id); }
   // The item's bytes; `id` < size().
   virtual Result<std::vector<uint8_t>> Read(ItemId id) const = 0;
   // Sum of the items' encoded sizes, for the cache planner.
@@ -42,6 +45,9 @@ class DatasetSource {
   // What the listing says the items hold (content_fingerprint.h), computed
   // when the source is built.
   virtual const ContentFingerprint& content_fingerprint() const = 0;
+  // The listing as a copy of the dataset keeps it, and its modification
+  // times apart (content_fingerprint.h), computed when the source is built.
+  virtual const ResumeKey& resume_key() const = 0;
   // Whether the storage changed under the listing (a replaced or truncated
   // shard), so the dataset should be listed again at the next open.
   virtual bool stale() const { return false; }

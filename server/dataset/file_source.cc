@@ -160,6 +160,8 @@ Result<std::unique_ptr<FileSource>> FileSource::Open(const fs::path& canonical) 
   std::unique_ptr<FileSource> source(new FileSource());
   source->root_ = canonical;
   source->fingerprint_ = std::make_unique<ContentFingerprintBuilder>("files");
+  source->copy_fingerprint_ = std::make_unique<ContentFingerprintBuilder>("files-copy");
+  source->mtimes_fingerprint_ = std::make_unique<ContentFingerprintBuilder>("files-mtimes");
   std::error_code error;
   if (fs::is_directory(canonical, error)) {
     ListingRegistration registration(canonical.string(), "folder", "files", 0);
@@ -184,6 +186,14 @@ Result<std::unique_ptr<FileSource>> FileSource::Open(const fs::path& canonical) 
   source->directories_fingerprint_ = source->DirectoriesFingerprint();
   source->content_fingerprint_ = source->fingerprint_->Finish();
   source->fingerprint_.reset();
+  // The classes and the count close the copy's fingerprint: a label names a
+  // class only through them.
+  for (const std::string& name : source->classes_) source->copy_fingerprint_->AddString(name);
+  source->copy_fingerprint_->AddInteger(source->size());
+  source->resume_key_ = {source->copy_fingerprint_->Finish(),
+                         source->mtimes_fingerprint_->Finish()};
+  source->copy_fingerprint_.reset();
+  source->mtimes_fingerprint_.reset();
   return source;
 }
 
@@ -196,11 +206,18 @@ void FileSource::AddItem(const std::string& relative_path, int64_t label) {
   if (found) total_bytes_ += static_cast<uint64_t>(info.st_size);
   items_fingerprint_ = FoldIdentity(items_fingerprint_, found ? &info : nullptr);
   // What the bytes are, wherever the tree is mounted: no device or inode.
+  const uint64_t size = found ? static_cast<uint64_t>(info.st_size) : ~uint64_t{0};
+  const uint64_t mtime = found ? static_cast<uint64_t>(info.st_mtim.tv_sec) * 1000000000ULL +
+                                     static_cast<uint64_t>(info.st_mtim.tv_nsec)
+                               : 0;
   fingerprint_->AddString(relative_path);
-  fingerprint_->AddInteger(found ? static_cast<uint64_t>(info.st_size) : ~uint64_t{0});
-  fingerprint_->AddInteger(found ? static_cast<uint64_t>(info.st_mtim.tv_sec) * 1000000000ULL +
-                                       static_cast<uint64_t>(info.st_mtim.tv_nsec)
-                                 : 0);
+  fingerprint_->AddInteger(size);
+  fingerprint_->AddInteger(mtime);
+  // A copy (cp -r) keeps the names and bytes but not the times.
+  copy_fingerprint_->AddString(relative_path);
+  copy_fingerprint_->AddInteger(size);
+  copy_fingerprint_->AddInteger(static_cast<uint64_t>(label));
+  mtimes_fingerprint_->AddInteger(mtime);
 }
 
 uint64_t FileSource::DirectoriesFingerprint() const {

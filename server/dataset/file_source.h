@@ -43,6 +43,9 @@ class FileSource final : public DatasetSource {
   int64_t label(ItemId id) const override { return labels_[id]; }
   const std::vector<std::string>& classes() const override { return classes_; }
   std::string Locate(ItemId id) const override;
+  // The item's path relative to the root (an ImageFolder's folder, or the
+  // manifest's), as the manifest or torchvision's listing spells it.
+  std::string Name(ItemId id) const override { return std::string(relative_path(id)); }
   // NotFound if the file vanished, PermissionDenied if it now resolves
   // outside the root, DataLoss for I/O errors or a non-regular file,
   // ResourceExhausted over kMaxFileBytes.
@@ -50,6 +53,9 @@ class FileSource final : public DatasetSource {
   uint64_t total_bytes() const override { return total_bytes_; }
   // Each item's relative path, size and modification time, in id order.
   const ContentFingerprint& content_fingerprint() const override { return content_fingerprint_; }
+  // Each item's relative path, size and label, the class names and the
+  // count; the modification times apart.
+  const ResumeKey& resume_key() const override { return resume_key_; }
   Status Verify(AccessChecker* checker, std::span<const ItemId> served,
                 bool* changed) const override;
 
@@ -68,7 +74,10 @@ class FileSource final : public DatasetSource {
   ListingProgress* progress_ = nullptr;
   // Folds each listed item while Open lists; null after.
   std::unique_ptr<ContentFingerprintBuilder> fingerprint_;
+  std::unique_ptr<ContentFingerprintBuilder> copy_fingerprint_;
+  std::unique_ptr<ContentFingerprintBuilder> mtimes_fingerprint_;
   ContentFingerprint content_fingerprint_;
+  ResumeKey resume_key_;
 
   std::filesystem::path root_;
   // Directory every item must stay inside: root_ itself, or the manifest's.

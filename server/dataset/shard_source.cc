@@ -690,6 +690,26 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
     fingerprint.AddInteger(item.size);
   }
   source->content_fingerprint_ = fingerprint.Finish();
+  // The same without the times, which a copy (cp -r) does not keep, and
+  // with the keys and labels a resume relies on.
+  ContentFingerprintBuilder copy("shards-copy"), mtimes("shards-mtimes");
+  copy.AddInteger(opened.size());
+  for (const OpenShards::Shard& shard : opened) {
+    copy.AddString(shard.path.filename().string());
+    copy.AddInteger(shard.identity.size);
+    mtimes.AddInteger(static_cast<uint64_t>(shard.identity.mtime_ns));
+  }
+  for (size_t i = 0; i < source->items_.size(); ++i) {
+    const Item& item = source->items_[i];
+    copy.AddInteger(item.shard);
+    copy.AddInteger(item.offset);
+    copy.AddInteger(item.size);
+    copy.AddInteger(static_cast<uint64_t>(item.label));
+    copy.AddString(std::string_view(source->key_pool_)
+                       .substr(source->key_offsets_[i],
+                               source->key_offsets_[i + 1] - source->key_offsets_[i]));
+  }
+  source->resume_key_ = {copy.Finish(), mtimes.Finish()};
   auto cache = options.descriptors != nullptr
                    ? options.descriptors
                    : std::make_shared<ShardDescriptorCache>(options.max_open_shards);

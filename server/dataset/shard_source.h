@@ -113,6 +113,9 @@ class ShardSource final : public DatasetSource {
   uint64_t total_bytes() const override { return total_bytes_; }
   // Each shard's file name, size and mtime, and each item's byte range.
   const ContentFingerprint& content_fingerprint() const override { return content_fingerprint_; }
+  // Each shard's file name and size and each item's shard, byte range, key
+  // and label; the shards' modification times apart.
+  const ResumeKey& resume_key() const override { return resume_key_; }
   bool stale() const override { return stale_.load(); }
   // Closes the set's open descriptors; later reads open them again.
   void ReleaseDescriptors() const override;
@@ -145,6 +148,7 @@ class ShardSource final : public DatasetSource {
   std::vector<std::string> no_classes_;
   uint64_t total_bytes_ = 0;
   ContentFingerprint content_fingerprint_;
+  ResumeKey resume_key_;
   ShardStats stats_;
   std::chrono::steady_clock::time_point listed_at_;
   std::unique_ptr<OpenShards> files_;

@@ -65,8 +65,9 @@ Result<RgbImage> Decode(std::span<const uint8_t> bytes, const DecodeOptions& opt
 // The result is smaller than ReadHeader's dimensions by the chosen factor
 // (rounded up), so a caller that computed a crop rectangle on the full-size
 // image must map it to the scaled one (x * scaled.width / header.width, ...);
-// TransformPipeline::ApplyScaled does that. max_pixels applies to the full
-// size the header declares.
+// ApplyScaled (server/image/testing/transform_test_paths.h) does that.
+// max_pixels applies to the full size the header declares. Decode is the
+// full-size case of this function.
 Result<RgbImage> DecodeScaled(std::span<const uint8_t> bytes, const DecodeOptions& options,
                               int min_width, int min_height);
 

@@ -6,8 +6,9 @@
 // blends, HSV as Pillow's conversion, AutoAugment's ops as ImageOps, affine
 // warps and rotations as Image.transform / Image.rotate. GaussianBlur follows
 // torchvision's tensor kernel, which torchvision uses for PIL images too.
-// The random draws live in TransformPipeline; tests call these with forced
-// parameters and compare them with torchvision on the same pixels.
+// The random draws live in the sample's plan (sample_plan.h), which
+// plan_runner.cc dispatches here; tests call these with forced parameters
+// and compare them with torchvision on the same pixels.
 //
 // All functions read `src` (interleaved RGB) and write `dst`, which the caller
 // allocates (same size unless stated) and which must not alias `src`.

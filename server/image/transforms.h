@@ -15,9 +15,14 @@
 // pixels exactly; the other ops are pixel_ops.h's, which repeat Pillow's
 // arithmetic.
 //
-// A sample's plan (crops, resizes, flips, pixel steps with their drawn
-// parameters, erasures) is made first; crops and flips are views, and a
-// resize followed only by crops and flips writes straight into the output.
+// A sample goes through three phases, each in its own file:
+//   - the plan (sample_plan.h, with augment_policies.h): every random
+//     parameter drawn up front, as torchvision draws it;
+//   - the run (plan_runner.h): the plan's steps over the pixels; crops and
+//     flips are views, and a resize followed only by crops and flips writes
+//     straight into the output;
+//   - the write (sample_writer.h): layout, dtype, normalisation, erasing.
+// This class parses the spec and holds what every sample shares.
 //
 // Thread-safety: immutable after FromJson; Apply and the other const methods
 // may run concurrently. Apply allocates nothing per sample beyond per-thread
@@ -35,27 +40,9 @@
 
 #include "galley/status.h"
 #include "server/image/decoder.h"
-#include "server/image/tensor_ops.h"
 #include "server/image/transform_spec.h"
 
 namespace galley::image {
-
-// The part of a source image that a pipeline reads for one sample, in source
-// pixel coordinates (clamped to the image), and the size of the first resize
-// applied to it (0 x 0 when the pipeline never resizes).
-struct CropWindow {
-  int x = 0;
-  int y = 0;
-  int width = 0;
-  int height = 0;
-  int resized_width = 0;
-  int resized_height = 0;
-  // The smallest decode size at which the first resize still shrinks (or
-  // keeps) the window, so decoding at that scale loses no detail the output
-  // could show. Equal to the source size when nothing is resized.
-  int min_decode_width = 0;
-  int min_decode_height = 0;
-};
 
 // A rectangle of source pixels.
 struct SourceRect {
@@ -64,19 +51,6 @@ struct SourceRect {
   int width = 0;
   int height = 0;
 };
-
-// The magnitude torchvision's AutoAugment (family kAutoAugment),
-// RandAugment or TrivialAugmentWide gives op number `op` (AutoAugment's
-// order: Identity, ShearX, ShearY, TranslateX, TranslateY, Rotate,
-// Brightness, Color, Contrast, Sharpness, Posterize, Solarize, AutoContrast,
-// Equalize, Invert) at `bin` of `num_bins`, for a width x height image: the
-// float32 value of its torch.linspace table. Exposed for parity tests.
-Result<double> AugmentMagnitude(OpKind family, int op, int num_bins, int bin, int width,
-                                int height);
-
-// The magnitude torchvision's AugMix gives `op` at `bin` (of its 10) for a
-// width x height image: the float32 value of its table, unsigned.
-Result<double> AugMixMagnitude(AugMixOp op, int bin, int width, int height);
 
 class TransformPipeline {
  public:
@@ -89,6 +63,8 @@ class TransformPipeline {
   // their augmented outputs may be shared).
   std::string Signature() const { return signature_; }
 
+  // The parsed spec, every default filled in.
+  const TransformSpec& spec() const { return spec_; }
   int output_height() const { return spec_.output_height; }
   int output_width() const { return spec_.output_width; }
   Layout layout() const { return spec_.output.layout; }
@@ -109,37 +85,15 @@ class TransformPipeline {
   Status Apply(std::span<const uint8_t> pixels, int width, int height, uint64_t seed,
                uint64_t epoch, uint64_t item, std::span<std::byte> dst) const;
 
-  // The random draws of one sample for an image of this size, as the plan
-  // the pipeline would run: [{"step": "crop"|"resize"|"flip"|"pixel"|
-  // "erase", ...}]. A pixel step names its kind ("brightness", "affine",
-  // ...) and parameters (v, sides, interpolation, fill, origin,
-  // padding_mode), so that tests can replay the plan op by op. For tests of
-  // the draws' distributions and for debugging; Apply does not use it.
-  Result<nlohmann::json> DescribeSample(int source_width, int source_height, uint64_t seed,
-                                        uint64_t epoch, uint64_t item) const;
-
-  // The source window that Apply would read for an image of this size.
-  Result<CropWindow> SourceWindow(int source_width, int source_height, uint64_t seed,
-                                  uint64_t epoch, uint64_t item) const;
-
-  // Like Apply, for an image decoded at reduced scale (DecodeScaled) from a
-  // source of full_width x full_height: random draws use the full size, so
-  // the crop is the same as Apply's, mapped onto the scaled pixels as a
-  // fractional box that the first resize samples. InvalidArgument if the
-  // pipeline has no resize to absorb the scale.
-  Status ApplyScaled(const RgbImage& scaled, int full_width, int full_height, uint64_t seed,
-                     uint64_t epoch, uint64_t item, std::span<std::byte> dst) const;
-
   // Whether the pipeline's first geometric op (flips aside) is a crop
   // (RandomResizedCrop or CenterCrop), so a sample reads only that crop's
   // rectangle and ApplyRegion can run on just that part of the image.
   bool SupportsRegion() const;
 
   // The part of a source_width x source_height image that ApplyRegion needs
-  // for this sample: the first crop's rectangle, clamped to the image. It
-  // contains SourceWindow's window, and can be larger (a later crop narrows
-  // SourceWindow, but the first resize still reads all of the first crop).
-  // InvalidArgument if !SupportsRegion().
+  // for this sample: the first crop's rectangle, clamped to the image (a
+  // later crop narrows what the output shows, but the first resize still
+  // reads all of the first crop). InvalidArgument if !SupportsRegion().
   Result<SourceRect> RegionWindow(int source_width, int source_height, uint64_t seed,
                                   uint64_t epoch, uint64_t item) const;
 
@@ -156,18 +110,11 @@ class TransformPipeline {
  private:
   explicit TransformPipeline(TransformSpec spec);
 
-  // Runs the plan for a logical_width x logical_height image that `src`
-  // holds either whole, shrunk to its size (scaled), or at full scale from
-  // (offset_x, offset_y) on.
-  Status Run(std::span<const uint8_t> pixels, int width, int height, int logical_width,
-             int logical_height, bool scaled, int offset_x, int offset_y, uint64_t seed,
-             uint64_t epoch, uint64_t item, std::span<std::byte> dst) const;
-
   TransformSpec spec_;
   std::string signature_;
-  // float32 output per channel and byte value: (float(x) / 255 - mean) / std,
-  // computed in float as torchvision does, so output matches it bit for bit.
-  std::array<std::array<float, 256>, 3> normalized_{};
+  // MakeNormalizationTable(spec_.output) (sample_writer.h), shared by every
+  // sample.
+  std::array<std::array<float, 256>, 3> normalized_;
 };
 
 }  // namespace galley::image

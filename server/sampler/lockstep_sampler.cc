@@ -22,11 +22,16 @@ Status LockstepSampler::AddJob(JobId job, std::span<const ItemId> items,
   JobOrder entry;
   entry.job = job;
   entry.order.assign(items.begin(), items.end());
-  std::vector<ItemId> sorted = entry.order;
-  std::sort(sorted.begin(), sorted.end());
-  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
-    return Status::InvalidArgument("the subset of job " + std::to_string(job) +
-                                   " has a duplicate item");
+  std::vector<ItemId> sorted;
+  if (shuffle_) {
+    // Only the walk of a given order may hold an item twice (a client's
+    // list that repeats one).
+    sorted = entry.order;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+      return Status::InvalidArgument("the subset of job " + std::to_string(job) +
+                                     " has a duplicate item");
+    }
   }
   const uint64_t epoch = epochs_started_[job]++;
   if (shuffle_) {

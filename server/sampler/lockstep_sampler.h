@@ -24,7 +24,9 @@ namespace galley {
 class LockstepSampler final : public SamplingPolicy {
  public:
   // shuffle = false: the "sequential" policy — each job walks its items in
-  // the order AddJob gave them, so jobs given equal orders share.
+  // the order AddJob gave them, so jobs given equal orders share. That order
+  // may hold an item more than once (each copy is delivered at its place);
+  // every other policy refuses duplicates.
   explicit LockstepSampler(uint64_t seed, bool shuffle = true) : seed_(seed), shuffle_(shuffle) {}
 
   using SamplingPolicy::AddJob;

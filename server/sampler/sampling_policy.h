@@ -1,5 +1,5 @@
 // SamplingPolicy: decides, round after round, which item each job of one
-// dataset receives next (docs/sampling.md, DESIGN §4).
+// dataset receives next (docs/sampling.md).
 //
 // A job registers its remaining set for the current epoch; every round hands
 // one item to every job that is ready and still has items, and groups the jobs
@@ -96,10 +96,10 @@ class SamplingPolicy {
  public:
   virtual ~SamplingPolicy() = default;
 
-  // Registers `job` with its remaining set `items` (distinct ids) for its
-  // current epoch. A job that starts a new epoch is removed and added again.
-  // InvalidArgument on a duplicate id, a job already registered or an option
-  // out of range; ResourceExhausted past kMaxJobsPerDataset jobs.
+  // Registers `job` with its remaining set `items` (distinct ids; only
+  // "sequential" takes an order that repeats one) for its current epoch. A job that starts a new
+  // epoch is removed and added again. InvalidArgument on a duplicate id, a job already registered
+  // or an option out of range; ResourceExhausted past kMaxJobsPerDataset jobs.
   virtual Status AddJob(JobId job, std::span<const ItemId> items,
                         const JobSamplingOptions& options) = 0;
   // The same with default options.
@@ -147,7 +147,8 @@ struct SamplerOptions {
   //   (JobSamplingOptions::substitution_fraction). Trades exact uniformity
   //   for hit rate; exactly-once still holds.
   // "sequential": every job walks its items in the order given to AddJob
-  //   (not random); jobs walking identical orders together share them.
+  //   (not random), repeats included; jobs walking identical orders
+  //   together share them.
   std::string policy{SamplingPolicyNameOf(kDefaultSamplingPolicy)};
   // Seeds the policy's random stream; equal seeds and equal call sequences
   // give equal decisions.

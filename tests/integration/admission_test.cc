@@ -1,9 +1,14 @@
-// Admission and fairness: every limit refuses with ResourceExhausted naming
-// it, checks and counts never race, and one user cannot take every slot.
+// Admission and fairness, against a daemon built in the test's process:
+// every limit refuses with ResourceExhausted naming it, checks and counts
+// never race, and one user cannot take every slot. A second user is uid
+// 65534 in a forked child (those tests need root, as CI runs them).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -11,24 +16,36 @@
 
 #include "galley/client.h"
 #include "tests/integration/galleyd_process.h"
+#include "tests/integration/in_process_daemon.h"
+#include "tests/integration/other_user.h"
 #include "wire/connection.h"
+#include "wire/segment_layout.h"
 
 namespace galley {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::GalleydProcess;
+namespace fs = std::filesystem;
+using testing::ChildAs;
+using testing::kNobodyGid;
+using testing::kNobodyUid;
+using testing::Outcome;
 using testing::TempDir;
 
 class AdmissionTest : public ::testing::Test {
  protected:
-  void Start(std::vector<std::string> args) {
+  void SetUp() override {
     data_ = tmp_.path() / "data";
     testing::WriteJpegFolder(data_, 2, 3);
-    args.insert(args.end(), {"--allowed-root", tmp_.path().string()});
-    daemon_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", args);
-    ASSERT_TRUE(daemon_->started()) << "galleyd did not start";
-    options_.socket_path = daemon_->socket();
+  }
+
+  void Start(std::vector<std::string> flags) {
+    flags.insert(flags.end(), {"--allowed-root", tmp_.path().string()});
+    auto started =
+        testing::StartDaemon(testing::DaemonCommandLine(tmp_.path() / "galleyd.sock", flags));
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    daemon_ = std::move(started).value();
+    options_.socket_path = daemon_->options().socket_path;
     options_.request_timeout = 20s;
   }
 
@@ -64,9 +81,16 @@ class AdmissionTest : public ::testing::Test {
     for (auto& t : threads) t.join();
   }
 
+  nlohmann::json Query(const std::string& what) const {
+    auto client = Client::Connect(options_);
+    if (!client.ok()) return {};
+    auto text = client->Query(what);
+    return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
+  }
+
   TempDir tmp_;
-  std::filesystem::path data_;
-  std::unique_ptr<GalleydProcess> daemon_;
+  fs::path data_;
+  std::unique_ptr<Daemon> daemon_;
   ClientOptions options_;
 };
 
@@ -171,6 +195,112 @@ TEST_F(AdmissionTest, PerUidLimitsNameTheLimit) {
     reconnected = Client::Connect(options_).ok();
   }
   EXPECT_TRUE(reconnected) << "closing connections did not return the user's share";
+}
+
+// ---- Each user's share, with a second user ------------------------------------
+
+class AdmissionAcrossUsersTest : public AdmissionTest {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as a second user";
+    AdmissionTest::SetUp();
+    // The other user reaches the socket and reads the dataset.
+    fs::permissions(tmp_.path(), fs::perms(0755));
+    for (const auto& entry : fs::recursive_directory_iterator(data_)) {
+      fs::permissions(entry.path(), fs::perms(entry.is_directory() ? 0755 : 0644));
+    }
+    fs::permissions(data_, fs::perms(0755));
+  }
+
+  void Start(std::vector<std::string> flags) {
+    flags.insert(flags.end(), {"--socket-mode", "0666"});
+    AdmissionTest::Start(std::move(flags));
+  }
+
+  JobSpec Spec() const {
+    JobSpec spec = AdmissionTest::Spec();
+    spec.batch_size = 2;
+    spec.epochs = 1;
+    return spec;
+  }
+
+  // Items `spec`'s job delivers from its open to its end (an error ends the
+  // count early, which the caller's expected count then shows).
+  uint64_t ItemsToTheEnd(const JobSpec& spec) const {
+    auto client = Client::Connect(options_);
+    auto job = client.ok() ? client->OpenJob(spec) : Result<Job>(client.status());
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    uint64_t items = 0;
+    if (!job.ok()) return items;
+    for (auto batch = job->Next(30s); batch.ok(); batch = job->Next(30s)) items += batch->size();
+    return items;
+  }
+};
+
+TEST_F(AdmissionAcrossUsersTest, AUserAtItsJobShareIsRefusedWhileAnotherUsersJobIsServed) {
+  Start({"--max-jobs", "4"});  // a share of 2 jobs per user, derived
+  EXPECT_EQ(Query("status")["limits"]["max_jobs_per_uid"], 2);
+  std::vector<Job> held;
+  ChildAs other(kNobodyUid, kNobodyGid, {}, [&]() -> Status {
+    auto client = Client::Connect(options_);
+    if (!client.ok()) return client.status();
+    JobSpec spec = Spec();
+    spec.epochs = 0;
+    for (int i = 0; i < 2; ++i) {
+      auto job = client->OpenJob(spec);
+      if (!job.ok())
+        return Status::Internal("job " + std::to_string(i) + ": " + job.status().ToString());
+      held.push_back(std::move(job).value());
+    }
+    auto third = client->OpenJob(spec);
+    return third.ok() ? Status::Internal("a third job was admitted") : third.status();
+  });
+  const Outcome refused = other.Report();
+  EXPECT_EQ(refused.code, static_cast<int>(StatusCode::kResourceExhausted)) << refused.message;
+  EXPECT_NE(refused.message.find("uid 65534 already has 2 jobs, the limit max_jobs_per_uid (2)"),
+            std::string::npos)
+      << refused.message;
+  // The other user holds its share; root's job is served in full.
+  EXPECT_EQ(Query("status")["jobs"], 2);
+  EXPECT_EQ(ItemsToTheEnd(Spec()), 6u);
+  other.Release();
+}
+
+TEST_F(AdmissionAcrossUsersTest, AUserAtItsMemoryShareIsRefusedWhileAnotherUsersJobIsServed) {
+  // Each job's ring: 2 slots (prefetch 1) of one 8x8 RGB sample.
+  auto geometry = wire::ComputeGeometry(2, 1, 3 * 8 * 8);
+  ASSERT_TRUE(geometry.ok());
+  const uint64_t ring = geometry->segment_bytes;
+  // Five rings in all, so two and a half per user: the third is refused.
+  Start({"--max-shm-total", std::to_string(5 * ring)});
+  EXPECT_EQ(Query("status")["limits"]["max_shm_per_uid"], 5 * ring / 2);
+  JobSpec spec = Spec();
+  spec.batch_size = 1;
+  std::vector<Job> held;
+  ChildAs other(kNobodyUid, kNobodyGid, {}, [&]() -> Status {
+    auto client = Client::Connect(options_);
+    if (!client.ok()) return client.status();
+    JobSpec endless = spec;
+    endless.epochs = 0;
+    for (int i = 0; i < 2; ++i) {
+      auto job = client->OpenJob(endless);
+      if (!job.ok())
+        return Status::Internal("job " + std::to_string(i) + ": " + job.status().ToString());
+      if (job->info().segment_bytes != ring) return Status::Internal("another ring size");
+      held.push_back(std::move(job).value());
+    }
+    auto third = client->OpenJob(endless);
+    return third.ok() ? Status::Internal("a third ring was admitted") : third.status();
+  });
+  const Outcome refused = other.Report();
+  EXPECT_EQ(refused.code, static_cast<int>(StatusCode::kResourceExhausted)) << refused.message;
+  EXPECT_NE(refused.message.find("uid 65534 would hold " + std::to_string(3 * ring) +
+                                 " bytes of shared memory, over the limit max_shm_per_uid"),
+            std::string::npos)
+      << refused.message;
+  EXPECT_EQ(Query("status")["shm_bytes"], 2 * ring);
+  EXPECT_EQ(ItemsToTheEnd(spec), 6u);
+  other.Release();
 }
 
 }  // namespace

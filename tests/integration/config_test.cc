@@ -1,6 +1,8 @@
-// galleyd's configuration and lifecycle, on the real process: --check-config,
-// config errors at start, the socket's group and mode, SIGHUP reloads with
-// jobs running, and systemd readiness on a NOTIFY_SOCKET the test binds.
+// galleyd's configuration and lifecycle. On the real process: --check-config
+// and config errors at start (what galleyd prints and its exit code), and
+// systemd readiness and SIGHUP on a NOTIFY_SOCKET the test binds. On a
+// daemon built in the test's process: the socket's group and mode, and
+// reloads of the config file (what SIGHUP does) with jobs running.
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -23,6 +25,7 @@
 #include "galley/client.h"
 #include "galley/unique_fd.h"
 #include "tests/integration/galleyd_process.h"
+#include "tests/integration/in_process_daemon.h"
 
 namespace galley {
 namespace {
@@ -42,17 +45,6 @@ void WriteFile(const fs::path& path, const std::string& text) {
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// Polls until `path` holds `text` (the daemon logs asynchronously to us).
-bool WaitForText(const fs::path& path, const std::string& text,
-                 std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (ReadFile(path).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return false;
 }
 
 // "VALUE # NOTE" from the line "KEY = VALUE   # NOTE" of --check-config's
@@ -114,6 +106,20 @@ class ConfigTest : public ::testing::Test {
            "\"\ncache_bytes = \"64M\"\n" + extra;
   }
 
+  // galleyd's command line with the config file, which decides the log
+  // level; ReloadConfigFile reads the file again under it, as SIGHUP does.
+  std::vector<std::string> ConfigCommandLine() const {
+    return testing::DaemonCommandLine(socket_, {"--config", config_.string()}, /*quiet=*/false);
+  }
+
+  // A daemon in this process with the config file.
+  std::unique_ptr<Daemon> StartInProcessWithConfig() {
+    auto daemon = testing::StartDaemon(ConfigCommandLine());
+    EXPECT_TRUE(daemon.ok()) << daemon.status().ToString() << "\n" << captured_.Text();
+    return daemon.ok() ? std::move(daemon).value() : nullptr;
+  }
+
+  // The real galleyd with the config file, its log in log_.
   std::unique_ptr<GalleydProcess> StartWithConfig(std::vector<std::string> env = {}) {
     GalleydProcess::Launch launch;
     launch.env = std::move(env);
@@ -125,6 +131,8 @@ class ConfigTest : public ::testing::Test {
     return daemon;
   }
 
+  // Before any daemon of a test, so that it outlives them.
+  testing::CapturedLog captured_;
   TempDir tmp_;
   fs::path data_, config_, log_, socket_;
 };
@@ -247,8 +255,9 @@ TEST_F(ConfigTest, ANodeWideDaemonWithoutAllowedRootsRefusesToStartAndSaysWhatTo
       << run.err;
   EXPECT_FALSE(fs::exists(socket_));
   // A personal daemon needs none.
-  GalleydProcess personal(socket_, {"--owner-only", "--cache-bytes", "0"});
-  EXPECT_TRUE(personal.started());
+  auto personal = testing::StartDaemon(
+      testing::DaemonCommandLine(socket_, {"--owner-only", "--cache-bytes", "0"}));
+  EXPECT_TRUE(personal.ok()) << personal.status().ToString();
 }
 
 mode_t SocketMode(const fs::path& path, gid_t* group = nullptr) {
@@ -259,11 +268,16 @@ mode_t SocketMode(const fs::path& path, gid_t* group = nullptr) {
 }
 
 TEST_F(ConfigTest, TheSocketGetsTheConfiguredGroupAndMode) {
+  const auto start = [this](const std::vector<std::string>& flags) {
+    auto daemon = testing::StartDaemon(testing::DaemonCommandLine(socket_, flags));
+    EXPECT_TRUE(daemon.ok()) << daemon.status().ToString();
+    return daemon.ok() ? std::move(daemon).value() : nullptr;
+  };
   {
     // A node-wide service: 0660 unless told otherwise (group `galley` when
     // the node has one).
-    GalleydProcess daemon(socket_, {"--allowed-root", tmp_.path().string(), "--cache-bytes", "0"});
-    ASSERT_TRUE(daemon.started());
+    auto daemon = start({"--allowed-root", tmp_.path().string(), "--cache-bytes", "0"});
+    ASSERT_NE(daemon, nullptr);
     gid_t group = 0;
     EXPECT_EQ(SocketMode(socket_, &group), 0660u);
     const struct group* galley = ::getgrnam("galley");
@@ -271,8 +285,8 @@ TEST_F(ConfigTest, TheSocketGetsTheConfiguredGroupAndMode) {
   }
   {
     // A personal daemon keeps 0666: its peer check answers other users.
-    GalleydProcess daemon(socket_, {"--owner-only", "--cache-bytes", "0"});
-    ASSERT_TRUE(daemon.started());
+    auto daemon = start({"--owner-only", "--cache-bytes", "0"});
+    ASSERT_NE(daemon, nullptr);
     EXPECT_EQ(SocketMode(socket_), 0666u);
   }
   {
@@ -280,9 +294,9 @@ TEST_F(ConfigTest, TheSocketGetsTheConfiguredGroupAndMode) {
     const struct group* own = ::getgrgid(::getegid());
     ASSERT_NE(own, nullptr);
     const std::string group_name = own->gr_name;
-    GalleydProcess daemon(socket_, {"--allowed-root", tmp_.path().string(), "--cache-bytes", "0",
-                                    "--socket-group", group_name, "--socket-mode", "0600"});
-    ASSERT_TRUE(daemon.started());
+    auto daemon = start({"--allowed-root", tmp_.path().string(), "--cache-bytes", "0",
+                         "--socket-group", group_name, "--socket-mode", "0600"});
+    ASSERT_NE(daemon, nullptr);
     gid_t group = 0;
     EXPECT_EQ(SocketMode(socket_, &group), 0600u);
     EXPECT_EQ(group, own->gr_gid);
@@ -322,12 +336,12 @@ void ExpectExactlyOncePerEpoch(const std::vector<std::multiset<uint64_t>>& epoch
   }
 }
 
-TEST_F(ConfigTest, SighupChangesTheLogLevelAndLimitsWhileTwoJobsRunAndLosesNoBatch) {
+TEST_F(ConfigTest, AReloadChangesTheLogLevelAndLimitsWhileTwoJobsRunAndLosesNoBatch) {
   // The user's share is set, not derived (half of max_jobs): the three
   // jobs below stay within it before and after the reload.
   WriteFile(config_, Config("warn", "max_jobs = 8\nmax_jobs_per_uid = 8\n"));
-  auto daemon = StartWithConfig();
-  ASSERT_TRUE(daemon->started());
+  auto daemon = StartInProcessWithConfig();
+  ASSERT_NE(daemon, nullptr);
   auto client = Connect();
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   constexpr uint64_t kEpochs = 3;
@@ -343,18 +357,18 @@ TEST_F(ConfigTest, SighupChangesTheLogLevelAndLimitsWhileTwoJobsRunAndLosesNoBat
       for (size_t k = 0; k < batch->size(); ++k) (*epochs)[0].insert(batch->item_ids()[k]);
     }
   }
-  EXPECT_EQ(ReadFile(log_).find("wave decisions"), std::string::npos);  // trace is off
+  EXPECT_EQ(captured_.Text().find("wave decisions"), std::string::npos);  // trace is off
 
   WriteFile(config_, Config("trace",
                             "max_jobs = 5\nmax_jobs_per_uid = 8\ndefault_policy = \"independent\"\n"
                             "worker_threads = 1\n"));
-  ASSERT_EQ(::kill(daemon->pid(), SIGHUP), 0);
-  ASSERT_TRUE(WaitForText(log_, "reload: log_level \"warn\" -> \"trace\"")) << ReadFile(log_);
-  EXPECT_TRUE(WaitForText(log_, "reload: max_jobs 8 -> 5"));
-  EXPECT_TRUE(WaitForText(log_, "reload: default_policy \"dsa\" -> \"independent\""));
-  EXPECT_TRUE(WaitForText(log_,
-                          "reload: worker_threads changed (0 -> 1) but needs a restart; "
-                          "still 0"));
+  ASSERT_TRUE(ReloadConfigFile(ConfigCommandLine(), daemon.get()).ok()) << captured_.Text();
+  const std::string report = captured_.Text();
+  EXPECT_NE(report.find("reload: log_level \"warn\" -> \"trace\""), std::string::npos) << report;
+  EXPECT_NE(report.find("reload: max_jobs 8 -> 5"), std::string::npos);
+  EXPECT_NE(report.find("reload: default_policy \"dsa\" -> \"independent\""), std::string::npos);
+  EXPECT_NE(report.find("reload: worker_threads changed (0 -> 1) but needs a restart; still 0"),
+            std::string::npos);
 
   // Both jobs finish every epoch with every item exactly once...
   std::string error;
@@ -363,7 +377,7 @@ TEST_F(ConfigTest, SighupChangesTheLogLevelAndLimitsWhileTwoJobsRunAndLosesNoBat
   ExpectExactlyOncePerEpoch(first_epochs, kEpochs, 30);
   ExpectExactlyOncePerEpoch(second_epochs, kEpochs, 30);
   // ... and the new level is in force: trace lines appear after the reload.
-  const std::string log = ReadFile(log_);
+  const std::string log = captured_.Text();
   EXPECT_NE(log.find("wave decisions", log.find("reload: log_level")), std::string::npos);
 
   // The daemon goes on serving, under the new limits and default policy.
@@ -374,13 +388,13 @@ TEST_F(ConfigTest, SighupChangesTheLogLevelAndLimitsWhileTwoJobsRunAndLosesNoBat
   std::vector<std::multiset<uint64_t>> third_epochs;
   ASSERT_TRUE(ReadAll(*third, &third_epochs, &error)) << error;
   ExpectExactlyOncePerEpoch(third_epochs, 1, 30);
-  EXPECT_EQ(::kill(daemon->pid(), 0), 0);
+  EXPECT_TRUE(Connect().ok());
 }
 
-TEST_F(ConfigTest, ABadFileOnSighupChangesNothingAndSaysWhy) {
+TEST_F(ConfigTest, ABadFileOnReloadChangesNothingAndSaysWhy) {
   WriteFile(config_, Config("warn", "max_jobs = 8\n"));
-  auto daemon = StartWithConfig();
-  ASSERT_TRUE(daemon->started());
+  auto daemon = StartInProcessWithConfig();
+  ASSERT_NE(daemon, nullptr);
   auto client = Connect();
   ASSERT_TRUE(client.ok());
   auto job = client->OpenJob(Spec(2));
@@ -388,10 +402,11 @@ TEST_F(ConfigTest, ABadFileOnSighupChangesNothingAndSaysWhy) {
 
   // A good key next to bad ones: the file is taken whole or not at all.
   WriteFile(config_, Config("verbose", "max_jobs = 2\nmax_job = 3\n"));
-  ASSERT_EQ(::kill(daemon->pid(), SIGHUP), 0);
-  ASSERT_TRUE(WaitForText(log_, "reload: the configuration has errors, nothing changed"))
-      << ReadFile(log_);
-  const std::string log = ReadFile(log_);
+  const Status reloaded = ReloadConfigFile(ConfigCommandLine(), daemon.get());
+  EXPECT_EQ(reloaded.code(), StatusCode::kInvalidArgument) << reloaded.ToString();
+  const std::string log = captured_.Text();
+  ASSERT_NE(log.find("reload: the configuration has errors, nothing changed"), std::string::npos)
+      << log;
   EXPECT_NE(log.find("reload: log_level (config " + config_.string() +
                      " line 2): got 'verbose'; expected one of"),
             std::string::npos)
@@ -415,8 +430,8 @@ TEST_F(ConfigTest, NarrowedAllowedRootsRefuseNewJobsAndKeepRunningOnes) {
   const fs::path other = tmp_.path() / "other";
   fs::create_directories(other);
   WriteFile(config_, Config("warn"));
-  auto daemon = StartWithConfig();
-  ASSERT_TRUE(daemon->started());
+  auto daemon = StartInProcessWithConfig();
+  ASSERT_NE(daemon, nullptr);
   auto client = Connect();
   ASSERT_TRUE(client.ok());
   auto running = client->OpenJob(Spec(2));
@@ -424,8 +439,8 @@ TEST_F(ConfigTest, NarrowedAllowedRootsRefuseNewJobsAndKeepRunningOnes) {
 
   WriteFile(config_, "allowed_roots = [\"" + other.string() + "\"]\nlog_level = \"info\"\n" +
                          "cache_bytes = \"64M\"\n");
-  ASSERT_EQ(::kill(daemon->pid(), SIGHUP), 0);
-  ASSERT_TRUE(WaitForText(log_, "reload: allowed_roots")) << ReadFile(log_);
+  ASSERT_TRUE(ReloadConfigFile(ConfigCommandLine(), daemon.get()).ok()) << captured_.Text();
+  EXPECT_NE(captured_.Text().find("reload: allowed_roots"), std::string::npos) << captured_.Text();
   auto refused = client->OpenJob(Spec(1));
   EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << refused.status().ToString();
   EXPECT_NE(refused.status().message().find("not under an allowed root"), std::string::npos);

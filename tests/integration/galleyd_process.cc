@@ -147,7 +147,10 @@ GalleydOutput RunGalleydForOutput(std::vector<std::string> args) {
     return output;
   };
   int status = 0;
-  for (int i = 0; i < 200; ++i) {
+  // Two minutes bound a hang, not the time a start takes: a daemon that
+  // measures the node and commits its cache before it finds the socket taken
+  // needs seconds on a busy machine.
+  for (int i = 0; i < 2400; ++i) {
     if (::waitpid(pid, &status, WNOHANG) == pid) {
       return finish(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     }

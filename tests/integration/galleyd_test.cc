@@ -392,6 +392,45 @@ TEST_F(GalleydTest, SeekRestartsAtTheRequestedEpoch) {
   EXPECT_EQ(seen.size(), 30u);
 }
 
+// Whether thread `tid` of this process sleeps in poll(2) (x86-64's poll or
+// ppoll); elsewhere, whether it is in a system call at all.
+bool InPoll(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/syscall");
+  std::string call;
+  in >> call;
+#if defined(__x86_64__)
+  return call == "7" || call == "271";
+#else
+  return !call.empty() && call != "running";
+#endif
+}
+
+TEST_F(GalleydTest, CloseFromAnotherThreadEndsAWaitingNext) {
+  auto client = Client::Connect(options_);
+  ASSERT_TRUE(client.ok());
+  auto job = client->OpenJob(Spec(8));
+  ASSERT_TRUE(job.ok());
+  // A stopped daemon sends nothing: Next() waits until the job is closed.
+  ASSERT_EQ(::kill(daemon_->pid(), SIGSTOP), 0);
+  std::atomic<pid_t> consumer_tid{0};
+  std::atomic<bool> returned{false};
+  Status waited;
+  std::thread consumer([&] {
+    consumer_tid = ::gettid();
+    waited = job->Next(60s).status();
+    returned = true;
+  });
+  while (!returned && (consumer_tid == 0 || !InPoll(consumer_tid))) std::this_thread::yield();
+  EXPECT_FALSE(returned) << "Next() returned before Close: " << waited.ToString();
+  job->Close();
+  consumer.join();
+  ::kill(daemon_->pid(), SIGCONT);
+  EXPECT_EQ(waited.code(), StatusCode::kCancelled) << waited.ToString();
+  EXPECT_EQ(job->Next(1s).status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(job->info().batches_per_epoch, 4u);  // the channel outlives Close
+  EXPECT_TRUE(WaitForJobs(0));
+}
+
 }  // namespace
 }  // namespace galley
 

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -147,10 +148,11 @@ TEST_F(HostilePeerTest, ScribblingOverTheWholeSegmentHurtsOnlyThatJob) {
   void* base =
       ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, opened->passed_fd.get(), 0);
   ASSERT_NE(base, MAP_FAILED);
-  // What once aborted the daemon: 0x7FFFFFFF over the old semaphore (offset
-  // 80), then every byte of the segment set, slot states included.
+  // What once aborted the daemon: 0x7FFFFFFF over the old semaphore (where
+  // `closed` now starts), then every byte of the segment set, slot states
+  // included.
   const uint32_t big = 0x7FFFFFFF;
-  std::memcpy(static_cast<char*>(base) + 80, &big, sizeof(big));
+  std::memcpy(static_cast<char*>(base) + offsetof(wire::SegmentHeader, closed), &big, sizeof(big));
   ASSERT_TRUE(connection->SendFrame(wire::MessageType::kConsumerReady, 0, "").ok());
   for (int round = 0; round < 20; ++round) {
     std::memset(base, round % 2 == 0 ? 0xFF : 0x00, bytes);

@@ -1,9 +1,10 @@
 // What one local user can take from the node's daemon, against a real
 // galleyd run by root: its file descriptors (shard sets kept open, and what
-// happens when none is left), its job slots and ring memory (each user's
-// share), its memory through frames that cost far more parsed than sent,
-// its metrics endpoint (clients that connect and stall), and labels a
-// shard makes up. A second user is uid 65534 in a forked child.
+// happens when none is left), its memory through frames that cost far more
+// parsed than sent, its metrics endpoint (clients that connect and stall),
+// and labels a shard makes up. A second user is uid 65534 in a forked
+// child. (Each user's share of the job slots and ring memory is
+// admission_test.cc's.)
 //
 // Every figure is read from galleyd (/proc/<pid>/fd, /proc/<pid>/status,
 // its status query and /metrics); nothing is inferred from time.
@@ -36,7 +37,6 @@
 #include "tests/sanitizers.h"
 #include "wire/connection.h"
 #include "wire/messages.h"
-#include "wire/segment_layout.h"
 
 namespace galley {
 namespace {
@@ -461,78 +461,6 @@ TEST_F(NodeLimitsTest, RunningOutOfDescriptorsIsASampleErrorAndACounterNotAQuiet
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->skipped, 0u) << again->first_error;
   EXPECT_EQ(again->items, Spec().batch_size * 3u) << again->first_error;
-}
-
-// ---- Each user's share -------------------------------------------------------
-
-TEST_F(NodeLimitsTest, AUserAtItsJobShareIsRefusedWhileAnotherUsersJobIsServed) {
-  Start({"--max-jobs", "4"});  // a share of 2 jobs per user, derived
-  EXPECT_EQ(Query("status")["limits"]["max_jobs_per_uid"], 2);
-  std::vector<Job> held;
-  ChildAs other(kNobodyUid, kNobodyGid, {}, [&]() -> Status {
-    auto client = Client::Connect(options_);
-    if (!client.ok()) return client.status();
-    JobSpec spec = Spec();
-    spec.epochs = 0;
-    for (int i = 0; i < 2; ++i) {
-      auto job = client->OpenJob(spec);
-      if (!job.ok())
-        return Status::Internal("job " + std::to_string(i) + ": " + job.status().ToString());
-      held.push_back(std::move(job).value());
-    }
-    auto third = client->OpenJob(spec);
-    return third.ok() ? Status::Internal("a third job was admitted") : third.status();
-  });
-  const Outcome refused = other.Report();
-  EXPECT_EQ(refused.code, static_cast<int>(StatusCode::kResourceExhausted)) << refused.message;
-  EXPECT_NE(refused.message.find("uid 65534 already has 2 jobs, the limit max_jobs_per_uid (2)"),
-            std::string::npos)
-      << refused.message;
-  // The other user holds its share; root's job is served in full.
-  EXPECT_EQ(Query("status")["jobs"], 2);
-  auto epoch = ReadEpoch(Spec());
-  ASSERT_TRUE(epoch.ok()) << epoch.status().ToString();
-  EXPECT_EQ(epoch->items, 6u);
-  other.Release();
-}
-
-TEST_F(NodeLimitsTest, AUserAtItsMemoryShareIsRefusedWhileAnotherUsersJobIsServed) {
-  // Each job's ring: 2 slots (prefetch 1) of one 8x8 RGB sample.
-  auto geometry = wire::ComputeGeometry(2, 1, 3 * 8 * 8);
-  ASSERT_TRUE(geometry.ok());
-  const uint64_t ring = geometry->segment_bytes;
-  // Five rings in all, so two and a half per user: the third is refused.
-  Start({"--max-shm-total", std::to_string(5 * ring)});
-  EXPECT_EQ(Query("status")["limits"]["max_shm_per_uid"], 5 * ring / 2);
-  JobSpec spec = Spec();
-  spec.batch_size = 1;
-  std::vector<Job> held;
-  ChildAs other(kNobodyUid, kNobodyGid, {}, [&]() -> Status {
-    auto client = Client::Connect(options_);
-    if (!client.ok()) return client.status();
-    JobSpec endless = spec;
-    endless.epochs = 0;
-    for (int i = 0; i < 2; ++i) {
-      auto job = client->OpenJob(endless);
-      if (!job.ok())
-        return Status::Internal("job " + std::to_string(i) + ": " + job.status().ToString());
-      if (job->info().segment_bytes != ring) return Status::Internal("another ring size");
-      held.push_back(std::move(job).value());
-    }
-    auto third = client->OpenJob(endless);
-    return third.ok() ? Status::Internal("a third ring was admitted") : third.status();
-  });
-  const Outcome refused = other.Report();
-  EXPECT_EQ(refused.code, static_cast<int>(StatusCode::kResourceExhausted)) << refused.message;
-  EXPECT_NE(refused.message.find("uid 65534 would hold " + std::to_string(3 * ring) +
-                                 " bytes of shared memory, over the limit max_shm_per_uid"),
-            std::string::npos)
-      << refused.message;
-  EXPECT_EQ(Query("status")["shm_bytes"], 2 * ring);
-  auto epoch = ReadEpoch(spec);
-  ASSERT_TRUE(epoch.ok()) << epoch.status().ToString();
-  EXPECT_EQ(epoch->items, 6u);
-  other.Release();
 }
 
 // ---- Frames that cost more parsed than sent -----------------------------------

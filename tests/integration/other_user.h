@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -27,7 +28,9 @@ struct Outcome {
 // A child running as `uid`, `gid` and exactly the supplementary `groups`:
 // it runs `body`, reports the Status `body` returned, and keeps what `body`
 // left open (jobs, connections) until Release, so that a test can act as
-// root while the other user holds them.
+// root while the other user holds them. Fork only while this process runs
+// no other thread: a lock another thread held at the fork stays held for
+// ever in the child.
 class ChildAs {
  public:
   ChildAs(uid_t uid, gid_t gid, std::vector<gid_t> groups, const std::function<Status()>& body);
@@ -35,12 +38,19 @@ class ChildAs {
   ChildAs(const ChildAs&) = delete;
   ChildAs& operator=(const ChildAs&) = delete;
 
-  // Waits for the child's report.
+  // Waits for the child's report; a child silent for kReportBound (a bound
+  // on a hang, not on a slow machine) is killed and reported as code -1.
   Outcome Report();
-  // Lets the child exit (closing what it held) and waits for it.
+  // Lets the child exit (closing what it held) and waits for it; a child
+  // that has not reported yet is killed first.
   void Release();
+  // Ends the child at once, wherever it is.
+  void Kill();
+
+  static constexpr std::chrono::minutes kReportBound{5};
 
  private:
+  bool reported_ = false;
   int report_[2] = {-1, -1};
   int release_[2] = {-1, -1};
   pid_t child_ = -1;

@@ -85,7 +85,7 @@ def start_daemon(directory, *extra, probe_and_prefault=False):
                             stdout=log, stderr=subprocess.STDOUT)
     # Ready once a connection is accepted: the socket file appears at bind(),
     # before listen(), and a connect in between is refused. The deadline
-    # only bounds a hang (a loaded machine may take seconds).
+    # only bounds a hang: a loaded machine may take seconds to start one.
     deadline = time.monotonic() + 60
     while True:
         if os.path.exists(socket):

@@ -27,16 +27,17 @@ for drop_last in (False, True):
     # rank and world_size come from torch.distributed.
     loader = galley.DataLoader(root, batch_size=2, shuffle=True, drop_last=drop_last, seed=5,
                                transform=FIXED, socket=socket)
-    # The same through a DistributedSampler (over any dataset of the same size).
+    # A DistributedSampler (over any dataset of the same size): its own split.
     n = loader.info["subset_size"]
     sampler = DistributedSampler(list(range(n)), shuffle=True, seed=5, drop_last=drop_last)
     via_sampler = galley.DataLoader(root, batch_size=2, sampler=sampler, drop_last=drop_last,
                                     transform=FIXED, socket=socket)
     for name, l in (("default", loader), ("sampler", via_sampler)):
-        epochs = []
+        epochs, lists = [], []
         for epoch in range(2):
             if name == "sampler":
                 sampler.set_epoch(epoch)
+                lists.append(list(sampler))  # what torch would feed this rank
             else:
                 l.set_epoch(epoch)
             batches = []
@@ -48,7 +49,7 @@ for drop_last in (False, True):
                 batches.append(ids.tolist())
             epochs.append(batches)
         report[f"{name}-{int(drop_last)}"] = {
-            "len": len(l), "epochs": epochs, "skipped": l.skipped,
+            "len": len(l), "epochs": epochs, "lists": lists, "skipped": l.skipped,
             "sampler_len": len(sampler), "rank": l.rank, "world_size": l.world_size}
         l.close()
 dist.barrier()

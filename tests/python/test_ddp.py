@@ -10,8 +10,11 @@ import subprocess
 import sys
 
 import pytest
+from torch.utils.data import DistributedSampler
 
+import galley
 from conftest import free_port, write_folder
+from galley import transforms as T
 
 pytestmark = pytest.mark.compat
 
@@ -85,11 +88,103 @@ def test_ddp_ranks_take_equal_steps_over_disjoint_shards(daemon, broken_folder, 
         # The split changes with the epoch, as DistributedSampler.set_epoch does.
         assert [r["epochs"][0] for r in runs] != [r["epochs"][1] for r in runs]
     for r in reports:
-        # rank/world_size from torch.distributed and from a DistributedSampler with the
-        # same seed give the same shards (without drop_last every item of a shard is
-        # delivered; with it, which ones fill the full batches depends on the order).
-        for dl in "0":
-            for epoch in range(2):
-                a = sorted(set(i for x in r[f"default-{dl}"]["epochs"][epoch] for i in x))
-                b = sorted(set(i for x in r[f"sampler-{dl}"]["epochs"][epoch] for i in x))
-                assert a == b
+        # A DistributedSampler's rank gets list(sampler) itself, in its order
+        # (drop_last leaves the incomplete last batch out): a broken file's
+        # place holds a substitute from the same list.
+        for dl in "01":
+            run = r[f"sampler-{dl}"]
+            for got, listed in zip(run["epochs"], run["lists"]):
+                flat = [i for b in got for i in b]
+                assert len(flat) == (len(listed) // batch * batch if dl == "1" else len(listed))
+                for item, wanted in zip(flat, listed):
+                    assert item == wanted or (wanted in BROKEN and item in listed)
+
+
+class EachTwice(DistributedSampler):
+    """Repeated augmentation's sampler: each item of the rank's share twice in
+    a row, so one epoch of one rank holds every item twice."""
+
+    def __iter__(self):
+        for item in super().__iter__():
+            yield item
+            yield item
+
+    def __len__(self):
+        return 2 * super().__len__()
+
+
+def loader_ids(loader):
+    return [i for _x, _y, ids in loader.iter_with_ids() for i in ids.tolist()]
+
+
+def test_a_distributed_sampler_is_served_as_it_yields(daemon, folder):
+    """Every rank of a DistributedSampler gets exactly list(sampler), in its
+    order, for each epoch set_epoch chooses: the padding's repeated items
+    (60 items over 7 ranks: 3 twice) and drop_last's cut included."""
+    import torchvision
+    reference = torchvision.datasets.ImageFolder(str(folder))
+    for shuffle, drop_last in ((False, False), (True, False), (True, True)):
+        samplers = [DistributedSampler(reference, num_replicas=7, rank=r, shuffle=shuffle,
+                                       seed=3, drop_last=drop_last) for r in range(7)]
+        loaders = [galley.DataLoader(str(folder), batch_size=4, sampler=s,
+                                     transform=T.Resize([8, 8]), socket=daemon.socket)
+                   for s in samplers]
+        for epoch in (0, 1, 5):
+            served = []
+            for s, loader in zip(samplers, loaders):
+                s.set_epoch(epoch)
+                assert loader_ids(loader) == list(s), (shuffle, drop_last, epoch, s.rank)
+                assert len(loader) == math.ceil(len(s) / 4)
+                served += list(s)
+            assert len(served) == (56 if drop_last else 63)
+            assert len(set(served)) == (56 if drop_last else 60)  # the padding: 3 items twice
+        for loader in loaders:
+            loader.close()
+
+
+def test_a_sampler_epoch_resumes_by_position_with_repeated_items(daemon, folder):
+    """A state taken mid-epoch from a loader whose sampler yields items twice
+    (and the padding's item) resumes at its position in the list: the two
+    loaders together yield list(sampler) exactly, then the next epoch whole."""
+    import torchvision
+    reference = torchvision.datasets.ImageFolder(str(folder))
+
+    def make():
+        sampler = EachTwice(reference, num_replicas=7, rank=6, shuffle=True, seed=8)
+        return sampler, galley.DataLoader(str(folder), batch_size=3, sampler=sampler,
+                                          transform=T.Resize([8, 8]), socket=daemon.socket)
+
+    sampler, loader = make()
+    sampler.set_epoch(4)
+    listed = list(sampler)
+    assert len(listed) == 18 and len(set(listed)) == 9
+    # Rank 6's last position, 62, is past the 60 items: the padding repeats
+    # position 2, rank 2's first item.
+    rank2 = DistributedSampler(reference, num_replicas=7, rank=2, shuffle=True, seed=8)
+    rank2.set_epoch(4)
+    assert listed[-1] == list(rank2)[0]
+    first = []
+    for _x, _y, ids in loader.iter_with_ids():
+        first += ids.tolist()
+        state = loader.state_dict()
+        break  # one batch: positions 0-2; item 1's second copy is position 3
+    loader.close()
+    assert first == listed[:3] and first[2] == listed[3]
+    sampler, loader = make()
+    sampler.set_epoch(4)
+    loader.load_state_dict(state)
+    rest = loader_ids(loader)
+    assert first + rest == listed
+    sampler.set_epoch(5)
+    assert loader_ids(loader) == list(sampler)
+    loader.close()
+    # A sampler with the same settings that yields another list for the
+    # epoch (here: each item once) is not resumed.
+    plain = DistributedSampler(reference, num_replicas=7, rank=6, shuffle=True, seed=8)
+    changed = galley.DataLoader(str(folder), batch_size=3, sampler=plain,
+                                transform=T.Resize([8, 8]), socket=daemon.socket)
+    plain.set_epoch(4)
+    changed.load_state_dict(state)
+    with pytest.raises(ValueError, match="another list for epoch 4 than the one the state"):
+        next(iter(changed))
+    changed.close()

@@ -93,3 +93,44 @@ def test_no_daemon_coming_back_raises_once_and_the_state_resumes(data, tmp_path)
         assert sorted(first + rest) == list(range(30))
     finally:
         stop_daemon(restarted)
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_a_sampler_epoch_goes_on_at_its_position_on_a_restarted_daemon(data, tmp_path, prepared):
+    """A DistributedSampler's epoch, cut by a daemon killed mid-epoch, goes on
+    on the new daemon from its position in list(sampler); killed when the
+    epoch's batches were all prepared, the next epoch opens there: the loader
+    yields each epoch's list exactly."""
+    import time
+    from torch.utils.data import DistributedSampler
+    sampler = DistributedSampler(list(range(30)), num_replicas=4, rank=3, shuffle=True, seed=2)
+    daemon = start_daemon(tmp_path)
+    # prepared: the ring holds the whole epoch; else one batch ahead at most,
+    # so that the daemon dies with batches of the epoch unmade.
+    loader = galley.DataLoader(str(data), batch_size=1, sampler=sampler,
+                               prefetch=8 if prepared else 1,
+                               transform=T.Resize([8, 8]), socket=daemon.socket, timeout=20)
+    restarted = None
+    try:
+        lists, seen = [], []
+        for epoch in range(2):
+            sampler.set_epoch(epoch)
+            lists.append(list(sampler))
+            seen.append([])
+            for _x, _y, ids in loader.iter_with_ids():
+                seen[-1] += ids.tolist()
+                if epoch == 0 and len(seen[-1]) == 2 and restarted is None:
+                    deadline = time.monotonic() + 60  # bounds a hang only
+                    while prepared and loader.stats()["job"]["batches"] < 8:
+                        assert time.monotonic() < deadline
+                        time.sleep(0.01)
+                    os.kill(daemon.proc.pid, signal.SIGKILL)
+                    daemon.proc.wait(timeout=20)
+                    daemon.log.close()
+                    restarted = start_daemon(tmp_path)
+        assert seen == lists  # rank 3's 8 items (one of them the padding's), in order
+        assert restarted.query("status")["jobs_opened"] == 1
+    finally:
+        loader.close()
+        if restarted is not None:
+            stop_daemon(restarted)

@@ -109,9 +109,98 @@ def test_a_state_resumes_only_the_loader_and_dataset_it_came_from(tmp_path):
     daemon = start_daemon(tmp_path)  # (a daemon reads a dataset's listing once)
     try:
         loader = make(daemon.socket)
-        loader.load_state_dict(state)
-        with pytest.raises(ValueError, match="cannot be resumed exactly"):
-            next(iter(loader))
+        with pytest.raises(ValueError, match=r"saved over another dataset .*it has 12 items, "
+                                             r"the state's had 6"):
+            loader.load_state_dict(state)
         loader.close()
     finally:
         stop_daemon(daemon)
+
+
+def as_version_1(state):
+    """The state the previous release saved at the same point: the dataset
+    named by its path, no split or epoch list."""
+    old = {key: value for key, value in state.items() if key not in ("split", "epoch_list")}
+    old.update(version=1, dataset=state["dataset"]["path"])
+    return old
+
+
+def test_a_state_resumes_under_another_path_of_the_same_content(daemon, folder, workdir):
+    """A copy of the dataset under another path (cp -r, which does not keep
+    modification times; cp -rp, which does) resumes the epoch exactly once
+    across the two loaders: with a warning for the plain copy only. A
+    different dataset is refused, naming what differs; a version-1 state
+    (named by path) still resumes, and under a new path with a warning."""
+    import pytest
+    import shutil
+    import warnings
+
+    def make(root):
+        return galley.DataLoader(str(root), batch_size=7, shuffle=True, seed=9,
+                                 transform=T.Resize([8, 8]), socket=daemon.socket)
+
+    def first_batches(root, k):
+        loader = make(root)
+        seen = []
+        for _x, _y, ids in loader.iter_with_ids():
+            seen += ids.tolist()
+            if len(seen) == 7 * k:
+                state = loader.state_dict()
+                break
+        loader.close()
+        return seen, state
+
+    def rest(root, state):
+        loader = make(root)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loader.load_state_dict(state)
+        seen = [i for _x, _y, ids in loader.iter_with_ids() for i in ids.tolist()]
+        loader.close()
+        return seen, [str(w.message) for w in caught]
+
+    seen, state = first_batches(folder, k=3)
+    copies = workdir / "resume_copies"  # under the daemon's allowed root
+    copies.mkdir()
+    plain, kept = copies / "copied", copies / "copied_with_times"
+    subprocess.run(["cp", "-r", str(folder), str(plain)], check=True)
+    subprocess.run(["cp", "-rp", str(folder), str(kept)], check=True)
+    for root, warned in ((plain, True), (kept, False), (folder, False)):
+        after, messages = rest(root, state)
+        assert sorted(seen + after) == list(range(60)), root  # every item once, across both
+        times = [m for m in messages if "modification times differ" in m]
+        assert len(times) == (1 if warned else 0), messages
+        assert len(messages) == len(times), messages
+
+    # Another dataset is refused, saying what differs.
+    def variant(name, change):
+        root = copies / name
+        shutil.copytree(folder, root)
+        change(root)
+        return root
+
+    grown = variant("grown", lambda r: shutil.copy(r / "class_00" / "0000.jpg",
+                                                   r / "class_00" / "9999.jpg"))
+    renamed_class = variant("renamed_class", lambda r: (r / "class_03").rename(r / "class_zz"))
+    rewritten = variant("rewritten", lambda r: (r / "class_01" / "0002.jpg").write_bytes(
+        (r / "class_01" / "0002.jpg").read_bytes() + b"\0"))
+    swapped = variant("swapped", lambda r: (
+        (r / "class_02" / "0001.jpg").rename(r / "class_02" / "tmp.jpg"),
+        (r / "class_02" / "0002.jpg").rename(r / "class_02" / "0001.jpg"),
+        (r / "class_02" / "tmp.jpg").rename(r / "class_02" / "0002.jpg")))
+    for root, says in ((grown, "it has 61 items, the state's had 60"),
+                       (renamed_class, r"its classes differ \(new: class_zz; gone: class_03\)"),
+                       (rewritten, r"its files hold \d+ bytes, the state's held \d+"),
+                       (swapped, "relative paths, sizes or labels differ")):
+        with pytest.raises(ValueError, match="saved over another dataset .*" + says):
+            make(root).load_state_dict(state)
+
+    # The previous release's state: named by path. It resumes at that path
+    # as before, and under another path with as many items, with a warning.
+    old = as_version_1(state)
+    for root, warned in ((folder, False), (plain, True)):
+        after, messages = rest(root, old)
+        assert sorted(seen + after) == list(range(60)), root
+        assert [("version 1" in m) for m in messages] == ([True] if warned else []), messages
+    with pytest.raises(ValueError, match="has 61 items but had 60"):
+        make(grown).load_state_dict(old)

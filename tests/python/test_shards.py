@@ -648,3 +648,34 @@ def test_resume_mid_epoch_over_shards(daemon, corpus):
     resumed.close()
     assert len(first) == 21
     assert sorted(first + rest) == list(range(60)), "the epoch resumed exactly once"
+
+
+def test_the_dataset_of_shards_and_a_resume_from_a_copied_set(daemon, workdir, corpus):
+    """loader.dataset over shards names each item shard:key, with its label
+    and no class names; a state resumes over a copy of the shards made with
+    cp -r (new modification times) elsewhere, with a warning, exactly once."""
+    root, shards = corpus
+    pattern = str(shards[0].parent / "train-*.tar")
+
+    def make(dataset):
+        return Loader(dataset, batch_size=7, seed=4, transform=FIXED, socket=daemon.socket)
+
+    loader = make(pattern)
+    dataset = loader.dataset
+    assert len(dataset) == 60 and dataset.classes == [] and dataset.class_to_idx == {}
+    assert dataset.shards == [str(p) for p in shards]
+    assert dataset.samples == [(f"{os.path.realpath(shards[i // 15])}:s{i:05d}.jpg", label)
+                               for i, (_data, label) in enumerate(folder_samples(root))]
+    it = loader.iter_with_ids()
+    first = [i for _ in range(3) for i in next(it)[2].tolist()]
+    state = loader.state_dict()
+    del it
+    loader.close()
+    copy = workdir / "shards4_copied"
+    subprocess.run(["cp", "-r", str(shards[0].parent), str(copy)], check=True)
+    resumed = make(str(copy / "train-*.tar"))
+    with pytest.warns(UserWarning, match="modification times differ"):
+        resumed.load_state_dict(state)
+    rest = [i for _x, _y, ids in resumed.iter_with_ids() for i in ids.tolist()]
+    resumed.close()
+    assert sorted(first + rest) == list(range(60))

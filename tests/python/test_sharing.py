@@ -1,4 +1,4 @@
-"""Concurrent jobs share reads and decodes through one galleyd (DESIGN §4)."""
+"""Concurrent jobs share reads and decodes through one galleyd (docs/sampling.md)."""
 
 import multiprocessing as mp
 

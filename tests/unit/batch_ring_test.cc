@@ -91,7 +91,7 @@ TEST(BatchRingTest, NoWakeupBlocksWhateverTheClientDoesToItsEnd) {
   for (int i = 0; i < 10000; ++i) {
     auto slot = ring->Claim();
     ASSERT_TRUE(slot.has_value()) << "publication " << i;
-    ring->Publish(*slot);
+    ring->Publish(*slot, {});
     ring->slot(*slot)->state.store(static_cast<uint32_t>(wire::SlotState::kFree));
   }
   ring->Close(Status::Cancelled("done"));

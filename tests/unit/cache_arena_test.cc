@@ -28,10 +28,15 @@ long MinorFaults() {
 }
 
 std::shared_ptr<BlobArena> NewArena(uint64_t capacity) {
-  std::string error;
-  auto arena = BlobArena::Create(capacity, &error);
-  EXPECT_NE(arena, nullptr) << error;
-  return arena;
+  auto arena = BlobArena::Create(capacity);
+  EXPECT_TRUE(arena.ok()) << arena.status().ToString();
+  return arena.ok() ? std::move(arena).value() : nullptr;
+}
+
+std::unique_ptr<TieredCache> NewCache(const CacheOptions& options) {
+  auto cache = TieredCache::Create(options);
+  EXPECT_TRUE(cache.ok()) << cache.status().ToString();
+  return cache.ok() ? std::move(cache).value() : nullptr;
 }
 
 TEST(BlobArenaTest, AFreedBlockIsReusedAndAFullArenaRefuses) {
@@ -175,7 +180,7 @@ TEST(TieredCacheArenaTest, DecodedPixelsGoToTheArenaAndFallBackToTheHeapWhenItIs
   CacheOptions options;
   options.cache_bytes = 2 * kMiB;
   options.split = {0, 100, 0};
-  auto cache = TieredCache::Create(options);
+  auto cache = NewCache(options);
   ASSERT_NE(cache, nullptr);
   ASSERT_NE(cache->decoded_arena(), nullptr);
 
@@ -208,7 +213,7 @@ TEST(TieredCacheArenaTest, AFullTierOfImagesOfManySizesStaysInTheArena) {
     options.cache_bytes = 32 * kMiB;
     options.split = {0, 100, 0};
     options.eviction = eviction;
-    auto cache = TieredCache::Create(options);
+    auto cache = NewCache(options);
     ASSERT_NE(cache, nullptr);
     std::mt19937 rng(7);
     std::uniform_int_distribution<int> side(300, 640);
@@ -233,14 +238,14 @@ TEST(TieredCacheArenaTest, AFullTierOfImagesOfManySizesStaysInTheArena) {
 TEST(TieredCacheArenaTest, SmallCachesAndCachesThatAskForNoArenaUseTheHeap) {
   CacheOptions options;
   options.cache_bytes = 1000;
-  auto small = TieredCache::Create(options);
+  auto small = NewCache(options);
   ASSERT_NE(small, nullptr);
   EXPECT_EQ(small->decoded_arena(), nullptr);
   EXPECT_FALSE(small->Stats().decoded_arena.has_value());
 
   options.cache_bytes = 64 * kMiB;
   options.decoded_arena = false;
-  auto off = TieredCache::Create(options);
+  auto off = NewCache(options);
   ASSERT_NE(off, nullptr);
   EXPECT_EQ(off->decoded_arena(), nullptr);
   auto blob = off->MakeDecodedBlob(std::vector<uint8_t>(30, 1), 10, 1, 3);

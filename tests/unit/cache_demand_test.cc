@@ -125,9 +125,9 @@ TEST(DemandTierTest, ConsumedDemandLowersPriorityInEveryTier) {
   CacheOptions options;
   options.cache_bytes = 100 * 1000;
   options.split = {50, 50, 0};
-  std::string error;
-  auto cache = TieredCache::Create(options, &error);
-  ASSERT_NE(cache, nullptr) << error;
+  auto created = TieredCache::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  TieredCache* cache = created->get();
   const std::vector<Key> keys = Range(0, 3);
   cache->demand().AddDemand(keys);
   cache->demand().AddDemand(keys);
@@ -139,7 +139,7 @@ TEST(DemandTierTest, ConsumedDemandLowersPriorityInEveryTier) {
   cache->demand().ConsumeDemand(1);
   // Shrinking to two entries per tier must drop item 1 (demand 0) in both.
   options.split = {2, 2, 0};
-  ASSERT_TRUE(cache->SetSplit(options.split));
+  ASSERT_TRUE(cache->SetSplit(options.split).ok());
   EXPECT_FALSE(cache->encoded().Contains(1));
   EXPECT_FALSE(cache->decoded().Contains(1));
   EXPECT_TRUE(cache->encoded().Contains(0));
@@ -153,22 +153,23 @@ TEST(DemandTierTest, ConsumedDemandLowersPriorityInEveryTier) {
 TEST(TieredCacheTest, RejectsBadOptionsAndSplitsTheBudget) {
   CacheOptions options;
   options.eviction = "fifo";
-  std::string error;
-  EXPECT_EQ(TieredCache::Create(options, &error), nullptr);
-  EXPECT_NE(error.find("fifo"), std::string::npos);
+  auto refused = TieredCache::Create(options);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("fifo"), std::string::npos);
   options.eviction = "lru";
   options.split = {60, 50, 0};
-  EXPECT_EQ(TieredCache::Create(options, &error), nullptr);
+  EXPECT_EQ(TieredCache::Create(options).status().code(), StatusCode::kInvalidArgument);
 
   options.split = {30, 60, 10};
   options.cache_bytes = 1000;
-  auto cache = TieredCache::Create(options, &error);
-  ASSERT_NE(cache, nullptr) << error;
+  auto created = TieredCache::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  TieredCache* cache = created->get();
   CacheStats stats = cache->Stats();
   EXPECT_EQ(stats.encoded.budget_bytes, 300u);
   EXPECT_EQ(stats.decoded.budget_bytes, 600u);
   EXPECT_EQ(stats.augmented.tier.budget_bytes, 100u);
-  EXPECT_FALSE(cache->SetSplit({101, 0, 0}));
+  EXPECT_EQ(cache->SetSplit({101, 0, 0}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(cache->split(), (Split{30, 60, 10}));
   cache->SetCacheBytes(2000);
   stats = cache->Stats();

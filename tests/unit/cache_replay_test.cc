@@ -10,8 +10,9 @@ namespace galley::cache {
 namespace {
 
 TEST(ReplayCacheTest, CountsLoadsAndConsumesDemand) {
-  auto cache = ReplayCache::Create(2, "refcount");
-  ASSERT_NE(cache, nullptr);
+  auto created = ReplayCache::Create(2, "refcount");
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  ReplayCache* cache = created->get();
   const std::vector<Key> job_a = {1, 2, 3};
   const std::vector<Key> job_b = {1, 2};
   cache->AddDemand(job_a);
@@ -31,7 +32,9 @@ TEST(ReplayCacheTest, CountsLoadsAndConsumesDemand) {
 }
 
 TEST(ReplayCacheTest, UnknownPolicyIsRefused) {
-  EXPECT_EQ(ReplayCache::Create(10, "random"), nullptr);
+  const auto refused = ReplayCache::Create(10, "random");
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("random"), std::string::npos);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The daemon's use of the cache: ItemPipeline really skips reads and decodes
 // on tier hits (its counters prove it), the augmented tier shares only
 // identical samples, and the scheduler keeps the demand counts exact when a
-// job leaves mid-epoch. Runs on a small JPEG ImageFolder written per test.
+// job leaves mid-epoch and counts once each batch no consumer took. Runs on a
+// small JPEG ImageFolder written per test.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -123,8 +124,8 @@ class DaemonCacheTest : public ::testing::Test {
     options.cache_bytes = uint64_t{64} << 20;  // every tier holds the whole dataset
     options.split = split;
     auto cache = cache::TieredCache::Create(options);
-    EXPECT_NE(cache, nullptr);
-    return cache;
+    EXPECT_TRUE(cache.ok()) << cache.status().ToString();
+    return cache.ok() ? std::move(cache).value() : nullptr;
   }
 
   // What the scheduler does when the job starts an epoch and receives every
@@ -209,7 +210,7 @@ TEST_F(DaemonCacheTest, EncodedEntryIsPromotedToTheDecodedTier) {
 
   // The admin moves the budget to decoded pixels: the next pass decodes
   // from the encoded tier once more, and the items move over.
-  ASSERT_TRUE(cache->SetSplit({50, 50, 0}));
+  ASSERT_TRUE(cache->SetSplit({50, 50, 0}).ok());
   AddAndConsumeDemand(*cache);
   RunPass(pipeline, job, 1);
   EXPECT_EQ(cache->decoded().Stats().entries, uint64_t{kItems});
@@ -418,8 +419,8 @@ TEST_F(DaemonCacheTest, SchedulerDropsTheRemainingDemandOfAJobThatLeaves) {
   // is full (nobody consumes) and the scheduler waits.
   auto a = MakeJob(1, 5, 3, 2);
   auto b = MakeJob(2, 9, 3, 2);
-  ASSERT_TRUE(scheduler.AddJob(a).ok());
-  ASSERT_TRUE(scheduler.AddJob(b).ok());
+  ASSERT_TRUE(scheduler.OnJobOpened(a).ok());
+  ASSERT_TRUE(scheduler.OnJobOpened(b).ok());
   scheduler.ConsumerReady(a->id);
   scheduler.ConsumerReady(b->id);
   scheduler.Start();
@@ -435,7 +436,7 @@ TEST_F(DaemonCacheTest, SchedulerDropsTheRemainingDemandOfAJobThatLeaves) {
     for (uint32_t i = 0; i < slot->sample_count; ++i) b_received[ids[i]] = true;
   }
 
-  scheduler.RemoveJob(a->id);
+  scheduler.OnJobClosed(a->id);
   EXPECT_EQ(cache->demand().TotalDemand(), uint64_t{kItems - 6});
   EXPECT_EQ(cache->demand().KeysWithDemand(), size_t{kItems - 6});
   for (ItemId item = 0; item < kItems; ++item) {
@@ -444,11 +445,44 @@ TEST_F(DaemonCacheTest, SchedulerDropsTheRemainingDemandOfAJobThatLeaves) {
   }
 
   // A seek leaves the epoch too; with b's ring still full nothing re-enters.
-  ASSERT_TRUE(scheduler.Seek(b->id, 1).ok());
+  ASSERT_TRUE(scheduler.OnJobSought(*b, {.epoch = 1, .generation = 1}).ok());
   EXPECT_EQ(cache->demand().TotalDemand(), 0u);
-  scheduler.RemoveJob(b->id);
+  scheduler.OnJobClosed(b->id);
   scheduler.Stop();
   EXPECT_EQ(cache->demand().TotalDemand(), 0u);
+}
+
+TEST_F(DaemonCacheTest, BatchesNoConsumerTookAreCountedOnceAsUnread) {
+  ItemPipeline pipeline(PipelineOptions{.worker_threads = 2});
+  Scheduler scheduler(SchedulerOptions{}, &pipeline);
+  // Two slots of 3 items, and no consumer: the ring fills, then waits.
+  auto job = MakeJob(1, 5, 3, 2);
+  ASSERT_TRUE(scheduler.OnJobOpened(job).ok());
+  scheduler.ConsumerReady(job->id);
+  scheduler.Start();
+  ASSERT_TRUE(WaitForBatches(*job, 2));
+  EXPECT_EQ(scheduler.Totals().unread, 0u);
+
+  // A seek leaves both published batches unread: the consumer drops them.
+  const JobSeek seek{.epoch = 1, .generation = 1};
+  ASSERT_TRUE(scheduler.OnJobSought(*job, seek).ok());
+  EXPECT_EQ(job->counters.unread.load(), 2u);
+  EXPECT_EQ(scheduler.Totals().unread, 2u);
+  // As the client does: the dropped slots go back, and the new epoch fills them.
+  for (uint32_t s = 0; s < 2; ++s) {
+    job->ring->slot(s)->state.store(static_cast<uint32_t>(wire::SlotState::kFree));
+  }
+  scheduler.Wake();
+  ASSERT_TRUE(WaitForBatches(*job, 4));
+  for (uint32_t s = 0; s < 2; ++s) EXPECT_EQ(job->ring->slot(s)->generation, seek.generation);
+
+  // Closing counts what is still in the ring, and the dropped ones not again.
+  scheduler.OnJobClosed(job->id);
+  scheduler.Stop();
+  const BatchTotalsSnapshot totals = scheduler.Totals();
+  EXPECT_EQ(totals.prepared, 4u);
+  EXPECT_EQ(totals.unread, 4u);
+  EXPECT_EQ(job->counters.batches.load(), 4u);
 }
 
 }  // namespace

@@ -120,8 +120,9 @@ class CachePlannerTest : public ::testing::Test {
 
     cache::CacheOptions options;
     options.cache_bytes = uint64_t{1} << 20;
-    cache_ = cache::TieredCache::Create(options);
-    ASSERT_NE(cache_, nullptr);
+    auto cache = cache::TieredCache::Create(options);
+    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    cache_ = std::move(cache).value();
     node_.decode_augment_per_core_per_s = 200;
     node_.augment_per_core_per_s = 1500;
     node_.memory_bytes_per_s = 5e9;
@@ -139,9 +140,9 @@ class CachePlannerTest : public ::testing::Test {
 
 TEST_F(CachePlannerTest, InputsComeFromTheNodeTheDatasetAndTheJobs) {
   CachePlanner planner(cache_.get(), node_, 3, PlannerOverrides{});
-  planner.JobOpened(1, Job("p#seed=1"));
-  planner.JobOpened(2, Job("p#seed=1"));
-  planner.JobOpened(3, Job("p#seed=2"));
+  planner.RecordJob(1, Job("p#seed=1"));
+  planner.RecordJob(2, Job("p#seed=1"));
+  planner.RecordJob(3, Job("p#seed=2"));
   const cache::Plan plan = planner.ReplanNow();
 
   const cache::PlannerInputs in = planner.CurrentInputs();
@@ -162,7 +163,7 @@ TEST_F(CachePlannerTest, InputsComeFromTheNodeTheDatasetAndTheJobs) {
   EXPECT_EQ(cache_->split(), expected.split());
   EXPECT_EQ(planner.plans_made(), 1u);
 
-  planner.JobClosed(2);
+  planner.OnJobClosed(2);
   EXPECT_EQ(planner.CurrentInputs().identical_pipeline_jobs, 1);
   const PlanSnapshot described = planner.Snapshot();
   EXPECT_EQ(described.planner, "model-driven");
@@ -179,7 +180,7 @@ TEST_F(CachePlannerTest, AdminOverridesWin) {
   overrides.split = cache::Split{20, 30, 50};
   CachePlanner planner(cache_.get(), node_, 2, overrides);
   EXPECT_EQ(cache_->split(), (cache::Split{20, 30, 50}));
-  planner.JobOpened(1, Job("p#seed=1"));
+  planner.RecordJob(1, Job("p#seed=1"));
   const cache::Plan plan = planner.ReplanNow();
   EXPECT_EQ(plan.split(), (cache::Split{20, 30, 50}));
   EXPECT_EQ(cache_->split(), (cache::Split{20, 30, 50}));
@@ -202,7 +203,7 @@ TEST_F(CachePlannerTest, AdminOverridesWin) {
 TEST_F(CachePlannerTest, ThePlannerThreadReplansWhenJobsChange) {
   CachePlanner planner(cache_.get(), node_, 2, PlannerOverrides{});
   planner.Start();
-  planner.JobOpened(1, Job("p#seed=1"));
+  planner.RecordJob(1, Job("p#seed=1"));
   for (int i = 0; i < 1000 && planner.plans_made() == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -227,7 +228,7 @@ TEST_F(CachePlannerTest, EachPipelinesMeasuredCostReplacesTheProbesAugmentCost) 
     for (uint64_t id = 1; id <= 4; ++id) {
       PlannedJob job = Job("same#seed=1");
       job.pipeline = pipeline;
-      planner.JobOpened(id, job);
+      planner.RecordJob(id, job);
     }
     const cache::Plan plan = planner.ReplanNow();
     const cache::PlannerInputs in = planner.CurrentInputs();

@@ -51,8 +51,9 @@ TEST(CachePrefaulterTest, TargetIsTheBudgetLessWhatTheOtherTiersHold) {
 TEST(CachePrefaulterTest, CommitsTheArenaUpToTheTargetAndStops) {
   cache::CacheOptions options;
   options.cache_bytes = 48 * kMiB;
-  auto cache = cache::TieredCache::Create(options);
-  ASSERT_NE(cache, nullptr);
+  auto created = cache::TieredCache::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  cache::TieredCache* cache = created->get();
   // What the encoded tier holds is not the decoded tier's to take.
   auto encoded = std::make_shared<cache::Blob>();
   encoded->bytes.assign(10 * kMiB, 1);
@@ -60,7 +61,7 @@ TEST(CachePrefaulterTest, CommitsTheArenaUpToTheTargetAndStops) {
   const uint64_t target = CachePrefaulter::Target(cache->Stats());
   EXPECT_EQ(target, 48 * kMiB - cache->Stats().encoded.bytes);
 
-  CachePrefaulter prefaulter(cache.get(), std::chrono::milliseconds(10));
+  CachePrefaulter prefaulter(cache, std::chrono::milliseconds(10));
   prefaulter.Start();
   auto populated = [&] { return cache->decoded_arena()->Stats().populated_bytes; };
   ASSERT_TRUE(WaitFor([&] { return populated() >= target; })) << populated();
@@ -88,15 +89,16 @@ TEST(CachePrefaulterTest, KeepsTheNodesReserve) {
   // commits the 24 MiB the node can spare, in 8 MiB steps, and stops.
   cache::CacheOptions options;
   options.cache_bytes = 48 * kMiB;
-  auto cache = cache::TieredCache::Create(options);
-  ASSERT_NE(cache, nullptr);
+  auto created = cache::TieredCache::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  cache::TieredCache* cache = created->get();
   auto populated = [&] { return cache->decoded_arena()->Stats().populated_bytes; };
   std::atomic<int> reads{0};
   auto memory = [&] {
     ++reads;
     return NodeMemory{kGiB, 256 * kMiB + 24 * kMiB - populated()};
   };
-  CachePrefaulter prefaulter(cache.get(), std::chrono::milliseconds(10), memory);
+  CachePrefaulter prefaulter(cache, std::chrono::milliseconds(10), memory);
   prefaulter.Start();
   // Reads 1-3 find room for a step each; the fourth finds none and ends it.
   ASSERT_TRUE(WaitFor([&] { return reads >= 4; })) << reads;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -120,6 +121,43 @@ TEST_F(DatasetTest, TheContentFingerprintNamesTheFilesNotWhereTheyAre) {
   const auto renamed = MustOpen(copy);
   ASSERT_NE(renamed, nullptr);
   EXPECT_NE(renamed->content_fingerprint(), changed->content_fingerprint());
+}
+
+// What a saved loader state names the dataset by: a copy that does not keep
+// modification times (cp -r) has the same content key and other mtimes; a
+// resized file, a renamed one or another label is another content.
+TEST_F(DatasetTest, TheResumeKeyNamesWhatACopyKeeps) {
+  for (const char* name : {"a/1.jpg", "a/2.jpg", "b/3.png"}) Write(root_ / name, name);
+  const fs::path copy = dir_ / "node2" / "data";
+  fs::create_directories(copy.parent_path());
+  fs::copy(root_, copy, fs::copy_options::recursive);
+  for (const char* name : {"a/1.jpg", "a/2.jpg", "b/3.png"}) {
+    fs::last_write_time(copy / name, fs::last_write_time(root_ / name) - std::chrono::hours(1));
+  }
+  const auto original = MustOpen(root_);
+  const auto copied = MustOpen(copy);
+  ASSERT_NE(original, nullptr);
+  ASSERT_NE(copied, nullptr);
+  EXPECT_EQ(copied->resume_key().content, original->resume_key().content);
+  EXPECT_NE(copied->resume_key().mtimes, original->resume_key().mtimes);
+  EXPECT_NE(copied->content_fingerprint(), original->content_fingerprint());  // the cache's key
+
+  Write(copy / "a/2.jpg", "a/2.jpg, one byte longer");
+  const auto resized = MustOpen(copy);
+  ASSERT_NE(resized, nullptr);
+  EXPECT_NE(resized->resume_key().content, original->resume_key().content);
+
+  // The same files under other labels: a manifest's own, then class names.
+  Write(root_ / "labels.txt", "a/1.jpg\t0\na/2.jpg\t0\nb/3.png\t1\n");
+  Write(root_ / "relabelled.txt", "a/1.jpg\t0\na/2.jpg\t1\nb/3.png\t1\n");
+  Write(root_ / "named.txt", "a/1.jpg\ta\na/2.jpg\ta\nb/3.png\tb\n");
+  const auto labels = MustOpen(root_ / "labels.txt");
+  const auto relabelled = MustOpen(root_ / "relabelled.txt");
+  const auto named = MustOpen(root_ / "named.txt");
+  ASSERT_TRUE(labels && relabelled && named);
+  EXPECT_NE(labels->resume_key().content, relabelled->resume_key().content);
+  EXPECT_NE(labels->resume_key().content, named->resume_key().content);
+  EXPECT_EQ(labels->resume_key().mtimes, relabelled->resume_key().mtimes);
 }
 
 TEST_F(DatasetTest, EmptyClassesAndEmptyRootsAreInvalid) {

@@ -7,8 +7,8 @@
 // probabilities), and Bernoulli decisions (binomial z-score). Thresholds are
 // the 0.1% critical values, so a correct implementation fails about once in
 // a thousand runs per assertion; the seeds are fixed, so runs are repeatable.
-// Each test draws through TransformPipeline::DescribeSample, the plan Apply
-// runs.
+// Each test draws through DescribeSample (server/image/testing), which
+// reports the plan Apply runs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "server/image/testing/transform_test_paths.h"
 #include "server/image/transforms.h"
 
 namespace galley::image {
@@ -43,7 +44,7 @@ TransformPipeline Pipeline(json ops) {
 std::vector<json> Draws(const TransformPipeline& pipeline, int width = 100, int height = 80) {
   std::vector<json> draws;
   for (int item = 0; item < kDraws; ++item) {
-    auto steps = pipeline.DescribeSample(width, height, 7, 3, item);
+    auto steps = DescribeSample(pipeline, width, height, 7, 3, item);
     EXPECT_TRUE(steps.ok());
     draws.push_back(*steps);
   }

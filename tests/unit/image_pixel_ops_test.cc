@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "server/image/augment_policies.h"
 #include "server/image/pixel_ops.h"
 #include "server/image/transforms.h"
 #include "tests/unit/rgb_test_images.h"

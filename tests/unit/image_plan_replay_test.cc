@@ -18,6 +18,7 @@
 #include "server/image/resample.h"
 #include "server/image/rgb_span.h"
 #include "server/image/tensor_ops.h"
+#include "server/image/testing/transform_test_paths.h"
 #include "server/image/transforms.h"
 
 namespace galley::image {
@@ -285,7 +286,7 @@ TEST(PlanReplayTest, EverySampleEqualsItsPlanRunOpByOp) {
     ASSERT_TRUE(pipeline.ok()) << recipe.name << ": " << pipeline.status().ToString();
     int with_pixel_ops = 0;
     for (uint64_t item = 0; item < 300; ++item) {
-      auto steps = pipeline->DescribeSample(source.width, source.height, 11, 2, item);
+      auto steps = DescribeSample(*pipeline, source.width, source.height, 11, 2, item);
       ASSERT_TRUE(steps.ok());
       for (const json& step : *steps) {
         if (step["step"] == "pixel") {

@@ -14,6 +14,7 @@
 
 #include "server/image/decoder.h"
 #include "server/image/region_decoder.h"
+#include "server/image/testing/transform_test_paths.h"
 #include "server/image/transforms.h"
 
 namespace galley::image {
@@ -198,7 +199,7 @@ TEST(ApplyRegionTest, SamplesEqualApplyOnTheFullImage) {
           const uint64_t epoch = item % 3;
           auto window = pipeline.RegionWindow(width, height, seed, epoch, item);
           ASSERT_TRUE(window.ok()) << window.status().ToString();
-          auto source = pipeline.SourceWindow(width, height, seed, epoch, item);
+          auto source = SourceWindow(pipeline, width, height, seed, epoch, item);
           ASSERT_TRUE(source.ok()) << source.status().ToString();
           EXPECT_LE(window->x, source->x);
           EXPECT_LE(window->y, source->y);
@@ -259,7 +260,7 @@ TEST(ApplyRegionTest, LaterCropsStillNeedTheFirstCropWhole) {
   const TransformPipeline pipeline = MustParse({{"ops",
                                                  {{{"op", "RandomResizedCrop"}, {"size", {256}}},
                                                   {{"op", "CenterCrop"}, {"size", {224}}}}}});
-  auto source = pipeline.SourceWindow(500, 375, 3, 0, 0);
+  auto source = SourceWindow(pipeline, 500, 375, 3, 0, 0);
   auto region = pipeline.RegionWindow(500, 375, 3, 0, 0);
   ASSERT_TRUE(source.ok() && region.ok());
   EXPECT_LT(static_cast<int64_t>(source->width) * source->height,

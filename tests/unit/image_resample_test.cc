@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "server/image/resample.h"
+#include "server/image/testing/transform_test_paths.h"
 #include "server/image/transforms.h"
 
 namespace galley::image {
@@ -399,7 +400,7 @@ TEST(ResizeAntialiasedTest, PipelinesMatchTorchvision) {
                        {"width", image.width},
                        {"height", image.height}};
     for (uint64_t item = 0; item < 8; ++item) {
-      auto window = train->SourceWindow(image.width, image.height, 3, 0, item);
+      auto window = SourceWindow(*train, image.width, image.height, 3, 0, item);
       ASSERT_TRUE(window.ok());
       json c = base;
       c.update({{"op", "resized_crop"},

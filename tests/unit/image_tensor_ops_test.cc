@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "server/image/augment_policies.h"
 #include "server/image/pixel_ops.h"
 #include "server/image/tensor_ops.h"
 #include "server/image/transforms.h"

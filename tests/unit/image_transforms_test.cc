@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "server/image/resample.h"
+#include "server/image/testing/transform_test_paths.h"
 #include "server/image/transforms.h"
 
 namespace galley::image {
@@ -259,7 +260,7 @@ TEST(TransformPipelineTest, OutputEqualsTheResizedSourceWindow) {
       {{"ops", {{{"op", "RandomResizedCrop"}, {"size", {24, 32}}}}}, {"output", Output()}});
   const RgbImage image = SmoothImage(300, 200);
   for (uint64_t item = 0; item < 50; ++item) {
-    auto window = pipeline.SourceWindow(300, 200, 1, 0, item);
+    auto window = SourceWindow(pipeline, 300, 200, 1, 0, item);
     ASSERT_TRUE(window.ok());
     // torchvision crops, then resizes the crop: the filter does not reach
     // past the crop's edges.
@@ -284,7 +285,7 @@ TEST(TransformPipelineTest, RandomResizedCropParametersFollowTorchvisionDistribu
   constexpr int kBins = 10;
   std::vector<int> area_bins(kBins), ratio_bins(kBins), offset_bins(kBins);
   for (int item = 0; item < kSamples; ++item) {
-    auto w = pipeline.SourceWindow(kSide, kSide, 99, 0, item);
+    auto w = SourceWindow(pipeline, kSide, kSide, 99, 0, item);
     ASSERT_TRUE(w.ok());
     const double area = static_cast<double>(w->width) * w->height / (double{kSide} * kSide);
     const double ratio = static_cast<double>(w->width) / w->height;
@@ -316,7 +317,7 @@ TEST(TransformPipelineTest, FallbackCropIsCentredAndClampedToRatio) {
   // the centred crop of the full height with width = round(h * 4 / 3).
   const auto pipeline =
       MustParse({{"ops", {{{"op", "RandomResizedCrop"}, {"size", {8}}, {"scale", {5.0, 6.0}}}}}});
-  auto window = pipeline.SourceWindow(300, 100, 0, 0, 0);
+  auto window = SourceWindow(pipeline, 300, 100, 0, 0, 0);
   ASSERT_TRUE(window.ok());
   EXPECT_EQ(window->height, 100);
   EXPECT_EQ(window->width, 133);
@@ -426,7 +427,7 @@ TEST(TransformPipelineTest, ScaledInputGivesNearlyTheSameSample) {
   for (uint64_t item = 0; item < 20; ++item) {
     const auto expected = ApplyToBytes(pipeline, full, 4, 0, item);
     std::vector<std::byte> actual(pipeline.sample_bytes());
-    ASSERT_TRUE(pipeline.ApplyScaled(half, 400, 300, 4, 0, item, actual).ok());
+    ASSERT_TRUE(ApplyScaled(pipeline, half, 400, 300, 4, 0, item, actual).ok());
     for (size_t i = 0; i < actual.size(); ++i) {
       total_error += std::abs(static_cast<int>(actual[i]) - static_cast<int>(expected[i]));
       ++count;
@@ -441,14 +442,14 @@ TEST(TransformPipelineTest, ScaledInputGivesNearlyTheSameSample) {
   const auto crop_only =
       MustParse({{"ops", {{{"op", "CenterCrop"}, {"size", {8}}}}}, {"output", Output()}});
   std::vector<std::byte> out(crop_only.sample_bytes());
-  EXPECT_EQ(crop_only.ApplyScaled(half, 400, 300, 0, 0, 0, out).code(),
+  EXPECT_EQ(ApplyScaled(crop_only, half, 400, 300, 0, 0, 0, out).code(),
             StatusCode::kInvalidArgument);
 }
 
 TEST(TransformPipelineTest, MinDecodeSizeKeepsTheResizeAShrink) {
   const auto pipeline = MustParse({{"ops", {{{"op", "RandomResizedCrop"}, {"size", {56}}}}}});
   for (uint64_t item = 0; item < 100; ++item) {
-    auto w = pipeline.SourceWindow(800, 600, 0, 0, item);
+    auto w = SourceWindow(pipeline, 800, 600, 0, 0, item);
     ASSERT_TRUE(w.ok());
     ASSERT_LE(w->min_decode_width, 800);
     ASSERT_LE(w->min_decode_height, 600);

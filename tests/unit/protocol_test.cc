@@ -148,13 +148,15 @@ TEST(Messages, JobSpecRoundTrips) {
   spec.label_key = "json:label";
   spec.shard_seed = 0;  // set, even to 0, is not unset
   spec.local_world_size = 2;
+  spec.epoch_items = std::vector<uint64_t>{4, 4, 0};  // read back apart (JobSpecListsEpochs)
   // Every field of the body is set away from its default, so a field the
   // table writes but does not read (or the reverse) shows below.
-  const nlohmann::json body = JobSpecToJson(spec);
+  nlohmann::json body = JobSpecToJson(spec);
   std::set<std::string> keys;
   for (const auto& [key, value] : body.items()) keys.insert(key);
   const std::vector<std::string> names = JobSpecFieldNames();
   EXPECT_EQ(keys, std::set<std::string>(names.begin(), names.end()));
+  body.erase("epoch_items");  // it excludes a subset and a consumed bitmap
   auto parsed = JobSpecFromJson(body);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->dataset, spec.dataset);
@@ -186,9 +188,65 @@ TEST(Messages, JobSpecRoundTrips) {
   EXPECT_EQ(parsed->shard_seed, std::optional<uint64_t>(0));
   EXPECT_EQ(parsed->local_world_size, 2u);
   // Unset, the split's seed stays absent from the body and unset.
+  spec.epoch_items.reset();
   spec.shard_seed.reset();
   EXPECT_FALSE(JobSpecToJson(spec).contains("shard_seed"));
   EXPECT_FALSE(JobSpecFromJson(JobSpecToJson(spec))->shard_seed.has_value());
+}
+
+TEST(Messages, JobSpecListsEpochs) {
+  JobSpec listed{.dataset = "/d", .batch_size = 2, .transform_json = "{}"};
+  EXPECT_FALSE(JobSpecToJson(listed).contains("epoch_items"));
+  EXPECT_FALSE(JobSpecFromJson(JobSpecToJson(listed))->epoch_items.has_value());
+  listed.epoch_items = std::vector<uint64_t>{4, 4, 0};  // repeats and order kept
+  auto parsed = JobSpecFromJson(JobSpecToJson(listed));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->epoch_items, listed.epoch_items);
+  listed.epoch_items->clear();  // present but empty is still a listed job
+  EXPECT_TRUE(JobSpecFromJson(JobSpecToJson(listed))->epoch_items.has_value());
+  listed.epoch_items = std::vector<uint64_t>{1};
+  for (auto [field, value] :
+       {std::pair<const char*, nlohmann::json>{"ids", nlohmann::json::array({1u})},
+        {"classes", nlohmann::json::array({"cat"})},
+        {"id_ranges", nlohmann::json::array({nlohmann::json::array({0u, 2u})})},
+        {"resume_consumed", "01"}}) {
+    auto body = JobSpecToJson(listed);
+    body[field] = value;
+    auto refused = JobSpecFromJson(body);
+    ASSERT_FALSE(refused.ok()) << field;
+    EXPECT_NE(refused.status().message().find("'epoch_items'"), std::string::npos)
+        << refused.status().message();
+  }
+  auto body = JobSpecToJson(listed);
+  body["epoch_items"] = nlohmann::json::array({1, -2});
+  EXPECT_EQ(JobSpecFromJson(body).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Messages, ListingRequestNamesTheDatasetAsOpenJobDoes) {
+  JobSpec spec{.dataset = "/s/a.tar", .shards = {"/s/a.tar", "/s/b.tar"}, .label_key = ""};
+  const nlohmann::json body = ListingRequestToJson(spec, 40, 0);
+  EXPECT_EQ(body["what"], "listing");
+  uint64_t begin = 0, count = 7;
+  auto parsed = ListingRequestFromJson(body, &begin, &count);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(begin, 40u);
+  EXPECT_EQ(count, 0u);
+  EXPECT_FALSE(ListingRequestToJson(spec, 0, UINT64_MAX).contains("count"));
+  ASSERT_TRUE(
+      ListingRequestFromJson(ListingRequestToJson(spec, 0, UINT64_MAX), &begin, &count).ok());
+  EXPECT_EQ(count, UINT64_MAX);
+  EXPECT_EQ(parsed->dataset, "/s/a.tar");
+  EXPECT_EQ(parsed->shards, spec.shards);
+  EXPECT_EQ(parsed->label_key, "");
+  auto extra = body;
+  extra["batch_size"] = 4;  // a job's field, not a listing's
+  auto refused = ListingRequestFromJson(extra, &begin, &count);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("'batch_size'"), std::string::npos);
+  auto unnamed = body;
+  unnamed.erase("dataset");
+  EXPECT_EQ(ListingRequestFromJson(unnamed, &begin, &count).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(Messages, JobSpecRefusesAFieldItDoesNotKnow) {

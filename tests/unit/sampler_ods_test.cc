@@ -208,7 +208,7 @@ TEST(OdsSamplerTest, NothingCachedMeansNoSubstitution) {
 // than 5 standard errors (one-sided z-test, about 3e-7).
 uint64_t CacheMisses(const std::string& policy_name, uint64_t seed,
                      const std::vector<std::vector<ItemId>>& subsets) {
-  auto cache = cache::ReplayCache::Create(60, "refcount");
+  auto cache = cache::ReplayCache::Create(60, "refcount").value();
   SamplerOptions options;
   options.policy = policy_name;
   options.seed = seed;

@@ -57,7 +57,18 @@ TEST(SamplingPolicyTest, RejectsDuplicateIdsAndJobsWithoutSideEffects) {
     const std::vector<ItemId> twice = {4, 5, 4};
     ASSERT_TRUE(policy->AddJob(7, good).ok());
     EXPECT_EQ(policy->AddJob(7, good).code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(policy->AddJob(8, twice).code(), StatusCode::kInvalidArgument);
+    if (name == "sequential") {
+      // The walk of a given order (a client's list) takes an item twice, at
+      // each of its places; a job of its own shows it.
+      auto walk = Make(name);
+      ASSERT_TRUE(walk->AddJob(8, twice).ok());
+      std::vector<ItemId> walked;
+      Round round;
+      while (walk->Next(AllReady, &round)) walked.push_back(round.deliveries.at(0).item);
+      EXPECT_EQ(walked, twice);
+    } else {
+      EXPECT_EQ(policy->AddJob(8, twice).code(), StatusCode::kInvalidArgument);
+    }
     EXPECT_EQ(policy->Remaining(8), 0u);
     EXPECT_EQ(policy->Remaining(7), 3u);
     // The failed job left nothing behind: only job 7's items come out.

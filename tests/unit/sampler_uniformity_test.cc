@@ -1,4 +1,4 @@
-// Statistical tests of the uniformity guarantee (DESIGN §4.1): for each policy
+// Statistical tests of the uniformity guarantee (docs/sampling.md, opening): for each policy
 // that promises it, in mixes with identical, nested and pairwise-different
 // subsets, random masking, different speeds and staggered starts, every job's
 // epoch must be a uniformly random permutation of its subset.

@@ -40,6 +40,10 @@ class FakeRings final : public RingView {
     r.ready++;
     return r.slots - 1 - r.free;
   }
+  // The fake keeps no generations: every ready slot is of the current one.
+  uint32_t ReadyOf(const ServedJob& job, uint64_t) const override {
+    return rings_.at(job.id).ready;
+  }
   void Set(uint64_t job, uint32_t free, uint32_t ready) { rings_[job] = {4, free, ready}; }
   void Consume(uint64_t job) {
     RingOccupancy& r = rings_.at(job);
@@ -71,7 +75,7 @@ class SchedulerWaveTest : public ::testing::Test {
   std::unique_ptr<Scheduler> MakeScheduler(int hold_budget_ms) {
     SchedulerOptions options;
     options.gate.hold_budget_per_epoch = milliseconds(hold_budget_ms);
-    return std::make_unique<Scheduler>(options, nullptr, nullptr, nullptr,
+    return std::make_unique<Scheduler>(options, nullptr, nullptr,
                                        SchedulerHooks{.clock = &clock_, .rings = &rings_});
   }
 
@@ -89,7 +93,7 @@ class SchedulerWaveTest : public ::testing::Test {
     job->opened_at = clock_.Now() - std::chrono::seconds(10);
     rings_.Set(id, free, ready);
     jobs_[id] = job;
-    ASSERT_TRUE(scheduler.AddJob(job).ok());
+    ASSERT_TRUE(scheduler.OnJobOpened(job).ok());
     scheduler.ConsumerReady(id);
   }
 

@@ -66,6 +66,7 @@ JobSnapshot Job(uint64_t id, const std::string& name, uint64_t base) {
   j.prefetch = 4;
   j.segment_bytes = base + 3;
   j.batches = base + 4;
+  j.batches_unread = base + 14;
   j.samples = base + 5;
   j.skipped = base + 6;
   j.epochs_completed = base + 7;
@@ -122,6 +123,7 @@ DaemonStatusSnapshot Status() {
   s.jobs_refused = 12;
   s.draining = true;
   s.protocol_errors = 3;
+  s.batches = {31, 32};
   s.datasets = 13;
   s.shm_bytes = 4096;
   s.limits = {64, 1 << 20, 1 << 30, 8, 1 << 28, 32};
@@ -175,6 +177,8 @@ const std::map<std::string, std::string> kFamilies = {
     {"galley_jobs", "gauge"},
     {"galley_shm_bytes", "gauge"},
     {"galley_protocol_errors_total", "counter"},
+    {"galley_batches_prepared_total", "counter"},
+    {"galley_batches_unread_total", "counter"},
     {"galley_descriptors_open", "gauge"},
     {"galley_descriptors_limit", "gauge"},
     {"galley_descriptor_exhaustion_total", "counter"},
@@ -195,6 +199,7 @@ const std::map<std::string, std::string> kFamilies = {
     {"galley_sampler_loads_per_request", "gauge"},
     {"galley_job_samples_total", "counter"},
     {"galley_job_batches_total", "counter"},
+    {"galley_job_batches_unread_total", "counter"},
     {"galley_job_skipped_total", "counter"},
     {"galley_job_samples_per_second", "gauge"},
     {"galley_job_ring_full_seconds_total", "counter"},
@@ -241,6 +246,8 @@ TEST(PrometheusTextTest, EveryMetricWithItsLabelsAndValue) {
       "galley_jobs 2",
       "galley_shm_bytes 4096",
       "galley_protocol_errors_total 3",
+      "galley_batches_prepared_total 31",
+      "galley_batches_unread_total 32",
       "galley_descriptors_open 1201",
       "galley_descriptors_limit 1202",
       "galley_shard_descriptors_open 1203",
@@ -264,6 +271,7 @@ TEST(PrometheusTextTest, EveryMetricWithItsLabelsAndValue) {
       "galley_sampler_loads_per_request{" + b + "} 300.5",
       "galley_job_samples_total{" + j1 + "} 15",
       "galley_job_batches_total{" + j1 + "} 14",
+      "galley_job_batches_unread_total{" + j1 + "} 24",
       "galley_job_skipped_total{" + j1 + "} 16",
       "galley_job_samples_per_second{" + j1 + "} 10.75",
       "galley_job_ring_full_seconds_total{" + j1 + "} 10.25",
@@ -271,6 +279,7 @@ TEST(PrometheusTextTest, EveryMetricWithItsLabelsAndValue) {
       "galley_job_peer_hold_seconds_total{" + j1 + "} 10.375",
       "galley_job_samples_total{" + j2 + "} 25",
       "galley_job_batches_total{" + j2 + "} 24",
+      "galley_job_batches_unread_total{" + j2 + "} 34",
       "galley_job_skipped_total{" + j2 + "} 26",
       "galley_job_samples_per_second{" + j2 + "} 20.75",
       "galley_job_ring_full_seconds_total{" + j2 + "} 20.25",
@@ -305,6 +314,8 @@ TEST(PrometheusTextTest, WithoutJobsOrCacheEveryFamilyIsStillDeclared) {
       "galley_jobs 0",
       "galley_shm_bytes 0",
       "galley_protocol_errors_total 0",
+      "galley_batches_prepared_total 0",
+      "galley_batches_unread_total 0",
       "galley_descriptors_open -1",
       "galley_descriptors_limit 0",
       "galley_shard_descriptors_open 0",
@@ -356,7 +367,8 @@ TEST(SnapshotJsonTest, Status) {
     "version": "9.8.7", "protocol_version": 6, "uid": 990, "owner_only": false, "admin": true,
     "pid": 4321, "socket": "/run/galley/galleyd.sock", "uptime_seconds": 12.5, "jobs": 2,
     "your_jobs": 1, "jobs_opened": 11, "jobs_refused": 12, "draining": true,
-    "protocol_errors": 3, "datasets": 13, "shm_bytes": 4096,
+    "protocol_errors": 3, "batches": {"prepared": 31, "unread": 32}, "datasets": 13,
+    "shm_bytes": 4096,
     "limits": {"max_jobs": 64, "max_shm_per_job": 1048576, "max_shm_total": 1073741824,
                "max_jobs_per_uid": 8, "max_shm_per_uid": 268435456,
                "max_connections_per_uid": 32},
@@ -377,7 +389,8 @@ TEST(SnapshotJsonTest, Status) {
 constexpr const char* kJobJson = R"({
   "job_id": 1, "name": "train", "dataset": "/data/a", "owner_uid": 1010, "owner_pid": 4010,
   "policy": "uniform", "batch_size": 32, "epoch_size": 11, "batches_per_epoch": 12,
-  "prefetch": 4, "segment_bytes": 13, "batches": 14, "samples": 15, "skipped": 16,
+  "prefetch": 4, "segment_bytes": 13, "batches": 14, "batches_unread": 24, "samples": 15,
+  "skipped": 16,
   "epochs_completed": 17, "produce_seconds": 10.125, "ring_full_seconds": 10.25,
   "peer_hold_seconds": 10.375, "consumer_wait_seconds": 10.5, "consumer_waits": 18,
   "uptime_seconds": 10.625, "samples_per_second": 10.75, "rank": 19, "world_size": 20,

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -136,10 +137,20 @@ TEST(ShardFingerprintTest, NamesTheShardsContentNotTheirPath) {
   ASSERT_TRUE(here.ok() && there.ok()) << here.status().ToString() << there.status().ToString();
   ASSERT_EQ((*here)->size(), 2u);
   EXPECT_EQ((*here)->content_fingerprint(), (*there)->content_fingerprint());
+  // A copy that did not keep the shard's time (cp -r) resumes a saved
+  // loader state: the same content key, other mtimes.
+  fs::last_write_time(dir / "b" / "train-000.tar",
+                      fs::last_write_time(dir / "a" / "train-000.tar") - std::chrono::hours(1));
+  auto copied = ShardSource::Open({dir / "b" / "train-000.tar"}, options);
+  ASSERT_TRUE(copied.ok());
+  EXPECT_EQ((*copied)->resume_key().content, (*here)->resume_key().content);
+  EXPECT_NE((*copied)->resume_key().mtimes, (*here)->resume_key().mtimes);
   write(dir / "b" / "train-000.tar", "FIRST");
   auto rewritten = ShardSource::Open({dir / "b" / "train-000.tar"}, options);
   ASSERT_TRUE(rewritten.ok());
   EXPECT_NE((*rewritten)->content_fingerprint(), (*here)->content_fingerprint());
+  // Same sizes, other bytes: a resume cannot tell without reading them.
+  EXPECT_EQ((*rewritten)->resume_key().content, (*here)->resume_key().content);
   fs::remove_all(dir);
 }
 

@@ -90,6 +90,12 @@ struct JobInfo {
   Layout layout = Layout::kNCHW;
   uint32_t slots = 0;
   uint64_t segment_bytes = 0;
+  // What a saved loader state names the dataset by, the same for a copy of
+  // it under another path (docs/protocol.md §1.5): the listing's names,
+  // sizes and labels, and apart its modification times, 32 hex digits each.
+  std::string content_key;
+  std::string mtimes_key;
+  uint64_t dataset_bytes = 0;  // the items' total size, as listed
 };
 
 class Job {
@@ -113,11 +119,17 @@ class Job {
   // Drops whatever the daemon prepared beyond this point and restarts
   // production at the beginning of `epoch`.
   Status SeekEpoch(uint64_t epoch);
+  // The same for a job opened with JobSpec::epoch_items: `items` is the
+  // epoch's list, of the job's epoch length. The daemon prepares nothing of
+  // an epoch before its list arrives this way.
+  Status SeekEpoch(uint64_t epoch, const std::vector<uint64_t>& items);
 
   // The daemon's counters for this job (JSON text).
   Result<std::string> Stats();
 
-  // Ends the job now. Batches still held stay readable until released.
+  // Ends the job now. Batches still held stay readable until released. May
+  // be called from any thread: a Next() waiting in another returns Cancelled,
+  // as does every call after it.
   void Close();
 
  private:
@@ -142,6 +154,15 @@ class Client {
   // "cache", "plan". Returns a JSON document. A user who is not an admin
   // of the daemon sees only their own jobs and the datasets they may read.
   Result<std::string> Query(const std::string& what) const;
+
+  // One page of the listing of the dataset `spec` names (its dataset, or
+  // shards with their image_key and label_key; the rest is ignored), from
+  // item `begin` on and of at most `count` items (0: the dataset's figures
+  // only), without opening a job: a JSON document with the item names and
+  // labels and the dataset's size, classes and resume key (docs/protocol.md
+  // §1.6). The daemon checks access as for a job over the whole dataset.
+  Result<std::string> Listing(const JobSpec& spec, uint64_t begin,
+                              uint64_t count = UINT64_MAX) const;
 
   // Control requests. Cancel: ends one of your jobs (any job, for an
   // admin); NotFound otherwise. Drain (admins): no new jobs, and galleyd

@@ -126,6 +126,21 @@ struct JobSpec {
   // another size fails with a message naming both sizes (the client raises).
   // The transform must then resize nothing.
   bool native_size = false;
+
+  // The items of each epoch as the client lists them, instead of the
+  // daemon's subset and DDP split: what torch's DistributedSampler (or any
+  // sampler) yields for the epoch, an item listed twice served twice. Set,
+  // the subset fields and resume_consumed must be empty, and rank and
+  // world_size only describe the job. This is start_epoch's list from
+  // position start_batch * batch_size on (a resume lists the items not
+  // consumed yet); each later epoch's list comes with SeekEpoch, and the
+  // daemon prepares nothing of an epoch before it has its list. Every epoch
+  // has start_batch * batch_size + epoch_items->size() items, and a
+  // SeekEpoch list of another length is refused. With shuffle false (the
+  // sequential policy) the items come in the list's order; a random policy
+  // draws the order of the distinct items, and the copies of an item listed
+  // more than once come after them, in the list's order.
+  std::optional<std::vector<uint64_t>> epoch_items;
 };
 
 // A spec from its JSON form, galleyd's OpenJob body (docs/protocol.md §1.4;

@@ -54,10 +54,10 @@ struct ArenaStats {
 
 class BlobArena : public std::enable_shared_from_this<BlobArena> {
  public:
-  // Reserves `capacity_bytes` of address space. Returns nullptr, with the
-  // reason in *error when given, when the capacity is too small to hold the
-  // allocator's own header or the kernel refuses the reservation.
-  static std::shared_ptr<BlobArena> Create(uint64_t capacity_bytes, std::string* error = nullptr);
+  // Reserves `capacity_bytes` of address space. InvalidArgument when the
+  // capacity is too small to hold the allocator's own header;
+  // ResourceExhausted when the kernel refuses the reservation.
+  static Result<std::shared_ptr<BlobArena>> Create(uint64_t capacity_bytes);
   ~BlobArena();
   BlobArena(const BlobArena&) = delete;
   BlobArena& operator=(const BlobArena&) = delete;

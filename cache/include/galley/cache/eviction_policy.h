@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "galley/cache/blob.h"
+#include "galley/status.h"
 
 namespace galley::cache {
 
@@ -56,9 +57,9 @@ class EvictionPolicy {
   virtual size_t size() const = 0;
 };
 
-// Returns the policy called `name` ("refcount" or "lru"), or nullptr when no
-// policy has that name.
-std::unique_ptr<EvictionPolicy> MakeEvictionPolicy(std::string_view name);
+// Returns the policy called `name` ("refcount" or "lru"); InvalidArgument,
+// naming the policies there are, when no policy has that name.
+Result<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(std::string_view name);
 
 }  // namespace galley::cache
 

@@ -38,8 +38,9 @@ struct ReplayStats {
 class ReplayCache {
  public:
   // Holds up to `capacity_items` items under the eviction policy called
-  // `policy` ("refcount" or "lru"); nullptr for an unknown policy.
-  static std::unique_ptr<ReplayCache> Create(size_t capacity_items, std::string_view policy);
+  // `policy` ("refcount" or "lru"); InvalidArgument for an unknown policy.
+  static Result<std::unique_ptr<ReplayCache>> Create(size_t capacity_items,
+                                                     std::string_view policy);
   ReplayCache(const ReplayCache&) = delete;
   ReplayCache& operator=(const ReplayCache&) = delete;
 

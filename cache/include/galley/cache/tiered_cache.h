@@ -27,6 +27,7 @@
 #include "galley/cache/split.h"
 #include "galley/cache/tier.h"
 #include "galley/mutex.h"
+#include "galley/status.h"
 
 namespace galley::cache {
 
@@ -70,10 +71,10 @@ struct CacheStats {
 
 class TieredCache {
  public:
-  // Returns nullptr, with the reason in *error when given, if the options are
-  // invalid (unknown eviction policy, split over 100%).
-  static std::unique_ptr<TieredCache> Create(const CacheOptions& options,
-                                             std::string* error = nullptr);
+  // InvalidArgument when the options are invalid (unknown eviction policy,
+  // split over 100%); the arena's error when the decoded tier's arena cannot
+  // be reserved.
+  static Result<std::unique_ptr<TieredCache>> Create(const CacheOptions& options);
   TieredCache(const TieredCache&) = delete;
   TieredCache& operator=(const TieredCache&) = delete;
 
@@ -91,9 +92,9 @@ class TieredCache {
   // The decoded tier's arena, or nullptr when decoded_arena is off.
   BlobArena* decoded_arena() { return decoded_arena_.get(); }
 
-  // Re-budgets the tiers; shrinking tiers evict before this returns. Returns
-  // false, changing nothing, when `split` is invalid.
-  bool SetSplit(const Split& split);
+  // Re-budgets the tiers; shrinking tiers evict before this returns.
+  // InvalidArgument, changing nothing, when `split` is invalid.
+  Status SetSplit(const Split& split);
   // Changes the total budget, keeping the split.
   void SetCacheBytes(uint64_t cache_bytes);
 
