@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "server/daemon/dataset_registry.h"
-#include "server/daemon/job_lifecycle_observer.h"
-#include "server/daemon/job_manager.h"
+#include "galley/daemon/dataset_registry.h"
+#include "galley/daemon/job_lifecycle_observer.h"
+#include "galley/daemon/job_manager.h"
 
 namespace galley {
 namespace {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
-#include "server/daemon/scheduler.h"
+#include "galley/daemon/scheduler.h"
 
 namespace galley {
 namespace {

@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "server/daemon/scheduler.h"
+#include "galley/daemon/scheduler.h"
 
 namespace galley {
 namespace {
