@@ -39,9 +39,9 @@
 #include <string>
 #include <vector>
 
-#include "server/image/decoder.h"
-#include "server/image/region_decoder.h"
-#include "server/image/transforms.h"
+#include "galley/image/decoder.h"
+#include "galley/image/region_decoder.h"
+#include "galley/image/transforms.h"
 
 namespace galley::image {
 namespace {

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "server/sampler/sampling_policy.h"
+#include "galley/sampler/sampling_policy.h"
 
 namespace galley {
 namespace {

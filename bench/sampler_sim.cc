@@ -44,8 +44,8 @@
 #include <vector>
 
 #include "galley/cache/replay_cache.h"
-#include "server/sampler/sampling_policy.h"
-#include "server/sampler/uniformity_statistics.h"
+#include "galley/sampler/sampling_policy.h"
+#include "galley/sampler/uniformity_statistics.h"
 #include "tests/unit/sampler_workloads.h"
 
 namespace galley {

@@ -19,10 +19,10 @@
 #include <opencv2/imgproc.hpp>
 #include <vector>
 
-#include "server/image/pixel_ops.h"
-#include "server/image/resample.h"
-#include "server/image/testing/transform_test_paths.h"
-#include "server/image/transforms.h"
+#include "galley/image/pixel_ops.h"
+#include "galley/image/resample.h"
+#include "galley/image/testing/transform_test_paths.h"
+#include "galley/image/transforms.h"
 
 namespace galley::image {
 namespace {

@@ -29,10 +29,10 @@ install(FILES
           client/include/galley/batch.h
           client/include/galley/client.h
           client/include/galley/job_spec.h
-          client/base/include/galley/sampling_policies.h
-          client/base/include/galley/status.h
-          client/base/include/galley/tensor_format.h
-          ${PROJECT_BINARY_DIR}/client/base/include/galley/version.h
+          client/common/include/galley/sampling_policies.h
+          client/common/include/galley/status.h
+          client/common/include/galley/tensor_format.h
+          ${PROJECT_BINARY_DIR}/client/common/include/galley/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/galley COMPONENT client)
 install(EXPORT galleyTargets NAMESPACE galley:: DESTINATION ${galley_cmake_dir}
         COMPONENT client)

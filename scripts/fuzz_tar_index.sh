@@ -8,9 +8,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${GALLEY_FUZZ_DIR:-$ROOT/build/fuzz}"
 CXX="${CXX_FUZZ:-$(command -v clang++ || command -v clang++-14)}"
 mkdir -p "$OUT/corpus"
-"$CXX" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I "$ROOT" -I "$ROOT/client/base/include" \
+"$CXX" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I "$ROOT/server/dataset/include" \
+  -I "$ROOT/client/common/include" \
   "$ROOT/tests/fuzz/tar_index_fuzz.cc" "$ROOT/server/dataset/tar_index.cc" \
-  "$ROOT/client/base/src/status.cc" -o "$OUT/tar_index_fuzz"
+  "$ROOT/client/common/src/status.cc" -o "$OUT/tar_index_fuzz"
 python3 - "$OUT/corpus" <<'PY'
 import io, sys, tarfile
 for fmt, name in ((tarfile.USTAR_FORMAT, "ustar"), (tarfile.GNU_FORMAT, "gnu"),

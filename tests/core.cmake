@@ -9,6 +9,7 @@ galley_add_test(galleyd_test
           integration/access_test.cc integration/daemon_trust_test.cc
           integration/node_limits_test.cc integration/galleyd_process.cc
           integration/in_process_daemon.cc integration/other_user.cc
+          integration/two_user_daemon.cc
   LIBS galley_client galley_daemon galley_opencv acl
   LABEL integration)
 target_compile_definitions(galleyd_test PRIVATE GALLEYD_PATH="$<TARGET_FILE:galleyd>")

@@ -1,5 +1,6 @@
 # Sampler: policy contract, membership index, exactly-once property,
-# uniformity statistics, sharing, and the opportunistic policy.
+# uniformity statistics, sharing, the opportunistic policy, and the DDP
+# split across ranks and nodes.
 galley_add_test(galley_sampler_tests
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_policy_test.cc
@@ -7,5 +8,6 @@ galley_add_test(galley_sampler_tests
     ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_uniformity_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_sharing_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_ods_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/unit/distributed_split_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/sampler_schedule.cc
   LIBS galley_sampler galley_cache)

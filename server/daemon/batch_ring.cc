@@ -1,4 +1,4 @@
-#include "server/daemon/batch_ring.h"
+#include "galley/daemon/batch_ring.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,13 +1,13 @@
-#include "server/daemon/cache_planner.h"
+#include "galley/daemon/cache_planner.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <utility>
 
-#include "server/daemon/item_pipeline.h"
-#include "server/daemon/memory_setup.h"
-#include "server/daemon/restarting_loop.h"
+#include "galley/daemon/item_pipeline.h"
+#include "galley/daemon/memory_setup.h"
+#include "galley/daemon/restarting_loop.h"
 
 namespace galley {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/daemon/control_server.h"
+#include "galley/daemon/control_server.h"
 
 #include <fcntl.h>
 #include <malloc.h>
@@ -15,15 +15,15 @@
 #include <optional>
 #include <thread>
 
+#include "galley/daemon/dataset_listing.h"
+#include "galley/daemon/shard_datasets.h"
+#include "galley/daemon/socket_access.h"
+#include "galley/dataset/descriptor_exhaustion.h"
 #include "galley/errno_text.h"
+#include "galley/image/decoder.h"
+#include "galley/sampler/sampling_policy.h"
+#include "galley/snapshots/snapshot_json.h"
 #include "galley/version.h"
-#include "server/daemon/dataset_listing.h"
-#include "server/daemon/shard_datasets.h"
-#include "server/daemon/snapshot_json.h"
-#include "server/daemon/socket_access.h"
-#include "server/dataset/descriptor_exhaustion.h"
-#include "server/image/decoder.h"
-#include "server/sampler/sampling_policy.h"
 #include "wire/messages.h"
 
 namespace galley {

@@ -1,4 +1,4 @@
-#include "server/daemon/daemon.h"
+#include "galley/daemon/daemon.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
@@ -8,11 +8,11 @@
 #include <chrono>
 #include <utility>
 
+#include "galley/daemon/node_probe.h"
 #include "galley/random.h"
-#include "server/daemon/node_probe.h"
-#include "server/daemon/prometheus_text.h"
+#include "galley/snapshots/prometheus_text.h"
 #if GALLEY_REMOTE_TIER
-#include "server/daemon/remote_tier.h"
+#include "galley/daemon/remote/remote_tier.h"
 #endif
 
 namespace galley {

@@ -1,4 +1,4 @@
-#include "server/daemon/daemon_options.h"
+#include "galley/daemon/daemon_options.h"
 
 #include <arpa/inet.h>
 #include <sys/resource.h>
@@ -22,12 +22,12 @@
 #include <vector>
 
 #include "galley/client.h"
+#include "galley/daemon/remote/remote_cache.h"
+#include "galley/daemon/remote/remote_credentials.h"
+#include "galley/daemon/socket_access.h"
 #include "galley/errno_text.h"
+#include "galley/sampler/sampling_policy.h"
 #include "galley/version.h"
-#include "server/daemon/remote_cache.h"
-#include "server/daemon/remote_credentials.h"
-#include "server/daemon/socket_access.h"
-#include "server/sampler/sampling_policy.h"
 
 namespace galley {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/daemon/dataset_listing.h"
+#include "galley/daemon/dataset_listing.h"
 
 #include <string>
 #include <system_error>

@@ -1,12 +1,12 @@
-#include "server/daemon/dataset_registry.h"
+#include "galley/daemon/dataset_registry.h"
 
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
 #include <system_error>
 
-#include "server/daemon/node_probe.h"
-#include "server/daemon/shard_datasets.h"
+#include "galley/daemon/node_probe.h"
+#include "galley/daemon/shard_datasets.h"
 
 namespace galley {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/daemon/demand_ledger.h"
+#include "galley/daemon/demand_ledger.h"
 
 #include "galley/cache/blob.h"
 

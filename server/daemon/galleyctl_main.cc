@@ -20,9 +20,9 @@
 
 #include "galley/client.h"
 #include "galley/errno_text.h"
+#include "galley/snapshots/query_text.h"
 #include "galley/unique_fd.h"
 #include "galley/version.h"
-#include "server/daemon/query_text.h"
 
 namespace {
 

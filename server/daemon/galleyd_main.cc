@@ -21,13 +21,13 @@
 #include <string>
 #include <vector>
 
+#include "galley/daemon/batch_ring.h"
+#include "galley/daemon/daemon.h"
+#include "galley/daemon/daemon_options.h"
+#include "galley/daemon/memory_setup.h"
+#include "galley/daemon/systemd_notify.h"
+#include "galley/dataset/descriptor_exhaustion.h"
 #include "galley/errno_text.h"
-#include "server/daemon/batch_ring.h"
-#include "server/daemon/daemon.h"
-#include "server/daemon/daemon_options.h"
-#include "server/daemon/memory_setup.h"
-#include "server/daemon/systemd_notify.h"
-#include "server/dataset/descriptor_exhaustion.h"
 
 namespace {
 

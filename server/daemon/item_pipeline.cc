@@ -1,4 +1,4 @@
-#include "server/daemon/item_pipeline.h"
+#include "galley/daemon/item_pipeline.h"
 
 #include <spdlog/spdlog.h>
 #include <tbb/parallel_for.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <thread>
 
-#include "server/daemon/node_probe.h"
+#include "galley/daemon/node_probe.h"
 
 // Debian's TBB is not built with ThreadSanitizer, so in a GALLEY_SANITIZE=thread
 // build the ordering that parallel_for gives (the caller's writes before the

@@ -1,4 +1,4 @@
-#include "server/daemon/job_manager.h"
+#include "galley/daemon/job_manager.h"
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -6,10 +6,10 @@
 
 #include <algorithm>
 
-#include "server/daemon/shard_datasets.h"
-#include "server/daemon/socket_access.h"
-#include "server/image/decoder.h"
-#include "server/sampler/sampling_policy.h"
+#include "galley/daemon/shard_datasets.h"
+#include "galley/daemon/socket_access.h"
+#include "galley/image/decoder.h"
+#include "galley/sampler/sampling_policy.h"
 #include "wire/messages.h"
 
 namespace galley {

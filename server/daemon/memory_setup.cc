@@ -1,4 +1,4 @@
-#include "server/daemon/memory_setup.h"
+#include "galley/daemon/memory_setup.h"
 
 #include <malloc.h>
 #include <pthread.h>

@@ -1,4 +1,4 @@
-#include "server/daemon/metrics_server.h"
+#include "galley/daemon/metrics_server.h"
 
 #include <spdlog/spdlog.h>
 
@@ -9,7 +9,7 @@
 #include <chrono>
 #include <list>
 
-#include "server/dataset/descriptor_exhaustion.h"
+#include "galley/dataset/descriptor_exhaustion.h"
 
 namespace galley {
 namespace asio = boost::asio;

@@ -1,4 +1,4 @@
-#include "server/daemon/node_probe.h"
+#include "galley/daemon/node_probe.h"
 
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "galley/image/decoder.h"
+#include "galley/image/transforms.h"
 #include "galley/unique_fd.h"
-#include "server/image/decoder.h"
-#include "server/image/transforms.h"
 
 namespace galley {
 namespace {

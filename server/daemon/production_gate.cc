@@ -1,4 +1,4 @@
-#include "server/daemon/production_gate.h"
+#include "galley/daemon/production_gate.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "server/daemon/request_parser.h"
+#include "galley/daemon/request_parser.h"
 
 #include <spdlog/spdlog.h>
 

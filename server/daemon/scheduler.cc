@@ -1,12 +1,12 @@
-#include "server/daemon/scheduler.h"
+#include "galley/daemon/scheduler.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <unordered_map>
 
+#include "galley/daemon/restarting_loop.h"
 #include "galley/random.h"
-#include "server/daemon/restarting_loop.h"
 
 namespace galley {
 namespace {

@@ -1,10 +1,10 @@
-#include "server/daemon/served_job.h"
+#include "galley/daemon/served_job.h"
 
 #include <algorithm>
 
 #include "galley/random.h"
-#include "server/daemon/distributed_split.h"
-#include "server/sampler/uniform_random.h"
+#include "galley/sampler/distributed_split.h"
+#include "galley/sampler/uniform_random.h"
 
 namespace galley {
 

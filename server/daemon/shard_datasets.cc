@@ -1,6 +1,6 @@
-#include "server/daemon/shard_datasets.h"
+#include "galley/daemon/shard_datasets.h"
 
-#include "server/dataset/listing_progress.h"
+#include "galley/dataset/listing_progress.h"
 
 namespace galley {
 

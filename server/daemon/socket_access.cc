@@ -1,4 +1,4 @@
-#include "server/daemon/socket_access.h"
+#include "galley/daemon/socket_access.h"
 
 #include <grp.h>
 #include <sys/stat.h>

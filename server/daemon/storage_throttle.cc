@@ -1,4 +1,4 @@
-#include "server/daemon/storage_throttle.h"
+#include "galley/daemon/storage_throttle.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "server/daemon/systemd_notify.h"
+#include "galley/daemon/systemd_notify.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>

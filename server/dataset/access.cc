@@ -1,4 +1,4 @@
-#include "server/dataset/access.h"
+#include "galley/dataset/access.h"
 
 #include <acl/libacl.h>
 #include <sys/acl.h>

@@ -1,4 +1,4 @@
-#include "server/dataset/content_fingerprint.h"
+#include "galley/dataset/content_fingerprint.h"
 
 #include <xxhash.h>
 

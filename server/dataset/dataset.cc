@@ -1,11 +1,11 @@
-#include "server/dataset/dataset.h"
+#include "galley/dataset/dataset.h"
 
 #include <algorithm>
 #include <charconv>
 #include <limits>
 #include <set>
 
-#include "server/dataset/file_source.h"
+#include "galley/dataset/file_source.h"
 
 namespace galley {
 namespace {

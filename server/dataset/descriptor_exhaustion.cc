@@ -1,4 +1,4 @@
-#include "server/dataset/descriptor_exhaustion.h"
+#include "galley/dataset/descriptor_exhaustion.h"
 
 #include <dirent.h>
 #include <sys/resource.h>

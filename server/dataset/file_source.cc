@@ -1,4 +1,4 @@
-#include "server/dataset/file_source.h"
+#include "galley/dataset/file_source.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,9 +15,9 @@
 #include <set>
 #include <system_error>
 
+#include "galley/dataset/descriptor_exhaustion.h"
+#include "galley/dataset/listing_progress.h"
 #include "galley/errno_text.h"
-#include "server/dataset/descriptor_exhaustion.h"
-#include "server/dataset/listing_progress.h"
 
 namespace galley {
 namespace {

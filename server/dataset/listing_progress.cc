@@ -1,4 +1,4 @@
-#include "server/dataset/listing_progress.h"
+#include "galley/dataset/listing_progress.h"
 
 #include <algorithm>
 

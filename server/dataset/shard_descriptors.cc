@@ -1,4 +1,4 @@
-#include "server/dataset/shard_descriptors.h"
+#include "galley/dataset/shard_descriptors.h"
 
 #include <algorithm>
 #include <vector>

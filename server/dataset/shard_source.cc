@@ -1,4 +1,4 @@
-#include "server/dataset/shard_source.h"
+#include "galley/dataset/shard_source.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,12 +16,12 @@
 #include <thread>
 #include <unordered_map>
 
+#include "galley/dataset/descriptor_exhaustion.h"
+#include "galley/dataset/listing_progress.h"
+#include "galley/dataset/tar_index.h"
 #include "galley/errno_text.h"
 #include "galley/mutex.h"
 #include "galley/unique_fd.h"
-#include "server/dataset/descriptor_exhaustion.h"
-#include "server/dataset/listing_progress.h"
-#include "server/dataset/tar_index.h"
 
 namespace galley {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/dataset/tar_index.h"
+#include "galley/dataset/tar_index.h"
 
 #include <algorithm>
 #include <array>

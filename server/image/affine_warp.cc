@@ -1,4 +1,4 @@
-#include "server/image/affine_warp.h"
+#include "galley/image/affine_warp.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "server/image/rgb_lanes_avx2.h"
+#include "galley/image/rgb_lanes_avx2.h"
 #ifdef GALLEY_HAS_RGB_LANES_AVX2
 #define GALLEY_WARP_HAS_AVX2_KERNELS 1
 #endif

@@ -1,4 +1,4 @@
-#include "server/image/augment_policies.h"
+#include "galley/image/augment_policies.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "server/image/bmp_decoder.h"
+#include "galley/image/bmp_decoder.h"
 
 #include <algorithm>
 #include <array>

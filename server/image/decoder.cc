@@ -1,4 +1,4 @@
-#include "server/image/decoder.h"
+#include "galley/image/decoder.h"
 
 #include <turbojpeg.h>
 #include <webp/decode.h>
@@ -8,9 +8,9 @@
 #include <optional>
 #include <string>
 
-#include "server/image/bmp_decoder.h"
-#include "server/image/orientation.h"
-#include "server/image/png_decoder.h"
+#include "galley/image/bmp_decoder.h"
+#include "galley/image/orientation.h"
+#include "galley/image/png_decoder.h"
 
 namespace galley::image {
 namespace {

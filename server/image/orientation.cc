@@ -1,4 +1,4 @@
-#include "server/image/orientation.h"
+#include "galley/image/orientation.h"
 
 #include <libexif/exif-data.h>
 
@@ -6,7 +6,7 @@
 #include <memory>
 #include <utility>
 
-#include "server/image/rgb_span.h"
+#include "galley/image/rgb_span.h"
 
 namespace galley::image {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/image/pixel_ops.h"
+#include "galley/image/pixel_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "server/image/pixel_rows.h"
+#include "galley/image/pixel_rows.h"
 
 namespace galley::image {
 namespace {

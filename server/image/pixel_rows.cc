@@ -1,4 +1,4 @@
-#include "server/image/pixel_rows.h"
+#include "galley/image/pixel_rows.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

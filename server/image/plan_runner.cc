@@ -1,4 +1,4 @@
-#include "server/image/plan_runner.h"
+#include "galley/image/plan_runner.h"
 
 #include <algorithm>
 #include <array>
@@ -7,11 +7,11 @@
 #include <utility>
 #include <vector>
 
-#include "server/image/pixel_ops.h"
-#include "server/image/resample.h"
-#include "server/image/rgb_span.h"
-#include "server/image/sample_plan.h"
-#include "server/image/tensor_ops.h"
+#include "galley/image/pixel_ops.h"
+#include "galley/image/resample.h"
+#include "galley/image/rgb_span.h"
+#include "galley/image/sample_plan.h"
+#include "galley/image/tensor_ops.h"
 
 namespace galley::image {
 namespace {

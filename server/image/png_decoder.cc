@@ -1,4 +1,4 @@
-#include "server/image/png_decoder.h"
+#include "galley/image/png_decoder.h"
 
 #include <png.h>
 

@@ -1,4 +1,4 @@
-#include "server/image/region_decoder.h"
+#include "galley/image/region_decoder.h"
 
 // jpeglib.h uses FILE and size_t without including their headers.
 #include <cstddef>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "server/image/orientation.h"
+#include "galley/image/orientation.h"
 
 namespace galley::image {
 namespace {

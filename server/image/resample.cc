@@ -1,4 +1,4 @@
-#include "server/image/resample.h"
+#include "galley/image/resample.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "server/image/rgb_span.h"
+#include "galley/image/rgb_span.h"
 
 #include <algorithm>
 #include <cstring>

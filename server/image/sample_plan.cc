@@ -1,4 +1,4 @@
-#include "server/image/sample_plan.h"
+#include "galley/image/sample_plan.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,9 +6,9 @@
 #include <string>
 #include <utility>
 
-#include "server/image/augment_policies.h"
-#include "server/image/pixel_ops.h"
-#include "server/image/sample_random.h"
+#include "galley/image/augment_policies.h"
+#include "galley/image/pixel_ops.h"
+#include "galley/image/sample_random.h"
 
 namespace galley::image {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/image/sample_random.h"
+#include "galley/image/sample_random.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "server/image/sample_writer.h"
+#include "galley/image/sample_writer.h"
 
 #include <cstring>
 
@@ -6,7 +6,7 @@
 #include <immintrin.h>
 #endif
 
-#include "server/image/sample_random.h"
+#include "galley/image/sample_random.h"
 
 namespace galley::image {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/image/tensor_ops.h"
+#include "galley/image/tensor_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "server/image/pixel_ops.h"
-#include "server/image/rgb_lanes_avx2.h"
+#include "galley/image/pixel_ops.h"
+#include "galley/image/rgb_lanes_avx2.h"
 
 namespace galley::image {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/image/transform_spec.h"
+#include "galley/image/transform_spec.h"
 
 #include <cmath>
 #include <set>

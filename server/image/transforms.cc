@@ -1,11 +1,11 @@
-#include "server/image/transforms.h"
+#include "galley/image/transforms.h"
 
 #include <algorithm>
 #include <utility>
 
-#include "server/image/plan_runner.h"
-#include "server/image/sample_plan.h"
-#include "server/image/sample_writer.h"
+#include "galley/image/plan_runner.h"
+#include "galley/image/sample_plan.h"
+#include "galley/image/sample_writer.h"
 
 namespace galley::image {
 

@@ -1,4 +1,4 @@
-#include "server/sampler/dependent_sampler.h"
+#include "galley/sampler/dependent_sampler.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,4 +1,4 @@
-#include "server/sampler/independent_sampler.h"
+#include "galley/sampler/independent_sampler.h"
 
 namespace galley {
 

@@ -1,10 +1,10 @@
-#include "server/sampler/lockstep_sampler.h"
+#include "galley/sampler/lockstep_sampler.h"
 
 #include <algorithm>
 #include <string>
 
-#include "server/sampler/delivery_grouping.h"
-#include "server/sampler/uniform_random.h"
+#include "galley/sampler/delivery_grouping.h"
+#include "galley/sampler/uniform_random.h"
 
 namespace galley {
 

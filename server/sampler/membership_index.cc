@@ -1,4 +1,4 @@
-#include "server/sampler/membership_index.h"
+#include "galley/sampler/membership_index.h"
 
 #include <algorithm>
 #include <bit>

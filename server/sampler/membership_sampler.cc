@@ -1,9 +1,9 @@
-#include "server/sampler/membership_sampler.h"
+#include "galley/sampler/membership_sampler.h"
 
 #include <algorithm>
 #include <bit>
 
-#include "server/sampler/delivery_grouping.h"
+#include "galley/sampler/delivery_grouping.h"
 
 namespace galley {
 

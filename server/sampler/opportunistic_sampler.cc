@@ -1,4 +1,4 @@
-#include "server/sampler/opportunistic_sampler.h"
+#include "galley/sampler/opportunistic_sampler.h"
 
 #include <bit>
 #include <cmath>

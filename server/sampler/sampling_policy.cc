@@ -1,9 +1,9 @@
-#include "server/sampler/sampling_policy.h"
+#include "galley/sampler/sampling_policy.h"
 
-#include "server/sampler/dependent_sampler.h"
-#include "server/sampler/independent_sampler.h"
-#include "server/sampler/lockstep_sampler.h"
-#include "server/sampler/opportunistic_sampler.h"
+#include "galley/sampler/dependent_sampler.h"
+#include "galley/sampler/independent_sampler.h"
+#include "galley/sampler/lockstep_sampler.h"
+#include "galley/sampler/opportunistic_sampler.h"
 
 namespace galley {
 

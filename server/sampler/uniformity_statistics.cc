@@ -1,4 +1,4 @@
-#include "server/sampler/uniformity_statistics.h"
+#include "galley/sampler/uniformity_statistics.h"
 
 #include <boost/math/special_functions/gamma.hpp>
 #include <vector>

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <span>
 
-#include "server/image/decoder.h"
+#include "galley/image/decoder.h"
 
 namespace {
 

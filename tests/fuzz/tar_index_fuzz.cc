@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/dataset/tar_index.h"
+#include "galley/dataset/tar_index.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto listing =

@@ -27,6 +27,7 @@
 #include "galley/client.h"
 #include "tests/integration/galleyd_process.h"
 #include "tests/integration/other_user.h"
+#include "tests/integration/two_user_daemon.h"
 
 namespace galley {
 namespace {
@@ -34,10 +35,8 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 using testing::ChildAs;
-using testing::GalleydProcess;
 using testing::Outcome;
 using testing::RunAs;
-using testing::TempDir;
 
 constexpr uid_t kOther = 65534;  // nobody
 constexpr gid_t kOtherGroup = 65534;
@@ -48,42 +47,8 @@ void WriteSolid(const fs::path& path, uint8_t red, uint8_t green, uint8_t blue) 
   ASSERT_TRUE(cv::imwrite(path.string(), image, {cv::IMWRITE_JPEG_QUALITY, 100}));
 }
 
-class AccessTest : public ::testing::Test {
+class AccessTest : public testing::TwoUserDaemonTest {
  protected:
-  void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as a second user";
-    // The other user must reach the socket: the temp dir is 0700.
-    fs::permissions(tmp_.path(), fs::perms(0755));
-    data_ = tmp_.path() / "data";
-    testing::WriteJpegFolder(data_, 2, 3);
-    MakeReadableByAll(data_);
-  }
-
-  void Start(std::vector<std::string> args = {}) {
-    // Every user reaches this socket (the node-wide default is 0660).
-    args.insert(args.end(), {"--allowed-root", tmp_.path().string(), "--socket-mode", "0666"});
-    daemon_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", args);
-    ASSERT_TRUE(daemon_->started()) << "galleyd did not start";
-    options_.socket_path = daemon_->socket();
-    options_.request_timeout = 20s;
-  }
-
-  static void MakeReadableByAll(const fs::path& root) {
-    fs::permissions(root, fs::perms(0755));
-    for (const auto& entry : fs::recursive_directory_iterator(root)) {
-      fs::permissions(entry.path(), fs::perms(entry.is_directory() ? 0755 : 0644));
-    }
-  }
-
-  JobSpec Spec() const {
-    JobSpec spec;
-    spec.dataset = data_.string();
-    spec.batch_size = 2;
-    spec.prefetch = 1;
-    spec.transform_json = R"({"ops":[{"op":"Resize","size":[8,8]}]})";
-    return spec;
-  }
-
   // Opens `spec` and reads one whole epoch; the items received, or the
   // first error.
   Result<uint64_t> ReadEpoch(const JobSpec& spec) const {
@@ -118,11 +83,6 @@ class AccessTest : public ::testing::Test {
     });
     return outcome.code == 0 ? nlohmann::json::parse(outcome.message) : nlohmann::json();
   }
-
-  TempDir tmp_;
-  fs::path data_;
-  std::unique_ptr<GalleydProcess> daemon_;
-  ClientOptions options_;
 };
 
 TEST_F(AccessTest, AReadableDatasetIsServedToTheOtherUser) {

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "galley/daemon/daemon.h"
 #include "galley/status.h"
-#include "server/daemon/daemon.h"
 
 namespace galley::testing {
 

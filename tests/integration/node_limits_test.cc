@@ -34,6 +34,7 @@
 #include "galley/client.h"
 #include "tests/integration/galleyd_process.h"
 #include "tests/integration/other_user.h"
+#include "tests/integration/two_user_daemon.h"
 #include "tests/sanitizers.h"
 #include "wire/connection.h"
 #include "wire/messages.h"
@@ -46,12 +47,10 @@ namespace fs = std::filesystem;
 using testing::ChildAs;
 using testing::ConnectLoopback;
 using testing::FreePort;
-using testing::GalleydProcess;
 using testing::HttpGet;
 using testing::kNobodyGid;
 using testing::kNobodyUid;
 using testing::Outcome;
-using testing::TempDir;
 
 // ---- Reading galleyd from the outside ------------------------------------
 
@@ -182,34 +181,12 @@ struct Epoch {
   std::vector<int64_t> labels;
 };
 
-class NodeLimitsTest : public ::testing::Test {
+class NodeLimitsTest : public testing::TwoUserDaemonTest {
  protected:
-  void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as a second user";
-    fs::permissions(tmp_.path(), fs::perms(0755));
-    data_ = tmp_.path() / "data";
-    testing::WriteJpegFolder(data_, 2, 3);
-    for (const auto& entry : fs::recursive_directory_iterator(data_)) {
-      fs::permissions(entry.path(), fs::perms(entry.is_directory() ? 0755 : 0644));
-    }
-    fs::permissions(data_, fs::perms(0755));
-  }
-
-  void Start(std::vector<std::string> args = {}) {
-    args.insert(args.end(), {"--allowed-root", tmp_.path().string(), "--socket-mode", "0666"});
-    daemon_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", args);
-    ASSERT_TRUE(daemon_->started()) << "galleyd did not start";
-    options_.socket_path = daemon_->socket();
-    options_.request_timeout = 30s;
-  }
-
+  // The shared spec, for one epoch.
   JobSpec Spec() const {
-    JobSpec spec;
-    spec.dataset = data_.string();
-    spec.batch_size = 2;
-    spec.prefetch = 1;
+    JobSpec spec = TwoUserDaemonTest::Spec();
     spec.epochs = 1;
-    spec.transform_json = R"({"ops":[{"op":"Resize","size":[8,8]}]})";
     return spec;
   }
 
@@ -256,11 +233,6 @@ class NodeLimitsTest : public ::testing::Test {
     }
     return count;
   }
-
-  TempDir tmp_;
-  fs::path data_;
-  std::unique_ptr<GalleydProcess> daemon_;
-  ClientOptions options_;
 };
 
 // ---- Shard descriptors -------------------------------------------------------

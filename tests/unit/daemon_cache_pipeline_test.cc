@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
-#include "server/daemon/item_pipeline.h"
-#include "server/daemon/remote_cache.h"
-#include "server/daemon/scheduler.h"
-#include "server/daemon/served_job.h"
+#include "galley/daemon/item_pipeline.h"
+#include "galley/daemon/remote/remote_cache.h"
+#include "galley/daemon/scheduler.h"
+#include "galley/daemon/served_job.h"
 #include "wire/segment_layout.h"
 
 namespace galley {

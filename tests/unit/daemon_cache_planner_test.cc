@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "galley/cache/partition_planner.h"
-#include "server/daemon/cache_planner.h"
-#include "server/daemon/daemon_options.h"
-#include "server/daemon/node_probe.h"
-#include "server/image/transforms.h"
+#include "galley/daemon/cache_planner.h"
+#include "galley/daemon/daemon_options.h"
+#include "galley/daemon/node_probe.h"
+#include "galley/image/transforms.h"
 
 namespace galley {
 namespace {

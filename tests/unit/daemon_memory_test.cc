@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "server/daemon/memory_setup.h"
+#include "galley/daemon/memory_setup.h"
 #include "tests/sanitizers.h"
 
 namespace galley {

@@ -1,7 +1,7 @@
 // galleyd's configuration: every kind of error names its key and says what is
 // accepted, the same for a flag as for the TOML file; sizes take units; flags
 // override the file; a reload applies only the keys that may change.
-#include "server/daemon/daemon_options.h"
+#include "galley/daemon/daemon_options.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "server/daemon/job_manager.h"
+#include "galley/daemon/job_manager.h"
 
 namespace galley {
 namespace {

@@ -1,7 +1,7 @@
 // The "listing" request's pages (server/daemon/dataset_listing.h): every item
 // once, in id order, across pages bounded by their size; the first page's
 // classes; how an ImageFolder's and a manifest's names are spelled.
-#include "server/daemon/dataset_listing.h"
+#include "galley/daemon/dataset_listing.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

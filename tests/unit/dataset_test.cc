@@ -1,6 +1,6 @@
 // Dataset tests on temporary trees: torchvision's ImageFolder order and
 // labels, manifests, subsets, and every way a path could leave the root.
-#include "server/dataset/dataset.h"
+#include "galley/dataset/dataset.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -5,7 +5,7 @@
 // uniformly random (chi-square over many epochs and seeds). The exact values
 // are pinned against an independent implementation in
 // tests/python/test_ddp_split.py.
-#include "server/daemon/distributed_split.h"
+#include "galley/sampler/distributed_split.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include <set>
 #include <vector>
 
-#include "server/sampler/uniformity_statistics.h"
+#include "galley/sampler/uniformity_statistics.h"
 
 namespace galley {
 namespace {

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "server/image/decoder.h"
-#include "server/image/region_decoder.h"
+#include "galley/image/decoder.h"
+#include "galley/image/region_decoder.h"
 #include "tests/unit/image_fixture.h"
 
 namespace galley::image {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "server/image/decoder.h"
+#include "galley/image/decoder.h"
 
 namespace galley::image {
 

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "server/image/augment_policies.h"
-#include "server/image/pixel_ops.h"
-#include "server/image/transforms.h"
+#include "galley/image/augment_policies.h"
+#include "galley/image/pixel_ops.h"
+#include "galley/image/transforms.h"
 #include "tests/unit/rgb_test_images.h"
 
 namespace galley::image {

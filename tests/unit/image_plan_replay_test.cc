@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "server/image/pixel_ops.h"
-#include "server/image/resample.h"
-#include "server/image/rgb_span.h"
-#include "server/image/tensor_ops.h"
-#include "server/image/testing/transform_test_paths.h"
-#include "server/image/transforms.h"
+#include "galley/image/pixel_ops.h"
+#include "galley/image/resample.h"
+#include "galley/image/rgb_span.h"
+#include "galley/image/tensor_ops.h"
+#include "galley/image/testing/transform_test_paths.h"
+#include "galley/image/transforms.h"
 
 namespace galley::image {
 namespace {

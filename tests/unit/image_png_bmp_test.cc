@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "server/image/bmp_decoder.h"
-#include "server/image/decoder.h"
-#include "server/image/png_decoder.h"
+#include "galley/image/bmp_decoder.h"
+#include "galley/image/decoder.h"
+#include "galley/image/png_decoder.h"
 #include "tests/unit/image_fixture.h"
 
 namespace galley::image {

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "server/image/decoder.h"
-#include "server/image/region_decoder.h"
-#include "server/image/testing/transform_test_paths.h"
-#include "server/image/transforms.h"
+#include "galley/image/decoder.h"
+#include "galley/image/region_decoder.h"
+#include "galley/image/testing/transform_test_paths.h"
+#include "galley/image/transforms.h"
 
 namespace galley::image {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "server/image/rgb_span.h"
+#include "galley/image/rgb_span.h"
 
 namespace galley::image {
 namespace {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "server/image/resample.h"
-#include "server/image/testing/transform_test_paths.h"
-#include "server/image/transforms.h"
+#include "galley/image/resample.h"
+#include "galley/image/testing/transform_test_paths.h"
+#include "galley/image/transforms.h"
 
 namespace galley::image {
 namespace {

@@ -3,23 +3,19 @@
 // was given; a refused opening is taken back from those told before and
 // refuses the job; a refused seek is the seek's answer and numbers nothing.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "server/daemon/dataset_registry.h"
-#include "server/daemon/job_lifecycle_observer.h"
-#include "server/daemon/job_manager.h"
+#include "galley/daemon/dataset_registry.h"
+#include "galley/daemon/job_lifecycle_observer.h"
+#include "galley/daemon/job_manager.h"
+#include "tests/unit/empty_image_folder.h"
 
 namespace galley {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Writes each event it hears to a log shared by all observers, as
 // "<name> <event> <job>[ <epoch> <generation>]", and refuses what it is told to.
@@ -52,26 +48,19 @@ class RecordingObserver final : public JobLifecycleObserver {
 class JobLifecycleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "galley_lifecycle_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
-    fs::create_directories(root_ / "a");
     // Nothing reads the images: the transform names its output size.
-    for (int i = 0; i < 4; ++i) std::ofstream(root_ / "a" / (std::to_string(i) + ".jpg"));
+    ASSERT_NO_FATAL_FAILURE(folder_.Create(4));
     options_.max_shm_total = uint64_t{64} << 20;
     datasets_ = std::make_unique<DatasetRegistry>(DatasetRegistryOptions::From(options_));
     jobs_ = std::make_unique<JobManager>(JobManagerOptions::From(options_),
                                          std::vector<JobLifecycleObserver*>{&first_, &second_},
                                          datasets_.get(), nullptr);
   }
-  void TearDown() override {
-    jobs_.reset();
-    fs::remove_all(root_);
-  }
+  void TearDown() override { jobs_.reset(); }
 
   JobSpec Spec() const {
     JobSpec spec;
-    spec.dataset = root_.string();
+    spec.dataset = folder_.root().string();
     spec.batch_size = 2;
     spec.prefetch = 1;
     spec.transform_json = R"({"ops":[{"op":"Resize","size":[8,8]}]})";
@@ -81,7 +70,7 @@ class JobLifecycleTest : public ::testing::Test {
     return wire::PeerCredentials{::getpid(), ::geteuid(), ::getegid(), {}};
   }
 
-  fs::path root_;
+  testing::EmptyImageFolder folder_;
   DaemonOptions options_;
   std::vector<std::string> log_;
   RecordingObserver first_{"first", &log_};

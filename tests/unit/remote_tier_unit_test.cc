@@ -14,11 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include "server/daemon/remote_cache.h"
-#include "server/daemon/remote_credentials.h"
-#include "server/daemon/storage_throttle.h"
+#include "galley/daemon/remote/remote_cache.h"
+#include "galley/daemon/remote/remote_credentials.h"
+#include "galley/daemon/storage_throttle.h"
 #if GALLEY_REMOTE_TIER
-#include "server/daemon/remote_value.h"
+#include "galley/daemon/remote/remote_value.h"
 #endif
 
 namespace galley {

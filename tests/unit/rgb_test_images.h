@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "server/image/rgb_span.h"
+#include "galley/image/rgb_span.h"
 
 namespace galley::image {
 

@@ -9,8 +9,8 @@
 #include <map>
 #include <set>
 
-#include "server/sampler/membership_sampler.h"
-#include "server/sampler/sampling_policy.h"
+#include "galley/sampler/membership_sampler.h"
+#include "galley/sampler/sampling_policy.h"
 #include "tests/unit/sampler_schedule.h"
 
 namespace galley {

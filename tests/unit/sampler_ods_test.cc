@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "galley/cache/replay_cache.h"
-#include "server/sampler/sampling_policy.h"
+#include "galley/sampler/sampling_policy.h"
 #include "tests/unit/sampler_schedule.h"
 #include "tests/unit/sampler_workloads.h"
 

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "server/sampler/sampling_policy.h"
+#include "galley/sampler/sampling_policy.h"
 
 namespace galley {
 namespace {

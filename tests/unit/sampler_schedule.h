@@ -20,7 +20,7 @@
 #include <random>
 #include <set>
 
-#include "server/sampler/sampling_policy.h"
+#include "galley/sampler/sampling_policy.h"
 
 namespace galley {
 

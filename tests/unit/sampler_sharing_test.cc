@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "server/sampler/sampling_policy.h"
+#include "galley/sampler/sampling_policy.h"
 #include "tests/unit/sampler_workloads.h"
 
 namespace galley {

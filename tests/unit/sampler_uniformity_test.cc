@@ -30,8 +30,8 @@
 #include <tuple>
 #include <vector>
 
-#include "server/sampler/sampling_policy.h"
-#include "server/sampler/uniformity_statistics.h"
+#include "galley/sampler/sampling_policy.h"
+#include "galley/sampler/uniformity_statistics.h"
 #include "tests/unit/sampler_workloads.h"
 
 namespace galley {

@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "server/sampler/sampling_policy.h"
+#include "galley/sampler/sampling_policy.h"
 
 namespace galley {
 

@@ -4,22 +4,18 @@
 // epoch produced before its list; SeekEpoch's checks; and the cache's
 // demand counts with an item listed twice. Nothing is prepared.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
-#include "server/daemon/scheduler.h"
+#include "galley/daemon/scheduler.h"
+#include "tests/unit/empty_image_folder.h"
 
 namespace galley {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Rings that always have a free slot: every wave takes one batch per job.
 class OpenRings final : public RingView {
@@ -31,17 +27,7 @@ class OpenRings final : public RingView {
 
 class ListedEpochTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "galley_listed_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
-    fs::create_directories(root_ / "a");
-    for (int i = 0; i < kItems; ++i) std::ofstream(root_ / "a" / (std::to_string(i) + ".jpg"));
-    auto dataset = Dataset::Open(root_, {});
-    ASSERT_TRUE(dataset.ok()) << dataset.status().ToString();
-    dataset_ = *dataset;
-  }
-  void TearDown() override { fs::remove_all(root_); }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(folder_.Create(kItems)); }
 
   std::unique_ptr<Scheduler> MakeScheduler(cache::TieredCache* cache = nullptr) {
     return std::make_unique<Scheduler>(SchedulerOptions{}, nullptr, cache,
@@ -52,15 +38,10 @@ class ListedEpochTest : public ::testing::Test {
   std::shared_ptr<ServedJob> AddListedJob(Scheduler& scheduler, uint64_t id,
                                           const std::string& policy,
                                           const std::vector<uint64_t>& items) {
-    auto job = std::make_shared<ServedJob>();
-    job->id = id;
-    job->spec.batch_size = kBatch;
+    auto job = testing::JobOverAllItems(id, folder_.dataset(), kBatch, policy);
     job->spec.shuffle = policy != "sequential";
     job->spec.epoch_items = items;
-    job->dataset = dataset_;
-    for (ItemId i = 0; i < kItems; ++i) job->subset.push_back(i);
     job->epoch_size = job->ShardSize();
-    job->policy = policy;
     EXPECT_TRUE(job->ListEpoch(0, items).ok());
     EXPECT_TRUE(scheduler.OnJobOpened(job).ok());
     scheduler.ConsumerReady(id);
@@ -86,8 +67,7 @@ class ListedEpochTest : public ::testing::Test {
 
   static constexpr int kItems = 20;
   static constexpr uint32_t kBatch = 3;
-  fs::path root_;
-  std::shared_ptr<const Dataset> dataset_;
+  testing::EmptyImageFolder folder_;
   OpenRings rings_;
 };
 
@@ -144,7 +124,7 @@ TEST_F(ListedEpochTest, SeekChecksTheListAgainstTheJob) {
   auto plain = std::make_shared<ServedJob>();
   plain->id = 2;
   plain->spec.batch_size = kBatch;
-  plain->dataset = dataset_;
+  plain->dataset = folder_.dataset();
   plain->subset = {0, 1, 2};
   plain->epoch_size = 3;
   plain->policy = "dsa";

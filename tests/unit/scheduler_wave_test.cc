@@ -2,21 +2,18 @@
 // rings: who is produced for while a peer is slow or stalled, and what the
 // jobs still share. Nothing is prepared; no thread, no real time.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <vector>
 
-#include "server/daemon/scheduler.h"
+#include "galley/daemon/scheduler.h"
+#include "tests/unit/empty_image_folder.h"
 
 namespace galley {
 namespace {
 
-namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
 class ManualClock final : public SchedulerClock {
@@ -60,17 +57,7 @@ class FakeRings final : public RingView {
 
 class SchedulerWaveTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "galley_wave_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
-    fs::create_directories(root_ / "a");
-    for (int i = 0; i < kItems; ++i) std::ofstream(root_ / "a" / (std::to_string(i) + ".jpg"));
-    auto dataset = Dataset::Open(root_, {});
-    ASSERT_TRUE(dataset.ok()) << dataset.status().ToString();
-    dataset_ = *dataset;
-  }
-  void TearDown() override { fs::remove_all(root_); }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(folder_.Create(kItems)); }
 
   std::unique_ptr<Scheduler> MakeScheduler(int hold_budget_ms) {
     SchedulerOptions options;
@@ -82,14 +69,9 @@ class SchedulerWaveTest : public ::testing::Test {
   // Adds a job over the whole dataset whose consumer is waiting.
   void AddJob(Scheduler& scheduler, uint64_t id, const std::string& policy, uint32_t free,
               uint32_t ready) {
-    auto job = std::make_shared<ServedJob>();
-    job->id = id;
-    job->spec.batch_size = kBatch;
+    auto job = testing::JobOverAllItems(id, folder_.dataset(), kBatch, policy);
     job->spec.epochs = 1;
-    job->dataset = dataset_;
-    for (ItemId i = 0; i < kItems; ++i) job->subset.push_back(i);
     job->epoch_size = kItems;
-    job->policy = policy;
     job->opened_at = clock_.Now() - std::chrono::seconds(10);
     rings_.Set(id, free, ready);
     jobs_[id] = job;
@@ -118,8 +100,7 @@ class SchedulerWaveTest : public ::testing::Test {
 
   static constexpr int kItems = 64;
   static constexpr uint32_t kBatch = 8;
-  fs::path root_;
-  std::shared_ptr<const Dataset> dataset_;
+  testing::EmptyImageFolder folder_;
   ManualClock clock_;
   FakeRings rings_;
   std::map<uint64_t, std::shared_ptr<ServedJob>> jobs_;

@@ -3,7 +3,7 @@
 // released set holds nothing; a reader's descriptor outlives its eviction.
 // Descriptors here are real (dup of /dev/null), so "closed" is checked with
 // fcntl, not inferred.
-#include "server/dataset/shard_descriptors.h"
+#include "galley/dataset/shard_descriptors.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "server/daemon/prometheus_text.h"
-#include "server/daemon/query_text.h"
-#include "server/daemon/snapshot_json.h"
-#include "server/daemon/snapshots.h"
+#include "galley/snapshots/prometheus_text.h"
+#include "galley/snapshots/query_text.h"
+#include "galley/snapshots/snapshot_json.h"
+#include "galley/snapshots/snapshots.h"
 
 namespace galley {
 namespace {

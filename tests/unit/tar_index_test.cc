@@ -3,7 +3,7 @@
 // fuzz target over thousands of mutated archives (a short fuzz run). Also
 // DALI wds2idx indexes: parsing, and listings whose reads are planned from
 // one, good or wrong.
-#include "server/dataset/tar_index.h"
+#include "galley/dataset/tar_index.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "server/dataset/shard_source.h"
+#include "galley/dataset/shard_source.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 

@@ -1,11 +1,11 @@
-#include "server/image/testing/transform_test_paths.h"
+#include "galley/image/testing/transform_test_paths.h"
 
 #include <algorithm>
 #include <cmath>
 #include <utility>
 
-#include "server/image/plan_runner.h"
-#include "server/image/sample_plan.h"
+#include "galley/image/plan_runner.h"
+#include "galley/image/sample_plan.h"
 
 namespace galley::image {
 namespace {

@@ -1,0 +1,167 @@
+// CachePlanner: galleyd's side of model-driven partitioning (docs/cache.md):
+// gathers the planner's inputs, re-plans the cache split when datasets or jobs
+// change, and applies it with TieredCache::SetSplit.
+//
+// Inputs come from three places, each shown with its source by Snapshot():
+//   * the node, measured once at start (MeasureNode): decode+augment and
+//     augment-only rates per core, memory copy bandwidth;
+//   * the datasets, sampled the first time a job opens one (SampleDataset):
+//     storage read rate, item count, mean encoded size, inflation;
+//   * the remote tier, when there is one: B_cache and its capacity probed at
+//     start, B_NIC from the link speed; the plan also chooses the form it
+//     holds and sets it as the tier's write form;
+//   * the open jobs, as the JobManager announces them (the planner is a
+//     JobLifecycleObserver): the largest group of jobs with one augmentation
+//     signature on one dataset, the finished-sample size, the items they
+//     use, and their pipelines' augment cost, measured once per pipeline
+//     (MeasureAugmentRate) on the planner's thread: a RandAugment pipeline
+//     costs several times RandomResizedCrop's, which lowers the decoded and
+//     encoded tiers' rates and so favours the augmented tier.
+// Any of the node's and the storage inputs, and the split itself, can be
+// overridden by the admin; an override always wins.
+//
+// A job's opening and close are only recorded, and wake the planner's
+// thread, so the JobManager that announces them never waits for a dataset
+// sample or a plan.
+//
+// Thread-safe: mu_ guards the recorded state, plan_mu_ serialises re-plans.
+// Lock order: plan_mu_, then mu_; the cache's own locks are taken with
+// neither held except plan_mu_.
+#ifndef GALLEY_SERVER_DAEMON_CACHE_PLANNER_H_
+#define GALLEY_SERVER_DAEMON_CACHE_PLANNER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "galley/cache/partition_planner.h"
+#include "galley/cache/tiered_cache.h"
+#include "galley/daemon/daemon_options.h"
+#include "galley/daemon/job_lifecycle_observer.h"
+#include "galley/daemon/node_probe.h"
+#include "galley/daemon/remote/remote_cache.h"
+#include "galley/dataset/dataset.h"
+#include "galley/mutex.h"
+#include "galley/snapshots/snapshots.h"
+
+namespace galley {
+
+// Admin overrides of the planner's inputs; 0 (or no split) means "measure".
+struct PlannerOverrides {
+  double storage_bytes_per_s = 0;
+  double decode_augment_per_core_per_s = 0;
+  double augment_per_core_per_s = 0;
+  double memory_bytes_per_s = 0;
+  int cores = 0;
+  std::optional<cache::Split> split;
+  // The remote tier's inputs (B_cache, capacity, B_NIC) and its form
+  // (kNone: the planner chooses); its largest entry is configuration.
+  double remote_bytes_per_s = 0;
+  uint64_t remote_capacity_bytes = 0;
+  double nic_bytes_per_s = 0;
+  cache::RemoteTierForm remote_form = cache::RemoteTierForm::kNone;
+  uint64_t remote_max_value_bytes = 0;
+
+  // The admin's values; a throttled storage (storage_throttle_bytes_per_s)
+  // counts as its throttled rate unless storage_bytes_per_s is set, since
+  // the page cache would make the throttled files look fast.
+  static PlannerOverrides From(const DaemonOptions& options);
+};
+
+// The tiered cache's options from galleyd's: its budget, eviction and the
+// admin's split (the cache library does not know galleyd's options).
+cache::CacheOptions CacheOptionsFrom(const DaemonOptions& options);
+
+// What the planner needs to know about one open job.
+struct PlannedJob {
+  std::shared_ptr<const Dataset> dataset;
+  std::string signature;      // augmentation signature (pipeline + seed)
+  uint64_t sample_bytes = 0;  // one finished sample
+  uint64_t subset_items = 0;  // items the job uses per epoch, over all ranks
+  // The job's pipeline: its augment cost is measured once per pipeline (the
+  // node's probe pipeline stands in when null).
+  std::shared_ptr<const image::TransformPipeline> pipeline;
+};
+
+class CachePlanner final : public JobLifecycleObserver {
+ public:
+  // `cache` must outlive the planner, and so must `remote` when set (the
+  // shared tier, whose write form the plan sets). `worker_threads` is the
+  // pipeline's thread count: the cores that prepare items, unless overridden.
+  CachePlanner(cache::TieredCache* cache, const NodeMeasurements& node, int worker_threads,
+               const PlannerOverrides& overrides, RemoteCache* remote = nullptr);
+  ~CachePlanner() override;  // stops the thread
+  CachePlanner(const CachePlanner&) = delete;
+  CachePlanner& operator=(const CachePlanner&) = delete;
+
+  // Starts the thread that re-plans after changes. Without it, changes are
+  // planned only by ReplanNow (what tests do).
+  void Start();
+  void Stop() EXCLUDES(mu_);
+
+  // Records the job's PlannedJob; never refuses.
+  Status OnJobOpened(const std::shared_ptr<ServedJob>& job) override EXCLUDES(mu_);
+  // A seek changes none of the planner's inputs: accepted, nothing recorded.
+  Status OnJobSought(ServedJob& job, const JobSeek& seek) override;
+  void OnJobClosed(JobId job_id) override EXCLUDES(mu_);
+  // Records an open job as the planner sees it (what OnJobOpened records of
+  // a ServedJob).
+  void RecordJob(JobId job_id, PlannedJob job) EXCLUDES(mu_);
+
+  // Samples datasets not sampled yet, plans and applies the split, on the
+  // calling thread. Returns the plan applied (the current one when there is
+  // nothing to plan for yet: no dataset sampled).
+  cache::Plan ReplanNow() EXCLUDES(plan_mu_, mu_);
+
+  // The inputs, where each came from, the split and its predictions (what
+  // `galleyctl plan` prints).
+  PlanSnapshot Snapshot() const EXCLUDES(mu_);
+  // Tier statistics, demand totals, the split and the planner's inputs
+  // (what `galleyctl cache` prints, less the pipeline's counters).
+  CacheSnapshot SnapshotCache() const EXCLUDES(mu_);
+
+  // The inputs the next plan would use. Requires no lock.
+  cache::PlannerInputs CurrentInputs() const EXCLUDES(mu_);
+  uint64_t plans_made() const EXCLUDES(mu_);
+
+ private:
+  struct DatasetInfo {
+    std::shared_ptr<const Dataset> dataset;
+    std::optional<DatasetSample> sample;  // empty until sampled, or when sampling failed
+    std::string sample_error;
+  };
+
+  void Loop() EXCLUDES(mu_);
+  cache::PlannerInputs InputsLocked() const REQUIRES(mu_);
+  // The inputs of the last plan (the next one's before any), with sources.
+  PlannerInputsSnapshot InputsSnapshotLocked() const REQUIRES(mu_);
+
+  cache::TieredCache* const cache_;
+  RemoteCache* const remote_;
+  const NodeMeasurements node_;
+  const int worker_threads_;
+  const PlannerOverrides overrides_;
+
+  Mutex plan_mu_ ACQUIRED_BEFORE(mu_);  // serialises ReplanNow
+
+  mutable Mutex mu_;
+  CondVar cv_;  // signalled when stop_ or pending_ is set
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool pending_ GUARDED_BY(mu_) = false;
+  std::map<const Dataset*, DatasetInfo> datasets_ GUARDED_BY(mu_);
+  std::map<JobId, PlannedJob> jobs_ GUARDED_BY(mu_);
+  // Augment items/s per core by pipeline signature; 0 when it failed.
+  std::map<std::string, double> pipeline_rates_ GUARDED_BY(mu_);
+  std::optional<cache::Plan> plan_ GUARDED_BY(mu_);   // last applied
+  cache::PlannerInputs plan_inputs_ GUARDED_BY(mu_);  // what plan_ used
+  uint64_t plans_made_ GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DAEMON_CACHE_PLANNER_H_

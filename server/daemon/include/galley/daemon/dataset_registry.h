@@ -1,0 +1,137 @@
+// DatasetRegistry: the daemon's one list of open datasets.
+//
+// Jobs whose sources resolve to the same files (an ImageFolder or manifest
+// by canonical path; a shard set by its canonical shards and keys, however
+// the job spelled them) share one Dataset instance, hence one sampler group
+// and one set of cache keys. Each instance gets a number that is never
+// reused (`index`, the dataset half of cache::MakeKey), so a dataset listed
+// again gets new cache keys and nothing cached from the old listing is
+// served for it.
+//
+// Freshness: every Open re-checks the storage against the listing
+// (Dataset::Verify: the identities of its directories and files); when
+// something was added, removed or replaced, the dataset is listed again and
+// the new instance replaces the old one for this and later jobs (jobs
+// already running keep theirs). Forget drops a listing so the next job lists
+// afresh.
+//
+// Descriptors: every shard set keeps its open shard descriptors in one
+// ShardDescriptorCache of max_open_shards_total (shard_descriptors.h), so
+// listings kept for later jobs cannot add up to the process's limit.
+//
+// Access: the peer must be allowed to read the root (before anything is
+// listed) and every item its job is served, and to search every directory
+// leading to them (server/dataset/access.h); otherwise PermissionDenied
+// names the path. The check runs for every job, also when the items are in
+// a cache tier.
+//
+// Thread-safety: every method may be called from any thread; listings and
+// checks run without the registry's lock, so a slow listing never blocks
+// another job's open or a query.
+#ifndef GALLEY_SERVER_DAEMON_DATASET_REGISTRY_H_
+#define GALLEY_SERVER_DAEMON_DATASET_REGISTRY_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "galley/daemon/daemon_options.h"
+#include "galley/dataset/access.h"
+#include "galley/dataset/dataset.h"
+#include "galley/dataset/shard_descriptors.h"
+#include "galley/job_spec.h"
+#include "galley/mutex.h"
+#include "galley/snapshots/snapshots.h"
+#include "galley/status.h"
+
+namespace galley {
+
+// One job's view of its dataset.
+struct OpenedDataset {
+  std::shared_ptr<const Dataset> dataset;
+  uint32_t index = 0;          // never reused; the cache keys' dataset number
+  std::vector<ItemId> subset;  // what the job is served: sorted, distinct
+};
+
+struct DatasetRegistryOptions {
+  // Directories datasets may be served from; SetAllowedRoots replaces them.
+  std::vector<std::string> allowed_roots;
+  // Shard descriptors every listing together keeps open (resolved: never 0).
+  uint32_t max_open_shards_total = 0;
+  // What every shard set is opened with: the index cache, descriptors per
+  // set, index threads. Each job names its own image and label keys
+  // (ShardOptionsFor).
+  ShardOptions shards;
+
+  static DatasetRegistryOptions From(const DaemonOptions& options);
+};
+
+class DatasetRegistry {
+ public:
+  explicit DatasetRegistry(const DatasetRegistryOptions& options);
+
+  // Picks the job's items from a listed dataset (the job's classes, ranges
+  // and ids); its errors are the caller's.
+  using Selector = std::function<Result<std::vector<ItemId>>(const Dataset&)>;
+
+  // The dataset `spec` names, listed or shared, fresh, with the subset
+  // `select` picks and checked for `peer`. Errors: those of Dataset::Open /
+  // OpenShards, of `select`, and PermissionDenied naming what `peer` may
+  // not read.
+  Result<OpenedDataset> Open(const JobSpec& spec, const Credentials& peer, const Selector& select);
+
+  // Drops the listing of `name` (a dataset root or shard as given to
+  // galleyctl, or a snapshot's key); NotFound when nothing matches, also
+  // for a `checker` whose user may not read it (null: an admin). Jobs
+  // running on it keep it; the next job lists it again.
+  Status Forget(const std::string& name, AccessChecker* checker);
+
+  // Allowed roots from a reloaded configuration; later opens use them.
+  // When they change, every listing is dropped: each was checked against
+  // the old roots, so the next job on it lists (and checks) it again. Jobs
+  // already running keep theirs.
+  void SetAllowedRoots(const std::vector<std::string>& roots);
+
+  // Every listed dataset, with its shard figures for a shard set.
+  std::vector<DatasetSnapshot> Snapshot() const;
+  size_t size() const;
+  // The shard descriptors of every listing together.
+  ShardDescriptorCounts ShardDescriptors() const { return shard_descriptors_->Counts(); }
+
+ private:
+  struct Entry {
+    std::shared_ptr<const Dataset> dataset;
+    uint32_t index = 0;
+    std::chrono::steady_clock::time_point listed_at;
+    uint64_t listings = 0;
+  };
+
+  // The key under which jobs share the dataset `spec` names.
+  std::string KeyOf(const JobSpec& spec) const;
+  // PermissionDenied unless `checker`'s user may read the dataset's root
+  // (list the folder; read the manifest, or every shard).
+  Status CheckRoots(const JobSpec& spec, AccessChecker& checker) const;
+  // Lists the dataset anew.
+  Result<std::shared_ptr<const Dataset>> List(const JobSpec& spec) const;
+  // Installs `dataset` under `key` unless `replacing` is no longer the one
+  // there (another job listed it first); returns the entry now in force.
+  Entry Install(const std::string& key, std::shared_ptr<const Dataset> dataset,
+                const Dataset* replacing);
+
+  const ShardOptions shard_options_;
+  const std::shared_ptr<ShardDescriptorCache> shard_descriptors_;
+
+  mutable Mutex mu_;
+  std::vector<std::filesystem::path> allowed_roots_ GUARDED_BY(mu_);
+  std::map<std::string, Entry> entries_ GUARDED_BY(mu_);
+  uint32_t next_index_ GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DAEMON_DATASET_REGISTRY_H_

@@ -1,0 +1,216 @@
+// ItemPipeline: prepares the items of one scheduling wave in parallel.
+//
+// Each ItemTask is one item of one dataset with the slot positions it must
+// be written to (one per receiving job). The item is read and decoded once;
+// each receiving job's own transform then writes straight into its slot in
+// shared memory. Runs on a TBB arena of `worker_threads`; Run() is called by
+// one thread (the scheduler) at a time. Counters are atomics, readable from
+// any thread.
+//
+// With a TieredCache, each item takes the cheapest path the cache allows:
+// a decoded-tier hit skips the read and the decode, an encoded-tier hit skips
+// the read; a receiving job whose identical sample (same pipeline, seed and
+// epoch) is in the augmented tier skips its transform, and when every
+// receiver does, the item is not even decoded. What was prepared is offered
+// back: the decoded pixels to the decoded tier and, only when that tier
+// refuses them, the file bytes to the encoded tier, so the two tiers hold
+// disjoint items as the planner's model assumes (an encoded entry promoted to
+// the decoded tier leaves the encoded one). Demand must already be consumed
+// for the receivers (the scheduler does it when it plans the wave), so
+// admission weighs only the jobs that will still want the item.
+//
+// With a RemoteCache (shared by every node), an item missing from the local
+// tiers is looked up there before storage; what was read from storage is
+// written back in the tier's write form (decoded pixels when the planner
+// chose them and the full image was decoded, else the file's bytes), and an
+// encoded remote hit is upgraded to pixels when decoded is the write form.
+// With a StorageThrottle, every storage read is charged to it.
+//
+// A failure is recorded per slot position; a read that failed because the
+// dataset changed under its listing (IsDatasetChange) is marked so, since
+// the scheduler ends the job for it instead of substituting.
+#ifndef GALLEY_SERVER_DAEMON_ITEM_PIPELINE_H_
+#define GALLEY_SERVER_DAEMON_ITEM_PIPELINE_H_
+
+#include <tbb/task_arena.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "galley/cache/tiered_cache.h"
+#include "galley/daemon/daemon_options.h"
+#include "galley/daemon/log_throttle.h"
+#include "galley/daemon/remote/remote_cache.h"
+#include "galley/daemon/served_job.h"
+#include "galley/daemon/storage_throttle.h"
+#include "galley/image/decoder.h"
+#include "galley/image/region_decoder.h"
+#include "galley/snapshots/snapshots.h"
+
+namespace galley {
+
+// One slot being filled in this wave.
+struct SlotPlan {
+  std::shared_ptr<ServedJob> job;
+  uint32_t slot = 0;
+  uint64_t epoch = 0;
+  uint64_t batch_index = 0;
+  uint64_t generation = 0;
+  uint32_t flags = 0;
+  std::vector<ItemId> items;        // position -> item
+  std::vector<std::string> errors;  // position -> failure ("" = prepared)
+  // position -> 1 when its failure was the dataset changing under the job
+  // (its file is gone, or its shard is no longer the one listed), not a bad
+  // file: a sample that no substitute should stand in for.
+  std::vector<uint8_t> dataset_changed;
+  // Samples that failed and were replaced by a substitute, and the first
+  // failure's message (reported with the batch).
+  uint32_t substituted = 0;
+  std::string first_failure;
+  // Why the batch cannot go out as its position promises, so the job ends
+  // instead (set by the scheduler); "" while it can.
+  std::string unservable;
+
+  // Clears every position's outcome before the pipeline runs.
+  void ResetOutcomes() {
+    errors.assign(items.size(), std::string());
+    dataset_changed.assign(items.size(), 0);
+  }
+};
+
+struct SlotPosition {
+  SlotPlan* plan;
+  uint32_t position;
+};
+
+struct ItemTask {
+  const Dataset* dataset;
+  ItemId item;
+  std::vector<SlotPosition> deliveries;
+  // The dataset's small stable number in the daemon; with `item` it makes
+  // the cache key (cache::MakeKey).
+  uint32_t dataset_index = 0;
+};
+
+struct PipelineCounters {
+  std::atomic<uint64_t> file_reads{0};
+  std::atomic<uint64_t> bytes_read{0};
+  std::atomic<uint64_t> decodes{0};
+  std::atomic<uint64_t> region_decodes{0};  // decodes of only the rectangle the crops read
+  std::atomic<uint64_t> augments{0};
+  std::atomic<uint64_t> decoded_hits{0};    // items that skipped read and decode
+  std::atomic<uint64_t> encoded_hits{0};    // items that skipped the read
+  std::atomic<uint64_t> augmented_hits{0};  // samples that skipped their transform
+  std::atomic<uint64_t> failures{0};
+  std::atomic<uint64_t> read_ns{0};
+  std::atomic<uint64_t> decode_ns{0};
+  std::atomic<uint64_t> augment_ns{0};
+};
+
+struct PipelineOptions {
+  uint32_t worker_threads = 0;  // 0 = UsableCores(): one per core galleyd may use
+  image::DecodeOptions decode;
+
+  // The threads the pipeline runs: worker_threads, or UsableCores() for 0.
+  uint32_t threads() const;
+  static PipelineOptions From(const DaemonOptions& options);
+};
+
+// What of a prepared item goes to the remote tier.
+enum class RemoteWrite {
+  kNone,
+  kFromStorage,  // read from storage: the write form, or the bytes when no pixels
+  kPixelsOnly,   // an encoded remote hit: the pixels when decoded is the write form
+};
+
+class ItemPipeline {
+ public:
+  // `cache` may be null (caching disabled), and so may `remote` (no shared
+  // tier) and `throttle` (storage at its own speed); each one set must
+  // outlive the pipeline.
+  explicit ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache = nullptr,
+                        RemoteCache* remote = nullptr, StorageThrottle* throttle = nullptr);
+  ~ItemPipeline();
+
+  // Prepares every task; failures are recorded per position in the plans.
+  void Run(std::span<ItemTask> tasks);
+
+  const PipelineCounters& counters() const { return counters_; }
+  PipelineSnapshot Snapshot() const;
+  uint32_t threads() const { return threads_; }
+
+ private:
+  // RunOne inside a boundary that turns any exception into a failed sample.
+  void RunOneGuarded(ItemTask& task);
+  void RunOne(ItemTask& task);
+  // What Prepare made of an item. Its pixels are in exactly one of
+  // `cached`, `region` and `image`.
+  struct PreparedItem {
+    // The decoded tier's entry or a decoded remote hit, read in place.
+    cache::BlobPtr cached;
+    // Only the rectangle the receivers' crops read, at full resolution.
+    std::optional<image::ImageRegion> region;
+    // The whole image, decoded from the encoded tier's entry or the file.
+    image::RgbImage image;
+    // What to offer back to the tiers once the transforms are done: a blob
+    // to take `image`'s pixels (set when a tier may keep them), and the
+    // file's bytes when they came from outside the encoded tier.
+    std::shared_ptr<cache::Blob> decoded_to_offer;
+    cache::BlobPtr encoded_to_offer;
+    // What of the item goes to the remote tier.
+    RemoteWrite write_back = RemoteWrite::kNone;
+  };
+  // The item's full-resolution pixels: the decoded tier's entry, or decoded
+  // from the encoded tier or the file, with what it had to prepare to offer
+  // back to the cache. Records the failure in the plans and returns nullopt
+  // when it cannot.
+  // When `receivers` is given and every receiver's transform starts with a
+  // crop, a JPEG that neither the decoded tier nor the remote tier's decoded
+  // form would keep is decoded only over the rectangle the receivers' crops
+  // read (same bytes as a full decode): then `region` is set instead of
+  // `image`.
+  std::optional<PreparedItem> Prepare(ItemTask& task, cache::Key key,
+                                      const std::vector<const SlotPosition*>* receivers);
+  // The item's bytes from the remote tier or storage, or an error message.
+  // Sets *cached on a decoded remote hit.
+  Result<cache::BlobPtr> Fetch(ItemTask& task, cache::Key key, cache::BlobPtr* cached,
+                               bool* from_storage);
+  // Writes what was prepared for `task` to the remote tier.
+  void WriteBack(const ItemTask& task, RemoteWrite write,
+                 const std::shared_ptr<cache::Blob>& decoded, const cache::BlobPtr& encoded);
+  bool TryRegionDecode(const ItemTask& task, const cache::Blob& encoded,
+                       const std::vector<const SlotPosition*>& receivers, bool remote_wants_pixels,
+                       std::optional<image::ImageRegion>* region, Status* failure);
+  void OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> decoded, cache::BlobPtr encoded);
+
+  PipelineOptions options_;
+  cache::TieredCache* const cache_;
+  RemoteCache* const remote_;
+  StorageThrottle* const throttle_;
+  uint32_t threads_;
+  std::unique_ptr<tbb::task_arena> arena_;
+  PipelineCounters counters_;
+  // Per-sample failure warnings: at most 20 every 10 s, then a count.
+  LogThrottle failure_log_{20, std::chrono::seconds(10)};
+};
+
+// What the augmented tier keys a job's samples by: the canonical pipeline and
+// the seed, the two things besides (epoch, item) a sample depends on.
+std::string AugmentationSignature(const ServedJob& job);
+
+// Writes one failure per position of `task` into the plans; with
+// `dataset_changed`, marks it as the dataset changing (SlotPlan).
+void RecordFailure(ItemTask& task, const std::string& message, bool dataset_changed = false);
+
+// Whether a read of the item failed because the dataset is no longer what
+// it was listed as: the file is gone (NotFound), or the source saw its
+// storage change (a truncated, rewritten or replaced shard).
+bool IsDatasetChange(const Dataset& dataset, const Status& read_failure);
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DAEMON_ITEM_PIPELINE_H_

@@ -1,0 +1,255 @@
+// Scheduler: decides which items go to which jobs and when, in waves.
+//
+// One thread. Each wave it claims a free ring slot for every job that has
+// one, asks each dataset's SamplingPolicy for rounds until those slots'
+// batches are full (a job without a free slot is masked), runs the wave's
+// items through the ItemPipeline (read + decode once per item, one transform
+// per receiving job) and publishes the slots. It sleeps on a condition
+// variable when no job can take a batch.
+//
+// The Scheduler hears of jobs from their owner, the JobManager, as a
+// JobLifecycleObserver: a job opened (OnJobOpened: it joins its dataset's
+// sampler group), its client sought (OnJobSought: it restarts at an epoch),
+// it closed (OnJobClosed: it is forgotten). It calls no other component on
+// those events: the CachePlanner hears of them from the JobManager too.
+//
+// With a TieredCache it also keeps the cache's demand counts exact through
+// its DemandLedger: a job's epoch enters the ledger when the job enters the
+// sampler for that epoch, each item leaves it as the sampler hands it to
+// the job (while the wave is planned, so before the pipeline offers the
+// item to a tier), and the rest when the job leaves the epoch, at its end
+// or early (seek, close, a job that cannot go on). An "ods" group asks the
+// cache, while a wave is planned, whether an item is in the encoded or
+// decoded tier, and each job's epoch is registered with its spec's
+// ods_fraction.
+//
+// Every batch holds what its position in the epoch promises
+// (ServedJob::BatchTarget) and an epoch ends with its last batch, so
+// batches_per_epoch is exact for every job and rank. A sample that fails in
+// the pipeline (a bad file) is replaced by a substitute
+// (ServedJob::Substitute, never an item known to fail) in up to four more
+// pipeline passes before the wave is published. A batch that cannot keep
+// that promise is never published short: when a read shows that the dataset
+// changed under the job (a listed file is gone, a shard was truncated or
+// replaced), or no substitute could be prepared, the job ends: its ring is
+// closed with DataLoss naming the count and the first failure, which the
+// client reports after the batches already published, and it produces
+// nothing more (Seek returns that status). Each job's epoch enters its
+// policy with the job's own seed (JobSpec seed, epoch, rank and the daemon's
+// sampler_seed).
+//
+// When each job gets a batch is decided by a ProductionGate from the time of
+// an injected SchedulerClock and the occupancy read through an injected
+// RingView: jobs are not kept in step, so a slower or stalled job costs a
+// faster peer at most the gate's hold budget per epoch (and none under
+// "independent"); sharing between jobs of different speeds comes from the
+// sampler (a job whose ring is full is masked and keeps the items it still
+// needs) and from the decoded tier, which keeps items that are still in
+// demand.
+//
+// A batch is prepared for a job's consumer and for nothing else: one
+// prepared for an epoch the job has left (Seek) or for a job that has closed
+// is not published, and every batch prepared but never taken (not published
+// for that reason, or still in the ring when its job sought or closed) is
+// counted in the job's and the daemon's unread batches (BatchTotals).
+//
+// The JobLifecycleObserver calls, Wake, ConsumerReady, Snapshot and Totals
+// may be called from any thread; they take mu_. Production state is changed
+// only under mu_, by the scheduler thread or by those calls.
+#ifndef GALLEY_SERVER_DAEMON_SCHEDULER_H_
+#define GALLEY_SERVER_DAEMON_SCHEDULER_H_
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "galley/cache/tiered_cache.h"
+#include "galley/daemon/daemon_options.h"
+#include "galley/daemon/demand_ledger.h"
+#include "galley/daemon/item_pipeline.h"
+#include "galley/daemon/job_lifecycle_observer.h"
+#include "galley/daemon/production_gate.h"
+#include "galley/daemon/served_job.h"
+#include "galley/mutex.h"
+#include "galley/sampler/sampling_policy.h"
+#include "galley/snapshots/snapshots.h"
+
+namespace galley {
+
+// The jobs on one dataset that share one sampling policy instance.
+struct SamplerGroup {
+  std::string dataset;
+  std::string policy_name;
+  std::unique_ptr<SamplingPolicy> policy;
+  size_t jobs = 0;
+  uint64_t requests = 0;  // item deliveries to jobs
+  uint64_t loads = 0;     // distinct item preparations (rounds)
+  // ods: draws replaced by cached items in epochs the jobs have left (the
+  // current epochs' count is read from the policy).
+  uint64_t substitutions = 0;
+};
+
+struct SchedulerOptions {
+  // The daemon-wide seed (DaemonOptions::sampler_seed): mixed into every
+  // sampler's stream and every job's order. 0 (default) keeps a job's order
+  // a pure function of its (seed, epoch) across restarts and machines.
+  uint64_t sampler_seed = 0;
+  // Mixed into the stream each dataset's sampler group draws from once two
+  // jobs share it (never into a job's own stream, which keeps a lone job's
+  // order reproducible). galleyd sets it from fresh entropy at every start:
+  // daemons on different nodes that see the same events would otherwise
+  // make the same decisions, and the ranks of one DDP job would walk their
+  // shards in one pattern. Tests leave it 0 to replay decisions.
+  uint64_t stream_salt = 0;
+  GateOptions gate;  // when a job is produced for (production_gate.h)
+
+  // The seed and the gate's hold times; stream_salt stays 0 (the daemon
+  // draws it at start).
+  static SchedulerOptions From(const DaemonOptions& options);
+};
+
+// What the scheduler reads and claims of a job's batch ring. The daemon's
+// is RingView::Shared(), over the job's BatchRing; tests may pass their own.
+// Called by the scheduler thread under the scheduler's mutex.
+class RingView {
+ public:
+  virtual ~RingView() = default;
+  virtual RingOccupancy Occupancy(const ServedJob& job) const = 0;
+  // Takes a free slot for filling, or nullopt if there is none.
+  virtual std::optional<uint32_t> Claim(ServedJob& job) = 0;
+  // Published slots of `generation` the consumer has not taken.
+  virtual uint32_t ReadyOf(const ServedJob& job, uint64_t generation) const = 0;
+  static RingView* Shared();  // never null, lives forever
+};
+
+// Seams for tests; null members mean the real ones.
+struct SchedulerHooks {
+  const SchedulerClock* clock = nullptr;
+  RingView* rings = nullptr;
+};
+
+class Scheduler final : public JobLifecycleObserver {
+ public:
+  // `cache` may be null; when set it must outlive the scheduler.
+  Scheduler(SchedulerOptions options, ItemPipeline* pipeline, cache::TieredCache* cache = nullptr,
+            SchedulerHooks hooks = {});
+  ~Scheduler() override;  // stops the thread
+
+  void Start();
+  void Stop() EXCLUDES(mu_);
+
+  // Registers a job; InvalidArgument if its policy is unknown.
+  Status OnJobOpened(const std::shared_ptr<ServedJob>& job) override EXCLUDES(mu_);
+  // Restarts a job at the beginning of `seek.epoch`, its batches from then
+  // on tagged with `seek.generation`. Refused for an epoch past the job's
+  // last, for a job that cannot go on (its failure), and when `seek.items`
+  // does not fit the job: a listed job (ServedJob::listed) needs the
+  // epoch's list, which must fit it (ServedJob::ListEpoch), and any other
+  // job refuses one (InvalidArgument).
+  Status OnJobSought(ServedJob& job, const JobSeek& seek) override EXCLUDES(mu_);
+  // Forgets a job (closed or its client died). Safe to call twice.
+  void OnJobClosed(JobId job_id) override EXCLUDES(mu_);
+
+  // A slot was released, or something else changed: look again.
+  void Wake() EXCLUDES(mu_);
+  // The job's consumer is waiting for its first batch: start producing.
+  void ConsumerReady(uint64_t job_id) EXCLUDES(mu_);
+
+  // Every sampler group, with the substitutions of the epochs in progress.
+  std::vector<SamplerGroupSnapshot> Snapshot() const EXCLUDES(mu_);
+  // Batches prepared and left unread since start, every job's, closed or open.
+  BatchTotalsSnapshot Totals() const EXCLUDES(mu_);
+
+  // Plans one wave as the scheduler thread does each turn (slots claimed
+  // through the RingView, rounds decided, nothing prepared or published);
+  // false if the gate lets no job be produced for now. Only for a scheduler
+  // that was not started: tests drive its decisions by hand.
+  bool PlanOneWave(std::vector<std::unique_ptr<SlotPlan>>* plans, std::vector<ItemTask>* tasks)
+      EXCLUDES(mu_);
+
+ private:
+  struct Production {
+    std::shared_ptr<ServedJob> job;
+    SamplerGroup* group = nullptr;
+    uint64_t epoch = 0;
+    uint64_t batch_index = 0;
+    uint64_t generation = 0;
+    bool in_sampler = false;
+    bool finished = false;
+    bool consumer_ready = false;  // production starts when the consumer first waits
+    bool started = false;         // a batch has been planned for the job
+    // Producing start_epoch after a restart: leave out resume_consumed.
+    bool resuming = false;
+    // Copies of an item the epoch holds more than once, which a random
+    // policy (distinct items only) does not draw: served after its order.
+    std::vector<ItemId> repeats;
+    size_t repeats_served = 0;
+    // Why the job cannot go on, once a batch could not be completed.
+    Status failure;
+  };
+
+  void Loop() EXCLUDES(mu_);
+  // Asks the gate which jobs to produce for now and copies its times into
+  // the jobs' counters; returns the jobs to produce for, in jobs_ order.
+  std::vector<uint64_t> DecideWave() REQUIRES(mu_);
+  // Plans a wave; returns false if no job can take a batch.
+  bool PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans, std::vector<ItemTask>* tasks)
+      REQUIRES(mu_);
+  // Moves the job past the batch `plan` holds: to its next batch or, after
+  // its epoch's last (flagged so, and the stream's end after the job's last
+  // epoch), out of the sampler and into the next epoch.
+  void AdvancePast(Production& p, SlotPlan& plan) REQUIRES(mu_);
+  void Publish(SlotPlan& plan) REQUIRES(mu_);
+  // Whether a prepared plan is still wanted: its job is open and has not
+  // sought since the plan was made.
+  bool Wanted(const SlotPlan& plan) const REQUIRES(mu_);
+  // Counts `batches` of `job` as prepared and never taken by its consumer.
+  void CountUnread(ServedJob& job, uint64_t batches) REQUIRES(mu_);
+  // Replaces the samples of `plans` that failed by substitutes and returns
+  // the tasks that prepare them (empty: nothing failed). Plans already
+  // unservable are left alone.
+  std::vector<ItemTask> PlanSubstitutes(std::vector<std::unique_ptr<SlotPlan>>& plans,
+                                        uint32_t attempt) EXCLUDES(mu_);
+  // Sets SlotPlan::unservable, with the count and the first failure, for
+  // plans holding a sample the dataset's change made fail, and, once
+  // `substitutes_done`, for plans with a sample still failed.
+  static void FindUnservable(std::vector<std::unique_ptr<SlotPlan>>& plans, bool substitutes_done);
+  // Ends the job of an unservable plan: gives its slot back, stops its
+  // production and closes its ring with the reason.
+  void EndUnservableJob(SlotPlan& plan) EXCLUDES(mu_);
+  // Enters the job's current epoch: the sampler and the demand ledger get
+  // its items. `p` is one of jobs_, hence the lock.
+  void EnterSampler(Production& p) REQUIRES(mu_);
+  // Leaves the job's current epoch, dropping the demand it still had.
+  void LeaveSampler(Production& p) REQUIRES(mu_);
+
+  const SchedulerOptions options_;
+  ItemPipeline* const pipeline_;
+  cache::TieredCache* const cache_;
+  const SchedulerClock* const clock_;
+  RingView* const rings_;
+
+  mutable Mutex mu_;
+  CondVar cv_;  // signalled when stop_ or dirty_ is set
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool dirty_ GUARDED_BY(mu_) = false;
+  ProductionGate gate_ GUARDED_BY(mu_);
+  // The jobs' outstanding demand for the cache; single-threaded, hence mu_.
+  DemandLedger ledger_ GUARDED_BY(mu_);
+  std::map<JobId, Production> jobs_ GUARDED_BY(mu_);
+  std::map<std::pair<const Dataset*, std::string>, std::unique_ptr<SamplerGroup>> groups_
+      GUARDED_BY(mu_);
+  // Items that failed to read or decode, by dataset index: substitutes are
+  // never drawn from them.
+  std::set<std::pair<uint32_t, ItemId>> failed_items_ GUARDED_BY(mu_);
+  BatchTotalsSnapshot totals_ GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DAEMON_SCHEDULER_H_

@@ -1,0 +1,41 @@
+// The daemon's glue for tar shard datasets: the ShardOptions a job asks for,
+// the checks a job over shards must pass, and what galleyctl shows of them.
+//
+// Thread-safety: free functions of their arguments; call from any thread.
+#ifndef GALLEY_SERVER_DAEMON_SHARD_DATASETS_H_
+#define GALLEY_SERVER_DAEMON_SHARD_DATASETS_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <vector>
+
+#include "galley/dataset/dataset.h"
+#include "galley/job_spec.h"
+#include "galley/snapshots/snapshots.h"
+#include "galley/status.h"
+
+namespace galley {
+
+// The daemon's shard options (DatasetRegistryOptions::shards) with the
+// job's image_key and label_key.
+ShardOptions ShardOptionsFor(const JobSpec& spec, const ShardOptions& daemon_wide);
+
+// For a shard dataset with on_error "raise": InvalidArgument naming the
+// first skipped sample (shard and key) or damaged shard. Ok otherwise.
+// (Who may read which shard is the DatasetRegistry's check.)
+Status CheckShardJob(const Dataset& dataset, const JobSpec& spec);
+
+// Shard counts, skipped members and samples, damage, index age and the
+// process-wide index counters; nothing for other datasets.
+std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset);
+
+// Listings under way now (shard sets, ImageFolder trees, manifests): path,
+// kind, unit (shards, files, lines), done, total (unknown while a folder is
+// walked), seconds, rate (units/s) and estimated seconds left (-1 while
+// unknown); folders also carry classes and classes_done.
+std::vector<IndexingSnapshot> SnapshotIndexing();
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DAEMON_SHARD_DATASETS_H_

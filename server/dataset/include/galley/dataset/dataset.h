@@ -1,0 +1,121 @@
+// Dataset: the list of samples galleyd serves from one source, with a stable
+// integer item id per sample.
+//
+// The items come from a DatasetSource: an ImageFolder directory or a
+// manifest file (FileSource), or a list of tar shards (ShardSource). The
+// sampler, the scheduler and the cache tiers see only ids, labels and bytes.
+// Item ids are 32-bit: a dataset holds at most 2^32-1 items.
+//
+// Thread-safety: immutable after Open; every method may be called from any
+// thread. Share it as std::shared_ptr<const Dataset>.
+#ifndef GALLEY_SERVER_DATASET_DATASET_H_
+#define GALLEY_SERVER_DATASET_DATASET_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "galley/dataset/dataset_source.h"
+#include "galley/dataset/shard_source.h"
+#include "galley/status.h"
+
+namespace galley {
+
+// Which items of a dataset a job uses. Empty (all three lists empty) means
+// every item; otherwise the union of the named classes, the [begin, end)
+// ranges and the single ids. For a dataset without class names (integer
+// labels) a class is named by its label value, e.g. "7".
+struct SubsetSpec {
+  std::vector<std::string> classes;
+  std::vector<std::pair<ItemId, ItemId>> ranges;
+  std::vector<ItemId> ids;
+};
+
+class Dataset {
+ public:
+  // Largest file Read() returns; larger ones are ResourceExhausted.
+  static constexpr uint64_t kMaxFileBytes = uint64_t{256} << 20;
+
+  // Opens `root`: a directory is read as an ImageFolder, a regular file as a
+  // manifest. `allowed_roots` are the directories the daemon may serve; the
+  // dataset must lie under one of them (an empty list allows any).
+  // Errors: NotFound (root or a listed file missing), PermissionDenied
+  // (outside the allowed roots, or a `..`/symlink leaving the root),
+  // InvalidArgument (no items, an empty class folder, a malformed manifest,
+  // a symlink cycle).
+  static Result<std::shared_ptr<const Dataset>> Open(
+      const std::filesystem::path& root, const std::vector<std::filesystem::path>& allowed_roots);
+
+  // Opens a list of tar shards (ShardSource), each resolved to its canonical
+  // path, which must lie under `allowed_roots`. Refuses URLs and compressed
+  // tars with a message saying what to do. Errors as Open, plus those of
+  // ShardSource::Open.
+  static Result<std::shared_ptr<const Dataset>> OpenShards(
+      const std::vector<std::string>& shards, const ShardOptions& options,
+      const std::vector<std::filesystem::path>& allowed_roots);
+
+  // The key under which jobs share a shard dataset: the canonical shard
+  // paths and the keys, so a glob and a list naming the same files agree.
+  static std::string ShardSetKey(const std::vector<std::string>& shards,
+                                 const ShardOptions& options);
+
+  // The canonical root: the ImageFolder directory, the manifest file, or the
+  // first shard.
+  const std::filesystem::path& root() const { return root_; }
+  size_t size() const { return source_->size(); }
+  // Class names, sorted; a label is an index into them. Empty for a manifest
+  // whose labels are all integers, and for shards.
+  const std::vector<std::string>& classes() const { return source_->classes(); }
+  // Label of an item; -1 for an id out of range.
+  int64_t label(ItemId id) const { return id < size() ? source_->label(id) : -1; }
+  // Where an item lives (a file, or shard:key.ext); empty for an id out of
+  // range. For messages only.
+  std::filesystem::path path(ItemId id) const;
+  // The item's name in the listing: its path relative to the root for an
+  // ImageFolder or manifest, shard:member for shards; empty for an id out
+  // of range.
+  std::string name(ItemId id) const { return id < size() ? source_->Name(id) : std::string(); }
+  // Sum of the items' sizes at open time, for the cache planner.
+  uint64_t total_bytes() const { return source_->total_bytes(); }
+  // What the listing says the items hold, the same on every node that sees
+  // the same files (content_fingerprint.h): the remote tier's key.
+  const ContentFingerprint& content_fingerprint() const { return source_->content_fingerprint(); }
+  // What a saved loader state names the dataset by: the same for a copy
+  // under another path (content_fingerprint.h).
+  const ResumeKey& resume_key() const { return source_->resume_key(); }
+  // Whether the storage changed since the listing (a shard was replaced).
+  bool stale() const { return source_->stale(); }
+  // See DatasetSource::Verify: whether the storage still matches the
+  // listing, and whether `checker`'s user may read the `served` items.
+  Status Verify(AccessChecker* checker, std::span<const ItemId> served, bool* changed) const {
+    return source_->Verify(checker, served, changed);
+  }
+  // Closes the descriptors the source keeps open between reads (its last
+  // job ended); later reads open them again.
+  void ReleaseDescriptors() const { source_->ReleaseDescriptors(); }
+  // The shard source, or null for files.
+  const ShardSource* shard_source() const { return shards_; }
+
+  // The item's bytes. InvalidArgument for an id out of range; otherwise the
+  // source's errors (NotFound, PermissionDenied, DataLoss,
+  // ResourceExhausted).
+  Result<std::vector<uint8_t>> Read(ItemId id) const;
+
+  // The sorted, de-duplicated ids a subset names. InvalidArgument for an
+  // unknown class, an id or range outside the dataset, or a reversed range.
+  Result<std::vector<ItemId>> Select(const SubsetSpec& subset) const;
+
+ private:
+  Dataset() = default;
+
+  std::filesystem::path root_;
+  std::unique_ptr<const DatasetSource> source_;
+  const ShardSource* shards_ = nullptr;  // source_, when it is a ShardSource
+};
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DATASET_DATASET_H_

@@ -1,0 +1,71 @@
+// DatasetSource: where a dataset's items come from. One implementation per
+// storage format (FileSource: ImageFolder trees and manifests; ShardSource:
+// tar shards), so the sampler and the cache tiers see only item ids, labels
+// and bytes, never the format.
+//
+// An implementation lists its items once, when it is built, in a stable
+// order (the item id is the rank), and reads one item's bytes on demand.
+//
+// Thread-safety: implementations are immutable after construction apart from
+// internal, locked caches; every method may be called from any thread.
+#ifndef GALLEY_SERVER_DATASET_DATASET_SOURCE_H_
+#define GALLEY_SERVER_DATASET_DATASET_SOURCE_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "galley/dataset/access.h"
+#include "galley/dataset/content_fingerprint.h"
+#include "galley/ids.h"
+#include "galley/status.h"
+
+namespace galley {
+
+class DatasetSource {
+ public:
+  virtual ~DatasetSource() = default;
+
+  virtual size_t size() const = 0;
+  // Label of item `id` < size().
+  virtual int64_t label(ItemId id) const = 0;
+  // Class names, sorted; a label indexes them. Empty when labels are plain
+  // integers.
+  virtual const std::vector<std::string>& classes() const = 0;
+  // Where item `id` < size() lives, for messages: a path, or shard:member.
+  virtual std::string Locate(ItemId id) const = 0;
+  // Item `id` < size() as the listing names it: where it lives, unless the
+  // source names items relative to its root (FileSource).
+  virtual std::string Name(ItemId id) const { return Locate(id); }
+  // The item's bytes; `id` < size().
+  virtual Result<std::vector<uint8_t>> Read(ItemId id) const = 0;
+  // Sum of the items' encoded sizes, for the cache planner.
+  virtual uint64_t total_bytes() const = 0;
+  // What the listing says the items hold (content_fingerprint.h), computed
+  // when the source is built.
+  virtual const ContentFingerprint& content_fingerprint() const = 0;
+  // The listing as a copy of the dataset keeps it, and its modification
+  // times apart (content_fingerprint.h), computed when the source is built.
+  virtual const ResumeKey& resume_key() const = 0;
+  // Whether the storage changed under the listing (a replaced or truncated
+  // shard), so the dataset should be listed again at the next open.
+  virtual bool stale() const { return false; }
+  // Closes whatever descriptors the source keeps open between reads (its
+  // jobs ended); later reads open them again. Nothing for sources that
+  // keep none.
+  virtual void ReleaseDescriptors() const {}
+  // One pass over the storage as it is now. `*changed` tells whether it
+  // still matches the listing: false unless an item or a listed directory
+  // was added, removed, replaced or rewritten (device, inode, size, mtime or
+  // ctime differ). With a `checker`, the items `served` (sorted ids) and the
+  // directories leading to them are checked for its user: PermissionDenied
+  // names the first it may not read. The pass always completes, so
+  // `*changed` is set whatever is returned.
+  virtual Status Verify(AccessChecker* checker, std::span<const ItemId> served,
+                        bool* changed) const = 0;
+};
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DATASET_DATASET_SOURCE_H_

@@ -1,0 +1,160 @@
+// ShardSource: the samples of a list of tar shards in the WebDataset layout,
+// read by byte range.
+//
+// Each shard is listed once from its headers (ListTar), in parallel across
+// shards; the listing is kept in an on-disk index cache keyed by the shard's
+// (path, size, mtime, inode), so a restart or a second job does not rescan.
+// Members are grouped into samples by WebDataset's rules: the key is the
+// member path up to the first dot of its base name, the extension the rest,
+// compared lower-case; names without a dot, dotfiles, and names with a `..`
+// component or a leading '/' are skipped. Unlike WebDataset, members of a
+// sample are grouped across the whole shard, not only when adjacent. Item
+// ids: shards in the order given, then samples in the order of their first
+// member. A shard not in the cache is listed with the reads planned from the
+// DALI `.idx` file beside it, if any (PlannedTarReader: one read per indexed
+// member instead of one per header, payload and extended header); the
+// listing still comes from the headers, and an index that does not describe
+// it exactly is counted as stale (the shard then counts as scanned).
+//
+// Items are read with pread through descriptors kept open in a
+// ShardDescriptorCache (shard_descriptors.h): at most
+// ShardOptions::max_open_shards for this set, and at most the cache's
+// capacity for all the sets sharing it (least recently used closed first).
+// ReleaseDescriptors, and destruction, close the set's. A shard that cannot
+// be opened for want of a descriptor fails its reads with ResourceExhausted
+// saying so (descriptor_exhaustion.h), after the cache has given back half
+// of its descriptors and the open was tried once more. Before each read the
+// shard's size, mtime and inode are compared with the listing: a replaced or
+// truncated shard fails its reads with DataLoss and marks the source stale.
+//
+// Member names are never used as file-system paths.
+//
+// Thread-safety: every method may be called from any thread; the descriptor
+// set is guarded by an internal mutex.
+#ifndef GALLEY_SERVER_DATASET_SHARD_SOURCE_H_
+#define GALLEY_SERVER_DATASET_SHARD_SOURCE_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "galley/dataset/dataset_source.h"
+#include "galley/dataset/shard_descriptors.h"
+
+namespace galley {
+
+struct ShardOptions {
+  // Extension of the image member; "" picks the first of jpg, jpeg, png,
+  // webp present in each sample.
+  std::string image_key;
+  // "cls" (text integer in the .cls member), "json:FIELD" (integer FIELD of
+  // the .json member) or "" (unlabelled: labels are -1).
+  std::string label_key = "cls";
+  // Folder of the on-disk index cache (created 0700); "" disables it.
+  std::filesystem::path index_cache_dir;
+  // Cache files beyond this total are removed, oldest first.
+  uint64_t index_cache_max_bytes = uint64_t{1} << 30;
+  // Open shard descriptors this set keeps at most (readers in flight may
+  // briefly hold a few more).
+  size_t max_open_shards = 128;
+  // Where the descriptors are kept, shared with other sets under one bound
+  // (galleyd's max_open_shards_total). Null: a cache of the set's own, of
+  // max_open_shards.
+  std::shared_ptr<ShardDescriptorCache> descriptors;
+  // Threads listing shards; 0 = the number of cores.
+  unsigned index_threads = 0;
+};
+
+// What indexing found, for galleyctl and error messages.
+struct ShardStats {
+  uint64_t shards = 0;
+  uint64_t samples = 0;
+  uint64_t skipped_members = 0;      // non-regular, unsafe names, no key, duplicates
+  uint64_t skipped_samples = 0;      // no image member, or no usable label
+  std::string first_skipped_sample;  // "shard: key (why)", for messages
+  uint64_t damaged_shards = 0;
+  std::string first_damage;  // "shard: what", for messages
+  uint64_t from_cache = 0;   // shards whose listing came from the index cache
+  uint64_t stale_idx = 0;    // DALI .idx files that disagree with the shard
+  uint64_t from_idx = 0;     // shards listed with reads planned from a good .idx
+  double index_seconds = 0;
+};
+
+// Process-wide counts of shard listings, for tests and galleyctl.
+struct ShardIndexCounters {
+  std::atomic<uint64_t> scanned{0};         // shards listed header by header
+  std::atomic<uint64_t> idx_hints_used{0};  // shards listed from a good .idx
+  std::atomic<uint64_t> cache_hits{0};      // shards listed from the index cache
+  std::atomic<uint64_t> stale_idx{0};       // .idx files found stale
+};
+ShardIndexCounters& GlobalShardIndexCounters();
+
+class ShardSource final : public DatasetSource {
+ public:
+  // Largest member Read() returns; larger ones are ResourceExhausted.
+  static constexpr uint64_t kMaxMemberBytes = uint64_t{256} << 20;
+
+  // Lists `shards` (canonical paths of regular files). Errors:
+  // InvalidArgument for a compressed or non-tar file, or bad options;
+  // NotFound / PermissionDenied when a shard cannot be opened.
+  static Result<std::unique_ptr<ShardSource>> Open(const std::vector<std::filesystem::path>& shards,
+                                                   const ShardOptions& options);
+  ~ShardSource() override;
+
+  size_t size() const override { return items_.size(); }
+  int64_t label(ItemId id) const override { return items_[id].label; }
+  const std::vector<std::string>& classes() const override { return no_classes_; }
+  std::string Locate(ItemId id) const override;
+  Result<std::vector<uint8_t>> Read(ItemId id) const override;
+  uint64_t total_bytes() const override { return total_bytes_; }
+  // Each shard's file name, size and mtime, and each item's byte range.
+  const ContentFingerprint& content_fingerprint() const override { return content_fingerprint_; }
+  // Each shard's file name and size and each item's shard, byte range, key
+  // and label; the shards' modification times apart.
+  const ResumeKey& resume_key() const override { return resume_key_; }
+  bool stale() const override { return stale_.load(); }
+  // Closes the set's open descriptors; later reads open them again.
+  void ReleaseDescriptors() const override;
+  // Compares each shard's identity with the listing; checks the shards that
+  // hold served items.
+  Status Verify(AccessChecker* checker, std::span<const ItemId> served,
+                bool* changed) const override;
+
+  const ShardStats& stats() const { return stats_; }
+  // Seconds since the listing was made (or loaded from the cache).
+  double index_age_seconds() const;
+  const std::vector<std::filesystem::path>& shards() const;
+
+ private:
+  class OpenShards;
+  struct Item {
+    uint32_t shard;
+    uint64_t offset;
+    uint64_t size;
+    int64_t label;
+  };
+
+  ShardSource() = default;
+
+  std::vector<Item> items_;
+  // Sample keys (with the image extension), concatenated; item i is
+  // [key_offsets_[i], key_offsets_[i+1]).
+  std::string key_pool_;
+  std::vector<uint64_t> key_offsets_{0};
+  std::vector<std::string> no_classes_;
+  uint64_t total_bytes_ = 0;
+  ContentFingerprint content_fingerprint_;
+  ResumeKey resume_key_;
+  ShardStats stats_;
+  std::chrono::steady_clock::time_point listed_at_;
+  std::unique_ptr<OpenShards> files_;
+  mutable std::atomic<bool> stale_{false};
+};
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DATASET_SHARD_SOURCE_H_
