@@ -23,6 +23,14 @@ Peer settings (as their docs recommend; every one printed in the table):
 Run with the venv that holds webdataset and wids (scripts/setup_venv.sh and
 `pip install wids`):
   PYTHONPATH=python ~/.cache/galley/venv-torch2.14/bin/python bench/shards_bench.py [--images 2000]
+
+--fields measures the cost of the field path instead: CLIP-style shards
+(jpg + txt caption + json metadata per sample), one galleyd, one process
+alternating epochs of images alone (fields=None) and images + captions +
+metadata (fields=("jpg", "txt", "json"), decoded and collated in the job),
+RandomResizedCrop(224) in galleyd; milliseconds per batch of each, after a
+warm-up epoch of each (the cache then holds both sets' items), and the
+difference per batch and per sample.
 """
 
 import argparse
@@ -44,7 +52,16 @@ sys.path.insert(0, str(ROOT / "tests" / "python"))
 BATCH = 64
 
 
-def make_corpus(directory, images, shards):
+def caption_members(i):
+    import json
+    text = f"a photo of sample {i}, one of the things of kind {i % 10}"
+    return (("txt", text.encode()),
+            ("json", json.dumps({"caption": text, "width": 320, "height": 240,
+                                 "similarity": 0.31, "url": f"https://example.com/{i}.jpg"})
+             .encode()))
+
+
+def make_corpus(directory, images, shards, captions=False):
     import numpy as np
     from PIL import Image
     rng = np.random.default_rng(0)
@@ -69,7 +86,8 @@ def make_corpus(directory, images, shards):
         path = shard_dir / f"train-{s:06d}.tar"
         with tarfile.open(path, "w") as tar:
             for i in range(s * per, min(len(samples), (s + 1) * per)):
-                for ext, data in (("jpg", samples[i][0]), ("cls", str(samples[i][1]).encode())):
+                members = (("jpg", samples[i][0]), ("cls", str(samples[i][1]).encode()))
+                for ext, data in members + (caption_members(i) if captions else ()):
                     info = tarfile.TarInfo(f"s{i:06d}.{ext}")
                     info.size = len(data)
                     tar.addfile(info, io.BytesIO(data))
@@ -206,14 +224,63 @@ def index_figures(directory, galleyd, urls):
     return figures
 
 
+def field_path_figures(directory, galleyd, images, shards, rounds):
+    """(ms per batch of images alone, of images + captions + metadata)."""
+    import statistics
+    import galley
+    from galley import transforms as T
+    _folder, urls, n = make_corpus(directory, images, shards, captions=True)
+    socket, proc = start_daemon(directory, galleyd, "--allowed-root", str(directory))
+    try:
+        loaders = {
+            name: galley.DataLoader(urls, batch_size=BATCH, shuffle=True, socket=socket,
+                                    transform=T.RandomResizedCrop(224), fields=fields)
+            for name, fields in (("images", None), ("images+fields", ("jpg", "txt", "json")))}
+        times = {name: [] for name in loaders}
+        for round_ in range(rounds + 1):  # round 0 warms both up
+            for name, loader in loaders.items():
+                start, batches = time.perf_counter(), 0
+                for batch in loader:
+                    batches += 1
+                    if name != "images":
+                        assert len(batch[1]) == len(batch[0]) and isinstance(batch[2][0], dict)
+                if round_ > 0:
+                    times[name].append(1000 * (time.perf_counter() - start) / batches)
+        for loader in loaders.values():
+            loader.close()
+    finally:
+        proc.terminate()
+        proc.wait()
+    return n, {name: statistics.median(t) for name, t in times.items()}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--images", type=int, default=2000)
     parser.add_argument("--shards", type=int, default=64)
     parser.add_argument("--jobs", default="1,4")
     parser.add_argument("--galleyd", default=str(ROOT / "build/server/daemon/galleyd"))
+    parser.add_argument("--fields", action="store_true",
+                        help="measure the field path instead (images+captions against images)")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     directory = Path(tempfile.mkdtemp(prefix="galley_shards_bench_"))
+    if args.fields:
+        try:
+            n, ms = field_path_figures(directory, args.galleyd, args.images, args.shards,
+                                       args.rounds)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        extra = ms["images+fields"] - ms["images"]
+        print(f"{n} samples (jpg + txt + json), {args.shards} shards, batch {BATCH}, "
+              f"RandomResizedCrop(224), median of {args.rounds} epochs each, alternated")
+        print("| batch carries | ms per batch |")
+        print("|---|---|")
+        for name, value in ms.items():
+            print(f"| {name} | {value:.2f} |")
+        print(f"\nfield path: {extra:+.2f} ms per batch ({1000 * extra / BATCH:+.1f} us per sample, "
+              f"{100 * extra / ms['images']:+.1f}%)")
+        return
     try:
         (directory / "ix").mkdir()
         folder, urls, n = make_corpus(directory, args.images, args.shards)

@@ -231,7 +231,7 @@ def _listing_pages(spec: Dict[str, Any], socket: Optional[str], autostart: Optio
                    timeout: float) -> Callable[[int, Optional[int]], Dict[str, Any]]:
     """Reads a page of the listing of the dataset `spec` names from galleyd
     (the "listing" request), found as the loader finds its daemon."""
-    named = {key: spec[key] for key in ("dataset", "shards", "image_key", "label_key")
+    named = {key: spec[key] for key in ("dataset", "shards", "image_key", "label_key", "fields")
              if spec.get(key) is not None}
 
     def fetch(begin: int, count: Optional[int]) -> Dict[str, Any]:
@@ -403,6 +403,17 @@ class DataLoader:
             ``RandomChoice`` (or torchvision v2's), applied to each batch in
             this process, on its ``device``; labels become float soft
             targets ``[B, num_classes]`` (galley/batch_ops.py says why here).
+        fields: what each batch carries, in order, instead of ``(images,
+            labels)``: shard member extensions (``"jpg"``, ``"txt"``,
+            ``"json"``...), ``"__key__"``, ``"__url__"``, or a header-row
+            manifest's column names; the image member takes its place
+            (docs/datasets.md, "Every member of a sample"; galley/fields.py).
+        decode_fields: False passes every field value as ``bytes``.
+        unpickle_fields: True unpickles ``.pyd``/``.pickle``/``.pth``
+            members; never done otherwise.
+        max_member_bytes, field_batch_bytes: the largest field value of a
+            sample (default 1 MiB) and the field bytes of a batch (default
+            max(batch_size * 64 KiB, max_member_bytes)).
     """
 
     def __init__(self, dataset: Any, batch_size: int = 1, shuffle: Optional[bool] = None,
