@@ -295,3 +295,30 @@ def test_jsonl_and_headed_tsv_manifests_and_headerless_ones_keep_working(daemon,
     _images, labels = next(iter(loader))
     loader.close()
     assert labels.tolist() == [i % 3 for i in range(12)]
+
+
+def test_npy_is_an_array_and_pickles_stay_bytes_unless_asked(daemon, workdir):
+    np = pytest.importorskip("numpy")
+    import pickle
+    root = workdir / "npy_folder"
+    write_folder(root, classes=1, per_class=4, sizes=(40, 50), seed=8)
+    path = workdir / "npy.tar"
+    with tarfile.open(path, "w") as tar:
+        for i, data in enumerate(jpegs(root)):
+            array = io.BytesIO()
+            np.save(array, np.full((2, 3), i, dtype=np.float32))
+            add_member(tar, f"k{i}.jpg", data)
+            add_member(tar, f"k{i}.npy", array.getvalue())
+            add_member(tar, f"k{i}.pyd", pickle.dumps({"i": i}))
+    kwargs = dict(batch_size=4, transform=FIXED, fields=("jpg", "npy", "pyd"),
+                  socket=daemon.socket)
+    loader = galley.DataLoader(str(path), **kwargs)
+    _images, arrays, pickled = next(iter(loader))
+    loader.close()
+    assert arrays.shape == (4, 2, 3) and arrays.dtype == torch.float32
+    assert sorted(arrays[:, 0, 0].tolist()) == [0, 1, 2, 3]
+    assert all(isinstance(p, bytes) for p in pickled), "never unpickled by default"
+    loader = galley.DataLoader(str(path), unpickle_fields=True, **kwargs)
+    _images, _arrays, unpickled = next(iter(loader))
+    loader.close()
+    assert sorted(d["i"] for d in unpickled) == [0, 1, 2, 3]
