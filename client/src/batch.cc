@@ -55,18 +55,11 @@ Result<std::vector<std::span<const uint8_t>>> Batch::fields(uint32_t position) c
   const wire::SegmentGeometry& g = channel_->geometry();
   const size_t count = channel_->info().fields.size();
   if (count == 0 || g.field_bytes == 0) return std::vector<std::span<const uint8_t>>();
-  if (position >= size() || position >= g.batch_capacity) {
+  if (position >= size()) {
     return Status::InvalidArgument("no sample " + std::to_string(position) + " in the batch");
   }
-  wire::SlotHeader* slot = channel_->slot(slot_);
-  const uint64_t* ends = wire::SlotFieldEnds(slot, g);
-  const uint64_t begin = position == 0 ? 0 : ends[position - 1];
-  const uint64_t end = ends[position];
-  if (begin > end || end > g.field_bytes) {
-    return Status::ProtocolError("a slot's field records do not add up");
-  }
-  const auto* data = reinterpret_cast<const uint8_t*>(wire::SlotFieldData(slot, g));
-  return wire::SplitFieldRecord(std::span<const uint8_t>(data + begin, end - begin), count);
+  GALLEY_ASSIGN_OR_RETURN(auto record, wire::SlotFieldRecord(channel_->slot(slot_), g, position));
+  return wire::SplitFieldRecord(record, count);
 }
 
 size_t Batch::field_count() const { return channel_->info().fields.size(); }

@@ -33,4 +33,19 @@ Result<std::vector<std::span<const uint8_t>>> SplitFieldRecord(std::span<const u
   return values;
 }
 
+Result<std::span<const uint8_t>> SlotFieldRecord(SlotHeader* slot, const SegmentGeometry& g,
+                                                 uint32_t position) {
+  if (g.field_bytes == 0 || position >= g.batch_capacity) {
+    return Status::InvalidArgument("no field record " + std::to_string(position) + " in the slot");
+  }
+  const volatile uint64_t* ends = SlotFieldEnds(slot, g);
+  const uint64_t begin = position == 0 ? 0 : ends[position - 1];
+  const uint64_t end = ends[position];
+  if (begin > end || end > g.field_bytes) {
+    return Status::ProtocolError("a slot's field records do not add up");
+  }
+  const auto* data = reinterpret_cast<const uint8_t*>(SlotFieldData(slot, g));
+  return std::span<const uint8_t>(data + begin, end - begin);
+}
+
 }  // namespace galley::wire

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "galley/status.h"
+#include "wire/segment_layout.h"
 
 namespace galley::wire {
 
@@ -28,6 +29,13 @@ void AppendFieldValue(std::vector<uint8_t>* record, std::span<const uint8_t> val
 // record does not hold exactly `count` values.
 Result<std::vector<std::span<const uint8_t>>> SplitFieldRecord(std::span<const uint8_t> record,
                                                                size_t count);
+
+// Sample `position`'s record in the field area of `slot`, a slot of a
+// segment of geometry `g` with a field area. Reads each end offset once (the
+// peer may be writing them); ProtocolError when they decrease or pass
+// g.field_bytes, InvalidArgument for a position past the batch capacity.
+Result<std::span<const uint8_t>> SlotFieldRecord(SlotHeader* slot, const SegmentGeometry& g,
+                                                 uint32_t position);
 
 }  // namespace galley::wire
 

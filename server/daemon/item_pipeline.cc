@@ -438,7 +438,7 @@ bool ItemPipeline::DeliverFields(ItemTask& task, cache::FieldRecord* record) {
     if (!read.ok()) {
       counters_.failures++;
       const std::string path = dataset.path(task.item).string();
-      const std::string& why = read.status().message();
+      const std::string why = read.status().message();
       RecordFailure(task, why.rfind(path, 0) == 0 ? why : path + ": " + why,
                     IsDatasetChange(dataset, read.status()));
       return false;

@@ -406,6 +406,32 @@ TEST(FieldRecord, RoundTripsAndRefusesRecordsThatDoNotAddUp) {
   EXPECT_FALSE(SplitFieldRecord(huge, 1).ok());
 }
 
+TEST(FieldRecord, ASlotsEndOffsetsAreCheckedBeforeARecordIsRead) {
+  auto g = ComputeGeometry(1, 3, 16, 64);
+  ASSERT_TRUE(g.ok());
+  std::vector<uint64_t> memory(g->slot_stride / sizeof(uint64_t), 0);
+  auto* slot = reinterpret_cast<SlotHeader*>(memory.data());
+  uint64_t* ends = SlotFieldEnds(slot, *g);
+  auto* data = reinterpret_cast<uint8_t*>(SlotFieldData(slot, *g));
+  data[0] = 'a';
+  data[1] = 'b';
+  data[2] = 'c';
+  ends[0] = 1;
+  ends[1] = 3;
+  ends[2] = 3;
+  auto second = SlotFieldRecord(slot, *g, 1);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(std::string(second->begin(), second->end()), "bc");
+  EXPECT_TRUE(SlotFieldRecord(slot, *g, 2)->empty());
+  EXPECT_EQ(SlotFieldRecord(slot, *g, 3).status().code(), StatusCode::kInvalidArgument);
+  ends[1] = 0;  // decreasing
+  EXPECT_EQ(SlotFieldRecord(slot, *g, 1).status().code(), StatusCode::kProtocolError);
+  ends[1] = 65;  // past the area
+  EXPECT_EQ(SlotFieldRecord(slot, *g, 1).status().code(), StatusCode::kProtocolError);
+  ends[1] = ~uint64_t{0};
+  EXPECT_EQ(SlotFieldRecord(slot, *g, 2).status().code(), StatusCode::kProtocolError);
+}
+
 TEST(JobSpecFields, FieldNamesAreCheckedAndTheAreaSized) {
   auto parse = [](const std::string& fields) {
     return ParseJobSpec(R"({"dataset": "d", "batch_size": 4, "transform": {}, "fields": )" +
