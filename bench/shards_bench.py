@@ -23,6 +23,23 @@ Peer settings (as their docs recommend; every one printed in the table):
 Run with the venv that holds webdataset and wids (scripts/setup_venv.sh and
 `pip install wids`):
   PYTHONPATH=python ~/.cache/galley/venv-torch2.14/bin/python bench/shards_bench.py [--images 2000]
+
+--fields measures the cost of the field path instead: CLIP-style shards
+(jpg + txt caption + json metadata per sample), one galleyd, one process
+alternating epochs of images alone (fields=None) and images + captions +
+metadata (fields=("jpg", "txt", "json"), decoded and collated in the job),
+RandomResizedCrop(224) in galleyd, each first in every other round;
+milliseconds per batch of each (median over rounds), after a warm-up epoch
+of each (the cache then holds both sets' items), and the difference per
+batch and per sample.
+
+--clip compares image-text loading with webdataset's own loader on the same
+CLIP-style shards, 1 and 4 jobs: galley with fields=("__key__", "jpg",
+"txt", "json") and RandomResizedCrop(224) + flip in galleyd; webdataset with
+.to_tuple("__key__", "jpg", "txt", "json") and the torchvision transforms in
+a DataLoader with num_workers=2; on both sides a tokenizer-like Python op on
+each caption (hashed lower-case words, padded to 77), in the job (galley:
+its main process; webdataset: its workers). Images/s over one epoch.
 """
 
 import argparse
@@ -44,7 +61,16 @@ sys.path.insert(0, str(ROOT / "tests" / "python"))
 BATCH = 64
 
 
-def make_corpus(directory, images, shards):
+def caption_members(i):
+    import json
+    text = f"a photo of sample {i}, one of the things of kind {i % 10}"
+    return (("txt", text.encode()),
+            ("json", json.dumps({"caption": text, "width": 320, "height": 240,
+                                 "similarity": 0.31, "url": f"https://example.com/{i}.jpg"})
+             .encode()))
+
+
+def make_corpus(directory, images, shards, captions=False):
     import numpy as np
     from PIL import Image
     rng = np.random.default_rng(0)
@@ -69,7 +95,8 @@ def make_corpus(directory, images, shards):
         path = shard_dir / f"train-{s:06d}.tar"
         with tarfile.open(path, "w") as tar:
             for i in range(s * per, min(len(samples), (s + 1) * per)):
-                for ext, data in (("jpg", samples[i][0]), ("cls", str(samples[i][1]).encode())):
+                members = (("jpg", samples[i][0]), ("cls", str(samples[i][1]).encode()))
+                for ext, data in members + (caption_members(i) if captions else ()):
                     info = tarfile.TarInfo(f"s{i:06d}.{ext}")
                     info.size = len(data)
                     tar.addfile(info, io.BytesIO(data))
@@ -96,6 +123,50 @@ def run_galley(kind, dataset, socket, seed, out):
 
 def key_to_id(key):
     return int(key.rsplit("/", 1)[-1][1:])
+
+
+def tokenize(text):
+    """A stand-in for a CLIP tokenizer: 77 ids of hashed lower-case words."""
+    import zlib
+    ids = [zlib.crc32(w.encode()) % 49408 for w in text.lower().split()][:77]
+    return ids + [0] * (77 - len(ids))
+
+
+def run_galley_clip(urls, socket, seed, out):
+    import galley
+    import torch
+    from galley import transforms as T
+    loader = galley.DataLoader(urls, batch_size=BATCH, shuffle=True, seed=seed, socket=socket,
+                               transform=T.Compose([T.RandomResizedCrop(224),
+                                                    T.RandomHorizontalFlip()]),
+                               fields=("__key__", "jpg", "txt", "json"))
+    start, order = time.time(), []
+    for keys, _images, captions, _meta in loader:
+        _tokens = torch.tensor([tokenize(t) for t in captions])
+        order.extend(key_to_id(k) for k in keys)
+    out.put(("galley-clip", seed, time.time() - start, order))
+
+
+def tokens_tensor(text):
+    import torch
+    return torch.tensor(tokenize(text))
+
+
+def same(value):
+    return value
+
+
+def run_webdataset_clip(urls, seed, out):
+    import torch
+    import webdataset as wds
+    dataset = (wds.WebDataset(urls, shardshuffle=len(urls), nodesplitter=None, seed=seed)
+               .shuffle(1000).decode("pil").to_tuple("__key__", "jpg", "txt", "json")
+               .map_tuple(key_to_id, tv_transform(), tokens_tensor, same))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH, num_workers=2)
+    start, order = time.time(), []
+    for ids, _images, _tokens, _meta in loader:
+        order.extend(ids.tolist())
+    out.put(("webdataset-clip", seed, time.time() - start, order))
 
 
 def run_webdataset(urls, seed, out):
@@ -206,34 +277,108 @@ def index_figures(directory, galleyd, urls):
     return figures
 
 
+def field_path_figures(directory, galleyd, images, shards, rounds):
+    """(ms per batch of images alone, of images + captions + metadata)."""
+    import statistics
+    import galley
+    from galley import transforms as T
+    _folder, urls, n = make_corpus(directory, images, shards, captions=True)
+    socket, proc = start_daemon(directory, galleyd, "--allowed-root", str(directory))
+    try:
+        loaders = {
+            name: galley.DataLoader(urls, batch_size=BATCH, shuffle=True, socket=socket,
+                                    transform=T.RandomResizedCrop(224), fields=fields)
+            for name, fields in (("images", None), ("images+fields", ("jpg", "txt", "json")))}
+        times = {name: [] for name in loaders}
+        for round_ in range(rounds + 1):  # round 0 warms both up
+            # Each goes first in every other round, so neither gains from
+            # the other's prefetch or from the machine's drift.
+            for name, loader in sorted(loaders.items(), reverse=round_ % 2 == 1):
+                start, batches = time.perf_counter(), 0
+                for batch in loader:
+                    batches += 1
+                    if name != "images":
+                        assert len(batch[1]) == len(batch[0]) and isinstance(batch[2][0], dict)
+                if round_ > 0:
+                    times[name].append(1000 * (time.perf_counter() - start) / batches)
+        for loader in loaders.values():
+            loader.close()
+    finally:
+        proc.terminate()
+        proc.wait()
+    # The job's own share: decoding and collating one batch's captions and
+    # metadata (galley/fields.py), alone.
+    import torch
+    from galley import fields as galley_fields
+    plan, _ = galley_fields.plan(("jpg", "txt", "json"), shards=True, manifest=None,
+                                 image_key=None, label_key=None, decode=True, unpickle=False,
+                                 batch_transform=None)
+    members = [caption_members(i) for i in range(BATCH)]
+    columns = [[m[0][1] for m in members], [m[1][1] for m in members]]
+    images = torch.zeros(BATCH, 3, 224, 224, dtype=torch.uint8)
+    start = time.perf_counter()
+    for _ in range(200):
+        plan.batch(images, columns, list(range(BATCH)))
+    times["decode+collate"] = [1000 * (time.perf_counter() - start) / 200]
+    return n, {name: statistics.median(t) for name, t in times.items()}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--images", type=int, default=2000)
     parser.add_argument("--shards", type=int, default=64)
     parser.add_argument("--jobs", default="1,4")
     parser.add_argument("--galleyd", default=str(ROOT / "build/server/daemon/galleyd"))
+    parser.add_argument("--fields", action="store_true",
+                        help="measure the field path instead (images+captions against images)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--clip", action="store_true",
+                        help="image-text shards: galley with fields= against webdataset")
     args = parser.parse_args()
     directory = Path(tempfile.mkdtemp(prefix="galley_shards_bench_"))
+    if args.fields:
+        try:
+            n, ms = field_path_figures(directory, args.galleyd, args.images, args.shards,
+                                       args.rounds)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        extra = ms["images+fields"] - ms["images"]
+        print(f"{n} samples (jpg + txt + json), {args.shards} shards, batch {BATCH}, "
+              f"RandomResizedCrop(224), median of {args.rounds} epochs each, alternated")
+        print("| batch carries | ms per batch |")
+        print("|---|---|")
+        for name in ("images", "images+fields"):
+            print(f"| {name} | {ms[name]:.2f} |")
+        print(f"\nfield path: {extra:+.2f} ms per batch ({1000 * extra / BATCH:+.1f} us per sample, "
+              f"{100 * extra / ms['images']:+.1f}%); of which the job's decoding and "
+              f"collating, alone: {ms['decode+collate']:.2f} ms per batch")
+        return
     try:
         (directory / "ix").mkdir()
-        folder, urls, n = make_corpus(directory, args.images, args.shards)
+        folder, urls, n = make_corpus(directory, args.images, args.shards, captions=args.clip)
         counts = []
         for u in urls:
             with tarfile.open(u) as tar:
-                counts.append(len(tar.getmembers()) // 2)
+                counts.append(len(tar.getmembers()) // (4 if args.clip else 2))
         socket, proc = start_daemon(directory, args.galleyd, "--allowed-root", str(directory),
                                     "--tar-index-dir", str(directory / "index"))
         ctx = mp.get_context("spawn")
         rows = []
         try:
             for jobs in [int(j) for j in args.jobs.split(",")]:
-                for kind in ("galley-folder", "galley-shards", "webdataset", "wids"):
+                kinds = (("galley-clip", "webdataset-clip") if args.clip else
+                         ("galley-folder", "galley-shards", "webdataset", "wids"))
+                for kind in kinds:
                     out = ctx.Queue()
                     if kind == "galley-folder":
                         targets = [(run_galley, (kind, str(folder), socket, s, out))
                                    for s in range(jobs)]
                     elif kind == "galley-shards":
                         targets = [(run_galley, (kind, urls, socket, s, out)) for s in range(jobs)]
+                    elif kind == "galley-clip":
+                        targets = [(run_galley_clip, (urls, socket, s, out)) for s in range(jobs)]
+                    elif kind == "webdataset-clip":
+                        targets = [(run_webdataset_clip, (urls, s, out)) for s in range(jobs)]
                     elif kind == "webdataset":
                         targets = [(run_webdataset, (urls, s, out)) for s in range(jobs)]
                     else:
@@ -255,6 +400,13 @@ def main():
         finally:
             proc.terminate()
             proc.wait()
+        if args.clip:
+            print(f"\n{n} images + captions, {args.shards} shards, batch {BATCH}")
+            print("| loader | jobs | images/s (all jobs) |")
+            print("|---|---|---|")
+            for kind, jobs, rate, _r, _p in rows:
+                print(f"| {kind} | {jobs} | {rate:.0f} |")
+            return
         figures = index_figures(directory, args.galleyd, urls)
         print()
         print(f"{n} images, {args.shards} shards, batch {BATCH}, one epoch per job")

@@ -204,6 +204,23 @@ py::bytearray Int64Bytes(std::span<const Int> values) {
                        values.size() * sizeof(int64_t));
 }
 
+// A batch's field values as one list of bytes per field, each holding the
+// samples in order: the raw form python/galley/fields.py decodes.
+py::list FieldColumns(const galley::Batch& batch, size_t count) {
+  py::list columns;
+  for (size_t f = 0; f < count; ++f) columns.append(py::list());
+  for (uint32_t i = 0; i < batch.size(); ++i) {
+    auto values = batch.fields(i);
+    if (!values.ok()) Raise(values.status());
+    for (size_t f = 0; f < count; ++f) {
+      const auto& value = (*values)[f];
+      columns[f].cast<py::list>().append(
+          py::bytes(reinterpret_cast<const char*>(value.data()), value.size()));
+    }
+  }
+  return columns;
+}
+
 // Turns a leased batch into (tensor memory, labels, item ids, metadata);
 // labels and ids are little int64 byte arrays copied out of the slot.
 py::tuple BatchToPython(galley::Batch batch) {
@@ -222,6 +239,7 @@ py::tuple BatchToPython(galley::Batch batch) {
   const std::string first_error = b.first_error();
   meta["first_error"] = py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(
       first_error.data(), static_cast<Py_ssize_t>(first_error.size()), "backslashreplace"));
+  if (b.field_count() > 0) meta["fields"] = FieldColumns(b, b.field_count());
   return py::make_tuple(py::cast(std::move(memory)), labels, ids, meta);
 }
 
@@ -337,7 +355,7 @@ PYBIND11_MODULE(_galley, m) {
              std::optional<uint64_t> count) {
             // The dataset's fields only; the rest of a loader's spec is not sent.
             py::dict named;
-            for (const char* key : {"dataset", "shards", "image_key", "label_key"}) {
+            for (const char* key : {"dataset", "shards", "image_key", "label_key", "fields"}) {
               if (spec_dict.contains(key)) named[key] = spec_dict[key];
             }
             named["batch_size"] = 1;

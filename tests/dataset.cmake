@@ -1,12 +1,12 @@
 # Dataset listing (ImageFolder, manifest), subsets and confined reads.
 galley_add_test(dataset_test
   SOURCES unit/dataset_test.cc
-  LIBS galley_dataset)
+  LIBS galley_dataset galley_wire)
 
-# The tar indexer, with a short run of its fuzz target.
+# The tar indexer, with a short run of its fuzz target, and shard fields.
 galley_add_test(tar_index_test
   SOURCES unit/tar_index_test.cc fuzz/tar_index_fuzz.cc
-  LIBS galley_dataset)
+  LIBS galley_dataset galley_wire)
 
 # The process-wide cache of open shard descriptors.
 galley_add_test(shard_descriptors_test

@@ -1,8 +1,10 @@
 #include "galley/batch.h"
 
 #include <cstring>
+#include <string>
 
 #include "job_channel.h"
+#include "wire/field_record.h"
 
 namespace galley {
 
@@ -48,6 +50,19 @@ std::span<const uint64_t> Batch::item_ids() const {
 std::span<const int64_t> Batch::labels() const {
   return {wire::SlotLabels(channel_->slot(slot_), channel_->geometry()), size()};
 }
+
+Result<std::vector<std::span<const uint8_t>>> Batch::fields(uint32_t position) const {
+  const wire::SegmentGeometry& g = channel_->geometry();
+  const size_t count = channel_->info().fields.size();
+  if (count == 0 || g.field_bytes == 0) return std::vector<std::span<const uint8_t>>();
+  if (position >= size()) {
+    return Status::InvalidArgument("no sample " + std::to_string(position) + " in the batch");
+  }
+  GALLEY_ASSIGN_OR_RETURN(auto record, wire::SlotFieldRecord(channel_->slot(slot_), g, position));
+  return wire::SplitFieldRecord(record, count);
+}
+
+size_t Batch::field_count() const { return channel_->info().fields.size(); }
 
 DType Batch::dtype() const { return channel_->info().dtype; }
 Layout Batch::layout() const { return channel_->info().layout; }

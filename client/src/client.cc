@@ -127,14 +127,15 @@ Result<Job> Client::OpenJob(const JobSpec& spec) const {
       auto reply, RoundTrip(options_, wire::MessageType::kOpenJob, wire::JobSpecToJson(spec),
                             wire::MessageType::kJobOpened, &frame, &connection));
   GALLEY_ASSIGN_OR_RETURN(JobInfo info, wire::JobInfoFromJson(reply));
+  info.fields = spec.fields;
   if (!frame.passed_fd.valid() || !frame.second_fd.valid()) {
     return Status::ProtocolError(
         "JobOpened arrived without the segment and wake-up socket descriptors");
   }
   const uint64_t sample_bytes = static_cast<uint64_t>(info.sample_shape[0]) * info.sample_shape[1] *
                                 info.sample_shape[2] * (info.dtype == DType::kUInt8 ? 1 : 4);
-  GALLEY_ASSIGN_OR_RETURN(auto geometry,
-                          wire::ComputeGeometry(info.slots, spec.batch_size, sample_bytes));
+  GALLEY_ASSIGN_OR_RETURN(auto geometry, wire::ComputeGeometry(info.slots, spec.batch_size,
+                                                               sample_bytes, FieldAreaBytes(spec)));
   GALLEY_ASSIGN_OR_RETURN(auto region,
                           wire::MappedRegion::Map(frame.passed_fd.get(), geometry.segment_bytes));
   GALLEY_RETURN_IF_ERROR(

@@ -448,6 +448,9 @@ const JobSpecField kJobSpecFields[] = {
     Optional<&JobSpec::shard_seed>("shard_seed"),
     Plain<&JobSpec::local_world_size>("local_world_size"),
     {"epoch_items", false, WriteEpochItems, ReadEpochItems},
+    Plain<&JobSpec::fields>("fields"),
+    Plain<&JobSpec::max_member_bytes>("max_member_bytes"),
+    Plain<&JobSpec::field_batch_bytes>("field_batch_bytes"),
 };
 
 const JobSpecField* FindJobSpecField(std::string_view name) {
@@ -470,6 +473,30 @@ json JobSpecToJson(const JobSpec& spec) {
   for (const JobSpecField& field : kJobSpecFields) field.write(spec, field, body);
   return body;
 }
+
+namespace {
+// Field names are the client's keys for the values of each sample: unique
+// and bounded.
+Status CheckFieldNames(const std::vector<std::string>& fields) {
+  constexpr size_t kMaxFields = 64;
+  if (fields.size() > kMaxFields) {
+    return Status::InvalidArgument("'fields' names more than " + std::to_string(kMaxFields) +
+                                   " fields");
+  }
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const std::string& name = fields[i];
+    if (name.empty() || name.size() > 256 || name.find('\0') != std::string::npos) {
+      return Status::InvalidArgument("'fields' holds an empty or over-long name");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (fields[j] == name) {
+        return Status::InvalidArgument("'fields' names '" + EscapeBytes(name) + "' twice");
+      }
+    }
+  }
+  return Status::Ok();
+}
+}  // namespace
 
 Result<JobSpec> JobSpecFromJson(const json& body) {
   // Client and daemon speak one protocol version (the handshake checks), so
@@ -511,12 +538,16 @@ Result<JobSpec> JobSpecFromJson(const json& body) {
         "'epoch_items' lists the items left to serve; a resume leaves the consumed ones out "
         "of it instead of sending 'resume_consumed'");
   }
+  GALLEY_RETURN_IF_ERROR(CheckFieldNames(spec.fields));
+  if (spec.field_batch_bytes > (uint64_t{1} << 32)) {
+    return Status::InvalidArgument("'field_batch_bytes' must be at most 4 GiB");
+  }
   return spec;
 }
 
 namespace {
 // The OpenJob fields that name a dataset, which a "listing" request shares.
-constexpr const char* kDatasetFields[] = {"dataset", "shards", "image_key", "label_key"};
+constexpr const char* kDatasetFields[] = {"dataset", "shards", "image_key", "label_key", "fields"};
 
 bool IsListingField(std::string_view name) {
   if (name == "what" || name == "begin" || name == "count") return true;

@@ -17,7 +17,7 @@ bool MulOverflows(uint64_t a, uint64_t b) {
 }  // namespace
 
 Result<SegmentGeometry> ComputeGeometry(uint32_t slot_count, uint32_t batch_capacity,
-                                        uint64_t sample_bytes) {
+                                        uint64_t sample_bytes, uint64_t field_bytes) {
   if (slot_count == 0 || batch_capacity == 0 || sample_bytes == 0) {
     return Status::InvalidArgument("segment needs at least one slot, sample and byte");
   }
@@ -35,6 +35,14 @@ Result<SegmentGeometry> ComputeGeometry(uint32_t slot_count, uint32_t batch_capa
   const uint64_t tensor = sample_bytes * batch_capacity;
   if (tensor > (uint64_t{1} << 40)) return Status::InvalidArgument("batch tensor too large");
   g.slot_stride = AlignUp(g.tensor_offset + tensor, kSlotAlignment);
+  if (field_bytes > 0) {
+    if (field_bytes > (uint64_t{1} << 32)) return Status::InvalidArgument("field area too large");
+    g.fields_offset = g.slot_stride;
+    g.field_bytes = field_bytes;
+    g.slot_stride =
+        AlignUp(g.fields_offset + uint64_t{batch_capacity} * sizeof(uint64_t) + field_bytes,
+                kSlotAlignment);
+  }
   if (MulOverflows(g.slot_stride, slot_count)) return Status::InvalidArgument("segment overflows");
   g.segment_bytes = g.slots_offset + g.slot_stride * slot_count;
   return g;
@@ -50,6 +58,8 @@ Status ValidateHeader(const SegmentHeader& header, const SegmentGeometry& expect
       header.sample_bytes != expected.sample_bytes || header.slot_stride != expected.slot_stride ||
       header.slots_offset != expected.slots_offset ||
       header.tensor_offset != expected.tensor_offset ||
+      header.fields_offset != expected.fields_offset ||
+      header.field_bytes != expected.field_bytes ||
       header.segment_bytes != expected.segment_bytes || expected.segment_bytes > mapped_bytes) {
     return Status::ProtocolError("shared-memory segment geometry does not match the announcement");
   }

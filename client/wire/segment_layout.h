@@ -23,7 +23,7 @@
 namespace galley::wire {
 
 inline constexpr uint32_t kSegmentMagic = 0x47534547;  // "GSEG"
-inline constexpr uint32_t kSegmentLayoutVersion = 3;
+inline constexpr uint32_t kSegmentLayoutVersion = 4;
 inline constexpr size_t kSlotAlignment = 4096;
 inline constexpr size_t kMaxErrorText = 240;
 
@@ -55,7 +55,10 @@ struct SlotHeader {
   uint32_t skipped_count;           // samples dropped because they failed
   char first_error[kMaxErrorText];  // NUL-terminated; path and reason of a failure
   // Followed by: uint64_t item_ids[capacity]; int64_t labels[capacity];
-  // then, at `tensor_offset` from the slot start, the batch tensor.
+  // then, at `tensor_offset` from the slot start, the batch tensor; then,
+  // for a job with fields, at `fields_offset`: uint64_t field_ends[capacity]
+  // and `field_bytes` of field records (wire/field_record.h), sample i's
+  // record being [field_ends[i-1], field_ends[i]) (from 0 for i = 0).
 };
 
 struct SegmentHeader {
@@ -80,6 +83,10 @@ struct SegmentHeader {
   // yet, and how many of its batches it had to wait for.
   std::atomic<uint64_t> consumer_wait_ns;
   std::atomic<uint64_t> consumer_waits;
+  // Where a slot's field area starts and the bytes of records it holds; 0
+  // and 0 for a job without fields.
+  uint64_t fields_offset;
+  uint64_t field_bytes;
 };
 
 // The daemon and the client may be built apart (a pip-installed client
@@ -128,7 +135,9 @@ static_assert(offsetof(SegmentHeader, close_code) == 84);
 static_assert(offsetof(SegmentHeader, close_reason) == 88);
 static_assert(offsetof(SegmentHeader, consumer_wait_ns) == 328);
 static_assert(offsetof(SegmentHeader, consumer_waits) == 336);
-static_assert(sizeof(SegmentHeader) == 344);
+static_assert(offsetof(SegmentHeader, fields_offset) == 344);
+static_assert(offsetof(SegmentHeader, field_bytes) == 352);
+static_assert(sizeof(SegmentHeader) == 360);
 
 // Geometry of a segment, computed identically on both sides.
 struct SegmentGeometry {
@@ -139,12 +148,15 @@ struct SegmentGeometry {
   uint64_t tensor_offset = 0;
   uint64_t slot_stride = 0;
   uint64_t segment_bytes = 0;
+  uint64_t fields_offset = 0;  // 0 without fields
+  uint64_t field_bytes = 0;
 };
 
 // Computes offsets for `slot_count` slots of `batch_capacity` samples of
-// `sample_bytes` each; InvalidArgument when a size is zero or overflows.
+// `sample_bytes` each, with `field_bytes` of field records per slot (0: no
+// field area); InvalidArgument when a size is zero or overflows.
 Result<SegmentGeometry> ComputeGeometry(uint32_t slot_count, uint32_t batch_capacity,
-                                        uint64_t sample_bytes);
+                                        uint64_t sample_bytes, uint64_t field_bytes = 0);
 
 // Views of a mapped segment. `base` is the start of the mapping.
 inline SegmentHeader* HeaderAt(void* base) { return static_cast<SegmentHeader*>(base); }
@@ -158,6 +170,14 @@ inline int64_t* SlotLabels(SlotHeader* slot, const SegmentGeometry& g) {
 }
 inline std::byte* SlotTensor(SlotHeader* slot, const SegmentGeometry& g) {
   return reinterpret_cast<std::byte*>(slot) + g.tensor_offset;
+}
+// The field area of a job with fields: the records' end offsets, then the
+// records.
+inline uint64_t* SlotFieldEnds(SlotHeader* slot, const SegmentGeometry& g) {
+  return reinterpret_cast<uint64_t*>(reinterpret_cast<std::byte*>(slot) + g.fields_offset);
+}
+inline std::byte* SlotFieldData(SlotHeader* slot, const SegmentGeometry& g) {
+  return reinterpret_cast<std::byte*>(SlotFieldEnds(slot, g) + g.batch_capacity);
 }
 
 // Checks a mapped header against the geometry the daemon announced and the

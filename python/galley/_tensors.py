@@ -51,5 +51,6 @@ def pinning_available(pin_memory):
 def pin(tensor):
     """A copy of ``tensor`` in page-locked host memory, so that
     ``.to("cuda", non_blocking=True)`` overlaps the copy with compute. The
-    shared-memory slot is released as soon as the caller drops the view."""
-    return tensor.pin_memory()
+    shared-memory slot is released as soon as the caller drops the view.
+    A batch's other fields (lists of strings, dicts) pass as they are."""
+    return tensor.pin_memory() if hasattr(tensor, "pin_memory") else tensor

@@ -25,6 +25,7 @@ from . import _galley
 from . import _tensors
 from . import batch_ops
 from . import datasets as _datasets
+from . import fields as _fields
 from . import samplers as _samplers
 from . import shards as _shards
 from . import transforms as T
@@ -230,7 +231,7 @@ def _listing_pages(spec: Dict[str, Any], socket: Optional[str], autostart: Optio
                    timeout: float) -> Callable[[int, Optional[int]], Dict[str, Any]]:
     """Reads a page of the listing of the dataset `spec` names from galleyd
     (the "listing" request), found as the loader finds its daemon."""
-    named = {key: spec[key] for key in ("dataset", "shards", "image_key", "label_key")
+    named = {key: spec[key] for key in ("dataset", "shards", "image_key", "label_key", "fields")
              if spec.get(key) is not None}
 
     def fetch(begin: int, count: Optional[int]) -> Dict[str, Any]:
@@ -402,6 +403,17 @@ class DataLoader:
             ``RandomChoice`` (or torchvision v2's), applied to each batch in
             this process, on its ``device``; labels become float soft
             targets ``[B, num_classes]`` (galley/batch_ops.py says why here).
+        fields: what each batch carries, in order, instead of ``(images,
+            labels)``: shard member extensions (``"jpg"``, ``"txt"``,
+            ``"json"``...), ``"__key__"``, ``"__url__"``, or a header-row
+            manifest's column names; the image member takes its place
+            (docs/datasets.md, "Every member of a sample"; galley/fields.py).
+        decode_fields: False passes every field value as ``bytes``.
+        unpickle_fields: True unpickles ``.pyd``/``.pickle``/``.pth``
+            members; never done otherwise.
+        max_member_bytes, field_batch_bytes: the largest field value of a
+            sample (default 1 MiB) and the field bytes of a batch (default
+            max(batch_size * 64 KiB, max_member_bytes)).
     """
 
     def __init__(self, dataset: Any, batch_size: int = 1, shuffle: Optional[bool] = None,
@@ -422,7 +434,10 @@ class DataLoader:
                  socket: Optional[str] = None, name: Optional[str] = None,
                  ods_fraction: float = 0.1, autostart: Optional[bool] = None,
                  batch_transform: Any = None,
-                 image_key: Optional[str] = None, label_key: Optional[str] = "cls") -> None:
+                 image_key: Optional[str] = None, label_key: Optional[str] = "cls",
+                 fields: Optional[Sequence[str]] = None, decode_fields: bool = True,
+                 unpickle_fields: bool = False, max_member_bytes: Optional[int] = None,
+                 field_batch_bytes: Optional[int] = None) -> None:
         if on_error not in ("skip", "raise"):
             raise ValueError('on_error must be "skip" or "raise"')
         if batch_size is None:
@@ -563,9 +578,20 @@ class DataLoader:
             self._spec["local_world_size"] = local_world_size
         self.shard_seed = self.seed if shard_seed is None else int(shard_seed)
         self.local_world_size = local_world_size
+        # fields= names what a batch carries (galley/fields.py).
+        self._fields, field_spec = _fields.plan(
+            fields, shards=shards is not None, manifest=None if shards is not None else root,
+            image_key=image_key, label_key=label_key, decode=decode_fields,
+            unpickle=unpickle_fields, batch_transform=batch_transform)
+        for limit, value in (("max_member_bytes", max_member_bytes),
+                             ("field_batch_bytes", field_batch_bytes)):
+            if value is not None:
+                field_spec[limit] = int(value)
         if shards is not None:
             self._spec.update(shards=shards, image_key=image_key or "", label_key=label_key or "")
-        elif image_key is not None or label_key != "cls":
+        if field_spec:
+            self._spec.update(field_spec)
+        elif shards is None and (image_key is not None or label_key != "cls"):
             raise ValueError("image_key= and label_key= apply to tar shard datasets only")
         self._socket = socket
         self._autostart = autostart
@@ -853,6 +879,8 @@ class DataLoader:
                     self._finish_pass(walk)
                 if len(labels):
                     batch = (_tensors.images_tensor(images), _tensors.int64_tensor(labels))
+                    if self._fields is not None:  # (images, *fields) in the order of fields=
+                        batch = self._fields.batch(batch[0], meta["fields"], ids.tolist())
                     del images
                     if self._pin:
                         batch = tuple(_tensors.pin(t) for t in batch)

@@ -83,6 +83,8 @@ Result<std::unique_ptr<BatchRing>> BatchRing::Create(const wire::SegmentGeometry
       .close_reason = {},
       .consumer_wait_ns = 0,
       .consumer_waits = 0,
+      .fields_offset = geometry.fields_offset,
+      .field_bytes = geometry.field_bytes,
   };
   auto ring = std::unique_ptr<BatchRing>(new BatchRing(
       geometry, std::move(fd), std::move(wakeup.first), std::move(wakeup.second), base));
@@ -123,6 +125,20 @@ void BatchRing::Publish(uint32_t index, const BatchDescription& batch) {
   for (uint32_t pos = 0; pos < count; ++pos) {
     ids[pos] = batch.items[pos];
     labels[pos] = pos < batch.labels.size() ? batch.labels[pos] : 0;
+  }
+  if (geometry_.field_bytes > 0) {
+    // The scheduler checks the batch's records fit (FieldRecordsFit); one
+    // that would not is left empty, which the client refuses.
+    uint64_t* ends = wire::SlotFieldEnds(s, geometry_);
+    std::byte* data = wire::SlotFieldData(s, geometry_);
+    uint64_t used = 0;
+    for (uint32_t pos = 0; pos < count; ++pos) {
+      if (pos < batch.fields.size() && batch.fields[pos].size() <= geometry_.field_bytes - used) {
+        std::memcpy(data + used, batch.fields[pos].data(), batch.fields[pos].size());
+        used += batch.fields[pos].size();
+      }
+      ends[pos] = used;
+    }
   }
   s->flags = batch.flags;
   s->generation = batch.generation;

@@ -7,6 +7,7 @@
 
 #include "galley/daemon/node_probe.h"
 #include "galley/daemon/shard_datasets.h"
+#include "galley/dataset/manifest_table.h"
 
 namespace galley {
 namespace {
@@ -77,7 +78,13 @@ std::string DatasetRegistry::KeyOf(const JobSpec& spec) const {
     return Dataset::ShardSetKey(spec.shards, ShardOptionsFor(spec, shard_options_));
   std::error_code error;
   const std::string canonical = fs::weakly_canonical(spec.dataset, error).string();
-  return error ? spec.dataset : canonical;
+  std::string key = error ? spec.dataset : canonical;
+  // A manifest read with a header row, or with another image column, is
+  // another listing of the same file.
+  const ManifestOptions manifest = ManifestOptionsFor(spec);
+  if (manifest.header_row && !HasHeaderByName(spec.dataset)) key += "\theader";
+  if (!manifest.image_column.empty()) key += "\timage:" + manifest.image_column;
+  return key;
 }
 
 Status DatasetRegistry::CheckRoots(const JobSpec& spec, AccessChecker& checker) const {
@@ -94,7 +101,7 @@ Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec
     MutexLock lock(&mu_);
     roots = allowed_roots_;
   }
-  if (spec.shards.empty()) return Dataset::Open(spec.dataset, roots);
+  if (spec.shards.empty()) return Dataset::Open(spec.dataset, roots, ManifestOptionsFor(spec));
   ShardOptions shard = ShardOptionsFor(spec, shard_options_);
   shard.descriptors = shard_descriptors_;
   return Dataset::OpenShards(spec.shards, shard, roots);

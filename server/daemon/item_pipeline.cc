@@ -4,11 +4,13 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
 
 #include "galley/daemon/node_probe.h"
+#include "wire/field_record.h"
 
 // Debian's TBB is not built with ThreadSanitizer, so in a GALLEY_SANITIZE=thread
 // build the ordering that parallel_for gives (the caller's writes before the
@@ -165,14 +167,19 @@ Result<cache::BlobPtr> ItemPipeline::Fetch(ItemTask& task, cache::Key key, cache
     if (found.encoded != nullptr) return cache::BlobPtr(std::move(found.encoded));
   }
   auto start = Clock::now();
-  auto bytes = task.dataset->Read(task.item);
-  if (bytes.ok() && throttle_ != nullptr) throttle_->Charge(bytes->size());
+  std::vector<uint8_t> record;
+  auto bytes = task.dataset->has_fields() ? task.dataset->ReadWithFields(task.item, &record)
+                                          : task.dataset->Read(task.item);
+  if (bytes.ok() && throttle_ != nullptr) throttle_->Charge(bytes->size() + record.size());
   counters_.read_ns += NsSince(start);
   if (!bytes.ok()) return bytes.status();
   counters_.file_reads++;
   counters_.bytes_read += bytes->size();
   auto blob = std::make_shared<cache::Blob>();
   blob->bytes = std::move(bytes).value();
+  if (task.dataset->has_fields()) {
+    blob->fields = std::make_shared<const std::vector<uint8_t>>(std::move(record));
+  }
   *from_storage = true;
   return cache::BlobPtr(std::move(blob));
 }
@@ -209,6 +216,7 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
   cache::BlobPtr encoded = cache_ != nullptr ? cache_->encoded().Get(key) : nullptr;
   if (encoded != nullptr) {
     counters_.encoded_hits++;
+    prepared.fields = encoded->fields;
   } else {
     bool from_storage = false;
     auto fetched = Fetch(task, key, &prepared.cached, &from_storage);
@@ -217,6 +225,7 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
     }
     if (prepared.cached != nullptr) return prepared;  // decoded pixels from the remote tier
     encoded = std::move(fetched).value();
+    prepared.fields = encoded->fields;
     // Only bytes fetched from outside are offered to the encoded tier; ones
     // that came from it are already there.
     prepared.encoded_to_offer = encoded;
@@ -310,6 +319,7 @@ void ItemPipeline::RunOne(ItemTask& task) {
   // augmented tier.
   std::vector<const SlotPosition*> to_augment;
   std::vector<std::string> signatures;
+  cache::FieldRecord fields;  // the item's field record, once found
   to_augment.reserve(task.deliveries.size());
   for (const SlotPosition& d : task.deliveries) {
     if (augmented_tier) {
@@ -320,16 +330,22 @@ void ItemPipeline::RunOne(ItemTask& task) {
       if (hit != nullptr && hit->bytes.size() == dst.size()) {
         std::memcpy(dst.data(), hit->bytes.data(), dst.size());
         counters_.augmented_hits++;
+        if (fields == nullptr) fields = hit->fields;
         continue;
       }
       signatures.push_back(std::move(signature));
     }
     to_augment.push_back(&d);
   }
-  if (to_augment.empty()) return;
+  if (to_augment.empty()) {
+    DeliverFields(task, &fields);
+    return;
+  }
 
   std::optional<PreparedItem> prepared = Prepare(task, key, augmented_tier ? nullptr : &to_augment);
   if (!prepared) return;
+  fields = prepared->cached != nullptr ? prepared->cached->fields : prepared->fields;
+  if (!DeliverFields(task, &fields)) return;
   const cache::BlobPtr& cached = prepared->cached;
   const std::optional<image::ImageRegion>& region = prepared->region;
   image::RgbImage& image = prepared->image;
@@ -385,6 +401,7 @@ void ItemPipeline::RunOne(ItemTask& task) {
       sample->width = static_cast<uint32_t>(job.pipeline->output_width());
       sample->height = static_cast<uint32_t>(job.pipeline->output_height());
       sample->channels = 3;
+      sample->fields = fields;
       cache_->augmented().Put(key, signatures[i], job.id, plan.epoch, std::move(sample));
     }
   }
@@ -398,6 +415,7 @@ void ItemPipeline::RunOne(ItemTask& task) {
     decoded_to_offer = cache::MakePixelBlob(
         cache_ != nullptr ? cache_->decoded_arena() : nullptr, std::move(image.pixels),
         static_cast<uint32_t>(image.width), static_cast<uint32_t>(image.height), 3);
+    decoded_to_offer->fields = fields;
   }
   if (write_back != RemoteWrite::kNone) {
     WriteBack(task, write_back, decoded_to_offer, encoded_to_offer);
@@ -407,11 +425,69 @@ void ItemPipeline::RunOne(ItemTask& task) {
   }
 }
 
+bool ItemPipeline::DeliverFields(ItemTask& task, cache::FieldRecord* record) {
+  const Dataset& dataset = *task.dataset;
+  if (!dataset.has_fields() ||
+      std::none_of(task.deliveries.begin(), task.deliveries.end(),
+                   [](const SlotPosition& d) { return !d.plan->job->field_map.empty(); })) {
+    return true;
+  }
+  if (*record == nullptr) {
+    counters_.field_reads++;
+    auto read = dataset.ReadFields(task.item);
+    if (!read.ok()) {
+      counters_.failures++;
+      const std::string path = dataset.path(task.item).string();
+      const std::string why = read.status().message();
+      RecordFailure(task, why.rfind(path, 0) == 0 ? why : path + ": " + why,
+                    IsDatasetChange(dataset, read.status()));
+      return false;
+    }
+    *record = std::make_shared<const std::vector<uint8_t>>(std::move(read).value());
+  }
+  const std::vector<std::string>& names = dataset.field_names();
+  auto values = wire::SplitFieldRecord(**record, names.size());
+  if (!values.ok()) {
+    RecordFailure(task, dataset.path(task.item).string() + ": " + values.status().message());
+    return false;
+  }
+  for (SlotPosition& d : task.deliveries) {
+    const ServedJob& job = *d.plan->job;
+    if (job.field_map.empty()) continue;
+    bool identity = job.field_map.size() == names.size();
+    std::string oversized;
+    for (size_t i = 0; i < job.field_map.size(); ++i) {
+      const uint32_t f = job.field_map[i];
+      identity = identity && f == i;
+      if ((*values)[f].size() > job.spec.max_member_bytes && oversized.empty()) {
+        oversized = fmt::format(
+            "{}: field '{}' is {} bytes, more than max_member_bytes={}; raise it to serve it",
+            dataset.path(task.item).string(), names[f], (*values)[f].size(),
+            job.spec.max_member_bytes);
+      }
+    }
+    if (!oversized.empty()) {
+      counters_.failures++;
+      d.plan->errors[d.position] = oversized;
+      continue;
+    }
+    if (identity) {
+      d.plan->fields[d.position] = *record;
+      continue;
+    }
+    auto projected = std::make_shared<std::vector<uint8_t>>();
+    for (const uint32_t f : job.field_map) wire::AppendFieldValue(projected.get(), (*values)[f]);
+    d.plan->fields[d.position] = std::move(projected);
+  }
+  return true;
+}
+
 PipelineSnapshot ItemPipeline::Snapshot() const {
   PipelineSnapshot s;
   s.threads = threads_;
   s.cache = cache_ != nullptr;
   s.file_reads = counters_.file_reads.load();
+  s.field_reads = counters_.field_reads.load();
   s.bytes_read = counters_.bytes_read.load();
   s.decodes = counters_.decodes.load();
   s.region_decodes = counters_.region_decodes.load();

@@ -121,8 +121,9 @@ JobManagerOptions JobManagerOptions::From(const DaemonOptions& options) {
   return o;
 }
 
-JobManager::JobManager(const JobManagerOptions& options, std::vector<JobLifecycleObserver*> observers,
-                       DatasetRegistry* datasets, DrainedCallback drained)
+JobManager::JobManager(const JobManagerOptions& options,
+                       std::vector<JobLifecycleObserver*> observers, DatasetRegistry* datasets,
+                       DrainedCallback drained)
     : observers_(std::move(observers)),
       datasets_(datasets),
       drained_(std::move(drained)),
@@ -276,6 +277,7 @@ Result<std::shared_ptr<ServedJob>> JobManager::Build(const JobSpec& spec,
   job->dataset_index = opened.index;
   job->subset = std::move(opened.subset);
   GALLEY_RETURN_IF_ERROR(CheckShardJob(*job->dataset, spec));
+  GALLEY_ASSIGN_OR_RETURN(job->field_map, JobFieldMap(*job->dataset, spec));
   // Class names travel to the client as JSON text; a folder whose name is
   // not UTF-8 (Latin-1, say) is refused here, naming it, rather than
   // renamed silently.
@@ -308,8 +310,9 @@ Result<std::shared_ptr<ServedJob>> JobManager::Build(const JobSpec& spec,
   job->pipeline = std::make_shared<const image::TransformPipeline>(std::move(pipeline));
   // prefetch = batches prepared ahead of the one the consumer holds, so the
   // ring has one slot more: prefetch=1 double-buffers instead of deadlocking.
-  GALLEY_ASSIGN_OR_RETURN(auto geometry, wire::ComputeGeometry(spec.prefetch + 1, spec.batch_size,
-                                                               job->pipeline->sample_bytes()));
+  GALLEY_ASSIGN_OR_RETURN(
+      auto geometry, wire::ComputeGeometry(spec.prefetch + 1, spec.batch_size,
+                                           job->pipeline->sample_bytes(), FieldAreaBytes(spec)));
   if (geometry.segment_bytes > limits.max_shm_per_job) {
     return Status::ResourceExhausted("the job needs " + std::to_string(geometry.segment_bytes) +
                                      " bytes of shared memory ((prefetch + 1) x batch_size x "

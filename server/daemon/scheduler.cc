@@ -426,7 +426,17 @@ void Scheduler::FindUnservable(std::vector<std::unique_ptr<SlotPlan>>& plans,
     const std::string where = "epoch " + std::to_string(plan->epoch) + ", batch " +
                               std::to_string(plan->batch_index + 1) + " of " +
                               std::to_string(plan->job->BatchesPerEpoch());
-    if (changed > 0) {
+    uint64_t field_bytes = 0;
+    for (const cache::FieldRecord& record : plan->fields) {
+      if (record != nullptr) field_bytes += record->size();
+    }
+    const uint64_t field_area =
+        plan->job->ring != nullptr ? plan->job->ring->geometry().field_bytes : 0;
+    if (substitutes_done && failed == 0 && field_bytes > field_area) {
+      plan->unservable = "the fields of " + where + " take " + std::to_string(field_bytes) +
+                         " bytes, more than field_batch_bytes=" + std::to_string(field_area) +
+                         "; raise it or lower batch_size";
+    } else if (changed > 0) {
       plan->unservable = "dataset changed under the job: " + Samples(changed) + " of " + where +
                          " unreadable; iterate again to re-list it. First: " + *first_changed;
     } else if (substitutes_done && failed > 0) {
@@ -504,6 +514,13 @@ void Scheduler::Publish(SlotPlan& plan) {
   std::vector<int64_t> labels;
   labels.reserve(plan.items.size());
   for (ItemId item : plan.items) labels.push_back(job.dataset->label(item));
+  std::vector<std::span<const uint8_t>> fields;
+  if (!job.field_map.empty()) {
+    for (const cache::FieldRecord& record : plan.fields) {
+      fields.push_back(record != nullptr ? std::span<const uint8_t>(*record)
+                                         : std::span<const uint8_t>());
+    }
+  }
   const auto kept = static_cast<uint32_t>(plan.items.size());
   job.counters.batches++;
   job.counters.samples += kept;
@@ -514,6 +531,7 @@ void Scheduler::Publish(SlotPlan& plan) {
                                                 .batch_index = plan.batch_index,
                                                 .items = plan.items,
                                                 .labels = labels,
+                                                .fields = fields,
                                                 .skipped = plan.substituted,
                                                 .first_error = plan.first_failure});
 }

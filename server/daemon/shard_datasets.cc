@@ -1,5 +1,7 @@
 #include "galley/daemon/shard_datasets.h"
 
+#include <algorithm>
+
 #include "galley/dataset/listing_progress.h"
 
 namespace galley {
@@ -8,7 +10,12 @@ ShardOptions ShardOptionsFor(const JobSpec& spec, const ShardOptions& daemon_wid
   ShardOptions shard = daemon_wide;
   shard.image_key = spec.image_key;
   shard.label_key = spec.label_key;
+  shard.fields = spec.fields;
   return shard;
+}
+
+ManifestOptions ManifestOptionsFor(const JobSpec& spec) {
+  return {.header_row = !spec.fields.empty(), .image_column = spec.image_key};
 }
 
 Status CheckShardJob(const Dataset& dataset, const JobSpec& spec) {
@@ -29,6 +36,28 @@ Status CheckShardJob(const Dataset& dataset, const JobSpec& spec) {
     }
   }
   return Status::Ok();
+}
+
+Result<std::vector<uint32_t>> JobFieldMap(const Dataset& dataset, const JobSpec& spec) {
+  std::vector<uint32_t> map;
+  if (spec.fields.empty()) return map;
+  const std::vector<std::string>& names = dataset.field_names();
+  if (names.empty()) {
+    return Status::InvalidArgument(
+        "'fields' needs tar shards or a manifest with a header row (.csv, .tsv or .jsonl); " +
+        dataset.root().string() + " has neither");
+  }
+  for (const std::string& field : spec.fields) {
+    auto it = std::find(names.begin(), names.end(), field);
+    if (it == names.end()) {
+      std::string known;
+      for (const std::string& name : names) known += (known.empty() ? "" : ", ") + name;
+      return Status::InvalidArgument(dataset.root().string() + " has no field '" + field +
+                                     "'; its fields: " + known);
+    }
+    map.push_back(static_cast<uint32_t>(it - names.begin()));
+  }
+  return map;
 }
 
 std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset) {

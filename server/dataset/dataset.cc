@@ -56,14 +56,15 @@ Status CheckShardName(const std::string& shard) {
 }  // namespace
 
 Result<std::shared_ptr<const Dataset>> Dataset::Open(const fs::path& root,
-                                                     const std::vector<fs::path>& allowed_roots) {
+                                                     const std::vector<fs::path>& allowed_roots,
+                                                     const ManifestOptions& manifest) {
   std::error_code error;
   const fs::path canonical = fs::canonical(root, error);
   if (error) return Status::NotFound("dataset root " + root.string() + ": " + error.message());
   GALLEY_RETURN_IF_ERROR(CheckAllowed(canonical, allowed_roots, "dataset root"));
   std::shared_ptr<Dataset> dataset(new Dataset());
   dataset->root_ = canonical;
-  GALLEY_ASSIGN_OR_RETURN(dataset->source_, FileSource::Open(canonical));
+  GALLEY_ASSIGN_OR_RETURN(dataset->source_, FileSource::Open(canonical, manifest));
   if (dataset->size() == 0) {
     return Status::InvalidArgument("dataset " + canonical.string() + " has no items");
   }
@@ -109,6 +110,9 @@ Result<std::shared_ptr<const Dataset>> Dataset::OpenShards(
 std::string Dataset::ShardSetKey(const std::vector<std::string>& shards,
                                  const ShardOptions& options) {
   std::string key = "shards\n" + options.image_key + "\n" + options.label_key;
+  // Jobs share a set listed with the same fields: a sample lacking one is
+  // left out, and every item carries them.
+  for (const std::string& field : options.fields) key += "\tfield:" + field;
   for (const std::string& shard : shards) {
     std::error_code error;
     const fs::path canonical = fs::weakly_canonical(shard, error);
@@ -128,6 +132,19 @@ Result<std::vector<uint8_t>> Dataset::Read(ItemId id) const {
                                    std::to_string(size()) + " items)");
   }
   return source_->Read(id);
+}
+
+Result<std::vector<uint8_t>> Dataset::ReadFields(ItemId id) const {
+  if (id >= size())
+    return Status::InvalidArgument("item " + std::to_string(id) + " is out of range");
+  return source_->ReadFields(id);
+}
+
+Result<std::vector<uint8_t>> Dataset::ReadWithFields(ItemId id,
+                                                     std::vector<uint8_t>* record) const {
+  if (id >= size())
+    return Status::InvalidArgument("item " + std::to_string(id) + " is out of range");
+  return source_->ReadWithFields(id, record);
 }
 
 Result<std::vector<ItemId>> Dataset::Select(const SubsetSpec& subset) const {

@@ -17,6 +17,7 @@
 
 #include "galley/dataset/descriptor_exhaustion.h"
 #include "galley/dataset/listing_progress.h"
+#include "galley/dataset/manifest_table.h"
 #include "galley/errno_text.h"
 
 namespace galley {
@@ -156,7 +157,8 @@ bool IsWithinDirectory(const fs::path& path, const fs::path& dir) {
   return true;
 }
 
-Result<std::unique_ptr<FileSource>> FileSource::Open(const fs::path& canonical) {
+Result<std::unique_ptr<FileSource>> FileSource::Open(const fs::path& canonical,
+                                                     const ManifestOptions& options) {
   std::unique_ptr<FileSource> source(new FileSource());
   source->root_ = canonical;
   source->fingerprint_ = std::make_unique<ContentFingerprintBuilder>("files");
@@ -176,7 +178,7 @@ Result<std::unique_ptr<FileSource>> FileSource::Open(const fs::path& canonical) 
     source->progress_ = &registration.progress();
     source->base_dir_ = canonical.parent_path();
     source->directories_.push_back(canonical.filename().string());
-    const Status read = source->ReadManifest();
+    const Status read = source->ReadManifest(options);
     source->progress_ = nullptr;
     GALLEY_RETURN_IF_ERROR(read);
   } else {
@@ -303,15 +305,57 @@ Status FileSource::ScanImageFolder() {
   return Status::Ok();
 }
 
-Status FileSource::ReadManifest() {
+Result<std::string> FileSource::CheckListedPath(const std::string& path,
+                                                const std::string& where) const {
+  const fs::path relative(path);
+  if (relative.is_absolute()) {
+    return Status::PermissionDenied(where + "absolute path '" + path + "' refused");
+  }
+  const fs::path normal = (base_dir_ / relative).lexically_normal();
+  if (!IsWithin(normal, base_dir_)) {
+    return Status::PermissionDenied(where + "path '" + path + "' leaves the root");
+  }
+  std::error_code error;
+  if (!fs::exists(normal, error)) {
+    return Status::NotFound(where + "file '" + path + "' does not exist");
+  }
+  const fs::path resolved = fs::canonical(normal, error);
+  if (error || !IsWithin(resolved, base_dir_)) {
+    return Status::PermissionDenied(where + "symlink '" + path + "' leads outside the root");
+  }
+  return normal.lexically_relative(base_dir_).string();
+}
+
+void FileSource::AddListedItems(const std::vector<ListedLine>& lines, bool labelled) {
+  int64_t number = 0;
+  const bool numeric = std::all_of(lines.begin(), lines.end(), [&](const ListedLine& line) {
+    return ParseInteger(line.label, number);
+  });
+  std::map<std::string, int64_t> class_index;
+  if (labelled && !numeric) {
+    for (const ListedLine& line : lines) class_index.emplace(line.label, 0);
+    for (auto& [name, index] : class_index) {
+      index = static_cast<int64_t>(classes_.size());
+      classes_.push_back(name);
+    }
+  }
+  for (const ListedLine& line : lines) {
+    int64_t label = -1;
+    if (labelled && numeric) {
+      ParseInteger(line.label, label);
+    } else if (labelled) {
+      label = class_index.at(line.label);
+    }
+    AddItem(line.path, label);
+  }
+}
+
+Status FileSource::ReadManifest(const ManifestOptions& options) {
   std::ifstream in(root_);
   if (!in) return Status::NotFound("cannot read manifest " + root_.string());
   progress_->total = CountLines(in);
-  struct Line {
-    std::string path;
-    std::string label;
-  };
-  std::vector<Line> lines;
+  if (options.header_row || HasHeaderByName(root_)) return ReadTable(in, options);
+  std::vector<ListedLine> lines;
   std::string text;
   for (size_t number = 1; std::getline(in, text); ++number) {
     progress_->done = number;
@@ -323,49 +367,51 @@ Status FileSource::ReadManifest() {
     if (tab == std::string::npos || tab == 0 || tab + 1 >= text.size()) {
       return Status::InvalidArgument(where + "expected 'relative/path<TAB>label'");
     }
-    Line line{text.substr(0, tab), text.substr(tab + 1)};
-    const fs::path relative(line.path);
-    if (relative.is_absolute()) {
-      return Status::PermissionDenied(where + "absolute path '" + line.path + "' refused");
-    }
-    const fs::path normal = (base_dir_ / relative).lexically_normal();
-    if (!IsWithin(normal, base_dir_)) {
-      return Status::PermissionDenied(where + "path '" + line.path + "' leaves the root");
-    }
-    std::error_code error;
-    if (!fs::exists(normal, error)) {
-      return Status::NotFound(where + "file '" + line.path + "' does not exist");
-    }
-    const fs::path resolved = fs::canonical(normal, error);
-    if (error || !IsWithin(resolved, base_dir_)) {
-      return Status::PermissionDenied(where + "symlink '" + line.path + "' leads outside the root");
-    }
-    line.path = normal.lexically_relative(base_dir_).string();
-    lines.push_back(std::move(line));
+    GALLEY_ASSIGN_OR_RETURN(std::string path, CheckListedPath(text.substr(0, tab), where));
+    lines.push_back({std::move(path), text.substr(tab + 1)});
   }
   if (in.bad()) return Status::DataLoss("error reading manifest " + root_.string());
-  int64_t number = 0;
-  const bool numeric = std::all_of(lines.begin(), lines.end(), [&](const Line& line) {
-    return ParseInteger(line.label, number);
-  });
-  std::map<std::string, int64_t> class_index;
-  if (!numeric) {
-    for (const Line& line : lines) class_index.emplace(line.label, 0);
-    for (auto& [name, index] : class_index) {
-      index = static_cast<int64_t>(classes_.size());
-      classes_.push_back(name);
-    }
-  }
-  for (const Line& line : lines) {
-    int64_t label = 0;
-    if (numeric) {
-      ParseInteger(line.label, label);
-    } else {
-      label = class_index.at(line.label);
-    }
-    AddItem(line.path, label);
-  }
+  AddListedItems(lines, /*labelled=*/true);
   return Status::Ok();
+}
+
+Status FileSource::ReadTable(std::ifstream& in, const ManifestOptions& options) {
+  ManifestTable table(TableFormatOf(root_), options.image_column);
+  std::vector<ListedLine> lines;
+  bool header = false, integers = true, texts = true;
+  std::string text;
+  for (size_t number = 1; std::getline(in, text); ++number) {
+    progress_->done = number;
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+    if (text.find_first_not_of(" \t") == std::string::npos) continue;
+    const std::string where = root_.string() + ":" + std::to_string(number) + ": ";
+    if (!header) {
+      Status read = table.Header(text);
+      if (!read.ok()) return Status::InvalidArgument(where + read.message());
+      header = true;
+      if (!table.header_is_a_row()) continue;
+    }
+    auto row = table.Parse(text);
+    if (!row.ok()) return Status::InvalidArgument(where + row.status().message());
+    GALLEY_ASSIGN_OR_RETURN(std::string path, CheckListedPath(row->image, where));
+    integers = integers && row->label_kind == ManifestTable::Row::LabelKind::kInteger;
+    texts = texts && row->label_kind == ManifestTable::Row::LabelKind::kText;
+    lines.push_back({std::move(path), std::move(row->label)});
+    record_pool_.insert(record_pool_.end(), row->record.begin(), row->record.end());
+    record_offsets_.push_back(record_pool_.size());
+  }
+  if (in.bad()) return Status::DataLoss("error reading manifest " + root_.string());
+  if (!header) return Status::InvalidArgument(root_.string() + " has no header row");
+  field_names_ = table.field_names();
+  AddListedItems(lines, !table.field_names().empty() && (integers || texts));
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> FileSource::ReadFields(ItemId id) const {
+  if (field_names_.empty()) return std::vector<uint8_t>();
+  return std::vector<uint8_t>(
+      record_pool_.begin() + static_cast<ptrdiff_t>(record_offsets_[id]),
+      record_pool_.begin() + static_cast<ptrdiff_t>(record_offsets_[id + 1]));
 }
 
 std::string_view FileSource::relative_path(ItemId id) const {

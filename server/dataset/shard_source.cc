@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -18,10 +17,12 @@
 
 #include "galley/dataset/descriptor_exhaustion.h"
 #include "galley/dataset/listing_progress.h"
+#include "galley/dataset/sample_fields.h"
 #include "galley/dataset/tar_index.h"
 #include "galley/errno_text.h"
 #include "galley/mutex.h"
 #include "galley/unique_fd.h"
+#include "wire/field_record.h"
 
 namespace galley {
 namespace {
@@ -466,15 +467,6 @@ Result<ShardListing> ListShard(const fs::path& shard, const ShardOptions& option
   return listing;
 }
 
-bool ParseLabel(std::string_view text, int64_t* label) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
-    text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
-    text.remove_suffix(1);
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), *label);
-  return ec == std::errc() && ptr == text.data() + text.size();
-}
-
 }  // namespace
 
 ShardIndexCounters& GlobalShardIndexCounters() {
@@ -583,6 +575,12 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
       !options.index_cache_dir.empty() && PrepareCacheDir(options.index_cache_dir);
 
   std::unique_ptr<ShardSource> source(new ShardSource());
+  // A member field is found by its extension, compared lower-case.
+  std::vector<std::string> field_extensions;
+  for (const std::string& field : options.fields) {
+    field_extensions.push_back(IsSyntheticField(field) ? std::string() : Lower(field));
+  }
+  source->field_names_ = options.fields;
   std::vector<Result<ShardListing>> listings(shards.size(), Status::Internal("not listed"));
   std::vector<ShardStats> idx_stats(shards.size());
   {
@@ -678,7 +676,7 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
         if (m == members.size()) {
           why = "no ." + wanted_label_extension + " member";
         } else if (json_field.empty()) {
-          if (!ParseLabel(listing.inline_payloads[m], &label)) {
+          if (!ParseIntegerText(listing.inline_payloads[m], &label)) {
             why = "the .cls is not an integer";
           } else if (label < 0) {
             why = "the .cls holds " + std::to_string(label) + "; a label is 0 or more";
@@ -697,6 +695,16 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
           }
         }
       }
+      std::vector<Extent> fields;
+      for (size_t f = 0; f < field_extensions.size() && why.empty(); ++f) {
+        if (field_extensions[f].empty()) {
+          fields.push_back({});
+        } else if (const TarMember* member = find(field_extensions[f])) {
+          fields.push_back({member->offset, member->size});
+        } else {
+          why = "no ." + field_extensions[f] + " member";
+        }
+      }
       if (!why.empty()) {
         if (stats.skipped_samples++ == 0)
           stats.first_skipped_sample = shards[s].string() + ": " + sample.key + " (" + why + ")";
@@ -708,6 +716,8 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
       source->key_pool_ += sample.key + "." + image_extension;
       source->key_offsets_.push_back(source->key_pool_.size());
       source->total_bytes_ += image->size;
+      for (const Extent& field : fields) source->total_bytes_ += field.size;
+      source->field_extents_.insert(source->field_extents_.end(), fields.begin(), fields.end());
     }
   }
   stats.samples = source->items_.size();
@@ -791,25 +801,108 @@ Status ShardSource::Verify(AccessChecker* checker, std::span<const ItemId> serve
   return denied;
 }
 
-Result<std::vector<uint8_t>> ShardSource::Read(ItemId id) const {
-  const Item& item = items_[id];
-  if (item.size > kMaxMemberBytes) {
-    return Status::ResourceExhausted(Locate(id) + " is larger than " +
-                                     std::to_string(kMaxMemberBytes) + " bytes");
+Result<std::vector<uint8_t>> ShardSource::ReadExtent(uint32_t shard, Extent extent,
+                                                     const std::string& what) const {
+  if (extent.size > kMaxMemberBytes) {
+    return Status::ResourceExhausted(what + " is larger than " + std::to_string(kMaxMemberBytes) +
+                                     " bytes");
   }
-  auto fd = files_->Get(item.shard);
+  auto fd = files_->Get(shard);
   if (!fd.ok()) {
     if (files_->changed()) stale_ = true;
     return fd.status();
   }
-  std::vector<uint8_t> bytes(item.size);
-  Status read = PreadExactly((*fd)->get(), item.offset, bytes, files_->shards()[item.shard].path);
-  if (!files_->StillListed(item.shard, (*fd)->get())) {
+  std::vector<uint8_t> bytes(extent.size);
+  Status read = PreadExactly((*fd)->get(), extent.offset, bytes, files_->shards()[shard].path);
+  if (!files_->StillListed(shard, (*fd)->get())) {
     stale_ = true;
-    return files_->Changed(files_->shards()[item.shard]);
+    return files_->Changed(files_->shards()[shard]);
   }
   if (!read.ok()) return read;  // an I/O error on an unchanged shard
   return bytes;
+}
+
+Result<std::vector<uint8_t>> ShardSource::Read(ItemId id) const {
+  const Item& item = items_[id];
+  return ReadExtent(item.shard, {item.offset, item.size}, Locate(id));
+}
+
+std::string_view ShardSource::KeyOf(ItemId id) const {
+  // The pool holds "key.ext"; the key ends at the first dot of the base name.
+  std::string_view name =
+      std::string_view(key_pool_).substr(key_offsets_[id], key_offsets_[id + 1] - key_offsets_[id]);
+  const size_t slash = name.rfind('/');
+  const size_t dot = name.find('.', slash == std::string_view::npos ? 0 : slash + 1);
+  return name.substr(0, dot);
+}
+
+Result<std::vector<uint8_t>> ShardSource::BuildRecord(
+    ItemId id, const std::function<std::span<const uint8_t>(size_t)>& member) const {
+  const std::string& shard = files_->shards()[items_[id].shard].path.string();
+  const std::string_view key = KeyOf(id);
+  std::vector<uint8_t> record;
+  for (size_t f = 0; f < field_names_.size(); ++f) {
+    const std::string& name = field_names_[f];
+    auto bytes = [](std::string_view text) {
+      return std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+    };
+    if (name == kKeyField) {
+      wire::AppendFieldValue(&record, bytes(key));
+    } else if (name == kUrlField) {
+      wire::AppendFieldValue(&record, bytes(shard));
+    } else {
+      const std::span<const uint8_t> value = member(f);
+      Status valid = CheckFieldValue(name, value);
+      if (!valid.ok()) {
+        return Status::InvalidArgument(shard + ": member " + std::string(key) + "." + name + " " +
+                                       valid.message());
+      }
+      wire::AppendFieldValue(&record, value);
+    }
+  }
+  return record;
+}
+
+Result<std::vector<uint8_t>> ShardSource::ReadFields(ItemId id) const {
+  const size_t count = field_names_.size();
+  std::vector<std::vector<uint8_t>> members(count);
+  for (size_t f = 0; f < count; ++f) {
+    const Extent extent = field_extents_[id * count + f];
+    if (extent.size == 0) continue;
+    GALLEY_ASSIGN_OR_RETURN(members[f],
+                            ReadExtent(items_[id].shard, extent,
+                                       files_->shards()[items_[id].shard].path.string() + ":" +
+                                           std::string(KeyOf(id)) + "." + field_names_[f]));
+  }
+  return BuildRecord(id, [&](size_t f) { return std::span<const uint8_t>(members[f]); });
+}
+
+Result<std::vector<uint8_t>> ShardSource::ReadWithFields(ItemId id,
+                                                         std::vector<uint8_t>* record) const {
+  const Item& item = items_[id];
+  const size_t count = field_names_.size();
+  const std::span<const Extent> fields(field_extents_.data() + id * count, count);
+  uint64_t begin = item.offset, end = item.offset + item.size, wanted = item.size;
+  for (const Extent& e : fields) {
+    if (e.size == 0) continue;
+    begin = std::min(begin, e.offset);
+    end = std::max(end, e.offset + e.size);
+    wanted += e.size;
+  }
+  // Members far apart (a shard not written sample by sample) are read
+  // one by one rather than with everything between them.
+  constexpr uint64_t kMaxReadGap = 64 << 10;
+  if (end - begin > wanted + kMaxReadGap) {
+    GALLEY_ASSIGN_OR_RETURN(*record, ReadFields(id));
+    return Read(id);
+  }
+  GALLEY_ASSIGN_OR_RETURN(auto span, ReadExtent(item.shard, {begin, end - begin}, Locate(id)));
+  auto slice = [&](const Extent& e) {
+    return std::span<const uint8_t>(span).subspan(e.offset - begin, e.size);
+  };
+  GALLEY_ASSIGN_OR_RETURN(*record, BuildRecord(id, [&](size_t f) { return slice(fields[f]); }));
+  const std::span<const uint8_t> image = slice({item.offset, item.size});
+  return std::vector<uint8_t>(image.begin(), image.end());
 }
 
 }  // namespace galley

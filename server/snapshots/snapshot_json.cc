@@ -37,6 +37,7 @@ void to_json(json& out, const RemoteTierSnapshot& s) {
 void to_json(json& out, const PipelineSnapshot& s) {
   out = {{"threads", s.threads},
          {"file_reads", s.file_reads},
+         {"field_reads", s.field_reads},
          {"bytes_read", s.bytes_read},
          {"decodes", s.decodes},
          {"region_decodes", s.region_decodes},

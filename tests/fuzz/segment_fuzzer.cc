@@ -1,10 +1,12 @@
 // Fuzz target: the shared-memory segment checks. The first 12 bytes choose
 // a geometry (slot count, batch capacity, sample bytes); the rest is what a
-// peer left in the segment header, validated against it.
+// peer left in the segment header, validated against it, and split as a
+// field record.
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "wire/field_record.h"
 #include "wire/segment_layout.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -22,5 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::memcpy(static_cast<void*>(&header), bytes.data(), sizeof(header));
   const wire::SegmentGeometry g = geometry.ok() ? *geometry : wire::SegmentGeometry{};
   (void)wire::ValidateHeader(header, g, header.segment_bytes);
+  // The same bytes as a slot's field record, split as the client splits
+  // what a peer wrote there.
+  (void)wire::SplitFieldRecord(std::span<const uint8_t>(data + 12, size - 12), data[0] % 8);
   return 0;
 }

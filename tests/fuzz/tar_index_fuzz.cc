@@ -3,8 +3,10 @@
 // inside the file. Read as a wds2idx index it must parse or be refused
 // without crashing; and a listing made through a PlannedTarReader, with an
 // index that names the members (one entry moved by the input's first byte),
-// must equal the plain one. Built by scripts/fuzz_tar_index.sh (clang, libFuzzer,
-// ASan/UBSan); tests/unit/tar_index_test.cc runs it over mutated archives.
+// must equal the plain one. Every member, checked as a field
+// (sample_fields.h), must be accepted or refused without crashing. Built by
+// scripts/fuzz_tar_index.sh (clang, libFuzzer, ASan/UBSan); tests/unit/tar_index_test.cc runs it
+// over mutated archives.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "galley/dataset/sample_fields.h"
 #include "galley/dataset/tar_index.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -30,6 +33,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   if (listing->damaged_bytes > size) std::abort();
+  // Every member, served as a field, is checked by its name's rules
+  // without crashing, whatever it holds.
+  for (const galley::TarMember& m : listing->members) {
+    const std::span<const uint8_t> payload(data + m.offset, m.size);
+    for (const char* name : {"json", "cls", "txt"}) (void)galley::CheckFieldValue(name, payload);
+  }
 
   (void)galley::ParseWdsIndex(std::string_view(reinterpret_cast<const char*>(data), size));
   galley::WdsIndex index;

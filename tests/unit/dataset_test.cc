@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "wire/field_record.h"
+
 namespace galley {
 namespace {
 
@@ -226,6 +228,85 @@ TEST_F(DatasetTest, ManifestErrors) {
     SCOPED_TRACE(c.content);
     Write(root_ / "list.tsv", c.content);
     EXPECT_EQ(Dataset::Open(root_ / "list.tsv", {}).status().code(), c.code);
+  }
+}
+
+// A record's values as text.
+std::vector<std::string> Values(const std::vector<uint8_t>& record, size_t count) {
+  std::vector<std::string> values;
+  auto split = wire::SplitFieldRecord(record, count);
+  EXPECT_TRUE(split.ok()) << split.status().ToString();
+  if (split.ok()) {
+    for (auto value : *split) values.emplace_back(value.begin(), value.end());
+  }
+  return values;
+}
+
+TEST_F(DatasetTest, CsvManifestColumnsBecomeTypedFields) {
+  Write(root_ / "a.jpg");
+  Write(root_ / "b.jpg");
+  Write(root_ / "table.csv",
+        "image,labels,caption,score,empty\n"
+        "a.jpg,\"[3, 17]\",\"a \"\"quoted\"\", with comma\",0.5,\n"
+        "\n"
+        "b.jpg,[],plain,2,x\r\n");
+  const auto dataset = MustOpen(root_ / "table.csv");
+  ASSERT_NE(dataset, nullptr);
+  ASSERT_EQ(dataset->size(), 2u);
+  EXPECT_EQ(dataset->field_names(),
+            (std::vector<std::string>{"labels", "caption", "score", "empty"}));
+  EXPECT_EQ(dataset->label(0), -1);  // a list is no label
+  auto a = dataset->ReadFields(0);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(Values(*a, 4),
+            (std::vector<std::string>{"[3, 17]", R"("a \"quoted\", with comma")", "0.5", "null"}));
+  auto b = dataset->ReadFields(1);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(Values(*b, 4), (std::vector<std::string>{"[]", R"("plain")", "2", R"("x")"}));
+}
+
+TEST_F(DatasetTest, HeaderRowManifestsNameTheImageColumnAndTheLabel) {
+  Write(root_ / "a.jpg");
+  Write(root_ / "b.jpg");
+  Write(root_ / "list.jsonl", R"({"cls": "dog", "file": "a.jpg", "meta": {"k": [1]}})"
+                              "\n"
+                              R"({"meta": null, "file": "b.jpg", "cls": "cat"})"
+                              "\n");
+  auto jsonl = Dataset::Open(root_ / "list.jsonl", {}, {.image_column = "file"});
+  ASSERT_TRUE(jsonl.ok()) << jsonl.status().ToString();
+  EXPECT_EQ((*jsonl)->field_names(), (std::vector<std::string>{"cls", "meta"}));
+  EXPECT_EQ((*jsonl)->classes(), (std::vector<std::string>{"cat", "dog"}));
+  EXPECT_EQ((*jsonl)->label(0), 1);
+  auto record = (*jsonl)->ReadFields(0);
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(Values(*record, 2), (std::vector<std::string>{R"("dog")", R"({"k":[1]})"}));
+  // A .tsv has a header row only when asked (a job naming fields).
+  Write(root_ / "list.tsv", "path\tcls\na.jpg\t4\nb.jpg\t5\n");
+  auto headed = Dataset::Open(root_ / "list.tsv", {}, {.header_row = true});
+  ASSERT_TRUE(headed.ok()) << headed.status().ToString();
+  EXPECT_EQ((*headed)->size(), 2u);
+  EXPECT_EQ((*headed)->label(1), 5);
+  EXPECT_EQ(Dataset::Open(root_ / "list.tsv", {}).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(DatasetTest, MalformedTablesAreRefusedNamingTheLine) {
+  Write(root_ / "a.jpg");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"t.csv", "image,x\na.jpg,1,2\n"},                // too many cells
+      {"t.csv", "image,x\na.jpg,\"open\n"},             // an unclosed quote
+      {"t.csv", "image,image\na.jpg,1\n"},              // a repeated column
+      {"t.csv", "image,\na.jpg,1\n"},                   // an empty column name
+      {"t.csv", ""},                                    // no header
+      {"t.jsonl", "{\"image\": \"a.jpg\"}\n[1]\n"},     // not an object
+      {"t.jsonl", "{\"image\": 3}\n{\"image\": 3}\n"},  // a path that is no string
+      {"t.jsonl", "{\"image\": \"a.jpg\", \"x\": " + std::string(5000, '[') +
+                      std::string(5000, ']') + "}\n{\"image\": \"a.jpg\", \"x\": 1}\n"},
+  };
+  for (const auto& [name, content] : cases) {
+    SCOPED_TRACE(content.substr(0, 80));
+    Write(root_ / name, content);
+    auto opened = Dataset::Open(root_ / name, {});
+    EXPECT_EQ(opened.status().code(), StatusCode::kInvalidArgument) << opened.status().ToString();
   }
 }
 

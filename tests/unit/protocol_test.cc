@@ -10,6 +10,7 @@
 
 #include "galley/job_spec.h"
 #include "wire/connection.h"
+#include "wire/field_record.h"
 #include "wire/messages.h"
 #include "wire/segment_layout.h"
 
@@ -354,6 +355,101 @@ TEST(SegmentLayout, GeometryIsAlignedAndValidated) {
   EXPECT_FALSE(ComputeGeometry(0, 64, 10).ok());
   EXPECT_FALSE(ComputeGeometry(4, 0, 10).ok());
   EXPECT_FALSE(ComputeGeometry(4, 1u << 31, 1ull << 40).ok());
+}
+
+TEST(SegmentLayout, AFieldAreaFollowsTheTensorAndIsValidated) {
+  auto plain = ComputeGeometry(4, 8, 3 * 32 * 32);
+  auto g = ComputeGeometry(4, 8, 3 * 32 * 32, 1000);
+  ASSERT_TRUE(plain.ok() && g.ok());
+  EXPECT_EQ(plain->fields_offset, 0u);
+  EXPECT_EQ(g->fields_offset, plain->slot_stride);  // the tensor keeps its place
+  EXPECT_EQ(g->field_bytes, 1000u);
+  EXPECT_GE(g->slot_stride, g->fields_offset + 8 * sizeof(uint64_t) + 1000);
+  EXPECT_EQ(g->slot_stride % kSlotAlignment, 0u);
+  EXPECT_FALSE(ComputeGeometry(4, 8, 10, (uint64_t{1} << 32) + 1).ok());
+  // A segment announcing another field area is refused.
+  SegmentHeader header{};
+  header.magic = kSegmentMagic;
+  header.layout_version = kSegmentLayoutVersion;
+  header.slot_count = g->slot_count;
+  header.batch_capacity = g->batch_capacity;
+  header.sample_bytes = g->sample_bytes;
+  header.slot_stride = g->slot_stride;
+  header.slots_offset = g->slots_offset;
+  header.tensor_offset = g->tensor_offset;
+  header.segment_bytes = g->segment_bytes;
+  header.fields_offset = g->fields_offset;
+  header.field_bytes = g->field_bytes;
+  EXPECT_TRUE(ValidateHeader(header, *g, g->segment_bytes).ok());
+  header.field_bytes = 2000;
+  EXPECT_FALSE(ValidateHeader(header, *g, g->segment_bytes).ok());
+}
+
+TEST(FieldRecord, RoundTripsAndRefusesRecordsThatDoNotAddUp) {
+  std::vector<uint8_t> record;
+  const std::string caption = "a caption", json = R"({"a": 1})";
+  AppendFieldValue(&record,
+                   std::span(reinterpret_cast<const uint8_t*>(caption.data()), caption.size()));
+  AppendFieldValue(&record, {});
+  AppendFieldValue(&record, std::span(reinterpret_cast<const uint8_t*>(json.data()), json.size()));
+  auto values = SplitFieldRecord(record, 3);
+  ASSERT_TRUE(values.ok()) << values.status().ToString();
+  EXPECT_EQ(std::string((*values)[0].begin(), (*values)[0].end()), caption);
+  EXPECT_TRUE((*values)[1].empty());
+  EXPECT_EQ(std::string((*values)[2].begin(), (*values)[2].end()), json);
+  EXPECT_EQ(SplitFieldRecord(record, 2).status().code(), StatusCode::kProtocolError);
+  EXPECT_EQ(SplitFieldRecord(record, 4).status().code(), StatusCode::kProtocolError);
+  for (size_t cut = 0; cut < record.size(); ++cut) {
+    EXPECT_FALSE(SplitFieldRecord(std::span(record).first(cut), 3).ok()) << cut;
+  }
+  std::vector<uint8_t> huge(8, 0xff);  // a length past any record
+  EXPECT_FALSE(SplitFieldRecord(huge, 1).ok());
+}
+
+TEST(FieldRecord, ASlotsEndOffsetsAreCheckedBeforeARecordIsRead) {
+  auto g = ComputeGeometry(1, 3, 16, 64);
+  ASSERT_TRUE(g.ok());
+  std::vector<uint64_t> memory(g->slot_stride / sizeof(uint64_t), 0);
+  auto* slot = reinterpret_cast<SlotHeader*>(memory.data());
+  uint64_t* ends = SlotFieldEnds(slot, *g);
+  auto* data = reinterpret_cast<uint8_t*>(SlotFieldData(slot, *g));
+  data[0] = 'a';
+  data[1] = 'b';
+  data[2] = 'c';
+  ends[0] = 1;
+  ends[1] = 3;
+  ends[2] = 3;
+  auto second = SlotFieldRecord(slot, *g, 1);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(std::string(second->begin(), second->end()), "bc");
+  EXPECT_TRUE(SlotFieldRecord(slot, *g, 2)->empty());
+  EXPECT_EQ(SlotFieldRecord(slot, *g, 3).status().code(), StatusCode::kInvalidArgument);
+  ends[1] = 0;  // decreasing
+  EXPECT_EQ(SlotFieldRecord(slot, *g, 1).status().code(), StatusCode::kProtocolError);
+  ends[1] = 65;  // past the area
+  EXPECT_EQ(SlotFieldRecord(slot, *g, 1).status().code(), StatusCode::kProtocolError);
+  ends[1] = ~uint64_t{0};
+  EXPECT_EQ(SlotFieldRecord(slot, *g, 2).status().code(), StatusCode::kProtocolError);
+}
+
+TEST(JobSpecFields, FieldNamesAreCheckedAndTheAreaSized) {
+  auto parse = [](const std::string& fields) {
+    return ParseJobSpec(R"({"dataset": "d", "batch_size": 4, "transform": {}, "fields": )" +
+                        fields + "}");
+  };
+  ASSERT_TRUE(parse(R"(["txt", "json"])").ok());
+  EXPECT_NE(parse(R"(["txt", "txt"])").status().message().find("names 'txt' twice"),
+            std::string::npos);
+  EXPECT_FALSE(parse(R"([""])").ok());
+  JobSpec spec;
+  spec.batch_size = 4;
+  EXPECT_EQ(FieldAreaBytes(spec), 0u);
+  spec.fields = {"txt"};
+  EXPECT_EQ(FieldAreaBytes(spec), spec.max_member_bytes);  // 4 * 64 KiB is less
+  spec.batch_size = 64;
+  EXPECT_EQ(FieldAreaBytes(spec), 64u << 16);
+  spec.field_batch_bytes = 123;
+  EXPECT_EQ(FieldAreaBytes(spec), 123u);
 }
 
 TEST(Json, TextThatIsNotUtf8IsEscapedOrRefusedNeverThrown) {

@@ -30,6 +30,7 @@ PipelineSnapshot Pipeline() {
   p.threads = 4;
   p.cache = true;
   p.file_reads = 101;
+  p.field_reads = 110;
   p.bytes_read = 102;
   p.decodes = 103;
   p.region_decodes = 104;
@@ -187,6 +188,7 @@ const std::map<std::string, std::string> kFamilies = {
     {"galley_shard_descriptors_evicted_total", "counter"},
     {"galley_shard_descriptors_released_total", "counter"},
     {"galley_pipeline_file_reads_total", "counter"},
+    {"galley_pipeline_field_reads_total", "counter"},
     {"galley_pipeline_bytes_read_total", "counter"},
     {"galley_pipeline_decodes_total", "counter"},
     {"galley_pipeline_augments_total", "counter"},
@@ -256,6 +258,7 @@ TEST(PrometheusTextTest, EveryMetricWithItsLabelsAndValue) {
       "galley_shard_descriptors_released_total 1206",
       "galley_descriptor_exhaustion_total 1207",
       "galley_pipeline_file_reads_total 101",
+      "galley_pipeline_field_reads_total 110",
       "galley_pipeline_bytes_read_total 102",
       "galley_pipeline_decodes_total 103",
       "galley_pipeline_augments_total 105",
@@ -324,6 +327,7 @@ TEST(PrometheusTextTest, WithoutJobsOrCacheEveryFamilyIsStillDeclared) {
       "galley_shard_descriptors_released_total 0",
       "galley_descriptor_exhaustion_total 0",
       "galley_pipeline_file_reads_total 0",
+      "galley_pipeline_field_reads_total 0",
       "galley_pipeline_bytes_read_total 0",
       "galley_pipeline_decodes_total 7",
       "galley_pipeline_augments_total 0",
@@ -357,8 +361,8 @@ void ExpectJson(const json& actual, const char* expected) {
 }
 
 constexpr const char* kPipelineJson = R"({
-  "threads": 4, "cache": true, "file_reads": 101, "bytes_read": 102, "decodes": 103,
-  "region_decodes": 104, "augments": 105, "decoded_hits": 106, "encoded_hits": 107,
+  "threads": 4, "cache": true, "file_reads": 101, "field_reads": 110, "bytes_read": 102,
+  "decodes": 103, "region_decodes": 104, "augments": 105, "decoded_hits": 106, "encoded_hits": 107,
   "augmented_hits": 108, "failures": 109, "read_seconds": 1.25, "decode_seconds": 2.5,
   "augment_seconds": 3.75, "remote": null})";
 

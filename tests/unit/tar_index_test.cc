@@ -2,7 +2,8 @@
 // long names and base-256 sizes, PAX records, damage, refusals; then the
 // fuzz target over thousands of mutated archives (a short fuzz run). Also
 // DALI wds2idx indexes: parsing, and listings whose reads are planned from
-// one, good or wrong.
+// one, good or wrong. Shard samples' fields and the checks of their
+// members.
 #include "galley/dataset/tar_index.h"
 
 #include <gtest/gtest.h>
@@ -16,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "galley/dataset/sample_fields.h"
 #include "galley/dataset/shard_source.h"
+#include "wire/field_record.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -500,6 +503,93 @@ TEST(ShardLabelTest, ANegativeOrOversizedJsonLabelIsASkippedSample) {
   EXPECT_EQ((*source)->stats().skipped_samples, 2u);
   EXPECT_NE((*source)->stats().first_skipped_sample.find("holds -3"), std::string::npos)
       << (*source)->stats().first_skipped_sample;
+}
+
+std::string Text(std::span<const uint8_t> bytes) { return std::string(bytes.begin(), bytes.end()); }
+
+TEST(ShardFieldsTest, EveryNamedMemberTravelsInTheRecordReadWithTheImage) {
+  ShardFiles files;
+  const auto shard = files.Write("fields.tar", {{"a.jpg", "A"},
+                                                {"a.txt", "first caption"},
+                                                {"a.JSON", R"({"k": [1, 2]})"},
+                                                {"b.jpg", "B"},
+                                                {"b.json", "{}"},
+                                                {"c.jpg", "C"},
+                                                {"c.txt", "third"},
+                                                {"c.json", "[]"}});
+  ShardOptions options;
+  options.label_key = "";
+  options.fields = {"txt", "json", "__key__", "__url__"};
+  auto source = ShardSource::Open({shard}, options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  // b has no .txt: left out, saying so.
+  ASSERT_EQ((*source)->size(), 2u);
+  EXPECT_NE((*source)->stats().first_skipped_sample.find("b (no .txt member)"), std::string::npos)
+      << (*source)->stats().first_skipped_sample;
+  std::vector<uint8_t> record;
+  auto image = (*source)->ReadWithFields(0, &record);
+  ASSERT_TRUE(image.ok()) << image.status().ToString();
+  EXPECT_EQ(Text(*image), "A");
+  auto values = wire::SplitFieldRecord(record, 4);
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ(Text((*values)[0]), "first caption");
+  EXPECT_EQ(Text((*values)[1]), R"({"k": [1, 2]})");
+  EXPECT_EQ(Text((*values)[2]), "a");
+  EXPECT_EQ(Text((*values)[3]), fs::canonical(shard).string());
+  // The record alone is the same bytes.
+  auto alone = (*source)->ReadFields(1);
+  ASSERT_TRUE(alone.ok());
+  values = wire::SplitFieldRecord(*alone, 4);
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ(Text((*values)[0]), "third");
+  EXPECT_EQ(Text((*values)[2]), "c");
+}
+
+TEST(ShardFieldsTest, AMemberThatIsNotWhatItsNameSaysFailsNamingShardAndKey) {
+  ShardFiles files;
+  const auto shard = files.Write("bad.tar", {{"a.jpg", "A"},
+                                             {"a.json", "{\"unclosed\": "},
+                                             {"a.cls", "1"},
+                                             {"b.jpg", "B"},
+                                             {"b.json", "1"},
+                                             {"b.cls", "seven"}});
+  ShardOptions options;
+  options.label_key = "";
+  options.fields = {"json", "cls"};
+  auto source = ShardSource::Open({shard}, options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_EQ((*source)->size(), 2u);
+  std::vector<uint8_t> record;
+  auto a = (*source)->ReadWithFields(0, &record);
+  EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(a.status().message().find("bad.tar: member a.json is not valid JSON"),
+            std::string::npos)
+      << a.status().ToString();
+  auto b = (*source)->ReadFields(1);
+  EXPECT_NE(b.status().message().find("bad.tar: member b.cls is not an integer"), std::string::npos)
+      << b.status().ToString();
+}
+
+TEST(SampleFieldsTest, ChecksFollowTheMembersName) {
+  auto check = [](std::string_view name, std::string_view value) {
+    return CheckFieldValue(name,
+                           std::span(reinterpret_cast<const uint8_t*>(value.data()), value.size()));
+  };
+  EXPECT_TRUE(check("json", R"({"a": [1, {"b": null}]})").ok());
+  EXPECT_TRUE(check("JSON", "3").ok());
+  EXPECT_FALSE(check("json", "").ok());
+  EXPECT_FALSE(check("json", "{").ok());
+  EXPECT_FALSE(check("json", std::string(100000, '[')).ok());  // deep, and never parsed as a tree
+  EXPECT_TRUE(check("cls", " 12\n").ok());
+  EXPECT_TRUE(check("index", "-3").ok());
+  EXPECT_FALSE(check("cls", "").ok());
+  EXPECT_FALSE(check("cls", "1.5").ok());
+  EXPECT_FALSE(check("cls", "99999999999999999999").ok());
+  EXPECT_TRUE(check("txt", "\xff\xfe anything").ok());
+  EXPECT_TRUE(check("pyd", "\x80\x04 not unpickled here").ok());
+  int64_t value = 0;
+  EXPECT_TRUE(ParseIntegerText("\t42 ", &value));
+  EXPECT_EQ(value, 42);
 }
 
 TEST(ShardDescriptorsTest, SetsSharingACacheStayWithinItAndReleaseTheirOwn) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "galley/status.h"
 #include "galley/tensor_format.h"
 
 namespace galley {
@@ -43,6 +44,12 @@ class Batch {
 
   std::span<const uint64_t> item_ids() const;
   std::span<const int64_t> labels() const;
+  // The values of sample `position`'s fields (JobInfo::fields), in order,
+  // as views into shared memory. ProtocolError when the slot's field area
+  // does not add up (the segment is not trusted); empty for a job without
+  // fields.
+  Result<std::vector<std::span<const uint8_t>>> fields(uint32_t position) const;
+  size_t field_count() const;
 
   DType dtype() const;
   Layout layout() const;

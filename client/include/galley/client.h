@@ -96,6 +96,8 @@ struct JobInfo {
   std::string content_key;
   std::string mtimes_key;
   uint64_t dataset_bytes = 0;  // the items' total size, as listed
+  // The fields each sample carries (JobSpec::fields), as the job asked.
+  std::vector<std::string> fields;
 };
 
 class Job {

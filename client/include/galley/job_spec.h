@@ -28,11 +28,28 @@ struct JobSpec {
   // with the same keys, share one dataset.
   std::vector<std::string> shards;
   // Extension of the image member of a shard sample; "" = the first of jpg,
-  // jpeg, png, webp present.
+  // jpeg, png, webp present. For a manifest with a header row, the column
+  // naming the images; "" = the first.
   std::string image_key;
   // Label of a shard sample: "cls" (text integer), "json:FIELD", or ""
   // (unlabelled; labels are -1).
   std::string label_key = "cls";
+  // The members of each sample a batch carries besides its image, in this
+  // order: for shards a member's extension ("txt", "json", "cls", ...),
+  // "__key__" (the sample's key) or "__url__" (its shard's path); for a
+  // manifest with a header row, column names. Each value travels with its
+  // item as bytes (wire/field_record.h); a shard's ".json" must parse as
+  // JSON and its ".cls" or ".index" as an integer, or the sample fails. A
+  // shard sample without one of the members is left out of the listing.
+  // Empty: the batch carries the image and the label only.
+  std::vector<std::string> fields;
+  // The largest field value a sample may carry; a larger one fails the
+  // sample, naming the field.
+  uint64_t max_member_bytes = uint64_t{1} << 20;
+  // The bytes of field records one batch may carry (the slot's field area);
+  // 0 = max(batch_size * 64 KiB, max_member_bytes). A batch whose records
+  // take more ends the job with a message saying so.
+  uint64_t field_batch_bytes = 0;
 
   // Subset of the dataset: the union of these three selections; all empty
   // means the whole dataset.
@@ -151,6 +168,10 @@ Result<JobSpec> ParseJobSpec(std::string_view json_text);
 
 // The names of that JSON form's fields, in protocol order.
 std::vector<std::string> JobSpecFieldNames();
+
+// The bytes of a slot's field area for `spec`: 0 without fields, else
+// field_batch_bytes or its default.
+uint64_t FieldAreaBytes(const JobSpec& spec);
 
 }  // namespace galley
 

@@ -36,12 +36,19 @@ inline constexpr Key MakeKey(uint32_t dataset, uint32_t item) {
 // The payload is on the heap (`bytes`) or, for a blob from a BlobArena, in
 // the arena (`arena_bytes`, with `bytes` empty); payload() is either. Read a
 // blob that came out of a tier through payload().
+// The other members of an item (its field record), shared by every blob of
+// the item that carries them.
+using FieldRecord = std::shared_ptr<const std::vector<uint8_t>>;
+
 struct Blob {
   std::vector<uint8_t> bytes;
   std::span<uint8_t> arena_bytes;  // owned by the blob's deleter (blob_arena.h)
   uint32_t width = 0;
   uint32_t height = 0;
   uint32_t channels = 0;
+  // The item's fields, travelling with it through the tiers (a dataset
+  // listed with fields); null otherwise. The cache does not read them.
+  FieldRecord fields;
 
   std::span<const uint8_t> payload() const {
     return arena_bytes.empty() ? std::span<const uint8_t>(bytes) : arena_bytes;
@@ -62,10 +69,12 @@ inline constexpr uint64_t kEntryOverheadBytes = 256;
 // What a tier charges against its budget for holding `blob`. A heap payload
 // is charged the vector's capacity, not its size: capacity is what the
 // allocator holds. An arena payload is charged its size (the arena's block
-// header is within kEntryOverheadBytes).
+// header is within kEntryOverheadBytes). A field record is charged to each
+// entry holding it.
 inline uint64_t ChargedBytes(const Blob& blob) {
   const size_t payload = blob.arena_bytes.empty() ? blob.bytes.capacity() : blob.arena_bytes.size();
-  return kEntryOverheadBytes + static_cast<uint64_t>(payload);
+  const size_t fields = blob.fields != nullptr ? blob.fields->capacity() : 0;
+  return kEntryOverheadBytes + static_cast<uint64_t>(payload) + static_cast<uint64_t>(fields);
 }
 
 }  // namespace galley::cache

@@ -16,7 +16,7 @@
 //
 // The ring owns the slots' layout: the samples' tensors are written in
 // place by the pipeline, everything else a slot says of its batch (the
-// SlotHeader, the item ids and labels) by Publish.
+// SlotHeader, the item ids, labels and field records) by Publish.
 //
 // Thread-safety: one scheduler thread claims and publishes slots; Close()
 // may be called from any thread. Slot contents are written by pipeline
@@ -51,7 +51,7 @@ struct TensorShape {
 };
 
 // What a published slot says of its batch besides the samples: the
-// SlotHeader's fields and the slot's item ids and labels.
+// SlotHeader's fields and the slot's item ids, labels and field records.
 struct BatchDescription {
   uint32_t flags = 0;  // wire::SlotFlags
   uint64_t generation = 0;
@@ -59,8 +59,10 @@ struct BatchDescription {
   uint64_t batch_index = 0;
   std::span<const ItemId> items;    // one per sample, in position order
   std::span<const int64_t> labels;  // one per item
-  uint32_t skipped = 0;             // samples a substitute stands in for
-  std::string_view first_error;     // the first of their failures, cut to fit
+  // With a field area: one field record per item (wire/field_record.h).
+  std::span<const std::span<const uint8_t>> fields;
+  uint32_t skipped = 0;          // samples a substitute stands in for
+  std::string_view first_error;  // the first of their failures, cut to fit
 };
 
 class BatchRing {

@@ -67,6 +67,9 @@ struct SlotPlan {
   // (its file is gone, or its shard is no longer the one listed), not a bad
   // file: a sample that no substitute should stand in for.
   std::vector<uint8_t> dataset_changed;
+  // position -> the sample's field record as the job named its fields
+  // (null for a job without fields).
+  std::vector<cache::FieldRecord> fields;
   // Samples that failed and were replaced by a substitute, and the first
   // failure's message (reported with the batch).
   uint32_t substituted = 0;
@@ -79,6 +82,7 @@ struct SlotPlan {
   void ResetOutcomes() {
     errors.assign(items.size(), std::string());
     dataset_changed.assign(items.size(), 0);
+    fields.assign(items.size(), nullptr);
   }
 };
 
@@ -106,6 +110,7 @@ struct PipelineCounters {
   std::atomic<uint64_t> encoded_hits{0};    // items that skipped the read
   std::atomic<uint64_t> augmented_hits{0};  // samples that skipped their transform
   std::atomic<uint64_t> failures{0};
+  std::atomic<uint64_t> field_reads{0};  // field records read apart from their item's bytes
   std::atomic<uint64_t> read_ns{0};
   std::atomic<uint64_t> decode_ns{0};
   std::atomic<uint64_t> augment_ns{0};
@@ -163,6 +168,8 @@ class ItemPipeline {
     cache::BlobPtr encoded_to_offer;
     // What of the item goes to the remote tier.
     RemoteWrite write_back = RemoteWrite::kNone;
+    // The item's field record, when it came with the bytes or pixels.
+    cache::FieldRecord fields;
   };
   // The item's full-resolution pixels: the decoded tier's entry, or decoded
   // from the encoded tier or the file, with what it had to prepare to offer
@@ -186,6 +193,11 @@ class ItemPipeline {
                        const std::vector<const SlotPosition*>& receivers, bool remote_wants_pixels,
                        std::optional<image::ImageRegion>* region, Status* failure);
   void OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> decoded, cache::BlobPtr encoded);
+  // Hands each receiver of `task` whose job has fields its view of
+  // `record`, read from storage when null (a blob from the remote tier
+  // carries none). A failed read fails the item; a value over a job's
+  // max_member_bytes fails that job's position. False when the read failed.
+  bool DeliverFields(ItemTask& task, cache::FieldRecord* record);
 
   PipelineOptions options_;
   cache::TieredCache* const cache_;

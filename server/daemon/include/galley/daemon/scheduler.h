@@ -216,7 +216,8 @@ class Scheduler final : public JobLifecycleObserver {
                                         uint32_t attempt) EXCLUDES(mu_);
   // Sets SlotPlan::unservable, with the count and the first failure, for
   // plans holding a sample the dataset's change made fail, and, once
-  // `substitutes_done`, for plans with a sample still failed.
+  // `substitutes_done`, for plans with a sample still failed or whose field
+  // records do not fit the slot's field area.
   static void FindUnservable(std::vector<std::unique_ptr<SlotPlan>>& plans, bool substitutes_done);
   // Ends the job of an unservable plan: gives its slot back, stops its
   // production and closes its ring with the reason.

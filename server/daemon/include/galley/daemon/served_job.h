@@ -54,6 +54,9 @@ struct ServedJob {
   // The dataset's number in the DatasetRegistry: the dataset half of the
   // job's cache keys (cache::MakeKey).
   uint32_t dataset_index = 0;
+  // For each of spec.fields, its index among the dataset's fields
+  // (Dataset::field_names); empty without fields.
+  std::vector<uint32_t> field_map;
   std::shared_ptr<const image::TransformPipeline> pipeline;
   std::vector<ItemId> subset;  // sorted, distinct
   uint64_t epoch_size = 0;     // items this rank receives per epoch

@@ -18,13 +18,22 @@
 namespace galley {
 
 // The daemon's shard options (DatasetRegistryOptions::shards) with the
-// job's image_key and label_key.
+// job's image_key, label_key and fields.
 ShardOptions ShardOptionsFor(const JobSpec& spec, const ShardOptions& daemon_wide);
+
+// How a job's manifest is read: with a header row when the job names
+// fields, the images in the column image_key names.
+ManifestOptions ManifestOptionsFor(const JobSpec& spec);
 
 // For a shard dataset with on_error "raise": InvalidArgument naming the
 // first skipped sample (shard and key) or damaged shard. Ok otherwise.
 // (Who may read which shard is the DatasetRegistry's check.)
 Status CheckShardJob(const Dataset& dataset, const JobSpec& spec);
+
+// Where each of the job's fields is among the dataset's (ServedJob::
+// field_map); InvalidArgument naming a field the dataset lacks, or a
+// dataset without fields.
+Result<std::vector<uint32_t>> JobFieldMap(const Dataset& dataset, const JobSpec& spec);
 
 // Shard counts, skipped members and samples, damage, index age and the
 // process-wide index counters; nothing for other datasets.

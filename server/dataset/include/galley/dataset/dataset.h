@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "galley/dataset/dataset_source.h"
+#include "galley/dataset/file_source.h"
 #include "galley/dataset/shard_source.h"
 #include "galley/status.h"
 
@@ -46,8 +47,10 @@ class Dataset {
   // (outside the allowed roots, or a `..`/symlink leaving the root),
   // InvalidArgument (no items, an empty class folder, a malformed manifest,
   // a symlink cycle).
+  // `manifest` says how a manifest file is read (file_source.h).
   static Result<std::shared_ptr<const Dataset>> Open(
-      const std::filesystem::path& root, const std::vector<std::filesystem::path>& allowed_roots);
+      const std::filesystem::path& root, const std::vector<std::filesystem::path>& allowed_roots,
+      const ManifestOptions& manifest = {});
 
   // Opens a list of tar shards (ShardSource), each resolved to its canonical
   // path, which must lie under `allowed_roots`. Refuses URLs and compressed
@@ -103,6 +106,17 @@ class Dataset {
   // source's errors (NotFound, PermissionDenied, DataLoss,
   // ResourceExhausted).
   Result<std::vector<uint8_t>> Read(ItemId id) const;
+  // The fields each item carries (DatasetSource::field_names); empty for
+  // a dataset listed without them.
+  const std::vector<std::string>& field_names() const { return source_->field_names(); }
+  bool has_fields() const { return !field_names().empty(); }
+  // The item's field record; errors as Read, plus InvalidArgument for a
+  // member that is not what its name says ("shard: sample KEY: .json is not
+  // valid JSON").
+  Result<std::vector<uint8_t>> ReadFields(ItemId id) const;
+  // The item's bytes, and its field record into `*record`, in as few reads
+  // as the source can.
+  Result<std::vector<uint8_t>> ReadWithFields(ItemId id, std::vector<uint8_t>* record) const;
 
   // The sorted, de-duplicated ids a subset names. InvalidArgument for an
   // unknown class, an id or range outside the dataset, or a reversed range.

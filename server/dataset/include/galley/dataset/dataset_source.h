@@ -40,6 +40,24 @@ class DatasetSource {
   virtual std::string Name(ItemId id) const { return Locate(id); }
   // The item's bytes; `id` < size().
   virtual Result<std::vector<uint8_t>> Read(ItemId id) const = 0;
+  // The fields each item carries besides its image (JobSpec::fields), in
+  // order; empty for a source listed without fields.
+  virtual const std::vector<std::string>& field_names() const {
+    static const std::vector<std::string> none;
+    return none;
+  }
+  // The item's field record (wire/field_record.h), its values checked
+  // (sample_fields.h); `id` < size(). Empty without fields.
+  virtual Result<std::vector<uint8_t>> ReadFields(ItemId /*id*/) const {
+    return std::vector<uint8_t>();
+  }
+  // Read and ReadFields together, for a source that can do both in one
+  // read of the storage (a shard's members usually lie side by side).
+  virtual Result<std::vector<uint8_t>> ReadWithFields(ItemId id,
+                                                      std::vector<uint8_t>* record) const {
+    GALLEY_ASSIGN_OR_RETURN(*record, ReadFields(id));
+    return Read(id);
+  }
   // Sum of the items' encoded sizes, for the cache planner.
   virtual uint64_t total_bytes() const = 0;
   // What the listing says the items hold (content_fingerprint.h), computed

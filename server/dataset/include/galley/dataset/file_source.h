@@ -7,7 +7,10 @@
 // lines, paths relative to the manifest's folder, '#' comments and blank
 // lines skipped; labels are integers, or class names (then classes() lists
 // them sorted and a label is the name's index); the item id is the line's
-// rank. Paths never leave the root: `..` components and symlinks that
+// rank. A manifest with a header row (manifest_table.h: `.csv` and
+// `.jsonl` always, another file when ManifestOptions::header_row) names
+// each item's image in one column and its fields in the others, which are
+// kept in memory with the listing. Paths never leave the root: `..` components and symlinks that
 // resolve outside it are refused when listed, and again when a file is read.
 //
 // While Open lists, its progress is registered (ListingProgress): files
@@ -20,6 +23,7 @@
 #define GALLEY_SERVER_DATASET_FILE_SOURCE_H_
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +34,14 @@ namespace galley {
 
 struct ListingProgress;
 
+struct ManifestOptions {
+  // Read a manifest file with a header row even when its name does not say
+  // so (a job naming fields).
+  bool header_row = false;
+  // The column naming the images in a header row; "" = the first.
+  std::string image_column;
+};
+
 class FileSource final : public DatasetSource {
  public:
   // Largest file Read() returns; larger ones are ResourceExhausted.
@@ -37,7 +49,8 @@ class FileSource final : public DatasetSource {
 
   // Lists canonical `root`: a directory as an ImageFolder, a regular file as
   // a manifest. Errors as Dataset::Open describes.
-  static Result<std::unique_ptr<FileSource>> Open(const std::filesystem::path& root);
+  static Result<std::unique_ptr<FileSource>> Open(const std::filesystem::path& root,
+                                                  const ManifestOptions& options = {});
 
   size_t size() const override { return labels_.size(); }
   int64_t label(ItemId id) const override { return labels_[id]; }
@@ -50,6 +63,9 @@ class FileSource final : public DatasetSource {
   // outside the root, DataLoss for I/O errors or a non-regular file,
   // ResourceExhausted over kMaxFileBytes.
   Result<std::vector<uint8_t>> Read(ItemId id) const override;
+  // A header-row manifest's other columns; none otherwise.
+  const std::vector<std::string>& field_names() const override { return field_names_; }
+  Result<std::vector<uint8_t>> ReadFields(ItemId id) const override;
   uint64_t total_bytes() const override { return total_bytes_; }
   // Each item's relative path, size and modification time, in id order.
   const ContentFingerprint& content_fingerprint() const override { return content_fingerprint_; }
@@ -63,7 +79,18 @@ class FileSource final : public DatasetSource {
   FileSource() = default;
 
   Status ScanImageFolder();
-  Status ReadManifest();
+  struct ListedLine {
+    std::string path;  // relative to base_dir_, checked
+    std::string label;
+  };
+  Status ReadManifest(const ManifestOptions& options);
+  Status ReadTable(std::ifstream& in, const ManifestOptions& options);
+  // `path` relative to base_dir_ as listed, refused if it leaves the root
+  // or does not exist; `where` prefixes messages.
+  Result<std::string> CheckListedPath(const std::string& path, const std::string& where) const;
+  // Integers as labels, or class names sorted into classes_; -1 unless
+  // `labelled`.
+  void AddListedItems(const std::vector<ListedLine>& lines, bool labelled);
   void AddItem(const std::string& relative_path, int64_t label);
   // What Verify compares: the identities of the listed directories (an
   // ImageFolder's walked folders, or the manifest file), then of the items.
@@ -93,6 +120,11 @@ class FileSource final : public DatasetSource {
   std::vector<std::string> directories_;
   uint64_t items_fingerprint_ = 0;  // as listed
   uint64_t directories_fingerprint_ = 0;
+  // A header-row manifest's field columns, and each item's record:
+  // [record_offsets_[i], record_offsets_[i+1]) of record_pool_.
+  std::vector<std::string> field_names_;
+  std::vector<uint8_t> record_pool_;
+  std::vector<uint64_t> record_offsets_{0};
 };
 
 // Whether canonical path `path` is `dir` or lies below it (both canonical).

@@ -38,8 +38,11 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "galley/dataset/dataset_source.h"
@@ -54,6 +57,10 @@ struct ShardOptions {
   // "cls" (text integer in the .cls member), "json:FIELD" (integer FIELD of
   // the .json member) or "" (unlabelled: labels are -1).
   std::string label_key = "cls";
+  // Members each item carries besides its image (JobSpec::fields): member
+  // extensions, compared lower-case, or "__key__" / "__url__". A sample
+  // lacking one is skipped.
+  std::vector<std::string> fields;
   // Folder of the on-disk index cache (created 0700); "" disables it.
   std::filesystem::path index_cache_dir;
   // Cache files beyond this total are removed, oldest first.
@@ -110,6 +117,12 @@ class ShardSource final : public DatasetSource {
   const std::vector<std::string>& classes() const override { return no_classes_; }
   std::string Locate(ItemId id) const override;
   Result<std::vector<uint8_t>> Read(ItemId id) const override;
+  const std::vector<std::string>& field_names() const override { return field_names_; }
+  Result<std::vector<uint8_t>> ReadFields(ItemId id) const override;
+  // One pread when the image and the field members lie close together
+  // (kMaxReadGap), as a shard written sample by sample has them.
+  Result<std::vector<uint8_t>> ReadWithFields(ItemId id,
+                                              std::vector<uint8_t>* record) const override;
   uint64_t total_bytes() const override { return total_bytes_; }
   // Each shard's file name, size and mtime, and each item's byte range.
   const ContentFingerprint& content_fingerprint() const override { return content_fingerprint_; }
@@ -137,14 +150,32 @@ class ShardSource final : public DatasetSource {
     uint64_t size;
     int64_t label;
   };
+  struct Extent {
+    uint64_t offset = 0;
+    uint64_t size = 0;
+  };
 
   ShardSource() = default;
+
+  // `size` bytes at `offset` of shard `shard`, checked to come from the
+  // listed version of the shard; `what` names them in errors.
+  Result<std::vector<uint8_t>> ReadExtent(uint32_t shard, Extent extent,
+                                          const std::string& what) const;
+  // The record of item `id` from its members' bytes: `member(f)` gives the
+  // bytes of field f (not called for "__key__" and "__url__").
+  Result<std::vector<uint8_t>> BuildRecord(
+      ItemId id, const std::function<std::span<const uint8_t>(size_t)>& member) const;
+  std::string_view KeyOf(ItemId id) const;
 
   std::vector<Item> items_;
   // Sample keys (with the image extension), concatenated; item i is
   // [key_offsets_[i], key_offsets_[i+1]).
   std::string key_pool_;
   std::vector<uint64_t> key_offsets_{0};
+  std::vector<std::string> field_names_;
+  // Item i's field members: [i * fields, (i + 1) * fields); synthetic
+  // fields have an empty extent.
+  std::vector<Extent> field_extents_;
   std::vector<std::string> no_classes_;
   uint64_t total_bytes_ = 0;
   ContentFingerprint content_fingerprint_;

@@ -57,6 +57,7 @@ struct PipelineSnapshot {
   uint32_t threads = 0;
   bool cache = false;  // a TieredCache is attached
   uint64_t file_reads = 0;
+  uint64_t field_reads = 0;  // field records read apart from their item (docs/datasets.md)
   uint64_t bytes_read = 0;
   uint64_t decodes = 0;
   uint64_t region_decodes = 0;  // decodes of only the rectangle the crops read

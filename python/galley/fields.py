@@ -1,0 +1,204 @@
+"""Sample fields: what a batch carries besides its images (``fields=``).
+
+galleyd reads a sample's other members (a shard's ``.txt``, ``.json``,
+``.cls``...; a manifest's other columns) once, with its image, keeps them
+with the item in its cache and passes each job their bytes. This module
+turns those bytes into Python values in the job and collates a batch.
+
+Decoding follows webdataset's conventions for a member's extension (its
+last dot-separated part, lower-case): ``txt``/``text`` -> ``str``;
+``json``/``jsn`` -> the parsed object; ``cls``/``cls2``/``class``/
+``count``/``index``/``inx``/``id`` -> ``int``; ``npy`` -> a NumPy array
+(``allow_pickle=False``); ``__key__``/``__url__`` -> ``str``; anything else
+-> ``bytes``. ``pyd``/``pickle`` (and ``pth``, which ``torch.load``
+unpickles) stay ``bytes`` unless ``unpickle_fields=True``: a dataset is not a
+trusted program. A manifest column's value travels as JSON text and is
+parsed with ``json.loads``. ``decode_fields=False`` leaves every value as
+``bytes``.
+
+Collation is ``torch.utils.data.default_collate``'s for tensors and numbers
+(stacked; ints -> int64, floats -> float64, bools -> bool tensors) and
+NumPy arrays (stacked into a tensor); strings, bytes, dicts and lists
+(multi-label) stay Python lists, one entry per sample, as webdataset's
+batching keeps them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import pickle
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:  # torch is imported lazily: importing galley must not need it
+    import torch
+
+IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
+_TEXT = {"txt", "text", "transcript"}
+_INTEGER = {"cls", "cls2", "class", "count", "index", "inx", "id"}
+_JSON = {"json", "jsn"}
+_PICKLED = {"pyd", "pickle"}
+_SYNTHETIC = {"__key__", "__url__"}
+
+
+def _decode_npy(data: bytes) -> Any:
+    import numpy
+    return numpy.load(io.BytesIO(data), allow_pickle=False)
+
+
+def _decode_torch(data: bytes) -> Any:
+    import torch
+    return torch.load(io.BytesIO(data), weights_only=False)
+
+
+def _member_decoder(name: str, unpickle: bool) -> Callable[[bytes], Any]:
+    """The decoder for a shard member named by its extension."""
+    if name in _SYNTHETIC:
+        return lambda data: data.decode("utf-8", "surrogateescape")
+    extension = name.rsplit(".", 1)[-1].lower()
+    if extension in _TEXT:
+        return lambda data: data.decode("utf-8")
+    if extension in _JSON:
+        return json.loads
+    if extension in _INTEGER:
+        return lambda data: int(data)
+    if extension == "npy":
+        return _decode_npy
+    if unpickle and extension in _PICKLED:
+        return pickle.loads
+    if unpickle and extension == "pth":
+        return _decode_torch
+    return bytes
+
+
+def manifest_columns(path: str) -> List[str]:
+    """The column names of a manifest read with a header row, as galleyd
+    reads it: the keys of a ``.jsonl`` file's first record, a ``.csv``
+    file's first row, another file's first tab-separated row."""
+    suffix = os.path.splitext(path)[1].lower()
+    with open(path, newline="", encoding="utf-8") as f:
+        lines = (line for line in f if line.strip())
+        if suffix == ".jsonl":
+            first = next(lines, None)
+            return list(json.loads(first)) if first is not None else []
+        return next(csv.reader(lines, delimiter="," if suffix == ".csv" else "\t"), [])
+
+
+class FieldPlan:
+    """Which fields a loader's batches carry, where the images go in them,
+    and how each field is decoded and collated."""
+
+    def __init__(self, names: Sequence[str], image_index: int,
+                 decoders: Sequence[Callable[[bytes], Any]]) -> None:
+        self.names = list(names)          # as the user gave them, images included
+        self.image_index = image_index    # where the images go in a batch
+        self._decoders = list(decoders)   # one per field sent to galleyd
+
+    def batch(self, images: "torch.Tensor", columns: List[List[bytes]],
+              item_ids: Sequence[int]) -> Tuple[Any, ...]:
+        """The batch tuple in the order of ``fields=``: the images where the
+        image member was named, each other field decoded and collated."""
+        values = []
+        for name, decode, column in zip(self.field_names(), self._decoders, columns):
+            try:
+                decoded = [decode(value) for value in column]
+            except Exception as error:  # noqa: BLE001 - re-raised with the item
+                bad = _first_failure(decode, column)
+                raise ValueError(f"field {name!r} of item {item_ids[bad]} cannot be decoded: "
+                                 f"{error} (decode_fields=False passes its bytes)") from error
+            values.append(collate(name, decoded))
+        values.insert(self.image_index, images)
+        return tuple(values)
+
+    def field_names(self) -> List[str]:
+        """The fields galleyd sends: the names less the image."""
+        return self.names[:self.image_index] + self.names[self.image_index + 1:]
+
+
+def _first_failure(decode: Callable[[bytes], Any], column: List[bytes]) -> int:
+    for index, value in enumerate(column):
+        try:
+            decode(value)
+        except Exception:  # noqa: BLE001 - looking for the failing sample
+            return index
+    return 0
+
+
+def collate(name: str, values: List[Any]) -> Any:
+    """One field's values for a batch, as default_collate stacks tensors
+    and numbers; other values stay a list."""
+    import torch
+    first = values[0] if values else None
+    if isinstance(first, torch.Tensor):
+        return torch.stack(values)
+    if isinstance(first, bool):
+        return torch.tensor(values, dtype=torch.bool)
+    if isinstance(first, int) and all(isinstance(v, int) for v in values):
+        return torch.tensor(values, dtype=torch.int64)
+    if isinstance(first, float) and all(isinstance(v, (int, float)) for v in values):
+        return torch.tensor(values, dtype=torch.float64)
+    if type(first).__module__ == "numpy" and hasattr(first, "shape"):
+        import numpy
+        try:
+            return torch.as_tensor(numpy.stack(values))
+        except ValueError as error:
+            raise ValueError(f"field {name!r}: the batch's arrays differ in shape ({error}); "
+                             f"decode_fields=False passes their bytes") from error
+    return list(values)
+
+
+def plan(fields: Optional[Sequence[str]], *, shards: bool, manifest: Optional[str],
+         image_key: Optional[str], label_key: Optional[str], decode: bool, unpickle: bool,
+         batch_transform: Any) -> Tuple[Optional[FieldPlan], Dict[str, Any]]:
+    """The FieldPlan of a loader's ``fields=`` and what its job spec gets;
+    (None, {}) without ``fields=``. Raises ValueError for a combination that
+    does not say what a batch holds."""
+    if fields is None:
+        return None, {}
+    if isinstance(fields, str):
+        fields = (fields,)
+    names = [str(name) for name in fields]
+    if len(set(names)) != len(names):
+        raise ValueError(f"fields={tuple(names)} names a field twice")
+    if batch_transform is not None:
+        raise ValueError("batch_transform= works on (images, labels) batches; with fields= "
+                         "apply it to the batch tuple yourself")
+    if label_key not in (None, "cls"):
+        raise ValueError(f"label_key={label_key!r} does not apply with fields=: fields= decides "
+                         f"what a batch carries, so name the label's member there, e.g. "
+                         f"fields=('jpg', 'cls')")
+    if shards:
+        image = image_key or next((n for n in names if n.lower() in IMAGE_EXTENSIONS), None)
+        where = "shard member"
+        updates: Dict[str, Any] = {"label_key": ""}
+    elif manifest is not None and os.path.isfile(manifest):
+        columns = manifest_columns(manifest)
+        if not columns:
+            raise ValueError(f"{manifest} has no header row")
+        image = image_key or columns[0]
+        where = "manifest column"
+        updates = {}
+    else:
+        raise ValueError("fields= needs tar shards or a manifest with a header row "
+                         "(.csv, .tsv or .jsonl)")
+    if image is None or image not in names:
+        raise ValueError(
+            f"fields={tuple(names)} does not name the image {where}"
+            + (f" {image!r} (image_key= names it; with fields= the two must agree)"
+               if image_key else f" (one of {', '.join(IMAGE_EXTENSIONS)})" if shards
+               else f" {image!r} (the first column, or the one image_key= names)"))
+    image_index = names.index(image)
+    others = names[:image_index] + names[image_index + 1:]
+    if not others:
+        raise ValueError(f"fields={tuple(names)} names only the image; leave fields= out for "
+                         f"(images, labels) batches")
+    if shards:
+        updates["image_key"] = image
+        decoders = [(_member_decoder(n, unpickle) if decode else bytes) for n in others]
+    else:
+        updates["image_key"] = image
+        decoders = [(json.loads if decode else bytes) for _ in others]
+    updates["fields"] = others
+    return FieldPlan(names, image_index, decoders), updates
