@@ -17,8 +17,8 @@
 // name); otherwise the items are unlabelled.
 //
 // Thread-safety: a plain value; one thread at a time.
-#ifndef GALLEY_DATASET_MANIFEST_TABLE_H_
-#define GALLEY_DATASET_MANIFEST_TABLE_H_
+#ifndef GALLEY_SERVER_DATASET_MANIFEST_TABLE_H_
+#define GALLEY_SERVER_DATASET_MANIFEST_TABLE_H_
 
 #include <cstdint>
 #include <filesystem>
@@ -77,4 +77,4 @@ class ManifestTable {
 
 }  // namespace galley
 
-#endif  // GALLEY_DATASET_MANIFEST_TABLE_H_
+#endif  // GALLEY_SERVER_DATASET_MANIFEST_TABLE_H_

@@ -8,8 +8,8 @@
 // the way shard members are grouped. Other members pass as they are.
 //
 // Thread-safety: plain functions of their arguments.
-#ifndef GALLEY_DATASET_SAMPLE_FIELDS_H_
-#define GALLEY_DATASET_SAMPLE_FIELDS_H_
+#ifndef GALLEY_SERVER_DATASET_SAMPLE_FIELDS_H_
+#define GALLEY_SERVER_DATASET_SAMPLE_FIELDS_H_
 
 #include <cstdint>
 #include <span>
@@ -39,4 +39,4 @@ bool ParseIntegerText(std::string_view text, int64_t* value);
 
 }  // namespace galley
 
-#endif  // GALLEY_DATASET_SAMPLE_FIELDS_H_
+#endif  // GALLEY_SERVER_DATASET_SAMPLE_FIELDS_H_
