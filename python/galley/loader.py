@@ -771,7 +771,9 @@ class DataLoader:
         return self._epoch_batches(with_ids=False)
 
     def iter_with_ids(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """Like iterating the loader, but yields (images, labels, item_ids)."""
+        """Like iterating the loader, but yields (images, labels, item_ids):
+        galleyd's item ids appended to the batch (to ``collate_fn``'s result
+        when one is given)."""
         return self._epoch_batches(with_ids=True)
 
     # -- resume (torchdata StatefulDataLoader style) ------------------------------

@@ -343,3 +343,16 @@ def test_a_resume_with_workers_yields_exactly_the_items_not_yielded(daemon, fold
     rest = [i for _x, _y, ids in second.iter_with_ids() for i in ids.tolist()]
     assert len(seen) == 24 and sorted(seen + rest) == list(range(60))
     second.close()
+
+
+def test_workers_run_worker_init_fn_and_answer_get_worker_info(daemon, folder):
+    def tag_with_worker(x):
+        info = torch.utils.data.get_worker_info()
+        return torch.full((1,), info.id * 10 + info.num_workers)
+
+    loader = galley.DataLoader(folder, batch_size=6, num_workers=2, socket=daemon.socket,
+                               transform=[TV.Resize([8, 8]), TV.Lambda(tag_with_worker)],
+                               worker_init_fn=lambda worker_id: torch.manual_seed(worker_id))
+    tags = sorted({int(t) for images, _labels in loader for t in images.flatten()})
+    assert tags == [2, 12]  # worker 0 and worker 1 of 2, each made whole batches
+    loader.close()
