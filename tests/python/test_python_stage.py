@@ -356,3 +356,35 @@ def test_workers_run_worker_init_fn_and_answer_get_worker_info(daemon, folder):
     tags = sorted({int(t) for images, _labels in loader for t in images.flatten()})
     assert tags == [2, 12]  # worker 0 and worker 1 of 2, each made whole batches
     loader.close()
+
+
+def test_spawned_workers_give_the_forked_workers_samples(daemon, folder):
+    """multiprocessing_context= names another start method, as in torch: a
+    spawned worker is given the transform and the staging slots by pickling."""
+    def epoch(**workers):
+        loader = galley.DataLoader(folder, batch_size=10, socket=daemon.socket, epochs=1,
+                                   transform=TV.Compose(train_preset(16) + [TV.Lambda(add_noise)]),
+                                   **workers)
+        out = by_id(loader)
+        loader.close()
+        return out
+
+    forked, spawned = epoch(num_workers=2), epoch(num_workers=2, multiprocessing_context="spawn")
+    assert all(torch.equal(forked[i][0], spawned[i][0]) for i in forked)
+
+
+def test_a_failing_transform_over_tar_shards_names_the_shard_member(daemon, workdir):
+    from conftest import write_folder
+    from test_shards import folder_samples, write_shards
+    root = workdir / "stage_shard_folder"
+    write_folder(root, classes=2, per_class=5, seed=4)
+    shards = write_shards(workdir / "stage_shards", folder_samples(root), 2)
+
+    def users_bug(image):
+        raise ValueError("bad sample")
+
+    loader = galley.DataLoader([str(p) for p in shards], batch_size=5, socket=daemon.socket,
+                               transform=[TV.Resize([8, 8]), users_bug])
+    with pytest.raises(ValueError, match=rf"(?s)item 0 \({shards[0]}:s00000.jpg\).*bad sample"):
+        next(iter(loader))
+    loader.close()
