@@ -416,7 +416,7 @@ class DataLoader:
 
     def __init__(self, dataset: Any, batch_size: int = 1, shuffle: Optional[bool] = None,
                  sampler: Any = None, batch_sampler: Any = None, num_workers: int = 0,
-                 collate_fn: Optional[Callable[[Tuple[torch.Tensor, torch.Tensor]], Any]] = None,
+                 collate_fn: Optional[Callable[[List[Any]], Any]] = None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Optional[Callable[[int], None]] = None,
                  multiprocessing_context: Any = None, generator: Optional[torch.Generator] = None,

@@ -135,6 +135,7 @@ class WorkerPool:
         self._tasks: List[Any] = []
         self._results: Any = None
         self._sequence = 0  # batches handed out, ever: a result's key
+        self._closed = False
 
     def _start(self, images: Any) -> None:
         """Starts the workers, with staging slots of the first batch's
@@ -160,7 +161,7 @@ class WorkerPool:
     @property
     def alive(self) -> bool:
         """Not closed, and no worker has exited."""
-        return self._results is None or all(w.exitcode is None for w in self._workers)
+        return not self._closed and all(w.exitcode is None for w in self._workers)
 
     def run(self, received: Iterator[Tuple[Any, Any]], epoch: int,
             on_failure: Callable[[python_stage.SampleFailure], None]) -> Iterator[Tuple[Any, Any]]:
@@ -237,6 +238,7 @@ class WorkerPool:
 
     def close(self) -> None:
         """Stops the workers (at once for those that do not stop when told)."""
+        self._closed = True
         for tasks in self._tasks:
             try:
                 tasks.put(None)

@@ -388,3 +388,17 @@ def test_a_failing_transform_over_tar_shards_names_the_shard_member(daemon, work
     with pytest.raises(ValueError, match=rf"(?s)item 0 \({shards[0]}:s00000.jpg\).*bad sample"):
         next(iter(loader))
     loader.close()
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_persistent_workers_serve_every_epoch(daemon, folder, persistent):
+    def tag_with_pid(x):
+        return torch.full((1,), os.getpid())
+
+    loader = galley.DataLoader(folder, batch_size=10, num_workers=2, socket=daemon.socket,
+                               persistent_workers=persistent,
+                               transform=[TV.Resize([8, 8]), TV.Lambda(tag_with_pid)])
+    epochs = [{int(t) for images, _labels in loader for t in images.flatten()} for _ in range(2)]
+    assert all(len(pids) == 2 for pids in epochs)
+    assert (epochs[0] == epochs[1]) == persistent
+    loader.close()
