@@ -363,7 +363,7 @@ class DataLoader:
             daemon does not know (a ``Lambda``, the user's own callable);
             the rest runs in the job (``num_workers``), on the type
             torchvision would pass it, each sample's ``random``, NumPy and
-            torch generators seeded from (seed, epoch, item id);
+            torch (CPU) generators seeded from (seed, epoch, item id);
             ``loader.transform_split`` says where each op runs. None (or
             only ToTensor/Normalize): the images at their own size, as
             torch; all must share the first image's size, and the first
