@@ -3,7 +3,8 @@
 
 Usage:
   bench/compare_pytorch.py [--images 5000] [--batch-size 64]
-                           [--scenarios 1job,4same,4overlap,8same,warm,recipe1,recipe4]
+                           [--scenarios 1job,4same,4overlap,8same,warm,recipe1,recipe4,
+                                        recipe_py1,recipe_py4]
                            [--batches-per-job N] [--galleyd PATH] [--results DIR] [--quick]
 
 Both sides read the same generated ImageNet-like JPEG ImageFolder
@@ -12,7 +13,12 @@ batches of RandomResizedCrop(224) + RandomHorizontalFlip; the recipe1 and
 recipe4 scenarios (1 and 4 jobs sharing the dataset) run torchvision's
 ImageNet training recipe instead (RandomResizedCrop(224, bicubic), flip,
 TrivialAugmentWide, float32 Normalize, RandomErasing), the same torchvision
-Compose on both sides (galley translates it into its daemon pipeline). galley: a fresh
+Compose on both sides (galley translates it into its daemon pipeline). The
+recipe_py1 and recipe_py4 scenarios append the job's own Python op to that
+recipe (a Lambda adding Gaussian noise to the normalised tensor): galley runs
+the recipe in galleyd and the Lambda in 2 worker processes per job
+(num_workers=2, as the PyTorch side), and the report sets galley's ratio
+beside the ceiling that the per-job Python part puts on it. galley: a fresh
 galleyd per scenario (default worker threads, temporary socket) and one
 galley.DataLoader per job process. PyTorch: one torch.utils.data.DataLoader
 over torchvision's ImageFolder per job process, 2 workers each, shuffled.
@@ -56,7 +62,9 @@ sys.path.insert(0, str(REPO / "python"))
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PR_SET_PDEATHSIG = 1
-ALL_SCENARIOS = ["1job", "4same", "4overlap", "8same", "warm", "recipe1", "recipe4"]
+ALL_SCENARIOS = ["1job", "4same", "4overlap", "8same", "warm", "recipe1", "recipe4",
+                 "recipe_py1", "recipe_py4"]
+NOISE_STD = 0.1  # the Python op's Gaussian noise, in normalised units
 OVERLAP_FRACTION = 0.75
 # Job k starts k x this after the first. galley prepares a 3,750-image epoch
 # in a few seconds, so a longer stagger would leave the jobs barely
@@ -143,18 +151,53 @@ def _galley_snapshot(socket, daemon_pid):
             "daemon_cpu": process_cpu_seconds(daemon_pid)}
 
 
-def imagenet_recipe():
+def add_noise(x):
+    """The job's own Python op: Gaussian noise on the normalised tensor."""
+    import torch
+    return x + NOISE_STD * torch.randn_like(x)
+
+
+def imagenet_recipe(python_op=False):
     """torchvision's ImageNet training recipe (references/classification with
     --auto-augment ta_wide --random-erase 0.25, bicubic as for ViT/ConvNeXt):
-    the same torchvision object is given to both loaders; galley translates it."""
+    the same torchvision object is given to both loaders; galley translates it.
+    With ``python_op``, the user's noise Lambda comes last (run in the job)."""
     import torch
     from torchvision import transforms as TT
     bicubic = TT.InterpolationMode.BICUBIC
-    return TT.Compose([TT.RandomResizedCrop(224, interpolation=bicubic),
-                       TT.RandomHorizontalFlip(), TT.TrivialAugmentWide(interpolation=bicubic),
-                       TT.PILToTensor(), TT.ConvertImageDtype(torch.float),
-                       TT.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
-                       TT.RandomErasing(p=0.25)])
+    ops = [TT.RandomResizedCrop(224, interpolation=bicubic),
+           TT.RandomHorizontalFlip(), TT.TrivialAugmentWide(interpolation=bicubic),
+           TT.PILToTensor(), TT.ConvertImageDtype(torch.float),
+           TT.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+           TT.RandomErasing(p=0.25)]
+    if python_op:
+        ops.append(TT.Lambda(add_noise))
+    return TT.Compose(ops)
+
+
+def python_part_cost(batch_size, samples=512):
+    """CPU seconds per sample of what a galley job runs in Python for the
+    recipe_py scenarios, alone, on one thread: each sample's generators
+    seeded, its copy out of the batch, the noise op, and default_collate of
+    the batch. It is paid per job on both sides."""
+    import torch
+    from galley import python_stage, transforms as GT
+    from torchvision import transforms as TT
+    torch.set_num_threads(1)
+    split = python_stage.split_transform(imagenet_recipe(python_op=True))
+    assert [type(op).__name__ for op in split.tail] == ["Lambda"], split.describe()
+    stage = python_stage.SampleStage(split, None, seed=0)
+    batch = torch.randn(batch_size, 3, 224, 224)
+    labels, done = [0] * batch_size, 0
+    noise_only = time.process_time()
+    for _ in range(samples):
+        add_noise(batch[0])
+    noise_only = (time.process_time() - noise_only) / samples
+    begin = time.process_time()
+    while done < samples:
+        python_stage.collate(stage.run(batch, labels, range(done, done + batch_size), 0), None)
+        done += batch_size
+    return (time.process_time() - begin) / done, noise_only
 
 
 def run_job(spec, barrier, results, parent_pid):
@@ -189,7 +232,7 @@ def run_job(spec, barrier, results, parent_pid):
         # Built before the release: importing torchvision takes a few tenths
         # of a second, with jitter between processes, and would otherwise
         # stagger the galley jobs' starts (the PyTorch side imports it above).
-        recipe = imagenet_recipe() if spec.get("recipe") else None
+        recipe = imagenet_recipe(spec.get("python_op")) if spec.get("recipe") else None
         barrier.wait(timeout=spec["barrier_timeout"])
         t_released = time.monotonic()
         time.sleep(spec["delay"])
@@ -201,7 +244,8 @@ def run_job(spec, barrier, results, parent_pid):
                                                 GT.RandomHorizontalFlip()]),
                 seed=spec["seed"], indices=spec["indices"], socket=spec["socket"],
                 name=f"bench-{spec['scenario']}-{index}", timeout=spec["batch_timeout"],
-                policy=spec.get("policy"))
+                policy=spec.get("policy"),
+                num_workers=spec["torch_workers"] if spec.get("python_op") else 0)
             segment_bytes = int(loader.info["segment_bytes"])
         elif spec["side"] == "ffcv":
             # FFCV's own pipeline: RandomResizedCrop fused into the JPEG
@@ -531,9 +575,9 @@ def scenario_specs(name, args, n_images):
         return 4, subsets, [k * OVERLAP_STAGGER_S for k in range(4)], 0
     if name == "warm":
         return 1, [None], [0.0], 1
-    if name == "recipe1":
+    if name in ("recipe1", "recipe_py1"):
         return 1, [None], [0.0], 0
-    if name == "recipe4":
+    if name in ("recipe4", "recipe_py4"):
         return 4, [None] * 4, [0.0] * 4, 0
     raise ValueError(f"unknown scenario {name!r}")
 
@@ -551,7 +595,7 @@ def run_side(side, name, args, ctx):
               "batch_size": args.batch_size, "batches": batches, "indices": subsets[k],
               "seed": 1000 + k, "delay": delays[k], "untimed_epochs": untimed_epochs,
               "torch_workers": args.torch_workers, "batch_timeout": 300.0,
-              "recipe": name.startswith("recipe")}
+              "recipe": name.startswith("recipe"), "python_op": name.startswith("recipe_py")}
              for k in range(jobs)]
     result = {"scenario": name, "side": side, "jobs": jobs, "batches_per_job": batches,
               "loadavg_1m": os.getloadavg()[0]}
@@ -620,7 +664,8 @@ CSV_FIELDS = [
     "loads_per_request", "file_reads_per_request", "decodes_per_request",
     "augments_per_request", "decoded_hits_per_request", "encoded_hits_per_request",
     "augmented_hits_per_request", "read_s_per_item", "decode_s_per_item",
-    "augment_s_per_item", "limit_images_per_s", "fraction_of_limit", "loadavg_1m", "galleyd_mtime", "error",
+    "augment_s_per_item", "limit_images_per_s", "fraction_of_limit", "python_part_s_per_image",
+    "noise_op_s_per_image", "python_ceiling", "loadavg_1m", "galleyd_mtime", "error",
 ]
 
 
@@ -655,6 +700,14 @@ def print_scenario(name, g, t):
               f"{r['cpu_s_per_image'] * 1e3:.2f} CPU ms/image")
     if ratio:
         print(f"  ratio galley/pytorch {ratio:.2f}x")
+    if ratio and g.get("python_part_s_per_image"):
+        # Both sides pay the Python part per job and per image; were
+        # everything else free in galley, its ratio would be torch's CPU per
+        # image over the Python part's.
+        g["python_ceiling"] = t["cpu_s_per_image"] / g["python_part_s_per_image"]
+        print(f"  the per-job Python part costs {g['python_part_s_per_image'] * 1e3:.2f} CPU "
+              f"ms/image (the noise op alone {g['noise_op_s_per_image'] * 1e3:.2f} ms): "
+              f"ceiling {g['python_ceiling']:.2f}x, reached {ratio / g['python_ceiling']:.2f}")
     if not g.get("error"):
         if g.get("prefault_mib"):
             print(f"  galleyd committed {g['prefault_mib']:.0f} MiB of decoded-tier memory "
@@ -891,6 +944,13 @@ def main():
           f"{args.batches_per_job} batches per job (first untimed), {args.cores} cores, "
           f"PyTorch {args.torch_workers} workers per job")
 
+    python_part = None
+    if any(name.startswith("recipe_py") for name in args.scenarios):
+        python_part = python_part_cost(args.batch_size)
+        print(f"the recipe_py scenarios' Python part alone: {python_part[0] * 1e3:.2f} CPU "
+              f"ms/sample on one thread (the noise op {python_part[1] * 1e3:.2f} ms, the rest "
+              f"seeding, the sample's copy and default_collate)")
+
     pairs, peers = [], []
     try:
         for name in args.scenarios:
@@ -898,6 +958,9 @@ def main():
             for side in args.sides:
                 try:
                     results[side] = run_side(side, name, args, ctx)
+                    if side == "galley" and name.startswith("recipe_py"):
+                        results[side]["python_part_s_per_image"] = python_part[0]
+                        results[side]["noise_op_s_per_image"] = python_part[1]
                 except Exception as e:  # one failed side is a row, not the end of the run
                     if args.verbose:
                         traceback.print_exc()

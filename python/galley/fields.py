@@ -100,17 +100,35 @@ class FieldPlan:
               item_ids: Sequence[int]) -> Tuple[Any, ...]:
         """The batch tuple in the order of ``fields=``: the images where the
         image member was named, each other field decoded and collated."""
-        values = []
+        values: List[Any] = [collate(name, decoded)
+                             for name, decoded in zip(self.field_names(),
+                                                      self._decoded(columns, item_ids))]
+        values.insert(self.image_index, images)
+        return tuple(values)
+
+    def samples(self, images: "torch.Tensor", columns: List[List[bytes]],
+                item_ids: Sequence[int]) -> List[Tuple[Any, ...]]:
+        """Each sample as a tuple in the order of ``fields=``, for a
+        ``collate_fn`` (torch hands it a list of samples)."""
+        per_sample = [list(values) for values in zip(*self._decoded(columns, item_ids))]
+        if not per_sample:  # only the image was named
+            per_sample = [[] for _ in range(len(item_ids))]
+        for image, values in zip(images, per_sample):
+            values.insert(self.image_index, image)
+        return [tuple(values) for values in per_sample]
+
+    def _decoded(self, columns: List[List[bytes]], item_ids: Sequence[int]) -> List[List[Any]]:
+        """Each field's column decoded; a value that does not decode is an
+        error naming the field and the item."""
+        decoded_columns = []
         for name, decode, column in zip(self.field_names(), self._decoders, columns):
             try:
-                decoded = [decode(value) for value in column]
+                decoded_columns.append([decode(value) for value in column])
             except Exception as error:  # noqa: BLE001 - re-raised with the item
                 bad = _first_failure(decode, column)
                 raise ValueError(f"field {name!r} of item {item_ids[bad]} cannot be decoded: "
                                  f"{error} (decode_fields=False passes its bytes)") from error
-            values.append(collate(name, decoded))
-        values.insert(self.image_index, images)
-        return tuple(values)
+        return decoded_columns
 
     def field_names(self) -> List[str]:
         """The fields galleyd sends: the names less the image."""

@@ -24,11 +24,14 @@ from . import _autostart
 from . import _galley
 from . import _tensors
 from . import batch_ops
+from . import dataset_objects
 from . import datasets as _datasets
 from . import fields as _fields
+from . import python_stage
 from . import samplers as _samplers
 from . import shards as _shards
 from . import transforms as T
+from . import worker_pool
 
 if TYPE_CHECKING:  # torch is imported lazily: importing galley must not need it
     import torch
@@ -204,27 +207,16 @@ def _refuse_image_file(path: str) -> None:
             f"class and pass the folder's parent")
 
 
-def _dataset_root(dataset: Any) -> Tuple[str, Any]:
-    """The dataset's root as an absolute path, and a torchvision dataset's transform."""
+def _dataset_root(dataset: Any) -> Tuple[str, Optional[dataset_objects.FolderDataset]]:
+    """The dataset's root as an absolute path, and what galley takes of a
+    torchvision dataset object (galley.dataset_objects)."""
     if isinstance(dataset, (str, bytes, os.PathLike)):
         path = os.path.abspath(os.fsdecode(os.fspath(dataset)))
         if os.path.isfile(path):
             _refuse_image_file(path)
         return path, None
-    root = getattr(dataset, "root", None)
-    try:
-        from torchvision.datasets import DatasetFolder
-    except ImportError:  # torchvision is optional
-        DatasetFolder = ()
-    if isinstance(dataset, DatasetFolder) and root is not None:
-        if getattr(dataset, "target_transform", None) is not None:
-            raise ValueError("galley does not apply an ImageFolder's target_transform; map the "
-                             "labels yourself (e.g. in collate_fn) and pass a dataset without it")
-        return os.path.abspath(os.fspath(root)), getattr(dataset, "transform", None)
-    raise TypeError(
-        f"galley.DataLoader serves image folders and manifest files that galleyd reads itself; "
-        f"got a {type(dataset).__name__}. Pass the dataset's root path (or a "
-        f"torchvision.datasets.ImageFolder) instead.")
+    folder = dataset_objects.from_object(dataset)
+    return folder.root, folder
 
 
 def _listing_pages(spec: Dict[str, Any], socket: Optional[str], autostart: Optional[bool],
@@ -325,8 +317,11 @@ class DataLoader:
 
     Args (torch's, in torch's order):
         dataset: an ImageFolder root or manifest file path (made absolute
-            here), tar shards, or a ``torchvision.datasets.ImageFolder`` (its
-            root; its ``transform`` when ``transform=`` is not given).
+            here), tar shards, or a ``torchvision.datasets.ImageFolder`` /
+            ``DatasetFolder``: its root, the files it lists (exactly, after
+            its ``extensions=`` / ``is_valid_file=``), its ``transform``
+            when ``transform=`` is not given and its ``target_transform``,
+            run in the job (galley.dataset_objects says what is refused).
         batch_size: samples per batch.
         shuffle: random order per epoch (True) or id order (False, default).
         sampler: ``DistributedSampler`` or a subclass (each loop serves
@@ -336,11 +331,15 @@ class DataLoader:
             replacement) or ``SubsetRandomSampler`` (its indices; galley's
             order); other samplers are refused.
         batch_sampler: refused (use ``batch_size``/``drop_last``).
-        num_workers: has no effect (galleyd's threads prepare the batches); a
-            one-time warning if not 0. Kept as ``loader.num_workers``.
-        collate_fn: called on each ``(images, labels)`` batch and its result
-            yielded. torch calls it on a list of samples; here the batch is
-            already stacked.
+        num_workers: processes that run the transform's Python part (the
+            ops after the first one galleyd does not know), as torch's
+            workers: 0 runs it in the main process. Without a Python part
+            there are none (a one-time warning if not 0).
+        collate_fn: as torch's: called on each batch's list of ``(image,
+            target)`` samples (in the workers when there are any), its
+            result yielded. Default: the stacked batch galleyd made (a
+            zero-copy view) when galleyd runs the whole transform, else
+            ``default_collate``.
         pin_memory: as torch: where CUDA is available each batch is copied
             into page-locked memory (and its shared-memory slot released at
             once); where it is not, a warning says so.
@@ -348,8 +347,12 @@ class DataLoader:
             (and no ``sampler=``) also cut the shards to the floor.
         timeout: seconds to wait for a batch; 0 (default) waits as long as the
             daemon is alive (a dead daemon raises within seconds).
-        worker_init_fn, multiprocessing_context, persistent_workers,
-            in_order: no worker processes here; a one-time warning when set.
+        worker_init_fn, multiprocessing_context: as torch's, for the
+            workers of a Python part (torch's default context unless one is
+            named); a one-time warning when there is none.
+        persistent_workers: keeps the workers across epochs; a one-time
+            warning when there are none.
+        in_order: batches always come in order; a one-time warning for False.
         generator: its ``initial_seed()`` is the order's seed unless ``seed=``
             is given.
         prefetch_factor: batches prepared ahead per worker; sets
@@ -357,10 +360,15 @@ class DataLoader:
 
     Args (galley's, keyword only):
         transform: a ``galley.transforms`` pipeline (or a torchvision one, see
-            docs/transforms.md) run by the daemon. None (or only
-            ToTensor/Normalize): the images at their own size, as torch; all
-            must share the first image's size, and the first batch holding
-            another size raises ValueError naming the file.
+            docs/transforms.md) run by the daemon, up to its first op the
+            daemon does not know (a ``Lambda``, the user's own callable);
+            the rest runs in the job (``num_workers``), on the type
+            torchvision would pass it, each sample's ``random``, NumPy and
+            torch (CPU) generators seeded from (seed, epoch, item id);
+            ``loader.transform_split`` says where each op runs. None (or
+            only ToTensor/Normalize): the images at their own size, as
+            torch; all must share the first image's size, and the first
+            batch holding another size raises ValueError naming the file.
         normalize: ``(mean, std)``: float32 normalised output.
         seed: order, DDP split and augmentation randomness (default 0); the
             order only while no concurrent job with another seed shares it,
@@ -400,14 +408,18 @@ class DataLoader:
         ods_fraction: with ``policy="ods"``, the most of each epoch's draws
             the daemon may replace by cached items (0 to 1).
         batch_transform: ``galley.batch_ops.MixUp`` / ``CutMix`` /
-            ``RandomChoice`` (or torchvision v2's), applied to each batch in
-            this process, on its ``device``; labels become float soft
-            targets ``[B, num_classes]`` (galley/batch_ops.py says why here).
+            ``RandomChoice`` (or torchvision v2's), or any function
+            ``f(images, labels, rng=)`` of the stacked batch, applied to
+            each collated batch in this process, on its ``device``; labels
+            become float soft targets ``[B, num_classes]``
+            (galley/batch_ops.py says why here).
         fields: what each batch carries, in order, instead of ``(images,
             labels)``: shard member extensions (``"jpg"``, ``"txt"``,
             ``"json"``...), ``"__key__"``, ``"__url__"``, or a header-row
             manifest's column names; the image member takes its place
             (docs/datasets.md, "Every member of a sample"; galley/fields.py).
+            With ``collate_fn``, it receives a list of per-sample tuples in
+            that order, as torch's would.
         decode_fields: False passes every field value as ``bytes``.
         unpickle_fields: True unpickles ``.pyd``/``.pickle``/``.pth``
             members; never done otherwise.
@@ -418,7 +430,7 @@ class DataLoader:
 
     def __init__(self, dataset: Any, batch_size: int = 1, shuffle: Optional[bool] = None,
                  sampler: Any = None, batch_sampler: Any = None, num_workers: int = 0,
-                 collate_fn: Optional[Callable[[Tuple[torch.Tensor, torch.Tensor]], Any]] = None,
+                 collate_fn: Optional[Callable[[List[Any]], Any]] = None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Optional[Callable[[int], None]] = None,
                  multiprocessing_context: Any = None, generator: Optional[torch.Generator] = None,
@@ -455,8 +467,8 @@ class DataLoader:
                              "give batch_size= and drop_last= instead")
         if float(timeout) < 0:
             raise ValueError("timeout option should be non-negative")
-        self._warn_meaningless(num_workers, worker_init_fn, multiprocessing_context,
-                               persistent_workers, in_order)
+        if int(num_workers) < 0:
+            raise ValueError("num_workers option should be non-negative")
         if seed is None and generator is not None:
             seed = int(generator.initial_seed()) % (1 << 64)
 
@@ -465,12 +477,13 @@ class DataLoader:
         shards = None
         if isinstance(dataset, (str, os.PathLike, list, tuple)):
             shard_name, shards = _shards.resolve_dataset(dataset)
+        folder = None  # a torchvision dataset object's files, labels and transforms
         if shards is not None:
-            root, dataset_transform = shard_name, None
+            root = shard_name
         else:
-            root, dataset_transform = _dataset_root(dataset)
-        if transform is None:
-            transform = dataset_transform
+            root, folder = _dataset_root(dataset)
+        if transform is None and folder is not None:
+            transform = folder.transform
 
         shard_drop_last = bool(drop_last)
         self._sampler = None  # a DistributedSampler: its list and set_epoch rule each loop
@@ -546,7 +559,37 @@ class DataLoader:
         self.timeout = float(timeout)
         self.transform = transform
         self.batch_transform = batch_ops.resolve(batch_transform)
-        transform_spec = T.build_spec(transform, normalize, layout)
+        # galleyd runs the transform up to its first op it does not know;
+        # the rest runs here (galley.python_stage).
+        split = python_stage.split_transform(transform)
+        self.transform_split = split.describe()
+        if split.tail:
+            if normalize is not None:
+                raise ValueError(f"normalize= normalises galleyd's output, but the transform "
+                                 f"goes on in the job ({self.transform_split}); put Normalize "
+                                 f"in the transform where torchvision would run it")
+            if layout != "NCHW":
+                raise ValueError(f"layout= sets the layout of galleyd's batches; the transform "
+                                 f"goes on in the job ({self.transform_split}), whose output is "
+                                 f"what the batch holds")
+            # A PIL image is made from HWC pixels.
+            layout = "NCHW" if split.tensor_input else "NHWC"
+        target_transform = folder.target_transform if folder is not None else None
+        self._stage = (python_stage.SampleStage(split, target_transform, self.seed)
+                       if split.tail or target_transform is not None else None)
+        self._folder = folder
+        self._subset_resolved = folder is None
+        self._pool: Optional[worker_pool.WorkerPool] = None  # persistent workers, once started
+        # A dataset object's galleyd item ids by dataset position, when a
+        # DistributedSampler's positions are mapped to them.
+        self._subset: Optional[List[int]] = None
+        self.multiprocessing_context = multiprocessing_context
+        self.worker_init_fn = worker_init_fn
+        self.persistent_workers = bool(persistent_workers)
+        self.prefetch_factor = 2 if prefetch_factor is None else int(prefetch_factor)
+        self._warn_meaningless(split.tail, worker_init_fn, multiprocessing_context,
+                               persistent_workers, in_order)
+        transform_spec = T.build_spec(split.prefix, normalize, layout)
         self._spec: Dict[str, Any] = {
             "dataset": self._root,
             "batch_size": self.batch_size,
@@ -583,6 +626,11 @@ class DataLoader:
             fields, shards=shards is not None, manifest=None if shards is not None else root,
             image_key=image_key, label_key=label_key, decode=decode_fields,
             unpickle=unpickle_fields, batch_transform=batch_transform)
+        if self._fields is not None and self._stage is not None:
+            raise ValueError(
+                f"fields= serves batches of what galleyd prepares, and this transform goes on "
+                f"in the job ({self.transform_split}); with fields=, give a transform galleyd "
+                f"runs wholly and apply the rest to the batch in the loop")
         for limit, value in (("max_member_bytes", max_member_bytes),
                              ("field_batch_bytes", field_batch_bytes)):
             if value is not None:
@@ -632,23 +680,24 @@ class DataLoader:
 
     # -- torch argument mapping ----------------------------------------------------
 
-    @staticmethod
-    def _warn_meaningless(num_workers, worker_init_fn, multiprocessing_context,
+    def _warn_meaningless(self, python_tail, worker_init_fn, multiprocessing_context,
                           persistent_workers, in_order) -> None:
-        if int(num_workers) < 0:
-            raise ValueError("num_workers option should be non-negative")
-        if num_workers:
-            _warn_once("num_workers", "galley.DataLoader: num_workers has no effect; galleyd's "
-                       "worker threads prepare the batches (galleyd --worker-threads)")
-        if worker_init_fn is not None:
-            _warn_once("worker_init_fn", "galley.DataLoader: worker_init_fn is never called; "
-                       "there are no worker processes (the daemon prepares batches)")
-        if multiprocessing_context is not None:
-            _warn_once("multiprocessing_context", "galley.DataLoader: multiprocessing_context "
-                       "has no effect; there are no worker processes")
-        if persistent_workers:
-            _warn_once("persistent_workers", "galley.DataLoader: persistent_workers has no "
-                       "effect; the daemon keeps the job across epochs anyway")
+        """Worker processes run only a transform's Python part: without one
+        their arguments mean nothing, and say so once."""
+        if not python_tail:
+            why = ("the whole transform runs in galleyd, so there are no worker processes "
+                   "(galleyd's threads prepare the batches)")
+            if self.num_workers:
+                _warn_once("num_workers", f"galley.DataLoader: num_workers has no effect: {why}")
+            if worker_init_fn is not None:
+                _warn_once("worker_init_fn", f"galley.DataLoader: worker_init_fn is never "
+                           f"called: {why}")
+            if multiprocessing_context is not None:
+                _warn_once("multiprocessing_context", f"galley.DataLoader: "
+                           f"multiprocessing_context has no effect: {why}")
+            if persistent_workers:
+                _warn_once("persistent_workers", f"galley.DataLoader: persistent_workers has "
+                           f"no effect: {why}")
         if not in_order:
             _warn_once("in_order", "galley.DataLoader: in_order=False has no effect; batches "
                        "always come in order")
@@ -755,7 +804,9 @@ class DataLoader:
         return self._epoch_batches(with_ids=False)
 
     def iter_with_ids(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """Like iterating the loader, but yields (images, labels, item_ids)."""
+        """Like iterating the loader, but yields (images, labels, item_ids):
+        galleyd's item ids appended to the batch (to ``collate_fn``'s result
+        when one is given)."""
         return self._epoch_batches(with_ids=True)
 
     # -- resume (torchdata StatefulDataLoader style) ------------------------------
@@ -834,70 +885,159 @@ class DataLoader:
         # while it runs is a side pass over its own job, so neither ever sees
         # the other's batches.
         walk = self._start_main_pass() if self._main is None else self._start_side_pass()
-        job = walk.job
-        slots = int(job.info["slots"])
+        pool = None
         try:
-            while True:
-                walk.held = [ref for ref in walk.held if ref() is not None]
-                if len(walk.held) >= slots:
-                    raise RuntimeError(
-                        f"all {slots} batch slots are held by batches still alive, so no new "
-                        f"batch can be prepared: .clone() the batches you keep (or raise "
-                        f"prefetch=)")
-                try:
-                    images, labels, ids, meta = job.next(self.timeout or 1e6)
-                except (_galley.ServerUnavailable, _galley.JobCancelled) as lost:
-                    job = self._reopen_after_restart(walk, lost)
-                    slots = int(job.info["slots"])
-                    continue
-                except _galley.SampleError as failed:
-                    # galleyd ended the job: this epoch cannot be delivered
-                    # whole (the dataset changed under it, or failed samples
-                    # had no substitute). The next loop opens a new job,
-                    # which lists the dataset as it is then.
-                    self._end_pass_job(walk)
-                    if _NATIVE_SIZE_MISMATCH in str(failed):
-                        _raise_native_size_mismatch(str(failed).split(" First: ")[-1])
-                    raise
-                if meta["epoch"] != walk.epoch:
-                    # Each pass's job is opened at its epoch and never sought.
-                    raise _galley.ProtocolError(
-                        f"galleyd sent a batch of epoch {meta['epoch']} to a loop over epoch "
-                        f"{walk.epoch}")
-                if _NATIVE_SIZE_MISMATCH in meta["first_error"]:
-                    _raise_native_size_mismatch(meta["first_error"])
-                if meta["skipped"]:
-                    self._note_skipped(walk, meta["skipped"], meta["first_error"])
-                last = meta["last_in_epoch"]
-                if len(labels):
-                    walk.held.append(weakref.ref(images))
-                    ids = _tensors.int64_tensor(ids)
+            received = self._received_batches(walk)
+            if self._stage is not None and self._stage.transforms_images and self.num_workers:
+                pool = self._worker_pool(walk)
+                # A job with a Python stage has no fields (refused at construction).
+                prepared = pool.run(((tag, batch[:3]) for tag, batch in received), walk.epoch,
+                                    self._raise_sample_failure)
+            else:
+                prepared = self._prepared_here(received, walk.epoch)
+            for (ids, last), batch in prepared:
+                # Counted as yielded only now: with workers, batches received
+                # from galleyd are still being prepared.
+                if len(ids):
                     for item in ids.tolist():
                         walk.consumed[item >> 3] |= 1 << (item & 7)
                     walk.batches += 1
                 if last:
                     self._finish_pass(walk)
-                if len(labels):
-                    batch = (_tensors.images_tensor(images), _tensors.int64_tensor(labels))
-                    if self._fields is not None:  # (images, *fields) in the order of fields=
-                        batch = self._fields.batch(batch[0], meta["fields"], ids.tolist())
-                    del images
-                    if self._pin:
-                        batch = tuple(_tensors.pin(t) for t in batch)
-                    if self.batch_transform is not None:
-                        batch = tuple(self.batch_transform(
-                            *batch, rng=batch_ops.batch_rng(self.seed, walk.epoch, ids)))
-                    if with_ids:
-                        batch = batch + (ids,)
-                    elif self.collate_fn is not None:
-                        batch = self.collate_fn(batch)
-                    yield batch
+                if batch is not None:
+                    yield self._finish_batch(batch, ids, walk.epoch, with_ids)
                     del batch
                 if last:
                     return
         finally:
+            if pool is not None and (pool is not self._pool or not pool.alive):
+                pool.close()
+                if pool is self._pool:
+                    self._pool = None
             if not walk.finished:
                 self._abandon_pass(walk)
+
+    def _received_batches(self, walk: "_Pass") -> Iterator[Tuple[Tuple[Any, bool], Any]]:
+        """galleyd's batches for the pass, as ``((ids, last), (images, labels,
+        ids, fields))``; images None for a batch without samples (an epoch's
+        end); fields the raw field columns of a job with ``fields=``."""
+        job = walk.job
+        slots = int(job.info["slots"])
+        while True:
+            walk.held = [ref for ref in walk.held if ref() is not None]
+            if len(walk.held) >= slots:
+                raise RuntimeError(
+                    f"all {slots} batch slots are held by batches still alive, so no new "
+                    f"batch can be prepared: .clone() the batches you keep (or raise "
+                    f"prefetch=)")
+            try:
+                memory, labels, ids, meta = job.next(self.timeout or 1e6)
+            except (_galley.ServerUnavailable, _galley.JobCancelled) as lost:
+                job = self._reopen_after_restart(walk, lost)
+                slots = int(job.info["slots"])
+                continue
+            except _galley.SampleError as failed:
+                # galleyd ended the job: this epoch cannot be delivered
+                # whole (the dataset changed under it, or failed samples
+                # had no substitute). The next loop opens a new job,
+                # which lists the dataset as it is then.
+                self._end_pass_job(walk)
+                if _NATIVE_SIZE_MISMATCH in str(failed):
+                    _raise_native_size_mismatch(str(failed).split(" First: ")[-1])
+                raise
+            if meta["epoch"] != walk.epoch:
+                # Each pass's job is opened at its epoch and never sought.
+                raise _galley.ProtocolError(
+                    f"galleyd sent a batch of epoch {meta['epoch']} to a loop over epoch "
+                    f"{walk.epoch}")
+            if _NATIVE_SIZE_MISMATCH in meta["first_error"]:
+                _raise_native_size_mismatch(meta["first_error"])
+            if meta["skipped"]:
+                self._note_skipped(walk, meta["skipped"], meta["first_error"])
+            last = meta["last_in_epoch"]
+            ids = _tensors.int64_tensor(ids)
+            images = None
+            if len(labels):
+                walk.held.append(weakref.ref(memory))
+                images = _tensors.images_tensor(memory)
+            del memory
+            yield (ids, last), (images, _tensors.int64_tensor(labels), ids, meta.get("fields"))
+            del images  # the ring slot goes back to galleyd once the batch is dropped
+            if last:
+                return
+
+    def _prepared_here(self, received: Iterator[Tuple[Any, Any]],
+                       epoch: int) -> Iterator[Tuple[Any, Any]]:
+        """The received batches prepared in this process (no workers)."""
+        for meta, (images, labels, ids, fields) in received:
+            batch = None if images is None else self._prepare(images, labels, ids, epoch, fields)
+            del images  # only the batch may keep the ring slot
+            yield meta, batch
+            del batch
+
+    def _prepare(self, images: "torch.Tensor", labels: "torch.Tensor", ids: "torch.Tensor",
+                 epoch: int, fields: Optional[List[List[bytes]]] = None) -> Any:
+        """One batch in this process: galleyd's stacked batch as it is (a
+        view of the ring) when the transform ran wholly in galleyd and no
+        collate_fn is given, else torch's collation of the samples; with
+        fields=, the images beside the decoded fields."""
+        if self._fields is not None:
+            if self.collate_fn is None:
+                return self._fields.batch(images, fields, ids.tolist())
+            return python_stage.collate(self._fields.samples(images, fields, ids.tolist()),
+                                        self.collate_fn)
+        if self._stage is None:
+            if self.collate_fn is None:
+                return images, labels
+            return python_stage.collate(list(zip(images, labels)), self.collate_fn)
+        try:
+            samples = self._stage.run(images, labels.tolist(), ids.tolist(), epoch)
+        except python_stage.SampleFailure as failure:
+            self._raise_sample_failure(failure)
+        if not self._stage.transforms_images:  # target_transform only
+            if self.collate_fn is None:  # the images stay galleyd's stacked view
+                return images, python_stage.default_collate([t for _, t in samples])
+            samples = [(image, target) for image, (_, target) in zip(images, samples)]
+        return python_stage.collate(samples, self.collate_fn)
+
+    def _finish_batch(self, batch: Any, ids: "torch.Tensor", epoch: int, with_ids: bool) -> Any:
+        """Pinning, the batch transform and the item ids, in the loop's
+        process, on the collated batch."""
+        if self._pin:
+            batch = _pin_tensors(batch)
+        if self.batch_transform is not None:
+            batch = tuple(self.batch_transform(
+                *batch, rng=batch_ops.batch_rng(self.seed, epoch, ids)))
+        if with_ids:
+            batch = (tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)) + (ids,)
+        return batch
+
+    def _raise_sample_failure(self, failure: python_stage.SampleFailure) -> None:
+        """A sample's Python part raised: the error in the loop, naming the
+        item's file (or shard member) and with its original traceback."""
+        try:
+            path = self._listing.samples[failure.item][0]
+        except Exception:  # the listing is only the message's: never a second error
+            path = "path unknown"
+        python_stage.raise_failure(failure, path, failure.__cause__)
+
+    def _worker_pool(self, walk: "_Pass") -> worker_pool.WorkerPool:
+        """Worker processes for the pass, started in torch's default
+        multiprocessing context unless ``multiprocessing_context=`` names
+        another: the loader's own for main passes with
+        ``persistent_workers``, else new ones for this pass."""
+        if walk.main and self._pool is not None:
+            return self._pool
+        import torch.multiprocessing
+        context = self.multiprocessing_context
+        if context is None or isinstance(context, str):
+            context = torch.multiprocessing.get_context(context)
+        pool = worker_pool.WorkerPool(self._stage, self.collate_fn, self.num_workers, context,
+                                      self.worker_init_fn,
+                                      self.prefetch_factor * self.num_workers)
+        if walk.main and self.persistent_workers:
+            self._pool = pool
+        return pool
 
     def _start_main_pass(self) -> "_Pass":
         """The loop that takes the loader's next epoch, from its own job."""
@@ -1016,6 +1156,9 @@ class DataLoader:
         ends or is dropped."""
         self._close_job()
         self._client = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def __enter__(self) -> "DataLoader":
         return self
@@ -1026,6 +1169,8 @@ class DataLoader:
     def __del__(self) -> None:
         try:
             self._close_job(final_stats=False)  # no request to a daemon from a finalizer
+            if self._pool is not None:
+                self._pool.close()
         except Exception:
             pass
 
@@ -1152,6 +1297,7 @@ class DataLoader:
         if self._client is None:
             self._client = _autostart.client(self._socket, self._autostart,
                                              self.timeout or 30.0)
+        self._resolve_subset()
         # The OpenJob body (docs/protocol.md), where an absent field takes
         # its default.
         spec = {key: value for key, value in self._spec.items() if value is not None}
@@ -1183,32 +1329,45 @@ class DataLoader:
             "path": self._root, "content_key": info["content_key"],
             "mtimes_key": info["mtimes_key"], "items": self._dataset_size,
             "bytes": int(info["dataset_bytes"]), "classes": list(info["classes"])}
-        self._check_given_dataset(info)
         self._notice_shared_order(job)
         return job, self._daemon_pid(self._client)
 
-    def _check_given_dataset(self, info: Dict[str, Any]) -> None:
-        """Warns once when the dataset object given lists other items than
-        galleyd does: ids and labels follow galleyd's listing."""
-        given = self.dataset
-        if given is self._listing or not hasattr(given, "__len__"):
+    def _resolve_subset(self) -> None:
+        """A torchvision dataset object's files (its ``extensions=`` and
+        ``is_valid_file=`` applied by torchvision, in the user's process) as
+        galleyd's item ids, once, before the first job: the job is served
+        exactly the files torch's DataLoader would read."""
+        if self._subset_resolved:
             return
-        classes = getattr(given, "classes", None)
-        classes_differ = classes is not None and list(classes) != list(info["classes"])
-        if len(given) != int(info["dataset_size"]) or classes_differ:
-            _warn_once("dataset_listing", f"galley.DataLoader: the {type(given).__name__} given "
-                       f"has {len(given)} items, galleyd lists {info['dataset_size']} at "
-                       f"{self._root} (classes {'differ' if classes_differ else 'agree'}); item "
-                       f"ids and labels follow galleyd's listing (a custom is_valid_file, "
-                       f"extensions or find_classes is not applied)")
+        ids = dataset_objects.subset_ids(self._folder, self._listing.samples)
+        self._subset_resolved = True
+        if ids is None:
+            return
+        if self._spec["ids"] is not None or self._spec["classes"]:
+            raise ValueError(f"the {type(self.dataset).__name__} given holds {len(ids)} of the "
+                             f"{len(self._listing)} files galleyd lists (its extensions= or "
+                             f"is_valid_file=); give either it or classes=/indices=, not both")
+        if self._listed:
+            self._subset = ids  # a DistributedSampler yields positions in the dataset
+        else:
+            self._spec["ids"] = ids
 
     def _sampler_items(self) -> List[int]:
         """list(sampler) for its current epoch, checked: ids of this dataset,
         in a list that fits one message."""
+        self._resolve_subset()
         items = [operator.index(i) for i in self._sampler]
         # Checked here once a job told the dataset's size; else galleyd
         # refuses an id out of range, naming it.
         size = self._dataset_size
+        if self._subset is not None:  # positions in the dataset object given
+            size = len(self._subset)
+            if items and not 0 <= min(items) <= max(items) < size:
+                bad = next(i for i in items if not 0 <= i < size)
+                raise ValueError(f"the DistributedSampler yields item {bad} but the dataset has "
+                                 f"{size} items; build the sampler over loader.dataset")
+            items = [self._subset[i] for i in items]
+            size = self._dataset_size
         if items and size is not None and not 0 <= min(items) <= max(items) < size:
             bad = next(i for i in items if not 0 <= i < size)
             raise ValueError(f"the DistributedSampler yields item {bad} but the dataset has "
@@ -1249,6 +1408,18 @@ class DataLoader:
                     f"pass policy=\"independent\"; the jobs then share only through the "
                     f"cache (docs/sampling.md, section 1.2, gives the cost)"))
                 return
+
+
+def _pin_tensors(batch: Any) -> Any:
+    """A collated batch with its tensors in page-locked memory."""
+    import torch
+    if isinstance(batch, torch.Tensor):
+        return _tensors.pin(batch)
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_pin_tensors(part) for part in batch)
+    if isinstance(batch, dict):
+        return {key: _pin_tensors(part) for key, part in batch.items()}
+    return batch
 
 
 class _Pass:

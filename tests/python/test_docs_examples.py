@@ -84,7 +84,8 @@ def test_example_runs(daemon, folder, workdir, tmp_path, index):
     script = tmp_path / "example.py"
     script.write_text(code)
     # Files an example makes for galleyd to read go where galleyd may read.
-    scratch = workdir / "examples" / tmp_path.name
+    # A short path: torch's worker processes put Unix sockets under TMPDIR.
+    scratch = workdir / "examples" / str(index)
     scratch.mkdir(parents=True, exist_ok=True)
     # PYTHONPATH is inherited: the examples import the galley the tests import.
     env = dict(os.environ, GALLEY_SOCKET=daemon.socket, MASTER_ADDR="127.0.0.1",

@@ -92,6 +92,33 @@ def test_raw_fields_and_collation(daemon, clip_shards):
     assert [v.decode() for v in raw] == [caption(int(k.decode()[1:])) for k in keys]
 
 
+def test_collate_fn_receives_each_sample_as_torch_would(daemon, clip_shards):
+    truth = webdataset_samples(clip_shards)
+    received = []
+
+    def collate(samples):
+        received.append(samples)
+        return torch.utils.data.default_collate([image for image, _, _ in samples]), \
+            [(key, text) for _, text, key in samples]
+
+    loader = galley.DataLoader(clip_shards, batch_size=6, transform=FIXED,
+                               fields=("jpg", "txt", "__key__"), collate_fn=collate,
+                               socket=daemon.socket)
+    images, pairs = next(iter(loader))
+    loader.close()
+    samples, = received
+    assert isinstance(samples, list) and len(samples) == 6
+    assert all(isinstance(sample, tuple) and len(sample) == 3 for sample in samples)
+    assert samples[0][0].shape == (3, 32, 32) and images.shape == (6, 3, 32, 32)
+    assert all(text == truth[key][0] for key, text in pairs)
+
+
+def test_fields_with_a_transform_that_goes_on_in_the_job_is_refused(daemon, clip_shards):
+    with pytest.raises(ValueError, match="fields= serves batches of what galleyd prepares"):
+        galley.DataLoader(clip_shards, fields=("jpg", "txt"), socket=daemon.socket,
+                          transform=T.Compose([T.CenterCrop(32), lambda image: image]))
+
+
 def test_refusals_say_which_wins(daemon, clip_shards, folder):
     with pytest.raises(ValueError, match="label_key=.*does not apply with fields="):
         galley.DataLoader(clip_shards, fields=("jpg", "txt"), label_key="json:i",

@@ -23,6 +23,27 @@ from stats import first_pair_p, position_table_p
 FIXED = T.Compose([T.Resize(64), T.CenterCrop(56)])
 
 
+def flip_in_the_job(image):
+    """An op galleyd does not know: the rest of the transform runs in the job."""
+    return image.flip(-1)
+
+
+# How the tests of the sampler's guarantees run: the transform wholly in
+# galleyd; with a Python part in the main process; with it in two workers.
+PYTHON_STAGES = {
+    "galleyd": dict(),
+    "python": dict(python_tail=True),
+    "workers": dict(python_tail=True, num_workers=2, persistent_workers=True),
+}
+
+
+def staged(transform, python_tail=False, **workers):
+    """The loader arguments for ``transform`` in one of PYTHON_STAGES."""
+    if python_tail:
+        transform = T.Compose([transform, T.PILToTensor(), TV.Lambda(flip_in_the_job)])
+    return dict(transform=transform, **workers)
+
+
 def epoch_ids(loader):
     ids = []
     for _images, _labels, item_ids in loader.iter_with_ids():
@@ -71,10 +92,12 @@ def test_labels_and_classes_match_torchvision_imagefolder(daemon, folder):
     loader.close()
 
 
+@pytest.mark.parametrize("stage", PYTHON_STAGES)
 @pytest.mark.parametrize("batch_size,drop_last", [(7, False), (7, True), (60, False), (1, False)])
-def test_every_item_exactly_once_per_epoch(daemon, folder, batch_size, drop_last):
-    loader = galley.DataLoader(folder, batch_size=batch_size, drop_last=drop_last, transform=FIXED,
-                               socket=daemon.socket, seed=3, shuffle=True)
+def test_every_item_exactly_once_per_epoch(daemon, folder, batch_size, drop_last, stage):
+    loader = galley.DataLoader(folder, batch_size=batch_size, drop_last=drop_last,
+                               socket=daemon.socket, seed=3, shuffle=True,
+                               **staged(FIXED, **PYTHON_STAGES[stage]))
     n = 60
     expected_batches = n // batch_size if drop_last else -(-n // batch_size)
     assert len(loader) == expected_batches
@@ -120,7 +143,8 @@ def test_ddp_ranks_get_disjoint_complete_shards(daemon, folder):
         l.close()
 
 
-def test_order_is_uniformly_random(daemon, tiny_folder):
+@pytest.mark.parametrize("stage", PYTHON_STAGES)
+def test_order_is_uniformly_random(daemon, tiny_folder, stage):
     # 12 items, 3,600 epochs over 4 jobs: each item x position cell expects
     # 300 hits, each ordered first pair 27. At alpha = 0.001 a 5% bias in one
     # item's position probability shifts the statistic by far more than the
@@ -130,7 +154,8 @@ def test_order_is_uniformly_random(daemon, tiny_folder):
     orders = []
     for seed in range(4):
         loader = galley.DataLoader(tiny_folder, batch_size=n, seed=seed, shuffle=True,
-                                   transform=T.Resize([8, 8]), socket=daemon.socket)
+                                   socket=daemon.socket,
+                                   **staged(T.Resize([8, 8]), **PYTHON_STAGES[stage]))
         for _ in range(900):
             order = epoch_ids(loader)
             assert sorted(order) == list(range(n))

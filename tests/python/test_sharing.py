@@ -2,16 +2,29 @@
 
 import multiprocessing as mp
 
+import pytest
+
 import galley
 from galley import transforms as T
 
 from conftest import start_daemon, stop_daemon, write_folder
 
 
-def run_job(socket, root, seed, epochs, barrier, out):
+def noise_in_the_job(image):
+    """An op galleyd does not know, run in each job after the shared part."""
+    import torch
+    return image.float() + torch.randn(image.shape)
+
+
+def run_job(socket, root, seed, epochs, barrier, out, python_tail, workers):
+    transform = [T.RandomResizedCrop(32), T.RandomHorizontalFlip()]
+    if python_tail:
+        from torchvision import transforms as TV
+        transform = [TV.RandomResizedCrop(32), TV.RandomHorizontalFlip(), TV.PILToTensor(),
+                     TV.Lambda(noise_in_the_job)]
     loader = galley.DataLoader(root, batch_size=8, seed=seed, socket=socket, shuffle=True,
-                               transform=T.Compose([T.RandomResizedCrop(32),
-                                                    T.RandomHorizontalFlip()]))
+                               transform=transform, num_workers=workers,
+                               persistent_workers=bool(workers))
     len(loader)  # opens the job
     barrier.wait()
     orders = []
@@ -24,7 +37,9 @@ def run_job(socket, root, seed, epochs, barrier, out):
     loader.close()
 
 
-def test_four_jobs_on_one_dataset_load_each_item_about_once(tmp_path):
+@pytest.mark.parametrize("python_tail,workers", [(False, 0), (True, 0), (True, 1)],
+                         ids=["galleyd", "python", "python-worker"])
+def test_four_jobs_on_one_dataset_load_each_item_about_once(tmp_path, python_tail, workers):
     # A daemon of its own, so its counters only see these four jobs. By
     # default galleyd keeps jobs in step only within bounds (docs/sampling.md
     # §3.3, tested in test_speeds.py): when four consumers and galleyd
@@ -32,7 +47,7 @@ def test_four_jobs_on_one_dataset_load_each_item_about_once(tmp_path):
     # apart for a while, and how far depends on the machine's load. Here a
     # job with a full peer is held until that peer frees a slot, so what is
     # shared depends on the sampler's coupling of the jobs, not on the
-    # scheduling of their consumers.
+    # scheduling of their consumers (or of their worker processes).
     root = tmp_path / "data"
     write_folder(root, classes=4, per_class=30, sizes=(60, 100), seed=3)
     daemon = start_daemon(tmp_path, "--cache-bytes", "0", "--hold-budget-ms", "600000",
@@ -42,7 +57,8 @@ def test_four_jobs_on_one_dataset_load_each_item_about_once(tmp_path):
         jobs, epochs = 4, 3
         barrier = ctx.Barrier(jobs)
         out = ctx.Queue()
-        procs = [ctx.Process(target=run_job, args=(daemon.socket, str(root), s, epochs, barrier, out))
+        procs = [ctx.Process(target=run_job, args=(daemon.socket, str(root), s, epochs, barrier,
+                                                  out, python_tail, workers))
                  for s in range(jobs)]
         for p in procs:
             p.start()

@@ -77,13 +77,13 @@ def test_samplers_and_generator_set_the_order(daemon, folder):
     assert ddp == list(range(2, 60, 3))
 
 
-def test_prefetch_factor_and_collate_fn(daemon, folder):
+def test_prefetch_factor(daemon, folder):
     loader = galley.DataLoader(folder, batch_size=8, transform=FIXED, socket=daemon.socket,
-                               prefetch_factor=3, collate_fn=lambda b: (b[0].float() / 255, b[1]))
+                               prefetch_factor=3)
     assert loader.prefetch == 3
     assert loader.info["slots"] == 3 + 1  # prefetch batches beside the one in hand
     images, labels = next(iter(loader))
-    assert images.dtype == torch.float32 and images.max() <= 1.0 and labels.shape == (8,)
+    assert images.shape == (8, 3, 8, 8) and labels.shape == (8,)
     del images, labels
     loader.close()
 
@@ -98,9 +98,6 @@ def test_imagefolder_object_and_relative_paths(daemon, folder, workdir, monkeypa
     assert labels.tolist() == [label for _path, label in reference.samples]
     del images, labels
     loader.close()
-    with pytest.raises(ValueError, match="target_transform"):
-        galley.DataLoader(torchvision.datasets.ImageFolder(str(folder), target_transform=int),
-                          transform=FIXED, socket=daemon.socket)
     with pytest.raises(TypeError, match="root path"):
         galley.DataLoader(list(range(10)), transform=FIXED, socket=daemon.socket)
     # A relative root is the client's, not the daemon's working directory.
