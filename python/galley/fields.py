@@ -32,6 +32,8 @@ import os
 import pickle
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from . import python_stage
+
 if TYPE_CHECKING:  # torch is imported lazily: importing galley must not need it
     import torch
 
@@ -53,17 +55,31 @@ def _decode_torch(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=False)
 
 
+# Module-level functions, not lambdas: a FieldPlan goes to spawned workers
+# by pickle.
+def _decode_name(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _decode_text(data: bytes) -> str:
+    return data.decode("utf-8")
+
+
+def _decode_int(data: bytes) -> int:
+    return int(data)
+
+
 def _member_decoder(name: str, unpickle: bool) -> Callable[[bytes], Any]:
     """The decoder for a shard member named by its extension."""
     if name in _SYNTHETIC:
-        return lambda data: data.decode("utf-8", "surrogateescape")
+        return _decode_name
     extension = name.rsplit(".", 1)[-1].lower()
     if extension in _TEXT:
-        return lambda data: data.decode("utf-8")
+        return _decode_text
     if extension in _JSON:
         return json.loads
     if extension in _INTEGER:
-        return lambda data: int(data)
+        return _decode_int
     if extension == "npy":
         return _decode_npy
     if unpickle and extension in _PICKLED:
@@ -105,6 +121,18 @@ class FieldPlan:
                                                       self._decoded(columns, item_ids))]
         values.insert(self.image_index, images)
         return tuple(values)
+
+    def finish(self, images: Any, columns: List[List[bytes]], item_ids: Sequence[int],
+               collate_fn: Optional[Callable[[List[Any]], Any]]) -> Any:
+        """The batch a loop receives: ``images`` (galleyd's stacked batch,
+        or the per-sample results of the job's Python part) with their
+        fields, given to ``collate_fn`` as a list of samples when there is
+        one, else collated as ``batch`` does."""
+        if collate_fn is not None:
+            return python_stage.collate(self.samples(images, columns, item_ids), collate_fn)
+        if isinstance(images, list):
+            images = python_stage.default_collate(images)
+        return self.batch(images, columns, item_ids)
 
     def samples(self, images: "torch.Tensor", columns: List[List[bytes]],
                 item_ids: Sequence[int]) -> List[Tuple[Any, ...]]:

@@ -626,11 +626,6 @@ class DataLoader:
             fields, shards=shards is not None, manifest=None if shards is not None else root,
             image_key=image_key, label_key=label_key, decode=decode_fields,
             unpickle=unpickle_fields, batch_transform=batch_transform)
-        if self._fields is not None and self._stage is not None:
-            raise ValueError(
-                f"fields= serves batches of what galleyd prepares, and this transform goes on "
-                f"in the job ({self.transform_split}); with fields=, give a transform galleyd "
-                f"runs wholly and apply the rest to the batch in the loop")
         for limit, value in (("max_member_bytes", max_member_bytes),
                              ("field_batch_bytes", field_batch_bytes)):
             if value is not None:
@@ -890,9 +885,7 @@ class DataLoader:
             received = self._received_batches(walk)
             if self._stage is not None and self._stage.transforms_images and self.num_workers:
                 pool = self._worker_pool(walk)
-                # A job with a Python stage has no fields (refused at construction).
-                prepared = pool.run(((tag, batch[:3]) for tag, batch in received), walk.epoch,
-                                    self._raise_sample_failure)
+                prepared = pool.run(received, walk.epoch, self._raise_sample_failure)
             else:
                 prepared = self._prepared_here(received, walk.epoch)
             for (ids, last), batch in prepared:
@@ -982,10 +975,13 @@ class DataLoader:
         collate_fn is given, else torch's collation of the samples; with
         fields=, the images beside the decoded fields."""
         if self._fields is not None:
-            if self.collate_fn is None:
-                return self._fields.batch(images, fields, ids.tolist())
-            return python_stage.collate(self._fields.samples(images, fields, ids.tolist()),
-                                        self.collate_fn)
+            if self._stage is not None:
+                try:
+                    samples = self._stage.run(images, labels.tolist(), ids.tolist(), epoch)
+                except python_stage.SampleFailure as failure:
+                    self._raise_sample_failure(failure)
+                images = [image for image, _ in samples]
+            return self._fields.finish(images, fields, ids.tolist(), self.collate_fn)
         if self._stage is None:
             if self.collate_fn is None:
                 return images, labels
@@ -1034,7 +1030,7 @@ class DataLoader:
             context = torch.multiprocessing.get_context(context)
         pool = worker_pool.WorkerPool(self._stage, self.collate_fn, self.num_workers, context,
                                       self.worker_init_fn,
-                                      self.prefetch_factor * self.num_workers)
+                                      self.prefetch_factor * self.num_workers, self._fields)
         if walk.main and self.persistent_workers:
             self._pool = pool
         return pool

@@ -33,9 +33,12 @@ import pickle
 import queue
 import signal
 from multiprocessing.reduction import ForkingPickler
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import python_stage
+
+if TYPE_CHECKING:
+    from .fields import FieldPlan
 
 __all__ = ["WorkerPool", "WorkerDied"]
 
@@ -62,7 +65,7 @@ def _act_as_torch_worker(index: int, num_workers: int, seed: int) -> None:
 def _worker_loop(index: int, num_workers: int, stage: python_stage.SampleStage,
                  collate_fn: Optional[Callable[[List[Any]], Any]], staging: Any,
                  tasks: Any, results: Any, worker_init_fn: Optional[Callable[[int], None]],
-                 parent: int) -> None:
+                 parent: int, field_plan: "Optional[FieldPlan]" = None) -> None:
     """One worker: batches from ``tasks`` until told to stop (None) or its
     parent is gone."""
     import torch
@@ -81,10 +84,14 @@ def _worker_loop(index: int, num_workers: int, stage: python_stage.SampleStage,
             continue
         if task is None:
             return
-        sequence, slot, count, labels, ids, epoch = task
+        sequence, slot, count, labels, ids, epoch, fields = task
         try:
             samples = stage.run(staging[slot][:count], labels, ids, epoch, where)
-            batch = python_stage.collate(samples, collate_fn)
+            if field_plan is None:
+                batch = python_stage.collate(samples, collate_fn)
+            else:
+                batch = field_plan.finish([image for image, _ in samples], fields, ids,
+                                          collate_fn)
             # Pickled here, not in the queue's feeder thread, where a failure
             # (a result that cannot be pickled, a tensor whose memory cannot
             # be shared) would only be printed and the loop would wait on.
@@ -123,8 +130,9 @@ class WorkerPool:
     def __init__(self, stage: python_stage.SampleStage,
                  collate_fn: Optional[Callable[[List[Any]], Any]], num_workers: int,
                  context: Any, worker_init_fn: Optional[Callable[[int], None]],
-                 depth: int) -> None:
+                 depth: int, field_plan: "Optional[FieldPlan]" = None) -> None:
         self._stage = stage
+        self._field_plan = field_plan  # a job's fields=, decoded with its images
         self._collate_fn = collate_fn
         self._num_workers = int(num_workers)
         self._context = context
@@ -149,7 +157,7 @@ class WorkerPool:
             worker = self._context.Process(
                 target=_worker_loop, daemon=True,
                 args=(index, self._num_workers, self._stage, self._collate_fn, self._staging, tasks,
-                      self._results, self._worker_init_fn, os.getpid()))
+                      self._results, self._worker_init_fn, os.getpid(), self._field_plan))
             worker.start()
             self._workers.append(worker)
             self._tasks.append(tasks)
@@ -165,7 +173,7 @@ class WorkerPool:
 
     def run(self, received: Iterator[Tuple[Any, Any]], epoch: int,
             on_failure: Callable[[python_stage.SampleFailure], None]) -> Iterator[Tuple[Any, Any]]:
-        """``(tag, batch)`` for each ``(tag, (images, labels, ids))`` of
+        """``(tag, batch)`` for each ``(tag, (images, labels, ids, fields))`` of
         ``received``, in order; a batch without samples (``images`` None)
         passes through as ``(tag, None)``. ``on_failure`` raises a worker's
         SampleFailure in the loop when its batch is due."""
@@ -181,7 +189,7 @@ class WorkerPool:
         while True:
             while not exhausted and free:
                 try:
-                    tag, (images, labels, ids) = next(source)
+                    tag, (images, labels, ids, fields) = next(source)
                 except StopIteration:
                     exhausted = True
                     break
@@ -200,7 +208,7 @@ class WorkerPool:
                 del images  # the ring slot goes back to galleyd now
                 pending[sequence] = (tag, slot)
                 self._tasks[sequence % self._num_workers].put(
-                    (sequence, slot, count, labels.tolist(), ids.tolist(), epoch))
+                    (sequence, slot, count, labels.tolist(), ids.tolist(), epoch, fields))
             if not order:
                 return
             head = order[0]

@@ -113,10 +113,30 @@ def test_collate_fn_receives_each_sample_as_torch_would(daemon, clip_shards):
     assert all(text == truth[key][0] for key, text in pairs)
 
 
-def test_fields_with_a_transform_that_goes_on_in_the_job_is_refused(daemon, clip_shards):
-    with pytest.raises(ValueError, match="fields= serves batches of what galleyd prepares"):
-        galley.DataLoader(clip_shards, fields=("jpg", "txt"), socket=daemon.socket,
-                          transform=T.Compose([T.CenterCrop(32), lambda image: image]))
+@pytest.mark.parametrize("workers", [0, 2])
+def test_fields_beside_a_transform_that_goes_on_in_the_job(daemon, clip_shards, workers):
+    truth = webdataset_samples(clip_shards)
+    # galleyd crops; the job's own function runs after it, on each sample.
+    transform = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor(),
+                           lambda image: image.flip(-1) * 2])
+    plain = galley.DataLoader(clip_shards, batch_size=8, transform=FIXED,
+                              fields=("__key__", "jpg"), socket=daemon.socket)
+    reference = {key: image.clone() for keys, images in plain for key, image in zip(keys, images)}
+    plain.close()
+    loader = galley.DataLoader(clip_shards, batch_size=8, transform=transform,
+                               fields=("__key__", "jpg", "txt", "json"), num_workers=workers,
+                               socket=daemon.socket)
+    assert "lambda" in loader.transform_split
+    seen = []
+    for keys, images, captions, dicts in loader:
+        assert images.dtype == torch.float32 and images.shape[1:] == (3, 32, 32)
+        for key, image, text, record in zip(keys, images, captions, dicts):
+            assert (text, record) == truth[key][:2]
+            want = reference[key].float().div(255).flip(-1) * 2
+            assert torch.allclose(image, want), key
+            seen.append(key)
+    loader.close()
+    assert sorted(seen) == sorted(truth), "every sample exactly once per epoch"
 
 
 def test_refusals_say_which_wins(daemon, clip_shards, folder):
