@@ -18,6 +18,9 @@ import galley
 from galley import python_stage
 from galley import transforms as T
 
+# torchvision parity, DataLoader semantics and tensors: also under the oldest torch.
+pytestmark = pytest.mark.compat
+
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 # galley's pixels equal Pillow 9's (Debian's); a newer Pillow wheel decodes
 # JPEGs with its own libjpeg-turbo, a level apart at most before the ops
