@@ -15,7 +15,7 @@ PACKAGES=(
   libxxhash-dev libmemcached-dev libssl-dev memcached sasl2-bin
   pybind11-dev python3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-torch python3-torchvision python3-numpy python3-pytest
+  python3-torch python3-torchvision python3-numpy python3-pytest python3-pytest-xdist
   python3-matplotlib python3-pil
   debootstrap
   dataset-fashion-mnist

@@ -15,6 +15,6 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   python3 -m venv "$VENV" >&2
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
-  "${TORCH[@]}" "numpy>=2" pytest pillow webdataset "scikit-build-core>=0.10" "pybind11>=2.12" \
+  "${TORCH[@]}" "numpy>=2" pytest pytest-xdist pillow webdataset "scikit-build-core>=0.10" "pybind11>=2.12" \
   2> >(grep -v "^WARNING: Location" >&2)
 echo "$VENV"

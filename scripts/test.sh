@@ -44,29 +44,44 @@ GALLEYD="$BUILD_DIR/server/daemon/galleyd"
 STAGES=()
 CURRENT=""
 CURRENT_START=0
+CURRENT_CPU=0
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# CPU seconds (user + system) of the processes this script has waited for,
+# from bash's `times`: a stage's CPU over its wall time is how many cores
+# it kept busy. Processes that detach (a daemon a test autostarts) are not
+# counted.
+cpu() {
+  times | awk 'NR == 2 {
+    t = 0
+    for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] }
+    printf "%.1f", t
+  }'
+}
 report() {
   local status=$?
-  [[ -n "$CURRENT" ]] && STAGES+=("$CURRENT|$(elapsed "$CURRENT_START")|failed")
-  echo "== stage times (s)"
-  local total=0 line name seconds mark
+  [[ -n "$CURRENT" ]] && STAGES+=("$CURRENT|$(elapsed "$CURRENT_START")|$(cpu_since "$CURRENT_CPU")|failed")
+  echo "== stage times (s): wall, CPU (user + system, all cores)"
+  local total=0 total_cpu=0 line name seconds cpu_seconds mark
   for line in "${STAGES[@]}"; do
-    IFS="|" read -r name seconds mark <<<"$line"
-    printf "  %-14s %7s%s\n" "$name" "$seconds" "${mark:+ $mark}"
+    IFS="|" read -r name seconds cpu_seconds mark <<<"$line"
+    printf "  %-14s %7s %7s%s\n" "$name" "$seconds" "$cpu_seconds" "${mark:+ $mark}"
     total=$(awk -v a="$total" -v b="$seconds" 'BEGIN { printf "%.1f", a + b }')
+    total_cpu=$(awk -v a="$total_cpu" -v b="$cpu_seconds" 'BEGIN { printf "%.1f", a + b }')
   done
-  printf "  %-14s %7s\n" "total" "$total"
+  printf "  %-14s %7s %7s\n" "total" "$total" "$total_cpu"
   return "$status"
 }
+cpu_since() { awk -v a="$1" -v b="$(cpu)" 'BEGIN { printf "%.1f", b - a }'; }
 trap report EXIT
 # stage NAME COMMAND...: runs COMMAND as the stage NAME.
 stage() {
   CURRENT="$1"
   CURRENT_START="$(now)"
+  CURRENT_CPU="$(cpu)"
   shift
   "$@"
-  STAGES+=("$CURRENT|$(elapsed "$CURRENT_START")|")
+  STAGES+=("$CURRENT|$(elapsed "$CURRENT_START")|$(cpu_since "$CURRENT_CPU")|")
   CURRENT=""
 }
 
@@ -79,11 +94,16 @@ run_ctest() {
 }
 stage ctest run_ctest
 
+# The Python tests run in one pytest worker per core (pytest-xdist), each
+# test file whole in one worker: a file's tests share its module fixtures
+# (a daemon, a dataset) and never race each other for them.
+PYTEST_PARALLEL=(-n auto --dist loadfile)
 run_pytest_compat() {
   echo "== pytest -m 'compat or in_place': Debian's /usr/bin/python3, galley in place"
   /usr/bin/python3 -c "import sys, torch, numpy; print(sys.version.split()[0], 'torch', torch.__version__, 'numpy', numpy.__version__)"
   GALLEYD="$GALLEYD" PYTHONPATH="$ROOT/python" \
-    /usr/bin/python3 -m pytest -q -p no:cacheprovider -m "compat or in_place" "$ROOT/tests/python"
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider "${PYTEST_PARALLEL[@]}" -m "compat or in_place" \
+    "$ROOT/tests/python"
 }
 stage "pytest compat" run_pytest_compat
 
@@ -104,7 +124,7 @@ run_pytest() {
   echo "== pytest: every test, the venv, galley installed by pip"
   # From outside the clone, so only the installed package can be imported.
   (cd "$BUILD_DIR" && GALLEYD="$GALLEYD" GALLEY_EXPECT_INSTALLED=1 \
-    "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python")
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${PYTEST_PARALLEL[@]}" "$ROOT/tests/python")
 }
 stage pytest run_pytest
 

@@ -90,15 +90,24 @@ done
 kill -TERM "$DAEMON"; wait "$DAEMON"; DAEMON=""
 
 echo "== the client alone (GALLEY_BUILD_SERVER=OFF) looks for none of the daemon's libraries"
-/usr/bin/cmake -S "$ROOT" -B "$SCRATCH/client-only" -DGALLEY_BUILD_SERVER=OFF \
+# Configured afresh each time, in a folder of the build tree rather than a
+# temporary one: with ccache and CCACHE_BASEDIR its compiles are the same
+# commands in every run and every clone, and hit the cache.
+CLIENT_ONLY="$BUILD_DIR/install-check-client-only"
+rm -rf "$CLIENT_ONLY"
+LAUNCHER=()
+command -v ccache >/dev/null 2>&1 && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}" CCACHE_NOHASHDIR=true
+/usr/bin/cmake -S "$ROOT" -B "$CLIENT_ONLY" -DGALLEY_BUILD_SERVER=OFF "${LAUNCHER[@]}" \
   -DGALLEY_BUILD_PYTHON=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
 if grep -qiE "^(OpenCV|TBB|TurboJPEG|LibJpeg|LibExif|LibWebP|spdlog|tomlplusplus|CLI11)[_A-Za-z]*(DIR|LIBRARY|INCLUDE_DIR|_FOUND)" \
-    "$SCRATCH/client-only/CMakeCache.txt"; then
+    "$CLIENT_ONLY/CMakeCache.txt"; then
   fail "the client-only configuration looked for a daemon library"
 fi
-/usr/bin/cmake --build "$SCRATCH/client-only" --target galley_client_shared >/dev/null
-[[ -e "$SCRATCH/client-only/client/libgalley_client.so" ]] || fail "client-only build made no library"
-[[ ! -e "$SCRATCH/client-only/server" ]] || fail "client-only build configured the server"
+/usr/bin/cmake --build "$CLIENT_ONLY" --target galley_client_shared >/dev/null
+[[ -e "$CLIENT_ONLY/client/libgalley_client.so" ]] || fail "client-only build made no library"
+[[ ! -e "$CLIENT_ONLY/server" ]] || fail "client-only build configured the server"
+rm -rf "$CLIENT_ONLY"
 
 echo "== the .deb"
 DEB="$("$ROOT/scripts/package_deb.sh" | tail -1)"

@@ -1,6 +1,7 @@
 """pytest fixtures: a real galleyd on a temporary socket and small real JPEG
 ImageFolder datasets. The daemon is stopped and everything removed at the end."""
 
+import multiprocessing
 import os
 import pathlib
 import signal
@@ -109,6 +110,35 @@ def stop_daemon(daemon):
         daemon.proc.kill()
         daemon.proc.wait()
     daemon.log.close()
+
+
+# Tests that run several jobs at once run each in a process of its own, as
+# users' jobs are. Those processes come from one fork server that imported
+# torch, torchvision and galley once: a spawned process imports them again
+# (several CPU seconds each, most of what such a test costs), and, like
+# spawn, the fork server copies no thread of the test process.
+_JOB_CONTEXT = multiprocessing.get_context("forkserver")
+_JOB_CONTEXT.set_forkserver_preload(["torch", "torchvision", "galley"])
+
+
+def job_context():
+    """The multiprocessing context whose Barrier, Queue and Event the jobs
+    of job_process() share."""
+    return _JOB_CONTEXT
+
+
+def _as_a_script(target, args):
+    # A process from the fork server would start its own children (the
+    # job's DataLoader workers) from a fork server too; a user's script
+    # starts them the platform's default way.
+    multiprocessing.set_start_method(multiprocessing.get_all_start_methods()[0], force=True)
+    target(*args)
+
+
+def job_process(target, args):
+    """A job's process (not started): target(*args) with the start method a
+    user's script has."""
+    return _JOB_CONTEXT.Process(target=_as_a_script, args=(target, args))
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ limits."""
 
 import io
 import json
-import multiprocessing as mp
 import tarfile
 
 import pytest
@@ -14,7 +13,7 @@ import torch
 import galley
 from galley import transforms as T
 
-from conftest import start_daemon, stop_daemon, write_folder
+from conftest import job_context, job_process, start_daemon, stop_daemon, write_folder
 
 FIXED = T.Compose([T.Resize(40), T.CenterCrop(32)])
 
@@ -187,9 +186,9 @@ def test_two_jobs_share_the_fields_with_the_images(tmp_path, clip_shards):
     truth = webdataset_samples(local)
     daemon = start_daemon(tmp_path, "--cache-bytes", "0")
     try:
-        ctx = mp.get_context("spawn")
+        ctx = job_context()
         barrier, out = ctx.Barrier(2), ctx.Queue()
-        procs = [ctx.Process(target=run_clip_job, args=(daemon.socket, local, seed, 2, barrier, out))
+        procs = [job_process(run_clip_job, (daemon.socket, local, seed, 2, barrier, out))
                  for seed in (0, 1)]
         for p in procs:
             p.start()

@@ -3,7 +3,6 @@ epoch (and jobs walking it together share their reads), seed= decides the
 order, identically after a daemon restart, and epochs= counts loops that ran
 to their end."""
 
-import multiprocessing as mp
 
 import pytest
 import torch.utils.data
@@ -11,7 +10,7 @@ import torch.utils.data
 import galley
 from galley import transforms as T
 
-from conftest import start_daemon, stop_daemon, write_folder
+from conftest import job_context, job_process, start_daemon, stop_daemon, write_folder
 
 FIXED = T.Compose([T.Resize([8, 8])])
 
@@ -66,9 +65,9 @@ def test_evaluation_jobs_running_together_share_reads(tmp_path):
     write_folder(root, classes=2, per_class=20, sizes=(400, 500), seed=4)
     daemon = start_daemon(tmp_path, "--cache-bytes", "0")
     try:
-        ctx = mp.get_context("spawn")
+        ctx = job_context()
         barrier, out = ctx.Barrier(2), ctx.Queue()
-        procs = [ctx.Process(target=run_eval, args=(daemon.socket, str(root), barrier, out))
+        procs = [job_process(run_eval, (daemon.socket, str(root), barrier, out))
                  for _ in range(2)]
         for p in procs:
             p.start()

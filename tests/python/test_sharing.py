@@ -1,13 +1,12 @@
 """Concurrent jobs share reads and decodes through one galleyd (docs/sampling.md)."""
 
-import multiprocessing as mp
 
 import pytest
 
 import galley
 from galley import transforms as T
 
-from conftest import start_daemon, stop_daemon, write_folder
+from conftest import job_context, job_process, start_daemon, stop_daemon, write_folder
 
 
 def noise_in_the_job(image):
@@ -53,12 +52,12 @@ def test_four_jobs_on_one_dataset_load_each_item_about_once(tmp_path, python_tai
     daemon = start_daemon(tmp_path, "--cache-bytes", "0", "--hold-budget-ms", "600000",
                           "--thin-hold-ms", "60000", "--peer-stall-ms", "600000")
     try:
-        ctx = mp.get_context("spawn")
+        ctx = job_context()
         jobs, epochs = 4, 3
         barrier = ctx.Barrier(jobs)
         out = ctx.Queue()
-        procs = [ctx.Process(target=run_job, args=(daemon.socket, str(root), s, epochs, barrier,
-                                                  out, python_tail, workers))
+        procs = [job_process(run_job, (daemon.socket, str(root), s, epochs, barrier, out,
+                                       python_tail, workers))
                  for s in range(jobs)]
         for p in procs:
             p.start()
