@@ -60,6 +60,7 @@
 #define GALLEY_SERVER_DAEMON_SCHEDULER_H_
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -106,6 +107,13 @@ struct SchedulerOptions {
   // shards in one pattern. Tests leave it 0 to replay decisions.
   uint64_t stream_salt = 0;
   GateOptions gate;  // when a job is produced for (production_gate.h)
+  // Most items a job with no free slot may draw ahead, in batches, in the
+  // rounds it shares with the jobs produced for (a sharing policy only).
+  // What a job draws ahead is prepared, in that order, once it has a free
+  // slot, and keeps its demand in the cache until then. 0: a job with no
+  // free slot is masked (draws nothing) and falls out of step. Each item
+  // costs 4 bytes of the scheduler's memory.
+  uint32_t draw_ahead_batches = 64;
 
   // The seed and the gate's hold times; stream_salt stays 0 (the daemon
   // draws it at start).
@@ -190,6 +198,10 @@ class Scheduler final : public JobLifecycleObserver {
     size_t repeats_served = 0;
     // Why the job cannot go on, once a batch could not be completed.
     Status failure;
+    // Items drawn while the job had no free slot, in draw order: its next
+    // batches take them before they draw again
+    // (SchedulerOptions::draw_ahead_batches). Still in the demand ledger.
+    std::deque<ItemId> drawn_ahead;
   };
 
   void Loop() EXCLUDES(mu_);
@@ -225,7 +237,11 @@ class Scheduler final : public JobLifecycleObserver {
   // Enters the job's current epoch: the sampler and the demand ledger get
   // its items. `p` is one of jobs_, hence the lock.
   void EnterSampler(Production& p) REQUIRES(mu_);
-  // Leaves the job's current epoch, dropping the demand it still had.
+  // Whether a job left out of a wave may draw ahead in its rounds: it is in
+  // an epoch of a sharing policy (SchedulerOptions::draw_ahead_batches).
+  bool MayDrawAhead(const Production& p) const REQUIRES(mu_);
+  // Leaves the job's current epoch, dropping the demand it still had and
+  // what it drew ahead.
   void LeaveSampler(Production& p) REQUIRES(mu_);
 
   const SchedulerOptions options_;
