@@ -77,7 +77,7 @@ std::vector<std::pair<Micros, Micros>> PausesOf(const DriftScenario& scenario, s
     pauses.emplace_back(ToMicros(pause.at_ms), ToMicros(pause.at_ms + pause.for_ms));
   }
   const MachineLoad& load = scenario.load;
-  if (load.mean_run_ms > 0 && load.mean_pause_ms > 0) {
+  if (scenario.jobs[index].under_load && load.mean_run_ms > 0 && load.mean_pause_ms > 0) {
     Stream stream(SplitMix64(load.seed) ^ SplitMix64(index + 1));
     for (double t = stream.Exponential(load.mean_run_ms); t < scenario.horizon_ms;) {
       const double length = stream.Exponential(load.mean_pause_ms);
@@ -189,6 +189,10 @@ Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
         SimulatedRings::Ring& ring = rings.at(plan->job->id);
         ring.filling--;
         ring.ready++;
+        auto& epochs = consumers[plan->job->id - 1].outcome.epochs;
+        if (epochs.size() <= plan->epoch) epochs.resize(plan->epoch + 1);
+        epochs[plan->epoch].insert(epochs[plan->epoch].end(), plan->items.begin(),
+                                   plan->items.end());
       }
       in_flight.clear();
     }

@@ -48,6 +48,7 @@ struct DriftJob {
   double start_ms = 0;         // when its consumer first asks for a batch
   std::vector<ConsumerPause> pauses;
   uint32_t ring_slots = 4;
+  bool under_load = true;  // also paused by the scenario's MachineLoad
 };
 
 // Descheduling on a loaded machine: every consumer is paused again and
@@ -81,6 +82,8 @@ struct DriftJobOutcome {
   double finished_ms = -1;  // took its last batch; -1 if it never did
   double waited_ms = 0;     // the consumer was due, not paused, and had no batch
   double held_ms = 0;       // the gate's thin holds charged to the job
+  // The items of each epoch, in the order the job's batches hold them.
+  std::vector<std::vector<ItemId>> epochs;
 };
 
 struct DriftOutcome {

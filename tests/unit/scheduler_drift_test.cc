@@ -4,12 +4,14 @@
 // sleep, nothing that depends on how busy the machine is.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "galley/sampler/uniformity_statistics.h"
 #include "tests/unit/drift_harness.h"
 #include "tests/unit/empty_image_folder.h"
 
@@ -120,6 +122,75 @@ TEST_F(SchedulerDriftTest, StalledJobDoesNotStopTheOthers) {
   // The three share every item: what the stalled job drew ahead is never
   // prepared, so it costs them no load.
   EXPECT_EQ(o.loads, 2u * kItems);
+}
+
+// Every job receives every item of its subset once per epoch while jobs
+// drift, stall, draw ahead and hit the draw-ahead bound.
+TEST_F(SchedulerDriftTest, ExactlyOnceWhileDrawingAhead) {
+  std::vector<ItemId> half, quarter;
+  for (ItemId i = 0; i < kItems; ++i) {
+    if (i % 2 == 0) half.push_back(i);
+    if (i % 4 != 1) quarter.push_back(i);  // three quarters, overlapping `half`
+  }
+  for (uint32_t bound : {0u, 1u, 64u}) {
+    DriftScenario s = Scenario(4);
+    s.draw_ahead_batches = bound;
+    s.jobs[1].subset = half;
+    s.jobs[2].subset = quarter;
+    s.jobs[3].pauses.push_back({.at_ms = 1500, .for_ms = 3000});
+    s.load = {.mean_run_ms = 100, .mean_pause_ms = 100, .seed = 3};
+    const DriftOutcome o = Run(s, 5);
+    for (size_t j = 0; j < s.jobs.size(); ++j) {
+      SCOPED_TRACE("bound " + std::to_string(bound) + ", job " + std::to_string(j + 1));
+      std::vector<ItemId> subset = s.jobs[j].subset;
+      if (subset.empty()) {
+        for (ItemId i = 0; i < kItems; ++i) subset.push_back(i);
+      }
+      ASSERT_EQ(o.jobs[j].epochs.size(), 2u);
+      for (std::vector<ItemId> epoch : o.jobs[j].epochs) {
+        std::sort(epoch.begin(), epoch.end());
+        EXPECT_EQ(epoch, subset);
+      }
+    }
+  }
+}
+
+// Orders stay uniform when a job draws ahead: two jobs over 8 items in
+// batches of 2, the second paused at random (its own stream of pauses per
+// run, never looking at the sampler), 2,000 runs. Each job's item x position
+// table of its two epochs is tested as in the sampler's uniformity tests
+// (PositionTableTest, (n − 1)² = 49 degrees of freedom), at 0.001 split over
+// the four tables.
+TEST_F(SchedulerDriftTest, OrdersStayUniformWhileDrawingAhead) {
+  constexpr size_t kN = 8;
+  constexpr uint64_t kRuns = 2000;
+  std::vector<std::vector<uint64_t>> tables(4, std::vector<uint64_t>(kN * kN, 0));
+  for (uint64_t run = 0; run < kRuns; ++run) {
+    DriftScenario s = Scenario(2);
+    s.items = kN;
+    s.batch = 2;
+    s.draw_ahead_batches = 1;
+    s.jobs[0].period_ms = 10;
+    s.jobs[1].period_ms = 10;
+    s.jobs[1].ring_slots = 2;
+    s.load = {.mean_run_ms = 15, .mean_pause_ms = 15, .seed = run};
+    s.jobs[0].under_load = false;
+    const DriftOutcome o = Run(s, run + 1);
+    for (size_t j = 0; j < 2; ++j) {
+      ASSERT_EQ(o.jobs[j].epochs.size(), 2u);
+      for (size_t e = 0; e < 2; ++e) {
+        const std::vector<ItemId>& order = o.jobs[j].epochs[e];
+        ASSERT_EQ(order.size(), kN);
+        for (size_t position = 0; position < kN; ++position) {
+          tables[j * 2 + e][order[position] * kN + position]++;
+        }
+      }
+    }
+  }
+  for (const auto& table : tables) {
+    const ChiSquareResult r = PositionTableTest(table, kN, kRuns);
+    EXPECT_GT(r.p_value, 0.001 / 4) << "statistic " << r.statistic;
+  }
 }
 
 }  // namespace
