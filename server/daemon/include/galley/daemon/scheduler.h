@@ -15,10 +15,10 @@
 //
 // With a TieredCache it also keeps the cache's demand counts exact through
 // its DemandLedger: a job's epoch enters the ledger when the job enters the
-// sampler for that epoch, each item leaves it as the sampler hands it to
-// the job (while the wave is planned, so before the pipeline offers the
-// item to a tier), and the rest when the job leaves the epoch, at its end
-// or early (seek, close, a job that cannot go on). An "ods" group asks the
+// sampler for that epoch, each item leaves it as it is placed in one of the
+// job's batches (while the wave is planned, so before the pipeline offers
+// the item to a tier), and the rest when the job leaves the epoch, at its
+// end or early (seek, close, a job that cannot go on). An "ods" group asks the
 // cache, while a wave is planned, whether an item is in the encoded or
 // decoded tier, and each job's epoch is registered with its spec's
 // ods_fraction.
@@ -43,9 +43,13 @@
 // RingView: jobs are not kept in step, so a slower or stalled job costs a
 // faster peer at most the gate's hold budget per epoch (and none under
 // "independent"); sharing between jobs of different speeds comes from the
-// sampler (a job whose ring is full is masked and keeps the items it still
-// needs) and from the decoded tier, which keeps items that are still in
-// demand.
+// sampler and from the decoded tier, which keeps items that are still in
+// demand. A job of a sharing policy whose ring is full draws ahead in the
+// wave's rounds (SchedulerOptions::draw_ahead_batches): it stays in step
+// with the others, and its batches take those items later, when it is
+// produced for alone or its sampler has nothing left for the batch; past
+// the bound, or ahead of the jobs produced for, it is masked and keeps the
+// items it still needs (docs/sampling.md §3.4).
 //
 // A batch is prepared for a job's consumer and for nothing else: one
 // prepared for an epoch the job has left (Seek) or for a job that has closed
