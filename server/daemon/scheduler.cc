@@ -340,7 +340,10 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
   for (auto& [id, p] : jobs_) {
     if (!claimed.count(id) && by_group.count(p.group) && MayDrawAhead(p)) drawing_ahead[id] = &p;
   }
-  for (auto& [group, members] : by_group) {
+  for (auto& group_members : by_group) {
+    // Named, not bound: the lambdas below capture them.
+    SamplerGroup* const group = group_members.first;
+    const std::vector<Production*>& members = group_members.second;
     std::unordered_map<ItemId, size_t> task_of_item;
     const Dataset* dataset = members.front()->job->dataset.get();
     const uint32_t dataset_index = members.front()->job->dataset_index;
@@ -358,6 +361,7 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     // alone) and, after the rounds, when its sampler has nothing left for
     // the batch. Otherwise the job draws in the rounds: it stays in step.
     auto take_drawn_ahead = [&](Production* p) {
+      mu_.AssertHeld();  // called below, under our lock
       SlotPlan* plan = claimed.at(p->job->id);
       const uint64_t target = p->job->BatchTarget(plan->batch_index);
       while (!p->drawn_ahead.empty() && plan->items.size() < target) {
