@@ -171,9 +171,12 @@ void Scheduler::EnterSampler(Production& p) {
 }
 
 bool Scheduler::MayDrawAhead(const Production& p) const {
+  // A policy whose orders follow each job's seed (independent, lockstep,
+  // sequential) promises the order itself, which delivering drawn-ahead
+  // items later would change; and the first of them shares nothing.
   return options_.draw_ahead_batches > 0 && p.started && p.in_sampler && !p.finished &&
          p.failure.ok() && p.job->HasEpochItems(p.epoch) &&
-         p.group->policy_name != SamplingPolicyNameOf(SamplingPolicyKind::kIndependent);
+         !p.group->policy->OrdersFollowJobSeeds();
 }
 
 void Scheduler::LeaveSampler(Production& p) {

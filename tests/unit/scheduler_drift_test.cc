@@ -155,6 +155,23 @@ TEST_F(SchedulerDriftTest, ExactlyOnceWhileDrawingAhead) {
   }
 }
 
+// Under a policy that promises each job's order (here sequential: the
+// subset in id order), a job left out of a wave does not draw ahead: its
+// order stays the promised one however it drifts.
+TEST_F(SchedulerDriftTest, PoliciesThatPromiseTheOrderDoNotDrawAhead) {
+  std::vector<ItemId> all;
+  for (ItemId i = 0; i < kItems; ++i) all.push_back(i);
+  DriftScenario s = Scenario(3);
+  s.policy = "sequential";
+  s.jobs[2].pauses.push_back({.at_ms = 1000, .for_ms = 2000});
+  s.load = {.mean_run_ms = 100, .mean_pause_ms = 100, .seed = 3};
+  const DriftOutcome o = Run(s, 1);
+  for (size_t j = 0; j < s.jobs.size(); ++j) {
+    ASSERT_EQ(o.jobs[j].epochs.size(), 2u);
+    for (const std::vector<ItemId>& epoch : o.jobs[j].epochs) EXPECT_EQ(epoch, all) << "job " << j;
+  }
+}
+
 // Orders stay uniform when a job draws ahead: two jobs over 8 items in
 // batches of 2, the second paused at random (its own stream of pauses per
 // run, never looking at the sampler), 2,000 runs. Each job's item x position

@@ -44,7 +44,7 @@
 // faster peer at most the gate's hold budget per epoch (and none under
 // "independent"); sharing between jobs of different speeds comes from the
 // sampler and from the decoded tier, which keeps items that are still in
-// demand. A job of a sharing policy whose ring is full draws ahead in the
+// demand. A job under dsa, dsa-chain or ods whose ring is full draws ahead in the
 // wave's rounds (SchedulerOptions::draw_ahead_batches): it stays in step
 // with the others, and its batches take those items later, when it is
 // produced for alone or its sampler has nothing left for the batch; past
@@ -112,7 +112,8 @@ struct SchedulerOptions {
   uint64_t stream_salt = 0;
   GateOptions gate;  // when a job is produced for (production_gate.h)
   // Most items a job with no free slot may draw ahead, in batches, in the
-  // rounds it shares with the jobs produced for (a sharing policy only).
+  // rounds it shares with the jobs produced for (under dsa, dsa-chain and
+  // ods: the policies whose orders do not follow each job's seed).
   // What a job draws ahead is prepared, in that order, once it has a free
   // slot, and keeps its demand in the cache until then. 0: a job with no
   // free slot is masked (draws nothing) and falls out of step. Each item
@@ -242,7 +243,8 @@ class Scheduler final : public JobLifecycleObserver {
   // its items. `p` is one of jobs_, hence the lock.
   void EnterSampler(Production& p) REQUIRES(mu_);
   // Whether a job left out of a wave may draw ahead in its rounds: it is in
-  // an epoch of a sharing policy (SchedulerOptions::draw_ahead_batches).
+  // an epoch of a policy whose orders do not follow the job's seed (dsa,
+  // dsa-chain, ods; SchedulerOptions::draw_ahead_batches).
   bool MayDrawAhead(const Production& p) const REQUIRES(mu_);
   // Leaves the job's current epoch, dropping the demand it still had and
   // what it drew ahead.
