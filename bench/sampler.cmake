@@ -7,3 +7,10 @@ target_include_directories(galley_sampler_sim PRIVATE ${PROJECT_SOURCE_DIR})
 
 add_executable(galley_sampler_bench ${CMAKE_CURRENT_LIST_DIR}/sampler_bench.cc)
 target_link_libraries(galley_sampler_bench PRIVATE galley_sampler benchmark::benchmark)
+
+# Loads per request when jobs fall out of step: the real scheduler and
+# decoded tier under scripted drift, in simulated time.
+add_executable(galley_drift_sim ${CMAKE_CURRENT_LIST_DIR}/drift_sim.cc
+                                ${PROJECT_SOURCE_DIR}/tests/unit/drift_harness.cc)
+target_link_libraries(galley_drift_sim PRIVATE galley_daemon galley_cache)
+target_include_directories(galley_drift_sim PRIVATE ${PROJECT_SOURCE_DIR})

@@ -6,6 +6,8 @@ galley_add_test(scheduler_test
     ${CMAKE_CURRENT_LIST_DIR}/unit/job_lifecycle_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/scheduler_gate_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/scheduler_wave_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/unit/scheduler_drift_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/unit/drift_harness.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/scheduler_listed_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/log_throttle_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/batch_ring_test.cc

@@ -170,8 +170,18 @@ void Scheduler::EnterSampler(Production& p) {
   p.in_sampler = !items.empty();
 }
 
+bool Scheduler::MayDrawAhead(const Production& p) const {
+  // A policy whose orders follow each job's seed (independent, lockstep,
+  // sequential) promises the order itself, which delivering drawn-ahead
+  // items later would change; and the first of them shares nothing.
+  return options_.draw_ahead_batches > 0 && p.started && p.in_sampler && !p.finished &&
+         p.failure.ok() && p.job->HasEpochItems(p.epoch) &&
+         !p.group->policy->OrdersFollowJobSeeds();
+}
+
 void Scheduler::LeaveSampler(Production& p) {
   const JobId id = p.job->id;
+  p.drawn_ahead.clear();
   if (p.in_sampler) {
     p.group->substitutions += p.group->policy->Substitutions(id).substitutions;
     p.group->policy->RemoveJob(id);
@@ -304,7 +314,8 @@ bool Scheduler::PlanOneWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
 bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
                          std::vector<ItemTask>* tasks) {
   // Claim one slot for each job the gate lets produce. Jobs over one dataset
-  // that are claimed in the same wave share its rounds; a job left out is
+  // that are claimed in the same wave share its rounds; a job left out draws
+  // ahead in them (up to SchedulerOptions::draw_ahead_batches), or else is
   // masked in the sampler and keeps the items it still needs.
   std::unordered_map<JobId, SlotPlan*> claimed;
   std::map<SamplerGroup*, std::vector<Production*>> by_group;
@@ -326,33 +337,96 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     plans->push_back(std::move(plan));
   }
   if (plans->empty()) return false;
-  for (auto& [group, members] : by_group) {
+  // Jobs of those groups that have no slot this wave draw ahead in its
+  // rounds, so that they stay in step with the jobs produced for.
+  std::unordered_map<JobId, Production*> drawing_ahead;
+  for (auto& [id, p] : jobs_) {
+    if (!claimed.count(id) && by_group.count(p.group) && MayDrawAhead(p)) drawing_ahead[id] = &p;
+  }
+  for (auto& group_members : by_group) {
+    // Named, not bound: the lambdas below capture them.
+    SamplerGroup* const group = group_members.first;
+    const std::vector<Production*>& members = group_members.second;
     std::unordered_map<ItemId, size_t> task_of_item;
+    const Dataset* dataset = members.front()->job->dataset.get();
+    const uint32_t dataset_index = members.front()->job->dataset_index;
+    // Puts `item` in `plan`'s next position, prepared by this wave's task
+    // for it; returns whether that task is new (a load).
+    auto deliver = [&](SlotPlan* plan, ItemId item) {
+      auto [it, inserted] = task_of_item.try_emplace(item, tasks->size());
+      if (inserted) tasks->push_back(ItemTask{dataset, item, {}, dataset_index});
+      (*tasks)[it->second].deliveries.push_back({plan, static_cast<uint32_t>(plan->items.size())});
+      plan->items.push_back(item);
+      return inserted;
+    };
+    // What a job drew ahead, in the order it was drawn, fills its batch when
+    // no other job of its group is produced for in this wave (it catches up
+    // alone) and, after the rounds, when its sampler has nothing left for
+    // the batch. Otherwise the job draws in the rounds: it stays in step.
+    auto take_drawn_ahead = [&](Production* p) {
+      mu_.AssertHeld();  // called below, under our lock
+      SlotPlan* plan = claimed.at(p->job->id);
+      const uint64_t target = p->job->BatchTarget(plan->batch_index);
+      while (!p->drawn_ahead.empty() && plan->items.size() < target) {
+        const ItemId item = p->drawn_ahead.front();
+        p->drawn_ahead.pop_front();
+        group->loads += deliver(plan, item) ? 1 : 0;
+        group->requests++;
+        ledger_.Consume(p->job->id, item);
+      }
+    };
+    if (members.size() == 1) take_drawn_ahead(members.front());
+    // Jobs produced for that still need items the sampler holds; the jobs
+    // drawing ahead take part only while one does, so that they never draw
+    // alone.
+    auto wants_more = [&](const Production* p) {
+      const SlotPlan& plan = *claimed.at(p->job->id);
+      return plan.items.size() < p->job->BatchTarget(plan.batch_index) &&
+             group->policy->Remaining(p->job->id) > 0;
+    };
+    auto count_wanting = [&] {
+      return static_cast<size_t>(std::count_if(members.begin(), members.end(), wants_more));
+    };
+    size_t wanting = count_wanting();
+    // Only a job level with or behind every job produced for draws ahead.
+    // One ahead of some of them would, left out, draw the items it misses
+    // later in rounds those jobs share (they still need them), while an item
+    // drawn ahead is prepared for it alone.
+    size_t most_remaining = 0;
+    for (const Production* p : members) {
+      most_remaining = std::max(most_remaining, group->policy->Remaining(p->job->id));
+    }
     // A batch takes what its position in the epoch holds (BatchTarget), so
     // every epoch has exactly BatchesPerEpoch() batches.
     auto ready = [&](JobId job) {
-      auto it = claimed.find(job);
-      if (it == claimed.end()) return false;
-      const SlotPlan& plan = *it->second;
-      return plan.items.size() < plan.job->BatchTarget(plan.batch_index);
+      if (auto it = claimed.find(job); it != claimed.end()) {
+        const SlotPlan& plan = *it->second;
+        return plan.items.size() < plan.job->BatchTarget(plan.batch_index);
+      }
+      auto ahead = drawing_ahead.find(job);
+      return wanting > 0 && ahead != drawing_ahead.end() && ahead->second->group == group &&
+             group->policy->Remaining(job) >= most_remaining &&
+             ahead->second->drawn_ahead.size() <
+                 uint64_t{options_.draw_ahead_batches} * ahead->second->job->spec.batch_size;
     };
-    const Dataset* dataset = members.front()->job->dataset.get();
-    const uint32_t dataset_index = members.front()->job->dataset_index;
     Round round;
     while (group->policy->Next(ready, &round)) {
       for (const Delivery& delivery : round.deliveries) {
-        auto [it, inserted] = task_of_item.try_emplace(delivery.item, tasks->size());
-        if (inserted) tasks->push_back(ItemTask{dataset, delivery.item, {}, dataset_index});
-        ItemTask& task = (*tasks)[it->second];
+        bool loaded = false;
         for (JobId receiver : delivery.receivers) {
-          SlotPlan* plan = claimed.at(receiver);
-          task.deliveries.push_back({plan, static_cast<uint32_t>(plan->items.size())});
-          plan->items.push_back(delivery.item);
+          auto it = claimed.find(receiver);
+          if (it == claimed.end()) {
+            // Prepared once the job has a free slot; its demand stays.
+            drawing_ahead.at(receiver)->drawn_ahead.push_back(delivery.item);
+            continue;
+          }
+          loaded |= deliver(it->second, delivery.item);
           ledger_.Consume(receiver, delivery.item);
+          group->requests++;
         }
-        group->requests += delivery.receivers.size();
-        group->loads += inserted ? 1 : 0;
+        group->loads += loaded ? 1 : 0;
       }
+      wanting = count_wanting();
     }
     // Fill what the sampler left short, close epochs at their last batch,
     // decide flags, and advance counters.
@@ -362,6 +436,7 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
       // an item twice (its copies follow), and when a resumed epoch was
       // given fewer items than it has positions left: substitutes keep the
       // batch count exact then too.
+      take_drawn_ahead(p);
       const uint64_t target = p->job->BatchTarget(plan->batch_index);
       for (uint32_t attempt = 0; plan->items.size() < target;) {
         ItemId item;
@@ -374,11 +449,7 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
             return failed_items_.count({dataset_index, i}) > 0;
           });
         }
-        auto [it, inserted] = task_of_item.try_emplace(item, tasks->size());
-        if (inserted) tasks->push_back(ItemTask{dataset, item, {}, dataset_index});
-        (*tasks)[it->second].deliveries.push_back(
-            {plan, static_cast<uint32_t>(plan->items.size())});
-        plan->items.push_back(item);
+        deliver(plan, item);
       }
       AdvancePast(*p, *plan);
     }

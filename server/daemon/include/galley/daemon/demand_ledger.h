@@ -3,9 +3,10 @@
 // the jobs that will still ask for them (docs/cache.md, "Demand").
 //
 // A job's epoch enters the ledger whole when the job enters the sampler for
-// it (Enter); each item leaves it when the sampler hands the item to the job
-// (Consume), which is while the wave is planned, before the pipeline offers
-// the item to a tier; whatever the job had not received leaves it when the
+// it (Enter); each item leaves it when the scheduler places the item in one
+// of the job's batches (Consume), which is while the wave is planned, before
+// the pipeline offers the item to a tier (an item the job drew ahead keeps
+// its demand until then); whatever the job had not received leaves it when the
 // job leaves the epoch, at its end or early (Leave: Seek, close, a job that
 // cannot go on). The ledger remembers which items each job still needs, so
 // that Leave drops exactly those, an item the epoch holds twice counted

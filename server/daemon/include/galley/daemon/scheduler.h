@@ -15,10 +15,10 @@
 //
 // With a TieredCache it also keeps the cache's demand counts exact through
 // its DemandLedger: a job's epoch enters the ledger when the job enters the
-// sampler for that epoch, each item leaves it as the sampler hands it to
-// the job (while the wave is planned, so before the pipeline offers the
-// item to a tier), and the rest when the job leaves the epoch, at its end
-// or early (seek, close, a job that cannot go on). An "ods" group asks the
+// sampler for that epoch, each item leaves it as it is placed in one of the
+// job's batches (while the wave is planned, so before the pipeline offers
+// the item to a tier), and the rest when the job leaves the epoch, at its
+// end or early (seek, close, a job that cannot go on). An "ods" group asks the
 // cache, while a wave is planned, whether an item is in the encoded or
 // decoded tier, and each job's epoch is registered with its spec's
 // ods_fraction.
@@ -43,9 +43,13 @@
 // RingView: jobs are not kept in step, so a slower or stalled job costs a
 // faster peer at most the gate's hold budget per epoch (and none under
 // "independent"); sharing between jobs of different speeds comes from the
-// sampler (a job whose ring is full is masked and keeps the items it still
-// needs) and from the decoded tier, which keeps items that are still in
-// demand.
+// sampler and from the decoded tier, which keeps items that are still in
+// demand. A job under dsa, dsa-chain or ods whose ring is full draws ahead in the
+// wave's rounds (SchedulerOptions::draw_ahead_batches): it stays in step
+// with the others, and its batches take those items later, when it is
+// produced for alone or its sampler has nothing left for the batch; past
+// the bound, or ahead of the jobs produced for, it is masked and keeps the
+// items it still needs (docs/sampling.md §3.4).
 //
 // A batch is prepared for a job's consumer and for nothing else: one
 // prepared for an epoch the job has left (Seek) or for a job that has closed
@@ -60,6 +64,7 @@
 #define GALLEY_SERVER_DAEMON_SCHEDULER_H_
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -106,6 +111,14 @@ struct SchedulerOptions {
   // shards in one pattern. Tests leave it 0 to replay decisions.
   uint64_t stream_salt = 0;
   GateOptions gate;  // when a job is produced for (production_gate.h)
+  // Most items a job with no free slot may draw ahead, in batches, in the
+  // rounds it shares with the jobs produced for (under dsa, dsa-chain and
+  // ods: the policies whose orders do not follow each job's seed).
+  // What a job draws ahead is prepared, in that order, once it has a free
+  // slot, and keeps its demand in the cache until then. 0: a job with no
+  // free slot is masked (draws nothing) and falls out of step. Each item
+  // costs 4 bytes of the scheduler's memory.
+  uint32_t draw_ahead_batches = 64;
 
   // The seed and the gate's hold times; stream_salt stays 0 (the daemon
   // draws it at start).
@@ -190,6 +203,10 @@ class Scheduler final : public JobLifecycleObserver {
     size_t repeats_served = 0;
     // Why the job cannot go on, once a batch could not be completed.
     Status failure;
+    // Items drawn while the job had no free slot, in draw order: its next
+    // batches take them before they draw again
+    // (SchedulerOptions::draw_ahead_batches). Still in the demand ledger.
+    std::deque<ItemId> drawn_ahead;
   };
 
   void Loop() EXCLUDES(mu_);
@@ -225,7 +242,12 @@ class Scheduler final : public JobLifecycleObserver {
   // Enters the job's current epoch: the sampler and the demand ledger get
   // its items. `p` is one of jobs_, hence the lock.
   void EnterSampler(Production& p) REQUIRES(mu_);
-  // Leaves the job's current epoch, dropping the demand it still had.
+  // Whether a job left out of a wave may draw ahead in its rounds: it is in
+  // an epoch of a policy whose orders do not follow the job's seed (dsa,
+  // dsa-chain, ods; SchedulerOptions::draw_ahead_batches).
+  bool MayDrawAhead(const Production& p) const REQUIRES(mu_);
+  // Leaves the job's current epoch, dropping the demand it still had and
+  // what it drew ahead.
   void LeaveSampler(Production& p) REQUIRES(mu_);
 
   const SchedulerOptions options_;

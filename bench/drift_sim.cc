@@ -1,0 +1,270 @@
+// galley_drift_sim: loads per request when jobs fall out of step, from
+// galleyd's real Scheduler (gate, sampling policy, demand ledger) and real
+// decoded tier driven in simulated time by scripted consumers
+// (tests/unit/drift_harness.h). Deterministic: the same flags print the same
+// table on any machine, however loaded.
+//
+//   galley_drift_sim [--seed N] [--epochs N] [--draw-ahead BATCHES] [--csv FILE]
+//
+// --draw-ahead sets SchedulerOptions::draw_ahead_batches (default 64; 0: a
+// job with no free slot is masked, as before drawing ahead existed).
+//
+// First table: 1, 2, 4, 8 and 16 jobs over the same 2,048 items under each
+// drift, with no cache and with a decoded tier of 256 items (1/8 of the
+// dataset). Second table: overlapping subsets beside the coupling tree's
+// in-step figure (docs/sampling.md, "How much it shares").
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "galley/sampler/sampling_policy.h"
+#include "tests/unit/drift_harness.h"
+
+namespace galley {
+namespace {
+
+using testing::DriftJob;
+using testing::DriftScenario;
+
+constexpr uint32_t kItems = 2048;
+constexpr size_t kCacheItems = kItems / 8;
+constexpr double kPeriodMs = 100;  // a consumer's step per batch of 32
+
+struct Drift {
+  std::string name;
+  // Adjusts the jobs (and the machine) of a scenario of `jobs` jobs.
+  void (*apply)(DriftScenario& scenario);
+};
+
+std::vector<Drift> Drifts() {
+  return {
+      {"in-step", [](DriftScenario&) {}},
+      {"staggered-0.5s",
+       [](DriftScenario& s) {
+         for (size_t k = 0; k < s.jobs.size(); ++k) s.jobs[k].start_ms = 500.0 * k;
+       }},
+      {"one-paused-0.5s",
+       [](DriftScenario& s) { s.jobs.back().pauses.push_back({.at_ms = 1000, .for_ms = 500}); }},
+      {"one-io-stall-2s",
+       [](DriftScenario& s) { s.jobs.back().pauses.push_back({.at_ms = 1000, .for_ms = 2000}); }},
+      {"speeds-+5%-each",
+       [](DriftScenario& s) {
+         for (size_t k = 0; k < s.jobs.size(); ++k)
+           s.jobs[k].period_ms = kPeriodMs * (1 + 0.05 * k);
+       }},
+      {"loaded-20%-paused",
+       [](DriftScenario& s) { s.load = {.mean_run_ms = 200, .mean_pause_ms = 50, .seed = 7}; }},
+      {"loaded-50%-paused",
+       [](DriftScenario& s) { s.load = {.mean_run_ms = 100, .mean_pause_ms = 100, .seed = 7}; }},
+  };
+}
+
+DriftScenario Base(uint32_t epochs, size_t cache_items, uint32_t draw_ahead) {
+  DriftScenario s;
+  s.draw_ahead_batches = draw_ahead;
+  s.items = kItems;
+  s.batch = 32;
+  s.epochs = epochs;
+  s.cache_items = cache_items;
+  s.load_ms = 1.0;
+  s.request_ms = 0.1;
+  s.cores = 2;
+  return s;
+}
+
+std::vector<ItemId> RandomSubset(std::mt19937_64& random, uint32_t from, uint32_t size) {
+  std::vector<ItemId> all(from);
+  for (uint32_t i = 0; i < from; ++i) all[i] = i;
+  for (uint32_t i = 0; i < size; ++i) {
+    std::swap(all[i], all[i + random() % (from - i)]);
+  }
+  all.resize(size);
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+// What the coupling tree loads per request when every job draws in every
+// round (the sampler alone, no scheduler, as docs/sampling.md §3.2 assumes):
+// each job runs `epochs` epochs back to back, a job that ends one starts the
+// next at once.
+double SamplerInStep(const std::vector<DriftJob>& jobs, uint32_t epochs, uint64_t seed) {
+  auto policy = std::move(MakeSamplingPolicy({"dsa", seed})).value();
+  std::vector<uint32_t> epochs_left(jobs.size(), epochs);
+  auto enter = [&](size_t j) {
+    (void)policy->AddJob(j + 1, jobs[j].subset);
+    epochs_left[j]--;
+  };
+  for (size_t j = 0; j < jobs.size(); ++j) enter(j);
+  uint64_t loads = 0, requests = 0;
+  Round round;
+  while (policy->Next([](JobId) { return true; }, &round)) {
+    loads += round.deliveries.size();
+    for (const Delivery& delivery : round.deliveries) requests += delivery.receivers.size();
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (policy->Remaining(j + 1) > 0 || epochs_left[j] == 0) continue;
+      policy->RemoveJob(j + 1);
+      enter(j);
+    }
+  }
+  return static_cast<double>(loads) / static_cast<double>(requests);
+}
+
+struct Overlap {
+  std::string name;
+  std::vector<DriftJob> jobs;
+};
+
+std::vector<Overlap> Overlaps(uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::vector<Overlap> mixes;
+  Overlap four{"4x75%-random", {}};
+  for (int j = 0; j < 4; ++j) four.jobs.push_back({.subset = RandomSubset(random, kItems, 1536)});
+  mixes.push_back(four);
+  Overlap nested{"nested-8/6/4", {}};
+  const std::vector<ItemId> order = RandomSubset(random, kItems, kItems);
+  std::vector<ItemId> shuffled = order;
+  std::shuffle(shuffled.begin(), shuffled.end(), random);
+  for (uint32_t size : {2048u, 1536u, 1024u}) {
+    std::vector<ItemId> subset(shuffled.begin(), shuffled.begin() + size);
+    std::sort(subset.begin(), subset.end());
+    nested.jobs.push_back({.subset = subset});
+  }
+  mixes.push_back(nested);
+  return mixes;
+}
+
+int Run(int argc, char** argv) {
+  uint64_t seed = 1;
+  uint32_t epochs = 2;
+  uint32_t draw_ahead = DriftScenario{}.draw_ahead_batches;
+  std::string csv_path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--seed" && i + 1 < argc) {
+      seed = std::strtoull(argv[++i], nullptr, 10);
+    } else if (arg == "--epochs" && i + 1 < argc) {
+      epochs = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
+    } else if (arg == "--draw-ahead" && i + 1 < argc) {
+      draw_ahead = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
+    } else if (arg == "--csv" && i + 1 < argc) {
+      csv_path = argv[++i];
+    } else {
+      std::fprintf(stderr,
+                   "usage: %s [--seed N] [--epochs N] [--draw-ahead BATCHES] [--csv FILE]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  std::string pattern = (std::filesystem::temp_directory_path() / "galley_drift_XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    std::perror("mkdtemp");
+    return 1;
+  }
+  const std::filesystem::path root = pattern;
+  struct Cleanup {
+    std::filesystem::path root;
+    ~Cleanup() { std::filesystem::remove_all(root); }
+  } cleanup{root};
+  if (Status s = testing::WriteEmptyImageFolder(root, kItems); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 1;
+  }
+  auto dataset = Dataset::Open(root, {});
+  if (!dataset.ok()) {
+    std::fprintf(stderr, "%s\n", dataset.status().ToString().c_str());
+    return 1;
+  }
+  std::ofstream csv;
+  if (!csv_path.empty()) {
+    csv.open(csv_path);
+    csv << "table,mix,drift,jobs,cache_items,requests,loads,loads_per_request,misses,"
+           "misses_per_request,bound,max_wait_ms,max_held_ms\n";
+  }
+  auto report = [&](const char* table, const std::string& mix, const std::string& drift,
+                    size_t jobs, size_t cache_items, const testing::DriftOutcome& o, double bound) {
+    double max_wait = 0, max_held = 0;
+    for (const auto& job : o.jobs) {
+      max_wait = std::max(max_wait, job.waited_ms);
+      max_held = std::max(max_held, job.held_ms);
+    }
+    std::printf("%-14s %-18s %4zu %6zu %9llu %9llu %9.4f %9.4f %8.0f %7.1f", mix.c_str(),
+                drift.c_str(), jobs, cache_items, static_cast<unsigned long long>(o.requests),
+                static_cast<unsigned long long>(o.loads), o.LoadsPerRequest(), o.MissesPerRequest(),
+                max_wait, max_held);
+    if (bound >= 0) std::printf(" %9.4f", bound);
+    std::printf("\n");
+    if (csv.is_open()) {
+      csv << table << ',' << mix << ',' << drift << ',' << jobs << ',' << cache_items << ','
+          << o.requests << ',' << o.loads << ',' << o.LoadsPerRequest() << ',' << o.misses << ','
+          << o.MissesPerRequest() << ',' << bound << ',' << max_wait << ',' << max_held << '\n';
+    }
+  };
+
+  std::printf("%-14s %-18s %4s %6s %9s %9s %9s %9s %8s %7s\n", "mix", "drift", "jobs", "cache",
+              "requests", "loads", "loads/req", "miss/req", "wait ms", "held ms");
+  for (const Drift& drift : Drifts()) {
+    for (size_t jobs : {1, 2, 4, 8, 16}) {
+      for (size_t cache_items : {size_t{0}, kCacheItems}) {
+        DriftScenario s = Base(epochs, cache_items, draw_ahead);
+        s.jobs.assign(jobs, DriftJob{.period_ms = kPeriodMs});
+        drift.apply(s);
+        s.load.seed += seed;
+        auto o = testing::RunDrift(*dataset, s, seed);
+        if (!o.ok()) {
+          std::fprintf(stderr, "%s\n", o.status().ToString().c_str());
+          return 1;
+        }
+        report("same", "identical", drift.name, jobs, cache_items, *o, -1);
+      }
+    }
+  }
+
+  std::printf("\n%-14s %-18s %4s %6s %9s %9s %9s %9s %8s %7s %9s\n", "mix", "drift", "jobs",
+              "cache", "requests", "loads", "loads/req", "miss/req", "wait ms", "held ms",
+              "sampler");
+  for (const Overlap& mix : Overlaps(seed)) {
+    const double bound = SamplerInStep(mix.jobs, epochs, seed);
+    for (const Drift& drift : Drifts()) {
+      for (size_t cache_items : {size_t{0}, kCacheItems}) {
+        DriftScenario s = Base(epochs, cache_items, draw_ahead);
+        s.jobs = mix.jobs;
+        for (DriftJob& job : s.jobs) job.period_ms = kPeriodMs;
+        drift.apply(s);
+        s.load.seed += seed;
+        auto o = testing::RunDrift(*dataset, s, seed);
+        if (!o.ok()) {
+          std::fprintf(stderr, "%s\n", o.status().ToString().c_str());
+          return 1;
+        }
+        report("overlap", mix.name, drift.name, mix.jobs.size(), cache_items, *o, bound);
+      }
+    }
+    // In step, each job at a speed proportional to its subset, so that
+    // every epoch starts and ends together, as the bound assumes.
+    DriftScenario s = Base(epochs, 0, draw_ahead);
+    s.jobs = mix.jobs;
+    size_t largest = 0;
+    for (const DriftJob& job : s.jobs) largest = std::max(largest, job.subset.size());
+    for (DriftJob& job : s.jobs) {
+      job.period_ms =
+          kPeriodMs * static_cast<double>(largest) / static_cast<double>(job.subset.size());
+    }
+    auto o = testing::RunDrift(*dataset, s, seed);
+    if (!o.ok()) {
+      std::fprintf(stderr, "%s\n", o.status().ToString().c_str());
+      return 1;
+    }
+    report("overlap", mix.name, "epochs-aligned", mix.jobs.size(), 0, *o, bound);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace galley
+
+int main(int argc, char** argv) { return galley::Run(argc, argv); }

@@ -1,0 +1,246 @@
+#include "tests/unit/drift_harness.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include "galley/cache/tiered_cache.h"
+#include "galley/daemon/scheduler.h"
+#include "galley/random.h"
+
+namespace galley::testing {
+namespace {
+
+using Micros = int64_t;
+constexpr Micros kTick = 250;
+
+Micros ToMicros(double ms) { return static_cast<Micros>(std::llround(ms * 1000.0)); }
+
+class SimulatedClock final : public SchedulerClock {
+ public:
+  TimePoint Now() const override { return origin_ + std::chrono::microseconds(now_); }
+  void Set(Micros now) { now_ = now; }
+
+ private:
+  const TimePoint origin_ = TimePoint{} + std::chrono::hours(1);
+  Micros now_ = 0;
+};
+
+// A ring as counts: a claimed slot is being filled until its wave ends,
+// then ready until the consumer takes it.
+class SimulatedRings final : public RingView {
+ public:
+  struct Ring {
+    uint32_t slots = 0;
+    uint32_t filling = 0;
+    uint32_t ready = 0;
+  };
+  RingOccupancy Occupancy(const ServedJob& job) const override {
+    const Ring& r = rings_.at(job.id);
+    return {r.slots, r.slots - r.filling - r.ready, r.ready};
+  }
+  std::optional<uint32_t> Claim(ServedJob& job) override {
+    Ring& r = rings_.at(job.id);
+    if (r.filling + r.ready == r.slots) return std::nullopt;
+    return r.filling++;
+  }
+  uint32_t ReadyOf(const ServedJob& job, uint64_t) const override {
+    return rings_.at(job.id).ready;
+  }
+  Ring& at(JobId job) { return rings_[job]; }
+
+ private:
+  std::map<JobId, Ring> rings_;
+};
+
+// Uniform in [0, 1) from a SplitMix64 stream: the same draws with every
+// compiler and standard library.
+class Stream {
+ public:
+  explicit Stream(uint64_t seed) : state_(seed) {}
+  double Uniform() {
+    state_ += kGoldenGamma;
+    return static_cast<double>(Mix64(state_) >> 11) * 0x1.0p-53;
+  }
+  double Exponential(double mean) { return -mean * std::log1p(-Uniform()); }
+
+ private:
+  uint64_t state_;
+};
+
+// The job's scripted pauses plus, under machine load, random ones up to the
+// horizon, in time order.
+std::vector<std::pair<Micros, Micros>> PausesOf(const DriftScenario& scenario, size_t index) {
+  std::vector<std::pair<Micros, Micros>> pauses;
+  for (const ConsumerPause& pause : scenario.jobs[index].pauses) {
+    pauses.emplace_back(ToMicros(pause.at_ms), ToMicros(pause.at_ms + pause.for_ms));
+  }
+  const MachineLoad& load = scenario.load;
+  if (scenario.jobs[index].under_load && load.mean_run_ms > 0 && load.mean_pause_ms > 0) {
+    Stream stream(SplitMix64(load.seed) ^ SplitMix64(index + 1));
+    for (double t = stream.Exponential(load.mean_run_ms); t < scenario.horizon_ms;) {
+      const double length = stream.Exponential(load.mean_pause_ms);
+      pauses.emplace_back(ToMicros(t), ToMicros(t + length));
+      t += length + stream.Exponential(load.mean_run_ms);
+    }
+  }
+  std::sort(pauses.begin(), pauses.end());
+  return pauses;
+}
+
+// The scheduler seeds a group's stream with sampler_seed ^ (FNV-1a of the
+// dataset's root) ^ stream_salt. A salt equal to the root's hash cancels it,
+// so a run depends on `seed` alone, not on the temporary folder's name.
+uint64_t RootHash(const std::string& root) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : root) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+struct Consumer {
+  std::shared_ptr<ServedJob> job;
+  std::vector<std::pair<Micros, Micros>> pauses;  // [from, to), sorted
+  size_t next_pause = 0;
+  Micros period = 0;
+  Micros start = 0;
+  Micros due = 0;  // when it wants its next batch
+  bool asked = false;
+  uint64_t batches_total = 0;
+  DriftJobOutcome outcome;
+
+  bool PausedAt(Micros now) {
+    while (next_pause < pauses.size() && pauses[next_pause].second <= now) ++next_pause;
+    return next_pause < pauses.size() && pauses[next_pause].first <= now;
+  }
+};
+
+}  // namespace
+
+Status WriteEmptyImageFolder(const std::filesystem::path& root, int items) {
+  std::error_code error;
+  std::filesystem::create_directories(root / "a", error);
+  if (error) return Status::Internal("cannot create " + root.string() + ": " + error.message());
+  for (int i = 0; i < items; ++i) {
+    std::ofstream file(root / "a" / (std::to_string(i) + ".jpg"));
+    if (!file) return Status::Internal("cannot write in " + root.string());
+  }
+  return Status::Ok();
+}
+
+Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
+                              const DriftScenario& scenario, uint64_t seed) {
+  std::unique_ptr<cache::TieredCache> cache;
+  cache::BlobPtr item_blob = std::make_shared<cache::Blob>(cache::Blob{.bytes = {0}});
+  if (scenario.cache_items > 0) {
+    cache::CacheOptions options;
+    options.cache_bytes = scenario.cache_items * cache::ChargedBytes(*item_blob);
+    options.split = {.encoded_pct = 0, .decoded_pct = 100, .augmented_pct = 0};
+    options.augmented_reuse_limit = 0;
+    options.decoded_arena = false;
+    auto made = cache::TieredCache::Create(options);
+    if (!made.ok()) return made.status();
+    cache = std::move(made).value();
+  }
+  SimulatedClock clock;
+  SimulatedRings rings;
+  SchedulerOptions options;
+  options.sampler_seed = seed;
+  options.stream_salt = RootHash(dataset->root().string());
+  options.gate = scenario.gate;
+  options.draw_ahead_batches = scenario.draw_ahead_batches;
+  Scheduler scheduler(options, nullptr, cache.get(),
+                      SchedulerHooks{.clock = &clock, .rings = &rings});
+
+  std::vector<Consumer> consumers(scenario.jobs.size());
+  for (size_t i = 0; i < scenario.jobs.size(); ++i) {
+    const DriftJob& spec = scenario.jobs[i];
+    auto job = std::make_shared<ServedJob>();
+    job->id = i + 1;
+    job->spec.batch_size = scenario.batch;
+    job->spec.epochs = scenario.epochs;
+    job->subset = spec.subset;
+    if (job->subset.empty()) {
+      for (ItemId item = 0; item < scenario.items; ++item) job->subset.push_back(item);
+    }
+    job->epoch_size = job->subset.size();
+    job->dataset = dataset;
+    job->policy = scenario.policy;
+    job->opened_at = clock.Now();
+    rings.at(job->id).slots = spec.ring_slots;
+    GALLEY_RETURN_IF_ERROR(scheduler.OnJobOpened(job));
+    Consumer& c = consumers[i];
+    c.job = job;
+    c.pauses = PausesOf(scenario, i);
+    c.period = ToMicros(spec.period_ms);
+    c.start = ToMicros(spec.start_ms);
+    c.due = c.start;
+    c.batches_total = job->BatchesPerEpoch() * scenario.epochs;
+  }
+
+  DriftOutcome outcome;
+  std::vector<std::unique_ptr<SlotPlan>> in_flight;
+  Micros busy_until = 0;
+  const Micros horizon = ToMicros(scenario.horizon_ms);
+  for (Micros now = 0; now < horizon; now += kTick) {
+    clock.Set(now);
+    if (!in_flight.empty() && busy_until <= now) {
+      for (auto& plan : in_flight) {
+        SimulatedRings::Ring& ring = rings.at(plan->job->id);
+        ring.filling--;
+        ring.ready++;
+        auto& epochs = consumers[plan->job->id - 1].outcome.epochs;
+        if (epochs.size() <= plan->epoch) epochs.resize(plan->epoch + 1);
+        epochs[plan->epoch].insert(epochs[plan->epoch].end(), plan->items.begin(),
+                                   plan->items.end());
+      }
+      in_flight.clear();
+    }
+    bool all_done = true;
+    for (Consumer& c : consumers) {
+      if (c.outcome.finished_ms >= 0) continue;
+      all_done = false;
+      if (now < c.due) continue;
+      if (!c.asked) {
+        c.asked = true;
+        scheduler.ConsumerReady(c.job->id);
+      }
+      if (c.PausedAt(now)) continue;
+      SimulatedRings::Ring& ring = rings.at(c.job->id);
+      if (ring.ready == 0) {
+        c.outcome.waited_ms += kTick / 1000.0;
+        continue;
+      }
+      ring.ready--;
+      c.due = now + c.period;
+      if (++c.outcome.batches == c.batches_total) c.outcome.finished_ms = now / 1000.0;
+    }
+    if (all_done) break;
+    if (!in_flight.empty()) continue;
+    std::vector<ItemTask> tasks;
+    if (!scheduler.PlanOneWave(&in_flight, &tasks)) continue;
+    uint64_t requests = 0, misses = 0;
+    for (const ItemTask& task : tasks) {
+      requests += task.deliveries.size();
+      const cache::Key key = cache::MakeKey(task.dataset_index, task.item);
+      if (cache != nullptr && cache->decoded().Get(key) != nullptr) continue;
+      ++misses;
+      if (cache != nullptr) cache->decoded().Put(key, item_blob);
+    }
+    outcome.misses += misses;
+    const double busy_ms =
+        (misses * scenario.load_ms + requests * scenario.request_ms) / scenario.cores;
+    busy_until = now + std::max<Micros>(kTick, ToMicros(busy_ms));
+  }
+  for (const SamplerGroupSnapshot& group : scheduler.Snapshot()) {
+    outcome.requests += group.requests;
+    outcome.loads += group.loads;
+  }
+  for (Consumer& c : consumers) {
+    c.outcome.held_ms = static_cast<double>(c.job->counters.held_ns.load()) / 1e6;
+    outcome.jobs.push_back(c.outcome);
+  }
+  return outcome;
+}
+
+}  // namespace galley::testing

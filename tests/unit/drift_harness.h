@@ -1,0 +1,111 @@
+// A deterministic run of galleyd's real Scheduler (its ProductionGate,
+// sampling policy and DemandLedger) against scripted consumers, in simulated
+// time: how many items galleyd loads per request when jobs fall out of step.
+//
+// Time is an integer count of microseconds moved by the harness; the
+// scheduler reads it through an injected SchedulerClock and sees each job's
+// ring through an injected RingView, so nothing depends on how busy the
+// machine running it is. Each tick (250 us) the harness publishes the wave
+// galleyd finished, lets every consumer that is due and not paused take a
+// batch, and, when galleyd is idle, plans the next wave
+// (Scheduler::PlanOneWave). A wave keeps galleyd busy for
+// (misses x load_ms + requests x request_ms) / cores; its slots become ready
+// when it ends.
+//
+// The decoded tier, when on, is a real cache::TieredCache whose decoded tier
+// holds `cache_items` items: the scheduler's DemandLedger keeps its demand
+// counts, a wave's item is a miss (a read and a decode) unless the tier has
+// it, and a miss is offered to the tier afterwards, as ItemPipeline does.
+//
+// Used by the scheduler's unit tests (tests/unit/scheduler_drift_test.cc) and
+// by galley_drift_sim (bench/drift_sim.cc). Not thread-safe.
+#ifndef GALLEY_TESTS_UNIT_DRIFT_HARNESS_H_
+#define GALLEY_TESTS_UNIT_DRIFT_HARNESS_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "galley/daemon/production_gate.h"
+#include "galley/dataset/dataset.h"
+#include "galley/ids.h"
+#include "galley/status.h"
+
+namespace galley::testing {
+
+// The consumer takes no batch in [at_ms, at_ms + for_ms): descheduled,
+// stalled on I/O, or (for_ms huge) stopped for good.
+struct ConsumerPause {
+  double at_ms = 0;
+  double for_ms = 0;
+};
+
+struct DriftJob {
+  std::vector<ItemId> subset;  // sorted, distinct; empty: every item
+  double period_ms = 10;       // the consumer takes a batch this often
+  double start_ms = 0;         // when its consumer first asks for a batch
+  std::vector<ConsumerPause> pauses;
+  uint32_t ring_slots = 4;
+  bool under_load = true;  // also paused by the scenario's MachineLoad
+};
+
+// Descheduling on a loaded machine: every consumer is paused again and
+// again, each pause and each stretch of running exponentially distributed
+// (means below), drawn from `seed` and the job's index.
+struct MachineLoad {
+  double mean_run_ms = 0;  // 0: no random pauses
+  double mean_pause_ms = 0;
+  uint64_t seed = 1;
+};
+
+struct DriftScenario {
+  std::string policy = "dsa";
+  uint32_t items = 2048;  // dataset size
+  uint32_t batch = 32;
+  uint32_t epochs = 2;
+  size_t cache_items = 0;  // decoded tier capacity in items; 0: no cache
+  double load_ms = 0.2;    // read + decode of one item, on one core
+  double request_ms = 0.02;
+  uint32_t cores = 2;
+  GateOptions gate;
+  uint32_t draw_ahead_batches = 64;  // SchedulerOptions::draw_ahead_batches
+  MachineLoad load;
+  std::vector<DriftJob> jobs;
+  // Stops there even if a job has not finished (a stalled one never does).
+  double horizon_ms = 600'000;
+};
+
+struct DriftJobOutcome {
+  uint64_t batches = 0;     // taken by the consumer
+  double finished_ms = -1;  // took its last batch; -1 if it never did
+  double waited_ms = 0;     // the consumer was due, not paused, and had no batch
+  double held_ms = 0;       // the gate's thin holds charged to the job
+  // The items of each epoch, in the order the job's batches hold them.
+  std::vector<std::vector<ItemId>> epochs;
+};
+
+struct DriftOutcome {
+  uint64_t requests = 0;  // item deliveries (the scheduler's own counter)
+  uint64_t loads = 0;     // distinct items per wave (the scheduler's own counter)
+  uint64_t misses = 0;    // loads the decoded tier did not hold
+  std::vector<DriftJobOutcome> jobs;
+
+  double LoadsPerRequest() const { return requests ? double(loads) / double(requests) : 0; }
+  double MissesPerRequest() const { return requests ? double(misses) / double(requests) : 0; }
+};
+
+// `items` empty .jpg files in one class folder under `root` (created), for
+// a Dataset whose listing is real and whose files are never read.
+Status WriteEmptyImageFolder(const std::filesystem::path& root, int items);
+
+// Runs `scenario` over `dataset` (at least scenario.items items), whose
+// stream salt is 0 and whose seed is `seed`. InvalidArgument for an unknown
+// policy or a cache that cannot be made.
+Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
+                              const DriftScenario& scenario, uint64_t seed = 1);
+
+}  // namespace galley::testing
+
+#endif  // GALLEY_TESTS_UNIT_DRIFT_HARNESS_H_
