@@ -63,13 +63,13 @@ std::vector<ItemId> TakeRepeats(std::vector<ItemId>& items, size_t dataset_size)
   return repeats;
 }
 
-uint64_t HashString(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+}  // namespace
+
+uint64_t DatasetRootHash(const std::string& root) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (unsigned char c : root) h = (h ^ c) * 1099511628211ULL;
   return h;
 }
-
-}  // namespace
 
 RingView* RingView::Shared() {
   static SharedRings rings;
@@ -117,8 +117,8 @@ Status Scheduler::OnJobOpened(const std::shared_ptr<ServedJob>& job) {
   if (!group) {
     SamplerOptions sampler_options;
     sampler_options.policy = job->policy;
-    sampler_options.seed =
-        options_.sampler_seed ^ HashString(job->dataset->root().string()) ^ options_.stream_salt;
+    sampler_options.seed = options_.sampler_seed ^ DatasetRootHash(job->dataset->root().string()) ^
+                           options_.stream_salt;
     if (job->policy == SamplingPolicyNameOf(SamplingPolicyKind::kOds) && cache_ != nullptr) {
       // Runs on the scheduler thread under mu_; the tiers lock themselves.
       sampler_options.is_cached = [cache = cache_,

@@ -89,15 +89,6 @@ std::vector<std::pair<Micros, Micros>> PausesOf(const DriftScenario& scenario, s
   return pauses;
 }
 
-// The scheduler seeds a group's stream with sampler_seed ^ (FNV-1a of the
-// dataset's root) ^ stream_salt. A salt equal to the root's hash cancels it,
-// so a run depends on `seed` alone, not on the temporary folder's name.
-uint64_t RootHash(const std::string& root) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : root) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
-
 struct Consumer {
   std::shared_ptr<ServedJob> job;
   std::vector<std::pair<Micros, Micros>> pauses;  // [from, to), sorted
@@ -146,7 +137,9 @@ Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
   SimulatedRings rings;
   SchedulerOptions options;
   options.sampler_seed = seed;
-  options.stream_salt = RootHash(dataset->root().string());
+  // A salt equal to the root's hash cancels it from the stream's seed, so a
+  // run depends on `seed` alone, not on the temporary folder's name.
+  options.stream_salt = DatasetRootHash(dataset->root().string());
   options.gate = scenario.gate;
   options.draw_ahead_batches = scenario.draw_ahead_batches;
   Scheduler scheduler(options, nullptr, cache.get(),

@@ -70,6 +70,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <string>
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
@@ -124,6 +125,10 @@ struct SchedulerOptions {
   // draws it at start).
   static SchedulerOptions From(const DaemonOptions& options);
 };
+
+// A group's sampler stream is seeded with
+// sampler_seed ^ DatasetRootHash(dataset root) ^ stream_salt.
+uint64_t DatasetRootHash(const std::string& root);
 
 // What the scheduler reads and claims of a job's batch ring. The daemon's
 // is RingView::Shared(), over the job's BatchRing; tests may pass their own.
