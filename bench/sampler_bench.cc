@@ -1,9 +1,12 @@
 // Micro-benchmarks of the sampling policies at the design scale: 64 jobs over
 // 10 million items. Reports the cost of one round (one Next call, every job
-// ready) and of one AddJob of a 10-million-item subset.
+// ready) and of one AddJob of a 10-million-item subset; and, at ImageNet-1k's
+// size (1,281,167 items) with 1, 8 and 32 jobs on every item, the time per
+// decision and the heap the policy holds per item (BM_ImageNetDecision).
 //
 //   galley_sampler_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <numeric>
@@ -114,6 +117,51 @@ BENCHMARK(BM_AddJob)
     ->Args({1, 1})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
+
+// Bytes the heap has handed out and not taken back (glibc's count).
+uint64_t HeapBytesInUse() {
+  const struct mallinfo2 info = mallinfo2();
+  return info.uordblks + info.hblkhd;
+}
+
+constexpr ItemId kImageNetItems = 1'281'167;
+
+// dsa (the default policy) with `jobs` jobs on every ImageNet-1k item: one
+// decision is one Next call with every job ready (a load and the jobs it
+// serves). Reports the heap the registered jobs hold, per item and per item
+// and job. args: jobs
+void BM_ImageNetDecision(benchmark::State& state) {
+  const int jobs = static_cast<int>(state.range(0));
+  std::vector<ItemId> items(kImageNetItems);
+  std::iota(items.begin(), items.end(), 0);
+  const uint64_t heap_before = HeapBytesInUse();
+  auto policy = std::move(MakeSamplingPolicy({"dsa", 42})).value();
+  for (int j = 0; j < jobs; ++j) {
+    if (!policy->AddJob(static_cast<JobId>(j), items).ok()) {
+      state.SkipWithError("AddJob failed");
+      return;
+    }
+  }
+  const double held = static_cast<double>(HeapBytesInUse() - heap_before);
+  Round round;
+  const ReadyFn all_ready = [](JobId) { return true; };
+  for (int i = 0; i < 1000; ++i) policy->Next(all_ready, &round);  // warm-up
+  uint64_t requests = 0;
+  for (auto _ : state) {
+    policy->Next(all_ready, &round);
+    requests += round.requests();
+  }
+  state.counters["bytes_per_item"] = held / kImageNetItems;
+  state.counters["bytes_per_item_job"] = held / kImageNetItems / jobs;
+  state.counters["ns_per_request"] = benchmark::Counter(
+      static_cast<double>(requests), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_ImageNetDecision)
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(32)
+    ->Unit(benchmark::kNanosecond)
+    ->Iterations(200000);
 
 }  // namespace
 }  // namespace galley

@@ -12,3 +12,8 @@ galley_add_test(tar_index_test
 galley_add_test(shard_descriptors_test
   SOURCES unit/shard_descriptors_test.cc
   LIBS galley_dataset)
+
+# The memory an ImageFolder listing keeps per item: 100,000 hard links.
+galley_add_test(listing_memory_test
+  SOURCES unit/listing_memory_test.cc
+  LIBS galley_dataset)

@@ -467,6 +467,144 @@ Result<ShardListing> ListShard(const fs::path& shard, const ShardOptions& option
   return listing;
 }
 
+// One shard's samples, grouped from its listing: the part of the listing a
+// ShardSource keeps, and what it skipped.
+struct GroupedShard {
+  struct Sample {
+    uint64_t offset;  // the image member's payload
+    uint64_t size;
+    int64_t label;
+  };
+  FileIdentity identity;
+  bool from_cache = false;
+  ShardStats idx_stats;  // from_idx and stale_idx
+  std::vector<Sample> samples;
+  // Keys with the image extension, concatenated; sample i ends at key_ends[i].
+  std::string keys;
+  std::vector<uint64_t> key_ends;
+  // Each sample's field members (offset, size), as ShardSource keeps them.
+  std::vector<std::pair<uint64_t, uint64_t>> fields;
+  uint64_t bytes = 0;  // the images' and fields' payloads
+  uint64_t skipped_members = 0;
+  uint64_t skipped_samples = 0;
+  std::string first_skipped_sample;  // "shard: key (why)"
+  std::string damage;
+};
+
+// Groups `listing`'s members into samples by WebDataset's rules and picks
+// each sample's image, label and fields (shard_source.h).
+GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
+                          const ShardOptions& options,
+                          const std::vector<std::string>& field_extensions,
+                          const std::string& json_field) {
+  GroupedShard out;
+  out.identity = listing.identity;
+  out.from_cache = listing.from_cache;
+  out.skipped_members = listing.tar.skipped_non_regular;
+  out.damage = listing.tar.damage;
+  const std::string wanted_label_extension = json_field.empty() ? "cls" : "json";
+  // Group members by key across the whole shard, in order of first sight.
+  struct Sample {
+    std::string key;
+    std::vector<std::pair<std::string, size_t>> members;  // extension, member index
+  };
+  std::vector<Sample> samples;
+  std::unordered_map<std::string, size_t> by_key;
+  const auto& members = listing.tar.members;
+  for (size_t m = 0; m < members.size(); ++m) {
+    std::string key, extension;
+    if (!SplitMemberName(members[m].name, &key, &extension)) {
+      out.skipped_members++;
+      continue;
+    }
+    auto [it, inserted] = by_key.try_emplace(key, samples.size());
+    if (inserted) samples.push_back({key, {}});
+    auto& group = samples[it->second].members;
+    if (std::any_of(group.begin(), group.end(),
+                    [&](const auto& e) { return e.first == extension; })) {
+      out.skipped_members++;  // a duplicate key.extension: the first wins
+      continue;
+    }
+    group.emplace_back(extension, m);
+  }
+  for (const Sample& sample : samples) {
+    auto find = [&](const std::string& extension) -> const TarMember* {
+      for (const auto& [e, m] : sample.members)
+        if (e == extension) return &members[m];
+      return nullptr;
+    };
+    auto find_index = [&](const std::string& extension) -> size_t {
+      for (const auto& [e, m] : sample.members)
+        if (e == extension) return m;
+      return members.size();
+    };
+    const TarMember* image = nullptr;
+    std::string image_extension;
+    if (!options.image_key.empty()) {
+      image_extension = options.image_key;
+      image = find(image_extension);
+    } else {
+      for (const char* e : kDefaultImageKeys) {
+        if ((image = find(e)) != nullptr) {
+          image_extension = e;
+          break;
+        }
+      }
+    }
+    std::string why;
+    int64_t label = -1;
+    if (image == nullptr) {
+      why = options.image_key.empty() ? "no jpg, jpeg, png or webp member"
+                                      : "no ." + options.image_key + " member";
+    } else if (!options.label_key.empty()) {
+      const size_t m = find_index(wanted_label_extension);
+      if (m == members.size()) {
+        why = "no ." + wanted_label_extension + " member";
+      } else if (json_field.empty()) {
+        if (!ParseIntegerText(listing.inline_payloads[m], &label)) {
+          why = "the .cls is not an integer";
+        } else if (label < 0) {
+          why = "the .cls holds " + std::to_string(label) + "; a label is 0 or more";
+        }
+      } else {
+        const auto doc = nlohmann::json::parse(listing.inline_payloads[m], nullptr, false);
+        const auto field = doc.is_object() ? doc.find(json_field) : doc.end();
+        if (!doc.is_object() || field == doc.end() || !field->is_number_integer()) {
+          why = "the .json has no integer field '" + json_field + "'";
+        } else if (field->is_number_unsigned() &&
+                   field->get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()}) {
+          why = "the .json field '" + json_field + "' is too large for a label";
+        } else if ((label = field->get<int64_t>()) < 0) {
+          why = "the .json field '" + json_field + "' holds " + std::to_string(label) +
+                "; a label is 0 or more";
+        }
+      }
+    }
+    std::vector<std::pair<uint64_t, uint64_t>> fields;
+    for (size_t f = 0; f < field_extensions.size() && why.empty(); ++f) {
+      if (field_extensions[f].empty()) {
+        fields.push_back({});
+      } else if (const TarMember* member = find(field_extensions[f])) {
+        fields.push_back({member->offset, member->size});
+      } else {
+        why = "no ." + field_extensions[f] + " member";
+      }
+    }
+    if (!why.empty()) {
+      if (out.skipped_samples++ == 0)
+        out.first_skipped_sample = shard.string() + ": " + sample.key + " (" + why + ")";
+      continue;
+    }
+    out.samples.push_back({image->offset, image->size, label});
+    out.keys += sample.key + "." + image_extension;
+    out.key_ends.push_back(out.keys.size());
+    out.bytes += image->size;
+    for (const auto& field : fields) out.bytes += field.second;
+    out.fields.insert(out.fields.end(), fields.begin(), fields.end());
+  }
+  return out;
+}
+
 }  // namespace
 
 ShardIndexCounters& GlobalShardIndexCounters() {
@@ -581,8 +719,10 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
     field_extensions.push_back(IsSyntheticField(field) ? std::string() : Lower(field));
   }
   source->field_names_ = options.fields;
-  std::vector<Result<ShardListing>> listings(shards.size(), Status::Internal("not listed"));
-  std::vector<ShardStats> idx_stats(shards.size());
+  // Each shard's samples are grouped by the thread that listed it, and the
+  // listing (every member's name, offsets and label payload) is dropped
+  // there: a million-sample set never holds all its listings at once.
+  std::vector<Result<GroupedShard>> grouped(shards.size(), Status::Internal("not listed"));
   {
     ListingRegistration registration(shards.front().string(), "shards", "shards", shards.size());
     unsigned threads = options.index_threads != 0
@@ -592,7 +732,16 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t i = next++; i < shards.size(); i = next++) {
-        listings[i] = ListShard(shards[i], options, use_cache, &idx_stats[i]);
+        ShardStats idx_stats;
+        Result<ShardListing> listing = ListShard(shards[i], options, use_cache, &idx_stats);
+        if (listing.ok()) {
+          GroupedShard shard =
+              GroupSamples(shards[i], *listing, options, field_extensions, json_field);
+          shard.idx_stats = idx_stats;
+          grouped[i] = std::move(shard);
+        } else {
+          grouped[i] = listing.status();
+        }
         registration.progress().done++;
       }
     };
@@ -605,120 +754,45 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
   std::vector<OpenShards::Shard> opened;
   ShardStats& stats = source->stats_;
   stats.shards = shards.size();
-  const std::string wanted_label_extension = json_field.empty() ? "cls" : "json";
+  uint64_t samples = 0, key_bytes = 0;
+  for (const Result<GroupedShard>& shard : grouped) {
+    if (!shard.ok()) return shard.status();
+    samples += shard->samples.size();
+    key_bytes += shard->keys.size();
+  }
+  if (samples >= std::numeric_limits<ItemId>::max())
+    return Status::ResourceExhausted("more than 2^32-1 samples in the shard set");
+  // Sized once: the kept listing is exactly as large as the samples need.
+  source->items_.reserve(samples);
+  source->key_offsets_.reserve(samples + 1);
+  source->key_pool_.reserve(key_bytes);
+  source->field_extents_.reserve(samples * field_extensions.size());
   for (size_t s = 0; s < shards.size(); ++s) {
-    if (!listings[s].ok()) return listings[s].status();
-    const ShardListing& listing = *listings[s];
-    opened.push_back({shards[s], listing.identity});
-    stats.stale_idx += idx_stats[s].stale_idx;
-    stats.from_idx += idx_stats[s].from_idx;
-    if (listing.from_cache) stats.from_cache++;
-    stats.skipped_members += listing.tar.skipped_non_regular;
-    if (!listing.tar.damage.empty()) {
-      if (stats.damaged_shards++ == 0)
-        stats.first_damage = shards[s].string() + ": " + listing.tar.damage;
+    GroupedShard& shard = *grouped[s];
+    opened.push_back({shards[s], shard.identity});
+    stats.stale_idx += shard.idx_stats.stale_idx;
+    stats.from_idx += shard.idx_stats.from_idx;
+    if (shard.from_cache) stats.from_cache++;
+    stats.skipped_members += shard.skipped_members;
+    if (!shard.damage.empty() && stats.damaged_shards++ == 0) {
+      stats.first_damage = shards[s].string() + ": " + shard.damage;
     }
-    // Group members by key across the whole shard, in order of first sight.
-    struct Sample {
-      std::string key;
-      std::vector<std::pair<std::string, size_t>> members;  // extension, member index
-    };
-    std::vector<Sample> samples;
-    std::unordered_map<std::string, size_t> by_key;
-    const auto& members = listing.tar.members;
-    for (size_t m = 0; m < members.size(); ++m) {
-      std::string key, extension;
-      if (!SplitMemberName(members[m].name, &key, &extension)) {
-        stats.skipped_members++;
-        continue;
-      }
-      auto [it, inserted] = by_key.try_emplace(key, samples.size());
-      if (inserted) samples.push_back({key, {}});
-      auto& group = samples[it->second].members;
-      if (std::any_of(group.begin(), group.end(),
-                      [&](const auto& e) { return e.first == extension; })) {
-        stats.skipped_members++;  // a duplicate key.extension: the first wins
-        continue;
-      }
-      group.emplace_back(extension, m);
+    if (shard.skipped_samples > 0 && stats.skipped_samples == 0) {
+      stats.first_skipped_sample = std::move(shard.first_skipped_sample);
     }
-    for (const Sample& sample : samples) {
-      auto find = [&](const std::string& extension) -> const TarMember* {
-        for (const auto& [e, m] : sample.members)
-          if (e == extension) return &members[m];
-        return nullptr;
-      };
-      auto find_index = [&](const std::string& extension) -> size_t {
-        for (const auto& [e, m] : sample.members)
-          if (e == extension) return m;
-        return members.size();
-      };
-      const TarMember* image = nullptr;
-      std::string image_extension;
-      if (!options.image_key.empty()) {
-        image_extension = options.image_key;
-        image = find(image_extension);
-      } else {
-        for (const char* e : kDefaultImageKeys) {
-          if ((image = find(e)) != nullptr) {
-            image_extension = e;
-            break;
-          }
-        }
-      }
-      std::string why;
-      int64_t label = -1;
-      if (image == nullptr) {
-        why = options.image_key.empty() ? "no jpg, jpeg, png or webp member"
-                                        : "no ." + options.image_key + " member";
-      } else if (!options.label_key.empty()) {
-        const size_t m = find_index(wanted_label_extension);
-        if (m == members.size()) {
-          why = "no ." + wanted_label_extension + " member";
-        } else if (json_field.empty()) {
-          if (!ParseIntegerText(listing.inline_payloads[m], &label)) {
-            why = "the .cls is not an integer";
-          } else if (label < 0) {
-            why = "the .cls holds " + std::to_string(label) + "; a label is 0 or more";
-          }
-        } else {
-          const auto doc = nlohmann::json::parse(listing.inline_payloads[m], nullptr, false);
-          const auto field = doc.is_object() ? doc.find(json_field) : doc.end();
-          if (!doc.is_object() || field == doc.end() || !field->is_number_integer()) {
-            why = "the .json has no integer field '" + json_field + "'";
-          } else if (field->is_number_unsigned() &&
-                     field->get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()}) {
-            why = "the .json field '" + json_field + "' is too large for a label";
-          } else if ((label = field->get<int64_t>()) < 0) {
-            why = "the .json field '" + json_field + "' holds " + std::to_string(label) +
-                  "; a label is 0 or more";
-          }
-        }
-      }
-      std::vector<Extent> fields;
-      for (size_t f = 0; f < field_extensions.size() && why.empty(); ++f) {
-        if (field_extensions[f].empty()) {
-          fields.push_back({});
-        } else if (const TarMember* member = find(field_extensions[f])) {
-          fields.push_back({member->offset, member->size});
-        } else {
-          why = "no ." + field_extensions[f] + " member";
-        }
-      }
-      if (!why.empty()) {
-        if (stats.skipped_samples++ == 0)
-          stats.first_skipped_sample = shards[s].string() + ": " + sample.key + " (" + why + ")";
-        continue;
-      }
-      if (source->items_.size() >= std::numeric_limits<ItemId>::max())
-        return Status::ResourceExhausted("more than 2^32-1 samples in the shard set");
-      source->items_.push_back({static_cast<uint32_t>(s), image->offset, image->size, label});
-      source->key_pool_ += sample.key + "." + image_extension;
-      source->key_offsets_.push_back(source->key_pool_.size());
-      source->total_bytes_ += image->size;
-      for (const Extent& field : fields) source->total_bytes_ += field.size;
-      source->field_extents_.insert(source->field_extents_.end(), fields.begin(), fields.end());
+    stats.skipped_samples += shard.skipped_samples;
+    const uint64_t key_base = source->key_pool_.size();
+    for (size_t i = 0; i < shard.samples.size(); ++i) {
+      const GroupedShard::Sample& sample = shard.samples[i];
+      source->items_.push_back(
+          {static_cast<uint32_t>(s), sample.offset, sample.size, sample.label});
+      source->key_offsets_.push_back(key_base + shard.key_ends[i]);
     }
+    source->key_pool_ += shard.keys;
+    for (const auto& [offset, size] : shard.fields)
+      source->field_extents_.push_back({offset, size});
+    source->total_bytes_ += shard.bytes;
+    shard = GroupedShard();  // freed as soon as it is copied
   }
   stats.samples = source->items_.size();
   // Shards by file name, size and mtime (not by path: another node may

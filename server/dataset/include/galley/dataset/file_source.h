@@ -22,6 +22,8 @@
 #ifndef GALLEY_SERVER_DATASET_FILE_SOURCE_H_
 #define GALLEY_SERVER_DATASET_FILE_SOURCE_H_
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -91,7 +93,8 @@ class FileSource final : public DatasetSource {
   // Integers as labels, or class names sorted into classes_; -1 unless
   // `labelled`.
   void AddListedItems(const std::vector<ListedLine>& lines, bool labelled);
-  void AddItem(const std::string& relative_path, int64_t label);
+  // `info` is the item's stat, null when it could not be stat'ed.
+  void AddItem(const std::string& relative_path, int64_t label, const struct stat* info);
   // What Verify compares: the identities of the listed directories (an
   // ImageFolder's walked folders, or the manifest file), then of the items.
   uint64_t DirectoriesFingerprint() const;
