@@ -4,6 +4,11 @@ exact path, the decoded tier holds the shrunk pixels, and jobs with another
 max_resolution (or none) share nothing. The size arithmetic and the resize
 itself are unit-tested in tests/unit/image_max_resolution_test.cc."""
 
+import io
+import os
+import subprocess
+import tarfile
+
 import numpy as np
 import PIL
 import pytest
@@ -13,7 +18,9 @@ from PIL import Image
 from torchvision import transforms as TV
 
 import galley
-from conftest import start_daemon, stop_daemon, write_folder
+from conftest import GALLEYD, start_daemon, stop_daemon, write_folder
+
+GALLEYCTL = os.path.join(os.path.dirname(GALLEYD), "galleyctl")
 
 # The decoded tier's bookkeeping per entry (cache/include/galley/cache/blob.h).
 ENTRY_OVERHEAD = 256
@@ -201,3 +208,37 @@ def test_the_decoded_tier_holds_the_shrunk_pixels_and_nothing_is_shared(tmp_path
         assert len(listed) == 3 and len({d["index"] for d in listed}) == 3
     finally:
         stop_daemon(daemon)
+
+
+def test_a_shard_set_at_a_max_resolution_is_a_dataset_of_its_own(daemon, workdir, large):
+    directory = workdir / "max_resolution_shards"
+    directory.mkdir()
+    files = [path for path, _ in torchvision.datasets.ImageFolder(str(large)).samples]
+    shards = []
+    for s in range(2):
+        shards.append(directory / f"part-{s}.tar")
+        with tarfile.open(shards[-1], "w") as tar:
+            for i, path in enumerate(files[s::2]):
+                with open(path, "rb") as f:
+                    members = ((f"{i:04d}.jpg", f.read()), (f"{i:04d}.cls", b"0"))
+                for name, data in members:
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    transform = TV.Compose([TV.CenterCrop(120), TV.PILToTensor()])
+    for limit in (None, 256):
+        samples = by_id(galley.DataLoader([str(p) for p in shards], batch_size=6, epochs=1,
+                                          transform=transform, socket=daemon.socket,
+                                          max_resolution=limit))
+        assert len(samples) == len(files)
+    listed = [d for d in daemon.query("datasets")["datasets"]
+              if d["key"].startswith("shards\n") and str(shards[0]) in d["key"]]
+    assert len(listed) == 2 and len({d["index"] for d in listed}) == 2
+    # Either way the key ends with the shard paths, one per line, which is
+    # how galleyctl names the set.
+    for d in listed:
+        assert d["key"].split("\n")[3:] == [str(p) for p in shards]
+    assert sum("max_resolution:256" in d["key"] for d in listed) == 1
+    text = subprocess.run([GALLEYCTL, "--socket", daemon.socket, "datasets"], check=True,
+                          capture_output=True, text=True).stdout
+    assert text.count(f"{shards[0]} .. {shards[1].name}:") == 2
