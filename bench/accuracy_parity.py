@@ -4,7 +4,7 @@
 Usage:
   bench/accuracy_parity.py [--train 10000] [--test 2000] [--epochs 3] [--seeds 1,2]
                            [--batch-size 64] [--recipe plain|augment]
-                           [--galleyd PATH] [--results DIR]
+                           [--galleyd PATH] [--results DIR] [--max-resolution N]
 
 Fashion-MNIST (Debian's dataset-fashion-mnist) is written as PNG ImageFolders
 by scripts/make_fashion_mnist.py into .demo/fashion-mnist-{train,test}-<N>.
@@ -18,7 +18,10 @@ as float / 255. With --recipe augment both sides get the same torchvision
 Compose, an augmentation-heavy one: RandomCrop(28, padding=2, reflect),
 RandomHorizontalFlip, TrivialAugmentWide, ToTensor, RandomErasing(0.25)
 (galley translates it and runs it in galleyd). Every model is evaluated by
-the same code on the test split.
+the same code on the test split. With --max-resolution N a third loader,
+galley@N, trains the same models through galley with max_resolution=N (the
+28 px images kept at N px, then resized back to 28 by the transform), tested
+on the same full-resolution test split.
 
 Prints a table and writes DIR/accuracy_parity.csv.
 """
@@ -94,7 +97,7 @@ def train(spec, results):
         model = make_model()
         optimizer = torch.optim.Adam(model.parameters(), lr=spec["lr"])
 
-        if spec["side"] == "galley":
+        if spec["side"].startswith("galley"):
             import galley
             from galley import transforms as GT
             recipe = augment_recipe() if spec["recipe"] == "augment" else None
@@ -102,6 +105,7 @@ def train(spec, results):
                                        shuffle=True,
                                        transform=recipe or GT.Compose([GT.Resize([28, 28])]),
                                        seed=spec["seed"], socket=spec["socket"],
+                                       max_resolution=spec.get("max_resolution"),
                                        name=f"parity-seed{spec['seed']}")
             classes = loader.classes
         else:
@@ -140,7 +144,7 @@ def train(spec, results):
             losses.append(total / count)
             seen += count
         elapsed = time.monotonic() - start
-        if spec["side"] == "galley":
+        if spec["side"].startswith("galley"):
             loader.close()
 
         model.eval()
@@ -219,6 +223,8 @@ def main():
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per side")
     p.add_argument("--recipe", choices=("plain", "augment"), default="plain",
                    help="augment: the TrivialAugmentWide + RandomErasing recipe on both sides")
+    p.add_argument("--max-resolution", type=int, default=None,
+                   help="also train through galley with max_resolution=N (loader galley@N)")
     args = p.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -246,6 +252,10 @@ def main():
             daemon, socket = start_daemon(args.galleyd, train_dir, run_dir)
             rows += run_concurrently([dict(common, side="galley", seed=s, socket=socket)
                                       for s in seeds], args.timeout)
+            if args.max_resolution:
+                rows += run_concurrently(
+                    [dict(common, side=f"galley@{args.max_resolution}", seed=s, socket=socket,
+                          max_resolution=args.max_resolution) for s in seeds], args.timeout)
         except Exception as e:
             rows += [{"side": "galley", "seed": s, "error": f"{type(e).__name__}: {e}"}
                      for s in seeds]
@@ -267,22 +277,23 @@ def main():
     print(f"\nFashion-MNIST: {args.train} train / {args.test} test images, {args.epochs} epochs, "
           f"recipe {args.recipe}, batch {args.batch_size}, Adam lr {args.lr}, CPU, "
           f"{len(seeds)} models trained concurrently per loader")
-    header = (f"{'loader':8s} {'seed':>4s} {'test acc':>8s} {'train loss/epoch':>26s} "
+    header = (f"{'loader':10s} {'seed':>4s} {'test acc':>8s} {'train loss/epoch':>26s} "
               f"{'train s':>8s} {'images/s':>8s}")
     print(header)
     print("-" * len(header))
     rows.sort(key=lambda r: (r["side"], r["seed"]))
     for r in rows:
         if r.get("error"):
-            print(f"{r['side']:8s} {r['seed']:>4d} ERROR: {r['error']}")
+            print(f"{r['side']:10s} {r['seed']:>4d} ERROR: {r['error']}")
             continue
         losses = " ".join(f"{x:.3f}" for x in r["train_losses"])
-        print(f"{r['side']:8s} {r['seed']:>4d} {r['test_accuracy']:>8.4f} {losses:>26s} "
+        print(f"{r['side']:10s} {r['seed']:>4d} {r['test_accuracy']:>8.4f} {losses:>26s} "
               f"{r['train_seconds']:>8.1f} {r['train_images'] / r['train_seconds']:>8.0f}")
-    for side in ("galley", "pytorch"):
+    sides = ["galley"] + ([f"galley@{args.max_resolution}"] if args.max_resolution else [])
+    for side in sides + ["pytorch"]:
         accs = [r["test_accuracy"] for r in rows if r["side"] == side and not r.get("error")]
         if accs:
-            print(f"{side:8s} mean test accuracy {sum(accs) / len(accs):.4f} over {len(accs)} "
+            print(f"{side:10s} mean test accuracy {sum(accs) / len(accs):.4f} over {len(accs)} "
                   f"model(s) (range {min(accs):.4f}-{max(accs):.4f})")
 
     os.makedirs(args.results, exist_ok=True)

@@ -3,9 +3,10 @@
 
 Usage:
   bench/compare_pytorch.py [--images 5000] [--batch-size 64]
-                           [--scenarios 1job,4same,4overlap,8same,warm,recipe1,recipe4,
-                                        recipe_py1,recipe_py4]
+                           [--scenarios 1job,4same,4overlap,8same,warm,warm4,recipe1,
+                                        recipe4,recipe_py1,recipe_py4]
                            [--batches-per-job N] [--galleyd PATH] [--results DIR] [--quick]
+                           [--max-resolution N]
 
 Both sides read the same generated ImageNet-like JPEG ImageFolder
 (scripts/make_demo_dataset.py into .demo/bench-<N>) and produce uint8 NCHW
@@ -22,6 +23,12 @@ beside the ceiling that the per-job Python part puts on it. galley: a fresh
 galleyd per scenario (default worker threads, temporary socket) and one
 galley.DataLoader per job process. PyTorch: one torch.utils.data.DataLoader
 over torchvision's ImageFolder per job process, 2 workers each, shuffled.
+
+The warm and warm4 scenarios (1 and 4 jobs) time each job after one untimed
+epoch, with galleyd's cache sized for the whole decoded set. With
+--max-resolution N every galley job asks for max_resolution=N
+(docs/datasets.md, "Training resolution"); bench/max_resolution.py runs
+galley with and without it beside PyTorch.
 
 Every job is its own process. It takes one batch untimed (process start,
 worker spawn and job open stay out of the measurement), then times the next
@@ -62,7 +69,7 @@ sys.path.insert(0, str(REPO / "python"))
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PR_SET_PDEATHSIG = 1
-ALL_SCENARIOS = ["1job", "4same", "4overlap", "8same", "warm", "recipe1", "recipe4",
+ALL_SCENARIOS = ["1job", "4same", "4overlap", "8same", "warm", "warm4", "recipe1", "recipe4",
                  "recipe_py1", "recipe_py4"]
 NOISE_STD = 0.1  # the Python op's Gaussian noise, in normalised units
 OVERLAP_FRACTION = 0.75
@@ -244,7 +251,7 @@ def run_job(spec, barrier, results, parent_pid):
                                                 GT.RandomHorizontalFlip()]),
                 seed=spec["seed"], indices=spec["indices"], socket=spec["socket"],
                 name=f"bench-{spec['scenario']}-{index}", timeout=spec["batch_timeout"],
-                policy=spec.get("policy"),
+                policy=spec.get("policy"), max_resolution=spec.get("max_resolution"),
                 num_workers=spec["torch_workers"] if spec.get("python_op") else 0)
             segment_bytes = int(loader.info["segment_bytes"])
         elif spec["side"] == "ffcv":
@@ -575,6 +582,8 @@ def scenario_specs(name, args, n_images):
         return 4, subsets, [k * OVERLAP_STAGGER_S for k in range(4)], 0
     if name == "warm":
         return 1, [None], [0.0], 1
+    if name == "warm4":
+        return 4, [None] * 4, [0.0] * 4, 1
     if name in ("recipe1", "recipe_py1"):
         return 1, [None], [0.0], 0
     if name in ("recipe4", "recipe_py4"):
@@ -595,7 +604,8 @@ def run_side(side, name, args, ctx):
               "batch_size": args.batch_size, "batches": batches, "indices": subsets[k],
               "seed": 1000 + k, "delay": delays[k], "untimed_epochs": untimed_epochs,
               "torch_workers": args.torch_workers, "batch_timeout": 300.0,
-              "recipe": name.startswith("recipe"), "python_op": name.startswith("recipe_py")}
+              "recipe": name.startswith("recipe"), "python_op": name.startswith("recipe_py"),
+              "max_resolution": ctx.get("max_resolution")}
              for k in range(jobs)]
     result = {"scenario": name, "side": side, "jobs": jobs, "batches_per_job": batches,
               "loadavg_1m": os.getloadavg()[0]}
@@ -613,7 +623,7 @@ def run_side(side, name, args, ctx):
         return result
 
     cache_bytes = args.cache_bytes
-    if name == "warm":
+    if name.startswith("warm"):
         cache_bytes = ctx["warm_cache_bytes"]
     run_dir = tempfile.mkdtemp(prefix="galley-bench-")
     daemon = None
@@ -871,6 +881,8 @@ def parse_args():
                    help="cores in the cost-model limit (default: the CPUs this process may use)")
     p.add_argument("--job-timeout", type=float, default=1800.0,
                    help="seconds a side of a scenario may take")
+    p.add_argument("--max-resolution", type=int, default=None,
+                   help="galley jobs keep images at most N px on their longer side")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
     if args.images is None:
@@ -926,6 +938,7 @@ def main():
     # Every scenario runs the same build, even if galleyd is rebuilt meanwhile.
     ctx, args.galleyd = prepare_run(args.images, args.classes, args.galleyd, "bench")
     ctx["galleyd_mtime"] = galleyd_mtime
+    ctx["max_resolution"] = args.max_resolution
     dataset, files = ctx["dataset"], ctx["files"]
     if len(files) != args.images:
         sys.exit(f"{dataset} holds {len(files)} images, expected {args.images}")
@@ -933,7 +946,7 @@ def main():
     print(f"python {sys.version.split()[0]} ({sys.executable}), torch {torch.__version__}")
     if "ffcv" in args.sides:
         ctx["beton"] = write_beton(dataset, str(dataset) + ".beton")
-    if "warm" in args.scenarios:
+    if "warm" in args.scenarios or "warm4" in args.scenarios:
         size = decoded_bytes(files)
         # Room beyond the pixels for per-entry bookkeeping and the planner's split.
         ctx["warm_cache_bytes"] = int(math.ceil(size * 1.25 / (1 << 20))) << 20

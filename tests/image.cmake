@@ -41,6 +41,11 @@ galley_add_test(image_resample_test
   LIBS galley_image galley_image_testing)
 target_compile_definitions(image_resample_test PRIVATE GALLEY_TEST_PYTHON="/usr/bin/python3")
 
+# The max_resolution shrink: its sizes, and that it is the BOX resize.
+galley_add_test(image_max_resolution_test
+  SOURCES unit/image_max_resolution_test.cc
+  LIBS galley_image)
+
 # Region decoding must give the same samples as decoding the whole image.
 galley_add_test(image_region_test
   SOURCES unit/image_region_test.cc

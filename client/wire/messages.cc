@@ -451,6 +451,7 @@ const JobSpecField kJobSpecFields[] = {
     Plain<&JobSpec::fields>("fields"),
     Plain<&JobSpec::max_member_bytes>("max_member_bytes"),
     Plain<&JobSpec::field_batch_bytes>("field_batch_bytes"),
+    Plain<&JobSpec::max_resolution>("max_resolution"),
 };
 
 const JobSpecField* FindJobSpecField(std::string_view name) {
@@ -541,6 +542,13 @@ Result<JobSpec> JobSpecFromJson(const json& body) {
   GALLEY_RETURN_IF_ERROR(CheckFieldNames(spec.fields));
   if (spec.field_batch_bytes > (uint64_t{1} << 32)) {
     return Status::InvalidArgument("'field_batch_bytes' must be at most 4 GiB");
+  }
+  if (spec.max_resolution != 0 &&
+      (spec.max_resolution < kMinMaxResolution || spec.max_resolution > kMaxMaxResolution)) {
+    return Status::InvalidArgument(
+        "'max_resolution' is the longest side in pixels images are kept at: " +
+        std::to_string(kMinMaxResolution) + " to " + std::to_string(kMaxMaxResolution) +
+        ", or 0 for every image at its own size; got " + std::to_string(spec.max_resolution));
   }
   return spec;
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import array
 import copy
 import hashlib
+import numbers
 import operator
 import os
 import time
@@ -49,6 +50,26 @@ _LIST_BYTES = (16 << 20) - (64 << 10)
 # when there is no transform (JobSpec::native_size).
 _NATIVE_SIZE_MISMATCH = "transform=None needs every image at the first image's size"
 _WARNED: set = set()
+
+
+# JobSpec::max_resolution's bounds (galley/job_spec.h), checked here too so
+# the error comes before any daemon is reached.
+_MAX_RESOLUTION_RANGE = (16, 65535)
+
+
+def _check_max_resolution(value: Any) -> Optional[int]:
+    """max_resolution= as galleyd takes it: None (off) or an int in range."""
+    if value is None:
+        return None
+    low, high = _MAX_RESOLUTION_RANGE
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"max_resolution must be an int (the longest side in pixels an image "
+                        f"is kept at, {low} to {high}) or None; got {value!r}")
+    if not low <= int(value) <= high:
+        raise ValueError(f"max_resolution must lie in [{low}, {high}] (the longest side in "
+                         f"pixels an image is kept at), or be None for every image at its own "
+                         f"size; got {int(value)}")
+    return int(value)
 
 
 def _raise_native_size_mismatch(error: str) -> None:
@@ -426,6 +447,15 @@ class DataLoader:
         max_member_bytes, field_batch_bytes: the largest field value of a
             sample (default 1 MiB) and the field bytes of a batch (default
             max(batch_size * 64 KiB, max_member_bytes)).
+        max_resolution: keep the dataset's images at most this many pixels
+            on their longer side (16 to 65535; FFCV's name): galleyd shrinks
+            a larger image once, on first read, with PIL's ``BOX`` filter,
+            and its decoded cache keeps the shrunk pixels, so the transform
+            sees the shrunk image and the cache holds more items. Images
+            within it pass unchanged. Jobs with different values do not share
+            items or cache entries. Default None: every image at its own size
+            (torchvision's exact path). docs/datasets.md, "Training
+            resolution".
     """
 
     def __init__(self, dataset: Any, batch_size: int = 1, shuffle: Optional[bool] = None,
@@ -449,7 +479,8 @@ class DataLoader:
                  image_key: Optional[str] = None, label_key: Optional[str] = "cls",
                  fields: Optional[Sequence[str]] = None, decode_fields: bool = True,
                  unpickle_fields: bool = False, max_member_bytes: Optional[int] = None,
-                 field_batch_bytes: Optional[int] = None) -> None:
+                 field_batch_bytes: Optional[int] = None,
+                 max_resolution: Optional[int] = None) -> None:
         if on_error not in ("skip", "raise"):
             raise ValueError('on_error must be "skip" or "raise"')
         if batch_size is None:
@@ -460,6 +491,7 @@ class DataLoader:
             raise ValueError("batch_size must be at least 1")
         if not 0.0 <= float(ods_fraction) <= 1.0:
             raise ValueError("ods_fraction must lie in [0, 1]")
+        max_resolution = _check_max_resolution(max_resolution)
         if epochs is not None and int(epochs) < 1:
             raise ValueError("epochs must be None (endless) or at least 1")
         if batch_sampler is not None:
@@ -619,6 +651,9 @@ class DataLoader:
             self._spec["shard_seed"] = int(shard_seed)
         if local_world_size:
             self._spec["local_world_size"] = local_world_size
+        if max_resolution is not None:
+            self._spec["max_resolution"] = max_resolution
+        self.max_resolution = max_resolution
         self.shard_seed = self.seed if shard_seed is None else int(shard_seed)
         self.local_world_size = local_world_size
         # fields= names what a batch carries (galley/fields.py).

@@ -108,8 +108,9 @@ void CachePlanner::Stop() {
 }
 
 Status CachePlanner::OnJobOpened(const std::shared_ptr<ServedJob>& job) {
-  RecordJob(job->id, PlannedJob{job->dataset, AugmentationSignature(*job),
-                                job->pipeline->sample_bytes(), job->subset.size(), job->pipeline});
+  RecordJob(job->id,
+            PlannedJob{job->dataset, AugmentationSignature(*job), job->pipeline->sample_bytes(),
+                       job->subset.size(), job->pipeline, job->spec.max_resolution});
   return Status::Ok();
 }
 
@@ -121,7 +122,10 @@ void CachePlanner::RecordJob(JobId job_id, PlannedJob job) {
   {
     MutexLock lock(&mu_);
     const Dataset* key = job.dataset.get();
-    if (!datasets_.contains(key)) datasets_[key].dataset = job.dataset;
+    if (!datasets_.contains(key)) {
+      datasets_[key].dataset = job.dataset;
+      datasets_[key].max_resolution = job.max_resolution;
+    }
     jobs_[job_id] = std::move(job);
     pending_ = true;
   }
@@ -160,11 +164,13 @@ void CachePlanner::Loop() {
 
 cache::Plan CachePlanner::ReplanNow() {
   MutexLock plan_lock(&plan_mu_);
-  std::vector<std::shared_ptr<const Dataset>> to_sample;
+  std::vector<std::pair<std::shared_ptr<const Dataset>, uint32_t>> to_sample;
   {
     MutexLock lock(&mu_);
     for (auto& [key, info] : datasets_) {
-      if (!info.sample && info.sample_error.empty()) to_sample.push_back(info.dataset);
+      if (!info.sample && info.sample_error.empty()) {
+        to_sample.emplace_back(info.dataset, info.max_resolution);
+      }
     }
   }
   // Pipelines not measured yet; measured, like datasets, without mu_. With
@@ -192,8 +198,8 @@ cache::Plan CachePlanner::ReplanNow() {
   // Sampling reads files: done without mu_, so RecordJob never waits on disk.
   std::vector<std::pair<const Dataset*, Result<DatasetSample>>> samples;
   samples.reserve(to_sample.size());
-  for (const auto& dataset : to_sample)
-    samples.emplace_back(dataset.get(), SampleDataset(*dataset));
+  for (const auto& [dataset, max_resolution] : to_sample)
+    samples.emplace_back(dataset.get(), SampleDataset(*dataset, max_resolution));
 
   cache::PlannerInputs inputs;
   bool have_data = false;

@@ -78,8 +78,17 @@ void DatasetRegistry::SetAllowedRoots(const std::vector<std::string>& roots) {
 }
 
 std::string DatasetRegistry::KeyOf(const JobSpec& spec) const {
-  if (!spec.shards.empty())
-    return Dataset::ShardSetKey(spec.shards, ShardOptionsFor(spec, shard_options_));
+  // Shrunk images are other items: their own listing, hence their own
+  // sampler group and cache keys.
+  const std::string shrunk =
+      spec.max_resolution != 0 ? "\tmax_resolution:" + std::to_string(spec.max_resolution) : "";
+  if (!spec.shards.empty()) {
+    std::string key = Dataset::ShardSetKey(spec.shards, ShardOptionsFor(spec, shard_options_));
+    // On the options line, before the shard paths: those stay one per line
+    // to the end, as galleyctl reads them.
+    const size_t first_shard = key.find('\n', key.find('\n', key.find('\n') + 1) + 1);
+    return key.insert(first_shard, shrunk);
+  }
   std::error_code error;
   const std::string canonical = fs::weakly_canonical(spec.dataset, error).string();
   std::string key = error ? spec.dataset : canonical;
@@ -88,7 +97,7 @@ std::string DatasetRegistry::KeyOf(const JobSpec& spec) const {
   const ManifestOptions manifest = ManifestOptionsFor(spec);
   if (manifest.header_row && !HasHeaderByName(spec.dataset)) key += "\theader";
   if (!manifest.image_column.empty()) key += "\timage:" + manifest.image_column;
-  return key;
+  return key + shrunk;
 }
 
 Status DatasetRegistry::CheckRoots(const JobSpec& spec, AccessChecker& checker) const {

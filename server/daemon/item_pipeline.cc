@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "galley/daemon/node_probe.h"
+#include "galley/image/max_resolution.h"
 #include "wire/field_record.h"
 
 // Debian's TBB is not built with ThreadSanitizer, so in a GALLEY_SANITIZE=thread
@@ -61,6 +62,16 @@ void RecordFailure(ItemTask& task, const std::string& message, bool dataset_chan
 
 bool IsDatasetChange(const Dataset& dataset, const Status& read_failure) {
   return read_failure.code() == StatusCode::kNotFound || dataset.stale();
+}
+
+ContentFingerprint RemoteFingerprint(const Dataset& dataset, uint32_t max_resolution) {
+  const ContentFingerprint& content = dataset.content_fingerprint();
+  if (max_resolution == 0) return content;
+  ContentFingerprintBuilder shrunk("max_resolution");
+  shrunk.AddInteger(content.high);
+  shrunk.AddInteger(content.low);
+  shrunk.AddInteger(max_resolution);
+  return shrunk.Finish();
 }
 
 std::string AugmentationSignature(const ServedJob& job) {
@@ -118,6 +129,11 @@ bool ItemPipeline::TryRegionDecode(const ItemTask& task, const cache::Blob& enco
   if (!header.ok() || header->format != image::ImageFormat::kJpeg || header->orientation != 1) {
     return false;
   }
+  // An image to be shrunk needs all of its pixels.
+  if (image::MaxResolutionSize(header->width, header->height, task.max_resolution) !=
+      image::ImageSize{header->width, header->height}) {
+    return false;
+  }
   if (cache_ != nullptr) {
     // The full image is worth decoding while the decoded tier has room for
     // it: the next epoch then skips the decode altogether.
@@ -157,7 +173,8 @@ bool ItemPipeline::TryRegionDecode(const ItemTask& task, const cache::Blob& enco
 Result<cache::BlobPtr> ItemPipeline::Fetch(ItemTask& task, cache::Key key, cache::BlobPtr* cached,
                                            bool* from_storage) {
   if (remote_ != nullptr) {
-    RemoteLookup found = remote_->Get(task.dataset->content_fingerprint(), task.item);
+    RemoteLookup found =
+        remote_->Get(RemoteFingerprint(*task.dataset, task.max_resolution), task.item);
     if (found.decoded != nullptr) {
       // Another node decoded it: the local decoded tier keeps it if it may.
       if (cache_ != nullptr) cache_->decoded().Put(key, found.decoded);
@@ -252,8 +269,13 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
     }
   }
   auto decoded = image::Decode(encoded->bytes, options_.decode);
+  // The shrink is part of making the item's pixels, so its time is the
+  // decode's.
+  Status shrunk =
+      decoded.ok() ? image::ShrinkToMaxResolution(task.max_resolution, &*decoded) : Status::Ok();
   counters_.decode_ns += NsSince(start);
   if (!decoded.ok()) return fail(decoded.status().message());
+  if (!shrunk.ok()) return fail(shrunk.message());
   counters_.decodes++;
   prepared.image = std::move(decoded).value();
   if (cache_ != nullptr || remote_wants_pixels) {
@@ -265,7 +287,7 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
 void ItemPipeline::WriteBack(const ItemTask& task, RemoteWrite write,
                              const std::shared_ptr<cache::Blob>& decoded,
                              const cache::BlobPtr& encoded) {
-  const ContentFingerprint& dataset = task.dataset->content_fingerprint();
+  const ContentFingerprint dataset = RemoteFingerprint(*task.dataset, task.max_resolution);
   // Pixels too large for the servers' entries go as the file's bytes.
   if (remote_->write_form() == RemoteForm::kDecoded && decoded != nullptr &&
       remote_->Fits(decoded->payload().size())) {

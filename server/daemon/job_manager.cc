@@ -9,6 +9,7 @@
 #include "galley/daemon/shard_datasets.h"
 #include "galley/daemon/socket_access.h"
 #include "galley/image/decoder.h"
+#include "galley/image/max_resolution.h"
 #include "galley/sampler/sampling_policy.h"
 #include "wire/messages.h"
 
@@ -84,8 +85,9 @@ Result<image::TransformPipeline> BuildTransform(const JobSpec& spec, const Serve
                                      job.dataset->path(job.subset.front()).string() +
                                      " cannot be read: " + header.status().message());
     }
-    transform["ops"] =
-        json::array({{{"op", "CenterCrop"}, {"size", {header->height, header->width}}}});
+    const image::ImageSize size =
+        image::MaxResolutionSize(header->width, header->height, spec.max_resolution);
+    transform["ops"] = json::array({{{"op", "CenterCrop"}, {"size", {size.height, size.width}}}});
   }
   return image::TransformPipeline::FromJson(transform);
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "galley/image/decoder.h"
+#include "galley/image/max_resolution.h"
 #include "galley/image/transforms.h"
 #include "galley/unique_fd.h"
 
@@ -225,8 +226,8 @@ Result<double> MeasureAugmentRate(const image::TransformPipeline& pipeline,
   return Rate(budget, [&]() -> Status { return pipeline.Apply(decoded, 0, 0, item++, sample); });
 }
 
-Result<DatasetSample> SampleDataset(const Dataset& dataset, uint32_t max_files,
-                                    uint64_t max_bytes) {
+Result<DatasetSample> SampleDataset(const Dataset& dataset, uint32_t max_resolution,
+                                    uint32_t max_files, uint64_t max_bytes) {
   DatasetSample sample;
   sample.items = dataset.size();
   if (dataset.size() == 0) return Status::InvalidArgument("the dataset has no items");
@@ -246,15 +247,17 @@ Result<DatasetSample> SampleDataset(const Dataset& dataset, uint32_t max_files,
     sample.bytes_read += bytes->size();
     // The header gives the decoded size without decoding; formats without a
     // header parser here are decoded.
-    uint64_t decoded_bytes = 0;
+    image::ImageSize size;
     auto header = image::ReadHeader(*bytes);
     if (header.ok() && header->width > 0 && header->height > 0) {
-      decoded_bytes = uint64_t(header->width) * uint64_t(header->height) * 3;
+      size = {header->width, header->height};
     } else {
       auto decoded = image::Decode(*bytes, image::DecodeOptions{});
       if (!decoded.ok()) continue;
-      decoded_bytes = decoded->pixels.size();
+      size = {decoded->width, decoded->height};
     }
+    size = image::MaxResolutionSize(size.width, size.height, max_resolution);
+    const uint64_t decoded_bytes = uint64_t(size.width) * uint64_t(size.height) * 3;
     encoded_total += bytes->size();
     decoded_total += decoded_bytes;
     ++sample.files_sampled;

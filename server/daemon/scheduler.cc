@@ -350,11 +350,12 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     std::unordered_map<ItemId, size_t> task_of_item;
     const Dataset* dataset = members.front()->job->dataset.get();
     const uint32_t dataset_index = members.front()->job->dataset_index;
+    const uint32_t max_resolution = members.front()->job->spec.max_resolution;
     // Puts `item` in `plan`'s next position, prepared by this wave's task
     // for it; returns whether that task is new (a load).
     auto deliver = [&](SlotPlan* plan, ItemId item) {
       auto [it, inserted] = task_of_item.try_emplace(item, tasks->size());
-      if (inserted) tasks->push_back(ItemTask{dataset, item, {}, dataset_index});
+      if (inserted) tasks->push_back(ItemTask{dataset, item, {}, dataset_index, max_resolution});
       (*tasks)[it->second].deliveries.push_back({plan, static_cast<uint32_t>(plan->items.size())});
       plan->items.push_back(item);
       return inserted;
@@ -567,7 +568,11 @@ std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<Slo
       if (item == plan->items[pos]) continue;  // nothing else to try: the job ends
       plan->errors[pos].clear();
       plan->items[pos] = item;
-      tasks.push_back(ItemTask{plan->job->dataset.get(), item, {{plan.get(), pos}}, dataset_index});
+      tasks.push_back(ItemTask{plan->job->dataset.get(),
+                               item,
+                               {{plan.get(), pos}},
+                               dataset_index,
+                               plan->job->spec.max_resolution});
     }
   }
   return tasks;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include "galley/daemon/remote/remote_cache.h"
 #include "galley/daemon/scheduler.h"
 #include "galley/daemon/served_job.h"
+#include "galley/image/max_resolution.h"
 #include "wire/segment_layout.h"
 
 namespace galley {
@@ -95,7 +97,7 @@ class DaemonCacheTest : public ::testing::Test {
   }
 
   // Prepares every item once for `job` in `epoch`, as one wave with one
-  // batch; returns the batch's tensor bytes.
+  // batch, with the job's max_resolution; returns the batch's tensor bytes.
   std::vector<std::byte> RunPass(ItemPipeline& pipeline, const std::shared_ptr<ServedJob>& job,
                                  uint64_t epoch) {
     auto slot = job->ring->Claim();
@@ -106,7 +108,8 @@ class DaemonCacheTest : public ::testing::Test {
     plan.epoch = epoch;
     std::vector<ItemTask> tasks;
     for (ItemId item = 0; item < kItems; ++item) {
-      tasks.push_back(ItemTask{dataset_.get(), item, {{&plan, item}}, /*dataset_index=*/0});
+      tasks.push_back(ItemTask{
+          dataset_.get(), item, {{&plan, item}}, /*dataset_index=*/0, job->spec.max_resolution});
       plan.items.push_back(item);
     }
     plan.ResetOutcomes();
@@ -235,6 +238,69 @@ TEST_F(DaemonCacheTest, WithoutACacheEveryPassReadsAndDecodes) {
   EXPECT_FALSE(pipeline.Snapshot().cache);
 }
 
+// The images are 80..90 x 60..81 px: at max_resolution 40 each is shrunk, and
+// the decoded tier keeps (and charges) the shrunk pixels, which serve later
+// epochs the samples a fresh read, decode and shrink gives.
+TEST_F(DaemonCacheTest, TheDecodedTierKeepsTheShrunkPixels) {
+  auto cache = MakeCache({0, 100, 0});
+  ItemPipeline pipeline(PipelineOptions{.worker_threads = 2}, cache.get());
+  auto job = MakeJob(1, 5, kItems, 1);
+  job->spec.max_resolution = 40;
+  AddAndConsumeDemand(*cache);
+  RunPass(pipeline, job, 0);
+  uint64_t shrunk_bytes = 0;
+  for (ItemId item = 0; item < kItems; ++item) {
+    cache::BlobPtr entry = cache->decoded().Get(cache::MakeKey(0, item));
+    ASSERT_NE(entry, nullptr);
+    const int width = 80 + 5 * int(item / kPerClass), height = 60 + 7 * int(item % kPerClass);
+    const image::ImageSize size = image::MaxResolutionSize(width, height, 40);
+    EXPECT_EQ(std::max(size.width, size.height), 40);
+    EXPECT_EQ(entry->width, uint32_t(size.width));
+    EXPECT_EQ(entry->height, uint32_t(size.height));
+    EXPECT_EQ(entry->payload().size(), size_t(3) * size.width * size.height);
+    shrunk_bytes += 3 * uint64_t(size.width) * size.height + cache::kEntryOverheadBytes;
+  }
+  EXPECT_EQ(cache->decoded().Stats().bytes, shrunk_bytes);
+
+  AddAndConsumeDemand(*cache);
+  const std::vector<std::byte> cached = RunPass(pipeline, job, 1);
+  EXPECT_EQ(Snapshot(pipeline).decoded_hits, uint64_t{kItems});
+  ItemPipeline uncached(PipelineOptions{.worker_threads = 2}, nullptr);
+  EXPECT_EQ(RunPass(uncached, job, 1), cached);
+  // The encoded tier keeps the file's bytes: decoded again, shrunk again.
+  auto encoded = MakeCache({100, 0, 0});
+  ItemPipeline from_bytes(PipelineOptions{.worker_threads = 2}, encoded.get());
+  AddAndConsumeDemand(*encoded);
+  RunPass(from_bytes, job, 0);
+  AddAndConsumeDemand(*encoded);
+  EXPECT_EQ(RunPass(from_bytes, job, 1), cached);
+  EXPECT_EQ(Snapshot(from_bytes).encoded_hits, uint64_t{kItems});
+  // And the exact path's samples are other ones.
+  job->spec.max_resolution = 0;
+  EXPECT_NE(RunPass(uncached, job, 1), cached);
+}
+
+// A crop of a shrunk image reads shrunk pixels, so such an image is decoded
+// whole, never only over the crop's rectangle; within the limit it is.
+TEST_F(DaemonCacheTest, AnImageToShrinkIsDecodedWhole) {
+  auto job = MakeJob(1, 5, kItems, 1);
+  ItemPipeline exact(PipelineOptions{.worker_threads = 2}, nullptr);
+  RunPass(exact, job, 0);
+  EXPECT_EQ(exact.counters().region_decodes.load(), uint64_t{kItems});
+  job->spec.max_resolution = 40;
+  ItemPipeline shrunk(PipelineOptions{.worker_threads = 2}, nullptr);
+  RunPass(shrunk, job, 0);
+  EXPECT_EQ(shrunk.counters().decodes.load(), uint64_t{kItems});
+  EXPECT_EQ(shrunk.counters().region_decodes.load(), 0u);
+  // Within the limit, the exact path: region decodes, the same samples.
+  job->spec.max_resolution = 90;
+  ItemPipeline within(PipelineOptions{.worker_threads = 2}, nullptr);
+  const std::vector<std::byte> samples = RunPass(within, job, 0);
+  EXPECT_EQ(within.counters().region_decodes.load(), uint64_t{kItems});
+  job->spec.max_resolution = 0;
+  EXPECT_EQ(RunPass(exact, job, 0), samples);
+}
+
 // A remote tier in memory, standing for the memcached pool every node
 // shares: what the pipeline looks up and writes back, recorded.
 class FakeRemoteCache final : public RemoteCache {
@@ -293,6 +359,27 @@ TEST_F(DaemonCacheTest, TheRemoteTierGetsWhatOneNodeReadAndServesItToAnother) {
   EXPECT_EQ(Snapshot(node_b).reads, 0u);
   EXPECT_EQ(Snapshot(node_b).decodes, uint64_t{kItems});
   EXPECT_EQ(remote.puts[RemoteForm::kEncoded], uint64_t{kItems}) << "nothing new to write";
+}
+
+// Shrunk pixels go to the remote tier under a name of their own, which no
+// exact job and no job at another limit looks up.
+TEST_F(DaemonCacheTest, TheRemoteTierKeysShrunkItemsApart) {
+  const ContentFingerprint content = dataset_->content_fingerprint();
+  EXPECT_EQ(RemoteFingerprint(*dataset_, 0), content);
+  EXPECT_NE(RemoteFingerprint(*dataset_, 40), content);
+  EXPECT_NE(RemoteFingerprint(*dataset_, 40), RemoteFingerprint(*dataset_, 41));
+  EXPECT_EQ(RemoteFingerprint(*dataset_, 40), RemoteFingerprint(*dataset_, 40));
+
+  FakeRemoteCache remote(RemoteFingerprint(*dataset_, 40));  // any other name fails
+  remote.set_write_form(RemoteForm::kDecoded);
+  auto job = MakeJob(1, 5, kItems, 1);
+  job->spec.max_resolution = 40;
+  ItemPipeline node_a(PipelineOptions{.worker_threads = 2}, nullptr, &remote);
+  const std::vector<std::byte> first = RunPass(node_a, job, 0);
+  EXPECT_EQ(remote.puts[RemoteForm::kDecoded], uint64_t{kItems});
+  ItemPipeline node_b(PipelineOptions{.worker_threads = 2}, nullptr, &remote);
+  EXPECT_EQ(RunPass(node_b, job, 0), first);
+  EXPECT_EQ(Snapshot(node_b).reads + Snapshot(node_b).decodes, 0u);
 }
 
 // With decoded as the write form and a full decode, the pixels go to the

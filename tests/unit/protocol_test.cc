@@ -149,6 +149,7 @@ TEST(Messages, JobSpecRoundTrips) {
   spec.label_key = "json:label";
   spec.shard_seed = 0;  // set, even to 0, is not unset
   spec.local_world_size = 2;
+  spec.max_resolution = 256;
   spec.epoch_items = std::vector<uint64_t>{4, 4, 0};  // read back apart (JobSpecListsEpochs)
   // Every field of the body is set away from its default, so a field the
   // table writes but does not read (or the reverse) shows below.
@@ -188,6 +189,7 @@ TEST(Messages, JobSpecRoundTrips) {
   EXPECT_EQ(parsed->epochs, 3u);
   EXPECT_EQ(parsed->shard_seed, std::optional<uint64_t>(0));
   EXPECT_EQ(parsed->local_world_size, 2u);
+  EXPECT_EQ(parsed->max_resolution, 256u);
   // Unset, the split's seed stays absent from the body and unset.
   spec.epoch_items.reset();
   spec.shard_seed.reset();
@@ -258,6 +260,37 @@ TEST(Messages, JobSpecRefusesAFieldItDoesNotKnow) {
   EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(parsed.status().message().find("'prefetch_factor'"), std::string::npos)
       << parsed.status().message();
+}
+
+TEST(Messages, MaxResolutionIsOffOrASensibleSide) {
+  auto body = JobSpecToJson(JobSpec{.dataset = "/d", .batch_size = 4, .transform_json = "{}"});
+  EXPECT_EQ(JobSpecFromJson(body)->max_resolution, 0u);  // off unless asked for
+  body.erase("max_resolution");
+  EXPECT_EQ(JobSpecFromJson(body)->max_resolution, 0u);
+  for (uint64_t accepted : {uint64_t{16}, uint64_t{256}, uint64_t{65535}}) {
+    body["max_resolution"] = accepted;
+    auto parsed = JobSpecFromJson(body);
+    ASSERT_TRUE(parsed.ok()) << accepted << ": " << parsed.status().ToString();
+    EXPECT_EQ(parsed->max_resolution, accepted);
+  }
+  for (uint64_t refused : {uint64_t{1}, uint64_t{15}, uint64_t{65536}, uint64_t{1} << 31}) {
+    body["max_resolution"] = refused;
+    auto parsed = JobSpecFromJson(body);
+    ASSERT_FALSE(parsed.ok()) << refused;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find("'max_resolution' is the longest side in pixels "
+                                             "images are kept at: 16 to 65535, or 0"),
+              std::string::npos)
+        << parsed.status().message();
+  }
+  for (nlohmann::json wrong : {nlohmann::json(-256), nlohmann::json(256.5), nlohmann::json("256"),
+                               nlohmann::json(uint64_t{1} << 40)}) {
+    body["max_resolution"] = wrong;
+    auto parsed = JobSpecFromJson(body);
+    ASSERT_FALSE(parsed.ok()) << wrong;
+    EXPECT_NE(parsed.status().message().find("'max_resolution'"), std::string::npos)
+        << parsed.status().message();
+  }
 }
 
 TEST(Messages, PublicParseJobSpecReadsTheWireForm) {

@@ -158,7 +158,22 @@ struct JobSpec {
   // draws the order of the distinct items, and the copies of an item listed
   // more than once come after them, in the list's order.
   std::optional<std::vector<uint64_t>> epoch_items;
+
+  // The longest side, in pixels, an image of the dataset is kept at: galleyd
+  // shrinks a larger image on first read, once, with PIL's BOX filter (an
+  // antialiased area average), and its decoded tier keeps the shrunk pixels,
+  // so every job sees the image at that size and the tier holds more items.
+  // An image within it passes unchanged. Part of the dataset's identity: jobs
+  // with different values share neither items nor cache entries. 0 = off
+  // (every image at its own size, torchvision's exact path); otherwise from
+  // kMinMaxResolution to kMaxMaxResolution.
+  uint32_t max_resolution = 0;
 };
+
+// The bounds of JobSpec::max_resolution when it is set: below 16 no crop of
+// a recipe is left, and 65535 is the largest side a JPEG can have.
+inline constexpr uint32_t kMinMaxResolution = 16;
+inline constexpr uint32_t kMaxMaxResolution = 65535;
 
 // A spec from its JSON form, galleyd's OpenJob body (docs/protocol.md §1.4;
 // the Python package builds its jobs this way). Strict: a field galley does

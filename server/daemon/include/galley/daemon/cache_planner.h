@@ -85,6 +85,8 @@ struct PlannedJob {
   // The job's pipeline: its augment cost is measured once per pipeline (the
   // node's probe pipeline stands in when null).
   std::shared_ptr<const image::TransformPipeline> pipeline;
+  // The dataset's max_resolution (JobSpec's): what its decoded items weigh.
+  uint32_t max_resolution = 0;
 };
 
 class CachePlanner final : public JobLifecycleObserver {
@@ -131,6 +133,7 @@ class CachePlanner final : public JobLifecycleObserver {
  private:
   struct DatasetInfo {
     std::shared_ptr<const Dataset> dataset;
+    uint32_t max_resolution = 0;          // the same for every job of the instance
     std::optional<DatasetSample> sample;  // empty until sampled, or when sampling failed
     std::string sample_error;
   };

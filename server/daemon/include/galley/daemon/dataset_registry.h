@@ -3,7 +3,8 @@
 // Jobs whose sources resolve to the same files (an ImageFolder or manifest
 // by canonical path; a shard set by its canonical shards and keys, however
 // the job spelled them) share one Dataset instance, hence one sampler group
-// and one set of cache keys. Each instance gets a number that is never
+// and one set of cache keys, if they also ask for the same max_resolution
+// (each value is a listing of its own). Each instance gets a number that is never
 // reused (`index`, the dataset half of cache::MakeKey), so a dataset listed
 // again gets new cache keys and nothing cached from the old listing is
 // served for it.

@@ -19,6 +19,14 @@
 // for the receivers (the scheduler does it when it plans the wave), so
 // admission weighs only the jobs that will still want the item.
 //
+// With a max_resolution, an image whose longer side is over it is shrunk
+// right after its full decode (image/max_resolution.h), before any
+// transform, and the shrunk pixels are what the decoded tier and the remote
+// tier's decoded form keep; the encoded tier keeps the file's own bytes. Such
+// an image is never decoded in part (a region of the full-resolution image
+// is not a region of the shrunk one); one within the limit takes the exact
+// path. The remote tier keys these items apart from the exact dataset's.
+//
 // With a RemoteCache (shared by every node), an item missing from the local
 // tiers is looked up there before storage; what was read from storage is
 // written back in the tier's write form (decoded pixels when the planner
@@ -47,6 +55,7 @@
 #include "galley/daemon/remote/remote_cache.h"
 #include "galley/daemon/served_job.h"
 #include "galley/daemon/storage_throttle.h"
+#include "galley/dataset/content_fingerprint.h"
 #include "galley/image/decoder.h"
 #include "galley/image/region_decoder.h"
 #include "galley/snapshots/snapshots.h"
@@ -98,6 +107,9 @@ struct ItemTask {
   // The dataset's small stable number in the daemon; with `item` it makes
   // the cache key (cache::MakeKey).
   uint32_t dataset_index = 0;
+  // The dataset's JobSpec::max_resolution (0: off), the same for every job
+  // of its dataset index.
+  uint32_t max_resolution = 0;
 };
 
 struct PipelineCounters {
@@ -213,6 +225,11 @@ class ItemPipeline {
 // What the augmented tier keys a job's samples by: the canonical pipeline and
 // the seed, the two things besides (epoch, item) a sample depends on.
 std::string AugmentationSignature(const ServedJob& job);
+
+// The remote tier's name for `dataset` served at `max_resolution`: its
+// content fingerprint for 0, else one derived from it and the limit, so
+// shrunk pixels never meet the exact dataset's or another limit's.
+ContentFingerprint RemoteFingerprint(const Dataset& dataset, uint32_t max_resolution);
 
 // Writes one failure per position of `task` into the plans; with
 // `dataset_changed`, marks it as the dataset changing (SlotPlan).

@@ -94,10 +94,12 @@ Result<double> MeasureAugmentRate(
 // virtual interfaces report none.
 double LinkBytesPerSecond(const std::string& host, uint16_t port);
 
-// Reads up to `max_files` files and up to about `max_bytes` from `dataset`.
-// Files that cannot be read or decoded are skipped; InvalidArgument if none
-// could be.
-Result<DatasetSample> SampleDataset(const Dataset& dataset, uint32_t max_files = 16,
+// Reads up to `max_files` files and up to about `max_bytes` from `dataset`,
+// whose images are kept at `max_resolution` (JobSpec's; 0: their own size),
+// which the inflation counts. Files that cannot be read or decoded are
+// skipped; InvalidArgument if none could be.
+Result<DatasetSample> SampleDataset(const Dataset& dataset, uint32_t max_resolution,
+                                    uint32_t max_files = 16,
                                     uint64_t max_bytes = uint64_t{8} << 20);
 
 }  // namespace galley
