@@ -25,8 +25,16 @@ GALLEYCTL = os.path.join(os.path.dirname(GALLEYD), "galleyctl")
 # The decoded tier's bookkeeping per entry (cache/include/galley/cache/blob.h).
 ENTRY_OVERHEAD = 256
 # Pillow 9 decodes with the system's libjpeg-turbo, as galleyd does
-# (test_transforms_parity.py): the pixels are identical there.
+# (test_transforms_parity.py): the pixels are identical there, and these
+# tests are marked `compat` so that they also run under Debian's Pillow 9.
+# A newer Pillow wheel bundles its own libjpeg-turbo, a level apart at
+# most, which an average (BOX) or a crop carries unchanged.
 SAME_PILLOW = PIL.__version__.startswith("9.")
+LEVELS_APART = 0 if SAME_PILLOW else 1
+
+
+def same_pixels(a, b):
+    return a.shape == b.shape and int((a.int() - b.int()).abs().max()) <= LEVELS_APART
 
 
 def shrunk_size(width, height, limit):
@@ -80,7 +88,7 @@ def same_size(workdir):
     return root
 
 
-@pytest.mark.skipif(not SAME_PILLOW, reason="another Pillow decodes JPEGs a level apart")
+@pytest.mark.compat
 def test_the_images_are_pillow_box_resizes_of_the_originals(daemon, same_size):
     loader = galley.DataLoader(same_size, batch_size=6, socket=daemon.socket, epochs=1,
                                shuffle=False, max_resolution=256)
@@ -90,10 +98,10 @@ def test_the_images_are_pillow_box_resizes_of_the_originals(daemon, same_size):
     reference = torchvision.datasets.ImageFolder(str(same_size), loader=pil_shrink(256))
     for i in range(6):
         expected = torch.from_numpy(np.array(reference[i][0])).permute(2, 0, 1)
-        assert torch.equal(images[i], expected), i
+        assert same_pixels(images[i], expected), i
 
 
-@pytest.mark.skipif(not SAME_PILLOW, reason="another Pillow decodes JPEGs a level apart")
+@pytest.mark.compat
 def test_the_transform_runs_on_the_shrunk_image_of_every_shape(daemon, large):
     # Mixed sizes and orientations: the shorter side after the shrink is at
     # least 128, so a CenterCrop(120) of it shows its pixels.
@@ -104,13 +112,13 @@ def test_the_transform_runs_on_the_shrunk_image_of_every_shape(daemon, large):
                                                  loader=pil_shrink(256))
     assert sorted(shrunk) == list(range(len(reference)))
     for i, image in shrunk.items():
-        assert torch.equal(image, reference[i][0]), i
+        assert same_pixels(image, reference[i][0]), i
     # The exact path shrinks nothing: its crops are torchvision's of the
     # originals, and differ from the shrunk ones.
     exact = by_id(galley.DataLoader(large, batch_size=5, transform=transform, epochs=1,
                                     socket=daemon.socket))
     original = torchvision.datasets.ImageFolder(str(large), transform=transform)
-    assert all(torch.equal(image, original[i][0]) for i, image in exact.items())
+    assert all(same_pixels(image, original[i][0]) for i, image in exact.items())
     assert all(not torch.equal(exact[i], shrunk[i]) for i in exact)
 
 
