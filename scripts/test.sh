@@ -48,18 +48,25 @@ CURRENT_CPU=0
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 # CPU seconds (user + system) of the processes this script has waited for,
-# from bash's `times`: a stage's CPU over its wall time is how many cores
-# it kept busy. Processes that detach (a daemon a test autostarts) are not
-# counted.
-cpu() {
-  times | awk 'NR == 2 {
+# from bash's `times` (run in this shell: in a subshell it would count the
+# subshell's children), into CPU_NOW: a stage's CPU over its wall time is how
+# many cores it kept busy. Processes that detach (a daemon a test
+# autostarts) are not counted.
+CPU_FILE="$(mktemp -t galley-test-cpu.XXXXXX)"
+CPU_NOW=0
+read_cpu() {
+  times >"$CPU_FILE"
+  CPU_NOW="$(awk 'NR == 2 {
     t = 0
     for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] }
     printf "%.1f", t
-  }'
+  }' "$CPU_FILE")"
 }
+# CPU seconds since $1 (a CPU_NOW read earlier), as of the last read_cpu.
+cpu_since() { awk -v a="$1" -v b="$CPU_NOW" 'BEGIN { printf "%.1f", b - a }'; }
 report() {
   local status=$?
+  read_cpu
   [[ -n "$CURRENT" ]] && STAGES+=("$CURRENT|$(elapsed "$CURRENT_START")|$(cpu_since "$CURRENT_CPU")|failed")
   echo "== stage times (s): wall, CPU (user + system, all cores)"
   local total=0 total_cpu=0 line name seconds cpu_seconds mark
@@ -70,17 +77,19 @@ report() {
     total_cpu=$(awk -v a="$total_cpu" -v b="$cpu_seconds" 'BEGIN { printf "%.1f", a + b }')
   done
   printf "  %-14s %7s %7s\n" "total" "$total" "$total_cpu"
+  rm -f "$CPU_FILE"
   return "$status"
 }
-cpu_since() { awk -v a="$1" -v b="$(cpu)" 'BEGIN { printf "%.1f", b - a }'; }
 trap report EXIT
 # stage NAME COMMAND...: runs COMMAND as the stage NAME.
 stage() {
   CURRENT="$1"
   CURRENT_START="$(now)"
-  CURRENT_CPU="$(cpu)"
+  read_cpu
+  CURRENT_CPU="$CPU_NOW"
   shift
   "$@"
+  read_cpu
   STAGES+=("$CURRENT|$(elapsed "$CURRENT_START")|$(cpu_since "$CURRENT_CPU")|")
   CURRENT=""
 }
