@@ -2,35 +2,80 @@
 # target, so folder CMakeLists only name targets. The client needs only
 # nlohmann-json; everything else is the daemon's.
 find_package(Threads REQUIRED)
-find_package(nlohmann_json 3.10 REQUIRED)
+
+# A missing dependency is not an error at once: they are gathered, so that a
+# source build (`pip install` of the sdist) names everything it lacks in one
+# message, with the Debian/Ubuntu package that brings each.
+set(GALLEY_MISSING_DEPENDENCIES "")
+function(galley_require found what debian_package)
+  if(NOT found)
+    set(GALLEY_MISSING_DEPENDENCIES ${GALLEY_MISSING_DEPENDENCIES}
+        "${what} (Debian/Ubuntu: ${debian_package})" PARENT_SCOPE)
+  endif()
+endfunction()
+
+find_package(nlohmann_json 3.10 QUIET)
+galley_require("${nlohmann_json_FOUND}" "nlohmann-json >= 3.10" nlohmann-json3-dev)
 
 if(GALLEY_BUILD_SERVER)
   # Header-only Boost, for the server side alone: Interprocess's allocator
   # (the cache's arena), Beast (the metrics server) and Math (the sampler's
   # uniformity statistics).
-  find_package(Boost 1.74 REQUIRED CONFIG)
-  find_package(PkgConfig REQUIRED)
-  pkg_check_modules(TurboJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
-  pkg_check_modules(LibJpeg REQUIRED IMPORTED_TARGET libjpeg)
-  pkg_check_modules(LibExif REQUIRED IMPORTED_TARGET libexif)
-  pkg_check_modules(LibWebP REQUIRED IMPORTED_TARGET libwebp)
-  pkg_check_modules(LibPng REQUIRED IMPORTED_TARGET libpng16)
+  find_package(Boost 1.74 QUIET CONFIG)
+  galley_require("${Boost_FOUND}" "Boost >= 1.74 headers" libboost-dev)
+  find_package(PkgConfig QUIET)
+  galley_require("${PKG_CONFIG_FOUND}" "pkg-config" pkg-config)
+  if(PKG_CONFIG_FOUND)
+    pkg_check_modules(TurboJPEG IMPORTED_TARGET libturbojpeg)
+    galley_require("${TurboJPEG_FOUND}" "libturbojpeg" libturbojpeg0-dev)
+    pkg_check_modules(LibJpeg IMPORTED_TARGET libjpeg)
+    galley_require("${LibJpeg_FOUND}" "libjpeg (libjpeg-turbo)" libjpeg-dev)
+    pkg_check_modules(LibExif IMPORTED_TARGET libexif)
+    galley_require("${LibExif_FOUND}" "libexif" libexif-dev)
+    pkg_check_modules(LibWebP IMPORTED_TARGET libwebp)
+    galley_require("${LibWebP_FOUND}" "libwebp" libwebp-dev)
+    pkg_check_modules(LibPng IMPORTED_TARGET libpng16)
+    galley_require("${LibPng_FOUND}" "libpng 1.6" libpng-dev)
+  endif()
   # Dataset fingerprints: XXH3, compiled in from
   # its header (XXH_INLINE_ALL), so nothing is linked.
-  find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
+  find_path(XXHASH_INCLUDE_DIR xxhash.h)
+  galley_require("${XXHASH_INCLUDE_DIR}" "xxHash headers" libxxhash-dev)
   add_library(galley_xxhash INTERFACE)
   target_include_directories(galley_xxhash SYSTEM INTERFACE ${XXHASH_INCLUDE_DIR})
   target_compile_definitions(galley_xxhash INTERFACE XXH_INLINE_ALL)
+  # The ACL checks of what a user may read (server/dataset links -lacl).
+  find_path(GALLEY_ACL_INCLUDE_DIR sys/acl.h)
+  find_library(GALLEY_ACL_LIBRARY acl)
+  galley_require("${GALLEY_ACL_INCLUDE_DIR}" "libacl headers" libacl1-dev)
+  galley_require("${GALLEY_ACL_LIBRARY}" "libacl" libacl1-dev)
   # The remote tier's memcached client: consistent hashing, failover, SASL;
   # and libcrypto (OpenSSL 3's EVP_MAC) for the HMAC that signs its values.
   if(GALLEY_REMOTE_TIER)
-    pkg_check_modules(LibMemcached REQUIRED IMPORTED_TARGET libmemcached)
-    find_package(OpenSSL 3.0 REQUIRED COMPONENTS Crypto)
+    if(PKG_CONFIG_FOUND)
+      pkg_check_modules(LibMemcached IMPORTED_TARGET libmemcached)
+      galley_require("${LibMemcached_FOUND}" "libmemcached" libmemcached-dev)
+    endif()
+    find_package(OpenSSL 3.0 QUIET COMPONENTS Crypto)
+    galley_require("${OpenSSL_FOUND}" "OpenSSL >= 3.0 libcrypto" libssl-dev)
   endif()
-  find_package(TBB REQUIRED)
-  find_package(spdlog REQUIRED)
-  find_package(tomlplusplus REQUIRED)
-  find_package(CLI11 REQUIRED)
+  find_package(TBB QUIET)
+  galley_require("${TBB_FOUND}" "oneTBB" libtbb-dev)
+  find_package(spdlog QUIET)
+  galley_require("${spdlog_FOUND}" "spdlog" libspdlog-dev)
+  find_package(tomlplusplus QUIET)
+  galley_require("${tomlplusplus_FOUND}" "toml++" libtomlplusplus-dev)
+  find_package(CLI11 QUIET)
+  galley_require("${CLI11_FOUND}" "CLI11" libcli11-dev)
+endif()
+
+if(GALLEY_MISSING_DEPENDENCIES)
+  list(JOIN GALLEY_MISSING_DEPENDENCIES "\n  - " missing)
+  message(FATAL_ERROR "galley cannot be built here; missing:\n  - ${missing}\n"
+    "Install these (scripts/setup.sh lists every package galley's build and tests use). "
+    "A Python user without them can install a binary wheel instead (pip install galley-data, "
+    "docs/install.md), or build the client alone, without galleyd: "
+    "pip install . -Ccmake.define.GALLEY_WHEEL_DAEMON=OFF (needs nlohmann-json only).")
 endif()
 
 # OpenCV is no part of galleyd (Debian's build pulls in X11, GL and BLAS):

@@ -18,6 +18,7 @@ PACKAGES=(
   python3-torch python3-torchvision python3-numpy python3-pytest python3-pytest-xdist
   python3-matplotlib python3-pil
   debootstrap
+  nasm autoconf automake libtool autopoint qemu-user-static binutils-aarch64-linux-gnu
   dataset-fashion-mnist
 )
 

@@ -10,15 +10,21 @@
 #                   place (PYTHONPATH=python): the torch, torchvision and
 #                   NumPy interfaces that differ between versions, and what
 #                   only an in-place run can check;
-#   wheel           galley's self-contained wheel (scripts/build_wheel.sh:
-#                   `pip wheel`, then `auditwheel repair`), installed with pip
-#                   in a venv of the PATH's python3 with PyTorch 2.x,
-#                   torchvision and NumPy 2 (scripts/setup_venv.sh);
+#   wheel           galley's self-contained manylinux_2_28 x86_64 wheel
+#                   for the venv's Python (scripts/build_wheel.sh: Zig's
+#                   toolchain, `pip wheel`, `auditwheel repair`; its symbol
+#                   versions checked by tests/install/check_wheel_glibc.sh),
+#                   installed with pip in a venv of the PATH's python3 with
+#                   PyTorch 2.x, torchvision and NumPy 2 (scripts/setup_venv.sh);
 #   pytest          every Python test, in that venv, against the wheel;
-#   minimal root    the same wheel in a minimal Debian root that has nothing
-#                   but python3 (tests/install/check_wheel_minimal_root.sh;
+#   minimal root    the same wheel in a minimal Debian 12 root that has
+#                   nothing but python3 (tests/install/check_wheel_minimal_root.sh;
 #                   needs root for chroot; the root is made once by
 #                   debootstrap and cached in ~/.cache/galley);
+#   wheels          the x86_64 wheels of every other CPython 3.9-3.13, each
+#                   installed and imported in a fresh venv of its Python
+#                   (tests/install/check_wheel_venvs.sh), and the CPython 3.9
+#                   one serving a job in a minimal Debian 11 root (glibc 2.31);
 #   install tree    the install tree, a C++ consumer (find_package and
 #                   pkg-config) and the .deb (tests/install/check_install.sh);
 #   sanitized       one clang build with ASan + UBSan that also checks the
@@ -121,7 +127,13 @@ WHEEL=""
 build_and_install_wheel() {
   echo "== the wheel, installed by pip in a venv"
   VENV="$("$ROOT/scripts/setup_venv.sh")"
-  WHEEL="$(GALLEY_WHEEL_DIR="$BUILD_DIR/wheels" "$ROOT/scripts/build_wheel.sh" | tail -1)"
+  local version
+  version="$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+  WHEEL="$(GALLEY_WHEEL_DIR="$BUILD_DIR/wheels" "$ROOT/scripts/build_wheel.sh" --arch x86_64 \
+    --python "$version")"
+  "$ROOT/tests/install/check_wheel_glibc.sh" "$WHEEL"
+  # The package's files once came under the distribution name `galley`.
+  "$VENV/bin/python" -m pip uninstall -q -y galley 2> >(grep -v "^WARNING: Skipping" >&2)
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps \
     "$WHEEL" 2> >(grep -v "^WARNING: Location" >&2)
   "$VENV/bin/python" -c "import sys, torch, numpy, galley; print(sys.version.split()[0], 'torch', torch.__version__, 'numpy', numpy.__version__, 'galley', galley.__version__)"
@@ -144,6 +156,23 @@ check_minimal_root() {
   $sudo "$ROOT/tests/install/check_wheel_minimal_root.sh" "$WHEEL"
 }
 stage "minimal root" check_minimal_root
+
+check_wheels() {
+  echo "== the x86_64 wheels of every CPython: fresh venvs, and Debian 11 (glibc 2.31)"
+  local version args=() wheels=() sudo="" built
+  for version in 3.9 3.10 3.11 3.12 3.13; do
+    if [[ "$(basename "$WHEEL")" != *"-cp${version/./}-"* ]]; then args+=(--python "$version"); fi
+  done
+  built="$(GALLEY_WHEEL_DIR="$BUILD_DIR/wheels" "$ROOT/scripts/build_wheel.sh" --arch x86_64 "${args[@]}")"
+  mapfile -t wheels <<<"$built"
+  wheels+=("$WHEEL")
+  "$ROOT/tests/install/check_wheel_glibc.sh" "${wheels[@]}"
+  "$ROOT/tests/install/check_wheel_venvs.sh" "${wheels[@]}"
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  $sudo "$ROOT/tests/install/check_wheel_minimal_root.sh" "$(printf '%s\n' "${wheels[@]}" | grep -- -cp39-)" \
+    bullseye
+}
+stage wheels check_wheels
 
 check_install_tree() {
   echo "== install tree, C++ consumer, .deb"

@@ -6,17 +6,22 @@
 # GALLEYD set) and reads one epoch of JPEG, PNG and BMP files, exactly once. `ldd` on the host would not
 # catch a library the minimal system lacks; this does.
 #
-#   tests/install/check_wheel_minimal_root.sh WHEEL       (needs root: chroot)
+# The root is Debian 12 (bookworm: glibc 2.36, Python 3.11) unless SUITE names
+# another; bullseye (Debian 11: glibc 2.31, Python 3.9) is the oldest the
+# archive serves, below the manylinux_2_35 of a wheel built on Debian 12.
+#
+#   tests/install/check_wheel_minimal_root.sh WHEEL [SUITE]   (needs root: chroot)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 WHEEL="$(realpath "$1")"
-ROOTFS="${GALLEY_MINIMAL_ROOT:-$HOME/.cache/galley/debootstrap-bookworm}"
+SUITE="${2:-bookworm}"
+ROOTFS="${GALLEY_MINIMAL_ROOT:-$HOME/.cache/galley/debootstrap-$SUITE}"
 MIRROR="${GALLEY_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 if [[ ! -f "$ROOTFS/.galley-minimal-root" ]]; then
   command -v debootstrap >/dev/null || apt-get install -y -q debootstrap >/dev/null
   rm -rf "$ROOTFS"
   mkdir -p "$(dirname "$ROOTFS")"
-  debootstrap --variant=minbase --include=python3,python3-venv bookworm "$ROOTFS" "$MIRROR" \
+  debootstrap --variant=minbase --include=python3,python3-venv "$SUITE" "$ROOTFS" "$MIRROR" \
     >"$ROOTFS.log" 2>&1 || { tail -20 "$ROOTFS.log" >&2; exit 1; }
   rm -f "$ROOTFS"/var/cache/apt/archives/*.deb  # 45 MB the cached root does not need
   touch "$ROOTFS/.galley-minimal-root"
@@ -31,36 +36,8 @@ WORK="$ROOTFS/tmp/galley-check"
 rm -rf "$WORK"
 mkdir -p "$WORK/data"
 cp "$WHEEL" "$WORK/"
-/usr/bin/python3 - "$WORK/data" <<'PY'
-import pathlib, sys
-from PIL import Image
-root = pathlib.Path(sys.argv[1])
-# One class per decoder in the wheel: TurboJPEG, libpng, the BMP reader.
-for c, ext in enumerate(("jpg", "png", "bmp")):
-    (root / f"c{c}").mkdir(parents=True)
-    for i in range(7):
-        Image.new("RGB", (40 + 3 * i, 36), (80 * c, 30 * i, 120)).save(root / f"c{c}" / f"{i}.{ext}")
-PY
-cat >"$WORK/job.py" <<'PY'
-# One epoch through the low-level client, without torch.
-import array, sys
-import galley
-from galley import _autostart, transforms as T
-client = _autostart.client(None, True)
-spec = {"dataset": "/tmp/galley-check/data", "batch_size": 5, "epochs": 1, "shuffle": True,
-        "transform": T.build_spec(T.Compose([T.Resize(32), T.CenterCrop(32)]))}
-job = client.open_job(spec)
-ids = []
-while True:
-    memory, labels, item_ids, meta = job.next(60)
-    ids.extend(array.array("q", bytes(item_ids)))
-    assert memoryview(memory).nbytes == len(labels) // 8 * 3 * 32 * 32
-    if meta["last_in_epoch"]:
-        break
-assert sorted(ids) == list(range(21)), ids
-status = galley.query("status")
-print("ok", galley.__version__, status["version"], status["socket"])
-PY
+/usr/bin/python3 "$ROOT/tests/install/wheel_job.py" make "$WORK/data"
+cp "$ROOT/tests/install/wheel_job.py" "$WORK/"
 unshare --mount --fork sh -c "
   set -e
   mount -t proc proc '$ROOTFS/proc'
@@ -69,11 +46,11 @@ unshare --mount --fork sh -c "
     set -e
     python3 -m venv /tmp/galley-check/venv
     /tmp/galley-check/venv/bin/pip install -q --no-index /tmp/galley-check/$(basename "$WHEEL")
-    /tmp/galley-check/venv/bin/python /tmp/galley-check/job.py
+    /tmp/galley-check/venv/bin/python /tmp/galley-check/wheel_job.py run /tmp/galley-check/data
     test -x /tmp/galley-check/venv/bin/galleyctl
     /tmp/galley-check/venv/bin/galleyctl --version
     /tmp/galley-check/venv/bin/galleyctl stop
   '
 "
 rm -rf "$WORK"
-echo "check_wheel_minimal_root: ok"
+echo "check_wheel_minimal_root: ok ($SUITE)"
