@@ -6,7 +6,7 @@ Usage:
                            [--scenarios 1job,4same,4overlap,8same,warm,warm4,recipe1,
                                         recipe4,recipe_py1,recipe_py4]
                            [--batches-per-job N] [--galleyd PATH] [--results DIR] [--quick]
-                           [--max-resolution N]
+                           [--max-resolution N] [--sides galley,pytorch[,ffcv][,dali]]
 
 Both sides read the same generated ImageNet-like JPEG ImageFolder
 (scripts/make_demo_dataset.py into .demo/bench-<N>) and produce uint8 NCHW
