@@ -6,7 +6,7 @@ Usage:
                            [--scenarios 1job,4same,4overlap,8same,warm,warm4,recipe1,
                                         recipe4,recipe_py1,recipe_py4]
                            [--batches-per-job N] [--galleyd PATH] [--results DIR] [--quick]
-                           [--max-resolution N]
+                           [--max-resolution N] [--sides galley,pytorch[,ffcv][,dali]]
 
 Both sides read the same generated ImageNet-like JPEG ImageFolder
 (scripts/make_demo_dataset.py into .demo/bench-<N>) and produce uint8 NCHW
@@ -26,9 +26,12 @@ over torchvision's ImageFolder per job process, 2 workers each, shuffled.
 
 The warm and warm4 scenarios (1 and 4 jobs) time each job after one untimed
 epoch, with galleyd's cache sized for the whole decoded set. With
---max-resolution N every galley job asks for max_resolution=N
-(docs/datasets.md, "Training resolution"); bench/max_resolution.py runs
-galley with and without it beside PyTorch.
+--max-resolution N a side galley@N runs beside the exact one, its jobs asking
+for max_resolution=N (docs/datasets.md, "Training resolution"); FFCV's side
+becomes ffcv@N, reading a .beton written at max_resolution=N; and every
+galley run gets one cache size, the geometric mean of the decoded set shrunk
+to N and at full resolution (below the full set, above the shrunk one),
+unless --cache-bytes names another.
 
 Every job is its own process. It takes one batch untimed (process start,
 worker spawn and job open stay out of the measurement), then times the next
@@ -207,6 +210,23 @@ def python_part_cost(batch_size, samples=512):
     return (time.process_time() - begin) / done, noise_only
 
 
+class DaliEpochs:
+    """A built DALI pipeline as an iterable of (images, labels) torch batches,
+    one epoch of its reader per iteration."""
+
+    def __init__(self, pipe):
+        pipe.build()
+        self.pipe = pipe
+        self.batches = math.ceil(pipe.epoch_size("reader") / pipe.max_batch_size)
+
+    def __iter__(self):
+        import torch
+        for _ in range(self.batches):
+            images, labels = self.pipe.run()
+            yield (torch.from_numpy(images.as_array()),
+                   torch.from_numpy(labels.as_array()).reshape(-1))
+
+
 def run_job(spec, barrier, results, parent_pid):
     """Body of one job process; puts ("ok", index, row) or ("error", index, text)."""
     index = spec["index"]
@@ -226,6 +246,8 @@ def run_job(spec, barrier, results, parent_pid):
             from ffcv.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
             from ffcv.loader import Loader, OrderOption
             from ffcv.transforms import RandomHorizontalFlip, ToTensor, ToTorchImage
+        elif spec["side"] == "dali":
+            from nvidia.dali import fn, pipeline_def, types
         else:
             import torch
             import torchvision
@@ -264,6 +286,25 @@ def run_job(spec, barrier, results, parent_pid):
                 pipelines={"image": [RandomResizedCropRGBImageDecoder((224, 224)),
                                      RandomHorizontalFlip(), ToTensor(), ToTorchImage()],
                            "label": [IntDecoder(), ToTensor()]})
+            segment_bytes = None
+        elif spec["side"] == "dali":
+            if spec["indices"] is not None:
+                raise ValueError("the dali side reads whole datasets only")
+
+            # DALI on the CPU only (device_id=None): the crop fused into the
+            # JPEG decode, as FFCV's, then a resize to 224, flip, uint8 CHW.
+            @pipeline_def(batch_size=spec["batch_size"], num_threads=spec["torch_workers"],
+                          device_id=None, seed=spec["seed"])
+            def dali_pipeline():
+                jpegs, labels = fn.readers.file(file_root=spec["dataset"], random_shuffle=True,
+                                                name="reader")
+                images = fn.decoders.image_random_crop(jpegs, device="cpu",
+                                                       output_type=types.RGB)
+                images = fn.resize(images, resize_x=224, resize_y=224)
+                images = fn.flip(images, horizontal=fn.random.coin_flip())
+                return fn.transpose(images, perm=[2, 0, 1]), labels
+
+            loader = DaliEpochs(dali_pipeline())
             segment_bytes = None
         else:
             dataset = torchvision.datasets.ImageFolder(
@@ -442,14 +483,37 @@ def list_images(dataset):
     return sorted(str(p) for p in Path(dataset).rglob("*.jpg"))
 
 
-def decoded_bytes(files):
+def image_sizes(files):
     from PIL import Image
-    total = 0
+    out = []
     for path in files:
         with Image.open(path) as im:  # reads the header only
-            w, h = im.size
+            out.append(im.size)
+    return out
+
+
+def shrunk_size(width, height, limit):
+    """galleyd's rule (image/max_resolution.h): the longer side becomes
+    `limit`, the shorter one is scaled and rounded down."""
+    longer = max(width, height)
+    return tuple(side if longer <= limit else max(1, side * limit // longer)
+                 for side in (width, height))
+
+
+def decoded_bytes(files, max_resolution=None):
+    """RGB bytes of the images decoded, at most max_resolution on their longer side."""
+    total = 0
+    for w, h in image_sizes(files):
+        if max_resolution:
+            w, h = shrunk_size(w, h, max_resolution)
         total += w * h * 3
     return total
+
+
+def split_side(side):
+    """("galley", 256) for the side "galley@256", ("pytorch", None) for "pytorch"."""
+    base, _, limit = side.partition("@")
+    return base, int(limit) if limit else None
 
 
 def run_jobs(side, scenario, specs, args):
@@ -592,6 +656,8 @@ def scenario_specs(name, args, n_images):
 
 
 def run_side(side, name, args, ctx):
+    """One side ("galley", "galley@256", "pytorch", "ffcv", "ffcv@256") of a scenario."""
+    base, max_resolution = split_side(side)
     jobs, subsets, delays, untimed_epochs = scenario_specs(name, args, len(ctx["files"]))
     batches = args.batches_per_job
     for subset in subsets:
@@ -600,17 +666,17 @@ def run_side(side, name, args, ctx):
     if batches < 2:
         raise RuntimeError("fewer than 2 full batches per job; use more --images")
     warm_page_cache(ctx["files"])
-    specs = [{"side": side, "scenario": name, "index": k, "dataset": str(ctx["dataset"]),
+    specs = [{"side": base, "scenario": name, "index": k, "dataset": str(ctx["dataset"]),
               "batch_size": args.batch_size, "batches": batches, "indices": subsets[k],
               "seed": 1000 + k, "delay": delays[k], "untimed_epochs": untimed_epochs,
               "torch_workers": args.torch_workers, "batch_timeout": 300.0,
               "recipe": name.startswith("recipe"), "python_op": name.startswith("recipe_py"),
-              "max_resolution": ctx.get("max_resolution")}
+              "max_resolution": max_resolution}
              for k in range(jobs)]
     result = {"scenario": name, "side": side, "jobs": jobs, "batches_per_job": batches,
               "loadavg_1m": os.getloadavg()[0]}
-    if side != "galley":
-        if side == "ffcv":
+    if base != "galley":
+        if base == "ffcv":
             warm_page_cache([ctx["beton"]])
             for spec in specs:
                 spec["beton"] = ctx["beton"]
@@ -749,25 +815,39 @@ def print_peer(name, side, g, r):
         return
     print(f"  {side:8s} {r['images_per_s']:8.1f} images/s aggregate (per job "
           f"{r['job_ips_min']:.1f}..{r['job_ips_max']:.1f}), "
-          f"{r['cpu_s_per_image'] * 1e3:.2f} CPU ms/image; ratio galley/{side} "
+          f"{r['cpu_s_per_image'] * 1e3:.2f} CPU ms/image; ratio {g['side']}/{side} "
           f"{_fmt(_ratio(g, r), '.2f')}x")
     sys.stdout.flush()
 
 
+def peer_pairs(sides, results):
+    """(galley side, peer side, their results) for each galley side against
+    each other side, but for exact galley against pytorch (the main table)."""
+    galleys = [s for s in sides if split_side(s)[0] == "galley"]
+    peers = [s for s in sides if split_side(s)[0] != "galley"]
+    return [(g, peer, results[g], results[peer]) for peer in peers for g in galleys
+            if (g, peer) != ("galley", "pytorch")]
+
+
 def print_peer_table(peers):
-    header = (f"{'scenario':9s} {'peer':8s} {'galley/s':>9s} {'peer/s':>8s} {'ratio':>6s} "
-              f"{'g ms/img':>8s} {'p ms/img':>8s}")
+    header = (f"{'scenario':9s} {'galley':11s} {'peer':9s} {'galley/s':>9s} {'peer/s':>8s} "
+              f"{'ratio':>6s} {'g ms/img':>8s} {'p ms/img':>8s}")
     print("\n" + header)
     print("-" * len(header))
     for name, side, g, r in peers:
-        print(f"{name:9s} {side:8s} {_fmt(g.get('images_per_s'), '.1f', 'ERR'):>9s} "
+        print(f"{name:9s} {g['side']:11s} {side:9s} "
+              f"{_fmt(g.get('images_per_s'), '.1f', 'ERR'):>9s} "
               f"{_fmt(r.get('images_per_s'), '.1f', 'ERR'):>8s} {_fmt(_ratio(g, r), '.2f'):>6s} "
               f"{_fmt(_ms(g.get('cpu_s_per_image')), '.2f'):>8s} "
               f"{_fmt(_ms(r.get('cpu_s_per_image')), '.2f'):>8s}")
 
 
-def write_beton(dataset, path):
-    """FFCV's .beton of the same JPEGs at full resolution (made once, reused)."""
+def write_beton(dataset, max_resolution=None):
+    """FFCV's .beton of the same JPEGs, at full resolution or at most
+    max_resolution px on the longer side (FFCV's own resize), made once next
+    to the dataset and reused: its path."""
+    suffix = f"-max{max_resolution}" if max_resolution else ""
+    path = f"{dataset}{suffix}.beton"
     if os.path.exists(path) and os.path.getmtime(path) >= os.path.getmtime(dataset):
         return path
     import torchvision
@@ -776,7 +856,8 @@ def write_beton(dataset, path):
     started = time.monotonic()
     images = torchvision.datasets.ImageFolder(str(dataset))  # PIL images, labels
     partial = path + ".partial"
-    DatasetWriter(partial, {"image": RGBImageField(write_mode="jpg", jpeg_quality=90),
+    DatasetWriter(partial, {"image": RGBImageField(write_mode="jpg", jpeg_quality=90,
+                                                   max_resolution=max_resolution),
                             "label": IntField()}, num_workers=2).from_indexed_dataset(images)
     os.replace(partial, path)
     print(f"wrote {path} ({os.path.getsize(path) / (1 << 20):.0f} MiB) in "
@@ -875,14 +956,16 @@ def parse_args():
                    help="more galleyd flags, space-separated; give them with '=' "
                         "(e.g. --galleyd-args=--cache-prefault=false)")
     p.add_argument("--sides", default="galley,pytorch",
-                   help="galley,pytorch and optionally ffcv (FFCV 1.0.2, see bench/README.md)")
+                   help="galley,pytorch and optionally ffcv (FFCV 1.0.2) and dali (DALI on "
+                        "the CPU), see bench/README.md")
     p.add_argument("--torch-workers", type=int, default=2)
     p.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)),
                    help="cores in the cost-model limit (default: the CPUs this process may use)")
     p.add_argument("--job-timeout", type=float, default=1800.0,
                    help="seconds a side of a scenario may take")
     p.add_argument("--max-resolution", type=int, default=None,
-                   help="galley jobs keep images at most N px on their longer side")
+                   help="also run galley@N (jobs keep images at most N px on their longer "
+                        "side); FFCV's .beton is written at N")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
     if args.images is None:
@@ -895,8 +978,12 @@ def parse_args():
             p.error(f"unknown scenario {s!r}")
     args.sides = [x.strip() for x in args.sides.split(",") if x.strip()]
     if args.sides[:2] != ["galley", "pytorch"] or not set(args.sides) <= {"galley", "pytorch",
-                                                                           "ffcv"}:
-        p.error("--sides starts with galley,pytorch; the only other side is ffcv")
+                                                                           "ffcv", "dali"}:
+        p.error("--sides starts with galley,pytorch; the others are ffcv and dali")
+    if args.max_resolution:
+        n = args.max_resolution
+        args.sides = (args.sides[:2] + [f"galley@{n}"] +
+                      [f"{side}@{n}" if side == "ffcv" else side for side in args.sides[2:]])
     if args.batches_per_job is None:
         args.batches_per_job = args.images // args.batch_size
     if args.batches_per_job < 2:
@@ -938,15 +1025,22 @@ def main():
     # Every scenario runs the same build, even if galleyd is rebuilt meanwhile.
     ctx, args.galleyd = prepare_run(args.images, args.classes, args.galleyd, "bench")
     ctx["galleyd_mtime"] = galleyd_mtime
-    ctx["max_resolution"] = args.max_resolution
     dataset, files = ctx["dataset"], ctx["files"]
     if len(files) != args.images:
         sys.exit(f"{dataset} holds {len(files)} images, expected {args.images}")
     import torch
     print(f"python {sys.version.split()[0]} ({sys.executable}), torch {torch.__version__}")
-    if "ffcv" in args.sides:
-        ctx["beton"] = write_beton(dataset, str(dataset) + ".beton")
-    if "warm" in args.scenarios or "warm4" in args.scenarios:
+    if any(split_side(side)[0] == "ffcv" for side in args.sides):
+        ctx["beton"] = write_beton(dataset, args.max_resolution)
+    if args.max_resolution:
+        size, shrunk = decoded_bytes(files), decoded_bytes(files, args.max_resolution)
+        if args.cache_bytes is None:
+            args.cache_bytes = int(math.sqrt(size * shrunk))
+        ctx["warm_cache_bytes"] = args.cache_bytes
+        print(f"decoded size of the dataset: {size / (1 << 20):.0f} MiB, "
+              f"{shrunk / (1 << 20):.0f} MiB at max_resolution={args.max_resolution}; every "
+              f"galley run has --cache-bytes {args.cache_bytes}")
+    elif "warm" in args.scenarios or "warm4" in args.scenarios:
         size = decoded_bytes(files)
         # Room beyond the pixels for per-entry bookkeeping and the planner's split.
         ctx["warm_cache_bytes"] = int(math.ceil(size * 1.25 / (1 << 20))) << 20
@@ -982,9 +1076,9 @@ def main():
                     CHILDREN.kill_all()
             ratio = print_scenario(name, results["galley"], results["pytorch"])
             pairs.append((name, results["galley"], results["pytorch"], ratio))
-            for side in args.sides[2:]:
-                peers.append((name, side, results["galley"], results[side]))
-                print_peer(name, side, results["galley"], results[side])
+            for _galley_side, side, g, r in peer_pairs(args.sides, results):
+                peers.append((name, side, g, r))
+                print_peer(name, side, g, r)
     finally:
         CHILDREN.kill_all()
         if pairs:

@@ -54,24 +54,6 @@ GIB = 1 << 30
 NODES = (("256 GiB", 256 * GIB), ("1 TiB", 1024 * GIB))
 
 
-def shrunk_size(width, height, limit):
-    """galleyd's rule (image/max_resolution.h): the longer side becomes
-    `limit`, the shorter one is scaled and rounded down."""
-    longer = max(width, height)
-    scaled = [side if longer <= limit else max(1, side * limit // longer)
-              for side in (width, height)]
-    return tuple(scaled)
-
-
-def sizes_of(files):
-    from PIL import Image
-    out = []
-    for path in files:
-        with Image.open(path) as im:  # the header only
-            out.append(im.size)
-    return out
-
-
 def epoch_by_id(socket, dataset, transform, seed, max_resolution, batch_size=64):
     import galley
     loader = galley.DataLoader(str(dataset), batch_size=batch_size, transform=transform,
@@ -133,7 +115,7 @@ def capacity(args, ctx, sizes):
     print(f"{'mean size assumed':<18} {'':<20} {'kept at':>8} {'bytes/item':>11} "
           f"{'whole set':>10} " + " ".join(f"{'fits in ' + name:>17}" for name, _ in NODES))
     for w, h in IMAGENET_MEAN_SIZES:
-        sw, sh = shrunk_size(w, h, args.max_resolution)
+        sw, sh = cp.shrunk_size(w, h, args.max_resolution)
         for label, item_bytes, kept in (("exact", 3 * w * h + ENTRY_OVERHEAD, f"{w}x{h}"),
                                         (labels[1], 3 * sw * sh + ENTRY_OVERHEAD,
                                          f"{sw}x{sh}")):
@@ -193,12 +175,9 @@ def throughput(args, ctx, cache_bytes):
     ctx["warm_cache_bytes"] = cache_bytes
     rows = []
     for name in scenarios:
-        for side, limit in (("galley", None), ("galley", args.max_resolution),
-                            ("pytorch", None)):
-            ctx["max_resolution"] = limit
-            label = side if limit is None else f"galley@{limit}"
+        for label in ("galley", f"galley@{args.max_resolution}", "pytorch"):
             try:
-                result = cp.run_side(side, name, run_args, ctx)
+                result = cp.run_side(label, name, run_args, ctx)
             except Exception as e:  # one failed side is a row, not the end of the run
                 result = {"scenario": name, "error": f"{type(e).__name__}: {e}"}
                 cp.CHILDREN.kill_all()
@@ -238,10 +217,10 @@ def main():
 
     ctx, args.galleyd = cp.prepare_run(args.images, args.classes, args.galleyd, "maxres")
     ctx["galleyd_mtime"] = cp.binary_mtime(args.galleyd)
-    sizes = sizes_of(ctx["files"])
+    sizes = cp.image_sizes(ctx["files"])
     full = sum(3 * w * h + ENTRY_OVERHEAD for w, h in sizes)
     shrunk = sum(3 * sw * sh + ENTRY_OVERHEAD
-                 for sw, sh in (shrunk_size(w, h, args.max_resolution) for w, h in sizes))
+                 for sw, sh in (cp.shrunk_size(w, h, args.max_resolution) for w, h in sizes))
     cache_bytes = args.cache_bytes or int(math.sqrt(full * shrunk))
     print(f"{len(sizes)} images in {ctx['dataset']}: decoded {full / 2**20:.0f} MiB exact, "
           f"{shrunk / 2**20:.0f} MiB at max_resolution={args.max_resolution}")

@@ -79,7 +79,7 @@ def main():
     ctx, args.galleyd = cp.prepare_run(args.images, args.classes, args.galleyd, "paired")
     ctx["galleyd_mtime"] = mtime
     if args.peer == "ffcv":
-        ctx["beton"] = cp.write_beton(ctx["dataset"], str(ctx["dataset"]) + ".beton")
+        ctx["beton"] = cp.write_beton(ctx["dataset"])
     print(f"{args.scenario}: galley against {args.peer}, simultaneously, each on "
           f"{args.cores} of {2 * args.cores} CPUs, halves swapped every pass; "
           f"{args.batches_per_job} batches of {args.batch_size} per job; galleyd built "
