@@ -13,6 +13,18 @@
 #include "galley/daemon/shard_datasets.h"
 #include "galley/dataset/manifest_table.h"
 
+// Under a sanitizer the allocator is the sanitizer's, and glibc's own arenas
+// are never set up: malloc_trim would initialize them from whichever
+// connection thread gets there first, racing the others (a crash in mtrim).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define GALLEY_SANITIZED_ALLOCATOR 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define GALLEY_SANITIZED_ALLOCATOR 1
+#endif
+#endif
+
 namespace galley {
 namespace {
 
@@ -122,7 +134,7 @@ Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec
     shard.descriptors = shard_descriptors_;
     listed = Dataset::OpenShards(spec.shards, shard, roots);
   }
-#if defined(__GLIBC__)
+#if defined(__GLIBC__) && !defined(GALLEY_SANITIZED_ALLOCATOR)
   // Listing a million items frees millions of small allocations (walked
   // file names, shard member names and label payloads), many in the
   // listing threads' own arenas; glibc keeps those pages resident until
