@@ -20,6 +20,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "galley/sampler/sampling_policy.h"
@@ -205,16 +206,21 @@ int Run(int argc, char** argv) {
     }
   };
 
+  // One run of `jobs` (each at the common period) under `drift`.
+  auto run = [&](std::vector<DriftJob> jobs, const Drift& drift, size_t cache_items) {
+    DriftScenario s = Base(epochs, cache_items, draw_ahead);
+    s.jobs = std::move(jobs);
+    for (DriftJob& job : s.jobs) job.period_ms = kPeriodMs;
+    drift.apply(s);
+    s.load.seed += seed;
+    return testing::RunDrift(*dataset, s, seed);
+  };
   std::printf("%-14s %-18s %4s %6s %9s %9s %9s %9s %8s %7s\n", "mix", "drift", "jobs", "cache",
               "requests", "loads", "loads/req", "miss/req", "wait ms", "held ms");
   for (const Drift& drift : Drifts()) {
     for (size_t jobs : {1, 2, 4, 8, 16}) {
       for (size_t cache_items : {size_t{0}, kCacheItems}) {
-        DriftScenario s = Base(epochs, cache_items, draw_ahead);
-        s.jobs.assign(jobs, DriftJob{.period_ms = kPeriodMs});
-        drift.apply(s);
-        s.load.seed += seed;
-        auto o = testing::RunDrift(*dataset, s, seed);
+        auto o = run(std::vector<DriftJob>(jobs), drift, cache_items);
         if (!o.ok()) {
           std::fprintf(stderr, "%s\n", o.status().ToString().c_str());
           return 1;
@@ -231,12 +237,7 @@ int Run(int argc, char** argv) {
     const double bound = SamplerInStep(mix.jobs, epochs, seed);
     for (const Drift& drift : Drifts()) {
       for (size_t cache_items : {size_t{0}, kCacheItems}) {
-        DriftScenario s = Base(epochs, cache_items, draw_ahead);
-        s.jobs = mix.jobs;
-        for (DriftJob& job : s.jobs) job.period_ms = kPeriodMs;
-        drift.apply(s);
-        s.load.seed += seed;
-        auto o = testing::RunDrift(*dataset, s, seed);
+        auto o = run(mix.jobs, drift, cache_items);
         if (!o.ok()) {
           std::fprintf(stderr, "%s\n", o.status().ToString().c_str());
           return 1;
