@@ -7,7 +7,8 @@ galley_add_test(galleyd_test
   SOURCES integration/galleyd_test.cc integration/hostile_peer_test.cc
           integration/admission_test.cc integration/kill_test.cc integration/config_test.cc
           integration/access_test.cc integration/daemon_trust_test.cc
-          integration/node_limits_test.cc integration/galleyd_process.cc
+          integration/node_limits_test.cc integration/listing_stop_test.cc
+          integration/galleyd_process.cc
           integration/in_process_daemon.cc integration/other_user.cc
           integration/two_user_daemon.cc
   LIBS galley_client galley_daemon galley_opencv acl
@@ -20,7 +21,7 @@ add_dependencies(galleyd_test galleyd)
 if(GALLEY_REMOTE_TIER)
   galley_add_test(remote_tier_test
     SOURCES integration/remote_tier_test.cc integration/memcached_cluster.cc
-            integration/galleyd_process.cc
+            integration/galleyd_process.cc integration/other_user.cc
     LIBS galley_client galley_opencv PkgConfig::LibMemcached OpenSSL::Crypto galley_xxhash
     LABEL integration)
   target_compile_definitions(remote_tier_test PRIVATE GALLEYD_PATH="$<TARGET_FILE:galleyd>")

@@ -3,6 +3,11 @@ galley_add_test(dataset_test
   SOURCES unit/dataset_test.cc
   LIBS galley_dataset galley_wire)
 
+# What a hostile manifest can make a listing hold and do; stopped listings.
+galley_add_test(hostile_manifest_test
+  SOURCES unit/hostile_manifest_test.cc
+  LIBS galley_dataset)
+
 # The tar indexer, with a short run of its fuzz target, and shard fields.
 galley_add_test(tar_index_test
   SOURCES unit/tar_index_test.cc fuzz/tar_index_fuzz.cc

@@ -370,7 +370,7 @@ void ControlServer::Serve(Session* session) {
       case wire::MessageType::kQuery: {
         auto body = wire::ParseObject(frame->payload);
         if (!body.ok()) return finish(Status::ProtocolError(body.status().message()));
-        auto reply = Request(*body, *peer);
+        auto reply = Request(*body, *peer, connection.fd());
         if (!reply.ok()) {
           SendError(connection, request_id, reply.status());
           continue;
@@ -421,7 +421,9 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
                                   wire::DumpJson(wire::ErrorToJson(why)));
     connection.Shutdown();
   };
-  auto opened = jobs_->Open(*spec, peer, cancel);
+  // A listing the open needs stops when galleyd stops or the client leaves.
+  ListingStop stop(&stopping_, connection.fd());
+  auto opened = jobs_->Open(*spec, peer, cancel, &stop);
   if (!opened.ok()) return refuse(opened.status());
   std::shared_ptr<ServedJob> job = *opened;
   auto cleanup = [&](const Status& why) { jobs_->Close(job->id, why); };
@@ -548,7 +550,8 @@ MetricsSnapshot ControlServer::Metrics() const {
 
 uint64_t ControlServer::open_jobs() const { return jobs_->counters().jobs; }
 
-Result<json> ControlServer::Request(const json& body, const wire::PeerCredentials& peer) {
+Result<json> ControlServer::Request(const json& body, const wire::PeerCredentials& peer,
+                                    int peer_fd) {
   auto what = body.find("what");
   if (what == body.end() || !what->is_string()) {
     return Status::InvalidArgument("a request needs 'what'");
@@ -583,9 +586,11 @@ Result<json> ControlServer::Request(const json& body, const wire::PeerCredential
     // Checked as a job over the whole dataset is: the peer learns the names
     // of items it may read, and nothing else.
     const Credentials who{peer.uid, peer.gid, peer.groups};
-    GALLEY_ASSIGN_OR_RETURN(auto opened, datasets_->Open(spec, who, [](const Dataset& dataset) {
-      return dataset.Select({});
-    }));
+    ListingStop stop(&stopping_, peer_fd);
+    GALLEY_ASSIGN_OR_RETURN(
+        auto opened,
+        datasets_->Open(
+            spec, who, [](const Dataset& dataset) { return dataset.Select({}); }, &stop));
     return ListingPage(*opened.dataset, begin, count);
   }
   return QueryAs(name, peer, jobs_->IsAdmin(peer));

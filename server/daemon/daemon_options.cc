@@ -584,6 +584,12 @@ const std::vector<Key>& Keys() {
                            "quarter of the descriptor limit, 16 to 4096)",
                            &DaemonOptions::max_open_shards_total, 0, 1 << 20, false,
                            "0 = a quarter of RLIMIT_NOFILE, from 16 to 4096"));
+    k.push_back(SizeKey("max_manifest_line_bytes", "--max-manifest-line-bytes",
+                        "longest manifest line read, the header included",
+                        &DaemonOptions::max_manifest_line_bytes, 256, false));
+    k.push_back(IntegerKey("max_manifest_columns", "--max-manifest-columns",
+                           "most columns a manifest's header may name",
+                           &DaemonOptions::max_manifest_columns, 1, 1 << 20, false));
     k.push_back(IntegerKey("hold_budget_ms", "--hold-budget-ms",
                            "most a job is held per epoch for a slower peer (0: never)",
                            &DaemonOptions::hold_budget_ms, 0, 600000, false, "0 = never hold"));

@@ -59,6 +59,8 @@ DatasetRegistryOptions DatasetRegistryOptions::From(const DaemonOptions& options
   o.shards.max_open_shards = options.max_open_shards;
   o.shards.index_threads = UsableCores();
   o.shards.index_cache_max_bytes = options.tar_index_max_bytes;
+  o.max_manifest_line_bytes = options.max_manifest_line_bytes;
+  o.max_manifest_columns = options.max_manifest_columns;
   // tar_index_dir "" is the user's cache folder, "none" no index cache.
   if (options.tar_index_dir == "none") return o;
   if (!options.tar_index_dir.empty()) {
@@ -73,6 +75,8 @@ DatasetRegistryOptions DatasetRegistryOptions::From(const DaemonOptions& options
 
 DatasetRegistry::DatasetRegistry(const DatasetRegistryOptions& options)
     : shard_options_(options.shards),
+      max_manifest_line_bytes_(options.max_manifest_line_bytes),
+      max_manifest_columns_(options.max_manifest_columns),
       shard_descriptors_(std::make_shared<ShardDescriptorCache>(options.max_open_shards_total)) {
   SetAllowedRoots(options.allowed_roots);
 }
@@ -120,7 +124,8 @@ Status DatasetRegistry::CheckRoots(const JobSpec& spec, AccessChecker& checker) 
   return Status::Ok();
 }
 
-Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec) const {
+Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec,
+                                                             ListingStop* stop) const {
   std::vector<fs::path> roots;
   {
     MutexLock lock(&mu_);
@@ -128,11 +133,20 @@ Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec
   }
   Result<std::shared_ptr<const Dataset>> listed = Status::Internal("not listed");
   if (spec.shards.empty()) {
-    listed = Dataset::Open(spec.dataset, roots, ManifestOptionsFor(spec));
+    ManifestOptions manifest = ManifestOptionsFor(spec);
+    manifest.max_line_bytes = max_manifest_line_bytes_;
+    manifest.max_columns = max_manifest_columns_;
+    manifest.stop = stop;
+    listed = Dataset::Open(spec.dataset, roots, manifest);
   } else {
     ShardOptions shard = ShardOptionsFor(spec, shard_options_);
     shard.descriptors = shard_descriptors_;
+    shard.stop = stop;
     listed = Dataset::OpenShards(spec.shards, shard, roots);
+  }
+  if (!listed.ok() && listed.status().code() == StatusCode::kCancelled) {
+    spdlog::info("dataset {}: {}", spec.shards.empty() ? spec.dataset : spec.shards.front(),
+                 listed.status().message());
   }
 #if defined(__GLIBC__) && !defined(GALLEY_SANITIZED_ALLOCATOR)
   // Listing a million items frees millions of small allocations (walked
@@ -159,7 +173,7 @@ DatasetRegistry::Entry DatasetRegistry::Install(const std::string& key,
 }
 
 Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& spec, const Credentials& peer,
-                                            const Selector& select) {
+                                            const Selector& select, ListingStop* stop) {
   const std::string key = KeyOf(spec);
   AccessChecker checker(peer);
   // The same check whether or not another job listed the dataset first.
@@ -170,7 +184,7 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& spec, const Credentia
     if (auto it = entries_.find(key); it != entries_.end()) entry = it->second;
   }
   if (entry.dataset == nullptr) {
-    GALLEY_ASSIGN_OR_RETURN(auto listed, List(spec));
+    GALLEY_ASSIGN_OR_RETURN(auto listed, List(spec, stop));
     entry = Install(key, std::move(listed), nullptr);
   }
   // At most one re-listing: a dataset changing faster than it can be listed
@@ -183,7 +197,7 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& spec, const Credentia
       GALLEY_RETURN_IF_ERROR(access);
       return OpenedDataset{entry.dataset, entry.index, std::move(subset)};
     }
-    GALLEY_ASSIGN_OR_RETURN(auto listed, List(spec));
+    GALLEY_ASSIGN_OR_RETURN(auto listed, List(spec, stop));
     entry = Install(key, std::move(listed), entry.dataset.get());
   }
 }

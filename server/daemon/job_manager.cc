@@ -256,7 +256,8 @@ Status JobManager::Refused(const Status& why) {
 
 Result<std::shared_ptr<ServedJob>> JobManager::Build(const JobSpec& spec,
                                                      const wire::PeerCredentials& peer,
-                                                     const JobLimits& limits, uint64_t* shm_bytes) {
+                                                     const JobLimits& limits, uint64_t* shm_bytes,
+                                                     ListingStop* stop) {
   if (spec.batch_size > limits.max_batch_size) {
     return Status::ResourceExhausted("batch_size " + std::to_string(spec.batch_size) +
                                      " exceeds the daemon's limit of " +
@@ -272,9 +273,11 @@ Result<std::shared_ptr<ServedJob>> JobManager::Build(const JobSpec& spec,
   job->owner_uid = peer.uid;
   job->owner_pid = peer.pid;
   const Credentials who{peer.uid, peer.gid, peer.groups};
-  GALLEY_ASSIGN_OR_RETURN(auto opened, datasets_->Open(spec, who, [&spec](const Dataset& dataset) {
-    return SelectSubset(spec, dataset);
-  }));
+  GALLEY_ASSIGN_OR_RETURN(
+      auto opened,
+      datasets_->Open(
+          spec, who, [&spec](const Dataset& dataset) { return SelectSubset(spec, dataset); },
+          stop));
   job->dataset = std::move(opened.dataset);
   job->dataset_index = opened.index;
   job->subset = std::move(opened.subset);
@@ -337,7 +340,8 @@ Result<std::shared_ptr<ServedJob>> JobManager::Build(const JobSpec& spec,
 
 Result<std::shared_ptr<ServedJob>> JobManager::Open(const JobSpec& spec,
                                                     const wire::PeerCredentials& peer,
-                                                    std::function<void(const Status&)> cancel) {
+                                                    std::function<void(const Status&)> cancel,
+                                                    ListingStop* stop) {
   {
     MutexLock lock(&mu_);
     if (draining_) {
@@ -348,7 +352,7 @@ Result<std::shared_ptr<ServedJob>> JobManager::Open(const JobSpec& spec,
   }
   const JobLimits limits = this->limits();
   uint64_t shm_bytes = 0;
-  auto built = Build(spec, peer, limits, &shm_bytes);
+  auto built = Build(spec, peer, limits, &shm_bytes, stop);
   if (!built.ok()) return Refused(built.status());
   std::shared_ptr<ServedJob> job = *built;
   // Building may have read the first item (transform=None), opening a

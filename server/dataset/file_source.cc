@@ -78,7 +78,8 @@ struct WalkedDirectory {
 // directories are followed, but never outside `boundary`, and never into one
 // of their own ancestors (os.walk would loop until the path grew too long).
 Status Walk(const fs::path& boundary, const fs::path& directory, const std::string& relative,
-            std::vector<fs::path>& ancestors, std::vector<WalkedDirectory>& out) {
+            std::vector<fs::path>& ancestors, std::vector<WalkedDirectory>& out,
+            ListingStop* stop) {
   std::error_code error;
   const fs::path canonical = fs::canonical(directory, error);
   if (error)
@@ -95,6 +96,7 @@ Status Walk(const fs::path& boundary, const fs::path& directory, const std::stri
   if (error) return Status::NotFound("cannot list " + directory.string() + ": " + error.message());
   for (; it != fs::directory_iterator(); it.increment(error)) {
     if (error) break;
+    if (StopRequested(stop)) return stop->Why();
     const std::string name = it->path().filename().string();
     std::error_code type_error;
     // is_directory follows symlinks, as os.scandir's entry.is_dir() does.
@@ -110,7 +112,8 @@ Status Walk(const fs::path& boundary, const fs::path& directory, const std::stri
   out.push_back(std::move(walked));
   ancestors.push_back(canonical);
   for (const std::string& name : subdirectories) {
-    GALLEY_RETURN_IF_ERROR(Walk(boundary, directory / name, relative + "/" + name, ancestors, out));
+    GALLEY_RETURN_IF_ERROR(
+        Walk(boundary, directory / name, relative + "/" + name, ancestors, out, stop));
   }
   ancestors.pop_back();
   return Status::Ok();
@@ -143,12 +146,13 @@ bool ParseInteger(std::string_view text, int64_t& value) {
 }
 
 // The lines of `in` (a last one without a newline counts), leaving it
-// rewound to the start.
-uint64_t CountLines(std::ifstream& in) {
+// rewound to the start; 0 when `stop` asked to give up.
+uint64_t CountLines(std::ifstream& in, ListingStop* stop) {
   uint64_t lines = 0;
   char last = '\n';
   std::vector<char> chunk(1 << 20);
   while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+    if (StopRequested(stop)) break;
     const auto n = static_cast<size_t>(in.gcount());
     lines += static_cast<uint64_t>(std::count(chunk.data(), chunk.data() + n, '\n'));
     last = chunk[n - 1];
@@ -176,28 +180,36 @@ Result<std::unique_ptr<FileSource>> FileSource::Open(const fs::path& canonical,
   source->fingerprint_ = std::make_unique<ContentFingerprintBuilder>("files");
   source->copy_fingerprint_ = std::make_unique<ContentFingerprintBuilder>("files-copy");
   source->mtimes_fingerprint_ = std::make_unique<ContentFingerprintBuilder>("files-mtimes");
+  source->inodes_kept_ = InodesAgreeAcrossMounts(canonical);
   std::error_code error;
   if (fs::is_directory(canonical, error)) {
     ListingRegistration registration(canonical.string(), "folder", "files", 0);
     source->progress_ = &registration.progress();
+    source->stop_ = options.stop;
     source->base_dir_ = canonical;
     source->directories_.push_back("");
     const Status scanned = source->ScanImageFolder();
     source->progress_ = nullptr;
+    source->stop_ = nullptr;
     GALLEY_RETURN_IF_ERROR(scanned);
   } else if (fs::is_regular_file(canonical, error)) {
     ListingRegistration registration(canonical.string(), "manifest", "lines", 0);
     source->progress_ = &registration.progress();
+    source->stop_ = options.stop;
     source->base_dir_ = canonical.parent_path();
     source->directories_.push_back(canonical.filename().string());
     const Status read = source->ReadManifest(options);
     source->progress_ = nullptr;
+    source->stop_ = nullptr;
     GALLEY_RETURN_IF_ERROR(read);
   } else {
     return Status::InvalidArgument("dataset root " + canonical.string() +
                                    " is neither a directory nor a manifest file");
   }
   source->directories_fingerprint_ = source->DirectoriesFingerprint();
+  // The folder the relative paths hang from makes each of them absolute:
+  // a clone of the files elsewhere gets another fingerprint.
+  source->fingerprint_->AddString(source->base_dir_.string());
   source->content_fingerprint_ = source->fingerprint_->Finish();
   source->fingerprint_.reset();
   // The classes and the count close the copy's fingerprint: a label names a
@@ -228,7 +240,7 @@ void FileSource::AddItem(const std::string& relative_path, int64_t label,
   if (found) info = *found_info;
   if (found) total_bytes_ += static_cast<uint64_t>(info.st_size);
   items_fingerprint_ = FoldIdentity(items_fingerprint_, found ? &info : nullptr);
-  // What the bytes are, wherever the tree is mounted: no device or inode.
+  // No device number: it differs between two mounts of one export.
   const uint64_t size = found ? static_cast<uint64_t>(info.st_size) : ~uint64_t{0};
   const uint64_t mtime = found ? static_cast<uint64_t>(info.st_mtim.tv_sec) * 1000000000ULL +
                                      static_cast<uint64_t>(info.st_mtim.tv_nsec)
@@ -236,6 +248,11 @@ void FileSource::AddItem(const std::string& relative_path, int64_t label,
   fingerprint_->AddString(relative_path);
   fingerprint_->AddInteger(size);
   fingerprint_->AddInteger(mtime);
+  if (found) {
+    fingerprint_->AddFileOrigin(info, inodes_kept_);
+  } else {
+    fingerprint_->AddInteger(~uint64_t{0});
+  }
   // A copy (cp -r) keeps the names and bytes but not the times.
   copy_fingerprint_->AddString(relative_path);
   copy_fingerprint_->AddInteger(size);
@@ -310,7 +327,7 @@ Status FileSource::ScanImageFolder() {
     std::vector<WalkedDirectory> directories;
     std::vector<fs::path> ancestors;
     GALLEY_RETURN_IF_ERROR(
-        Walk(root_, root_ / classes_[label], classes_[label], ancestors, directories));
+        Walk(root_, root_ / classes_[label], classes_[label], ancestors, directories, stop_));
     std::sort(
         directories.begin(), directories.end(),
         [](const WalkedDirectory& a, const WalkedDirectory& b) { return a.relative < b.relative; });
@@ -323,6 +340,7 @@ Status FileSource::ScanImageFolder() {
       const ScopedFd directory_fd(
           ::open((root_ / directory.relative).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
       for (const WalkedFile& file : directory.files) {
+        if (StopRequested(stop_)) return stop_->Why();
         if (!HasImageExtension(file.name)) continue;
         const std::string relative = directory.relative + "/" + file.name;
         // Walk resolved the directory inside the root; a file that is not a
@@ -375,7 +393,7 @@ Result<std::string> FileSource::CheckListedPath(const std::string& path,
   return normal.lexically_relative(base_dir_).string();
 }
 
-void FileSource::AddListedItems(const std::vector<ListedLine>& lines, bool labelled) {
+Status FileSource::AddListedItems(const std::vector<ListedLine>& lines, bool labelled) {
   int64_t number = 0;
   const bool numeric = std::all_of(lines.begin(), lines.end(), [&](const ListedLine& line) {
     return ParseInteger(line.label, number);
@@ -389,6 +407,7 @@ void FileSource::AddListedItems(const std::vector<ListedLine>& lines, bool label
     }
   }
   for (const ListedLine& line : lines) {
+    if (StopRequested(stop_)) return stop_->Why();
     int64_t label = -1;
     if (labelled && numeric) {
       ParseInteger(line.label, label);
@@ -399,18 +418,89 @@ void FileSource::AddListedItems(const std::vector<ListedLine>& lines, bool label
     const bool found = ::stat((base_dir_ / line.path).c_str(), &info) == 0;
     AddItem(line.path, label, found ? &info : nullptr);
   }
+  return Status::Ok();
 }
+
+class FileSource::LineReader {
+ public:
+  LineReader(std::istream& in, const fs::path& manifest, const ManifestOptions& options)
+      : in_(in),
+        manifest_(manifest),
+        max_line_bytes_(options.max_line_bytes),
+        stop_(options.stop),
+        chunk_(kChunkBytes) {}
+
+  // The number of the line Next() gave last (1-based).
+  size_t number() const { return number_; }
+
+  Result<bool> Next(std::string* line) {
+    line->clear();
+    bool any = false;
+    while (true) {
+      if (StopRequested(stop_)) return stop_->Why();
+      if (next_ == end_) {
+        in_.read(chunk_.data(), static_cast<std::streamsize>(chunk_.size()));
+        if (in_.bad()) return Status::DataLoss("error reading manifest " + manifest_.string());
+        next_ = 0;
+        end_ = static_cast<size_t>(in_.gcount());
+        if (end_ == 0) {
+          if (!any) return false;
+          break;  // a last line without a newline
+        }
+      }
+      any = true;
+      const char* from = chunk_.data() + next_;
+      const auto* newline = static_cast<const char*>(std::memchr(from, '\n', end_ - next_));
+      const size_t take = newline != nullptr ? static_cast<size_t>(newline - from) : end_ - next_;
+      // One byte over the limit may be the '\r' of a CRLF ending.
+      if (line->size() + take > max_line_bytes_ + 1) return TooLong();
+      line->append(from, take);
+      next_ += take;
+      if (newline != nullptr) {
+        ++next_;
+        break;
+      }
+    }
+    if (!line->empty() && line->back() == '\r') line->pop_back();
+    if (line->size() > max_line_bytes_) return TooLong();
+    ++number_;
+    return true;
+  }
+
+ private:
+  static constexpr size_t kChunkBytes = size_t{1} << 16;
+
+  // The line being read, the next one, is over the limit.
+  Status TooLong() const {
+    return Status::InvalidArgument(
+        manifest_.string() + ":" + std::to_string(number_ + 1) + ": the line is longer than " +
+        std::to_string(max_line_bytes_) +
+        " bytes (galleyd's max_manifest_line_bytes); split the line, or ask the node's operator "
+        "to raise the limit");
+  }
+
+  std::istream& in_;
+  const fs::path& manifest_;
+  const uint64_t max_line_bytes_;
+  ListingStop* const stop_;
+  std::vector<char> chunk_;
+  size_t next_ = 0, end_ = 0;
+  size_t number_ = 0;
+};
 
 Status FileSource::ReadManifest(const ManifestOptions& options) {
   std::ifstream in(root_);
   if (!in) return Status::NotFound("cannot read manifest " + root_.string());
-  progress_->total = CountLines(in);
+  progress_->total = CountLines(in, options.stop);
   if (options.header_row || HasHeaderByName(root_)) return ReadTable(in, options);
   std::vector<ListedLine> lines;
   std::string text;
-  for (size_t number = 1; std::getline(in, text); ++number) {
+  LineReader reader(in, root_, options);
+  while (true) {
+    GALLEY_ASSIGN_OR_RETURN(const bool more, reader.Next(&text));
+    if (!more) break;
+    const size_t number = reader.number();
     progress_->done = number;
-    if (!text.empty() && text.back() == '\r') text.pop_back();
     const size_t first = text.find_first_not_of(" \t");
     if (first == std::string::npos || text[first] == '#') continue;
     const std::string where = root_.string() + ":" + std::to_string(number) + ": ";
@@ -421,19 +511,20 @@ Status FileSource::ReadManifest(const ManifestOptions& options) {
     GALLEY_ASSIGN_OR_RETURN(std::string path, CheckListedPath(text.substr(0, tab), where));
     lines.push_back({std::move(path), text.substr(tab + 1)});
   }
-  if (in.bad()) return Status::DataLoss("error reading manifest " + root_.string());
-  AddListedItems(lines, /*labelled=*/true);
-  return Status::Ok();
+  return AddListedItems(lines, /*labelled=*/true);
 }
 
 Status FileSource::ReadTable(std::ifstream& in, const ManifestOptions& options) {
-  ManifestTable table(TableFormatOf(root_), options.image_column);
+  ManifestTable table(TableFormatOf(root_), options.image_column, options.max_columns);
   std::vector<ListedLine> lines;
   bool header = false, integers = true, texts = true;
   std::string text;
-  for (size_t number = 1; std::getline(in, text); ++number) {
+  LineReader reader(in, root_, options);
+  while (true) {
+    GALLEY_ASSIGN_OR_RETURN(const bool more, reader.Next(&text));
+    if (!more) break;
+    const size_t number = reader.number();
     progress_->done = number;
-    if (!text.empty() && text.back() == '\r') text.pop_back();
     if (text.find_first_not_of(" \t") == std::string::npos) continue;
     const std::string where = root_.string() + ":" + std::to_string(number) + ": ";
     if (!header) {
@@ -451,11 +542,9 @@ Status FileSource::ReadTable(std::ifstream& in, const ManifestOptions& options) 
     record_pool_.insert(record_pool_.end(), row->record.begin(), row->record.end());
     record_offsets_.push_back(record_pool_.size());
   }
-  if (in.bad()) return Status::DataLoss("error reading manifest " + root_.string());
   if (!header) return Status::InvalidArgument(root_.string() + " has no header row");
   field_names_ = table.field_names();
-  AddListedItems(lines, !table.field_names().empty() && (integers || texts));
-  return Status::Ok();
+  return AddListedItems(lines, !table.field_names().empty() && (integers || texts));
 }
 
 Result<std::vector<uint8_t>> FileSource::ReadFields(ItemId id) const {

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <unordered_set>
 
 #include "galley/dataset/sample_fields.h"
 #include "wire/field_record.h"
@@ -47,11 +49,15 @@ std::string TypedCell(const std::string& cell, ManifestTable::Row::LabelKind* ki
 }
 
 // Whether a JSON line nests arrays and objects at most kMaxDepth deep, so
-// that building and printing its tree (both recursive) stays shallow.
+// that building and printing its tree (both recursive) stays shallow; counts
+// into `members` the top-level object's members (its commas at depth 1,
+// plus one), so that a line with too many keys is refused before it is
+// parsed (an ordered object finds each key by a linear search).
 constexpr int kMaxDepth = 64;
-bool Shallow(std::string_view text) {
+bool Shallow(std::string_view text, size_t* members) {
   int depth = 0;
   bool in_string = false;
+  *members = 1;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
@@ -66,14 +72,21 @@ bool Shallow(std::string_view text) {
       if (++depth > kMaxDepth) return false;
     } else if (c == ']' || c == '}') {
       --depth;
+    } else if (c == ',' && depth == 1) {
+      ++*members;
     }
   }
   return true;
 }
 
-Result<json> ParseLine(std::string_view line) {
-  if (!Shallow(line)) {
+Result<json> ParseLine(std::string_view line, uint32_t max_members) {
+  size_t members = 0;
+  if (!Shallow(line, &members)) {
     return Status::InvalidArgument("the line nests deeper than " + std::to_string(kMaxDepth));
+  }
+  if (members > max_members) {
+    return Status::InvalidArgument("the line has more than " + std::to_string(max_members) +
+                                   " keys (galleyd's max_manifest_columns)");
   }
   if (!json::accept(line)) return Status::InvalidArgument("the line is not JSON");
   return json::parse(line);
@@ -93,11 +106,19 @@ bool HasHeaderByName(const std::filesystem::path& path) {
   return suffix == ".csv" || suffix == ".jsonl";
 }
 
+Status ManifestTable::CheckColumnCount(size_t cells) const {
+  if (cells <= max_columns_) return Status::Ok();
+  return Status::InvalidArgument(
+      "the line has more than " + std::to_string(max_columns_) +
+      " columns (galleyd's max_manifest_columns); ask the node's operator to raise it");
+}
+
 Result<std::vector<std::string>> ManifestTable::SplitCells(std::string_view line) const {
   std::vector<std::string> cells(1);
   if (format_ == TableFormat::kTsv) {
     for (char c : line) {
       if (c == '\t') {
+        GALLEY_RETURN_IF_ERROR(CheckColumnCount(cells.size() + 1));
         cells.emplace_back();
       } else {
         cells.back().push_back(c);
@@ -118,6 +139,7 @@ Result<std::vector<std::string>> ManifestTable::SplitCells(std::string_view line
         cells.back().push_back(c);
       }
     } else if (c == ',') {
+      GALLEY_RETURN_IF_ERROR(CheckColumnCount(cells.size() + 1));
       cells.emplace_back();
       was_quoted = false;
     } else if (c == '"' && cells.back().empty() && !was_quoted) {
@@ -132,18 +154,18 @@ Result<std::vector<std::string>> ManifestTable::SplitCells(std::string_view line
 
 Status ManifestTable::Header(std::string_view line) {
   if (format_ == TableFormat::kJsonLines) {
-    GALLEY_ASSIGN_OR_RETURN(const json first, ParseLine(line));
+    GALLEY_ASSIGN_OR_RETURN(const json first, ParseLine(line, max_columns_));
     if (!first.is_object()) return Status::InvalidArgument("the first line is not a JSON object");
     for (const auto& [key, value] : first.items()) columns_.push_back(key);
   } else {
     GALLEY_ASSIGN_OR_RETURN(columns_, SplitCells(line));
   }
-  for (size_t i = 0; i < columns_.size(); ++i) {
-    if (columns_[i].empty()) return Status::InvalidArgument("the header has an empty column name");
-    for (size_t j = 0; j < i; ++j) {
-      if (columns_[j] == columns_[i]) {
-        return Status::InvalidArgument("the header names column '" + columns_[i] + "' twice");
-      }
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(columns_.size());
+  for (const std::string& column : columns_) {
+    if (column.empty()) return Status::InvalidArgument("the header has an empty column name");
+    if (!seen.insert(column).second) {
+      return Status::InvalidArgument("the header names column '" + column + "' twice");
     }
   }
   if (columns_.empty()) return Status::InvalidArgument("the header names no column");
@@ -167,13 +189,19 @@ Result<ManifestTable::Row> ManifestTable::Parse(std::string_view line) const {
   std::vector<std::string> values;  // JSON text per column but the image
   std::vector<Row::LabelKind> kinds;
   if (format_ == TableFormat::kJsonLines) {
-    GALLEY_ASSIGN_OR_RETURN(const json object, ParseLine(line));
+    GALLEY_ASSIGN_OR_RETURN(const json object, ParseLine(line, max_columns_));
     if (!object.is_object() || object.size() != columns_.size()) {
       return Status::InvalidArgument("the line is not an object with the first line's " +
                                      std::to_string(columns_.size()) + " keys");
     }
+    // Rows usually repeat the first line's key order: each key is then
+    // found where the walk is, not by a search through the object.
+    auto in_order = object.begin();
     for (size_t i = 0; i < columns_.size(); ++i) {
-      auto it = object.find(columns_[i]);
+      auto it = in_order != object.end() && in_order.key() == columns_[i]
+                    ? in_order
+                    : object.find(columns_[i]);
+      if (in_order != object.end()) ++in_order;
       if (it == object.end()) {
         return Status::InvalidArgument("the line has no key '" + columns_[i] + "'");
       }

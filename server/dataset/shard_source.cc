@@ -80,6 +80,8 @@ Status PreadExactly(int fd, uint64_t offset, std::span<uint8_t> out, const fs::p
 // cache stores.
 struct ShardListing {
   FileIdentity identity;
+  struct stat info {};      // as listed: the change time and inode the fingerprint folds
+  bool inode_kept = false;  // InodesAgreeAcrossMounts
   TarListing tar;
   std::vector<std::string> inline_payloads;  // one per member; empty if not kept
   bool from_cache = false;
@@ -413,6 +415,8 @@ Result<ShardListing> ListShard(const fs::path& shard, const ShardOptions& option
   if (!S_ISREG(info.st_mode)) return Status::InvalidArgument(shard.string() + " is not a file");
   ShardListing listing;
   listing.identity = IdentityOf(info);
+  listing.info = info;
+  listing.inode_kept = InodesAgreeAcrossMounts(shard);
   if (use_cache && LoadCached(options.index_cache_dir, shard, listing.identity, &listing)) {
     listing.from_cache = true;
     GlobalShardIndexCounters().cache_hits++;
@@ -476,6 +480,8 @@ struct GroupedShard {
     int64_t label;
   };
   FileIdentity identity;
+  struct stat info {};
+  bool inode_kept = false;
   bool from_cache = false;
   ShardStats idx_stats;  // from_idx and stale_idx
   std::vector<Sample> samples;
@@ -499,6 +505,8 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
                           const std::string& json_field) {
   GroupedShard out;
   out.identity = listing.identity;
+  out.info = listing.info;
+  out.inode_kept = listing.inode_kept;
   out.from_cache = listing.from_cache;
   out.skipped_members = listing.tar.skipped_non_regular;
   out.damage = listing.tar.damage;
@@ -732,6 +740,10 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t i = next++; i < shards.size(); i = next++) {
+        if (StopRequested(options.stop)) {
+          grouped[i] = options.stop->Why();
+          continue;
+        }
         ShardStats idx_stats;
         Result<ShardListing> listing = ListShard(shards[i], options, use_cache, &idx_stats);
         if (listing.ok()) {
@@ -752,6 +764,9 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
   }
 
   std::vector<OpenShards::Shard> opened;
+  // What names each shard file itself, for the fingerprint.
+  std::vector<std::pair<struct stat, bool>> origins;
+  origins.reserve(shards.size());
   ShardStats& stats = source->stats_;
   stats.shards = shards.size();
   uint64_t samples = 0, key_bytes = 0;
@@ -770,6 +785,7 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
   for (size_t s = 0; s < shards.size(); ++s) {
     GroupedShard& shard = *grouped[s];
     opened.push_back({shards[s], shard.identity});
+    origins.emplace_back(shard.info, shard.inode_kept);
     stats.stale_idx += shard.idx_stats.stale_idx;
     stats.from_idx += shard.idx_stats.from_idx;
     if (shard.from_cache) stats.from_cache++;
@@ -795,14 +811,16 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
     shard = GroupedShard();  // freed as soon as it is copied
   }
   stats.samples = source->items_.size();
-  // Shards by file name, size and mtime (not by path: another node may
-  // mount them elsewhere), then each item's byte range.
+  // Shards by canonical path, size, mtime, change time and inode (what no
+  // clone of them elsewhere has: content_fingerprint.h), then each item's
+  // byte range.
   ContentFingerprintBuilder fingerprint("shards");
   fingerprint.AddInteger(opened.size());
-  for (const OpenShards::Shard& shard : opened) {
-    fingerprint.AddString(shard.path.filename().string());
-    fingerprint.AddInteger(shard.identity.size);
-    fingerprint.AddInteger(static_cast<uint64_t>(shard.identity.mtime_ns));
+  for (size_t s = 0; s < opened.size(); ++s) {
+    fingerprint.AddString(opened[s].path.string());
+    fingerprint.AddInteger(opened[s].identity.size);
+    fingerprint.AddInteger(static_cast<uint64_t>(opened[s].identity.mtime_ns));
+    fingerprint.AddFileOrigin(origins[s].first, origins[s].second);
   }
   for (const Item& item : source->items_) {
     fingerprint.AddInteger(item.shard);

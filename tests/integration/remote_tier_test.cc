@@ -2,25 +2,32 @@
 // real memcached servers requiring SASL on loopback, and two galleyd
 // processes standing for two nodes, each with its own socket and cache
 // budget, reading the same real JPEG files.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <libmemcached/memcached.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 #include <thread>
 
 #include "galley/client.h"
 #include "tests/integration/galleyd_process.h"
 #include "tests/integration/memcached_cluster.h"
+#include "tests/integration/other_user.h"
 
 namespace galley {
 namespace {
@@ -112,6 +119,21 @@ class RemoteTierTest : public ::testing::Test {
     return Query(node, "status")["pipeline"]["file_reads"].get<uint64_t>();
   }
 
+  // One epoch of `dataset`, two samples a batch with one batch of
+  // prefetch; a failed sample fails the job.
+  static JobSpec EpochSpec(const std::filesystem::path& dataset,
+                           const char* transform = kTransform) {
+    JobSpec spec;
+    spec.dataset = dataset.string();
+    spec.batch_size = 2;
+    spec.prefetch = 1;
+    spec.transform_json = transform;
+    spec.seed = 3;
+    spec.epochs = 1;
+    spec.on_error = "raise";
+    return spec;
+  }
+
   // One epoch on `node`, two samples a batch with one batch of prefetch, so
   // the daemon stays close behind the consumer and `after_first_batch`
   // happens with most of the epoch still to prepare. Every sample by item
@@ -124,15 +146,7 @@ class RemoteTierTest : public ::testing::Test {
     options.request_timeout = 10s;
     auto client = Client::Connect(options);
     EXPECT_TRUE(client.ok()) << client.status().ToString();
-    JobSpec spec;
-    spec.dataset = data_.string();
-    spec.batch_size = 2;
-    spec.prefetch = 1;
-    spec.transform_json = transform;
-    spec.seed = 3;
-    spec.epochs = 1;
-    spec.on_error = "raise";
-    auto job = client->OpenJob(spec);
+    auto job = client->OpenJob(EpochSpec(data_, transform));
     EXPECT_TRUE(job.ok()) << job.status().ToString();
     Samples samples;
     if (!job.ok()) return samples;
@@ -481,6 +495,99 @@ TEST_F(RemoteTierTest, AValueForgedWithoutTheDeploymentsKeyIsCorruptAndReadFromS
   EXPECT_EQ(status["pipeline"]["remote"]["decoded_hits"], kItems) << status.dump();
   EXPECT_EQ(status["pipeline"]["remote"]["corrupt"], kItems);
   EXPECT_EQ(status["pipeline"]["file_reads"], kItems);
+}
+
+// The clone attack: a user who may `stat` another user's private files but
+// not read them (0600 files in 0755 folders) makes files with the same
+// names, sizes and modification times (to the nanosecond) under a root of
+// their own, filled with a JPEG of their own, and reads them through a node
+// whose remote tier holds the private images' pixels. The remote tier's key
+// binds each file's absolute path, change time and inode, which the clone
+// cannot reproduce: the other user gets their own pixels, and the node finds
+// nothing of the private set in the remote tier. A node that reads the
+// private set at its own path still shares it.
+TEST_F(RemoteTierTest, AMetadataCloneOfAnotherUsersFilesGetsNoneOfTheirPixels) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as a second user";
+  namespace fs = std::filesystem;
+  fs::permissions(tmp_.path(), fs::perms(0755));
+  std::vector<std::string> relative;
+  for (const auto& entry : fs::recursive_directory_iterator(data_)) {
+    fs::permissions(entry.path(), fs::perms(entry.is_directory() ? 0755 : 0600));
+    if (entry.is_regular_file()) relative.push_back(fs::relative(entry.path(), data_).string());
+  }
+  ASSERT_EQ(relative.size(), size_t{kItems});
+  // The other user's folder under the allowed root, and the image they
+  // fill every clone with: a grey 8x8 JPEG, smaller than any private one.
+  const fs::path clone = tmp_.path() / "clone";
+  fs::create_directories(clone);
+  ASSERT_EQ(::chown(clone.c_str(), testing::kNobodyUid, testing::kNobodyGid), 0);
+  std::vector<uint8_t> grey;
+  ASSERT_TRUE(cv::imencode(".jpg", cv::Mat(8, 8, CV_8UC3, cv::Scalar::all(128)), grey));
+
+  auto node1 =
+      StartNode("node1", "64MiB", {"--remote-cache-form", "decoded", "--socket-mode", "0666"});
+  const Samples private_samples = RunEpoch(*node1);
+  ASSERT_TRUE(WaitForWrites(*node1, kItems));
+  auto node2 =
+      StartNode("node2", "64MiB", {"--remote-cache-form", "decoded", "--socket-mode", "0666"});
+
+  const testing::Outcome attack =
+      testing::RunAs(testing::kNobodyUid, testing::kNobodyGid, {}, [&]() -> Status {
+        for (const std::string& name : relative) {
+          struct stat info {};
+          if (::stat((data_ / name).c_str(), &info) != 0) return Status::Internal("stat " + name);
+          const fs::path path = clone / name;
+          fs::create_directories(path.parent_path());
+          if (static_cast<size_t>(info.st_size) < grey.size()) return Status::Internal("small");
+          std::vector<uint8_t> bytes = grey;
+          bytes.resize(static_cast<size_t>(info.st_size), 0);  // after the JPEG's end
+          std::ofstream(path, std::ios::binary)
+              .write(reinterpret_cast<const char*>(bytes.data()),
+                     static_cast<std::streamsize>(bytes.size()));
+          const struct timespec times[2] = {info.st_atim, info.st_mtim};
+          if (::utimensat(AT_FDCWD, path.c_str(), times, 0) != 0) {
+            return Status::Internal("utimensat " + path.string());
+          }
+        }
+        ClientOptions options;
+        options.socket_path = node2->socket();
+        options.request_timeout = 30s;
+        GALLEY_ASSIGN_OR_RETURN(auto client, Client::Connect(options));
+        GALLEY_ASSIGN_OR_RETURN(auto job, client.OpenJob(EpochSpec(clone)));
+        size_t served = 0, private_pixels = 0, grey_pixels = 0;
+        while (true) {
+          GALLEY_ASSIGN_OR_RETURN(auto batch, job.Next(30s));
+          const size_t sample_bytes = batch.data_bytes() / batch.size();
+          const auto* data = static_cast<const uint8_t*>(batch.data());
+          for (size_t i = 0; i < batch.size(); ++i) {
+            const std::vector<uint8_t> sample(data + i * sample_bytes,
+                                              data + (i + 1) * sample_bytes);
+            ++served;
+            if (private_samples.at(batch.item_ids()[i]) == sample) ++private_pixels;
+            const bool flat = std::all_of(sample.begin(), sample.end(), [&](uint8_t v) {
+              return std::abs(int{v} - int{sample[0]}) <= 2;
+            });
+            if (flat) ++grey_pixels;
+          }
+          if (batch.last_in_epoch()) break;
+        }
+        return Status(StatusCode::kOk, std::to_string(served) + " " +
+                                           std::to_string(private_pixels) + " " +
+                                           std::to_string(grey_pixels));
+      });
+  ASSERT_EQ(attack.code, 0) << attack.message;
+  // served, the private set's pixels, the clone's own grey
+  EXPECT_EQ(attack.message, std::to_string(kItems) + " 0 " + std::to_string(kItems));
+  EXPECT_EQ(Remote(*node2)["decoded_hits"].get<uint64_t>(), 0u);
+  EXPECT_EQ(Remote(*node2)["encoded_hits"].get<uint64_t>(), 0u);
+  EXPECT_EQ(FileReads(*node2), uint64_t{kItems});
+
+  // The private set at its own path, on a third node: every item from the
+  // remote tier, no file read.
+  auto node3 = StartNode("node3", "64MiB", {"--remote-cache-form", "decoded"});
+  EXPECT_EQ(RunEpoch(*node3), private_samples);
+  EXPECT_EQ(FileReads(*node3), 0u);
+  EXPECT_EQ(Remote(*node3)["decoded_hits"].get<uint64_t>(), uint64_t{kItems});
 }
 
 TEST_F(RemoteTierTest, BadCredentialsAreRefusedWithAClearMessage) {

@@ -84,23 +84,20 @@ TEST_F(DatasetTest, ImageFolderMatchesTorchvisionOrderAndLabels) {
   EXPECT_EQ(std::string(bytes->begin(), bytes->end()), "data");
 }
 
-// The remote tier's key: the same files under two paths (two nodes
-// mounting one export) share a fingerprint, with their times kept as a copy
-// with `cp -p` or `rsync -a` keeps them; a changed file, a renamed one or
-// another order of items makes another.
-TEST_F(DatasetTest, TheContentFingerprintNamesTheFilesNotWhereTheyAre) {
-  for (const char* name : {"a/1.jpg", "a/2.jpg", "b/3.png"}) Write(root_ / name, name);
-  const fs::path copy = dir_ / "elsewhere" / "mount";
-  fs::create_directories(copy.parent_path());
-  fs::copy(root_, copy, fs::copy_options::recursive);
-  for (const char* name : {"a/1.jpg", "a/2.jpg", "b/3.png"}) {
-    fs::last_write_time(copy / name, fs::last_write_time(root_ / name));
-  }
+// The remote tier's key names the files themselves: listing the same files
+// again (another node mounting them at the same path) gives the same
+// fingerprint, and so does a manifest naming them in the same order; a
+// metadata clone elsewhere (same names, sizes and mtimes, as `cp -p`
+// makes one) does not, nor a file deleted and made again at its path with
+// its old size and mtime, nor a changed, renamed or reordered file.
+TEST_F(DatasetTest, TheContentFingerprintNamesTheFilesWhereTheyAre) {
+  const std::vector<std::string> names = {"a/1.jpg", "a/2.jpg", "b/3.png"};
+  for (const std::string& name : names) Write(root_ / name, name);
   const auto original = MustOpen(root_);
-  const auto mounted = MustOpen(copy);
+  const auto again = MustOpen(root_);
   ASSERT_NE(original, nullptr);
-  ASSERT_NE(mounted, nullptr);
-  EXPECT_EQ(original->content_fingerprint(), mounted->content_fingerprint());
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(original->content_fingerprint(), again->content_fingerprint());
   EXPECT_EQ(original->content_fingerprint().Hex().size(), 32u);
 
   // A manifest naming the same files in the same order gives each id the
@@ -114,13 +111,34 @@ TEST_F(DatasetTest, TheContentFingerprintNamesTheFilesNotWhereTheyAre) {
   ASSERT_NE(reordered, nullptr);
   EXPECT_NE(reordered->content_fingerprint(), original->content_fingerprint());
 
-  Write(copy / "a/2.jpg", "rewritten, one byte longer");
-  const auto changed = MustOpen(copy);
-  ASSERT_NE(changed, nullptr);
-  EXPECT_NE(changed->content_fingerprint(), original->content_fingerprint());
+  // The clone: everything stat shows a user, copied to another root.
+  const fs::path clone = dir_ / "elsewhere" / "mount";
+  fs::create_directories(clone.parent_path());
+  fs::copy(root_, clone, fs::copy_options::recursive);
+  for (const std::string& name : names) {
+    fs::last_write_time(clone / name, fs::last_write_time(root_ / name));
+  }
+  const auto cloned = MustOpen(clone);
+  ASSERT_NE(cloned, nullptr);
+  EXPECT_NE(cloned->content_fingerprint(), original->content_fingerprint());
 
-  fs::rename(copy / "b/3.png", copy / "b/4.png");
-  const auto renamed = MustOpen(copy);
+  // The same name, size and mtime on a new file at the old path: its
+  // change time (which no user can set) and its inode differ.
+  const auto mtime = fs::last_write_time(root_ / "a/2.jpg");
+  fs::remove(root_ / "a/2.jpg");
+  Write(root_ / "a/2.jpg", "A/2.JPG");
+  fs::last_write_time(root_ / "a/2.jpg", mtime);
+  const auto replaced = MustOpen(root_);
+  ASSERT_NE(replaced, nullptr);
+  EXPECT_NE(replaced->content_fingerprint(), original->content_fingerprint());
+
+  Write(root_ / "a/2.jpg", "rewritten, one byte longer");
+  const auto changed = MustOpen(root_);
+  ASSERT_NE(changed, nullptr);
+  EXPECT_NE(changed->content_fingerprint(), replaced->content_fingerprint());
+
+  fs::rename(root_ / "b/3.png", root_ / "b/4.png");
+  const auto renamed = MustOpen(root_);
   ASSERT_NE(renamed, nullptr);
   EXPECT_NE(renamed->content_fingerprint(), changed->content_fingerprint());
 }

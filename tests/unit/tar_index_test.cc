@@ -113,9 +113,12 @@ TEST(TarIndexTest, ListsUstarGnuAndPaxMembers) {
   EXPECT_TRUE(listing->damage.empty()) << listing->damage;
 }
 
-// The remote tier's key for shards: the same shards seen under two paths
-// share a content fingerprint; a shard rewritten with other bytes does not.
-TEST(ShardFingerprintTest, NamesTheShardsContentNotTheirPath) {
+// The remote tier's key for shards names the shard files themselves: the
+// same shard listed again shares a content fingerprint; a metadata clone of
+// it at another path (same name, size, bytes and mtime) does not, nor a
+// shard rewritten with other bytes. A saved loader state's key is the
+// clone's too, as a `cp -r` copy must resume.
+TEST(ShardFingerprintTest, NamesTheShardFilesWhereTheyAre) {
   namespace fs = std::filesystem;
   std::string pattern = (fs::temp_directory_path() / "galley_shards_XXXXXX").string();
   ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
@@ -136,10 +139,15 @@ TEST(ShardFingerprintTest, NamesTheShardsContentNotTheirPath) {
   ShardOptions options;
   options.label_key = "";
   auto here = ShardSource::Open({dir / "a" / "train-000.tar"}, options);
-  auto there = ShardSource::Open({dir / "b" / "train-000.tar"}, options);
-  ASSERT_TRUE(here.ok() && there.ok()) << here.status().ToString() << there.status().ToString();
+  auto again = ShardSource::Open({dir / "a" / "train-000.tar"}, options);
+  auto clone = ShardSource::Open({dir / "b" / "train-000.tar"}, options);
+  ASSERT_TRUE(here.ok() && again.ok() && clone.ok())
+      << here.status().ToString() << clone.status().ToString();
   ASSERT_EQ((*here)->size(), 2u);
-  EXPECT_EQ((*here)->content_fingerprint(), (*there)->content_fingerprint());
+  EXPECT_EQ((*here)->content_fingerprint(), (*again)->content_fingerprint());
+  EXPECT_NE((*here)->content_fingerprint(), (*clone)->content_fingerprint());
+  EXPECT_EQ((*clone)->resume_key().content, (*here)->resume_key().content);
+  EXPECT_EQ((*clone)->resume_key().mtimes, (*here)->resume_key().mtimes);
   // A copy that did not keep the shard's time (cp -r) resumes a saved
   // loader state: the same content key, other mtimes.
   fs::last_write_time(dir / "b" / "train-000.tar",
@@ -148,8 +156,8 @@ TEST(ShardFingerprintTest, NamesTheShardsContentNotTheirPath) {
   ASSERT_TRUE(copied.ok());
   EXPECT_EQ((*copied)->resume_key().content, (*here)->resume_key().content);
   EXPECT_NE((*copied)->resume_key().mtimes, (*here)->resume_key().mtimes);
-  write(dir / "b" / "train-000.tar", "FIRST");
-  auto rewritten = ShardSource::Open({dir / "b" / "train-000.tar"}, options);
+  write(dir / "a" / "train-000.tar", "FIRST");
+  auto rewritten = ShardSource::Open({dir / "a" / "train-000.tar"}, options);
   ASSERT_TRUE(rewritten.ok());
   EXPECT_NE((*rewritten)->content_fingerprint(), (*here)->content_fingerprint());
   // Same sizes, other bytes: a resume cannot tell without reading them.

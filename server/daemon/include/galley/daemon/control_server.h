@@ -99,8 +99,10 @@ class ControlServer {
   Result<JobSpec> ParseOpenJob(std::string_view payload);
   // Gives back the session's place in the per-uid connection limit (once).
   void Uncount(Session* session);
-  // A query or control request from `peer`: the reply, or the error to send.
-  Result<nlohmann::json> Request(const nlohmann::json& body, const wire::PeerCredentials& peer);
+  // A query or control request from `peer` on connection `peer_fd`: the
+  // reply, or the error to send.
+  Result<nlohmann::json> Request(const nlohmann::json& body, const wire::PeerCredentials& peer,
+                                 int peer_fd);
   // A query's reply as `peer` may see it; InvalidArgument for an unknown one.
   Result<nlohmann::json> QueryAs(const std::string& what, const wire::PeerCredentials& peer,
                                  bool admin) const;

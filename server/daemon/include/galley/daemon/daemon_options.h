@@ -139,6 +139,13 @@ struct DaemonOptions {
   uint64_t tar_index_max_bytes = uint64_t{1} << 30;
   uint32_t max_open_shards = 128;
   uint32_t max_open_shards_total = 0;
+  // Manifests (docs/datasets.md): the longest line galleyd reads, the header
+  // included, and the most columns a header may name. A listing holds at
+  // most one such line at a time, so these bound what one hostile manifest
+  // can make a listing thread hold and do; a manifest beyond them is refused
+  // at open, naming the limit.
+  uint64_t max_manifest_line_bytes = uint64_t{1} << 20;
+  uint32_t max_manifest_columns = 1024;
   // Jobs at different speeds (docs/sampling.md §3.3): the most time per
   // epoch a job whose consumer has little buffered may be held so that a
   // full peer shares the next wave (0: jobs are never held), the longest

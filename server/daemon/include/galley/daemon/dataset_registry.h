@@ -68,6 +68,10 @@ struct DatasetRegistryOptions {
   // set, index threads. Each job names its own image and label keys
   // (ShardOptionsFor).
   ShardOptions shards;
+  // The bounds on a manifest's lines and columns (max_manifest_line_bytes,
+  // max_manifest_columns); each job names its own header and image column.
+  uint64_t max_manifest_line_bytes = ManifestOptions::kDefaultMaxLineBytes;
+  uint32_t max_manifest_columns = ManifestOptions::kDefaultMaxColumns;
 
   static DatasetRegistryOptions From(const DaemonOptions& options);
 };
@@ -82,9 +86,10 @@ class DatasetRegistry {
 
   // The dataset `spec` names, listed or shared, fresh, with the subset
   // `select` picks and checked for `peer`. Errors: those of Dataset::Open /
-  // OpenShards, of `select`, and PermissionDenied naming what `peer` may
-  // not read.
-  Result<OpenedDataset> Open(const JobSpec& spec, const Credentials& peer, const Selector& select);
+  // OpenShards, of `select`, PermissionDenied naming what `peer` may not
+  // read, and Cancelled when `stop` (may be null) stopped a listing.
+  Result<OpenedDataset> Open(const JobSpec& spec, const Credentials& peer, const Selector& select,
+                             ListingStop* stop = nullptr);
 
   // Drops the listing of `name` (a dataset root or shard as given to
   // galleyctl, or a snapshot's key); NotFound when nothing matches, also
@@ -118,13 +123,15 @@ class DatasetRegistry {
   // (list the folder; read the manifest, or every shard).
   Status CheckRoots(const JobSpec& spec, AccessChecker& checker) const;
   // Lists the dataset anew.
-  Result<std::shared_ptr<const Dataset>> List(const JobSpec& spec) const;
+  Result<std::shared_ptr<const Dataset>> List(const JobSpec& spec, ListingStop* stop) const;
   // Installs `dataset` under `key` unless `replacing` is no longer the one
   // there (another job listed it first); returns the entry now in force.
   Entry Install(const std::string& key, std::shared_ptr<const Dataset> dataset,
                 const Dataset* replacing);
 
   const ShardOptions shard_options_;
+  const uint64_t max_manifest_line_bytes_;
+  const uint32_t max_manifest_columns_;
   const std::shared_ptr<ShardDescriptorCache> shard_descriptors_;
 
   mutable Mutex mu_;

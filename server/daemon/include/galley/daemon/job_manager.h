@@ -96,8 +96,10 @@ class JobManager {
 
   // A job that is producing; `cancel` is how Cancel ends it (the caller's
   // connection sends the reason and closes). The caller must Close it.
+  // `stop` (may be null) stops a listing the open needs (Cancelled).
   Result<std::shared_ptr<ServedJob>> Open(const JobSpec& spec, const wire::PeerCredentials& peer,
-                                          std::function<void(const Status&)> cancel);
+                                          std::function<void(const Status&)> cancel,
+                                          ListingStop* stop = nullptr);
   // The job's client restarts it at the beginning of `epoch`; a listed
   // job's client sends the epoch's `items` with it. Returns the job's new
   // generation, or the refusal of an observer (the Scheduler checks the
@@ -165,7 +167,8 @@ class JobManager {
 
   // The job, built and checked, not admitted yet; `shm_bytes` is its ring.
   Result<std::shared_ptr<ServedJob>> Build(const JobSpec& spec, const wire::PeerCredentials& peer,
-                                           const JobLimits& limits, uint64_t* shm_bytes);
+                                           const JobLimits& limits, uint64_t* shm_bytes,
+                                           ListingStop* stop);
   Result<std::unique_ptr<Admission>> Admit(uid_t uid, uint64_t shm_bytes,
                                            std::pair<const Dataset*, std::string> sampler);
   void Release(const Admission& admission);  // takes mu_

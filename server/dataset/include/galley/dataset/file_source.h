@@ -1,6 +1,10 @@
 // FileSource: the items of an ImageFolder tree or a manifest file, one file
 // per item.
 //
+// Listing is bounded by what ManifestOptions allows (a manifest line's
+// bytes and a header's columns) and stops early, Cancelled, when its
+// ListingStop says so (galleyd stopping, the asking client gone).
+//
 // A directory root is read exactly as torchvision 0.14's
 // datasets.ImageFolder reads it, so item ids and labels match a PyTorch
 // loader over the same tree. A manifest holds `relative/path<TAB>label`
@@ -31,6 +35,7 @@
 #include <vector>
 
 #include "galley/dataset/dataset_source.h"
+#include "galley/dataset/listing_stop.h"
 
 namespace galley {
 
@@ -42,6 +47,17 @@ struct ManifestOptions {
   bool header_row = false;
   // The column naming the images in a header row; "" = the first.
   std::string image_column;
+  // Bounds on what one manifest may make the listing hold (galleyd's
+  // max_manifest_line_bytes and max_manifest_columns): a longer line, the
+  // header's included, or a header with more columns is refused, naming the
+  // limit, before the line is all read or the columns compared.
+  uint64_t max_line_bytes = kDefaultMaxLineBytes;
+  uint32_t max_columns = kDefaultMaxColumns;
+  // Asked between files and lines; null: the listing runs to its end.
+  ListingStop* stop = nullptr;
+
+  static constexpr uint64_t kDefaultMaxLineBytes = uint64_t{1} << 20;
+  static constexpr uint32_t kDefaultMaxColumns = 1024;
 };
 
 class FileSource final : public DatasetSource {
@@ -87,12 +103,17 @@ class FileSource final : public DatasetSource {
   };
   Status ReadManifest(const ManifestOptions& options);
   Status ReadTable(std::ifstream& in, const ManifestOptions& options);
+  // The manifest's next line into `line` ('\r' and '\n' taken off): false
+  // at its end. Holds at most the line and one chunk of the file; a line
+  // longer than the limit is InvalidArgument before it is all read, a
+  // stopped listing Cancelled.
+  class LineReader;
   // `path` relative to base_dir_ as listed, refused if it leaves the root
   // or does not exist; `where` prefixes messages.
   Result<std::string> CheckListedPath(const std::string& path, const std::string& where) const;
   // Integers as labels, or class names sorted into classes_; -1 unless
-  // `labelled`.
-  void AddListedItems(const std::vector<ListedLine>& lines, bool labelled);
+  // `labelled`. Cancelled when the listing is stopped.
+  Status AddListedItems(const std::vector<ListedLine>& lines, bool labelled);
   // `info` is the item's stat, null when it could not be stat'ed.
   void AddItem(const std::string& relative_path, int64_t label, const struct stat* info);
   // What Verify compares: the identities of the listed directories (an
@@ -102,11 +123,15 @@ class FileSource final : public DatasetSource {
 
   // The registered progress while Open lists; null after.
   ListingProgress* progress_ = nullptr;
+  // What Open asks whether to give up; null after (and when none was given).
+  ListingStop* stop_ = nullptr;
   // Folds each listed item while Open lists; null after.
   std::unique_ptr<ContentFingerprintBuilder> fingerprint_;
   std::unique_ptr<ContentFingerprintBuilder> copy_fingerprint_;
   std::unique_ptr<ContentFingerprintBuilder> mtimes_fingerprint_;
   ContentFingerprint content_fingerprint_;
+  // Whether the root's file system numbers files alike on every client.
+  bool inodes_kept_ = false;
   ResumeKey resume_key_;
 
   std::filesystem::path root_;

@@ -50,12 +50,15 @@ class ManifestTable {
     std::vector<uint8_t> record;  // the fields, as JSON text (wire/field_record.h)
   };
 
-  // `image_column` names the image column; "" = the first.
-  ManifestTable(TableFormat format, std::string image_column)
-      : format_(format), image_column_(std::move(image_column)) {}
+  // `image_column` names the image column; "" = the first. A header (and
+  // so every row) has at most `max_columns` columns.
+  ManifestTable(TableFormat format, std::string image_column, uint32_t max_columns)
+      : format_(format), image_column_(std::move(image_column)), max_columns_(max_columns) {}
 
-  // Reads the header row (a JSON line's keys). InvalidArgument for an empty
-  // or repeated column name, or an image column the header lacks.
+  // Reads the header row (a JSON line's keys). InvalidArgument for more
+  // than max_columns columns (found before the cells are all split or the
+  // line parsed), an empty or repeated column name (found in one pass), or
+  // an image column the header lacks.
   Status Header(std::string_view line);
   // Reads one data row. InvalidArgument, saying what, for a row that does
   // not parse or has another number of columns.
@@ -68,8 +71,12 @@ class ManifestTable {
  private:
   Result<std::vector<std::string>> SplitCells(std::string_view line) const;
 
+  // InvalidArgument when `cells` columns are more than max_columns_.
+  Status CheckColumnCount(size_t cells) const;
+
   const TableFormat format_;
   const std::string image_column_;
+  const uint32_t max_columns_;
   std::vector<std::string> columns_;
   size_t image_index_ = 0;
   std::vector<std::string> field_names_;

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "galley/dataset/dataset_source.h"
+#include "galley/dataset/listing_stop.h"
 #include "galley/dataset/shard_descriptors.h"
 
 namespace galley {
@@ -74,6 +75,8 @@ struct ShardOptions {
   std::shared_ptr<ShardDescriptorCache> descriptors;
   // Threads listing shards; 0 = the number of cores.
   unsigned index_threads = 0;
+  // Asked before each shard is listed; null: the listing runs to its end.
+  ListingStop* stop = nullptr;
 };
 
 // What indexing found, for galleyctl and error messages.
