@@ -8,6 +8,7 @@ galley_add_test(galleyd_test
           integration/admission_test.cc integration/kill_test.cc integration/config_test.cc
           integration/access_test.cc integration/daemon_trust_test.cc
           integration/node_limits_test.cc integration/listing_stop_test.cc
+          integration/user_memory_test.cc
           integration/galleyd_process.cc
           integration/in_process_daemon.cc integration/other_user.cc
           integration/two_user_daemon.cc

@@ -635,8 +635,10 @@ DaemonStatusSnapshot ControlServer::StatusFor(const wire::PeerCredentials& peer,
   s.batches = scheduler_->Totals();
   s.datasets = datasets_->size();
   s.shm_bytes = counters.shm_bytes;
-  s.limits = {limits.max_jobs,         limits.max_shm_per_job, limits.max_shm_total,
-              limits.max_jobs_per_uid, limits.max_shm_per_uid, limits.max_connections_per_uid};
+  s.limits = {limits.max_jobs,          limits.max_shm_per_job, limits.max_shm_total,
+              limits.max_jobs_per_uid,  limits.max_shm_per_uid, limits.max_connections_per_uid,
+              limits.max_memory_per_uid};
+  s.your_memory_bytes = jobs_->MemoryHeld(peer.uid);
   const DescriptorUsage usage = CurrentDescriptorUsage();
   const ShardDescriptorCounts shards = datasets_->ShardDescriptors();
   s.descriptors = {usage.open,

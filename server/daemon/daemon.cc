@@ -155,12 +155,14 @@ Status Daemon::Build(DrainedCallback drained) {
   // other's orders.
   scheduler_options.stream_salt = StartEntropy();
   scheduler_ = std::make_unique<Scheduler>(scheduler_options, pipeline_.get(), cache_.get());
-  datasets_ = std::make_unique<DatasetRegistry>(DatasetRegistryOptions::From(options_));
+  memory_ = std::make_unique<UserMemory>(JobLimits::From(options_).max_memory_per_uid);
+  datasets_ =
+      std::make_unique<DatasetRegistry>(DatasetRegistryOptions::From(options_), memory_.get());
   // The scheduler hears a job's events first, then the planner.
   std::vector<JobLifecycleObserver*> observers{scheduler_.get()};
   if (planner_ != nullptr) observers.push_back(planner_.get());
   jobs_ = std::make_unique<JobManager>(JobManagerOptions::From(options_), std::move(observers),
-                                       datasets_.get(), std::move(drained));
+                                       datasets_.get(), std::move(drained), memory_.get());
   server_ = std::make_unique<ControlServer>(ControlServerOptions::From(options_), jobs_.get(),
                                             datasets_.get(), scheduler_.get(), pipeline_.get(),
                                             planner_.get());
@@ -196,7 +198,9 @@ void Daemon::Stop(const Status& reason) {
 
 std::vector<OptionChange> Daemon::Reload(const DaemonOptions& updated) {
   const DaemonOptions applied = WithReloadableKeys(options_, updated);
-  jobs_->Reload(JobLimits::From(applied));
+  const JobLimits limits = JobLimits::From(applied);
+  jobs_->Reload(limits);
+  memory_->SetLimit(limits.max_memory_per_uid);
   datasets_->SetAllowedRoots(applied.allowed_roots);
   std::vector<OptionChange> changes = DiffOptions(options_, updated);
   options_ = applied;

@@ -620,6 +620,11 @@ const std::vector<Key>& Keys() {
                         "of it with --owner-only)",
                         &DaemonOptions::max_shm_per_uid, 0, true,
                         "0 = max_shm_total / 2, or max_shm_total with owner_only"));
+    k.push_back(SizeKey("max_memory_per_uid", "--max-memory-per-uid",
+                        "galleyd memory one user's listings and item lists may hold (0 = the "
+                        "user's shared-memory share)",
+                        &DaemonOptions::max_memory_per_uid, 0, true,
+                        "0 = max_shm_per_uid as resolved"));
     k.push_back(IntegerKey("max_prefetch", "--max-prefetch", "most batches a job may prefetch",
                            &DaemonOptions::max_prefetch, 1, 4096, true));
     k.push_back(IntegerKey("max_batch_size", "--max-batch-size", "largest batch a job may ask for",

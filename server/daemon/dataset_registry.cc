@@ -73,8 +73,9 @@ DatasetRegistryOptions DatasetRegistryOptions::From(const DaemonOptions& options
   return o;
 }
 
-DatasetRegistry::DatasetRegistry(const DatasetRegistryOptions& options)
-    : shard_options_(options.shards),
+DatasetRegistry::DatasetRegistry(const DatasetRegistryOptions& options, UserMemory* memory)
+    : memory_(memory),
+      shard_options_(options.shards),
       max_manifest_line_bytes_(options.max_manifest_line_bytes),
       max_manifest_columns_(options.max_manifest_columns),
       shard_descriptors_(std::make_shared<ShardDescriptorCache>(options.max_open_shards_total)) {
@@ -158,15 +159,50 @@ Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec
   return listed;
 }
 
+Result<std::shared_ptr<const Dataset>> DatasetRegistry::Charged(
+    std::shared_ptr<const Dataset> listed, uid_t uid) {
+  if (memory_ == nullptr) return listed;
+  const std::string what = "the listing of " + listed->root().string();
+  auto charge = memory_->Take(uid, listed->held_bytes(), what);
+  if (!charge.ok() && DropIdleListingsOf(uid) > 0) {
+    charge = memory_->Take(uid, listed->held_bytes(), what);
+  }
+  if (!charge.ok()) return charge.status();
+  // The charge lives in the pointer's control block: it is given back when
+  // the last holder, the registry or a job, lets the dataset go.
+  struct Holder {
+    std::shared_ptr<const Dataset> dataset;
+    UserMemory::Charge charge;
+  };
+  auto holder = std::make_shared<Holder>(Holder{listed, std::move(charge).value()});
+  return std::shared_ptr<const Dataset>(holder, listed.get());
+}
+
+size_t DatasetRegistry::DropIdleListingsOf(uid_t uid) {
+  MutexLock lock(&mu_);
+  size_t dropped = 0;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second.charged_uid == uid && it->second.dataset.use_count() == 1) {
+      spdlog::info("dataset {}: listing dropped to make room in uid {}'s memory share",
+                   it->second.dataset->root().string(), uid);
+      it = entries_.erase(it);
+      ++dropped;
+    } else {
+      ++it;
+    }
+  }
+  return dropped;
+}
+
 DatasetRegistry::Entry DatasetRegistry::Install(const std::string& key,
                                                 std::shared_ptr<const Dataset> dataset,
-                                                const Dataset* replacing) {
+                                                const Dataset* replacing, uid_t charged_uid) {
   MutexLock lock(&mu_);
   auto [it, inserted] = entries_.try_emplace(key);
   Entry& entry = it->second;
   if (!inserted && entry.dataset.get() != replacing) return entry;  // another job was first
   const uint64_t listings = inserted ? 0 : entry.listings;
-  entry = Entry{std::move(dataset), next_index_++, Clock::now(), listings + 1};
+  entry = Entry{std::move(dataset), charged_uid, next_index_++, Clock::now(), listings + 1};
   spdlog::info("dataset {}: {} items{}", entry.dataset->root().string(), entry.dataset->size(),
                listings > 0 ? " (listed again: the storage changed)" : "");
   return entry;
@@ -185,7 +221,8 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& spec, const Credentia
   }
   if (entry.dataset == nullptr) {
     GALLEY_ASSIGN_OR_RETURN(auto listed, List(spec, stop));
-    entry = Install(key, std::move(listed), nullptr);
+    GALLEY_ASSIGN_OR_RETURN(listed, Charged(std::move(listed), peer.uid));
+    entry = Install(key, std::move(listed), nullptr, peer.uid);
   }
   // At most one re-listing: a dataset changing faster than it can be listed
   // is served as last listed, and its changed files fail as sample errors.
@@ -198,7 +235,8 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& spec, const Credentia
       return OpenedDataset{entry.dataset, entry.index, std::move(subset)};
     }
     GALLEY_ASSIGN_OR_RETURN(auto listed, List(spec, stop));
-    entry = Install(key, std::move(listed), entry.dataset.get());
+    GALLEY_ASSIGN_OR_RETURN(listed, Charged(std::move(listed), peer.uid));
+    entry = Install(key, std::move(listed), entry.dataset.get(), peer.uid);
   }
 }
 

@@ -107,6 +107,9 @@ JobLimits JobLimits::From(const DaemonOptions& o) {
                           ? o.max_shm_per_uid
                           : std::max<uint64_t>(1, o.max_shm_total / share_divisor);
   l.max_shm_per_job = o.max_shm_per_job;
+  // By default a user's listings and item lists may hold as much of
+  // galleyd's memory as their rings may hold of shared memory.
+  l.max_memory_per_uid = o.max_memory_per_uid != 0 ? o.max_memory_per_uid : l.max_shm_per_uid;
   l.max_connections_per_uid =
       o.max_connections_per_uid != 0 ? o.max_connections_per_uid : l.max_jobs_per_uid + 8;
   l.max_prefetch = o.max_prefetch;
@@ -125,9 +128,10 @@ JobManagerOptions JobManagerOptions::From(const DaemonOptions& options) {
 
 JobManager::JobManager(const JobManagerOptions& options,
                        std::vector<JobLifecycleObserver*> observers, DatasetRegistry* datasets,
-                       DrainedCallback drained)
+                       DrainedCallback drained, UserMemory* memory)
     : observers_(std::move(observers)),
       datasets_(datasets),
+      memory_(memory),
       drained_(std::move(drained)),
       limits_(options.limits) {
   if (!options.admin_group.empty()) {
@@ -361,6 +365,13 @@ Result<std::shared_ptr<ServedJob>> JobManager::Open(const JobSpec& spec,
     ReleaseIfUnread(*job->dataset);
     return Refused(why);
   };
+  UserMemory::Charge memory;
+  if (memory_ != nullptr) {
+    const uint64_t listed = spec.epoch_items ? spec.epoch_items->size() : 0;
+    auto charge = memory_->Take(peer.uid, ItemListBytes(*job, listed), "the job's item lists");
+    if (!charge.ok()) return refuse_built(charge.status());
+    memory = std::move(charge).value();
+  }
   auto admission = Admit(peer.uid, shm_bytes, {job->dataset.get(), job->policy});
   if (!admission.ok()) return refuse_built(admission.status());
   {
@@ -372,7 +383,8 @@ Result<std::shared_ptr<ServedJob>> JobManager::Open(const JobSpec& spec,
   job->ring = std::move(ring).value();
   if (Status s = AnnounceOpened(job); !s.ok()) return refuse_built(s);
   MutexLock lock(&mu_);
-  jobs_[job->id] = Record{job, std::move(admission).value(), std::move(cancel)};
+  jobs_[job->id] =
+      Record{job, std::move(admission).value(), std::move(cancel), 0, std::move(memory)};
   jobs_opened_++;
   return job;
 }
@@ -387,6 +399,13 @@ Result<uint64_t> JobManager::Seek(JobId job_id, uint64_t epoch,
     if (it == jobs_.end()) return Status::NotFound("no such job");
     job = it->second.job;
     seek.generation = it->second.generation + 1;
+    // A new list is charged before anyone keeps it; the charge stays at the
+    // largest list the job has sent.
+    UserMemory::Charge& memory = it->second.memory;
+    if (items != nullptr && memory_ != nullptr) {
+      const uint64_t bytes = ItemListBytes(*job, items->size());
+      if (bytes > memory.bytes()) GALLEY_RETURN_IF_ERROR(memory.Resize(bytes, "the epoch's list"));
+    }
   }
   for (JobLifecycleObserver* observer : observers_) {
     GALLEY_RETURN_IF_ERROR(observer->OnJobSought(*job, seek));
@@ -394,6 +413,10 @@ Result<uint64_t> JobManager::Seek(JobId job_id, uint64_t epoch,
   MutexLock lock(&mu_);
   if (auto it = jobs_.find(job_id); it != jobs_.end()) it->second.generation = seek.generation;
   return seek.generation;
+}
+
+uint64_t JobManager::ItemListBytes(const ServedJob& job, uint64_t listed) {
+  return sizeof(ItemId) * job.subset.size() + kBytesPerListedItem * listed;
 }
 
 Status JobManager::AnnounceOpened(const std::shared_ptr<ServedJob>& job) {

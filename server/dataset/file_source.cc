@@ -554,6 +554,15 @@ Result<std::vector<uint8_t>> FileSource::ReadFields(ItemId id) const {
       record_pool_.begin() + static_cast<ptrdiff_t>(record_offsets_[id + 1]));
 }
 
+uint64_t FileSource::held_bytes() const {
+  uint64_t bytes = path_pool_.capacity() + record_pool_.capacity() +
+                   sizeof(uint64_t) * (path_offsets_.capacity() + record_offsets_.capacity()) +
+                   sizeof(int64_t) * labels_.capacity();
+  for (const std::string& name : classes_) bytes += sizeof(std::string) + name.capacity();
+  for (const std::string& name : directories_) bytes += sizeof(std::string) + name.capacity();
+  return bytes;
+}
+
 std::string_view FileSource::relative_path(ItemId id) const {
   return std::string_view(path_pool_)
       .substr(path_offsets_[id], path_offsets_[id + 1] - path_offsets_[id]);

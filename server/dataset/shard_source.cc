@@ -870,6 +870,14 @@ std::string ShardSource::Locate(ItemId id) const {
   return files_->shards()[items_[id].shard].path.string() + ":" + std::string(key);
 }
 
+uint64_t ShardSource::held_bytes() const {
+  uint64_t bytes = sizeof(Item) * items_.capacity() + key_pool_.capacity() +
+                   sizeof(uint64_t) * key_offsets_.capacity() +
+                   sizeof(Extent) * field_extents_.capacity();
+  for (const fs::path& shard : files_->paths()) bytes += sizeof(fs::path) + shard.native().size();
+  return bytes;
+}
+
 Status ShardSource::Verify(AccessChecker* checker, std::span<const ItemId> served,
                            bool* changed) const {
   const auto& shards = files_->shards();

@@ -157,7 +157,8 @@ void to_json(json& out, const LimitsSnapshot& s) {
          {"max_shm_total", s.max_shm_total},
          {"max_jobs_per_uid", s.max_jobs_per_uid},
          {"max_shm_per_uid", s.max_shm_per_uid},
-         {"max_connections_per_uid", s.max_connections_per_uid}};
+         {"max_connections_per_uid", s.max_connections_per_uid},
+         {"max_memory_per_uid", s.max_memory_per_uid}};
 }
 
 void to_json(json& out, const DescriptorsSnapshot& s) {
@@ -181,6 +182,7 @@ void to_json(json& out, const DaemonStatusSnapshot& s) {
          {"uptime_seconds", s.uptime_seconds},
          {"jobs", s.jobs},
          {"your_jobs", s.your_jobs},
+         {"your_memory_bytes", s.your_memory_bytes},
          {"jobs_opened", s.jobs_opened},
          {"jobs_refused", s.jobs_refused},
          {"draining", s.draining},

@@ -120,6 +120,7 @@ DaemonStatusSnapshot Status() {
   s.uptime_seconds = 12.5;
   s.jobs = 2;
   s.your_jobs = 1;
+  s.your_memory_bytes = 5000;
   s.jobs_opened = 11;
   s.jobs_refused = 12;
   s.draining = true;
@@ -127,7 +128,7 @@ DaemonStatusSnapshot Status() {
   s.batches = {31, 32};
   s.datasets = 13;
   s.shm_bytes = 4096;
-  s.limits = {64, 1 << 20, 1 << 30, 8, 1 << 28, 32};
+  s.limits = {64, 1 << 20, 1 << 30, 8, 1 << 28, 32, 1 << 27};
   s.descriptors = {1201, 1202, 1203, 1204, 1205, 1206, 1207};
   s.pipeline = Pipeline();
   // A dataset path with every character a label must escape.
@@ -370,11 +371,11 @@ TEST(SnapshotJsonTest, Status) {
   const std::string expected = R"({
     "version": "9.8.7", "protocol_version": 6, "uid": 990, "owner_only": false, "admin": true,
     "pid": 4321, "socket": "/run/galley/galleyd.sock", "uptime_seconds": 12.5, "jobs": 2,
-    "your_jobs": 1, "jobs_opened": 11, "jobs_refused": 12, "draining": true,
+    "your_jobs": 1, "your_memory_bytes": 5000, "jobs_opened": 11, "jobs_refused": 12, "draining": true,
     "protocol_errors": 3, "batches": {"prepared": 31, "unread": 32}, "datasets": 13,
     "shm_bytes": 4096,
     "limits": {"max_jobs": 64, "max_shm_per_job": 1048576, "max_shm_total": 1073741824,
-               "max_jobs_per_uid": 8, "max_shm_per_uid": 268435456,
+               "max_jobs_per_uid": 8, "max_shm_per_uid": 268435456, "max_memory_per_uid": 134217728,
                "max_connections_per_uid": 32},
     "descriptors": {"open": 1201, "limit": 1202, "shards_open": 1203, "shards_limit": 1204,
                     "shards_evicted": 1205, "shards_released": 1206, "exhausted": 1207},

@@ -5,8 +5,9 @@
 // It owns, in the order they are built (and destroyed in the reverse): the
 // tiered cache (none with cache_bytes 0), the storage throttle (benchmarks
 // only), the remote tier (none without servers), the item pipeline, the
-// cache prefaulter and planner (with a cache), the scheduler, the dataset
-// registry, the job manager, the control server and the metrics endpoint.
+// cache prefaulter and planner (with a cache), the scheduler, the users'
+// memory shares, the dataset registry, the job manager, the control server
+// and the metrics endpoint.
 // Each component takes an options struct of its own, translated from
 // DaemonOptions next to that component (ControlServerOptions::From,
 // JobManagerOptions::From, SchedulerOptions::From, ...): an option is
@@ -112,6 +113,7 @@ class Daemon {
   std::unique_ptr<CachePrefaulter> prefaulter_;
   std::unique_ptr<CachePlanner> planner_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<UserMemory> memory_;
   std::unique_ptr<DatasetRegistry> datasets_;
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<ControlServer> server_;

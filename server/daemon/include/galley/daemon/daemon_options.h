@@ -170,6 +170,10 @@ struct DaemonOptions {
   uint32_t max_jobs_per_uid = 0;
   uint64_t max_shm_per_uid = 0;
   uint32_t max_connections_per_uid = 0;
+  // galleyd's own memory one user's requests may make it hold: the listings
+  // they asked for first and their jobs' item lists (UserMemory). 0, the
+  // default, is the user's ring share (max_shm_per_uid as resolved).
+  uint64_t max_memory_per_uid = 0;
   uint32_t max_prefetch = 64;
   uint32_t max_batch_size = 65536;
   // Images with more pixels are refused (decompression bombs). PIL's limit.

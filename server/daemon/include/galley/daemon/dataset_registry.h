@@ -26,6 +26,12 @@
 // names the path. The check runs for every job, also when the items are in
 // a cache tier.
 //
+// Memory: a listing is charged (UserMemory) to the user whose job asked for
+// it first, for as long as the registry or any job keeps it; when a new
+// listing would put that user over their share, the user's listings that no
+// job holds are dropped first, and if that is not enough the open is
+// refused (ResourceExhausted) and the new listing freed.
+//
 // Thread-safety: every method may be called from any thread; listings and
 // checks run without the registry's lock, so a slow listing never blocks
 // another job's open or a query.
@@ -42,6 +48,7 @@
 #include <vector>
 
 #include "galley/daemon/daemon_options.h"
+#include "galley/daemon/user_memory.h"
 #include "galley/dataset/access.h"
 #include "galley/dataset/dataset.h"
 #include "galley/dataset/shard_descriptors.h"
@@ -78,7 +85,8 @@ struct DatasetRegistryOptions {
 
 class DatasetRegistry {
  public:
-  explicit DatasetRegistry(const DatasetRegistryOptions& options);
+  // `memory` (may be null: nothing is charged) must outlive the registry.
+  explicit DatasetRegistry(const DatasetRegistryOptions& options, UserMemory* memory = nullptr);
 
   // Picks the job's items from a listed dataset (the job's classes, ranges
   // and ids); its errors are the caller's.
@@ -111,7 +119,9 @@ class DatasetRegistry {
 
  private:
   struct Entry {
+    // Keeps the listing's memory charge alive as long as the dataset.
     std::shared_ptr<const Dataset> dataset;
+    uid_t charged_uid = 0;
     uint32_t index = 0;
     std::chrono::steady_clock::time_point listed_at;
     uint64_t listings = 0;
@@ -127,8 +137,15 @@ class DatasetRegistry {
   // Installs `dataset` under `key` unless `replacing` is no longer the one
   // there (another job listed it first); returns the entry now in force.
   Entry Install(const std::string& key, std::shared_ptr<const Dataset> dataset,
-                const Dataset* replacing);
+                const Dataset* replacing, uid_t charged_uid);
+  // `listed` with its memory charged to `uid` (an aliasing pointer that
+  // owns the charge): the user's idle listings are dropped first when they
+  // are needed to make room. ResourceExhausted when the user is over.
+  Result<std::shared_ptr<const Dataset>> Charged(std::shared_ptr<const Dataset> listed, uid_t uid);
+  // Drops `uid`'s listings that no job holds; how many.
+  size_t DropIdleListingsOf(uid_t uid);
 
+  UserMemory* const memory_;
   const ShardOptions shard_options_;
   const uint64_t max_manifest_line_bytes_;
   const uint32_t max_manifest_columns_;

@@ -83,6 +83,8 @@ class Dataset {
   std::string name(ItemId id) const { return id < size() ? source_->Name(id) : std::string(); }
   // Sum of the items' sizes at open time, for the cache planner.
   uint64_t total_bytes() const { return source_->total_bytes(); }
+  // The memory the listing keeps (DatasetSource::held_bytes).
+  uint64_t held_bytes() const { return source_->held_bytes(); }
   // What the listing says the items hold, the same on every node that sees
   // the same files (content_fingerprint.h): the remote tier's key.
   const ContentFingerprint& content_fingerprint() const { return source_->content_fingerprint(); }

@@ -60,6 +60,9 @@ class DatasetSource {
   }
   // Sum of the items' encoded sizes, for the cache planner.
   virtual uint64_t total_bytes() const = 0;
+  // The memory the listing keeps (its items' names, labels, records and
+  // offsets), from its containers' capacities.
+  virtual uint64_t held_bytes() const = 0;
   // What the listing says the items hold (content_fingerprint.h), computed
   // when the source is built.
   virtual const ContentFingerprint& content_fingerprint() const = 0;

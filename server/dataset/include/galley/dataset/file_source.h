@@ -85,6 +85,7 @@ class FileSource final : public DatasetSource {
   const std::vector<std::string>& field_names() const override { return field_names_; }
   Result<std::vector<uint8_t>> ReadFields(ItemId id) const override;
   uint64_t total_bytes() const override { return total_bytes_; }
+  uint64_t held_bytes() const override;
   // Each item's relative path, size and modification time, in id order.
   const ContentFingerprint& content_fingerprint() const override { return content_fingerprint_; }
   // Each item's relative path, size and label, the class names and the

@@ -127,6 +127,7 @@ class ShardSource final : public DatasetSource {
   Result<std::vector<uint8_t>> ReadWithFields(ItemId id,
                                               std::vector<uint8_t>* record) const override;
   uint64_t total_bytes() const override { return total_bytes_; }
+  uint64_t held_bytes() const override;
   // Each shard's file name, size and mtime, and each item's byte range.
   const ContentFingerprint& content_fingerprint() const override { return content_fingerprint_; }
   // Each shard's file name and size and each item's shard, byte range, key

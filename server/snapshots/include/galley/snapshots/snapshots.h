@@ -190,6 +190,7 @@ struct LimitsSnapshot {
   uint32_t max_jobs_per_uid = 0;
   uint64_t max_shm_per_uid = 0;
   uint32_t max_connections_per_uid = 0;
+  uint64_t max_memory_per_uid = 0;
 };
 
 // galleyd's file descriptors: the process's, and those of tar shards kept
@@ -216,6 +217,9 @@ struct DaemonStatusSnapshot {
   double uptime_seconds = 0;
   uint64_t jobs = 0;       // every user's
   uint64_t your_jobs = 0;  // the jobs the asking user sees
+  // galleyd memory the asking user's listings and item lists hold
+  // (max_memory_per_uid counts them).
+  uint64_t your_memory_bytes = 0;
   uint64_t jobs_opened = 0;
   uint64_t jobs_refused = 0;
   bool draining = false;
