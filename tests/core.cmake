@@ -6,10 +6,9 @@ galley_add_test(untrusted_daemon_test SOURCES unit/untrusted_daemon_test.cc LIBS
 galley_add_test(galleyd_test
   SOURCES integration/galleyd_test.cc integration/hostile_peer_test.cc
           integration/admission_test.cc integration/kill_test.cc integration/config_test.cc
-          integration/access_test.cc integration/daemon_trust_test.cc
+          integration/access_test.cc integration/daemon_trust_test.cc integration/log_file_test.cc
           integration/node_limits_test.cc integration/listing_stop_test.cc
-          integration/user_memory_test.cc
-          integration/galleyd_process.cc
+          integration/user_memory_test.cc integration/galleyd_process.cc
           integration/in_process_daemon.cc integration/other_user.cc
           integration/two_user_daemon.cc
   LIBS galley_client galley_daemon galley_opencv acl

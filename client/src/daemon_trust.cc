@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "galley/errno_text.h"
+#include "galley/uid_text.h"
 
 namespace galley {
 namespace {
@@ -22,18 +23,6 @@ std::string FolderOf(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-// "uid 65534 (nobody)", or "uid 4242" where no user has that uid.
-std::string DescribeUid(uid_t uid) {
-  std::string text = "uid " + std::to_string(uid);
-  passwd entry{};
-  passwd* found = nullptr;
-  std::vector<char> buffer(16 * 1024);
-  if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr) {
-    text += " (" + std::string(found->pw_name) + ")";
-  }
-  return text;
 }
 
 // A user name or a numeric uid, as the node knows it.
@@ -62,7 +51,7 @@ std::string OctalMode(mode_t mode) {
 
 // The node service's user as a refusal message states it.
 std::string DescribeServiceUser(const std::optional<uid_t>& service_uid) {
-  if (service_uid) return DescribeUid(*service_uid);
+  if (service_uid) return UidText(*service_uid);
   const char* named = std::getenv(kServiceUserVariable);
   if (named != nullptr && *named != '\0') {
     return std::string("none: ") + kServiceUserVariable + "=" + named + " names no user";
@@ -108,8 +97,8 @@ Status CheckUserSocketFolder(const std::string& socket_path) {
   const uid_t me = ::getuid();
   if (info.st_uid != me) {
     return Status::PermissionDenied(
-        folder + " belongs to " + DescribeUid(info.st_uid) + ", not to you (uid " +
-        std::to_string(me) + "): its owner decides what answers at " + socket_path +
+        folder + " belongs to " + UidText(info.st_uid) + ", not to you (uid " + std::to_string(me) +
+        "): its owner decides what answers at " + socket_path +
         ", so galley neither talks to a daemon there nor starts yours there. Have it removed "
         "(by its owner or an admin), or set XDG_RUNTIME_DIR or TMPDIR to a folder of your own.");
   }
@@ -133,7 +122,7 @@ Result<DaemonProcess> CheckDaemonPeer(const wire::Connection& connection,
     return DaemonProcess{peer.pid, peer.uid};
   }
   return Status::PermissionDenied(
-      "galleyd at " + options.socket_path + " runs as " + DescribeUid(peer.uid) + " (pid " +
+      "galleyd at " + options.socket_path + " runs as " + UidText(peer.uid) + " (pid " +
       std::to_string(peer.pid) + "): not as you (uid " + std::to_string(me) +
       "), root or the node service's user (" + DescribeServiceUser(options.service_uid) +
       "), so galley sent it nothing. If another user put it there, use a socket of your own "

@@ -30,6 +30,7 @@ import os
 import pathlib
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -227,6 +228,24 @@ def user_config():
     return path if os.path.isfile(path) else None
 
 
+def _open_log(log):
+    """The private daemon's log, for appending. galleyd accepts only a log no
+    one else may write (docs/operations.md, "The log file"), so it is created
+    0600 whatever the umask, and a log that an earlier galley created
+    group-writable under a umask of 002 loses that bit. The folder is the
+    user's own (mode 0700, checked), so no one else can swap the file."""
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    try:
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        if mode & 0o022:
+            os.fchmod(fd, mode & ~0o022)
+        return os.fdopen(fd, "ab")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def start_private_daemon(user_socket):
     """Starts the user's own galleyd at user_socket (one, whatever the number
     of jobs calling at once) and returns the socket path."""
@@ -254,7 +273,7 @@ def start_private_daemon(user_socket):
         # (a bad config) reaches the same file through stdout and stderr.
         args += ["--log-file", str(log)]
         for attempt in range(2):
-            with open(log, "ab") as out:
+            with _open_log(log) as out:
                 started = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                          close_fds=True, start_new_session=True, timeout=120)
             if started.returncode == 0:

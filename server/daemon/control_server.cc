@@ -575,9 +575,15 @@ Result<json> ControlServer::Request(const json& body, const wire::PeerCredential
       return Status::InvalidArgument("forget needs 'dataset', a dataset path");
     }
     std::optional<AccessChecker> checker;
-    if (!jobs_->IsAdmin(peer)) checker.emplace(Credentials{peer.uid, peer.gid, peer.groups});
-    GALLEY_RETURN_IF_ERROR(
-        datasets_->Forget(dataset->get<std::string>(), checker ? &*checker : nullptr));
+    DatasetRegistry::Forgetter by;
+    if (!jobs_->IsAdmin(peer)) {
+      by.checker = &checker.emplace(Credentials{peer.uid, peer.gid, peer.groups});
+      by.uid = peer.uid;
+      for (const auto& job : jobs_->Jobs(peer.uid, /*all=*/false)) {
+        by.reading.push_back(job->dataset->root());
+      }
+    }
+    GALLEY_RETURN_IF_ERROR(datasets_->Forget(dataset->get<std::string>(), by));
     return json{{"forgotten", dataset->get<std::string>()}};
   }
   if (name == "listing") {

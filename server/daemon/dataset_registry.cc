@@ -6,6 +6,7 @@
 #include <malloc.h>
 #endif
 
+#include <algorithm>
 #include <cstdlib>
 #include <system_error>
 
@@ -240,28 +241,42 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& spec, const Credentia
   }
 }
 
-Status DatasetRegistry::Forget(const std::string& name, AccessChecker* checker) {
+Status DatasetRegistry::Forget(const std::string& name, const Forgetter& by) {
   std::error_code error;
   const std::string canonical = fs::weakly_canonical(name, error).string();
   MutexLock lock(&mu_);
   size_t dropped = 0;
+  std::string refused_root;
   for (auto it = entries_.begin(); it != entries_.end();) {
     const fs::path& root = it->second.dataset->root();
-    struct stat info {};
-    const bool match =
-        (it->first == name || it->first == canonical || root.string() == canonical) &&
-        (checker == nullptr ||
-         (::stat(root.c_str(), &info) == 0 && checker->CheckFile(root, info).ok()));
-    if (match) {
-      spdlog::info("dataset {}: listing forgotten", it->second.dataset->root().string());
+    const bool named = it->first == name || it->first == canonical || root.string() == canonical;
+    bool allowed = named;
+    if (named && by.checker != nullptr) {
+      struct stat info {};
+      const bool readable =
+          ::stat(root.c_str(), &info) == 0 && by.checker->CheckFile(root, info).ok();
+      const bool reading =
+          std::find(by.reading.begin(), by.reading.end(), root) != by.reading.end();
+      allowed = readable && (info.st_uid == by.uid || reading);
+      if (readable && !allowed) refused_root = root.string();
+    }
+    if (allowed) {
+      spdlog::info("dataset {}: listing forgotten", root.string());
       it = entries_.erase(it);
       ++dropped;
     } else {
       ++it;
     }
   }
-  if (dropped == 0) return Status::NotFound("no dataset listed as " + name);
-  return Status::Ok();
+  if (dropped > 0) return Status::Ok();
+  if (!refused_root.empty()) {
+    return Status::PermissionDenied(
+        "forget " + name + ": only root, galleyd's user, members of admin_group, the owner of " +
+        refused_root +
+        " and users with a job open on it may forget its listing; galleyd lists a dataset again "
+        "by itself when its files change");
+  }
+  return Status::NotFound("no dataset listed as " + name);
 }
 
 std::vector<DatasetSnapshot> DatasetRegistry::Snapshot() const {

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,10 +25,12 @@
 #include "galley/daemon/batch_ring.h"
 #include "galley/daemon/daemon.h"
 #include "galley/daemon/daemon_options.h"
+#include "galley/daemon/log_file.h"
 #include "galley/daemon/memory_setup.h"
 #include "galley/daemon/systemd_notify.h"
 #include "galley/dataset/descriptor_exhaustion.h"
 #include "galley/errno_text.h"
+#include "galley/unique_fd.h"
 
 namespace {
 
@@ -89,26 +92,18 @@ void Reload(const std::vector<std::string>& command_line, galley::Daemon* daemon
 
 // --log-file: stdout and stderr both append to the file from here on, so
 // that what galleyd and its libraries print lands beside the log lines.
-bool RedirectOutput(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-  if (fd < 0) {
-    std::fprintf(stderr, "galleyd: log_file %s: %s\n", path.c_str(),
-                 galley::ErrnoText(errno).c_str());
-    return false;
-  }
+void RedirectOutput(galley::UniqueFd log_file) {
   std::fflush(stdout);
   std::fflush(stderr);
-  ::dup2(fd, STDOUT_FILENO);
-  ::dup2(fd, STDERR_FILENO);
-  ::close(fd);
-  return true;
+  ::dup2(log_file.get(), STDOUT_FILENO);
+  ::dup2(log_file.get(), STDERR_FILENO);
 }
 
-// Closes every descriptor above stderr but keep: a detached daemon must not
-// hold what its caller happened to leave open (a pipe the caller reads to
-// the end, a lock, a socket). /proc/self/fd rather than close_range(2),
-// which older C libraries do not declare.
-void CloseInheritedDescriptors(int keep) {
+// Closes every descriptor above stderr but those in `keep`: a detached
+// daemon must not hold what its caller happened to leave open (a pipe the
+// caller reads to the end, a lock, a socket). /proc/self/fd rather than
+// close_range(2), which older C libraries do not declare.
+void CloseInheritedDescriptors(std::initializer_list<int> keep) {
   DIR* listing = ::opendir("/proc/self/fd");
   if (listing == nullptr) return;
   std::vector<int> inherited;
@@ -116,7 +111,8 @@ void CloseInheritedDescriptors(int keep) {
     char* end = nullptr;
     const long fd = std::strtol(entry->d_name, &end, 10);
     if (end == entry->d_name || *end != '\0') continue;
-    if (fd > STDERR_FILENO && fd != keep && fd != ::dirfd(listing)) {
+    if (fd > STDERR_FILENO && std::find(keep.begin(), keep.end(), fd) == keep.end() &&
+        fd != ::dirfd(listing)) {
       inherited.push_back(static_cast<int>(fd));
     }
   }
@@ -130,8 +126,9 @@ void CloseInheritedDescriptors(int keep) {
 // (naming the log file, where the reason went with --log-file). The grandchild keeps
 // stdin as /dev/null and no other descriptor of the caller's; its stdout and
 // stderr are released by ReportReady. Returns the pipe's write end in the
-// grandchild (-1 without --detach).
-int Detach(const std::string& log_file) {
+// grandchild (-1 without --detach). `log_fd`, the log file galleyd opened
+// (-1: none), stays open.
+int Detach(const std::string& log_file, int log_fd) {
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) {
     std::perror("galleyd: pipe");
@@ -166,7 +163,7 @@ int Detach(const std::string& log_file) {
     ::dup2(null_fd, STDIN_FILENO);
     ::close(null_fd);
   }
-  CloseInheritedDescriptors(ready[1]);
+  CloseInheritedDescriptors({ready[1], log_fd});
   return ready[1];
 }
 
@@ -212,8 +209,19 @@ int Run(int argc, char** argv) {
     return 0;
   }
   const DaemonOptions& options = loaded->options;
-  const int ready_fd = options.detach ? Detach(options.log_file) : -1;
-  if (!options.log_file.empty() && !RedirectOutput(options.log_file)) return 1;
+  // Opened, and refused, before galleyd detaches: the caller of --detach
+  // hears why, at once, as for any other bad value.
+  UniqueFd log_file;
+  if (!options.log_file.empty()) {
+    auto opened = OpenLogFile(options.log_file);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "galleyd: %s\n", opened.status().message().c_str());
+      return 2;
+    }
+    log_file = std::move(opened).value();
+  }
+  const int ready_fd = options.detach ? Detach(options.log_file, log_file.get()) : -1;
+  if (log_file.valid()) RedirectOutput(std::move(log_file));
   // Logs go to stderr (journald under systemd; the log file with --log-file),
   // leaving stdout free.
   spdlog::set_default_logger(spdlog::stderr_color_mt("galleyd"));

@@ -391,15 +391,90 @@ TEST_F(AccessTest, ForgetMakesTheNextJobListAgain) {
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
   EXPECT_EQ(client->Forget(tmp_.path() / "elsewhere").code(), StatusCode::kNotFound);
-  // The other user may read it, so may forget it.
-  const Outcome outcome = RunAs(kOther, kOtherGroup, {}, [&]() -> Status {
-    auto other = Client::Connect(options_);
-    return other.ok() ? other->Forget(data_.string()) : other.status();
-  });
-  EXPECT_EQ(outcome.code, 0) << outcome.message;
+  // Root, an admin, may forget any listing.
+  ASSERT_TRUE(client->Forget(data_.string()).ok());
   EXPECT_TRUE(QueryAs(0, "datasets")["datasets"].empty());
   ASSERT_TRUE(ReadEpoch(Spec()).ok());
   EXPECT_EQ(QueryAs(0, "datasets")["datasets"].size(), 1u);
+}
+
+// A listing costs a walk of the whole dataset to make again: a user who may
+// read the dataset but has no stake in it may not make galleyd walk it.
+TEST_F(AccessTest, AReaderWithNoJobOnTheDatasetMayNotForgetIt) {
+  const fs::path closed = tmp_.path() / "closed";
+  testing::WriteJpegFolder(closed, 1, 2);
+  fs::permissions(closed, fs::perms(0700));
+  Start();
+  ASSERT_TRUE(ReadEpoch(Spec()).ok());
+  JobSpec closed_spec = Spec();
+  closed_spec.dataset = closed.string();
+  ASSERT_TRUE(ReadEpoch(closed_spec).ok());
+  auto listing_of = [&](const fs::path& root) {
+    const nlohmann::json datasets = QueryAs(0, "datasets");
+    for (const auto& d : datasets["datasets"]) {
+      if (d.value("root", "") == root.string()) return d;
+    }
+    return nlohmann::json();
+  };
+  const nlohmann::json before = listing_of(data_);
+  ASSERT_EQ(before.value("listings", 0), 1) << before.dump();
+
+  auto forget_as_other = [&](const fs::path& root) {
+    return RunAs(kOther, kOtherGroup, {}, [&]() -> Status {
+      auto other = Client::Connect(options_);
+      return other.ok() ? other->Forget(root.string()) : other.status();
+    });
+  };
+  const Outcome refused = forget_as_other(data_);
+  EXPECT_EQ(refused.code, static_cast<int>(StatusCode::kPermissionDenied)) << refused.message;
+  EXPECT_NE(
+      refused.message.find("only root, galleyd's user, members of admin_group, the owner of " +
+                           data_.string() + " and users with a job open on it"),
+      std::string::npos)
+      << refused.message;
+  // A listing the user may not read stays unseen: not found, as if absent.
+  const Outcome hidden = forget_as_other(closed);
+  EXPECT_EQ(hidden.code, static_cast<int>(StatusCode::kNotFound)) << hidden.message;
+  EXPECT_EQ(hidden.message.find("admin_group"), std::string::npos) << hidden.message;
+
+  // Both listings stay, and the next job is served from the same one.
+  EXPECT_EQ(listing_of(closed).value("listings", 0), 1);
+  ASSERT_TRUE(ReadEpoch(Spec()).ok());
+  const nlohmann::json after = listing_of(data_);
+  EXPECT_EQ(after.value("listings", 0), 1) << after.dump();
+  EXPECT_EQ(after.value("index", -1), before.value("index", -2)) << after.dump();
+}
+
+TEST_F(AccessTest, AUserWithAJobOpenOnTheDatasetMayForgetIt) {
+  Start();
+  ASSERT_TRUE(ReadEpoch(Spec()).ok());
+  const Outcome outcome = RunAs(kOther, kOtherGroup, {}, [&]() -> Status {
+    GALLEY_ASSIGN_OR_RETURN(auto other, Client::Connect(options_));
+    GALLEY_ASSIGN_OR_RETURN(auto job, other.OpenJob(Spec()));
+    return other.Forget(data_.string());
+  });
+  EXPECT_EQ(outcome.code, 0) << outcome.message;
+  EXPECT_TRUE(QueryAs(0, "datasets")["datasets"].empty());
+}
+
+TEST_F(AccessTest, TheOwnerOfTheDatasetsRootMayForgetIt) {
+  const fs::path theirs = tmp_.path() / "theirs";
+  testing::WriteJpegFolder(theirs, 2, 2);
+  MakeReadableByAll(theirs);
+  for (const auto& entry : fs::recursive_directory_iterator(theirs)) {
+    ASSERT_EQ(::chown(entry.path().c_str(), kOther, kOtherGroup), 0);
+  }
+  ASSERT_EQ(::chown(theirs.c_str(), kOther, kOtherGroup), 0);
+  Start();
+  JobSpec spec = Spec();
+  spec.dataset = theirs.string();
+  ASSERT_TRUE(ReadEpoch(spec).ok());  // root's job lists it
+  const Outcome outcome = RunAs(kOther, kOtherGroup, {}, [&]() -> Status {
+    GALLEY_ASSIGN_OR_RETURN(auto other, Client::Connect(options_));
+    return other.Forget(theirs.string());
+  });
+  EXPECT_EQ(outcome.code, 0) << outcome.message;
+  EXPECT_TRUE(QueryAs(0, "datasets")["datasets"].empty());
 }
 
 TEST_F(AccessTest, DrainRefusesNewJobsAndExitsWhenTheLastEnds) {

@@ -164,6 +164,23 @@ def test_a_mistake_in_the_users_config_is_reported_naming_the_key(home, data):
     assert not daemons_serving(folder / "galleyd.sock")
 
 
+def test_a_log_an_earlier_galley_left_group_writable_is_made_private_and_kept(home, data):
+    # galleyd refuses a log file group or others may write; a user's umask of
+    # 002 made galley's earlier logs 0664.
+    env, folder = home
+    folder.mkdir(mode=0o700)
+    log = folder / "galleyd.log"
+    log.write_text("an earlier daemon's line\n")
+    log.chmod(0o664)
+    job = subprocess.run([sys.executable, "-c", JOB, str(data), "default"], env=env,
+                         capture_output=True, text=True, timeout=120,
+                         preexec_fn=lambda: os.umask(0o002))
+    assert job.returncode == 0, job.stderr
+    assert stat.S_IMODE(os.stat(log).st_mode) == 0o644
+    text = log.read_text()
+    assert text.startswith("an earlier daemon's line\n") and " listening on " in text, text
+
+
 def test_autostart_off_lists_the_sockets_tried(home, data):
     env, folder = home
     for job in (run_job(env, data, "off"), run_job(dict(env, GALLEY_AUTOSTART="0"), data)):

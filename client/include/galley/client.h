@@ -169,7 +169,10 @@ class Client {
   // Control requests. Cancel: ends one of your jobs (any job, for an
   // admin); NotFound otherwise. Drain (admins): no new jobs, and galleyd
   // exits once the running ones end. Forget: drops the daemon's listing of
-  // a dataset (a root or shard path) so the next job lists it afresh.
+  // a dataset (a root or shard path) so the next job lists it afresh; for
+  // an admin, the owner of the dataset's root, or a user with a job open on
+  // it (PermissionDenied for another user who may read it, NotFound for
+  // one who may not).
   Status Cancel(uint64_t job_id) const;
   Status Drain() const;
   Status Forget(const std::string& dataset) const;

@@ -196,7 +196,8 @@ struct DaemonOptions {
   // Append the log, and anything else galleyd writes to stdout or stderr, to
   // this file (opened before anything is logged, mode 0640, created if
   // missing) instead of the caller's stderr. Default "" (stderr; journald
-  // under systemd).
+  // under systemd). A file, or a folder on its way, that another user could
+  // write or swap is refused at start (OpenLogFile, log_file.h).
   std::string log_file;
 
   // A personal daemon: refuse every connection whose peer (SO_PEERCRED) is
@@ -210,12 +211,12 @@ struct DaemonOptions {
 
   // Start in the background: galleyd forks twice (a new session, parent
   // init), and the command returns only once the socket is served (exit 0)
-  // or startup failed (exit 1). The detached process keeps none of the
-  // caller's descriptors: once it serves, a stdout or stderr that is not a
-  // regular file (a pipe, a terminal) is replaced by /dev/null, so a caller
-  // that reads them to the end (`galleyd --detach | cat`,
-  // `subprocess.run(..., capture_output=True)`) returns. Use log_file to keep
-  // the log.
+  // or startup failed (exit 1; a refused log_file: 2, before any fork).
+  // The detached process keeps none of the caller's descriptors: once it
+  // serves, a stdout or stderr that is not a regular file (a pipe, a
+  // terminal) is replaced by /dev/null, so a caller that reads them to the
+  // end (`galleyd --detach | cat`, `subprocess.run(..., capture_output=True)`)
+  // returns. Use log_file to keep the log.
   bool detach = false;
 };
 

@@ -38,6 +38,8 @@
 #ifndef GALLEY_SERVER_DAEMON_DATASET_REGISTRY_H_
 #define GALLEY_SERVER_DAEMON_DATASET_REGISTRY_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -99,11 +101,24 @@ class DatasetRegistry {
   Result<OpenedDataset> Open(const JobSpec& spec, const Credentials& peer, const Selector& select,
                              ListingStop* stop = nullptr);
 
-  // Drops the listing of `name` (a dataset root or shard as given to
-  // galleyctl, or a snapshot's key); NotFound when nothing matches, also
-  // for a `checker` whose user may not read it (null: an admin). Jobs
-  // running on it keep it; the next job lists it again.
-  Status Forget(const std::string& name, AccessChecker* checker);
+  // Who asks Forget to drop a listing. A listing costs a walk of the whole
+  // dataset to make again, so besides the admins only those with a stake in
+  // it may drop it: the owner of its root, and users whose jobs read it now.
+  struct Forgetter {
+    // Null for an admin, who may forget any listing. For anyone else, a
+    // listing whose root they may not read is not found, as if absent.
+    AccessChecker* checker = nullptr;
+    uid_t uid = 0;
+    // The roots of the datasets the user's open jobs read.
+    std::vector<std::filesystem::path> reading;
+  };
+
+  // Drops the listings of `name` (a dataset root or shard as given to
+  // galleyctl, or a snapshot's key) that `by` may forget. NotFound when
+  // nothing matches that `by` may read; PermissionDenied, naming who may,
+  // when `by` may read a match but forget none. Jobs running on a dropped
+  // listing keep it; the next job lists it again.
+  Status Forget(const std::string& name, const Forgetter& by);
 
   // Allowed roots from a reloaded configuration; later opens use them.
   // When they change, every listing is dropped: each was checked against
