@@ -54,6 +54,15 @@ int ConnectLoopback(uint16_t port) {
   return fd;
 }
 
+uint64_t ProcStatusKilobytes(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1));
+  }
+  return 0;
+}
+
 std::string HttpGet(uint16_t port, const std::string& path) {
   const int fd = ConnectLoopback(port);
   if (fd < 0) return "";

@@ -41,6 +41,9 @@ int ConnectLoopback(uint16_t port);
 // "" when nothing answers (reads as ConnectLoopback's).
 std::string HttpGet(uint16_t port, const std::string& path);
 
+// A figure in kB from /proc/PID/status ("VmRSS", "VmHWM"); 0 when absent.
+uint64_t ProcStatusKilobytes(pid_t pid, const std::string& field);
+
 // Runs galleyd with `args` and returns its exit code (-1 if it was still
 // running after 10 s and had to be killed).
 int RunGalleydToExit(std::vector<std::string> args);

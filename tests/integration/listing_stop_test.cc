@@ -155,16 +155,6 @@ TEST_F(ListingStopTest, AClientThatLeavesStopsItsListingAndGalleydServesOn) {
   EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
 }
 
-// galleyd's peak resident memory in kB (VmHWM).
-uint64_t PeakKilobytes(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6));
-  }
-  return 0;
-}
-
 TEST_F(ListingStopTest, AOneLineManifestFarOverTheLimitIsRefusedWithoutGalleydHoldingIt) {
   Start();
   const fs::path line = tmp_.path() / "data" / "one-line.csv";
@@ -175,7 +165,7 @@ TEST_F(ListingStopTest, AOneLineManifestFarOverTheLimitIsRefusedWithoutGalleydHo
     for (int i = 0; i < 256; ++i) out << chunk;  // a 256 MiB cell
     out << "\n";
   }
-  const uint64_t before = PeakKilobytes(daemon_->pid());
+  const uint64_t before = testing::ProcStatusKilobytes(daemon_->pid(), "VmHWM");
   ClientOptions options;
   options.socket_path = daemon_->socket();
   auto client = Client::Connect(options);
@@ -192,7 +182,7 @@ TEST_F(ListingStopTest, AOneLineManifestFarOverTheLimitIsRefusedWithoutGalleydHo
                                         "max_manifest_line_bytes)"),
             std::string::npos)
       << job.status().message();
-  const uint64_t after = PeakKilobytes(daemon_->pid());
+  const uint64_t after = testing::ProcStatusKilobytes(daemon_->pid(), "VmHWM");
   ASSERT_GT(before, 0u);
   // The line is 256 MiB; galleyd may hold a chunk and the limit's worth.
   EXPECT_LT(after - before, uint64_t{32} << 10) << before << " kB -> " << after << " kB";

@@ -25,15 +25,6 @@ using testing::Outcome;
 constexpr uint64_t kShare = uint64_t{64} << 20;
 constexpr size_t kListed = 1000000;  // 24 MB charged a job (24 bytes an item)
 
-uint64_t ResidentKilobytes(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
-  }
-  return 0;
-}
-
 class UserMemoryTest : public testing::TwoUserDaemonTest {
  protected:
   JobSpec Listed() const {
@@ -60,7 +51,7 @@ class UserMemoryTest : public testing::TwoUserDaemonTest {
 
 TEST_F(UserMemoryTest, ItemListsAreChargedToTheirUserAndAJobOverTheShareIsRefused) {
   Start({"--max-memory-per-uid", std::to_string(kShare)});
-  const uint64_t before = ResidentKilobytes(daemon_->pid());
+  const uint64_t before = testing::ProcStatusKilobytes(daemon_->pid(), "VmRSS");
   // The other user opens jobs of a million listed items each and keeps
   // them open: two fit in 64 MiB (with the listing), the third does not.
   const JobSpec listed = Listed();
@@ -93,7 +84,7 @@ TEST_F(UserMemoryTest, ItemListsAreChargedToTheirUserAndAJobOverTheShareIsRefuse
   EXPECT_GE(held, 2 * kListed * 24);
   EXPECT_LE(held, kShare);
   // galleyd holds about what was charged, and not what was refused.
-  const uint64_t grown = (ResidentKilobytes(daemon_->pid()) - before) * 1024;
+  const uint64_t grown = (testing::ProcStatusKilobytes(daemon_->pid(), "VmRSS") - before) * 1024;
   EXPECT_LT(grown, 2 * kShare) << grown << " bytes";
 
   // Root's share is its own: root's job is served.
