@@ -1,5 +1,6 @@
 #include "galley/batch.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -35,7 +36,11 @@ uint64_t Batch::epoch() const { return channel_->slot(slot_)->epoch; }
 uint64_t Batch::batch_index() const { return channel_->slot(slot_)->batch_index; }
 bool Batch::last_in_epoch() const { return channel_->slot(slot_)->flags & wire::kLastInEpoch; }
 bool Batch::end_of_stream() const { return channel_->slot(slot_)->flags & wire::kEndOfStream; }
-uint32_t Batch::size() const { return channel_->slot(slot_)->sample_count; }
+uint32_t Batch::size() const {
+  // Checked when the slot was leased; bounded again since the daemon, which
+  // shares the page, could change it after.
+  return std::min(channel_->slot(slot_)->sample_count, channel_->geometry().batch_capacity);
+}
 uint32_t Batch::skipped() const { return channel_->slot(slot_)->skipped_count; }
 
 std::string Batch::first_error() const {

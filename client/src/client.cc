@@ -3,7 +3,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "daemon_trust.h"
 #include "galley/version.h"
@@ -15,6 +18,72 @@ namespace galley {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+Status RefuseRing(const std::string& why) {
+  return Status::ProtocolError("galleyd's JobOpened " + why +
+                               "; refusing its batch ring before mapping it (the client and "
+                               "daemon must be of the same protocol version)");
+}
+
+// The ring the announcement describes: `info`'s slots and sample shape,
+// with `spec`'s batch size and field area. Each dimension must fit the
+// segment header's 32 bits and their product a 64-bit size, and the
+// segment_bytes announced must be what they add up to: the client lays
+// the ring out from these, never from the segment, so a figure that does
+// not agree is refused before anything is mapped.
+Result<wire::SegmentGeometry> AnnouncedGeometry(const JobInfo& info, const JobSpec& spec) {
+  uint64_t sample_bytes = info.dtype == DType::kUInt8 ? 1 : 4;
+  for (const int64_t dimension : info.sample_shape) {
+    if (dimension <= 0 || static_cast<uint64_t>(dimension) > UINT32_MAX ||
+        __builtin_mul_overflow(sample_bytes, static_cast<uint64_t>(dimension), &sample_bytes)) {
+      return RefuseRing("announces a sample shape " + ShapeText(info.sample_shape) +
+                        " no segment can hold");
+    }
+  }
+  auto geometry =
+      wire::ComputeGeometry(info.slots, spec.batch_size, sample_bytes, FieldAreaBytes(spec));
+  if (!geometry.ok()) {
+    return RefuseRing("announces " + std::to_string(info.slots) + " slots of samples of shape " +
+                      ShapeText(info.sample_shape) + ", which cannot be laid out (" +
+                      geometry.status().message() + ")");
+  }
+  if (info.segment_bytes != geometry->segment_bytes) {
+    return RefuseRing("announces a batch ring of " + std::to_string(info.segment_bytes) +
+                      " bytes, but " + std::to_string(info.slots) + " slots of " +
+                      std::to_string(spec.batch_size) + " samples of shape " +
+                      ShapeText(info.sample_shape) +
+                      (geometry->field_bytes > 0
+                           ? " with " + std::to_string(geometry->field_bytes) + " bytes of fields"
+                           : std::string()) +
+                      " take " + std::to_string(geometry->segment_bytes));
+  }
+  return geometry;
+}
+
+// The segment header's tensor description against the announcement's: the
+// tensors a batch hands out take their shape from the announcement.
+Status CheckRingTensor(const wire::SegmentHeader& header, const JobInfo& info) {
+  const bool nchw = info.layout == Layout::kNCHW;
+  const std::vector<int64_t> in_header =
+      nchw ? std::vector<int64_t>{header.channels, header.height, header.width}
+           : std::vector<int64_t>{header.height, header.width, header.channels};
+  const wire::ElementType dtype =
+      info.dtype == DType::kUInt8 ? wire::ElementType::kUInt8 : wire::ElementType::kFloat32;
+  const wire::TensorLayout layout = nchw ? wire::TensorLayout::kNCHW : wire::TensorLayout::kNHWC;
+  if (in_header != info.sample_shape || header.dtype != dtype || header.layout != layout) {
+    return Status::ProtocolError("galleyd's batch ring holds samples of shape " +
+                                 ShapeText(in_header) + " where its JobOpened announced " +
+                                 ShapeText(info.sample_shape) +
+                                 " (or another dtype or layout); refusing it");
+  }
+  return Status::Ok();
+}
 
 // Opens a connection, checks who serves it and performs the hello/welcome
 // handshake on it; `daemon`, if given, receives the checked peer.
@@ -132,15 +201,16 @@ Result<Job> Client::OpenJob(const JobSpec& spec) const {
     return Status::ProtocolError(
         "JobOpened arrived without the segment and wake-up socket descriptors");
   }
-  const uint64_t sample_bytes = static_cast<uint64_t>(info.sample_shape[0]) * info.sample_shape[1] *
-                                info.sample_shape[2] * (info.dtype == DType::kUInt8 ? 1 : 4);
-  GALLEY_ASSIGN_OR_RETURN(auto geometry, wire::ComputeGeometry(info.slots, spec.batch_size,
-                                                               sample_bytes, FieldAreaBytes(spec)));
+  // Everything that can be checked without touching the ring is, first:
+  // the announcement, the wake-up socket, then the descriptor's seals and
+  // size; only then is the ring mapped and its header read.
+  GALLEY_ASSIGN_OR_RETURN(const wire::SegmentGeometry geometry, AnnouncedGeometry(info, spec));
+  GALLEY_ASSIGN_OR_RETURN(auto wakeup, wire::WakeupReceiver::Adopt(std::move(frame.second_fd)));
   GALLEY_ASSIGN_OR_RETURN(auto region,
                           wire::MappedRegion::Map(frame.passed_fd.get(), geometry.segment_bytes));
-  GALLEY_RETURN_IF_ERROR(
-      wire::ValidateHeader(*wire::HeaderAt(region.base()), geometry, region.size()));
-  GALLEY_ASSIGN_OR_RETURN(auto wakeup, wire::WakeupReceiver::Adopt(std::move(frame.second_fd)));
+  const wire::SegmentHeader& header = *wire::HeaderAt(region.base());
+  GALLEY_RETURN_IF_ERROR(wire::ValidateHeader(header, geometry, region.size()));
+  GALLEY_RETURN_IF_ERROR(CheckRingTensor(header, info));
   auto channel = std::make_shared<internal::JobChannel>(connection.release(), std::move(info),
                                                         std::move(region), std::move(wakeup),
                                                         geometry, options_.request_timeout);

@@ -151,6 +151,17 @@ Result<uint32_t> JobChannel::WaitNext(std::chrono::milliseconds timeout) {
         ReleaseSlot(index);  // prepared before a SeekEpoch: not wanted
         continue;
       }
+      // The slot's ids, labels and tensor hold the batch capacity: a count
+      // past it would have a batch read beyond them.
+      const uint32_t count = s->sample_count;
+      if (count > geometry_.batch_capacity) {
+        ReleaseSlot(index);
+        terminal_ =
+            Status::ProtocolError("galleyd published a batch of " + std::to_string(count) +
+                                  " samples in a slot that holds " +
+                                  std::to_string(geometry_.batch_capacity) + "; refusing it");
+        return terminal_;
+      }
       if (s->flags & wire::kEndOfStream) end_of_stream_ = true;
       return index;
     }

@@ -4,10 +4,24 @@
 
 namespace galley::wire {
 
-void AppendFieldValue(std::vector<uint8_t>* record, std::span<const uint8_t> value) {
-  const uint64_t size = value.size();
+namespace {
+
+void AppendLength(std::vector<uint8_t>* record, uint64_t size) {
   for (int i = 0; i < 8; ++i) record->push_back(static_cast<uint8_t>(size >> (8 * i)));
+}
+
+}  // namespace
+
+void AppendFieldValue(std::vector<uint8_t>* record, std::span<const uint8_t> value) {
+  AppendLength(record, value.size());
   record->insert(record->end(), value.begin(), value.end());
+}
+
+std::span<uint8_t> AppendFieldSpace(std::vector<uint8_t>* record, uint64_t size) {
+  AppendLength(record, size);
+  const size_t at = record->size();
+  record->resize(at + size);
+  return std::span<uint8_t>(*record).subspan(at);
 }
 
 Result<std::vector<std::span<const uint8_t>>> SplitFieldRecord(std::span<const uint8_t> record,

@@ -25,6 +25,12 @@ namespace galley::wire {
 // Appends one value to `record`.
 void AppendFieldValue(std::vector<uint8_t>* record, std::span<const uint8_t> value);
 
+// Appends a value of `size` bytes for the caller to fill, and returns
+// them: a reader writes a member straight into its record this way instead
+// of through a buffer of its own. The span is valid until `record` next
+// grows; reserve the whole record first to fill several.
+std::span<uint8_t> AppendFieldSpace(std::vector<uint8_t>* record, uint64_t size);
+
 // The `count` values of `record`, as views into it. ProtocolError when the
 // record does not hold exactly `count` values.
 Result<std::vector<std::span<const uint8_t>>> SplitFieldRecord(std::span<const uint8_t> record,

@@ -48,8 +48,16 @@ Result<MappedRegion> MappedRegion::Map(int fd, size_t size) {
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Status::Internal(std::string("fstat: ") + ErrnoText(errno));
-  if (static_cast<uint64_t>(st.st_size) < size) {
-    return Status::ProtocolError("shared-memory object is smaller than announced");
+  // Exactly the announced size: a smaller ring would fault where the
+  // announced geometry says slots are, and a larger one was laid out for a
+  // geometry other than the one announced.
+  if (static_cast<uint64_t>(st.st_size) != size) {
+    return Status::ProtocolError(
+        "galleyd sent a batch ring of " + std::to_string(st.st_size) + " bytes, " +
+        (static_cast<uint64_t>(st.st_size) < size ? "less" : "more") + " than the " +
+        std::to_string(size) +
+        " its announcement adds up to; refusing it before mapping it (the client and daemon "
+        "must be of the same protocol version)");
   }
   void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {

@@ -24,8 +24,8 @@ class MappedRegion {
   // Maps `size` bytes of the shared-memory segment `fd` read-write and
   // shared. Refuses (ProtocolError) a descriptor that is not a memfd sealed
   // against shrinking (F_SEAL_SHRINK): its sender could otherwise truncate
-  // it later and turn this process's reads into SIGBUS. Fails if the object
-  // behind fd is smaller than `size`.
+  // it later and turn this process's reads into SIGBUS. Refuses an object
+  // whose size is not exactly `size`.
   static Result<MappedRegion> Map(int fd, size_t size);
 
   void* base() const { return base_; }

@@ -29,6 +29,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// What SampleDataset reads of one file at most: far more than any image's
+// header takes (a JPEG's EXIF and ICC segments included), far less than a
+// large member.
+constexpr uint64_t kSampledHeadBytes = uint64_t{1} << 20;
+
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -241,24 +246,28 @@ Result<DatasetSample> SampleDataset(const Dataset& dataset, uint32_t max_resolut
   for (uint64_t i = 0; i < files && sample.bytes_read < max_bytes; ++i) {
     const auto id = static_cast<ItemId>(i * n / files);
     const auto start = Clock::now();
-    auto bytes = dataset.Read(id);
+    // Only the file's head: a large member read whole here would sit in
+    // memory beside the pipeline's own read of it.
+    uint64_t item_bytes = 0;
+    auto bytes = dataset.ReadHead(id, kSampledHeadBytes, &item_bytes);
     sample.read_seconds += SecondsSince(start);
     if (!bytes.ok() || bytes->empty()) continue;
     sample.bytes_read += bytes->size();
     // The header gives the decoded size without decoding; formats without a
-    // header parser here are decoded.
+    // header parser here are decoded when the whole file was read.
     image::ImageSize size;
     auto header = image::ReadHeader(*bytes);
     if (header.ok() && header->width > 0 && header->height > 0) {
       size = {header->width, header->height};
     } else {
+      if (bytes->size() < item_bytes) continue;
       auto decoded = image::Decode(*bytes, image::DecodeOptions{});
       if (!decoded.ok()) continue;
       size = {decoded->width, decoded->height};
     }
     size = image::MaxResolutionSize(size.width, size.height, max_resolution);
     const uint64_t decoded_bytes = uint64_t(size.width) * uint64_t(size.height) * 3;
-    encoded_total += bytes->size();
+    encoded_total += item_bytes;
     decoded_total += decoded_bytes;
     ++sample.files_sampled;
   }

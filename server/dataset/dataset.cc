@@ -134,6 +134,13 @@ Result<std::vector<uint8_t>> Dataset::Read(ItemId id) const {
   return source_->Read(id);
 }
 
+Result<std::vector<uint8_t>> Dataset::ReadHead(ItemId id, uint64_t max_bytes,
+                                               uint64_t* item_bytes) const {
+  if (id >= size())
+    return Status::InvalidArgument("item " + std::to_string(id) + " is out of range");
+  return source_->ReadHead(id, max_bytes, item_bytes);
+}
+
 Result<std::vector<uint8_t>> Dataset::ReadFields(ItemId id) const {
   if (id >= size())
     return Status::InvalidArgument("item " + std::to_string(id) + " is out of range");

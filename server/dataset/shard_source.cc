@@ -76,6 +76,13 @@ Status PreadExactly(int fd, uint64_t offset, std::span<uint8_t> out, const fs::p
   return Status::Ok();
 }
 
+// What reading a member past ShardSource::kMaxMemberBytes, named `what`,
+// returns instead of a buffer of its claimed size.
+Status TooLarge(const std::string& what) {
+  return Status::ResourceExhausted(what + " is larger than " +
+                                   std::to_string(ShardSource::kMaxMemberBytes) + " bytes");
+}
+
 // A shard's listing plus the payloads of its label members: what the index
 // cache stores.
 struct ShardListing {
@@ -901,24 +908,26 @@ Status ShardSource::Verify(AccessChecker* checker, std::span<const ItemId> serve
   return denied;
 }
 
-Result<std::vector<uint8_t>> ShardSource::ReadExtent(uint32_t shard, Extent extent,
-                                                     const std::string& what) const {
-  if (extent.size > kMaxMemberBytes) {
-    return Status::ResourceExhausted(what + " is larger than " + std::to_string(kMaxMemberBytes) +
-                                     " bytes");
-  }
+Status ShardSource::ReadExtentInto(uint32_t shard, uint64_t offset, std::span<uint8_t> out) const {
   auto fd = files_->Get(shard);
   if (!fd.ok()) {
     if (files_->changed()) stale_ = true;
     return fd.status();
   }
-  std::vector<uint8_t> bytes(extent.size);
-  Status read = PreadExactly((*fd)->get(), extent.offset, bytes, files_->shards()[shard].path);
+  Status read = PreadExactly((*fd)->get(), offset, out, files_->shards()[shard].path);
   if (!files_->StillListed(shard, (*fd)->get())) {
     stale_ = true;
     return files_->Changed(files_->shards()[shard]);
   }
-  if (!read.ok()) return read;  // an I/O error on an unchanged shard
+  return read;  // an I/O error on an unchanged shard, or Ok
+}
+
+Result<std::vector<uint8_t>> ShardSource::ReadExtent(uint32_t shard, Extent extent,
+                                                     const std::string& what) const {
+  // Checked before the buffer is made: a listing may claim any size.
+  if (extent.size > kMaxMemberBytes) return TooLarge(what);
+  std::vector<uint8_t> bytes(extent.size);
+  GALLEY_RETURN_IF_ERROR(ReadExtentInto(shard, extent.offset, bytes));
   return bytes;
 }
 
@@ -936,28 +945,50 @@ std::string_view ShardSource::KeyOf(ItemId id) const {
   return name.substr(0, dot);
 }
 
+Result<std::vector<uint8_t>> ShardSource::ReadHead(ItemId id, uint64_t max_bytes,
+                                                   uint64_t* item_bytes) const {
+  const Item& item = items_[id];
+  *item_bytes = item.size;
+  return ReadExtent(item.shard, {item.offset, std::min(item.size, max_bytes)}, Locate(id));
+}
+
 Result<std::vector<uint8_t>> ShardSource::BuildRecord(
-    ItemId id, const std::function<std::span<const uint8_t>(size_t)>& member) const {
+    ItemId id, const std::function<Status(size_t, std::span<uint8_t>)>& fill) const {
   const std::string& shard = files_->shards()[items_[id].shard].path.string();
   const std::string_view key = KeyOf(id);
-  std::vector<uint8_t> record;
-  for (size_t f = 0; f < field_names_.size(); ++f) {
+  const size_t count = field_names_.size();
+  auto text = [](std::string_view value) {
+    return std::span(reinterpret_cast<const uint8_t*>(value.data()), value.size());
+  };
+  // Sized once, so that each member is written in its place and the record
+  // never grows into a second copy of itself.
+  uint64_t total = 0;
+  for (size_t f = 0; f < count; ++f) {
     const std::string& name = field_names_[f];
-    auto bytes = [](std::string_view text) {
-      return std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size());
-    };
+    const uint64_t size = name == kKeyField   ? key.size()
+                          : name == kUrlField ? shard.size()
+                                              : field_extents_[id * count + f].size;
+    if (size > kMaxMemberBytes)
+      return TooLarge(shard + ": member " + std::string(key) + "." + name);
+    total += sizeof(uint64_t) + size;
+  }
+  std::vector<uint8_t> record;
+  record.reserve(total);
+  for (size_t f = 0; f < count; ++f) {
+    const std::string& name = field_names_[f];
     if (name == kKeyField) {
-      wire::AppendFieldValue(&record, bytes(key));
+      wire::AppendFieldValue(&record, text(key));
     } else if (name == kUrlField) {
-      wire::AppendFieldValue(&record, bytes(shard));
+      wire::AppendFieldValue(&record, text(shard));
     } else {
-      const std::span<const uint8_t> value = member(f);
+      const std::span<uint8_t> value =
+          wire::AppendFieldSpace(&record, field_extents_[id * count + f].size);
+      GALLEY_RETURN_IF_ERROR(fill(f, value));
       Status valid = CheckFieldValue(name, value);
       if (!valid.ok()) {
         return Status::InvalidArgument(shard + ": member " + std::string(key) + "." + name + " " +
                                        valid.message());
       }
-      wire::AppendFieldValue(&record, value);
     }
   }
   return record;
@@ -965,16 +996,11 @@ Result<std::vector<uint8_t>> ShardSource::BuildRecord(
 
 Result<std::vector<uint8_t>> ShardSource::ReadFields(ItemId id) const {
   const size_t count = field_names_.size();
-  std::vector<std::vector<uint8_t>> members(count);
-  for (size_t f = 0; f < count; ++f) {
-    const Extent extent = field_extents_[id * count + f];
-    if (extent.size == 0) continue;
-    GALLEY_ASSIGN_OR_RETURN(members[f],
-                            ReadExtent(items_[id].shard, extent,
-                                       files_->shards()[items_[id].shard].path.string() + ":" +
-                                           std::string(KeyOf(id)) + "." + field_names_[f]));
-  }
-  return BuildRecord(id, [&](size_t f) { return std::span<const uint8_t>(members[f]); });
+  const uint32_t shard = items_[id].shard;
+  return BuildRecord(id, [&](size_t f, std::span<uint8_t> out) {
+    if (out.empty()) return Status::Ok();
+    return ReadExtentInto(shard, field_extents_[id * count + f].offset, out);
+  });
 }
 
 Result<std::vector<uint8_t>> ShardSource::ReadWithFields(ItemId id,
@@ -990,9 +1016,13 @@ Result<std::vector<uint8_t>> ShardSource::ReadWithFields(ItemId id,
     wanted += e.size;
   }
   // Members far apart (a shard not written sample by sample) are read
-  // one by one rather than with everything between them.
+  // one by one rather than with everything between them; so are large
+  // ones, since what is read together is then copied to where it is kept:
+  // a joint read costs up to twice its size while the item is in flight,
+  // and is worth one pread only while small.
   constexpr uint64_t kMaxReadGap = 64 << 10;
-  if (end - begin > wanted + kMaxReadGap) {
+  constexpr uint64_t kMaxJointReadBytes = 1 << 20;
+  if (end - begin > wanted + kMaxReadGap || end - begin > kMaxJointReadBytes) {
     GALLEY_ASSIGN_OR_RETURN(*record, ReadFields(id));
     return Read(id);
   }
@@ -1000,7 +1030,11 @@ Result<std::vector<uint8_t>> ShardSource::ReadWithFields(ItemId id,
   auto slice = [&](const Extent& e) {
     return std::span<const uint8_t>(span).subspan(e.offset - begin, e.size);
   };
-  GALLEY_ASSIGN_OR_RETURN(*record, BuildRecord(id, [&](size_t f) { return slice(fields[f]); }));
+  GALLEY_ASSIGN_OR_RETURN(*record, BuildRecord(id, [&](size_t f, std::span<uint8_t> out) {
+    const std::span<const uint8_t> member = slice(fields[f]);
+    std::copy(member.begin(), member.end(), out.begin());
+    return Status::Ok();
+  }));
   const std::span<const uint8_t> image = slice({item.offset, item.size});
   return std::vector<uint8_t>(image.begin(), image.end());
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <opencv2/core.hpp>
@@ -296,6 +297,50 @@ TEST(NodeProbeTest, MeasuresPositiveRatesAndAugmentIsCheaperThanDecode) {
   // Augmenting alone is part of decode + augment, so it is faster; the
   // margin is wide (decoding a 500x375 JPEG costs several crops).
   EXPECT_GT(node->augment_per_core_per_s, node->decode_augment_per_core_per_s);
+}
+
+// A one-member ustar archive: header, payload, padding, end blocks.
+std::string TarOf(const std::string& name, const std::string& payload) {
+  std::string header(512, '\0');
+  header.replace(0, name.size(), name);
+  std::snprintf(&header[100], 8, "%07o", 0644);
+  std::snprintf(&header[124], 12, "%011llo", static_cast<unsigned long long>(payload.size()));
+  header[156] = '0';
+  header.replace(257, 8,
+                 std::string("ustar\0"
+                             "00",
+                             8));
+  header.replace(148, 8, std::string(8, ' '));
+  unsigned sum = 0;
+  for (char c : header) sum += static_cast<unsigned char>(c);
+  std::snprintf(&header[148], 8, "%06o", sum);
+  std::string archive = header + payload;
+  archive.resize((archive.size() + 511) / 512 * 512 + 1024, '\0');
+  return archive;
+}
+
+// The planner's sample of a large member reads its head: enough for the
+// header, not a second copy of a member the pipeline may be reading too.
+// The inflation still counts the member's whole size.
+TEST(NodeProbeTest, SamplingALargeMemberReadsOnlyItsHead) {
+  TempDir dir;
+  cv::Mat image(40, 50, CV_8UC3, cv::Scalar(10, 200, 30));
+  std::vector<uint8_t> jpeg;
+  ASSERT_TRUE(cv::imencode(".jpg", image, jpeg));
+  std::string member(jpeg.begin(), jpeg.end());
+  const size_t size = 8 << 20;
+  member.resize(size, '\0');  // other bytes after the image, as a decoder ignores them
+  const fs::path shard = dir.path() / "large.tar";
+  std::ofstream(shard, std::ios::binary) << TarOf("k0.jpg", member);
+  ShardOptions options;
+  options.label_key = "";
+  auto dataset = Dataset::OpenShards({shard.string()}, options, {});
+  ASSERT_TRUE(dataset.ok()) << dataset.status().ToString();
+  auto sample = SampleDataset(**dataset, 0);
+  ASSERT_TRUE(sample.ok()) << sample.status().ToString();
+  EXPECT_EQ(sample->files_sampled, 1u);
+  EXPECT_EQ(sample->bytes_read, uint64_t{1} << 20);
+  EXPECT_DOUBLE_EQ(sample->inflation, 50.0 * 40 * 3 / size);
 }
 
 // The default worker count follows the CPUs the process may run on, not the

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -578,6 +579,72 @@ TEST(ShardFieldsTest, AMemberThatIsNotWhatItsNameSaysFailsNamingShardAndKey) {
       << b.status().ToString();
 }
 
+TEST(ShardFieldsTest, LargeMembersAreReadEachIntoItsOwnBufferWithTheSameBytes) {
+  // Members past the joint read's size are read one by one, straight into
+  // the image's buffer and the record: the bytes must be the same as a
+  // joint read gives, whichever member is large.
+  std::mt19937 rng(7);
+  auto random_text = [&](size_t size) {
+    std::string text(size, ' ');
+    for (char& c : text) c = static_cast<char>('a' + rng() % 26);
+    return text;
+  };
+  const std::string big_image = random_text(3 << 20), big_text = random_text((2 << 20) + 5);
+  const std::string big_json = "{\"caption\": \"" + random_text(3 << 20) + "\"}";
+  ShardFiles files;
+  const auto shard = files.Write("large.tar", {{"a.jpg", big_image},
+                                               {"a.txt", "small"},
+                                               {"a.json", "{}"},
+                                               {"b.jpg", "B"},
+                                               {"b.txt", big_text},
+                                               {"b.json", big_json},
+                                               {"c.jpg", "C"},
+                                               {"c.txt", "small too"},
+                                               {"c.json", "[1]"}});
+  ShardOptions options;
+  options.label_key = "";
+  options.fields = {"__key__", "txt", "json"};
+  auto source = ShardSource::Open({shard}, options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_EQ((*source)->size(), 3u);
+  const std::vector<std::vector<std::string>> want = {
+      {"a", "small", "{}"}, {"b", big_text, big_json}, {"c", "small too", "[1]"}};
+  const std::vector<std::string> images = {big_image, "B", "C"};
+  for (ItemId id = 0; id < 3; ++id) {
+    std::vector<uint8_t> record;
+    auto image = (*source)->ReadWithFields(id, &record);
+    ASSERT_TRUE(image.ok()) << id << ": " << image.status().ToString();
+    EXPECT_TRUE(Text(*image) == images[id]) << id;
+    // Sized once: the record holds no spare capacity a cache would carry.
+    EXPECT_EQ(record.capacity(), record.size()) << id;
+    auto values = wire::SplitFieldRecord(record, 3);
+    ASSERT_TRUE(values.ok()) << id;
+    for (size_t f = 0; f < 3; ++f) EXPECT_TRUE(Text((*values)[f]) == want[id][f]) << id << f;
+    auto alone = (*source)->ReadFields(id);
+    ASSERT_TRUE(alone.ok()) << id;
+    EXPECT_TRUE(*alone == record) << id;
+  }
+}
+
+TEST(ShardFieldsTest, AHeadIsTheMembersFirstBytesWithItsWholeSize) {
+  ShardFiles files;
+  const std::string image = "JPEG" + std::string(5000, 'x');
+  const auto shard = files.Write("head.tar", {{"a.jpg", image}, {"b.jpg", "tiny"}});
+  ShardOptions options;
+  options.label_key = "";
+  auto source = ShardSource::Open({shard}, options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  uint64_t item_bytes = 0;
+  auto head = (*source)->ReadHead(0, 16, &item_bytes);
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  EXPECT_EQ(Text(*head), image.substr(0, 16));
+  EXPECT_EQ(item_bytes, image.size());
+  head = (*source)->ReadHead(1, 16, &item_bytes);
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  EXPECT_EQ(Text(*head), "tiny");
+  EXPECT_EQ(item_bytes, 4u);
+}
+
 TEST(SampleFieldsTest, ChecksFollowTheMembersName) {
   auto check = [](std::string_view name, std::string_view value) {
     return CheckFieldValue(name,
@@ -598,6 +665,130 @@ TEST(SampleFieldsTest, ChecksFollowTheMembersName) {
   int64_t value = 0;
   EXPECT_TRUE(ParseIntegerText("\t42 ", &value));
   EXPECT_EQ(value, 42);
+}
+
+// Whether nlohmann::json refuses `text` only for a number a double cannot
+// hold, which IsJsonText takes (as Python's json does).
+bool RefusedForOverflow(std::string_view text) {
+  try {
+    const nlohmann::json parsed = nlohmann::json::parse(text);
+    return false;  // parsed: not refused at all
+  } catch (const nlohmann::json::exception& e) {
+    return std::string_view(e.what()).find("number overflow") != std::string_view::npos;
+  }
+}
+
+TEST(SampleFieldsTest, TheJsonCheckAcceptsWhatNlohmannAcceptsWithoutCopying) {
+  const std::vector<std::string> corpus = {"{}",
+                                           "[]",
+                                           " \t\r\n[ ]\n",
+                                           "0",
+                                           "-0",
+                                           "-0.5e-7",
+                                           "1E+2",
+                                           "12.25",
+                                           "01",
+                                           "1.",
+                                           ".5",
+                                           "-",
+                                           "+1",
+                                           "1e",
+                                           "1e+",
+                                           "0x10",
+                                           "true",
+                                           "false",
+                                           "null",
+                                           "nul",
+                                           "True",
+                                           "NaN",
+                                           "Infinity",
+                                           R"("")",
+                                           R"("a\"b\\c\/d\be\ff\ng\rh\ti")",
+                                           R"("\u00e9\u20AC")",
+                                           R"("\ud83d\ude00")",
+                                           R"("\ud83d")",
+                                           R"("\ude00")",
+                                           R"("\ud83d\u0041")",
+                                           R"("\u12")",
+                                           R"("\x41")",
+                                           "\"tab\there\"",
+                                           "\"\xc3\xa9\"",
+                                           "\"\xe2\x82\xac\"",
+                                           "\"\xf0\x9f\x98\x80\"",
+                                           "\"\xc0\xaf\"",
+                                           "\"\xe0\x80\xaf\"",
+                                           "\"\xed\xa0\x80\"",
+                                           "\"\xf4\x90\x80\x80\"",
+                                           "\"\xf5\x80\x80\x80\"",
+                                           "\"\xc3\"",
+                                           "\"\x80\"",
+                                           "\xef\xbb\xbf{\"bom\": 1}",
+                                           "\xef\xbb{}",
+                                           R"({"a": [1, {"b": null}], "c": "d"})",
+                                           R"({"a" 1})",
+                                           R"({"a": 1,})",
+                                           R"([1, 2,])",
+                                           R"([1 2])",
+                                           R"({1: 2})",
+                                           R"({"a": 1 "b": 2})",
+                                           R"({"a": })",
+                                           "[",
+                                           "]",
+                                           "{",
+                                           "}",
+                                           "[[[]]]",
+                                           "[[[]]",
+                                           "[]]",
+                                           "{}{}",
+                                           "1 2",
+                                           "\"open",
+                                           std::string("\"a\0b\"", 5),
+                                           "",
+                                           " ",
+                                           "[\"\\u0000\"]"};
+  // nlohmann's reader ends a text at a NUL byte outside a string, so it
+  // takes "[1]" followed by anything after one; Python's json refuses
+  // that, and so does this check. Other texts: the same answer.
+  auto agree = [](const std::string& text, bool ours) {
+    if (text.find('\0') != std::string::npos) return !ours;
+    return ours == nlohmann::json::accept(text) || (ours && RefusedForOverflow(text));
+  };
+  for (const std::string& text : corpus) {
+    EXPECT_EQ(IsJsonText(text), nlohmann::json::accept(text)) << "'" << text << "'";
+  }
+  EXPECT_FALSE(IsJsonText(std::string("[1]\0", 4)));
+  EXPECT_FALSE(IsJsonText(std::string("[1]\0]", 5)));
+  // Mutations of the corpus (an edit or three each): the two agree on every
+  // one, and enough of them stay JSON for that to mean something.
+  std::mt19937 rng(11);
+  const std::string alphabet = "{}[]\",:\\/0123456789-+.eEutrfalsn \t\n\xc3\xa9\xff\x01";
+  int taken = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::string text = corpus[rng() % corpus.size()];
+    for (int edits = 1 + static_cast<int>(rng() % 3); edits > 0; --edits) {
+      const size_t at = text.empty() ? 0 : rng() % (text.size() + 1);
+      const char c = alphabet[rng() % alphabet.size()];
+      switch (rng() % 3) {
+        case 0:
+          text.insert(text.begin() + static_cast<std::ptrdiff_t>(at), c);
+          break;
+        case 1:
+          if (at < text.size()) text.erase(at, 1);
+          break;
+        default:
+          if (at < text.size()) text[at] = c;
+      }
+    }
+    const bool ours = IsJsonText(text);
+    EXPECT_TRUE(agree(text, ours)) << (ours ? "taken: '" : "refused: '") << text << "'";
+    taken += ours ? 1 : 0;
+  }
+  EXPECT_GT(taken, 1000) << "too few mutations stayed JSON";
+  // A number past a double's range is a number to Python's json.
+  EXPECT_TRUE(IsJsonText("[1e400, -1" + std::string(400, '0') + "]"));
+  // Deep and long: a bit per level and nothing per byte of a string.
+  EXPECT_TRUE(IsJsonText(std::string(100000, '[') + std::string(100000, ']')));
+  EXPECT_TRUE(IsJsonText("\"" + std::string(8 << 20, 'x') + "\""));
 }
 
 TEST(ShardDescriptorsTest, SetsSharingACacheStayWithinItAndReleaseTheirOwn) {

@@ -12,13 +12,14 @@
 // workers scale close to linearly until memory bandwidth binds, which the
 // planner models separately.
 //
-// SampleDataset measures one dataset: storage read rate by reading whole
-// files through Dataset::Read (plain buffered reads, as the pipeline does),
-// and inflation M = decoded bytes / encoded bytes over up to 16 files spread
-// over the item ids. Known limitation: files in the page cache read at memory
-// speed, so a dataset that was just written or recently read looks faster
-// than cold storage; operators override storage_bytes_per_s when that
-// matters.
+// SampleDataset measures one dataset: storage read rate by reading files
+// through Dataset::ReadHead (plain buffered reads, as the pipeline does; at
+// most 1 MiB of each, and a shard reads no more, so that a large member is
+// not held a second time beside the pipeline's read of it), and inflation
+// M = decoded bytes / encoded bytes over up to 16 files spread over the
+// item ids, the decoded size taken from each file's header. Known limitation: files in the page
+// cache read at memory speed, so a dataset that was just written or recently read looks faster than
+// cold storage; operators override storage_bytes_per_s when that matters.
 //
 // Thread-safety: free functions without shared state.
 #ifndef GALLEY_SERVER_DAEMON_NODE_PROBE_H_
@@ -94,10 +95,11 @@ Result<double> MeasureAugmentRate(
 // virtual interfaces report none.
 double LinkBytesPerSecond(const std::string& host, uint16_t port);
 
-// Reads up to `max_files` files and up to about `max_bytes` from `dataset`,
-// whose images are kept at `max_resolution` (JobSpec's; 0: their own size),
-// which the inflation counts. Files that cannot be read or decoded are
-// skipped; InvalidArgument if none could be.
+// Reads up to `max_files` files and up to about `max_bytes` from `dataset`
+// (at most 1 MiB of each), whose images are kept at `max_resolution`
+// (JobSpec's; 0: their own size), which the inflation counts. Files that
+// cannot be read or whose size cannot be told are skipped; InvalidArgument
+// if none could be.
 Result<DatasetSample> SampleDataset(const Dataset& dataset, uint32_t max_resolution,
                                     uint32_t max_files = 16,
                                     uint64_t max_bytes = uint64_t{8} << 20);

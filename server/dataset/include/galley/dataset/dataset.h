@@ -108,6 +108,9 @@ class Dataset {
   // source's errors (NotFound, PermissionDenied, DataLoss,
   // ResourceExhausted).
   Result<std::vector<uint8_t>> Read(ItemId id) const;
+  // At most the first `max_bytes` of the item, and its whole size in
+  // `*item_bytes` (DatasetSource::ReadHead); errors as Read.
+  Result<std::vector<uint8_t>> ReadHead(ItemId id, uint64_t max_bytes, uint64_t* item_bytes) const;
   // The fields each item carries (DatasetSource::field_names); empty for
   // a dataset listed without them.
   const std::vector<std::string>& field_names() const { return source_->field_names(); }

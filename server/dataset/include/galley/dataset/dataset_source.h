@@ -40,6 +40,17 @@ class DatasetSource {
   virtual std::string Name(ItemId id) const { return Locate(id); }
   // The item's bytes; `id` < size().
   virtual Result<std::vector<uint8_t>> Read(ItemId id) const = 0;
+  // At most the first `max_bytes` of item `id` < size(), and its whole
+  // size in `*item_bytes`: for a reader that wants only the file's header
+  // (the cache planner's sample), not a large item's every byte. By
+  // default the item is read whole and cut.
+  virtual Result<std::vector<uint8_t>> ReadHead(ItemId id, uint64_t max_bytes,
+                                                uint64_t* item_bytes) const {
+    GALLEY_ASSIGN_OR_RETURN(auto bytes, Read(id));
+    *item_bytes = bytes.size();
+    if (bytes.size() > max_bytes) bytes.resize(max_bytes);
+    return bytes;
+  }
   // The fields each item carries besides its image (JobSpec::fields), in
   // order; empty for a source listed without fields.
   virtual const std::vector<std::string>& field_names() const {

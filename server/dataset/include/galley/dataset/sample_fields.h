@@ -34,6 +34,11 @@ inline bool IsSyntheticField(std::string_view name) {
 // saying what is wrong with it ("is not valid JSON: ...").
 Status CheckFieldValue(std::string_view name, std::span<const uint8_t> value);
 
+// Whether `text` is one JSON value (RFC 8259; UTF-8, an optional byte order
+// mark; \u escapes whose surrogates pair up). Checked in place, without a
+// copy of any string or number in it.
+bool IsJsonText(std::string_view text);
+
 // Whether `text`, less surrounding white space, is a decimal int64.
 bool ParseIntegerText(std::string_view text, int64_t* value);
 

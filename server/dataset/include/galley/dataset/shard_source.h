@@ -121,11 +121,19 @@ class ShardSource final : public DatasetSource {
   std::string Locate(ItemId id) const override;
   Result<std::vector<uint8_t>> Read(ItemId id) const override;
   const std::vector<std::string>& field_names() const override { return field_names_; }
+  // Each member is read straight into its place in the record, which is
+  // sized once: a member's bytes are in memory once.
   Result<std::vector<uint8_t>> ReadFields(ItemId id) const override;
-  // One pread when the image and the field members lie close together
-  // (kMaxReadGap), as a shard written sample by sample has them.
+  // One pread when the image and the field members are small and lie close
+  // together (a shard written sample by sample has them so), then copied
+  // out of it; otherwise the image and each member are read straight into
+  // the buffer that keeps them (Read, ReadFields), so that a large member is
+  // never in memory twice.
   Result<std::vector<uint8_t>> ReadWithFields(ItemId id,
                                               std::vector<uint8_t>* record) const override;
+  // One pread of at most `max_bytes`, whatever the member's size.
+  Result<std::vector<uint8_t>> ReadHead(ItemId id, uint64_t max_bytes,
+                                        uint64_t* item_bytes) const override;
   uint64_t total_bytes() const override { return total_bytes_; }
   uint64_t held_bytes() const override;
   // Each shard's file name, size and mtime, and each item's byte range.
@@ -161,14 +169,18 @@ class ShardSource final : public DatasetSource {
 
   ShardSource() = default;
 
-  // `size` bytes at `offset` of shard `shard`, checked to come from the
-  // listed version of the shard; `what` names them in errors.
+  // Fills `out` with the bytes at `offset` of shard `shard`, checked to
+  // come from the listed version of the shard. The caller bounds `out` by
+  // kMaxMemberBytes before it makes it.
+  Status ReadExtentInto(uint32_t shard, uint64_t offset, std::span<uint8_t> out) const;
+  // The `extent` of shard `shard` in a buffer of its own.
   Result<std::vector<uint8_t>> ReadExtent(uint32_t shard, Extent extent,
                                           const std::string& what) const;
-  // The record of item `id` from its members' bytes: `member(f)` gives the
-  // bytes of field f (not called for "__key__" and "__url__").
+  // The record of item `id`, sized once: `fill(f, out)` writes the bytes of
+  // field f into their place `out` in it (not called for "__key__" and
+  // "__url__"); each value is then checked (sample_fields.h).
   Result<std::vector<uint8_t>> BuildRecord(
-      ItemId id, const std::function<std::span<const uint8_t>(size_t)>& member) const;
+      ItemId id, const std::function<Status(size_t, std::span<uint8_t>)>& fill) const;
   std::string_view KeyOf(ItemId id) const;
 
   std::vector<Item> items_;
