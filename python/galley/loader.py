@@ -50,6 +50,10 @@ _LIST_BYTES = (16 << 20) - (64 << 10)
 # when there is no transform (JobSpec::native_size).
 _NATIVE_SIZE_MISMATCH = "transform=None needs every image at the first image's size"
 _WARNED: set = set()
+# How long a request to galleyd (opening a job, which lists its dataset; a
+# page of the listing; stats) may take at least. timeout= bounds batches, as
+# torch's does, and only lengthens this.
+_REQUEST_SECONDS = 30.0
 
 
 # JobSpec::max_resolution's bounds (galley/job_spec.h), checked here too so
@@ -366,8 +370,13 @@ class DataLoader:
             once); where it is not, a warning says so.
         drop_last: leave out each epoch's incomplete last batch; with DDP
             (and no ``sampler=``) also cut the shards to the floor.
-        timeout: seconds to wait for a batch; 0 (default) waits as long as the
-            daemon is alive (a dead daemon raises within seconds).
+        timeout: as torch's: seconds one batch may take, from galleyd and
+            from the workers; 0 (default) waits as long as it takes (a dead
+            daemon is noticed within seconds). A late batch raises
+            ``galley.Timeout`` (a RuntimeError), "DataLoader timed out
+            after N seconds: ...", naming galleyd, or the worker and the
+            item it was on, once every worker is killed. The Python part
+            run in the main process (``num_workers=0``) is not bounded.
         worker_init_fn, multiprocessing_context: as torch's, for the
             workers of a Python part (torch's default context unless one is
             named); a one-time warning when there is none.
@@ -676,7 +685,7 @@ class DataLoader:
         # What loader.dataset is, as torch has it: the object given, or for a
         # path the dataset galleyd lists there (galley.datasets).
         self._listing = _datasets.ListedDataset(
-            root, _listing_pages(self._spec, socket, autostart, self.timeout or 30.0), shards)
+            root, _listing_pages(self._spec, socket, autostart, self._request_seconds()), shards)
         self.dataset = (self._listing if isinstance(dataset, (str, bytes, os.PathLike, list, tuple))
                         else dataset)
         self._sampler_view: Any = None     # loader.sampler, made when first read
@@ -951,6 +960,7 @@ class DataLoader:
         end); fields the raw field columns of a job with ``fields=``."""
         job = walk.job
         slots = int(job.info["slots"])
+        received = walk.batches  # of the epoch, those of a resumed state included
         while True:
             walk.held = [ref for ref in walk.held if ref() is not None]
             if len(walk.held) >= slots:
@@ -960,6 +970,20 @@ class DataLoader:
                     f"prefetch=)")
             try:
                 memory, labels, ids, meta = job.next(self.timeout or 1e6)
+            except _galley.Timeout as late:
+                # torch's words first: here galleyd is the worker that was late.
+                daemon = "galleyd" + (f" (pid {walk.daemon_pid})" if walk.daemon_pid else "")
+                message = (
+                    f"DataLoader timed out after {self.timeout:g} seconds: {daemon} prepared no "
+                    f"batch for this loop within it (epoch {walk.epoch}, batch {received + 1} "
+                    f"of {job.info['batches_per_epoch']}). `galleyctl jobs` shows what galleyd "
+                    f"is doing and its log any read that stalls; iterating the loader again "
+                    f"opens a new job. If galleyd is only busy, raise timeout= (0 waits as long "
+                    f"as galleyd runs)")
+                # Dropped without asking galleyd for its final counters: it
+                # is not answering.
+                self._end_pass_job(walk)
+                raise _galley.Timeout(message) from late
             except (_galley.ServerUnavailable, _galley.JobCancelled) as lost:
                 job = self._reopen_after_restart(walk, lost)
                 slots = int(job.info["slots"])
@@ -989,6 +1013,7 @@ class DataLoader:
                 walk.held.append(weakref.ref(memory))
                 images = _tensors.images_tensor(memory)
             del memory
+            received += 1 if len(labels) else 0
             yield (ids, last), (images, _tensors.int64_tensor(labels), ids, meta.get("fields"))
             del images  # the ring slot goes back to galleyd once the batch is dropped
             if last:
@@ -1046,11 +1071,14 @@ class DataLoader:
     def _raise_sample_failure(self, failure: python_stage.SampleFailure) -> None:
         """A sample's Python part raised: the error in the loop, naming the
         item's file (or shard member) and with its original traceback."""
+        python_stage.raise_failure(failure, self._item_path(failure.item), failure.__cause__)
+
+    def _item_path(self, item: int) -> str:
+        """An item's file (or shard member), for a message."""
         try:
-            path = self._listing.samples[failure.item][0]
+            return self._listing.samples[item][0]
         except Exception:  # the listing is only the message's: never a second error
-            path = "path unknown"
-        python_stage.raise_failure(failure, path, failure.__cause__)
+            return "path unknown"
 
     def _worker_pool(self, walk: "_Pass") -> worker_pool.WorkerPool:
         """Worker processes for the pass, started in torch's default
@@ -1065,7 +1093,8 @@ class DataLoader:
             context = torch.multiprocessing.get_context(context)
         pool = worker_pool.WorkerPool(self._stage, self.collate_fn, self.num_workers, context,
                                       self.worker_init_fn,
-                                      self.prefetch_factor * self.num_workers, self._fields)
+                                      self.prefetch_factor * self.num_workers, self._fields,
+                                      self.timeout, self._item_path)
         if walk.main and self.persistent_workers:
             self._pool = pool
         return pool
@@ -1290,6 +1319,9 @@ class DataLoader:
             self._job_listed_epoch, self._job_listed = walk.epoch, walk.items
         return job
 
+    def _request_seconds(self) -> float:
+        return max(self.timeout, _REQUEST_SECONDS)
+
     def _epochs_left(self) -> int:
         """Epochs galleyd prepares for the loader's job: those left to run
         (at least the one about to start), or 0, endless."""
@@ -1327,7 +1359,7 @@ class DataLoader:
         yielded, repeats included)."""
         if self._client is None:
             self._client = _autostart.client(self._socket, self._autostart,
-                                             self.timeout or 30.0)
+                                             self._request_seconds())
         self._resolve_subset()
         # The OpenJob body (docs/protocol.md), where an absent field takes
         # its default.
@@ -1352,7 +1384,7 @@ class DataLoader:
             if not _autostart.may_retry(self._socket):
                 raise
             self._client = _autostart.client(self._socket, self._autostart,
-                                             self.timeout or 30.0)
+                                             self._request_seconds())
             job = self._client.open_job(spec)
         info = job.info
         self._dataset_size = int(info["dataset_size"])

@@ -204,11 +204,13 @@ class SampleStage:
         return image
 
     def run(self, images: Any, labels: Sequence[int], ids: Sequence[int], epoch: int,
-            where: str = "in the main process") -> List[Tuple[Any, Any]]:
+            where: str = "in the main process",
+            on_sample: Optional[Callable[[int], None]] = None) -> List[Tuple[Any, Any]]:
         """``[(image, target), ...]`` for the batch: the tail on each image
         (None without a tail), ``target_transform`` on each label, each
         sample's generators seeded first. Raises SampleFailure naming the
-        item that failed."""
+        item that failed. ``on_sample(item)`` is told each item before its
+        Python part runs (a worker records what it is on)."""
         import torch
         try:
             import numpy
@@ -216,6 +218,8 @@ class SampleStage:
             numpy = None
         samples = []
         for index, (label, item) in enumerate(zip(labels, ids)):
+            if on_sample is not None:
+                on_sample(item)
             try:
                 seed = sample_seed(self.seed, epoch, item)
                 random.seed(seed)

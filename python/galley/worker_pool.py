@@ -20,8 +20,12 @@ Python part, starving galleyd of slots.
 
 A worker that dies (killed, or a crash in native code) is noticed within
 half a second of the main process waiting for a batch: the loop raises
-naming its pid and exit status, never hangs. A worker whose parent died
-exits within a second.
+naming its pid and exit status, never hangs. With a ``timeout``, a batch
+not back from its worker within it raises ``galley.Timeout`` with torch's
+words, naming each worker and what it was on (each records the batch and
+item it is working on in an array in shared memory), after the workers are
+killed and joined. A worker whose parent died exits within a second, even one
+stuck in the user's code.
 
 Used by the thread that iterates the loader.
 """
@@ -32,9 +36,12 @@ import os
 import pickle
 import queue
 import signal
+import threading
+import time
 from multiprocessing.reduction import ForkingPickler
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+from . import _galley
 from . import python_stage
 
 if TYPE_CHECKING:
@@ -43,6 +50,15 @@ if TYPE_CHECKING:
 __all__ = ["WorkerPool", "WorkerDied"]
 
 _POLL_SECONDS = 0.5  # how often a waiting main process checks its workers
+_PARENT_CHECK_SECONDS = 1.0  # how often a worker checks that its parent lives
+
+# What a worker is doing, in its two words of the pool's progress array:
+# (sequence of its batch, item id) while a sample's Python part runs, else
+# one of these in place of the item id. A ctypes array, not a tensor: a
+# store costs 0.1 us, a tensor's 5 us, paid for every sample.
+_STARTING = -1  # imports and worker_init_fn, before its first batch
+_COLLATING = -2  # collate_fn (or fields=), then sending the batch
+_WAITING = -3  # between batches
 
 
 class WorkerDied(RuntimeError):
@@ -62,31 +78,51 @@ def _act_as_torch_worker(index: int, num_workers: int, seed: int) -> None:
         pass
 
 
+def _exit_with_parent() -> None:
+    """Ends the worker within a second of its parent's death, whatever its
+    main thread is doing (a transform stuck for good included): a thread
+    watches for the worker being reparented. The parent is the one it
+    started with: the main process, or the fork server that started it
+    (which exits with the main process)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_PARENT_CHECK_SECONDS)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="galley-parent-watch", daemon=True).start()
+
+
 def _worker_loop(index: int, num_workers: int, stage: python_stage.SampleStage,
-                 collate_fn: Optional[Callable[[List[Any]], Any]], staging: Any,
+                 collate_fn: Optional[Callable[[List[Any]], Any]], staging: Any, progress: Any,
                  tasks: Any, results: Any, worker_init_fn: Optional[Callable[[int], None]],
-                 parent: int, field_plan: "Optional[FieldPlan]" = None) -> None:
+                 field_plan: "Optional[FieldPlan]" = None) -> None:
     """One worker: batches from ``tasks`` until told to stop (None) or its
-    parent is gone."""
+    parent is gone. ``progress[2 * index:2 * index + 2]`` records what it
+    is on."""
+    _exit_with_parent()
     import torch
     torch.set_num_threads(1)  # as torch's workers: the cores are the workers'
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+
+    def record(sequence: int, doing: int) -> None:
+        progress[2 * index], progress[2 * index + 1] = sequence, doing
+
     _act_as_torch_worker(index, num_workers, stage.seed)
     if worker_init_fn is not None:
         worker_init_fn(index)
+    record(-1, _WAITING)
     where = f"in worker process {index} (pid {os.getpid()})"
     while True:
-        try:
-            task = tasks.get(timeout=1.0)
-        except queue.Empty:
-            if os.getppid() != parent:
-                return
-            continue
+        task = tasks.get()
         if task is None:
             return
         sequence, slot, count, labels, ids, epoch, fields = task
         try:
-            samples = stage.run(staging[slot][:count], labels, ids, epoch, where)
+            samples = stage.run(staging[slot][:count], labels, ids, epoch, where,
+                                on_sample=lambda item: record(sequence, item))
+            record(sequence, _COLLATING)
             if field_plan is None:
                 batch = python_stage.collate(samples, collate_fn)
             else:
@@ -104,6 +140,7 @@ def _worker_loop(index: int, num_workers: int, stage: python_stage.SampleStage,
                 int(ids[0]) if ids else -1, type(error), str(error), traceback.format_exc(),
                 where, whole_batch=True)
             results.put(bytes(ForkingPickler.dumps((sequence, slot, None, _portable(failure)))))
+        record(sequence, _WAITING)
 
 
 def _portable(failure: python_stage.SampleFailure) -> python_stage.SampleFailure:
@@ -124,13 +161,17 @@ class WorkerPool:
 
     ``context`` is a multiprocessing context (torch's default unless the
     loader was given ``multiprocessing_context=``); ``depth`` batches are
-    in flight at most (torch's ``prefetch_factor * num_workers``).
+    in flight at most (torch's ``prefetch_factor * num_workers``);
+    ``timeout`` (seconds, 0 for none) bounds the wait for each batch's
+    result, as torch's DataLoader's does; ``item_path`` names an item's
+    file in its message.
     """
 
     def __init__(self, stage: python_stage.SampleStage,
                  collate_fn: Optional[Callable[[List[Any]], Any]], num_workers: int,
                  context: Any, worker_init_fn: Optional[Callable[[int], None]],
-                 depth: int, field_plan: "Optional[FieldPlan]" = None) -> None:
+                 depth: int, field_plan: "Optional[FieldPlan]" = None, timeout: float = 0.0,
+                 item_path: Optional[Callable[[int], str]] = None) -> None:
         self._stage = stage
         self._field_plan = field_plan  # a job's fields=, decoded with its images
         self._collate_fn = collate_fn
@@ -138,7 +179,10 @@ class WorkerPool:
         self._context = context
         self._worker_init_fn = worker_init_fn
         self._depth = max(int(depth), self._num_workers)
+        self._timeout = float(timeout)
+        self._item_path = item_path or (lambda item: "path unknown")
         self._staging: Any = None  # [depth, *batch shape], made at the first batch
+        self._progress: Any = None  # 2 words per worker: what it is on (_worker_loop)
         self._workers: List[Any] = []
         self._tasks: List[Any] = []
         self._results: Any = None
@@ -151,13 +195,15 @@ class WorkerPool:
         import torch
         self._staging = torch.empty((self._depth,) + tuple(images.shape),
                                     dtype=images.dtype).share_memory_()
+        self._progress = self._context.RawArray("q", [-1, _STARTING] * self._num_workers)
         self._results = self._context.Queue()
         for index in range(self._num_workers):
             tasks = self._context.Queue()
             worker = self._context.Process(
                 target=_worker_loop, daemon=True,
-                args=(index, self._num_workers, self._stage, self._collate_fn, self._staging, tasks,
-                      self._results, self._worker_init_fn, os.getpid(), self._field_plan))
+                args=(index, self._num_workers, self._stage, self._collate_fn, self._staging,
+                      self._progress, tasks, self._results, self._worker_init_fn,
+                      self._field_plan))
             worker.start()
             self._workers.append(worker)
             self._tasks.append(tasks)
@@ -176,11 +222,13 @@ class WorkerPool:
         """``(tag, batch)`` for each ``(tag, (images, labels, ids, fields))`` of
         ``received``, in order; a batch without samples (``images`` None)
         passes through as ``(tag, None)``. ``on_failure`` raises a worker's
-        SampleFailure in the loop when its batch is due."""
+        SampleFailure in the loop when its batch is due. A batch not back
+        within the timeout raises galley.Timeout, the workers killed."""
         # A pass left early leaves its batches' results behind: they are
         # older than this pass's first sequence and dropped.
         first = self._sequence
         pending: Dict[int, Tuple[Any, Optional[int]]] = {}  # sequence -> (tag, slot)
+        first_items: Dict[int, int] = {}  # sequence -> its batch's first item, for messages
         order: List[int] = []  # sequences not yet yielded, oldest first
         done: Dict[int, Tuple[Any, Any]] = {}  # (batch, failure) in before their turn
         free = list(range(self._depth))
@@ -207,16 +255,24 @@ class WorkerPool:
                 self._staging[slot][:count].copy_(images)
                 del images  # the ring slot goes back to galleyd now
                 pending[sequence] = (tag, slot)
+                if len(ids):
+                    first_items[sequence] = int(ids[0])
                 self._tasks[sequence % self._num_workers].put(
                     (sequence, slot, count, labels.tolist(), ids.tolist(), epoch, fields))
             if not order:
                 return
             head = order[0]
+            # As torch's: the timeout bounds each wait for the batch due.
+            deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
             while head not in done:
-                sequence, slot, batch, failure = self._next_result()
+                result = self._next_result(deadline)
+                if result is None:
+                    self._time_out(head, first_items)
+                sequence, slot, batch, failure = result
                 if sequence >= first:
                     done[sequence] = (batch, failure)
             order.pop(0)
+            first_items.pop(head, None)
             tag, slot = pending.pop(head)
             if slot is not None:
                 free.append(slot)
@@ -225,12 +281,16 @@ class WorkerPool:
                 on_failure(failure)
             yield tag, batch
 
-    def _next_result(self) -> Tuple[int, int, Any, Any]:
-        """The next result from any worker; raises WorkerDied when a worker
-        exited instead of answering."""
+    def _next_result(self, deadline: Optional[float]) -> Optional[Tuple[int, int, Any, Any]]:
+        """The next result from any worker, or None once ``deadline`` (a
+        ``time.monotonic()`` value; None: none) has passed; raises
+        WorkerDied when a worker exited instead of answering."""
         while True:
+            wait = _POLL_SECONDS
+            if deadline is not None:
+                wait = min(wait, max(0.0, deadline - time.monotonic()))
             try:
-                return pickle.loads(self._results.get(timeout=_POLL_SECONDS))
+                return pickle.loads(self._results.get(timeout=wait))
             except queue.Empty:
                 pass
             for index, worker in enumerate(self._workers):
@@ -243,15 +303,59 @@ class WorkerPool:
                         f"galley.DataLoader worker process {index} (pid {worker.pid}) exited "
                         f"unexpectedly ({how}) while preparing a batch; the epoch cannot go "
                         f"on. If it ran out of memory, lower num_workers or batch_size")
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
 
-    def close(self) -> None:
-        """Stops the workers (at once for those that do not stop when told)."""
+    def _time_out(self, head: int, first_items: Dict[int, int]) -> None:
+        """Raises galley.Timeout for batch ``head``, which did not come back
+        in time: torch's words first, then the batch, its worker and what
+        each worker was on; the workers are killed and joined first, so
+        none outlives the pass (the pool is closed)."""
+        workers = [(index, worker.pid) for index, worker in enumerate(self._workers)]
+        doing = [tuple(self._progress[2 * index:2 * index + 2])
+                 for index in range(self._num_workers)]
+        self.close(at_once=True)
+        owner, pid = workers[head % self._num_workers]
+
+        def batch(sequence: int) -> str:
+            if sequence in first_items:
+                item = first_items[sequence]
+                return f"the batch whose first item is {item} ({self._item_path(item)})"
+            return "a batch of a loop left earlier"
+
+        def activity(sequence: int, item: int) -> str:
+            if item == _STARTING:
+                return "still starting (imports or worker_init_fn)"
+            if item == _WAITING:
+                return "waiting for a batch"
+            if item == _COLLATING:
+                return f"collating or sending {batch(sequence)}"
+            return f"running the transform of item {item} ({self._item_path(item)})"
+
+        others = "".join(f"; worker process {index} (pid {worker_pid}) was "
+                         f"{activity(*doing[index])}"
+                         for index, worker_pid in workers if index != owner)
+        raise _galley.Timeout(
+            f"DataLoader timed out after {self._timeout:g} seconds: {batch(head)} was not back "
+            f"within it. Its worker, worker process {owner} (pid {pid}), was "
+            f"{activity(*doing[owner])}{others}. The workers were stopped; iterating the loader "
+            f"again starts a new pass with new workers. If the transform is only slow, raise "
+            f"timeout= (0 waits as long as it takes)")
+
+    def close(self, at_once: bool = False) -> None:
+        """Stops the workers and waits for their end: those that do not stop
+        within 5 s of being told are killed, and with ``at_once`` all are
+        (their work is dropped)."""
         self._closed = True
-        for tasks in self._tasks:
-            try:
-                tasks.put(None)
-            except Exception:
-                pass
+        if at_once:
+            for worker in self._workers:
+                worker.kill()
+        else:
+            for tasks in self._tasks:
+                try:
+                    tasks.put(None)
+                except Exception:
+                    pass
         for worker in self._workers:
             worker.join(timeout=5.0)
             if worker.exitcode is None:
@@ -261,4 +365,4 @@ class WorkerPool:
             q.cancel_join_thread()
             q.close()
         self._workers, self._tasks, self._results = [], [], None
-        self._staging = None
+        self._staging = self._progress = None
