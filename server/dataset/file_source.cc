@@ -20,6 +20,7 @@
 #include "galley/dataset/listing_progress.h"
 #include "galley/dataset/manifest_table.h"
 #include "galley/errno_text.h"
+#include "galley/unique_fd.h"
 
 namespace galley {
 namespace {
@@ -573,9 +574,21 @@ std::string FileSource::Locate(ItemId id) const {
 }
 
 Result<std::vector<uint8_t>> FileSource::Read(ItemId id) const {
+  uint64_t size = 0;
+  GALLEY_ASSIGN_OR_RETURN(UniqueFd fd, OpenItem(id, &size));
+  return ReadOpened(fd.get(), id, size);
+}
+
+Result<std::vector<uint8_t>> FileSource::ReadHead(ItemId id, uint64_t max_bytes,
+                                                  uint64_t* item_bytes) const {
+  GALLEY_ASSIGN_OR_RETURN(UniqueFd fd, OpenItem(id, item_bytes));
+  return ReadOpened(fd.get(), id, std::min(*item_bytes, max_bytes));
+}
+
+Result<UniqueFd> FileSource::OpenItem(ItemId id, uint64_t* size) const {
   const fs::path file = Locate(id);
   // O_NONBLOCK: opening a FIFO planted in the tree must not hang a worker.
-  ScopedFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) {
     const int error = errno;
     if (IsOutOfDescriptors(error)) return OutOfDescriptors(file.string(), error);
@@ -600,19 +613,24 @@ Result<std::vector<uint8_t>> FileSource::Read(ItemId id) const {
     return Status::ResourceExhausted(file.string() + " is larger than " +
                                      std::to_string(kMaxFileBytes) + " bytes");
   }
-  std::vector<uint8_t> bytes(static_cast<size_t>(info.st_size));
+  *size = static_cast<uint64_t>(info.st_size);
+  return fd;
+}
+
+Result<std::vector<uint8_t>> FileSource::ReadOpened(int fd, ItemId id, uint64_t count) const {
+  std::vector<uint8_t> bytes(static_cast<size_t>(count));
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n =
-        ::pread(fd.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+        ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Status::DataLoss(file.string() + ": read failed: " + ErrnoText(errno));
+      return Status::DataLoss(Locate(id) + ": read failed: " + ErrnoText(errno));
     }
     if (n == 0) break;  // the file shrank while being read
     done += static_cast<size_t>(n);
   }
-  if (done != bytes.size()) return Status::DataLoss(file.string() + ": file shrank while read");
+  if (done != bytes.size()) return Status::DataLoss(Locate(id) + ": file shrank while read");
   return bytes;
 }
 

@@ -413,6 +413,26 @@ TEST_F(DatasetTest, ReadRefusesNonRegularFilesWithoutBlocking) {
   EXPECT_EQ(dataset->Read(1).status().code(), StatusCode::kDataLoss);
 }
 
+// The cache planner samples a file's header, not its every byte: ReadHead
+// gives the first bytes and the whole size, checked as Read is.
+TEST_F(DatasetTest, ReadHeadGivesTheFirstBytesAndTheWholeSize) {
+  std::string content(3 << 20, 'x');
+  for (size_t i = 0; i < content.size(); i += 4099) content[i] = static_cast<char>(i % 251);
+  Write(root_ / "c/1.jpg", content);
+  const auto dataset = MustOpen(root_);
+  ASSERT_NE(dataset, nullptr);
+  uint64_t size = 0;
+  auto head = dataset->ReadHead(0, 1 << 20, &size);
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  EXPECT_EQ(size, content.size());
+  EXPECT_EQ(std::string(head->begin(), head->end()), content.substr(0, 1 << 20));
+  head = dataset->ReadHead(0, 8 << 20, &size);
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(std::string(head->begin(), head->end()), content);
+  fs::remove(root_ / "c/1.jpg");
+  EXPECT_EQ(dataset->ReadHead(0, 16, &size).status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(DatasetTest, ReadRefusesOversizedFiles) {
   Write(root_ / "c/1.jpg");
   const fs::path big = root_ / "c/2.jpg";

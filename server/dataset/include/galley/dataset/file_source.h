@@ -36,6 +36,7 @@
 
 #include "galley/dataset/dataset_source.h"
 #include "galley/dataset/listing_stop.h"
+#include "galley/unique_fd.h"
 
 namespace galley {
 
@@ -81,6 +82,10 @@ class FileSource final : public DatasetSource {
   // outside the root, DataLoss for I/O errors or a non-regular file,
   // ResourceExhausted over kMaxFileBytes.
   Result<std::vector<uint8_t>> Read(ItemId id) const override;
+  // The first `max_bytes` of the file, its size in `*item_bytes`: a large
+  // file is not read whole for its header. Errors as Read's.
+  Result<std::vector<uint8_t>> ReadHead(ItemId id, uint64_t max_bytes,
+                                        uint64_t* item_bytes) const override;
   // A header-row manifest's other columns; none otherwise.
   const std::vector<std::string>& field_names() const override { return field_names_; }
   Result<std::vector<uint8_t>> ReadFields(ItemId id) const override;
@@ -97,6 +102,11 @@ class FileSource final : public DatasetSource {
  private:
   FileSource() = default;
 
+  // The item's file opened for reading, checked as Read describes; its
+  // size in `*size`.
+  Result<UniqueFd> OpenItem(ItemId id, uint64_t* size) const;
+  // The first `count` bytes of item `id`'s opened file `fd`.
+  Result<std::vector<uint8_t>> ReadOpened(int fd, ItemId id, uint64_t count) const;
   Status ScanImageFolder();
   struct ListedLine {
     std::string path;  // relative to base_dir_, checked
