@@ -12,7 +12,7 @@
 #include "galley/random.h"
 #include "galley/snapshots/prometheus_text.h"
 #if GALLEY_REMOTE_TIER
-#include "galley/daemon/remote/remote_tier.h"
+#include "galley/remote/remote_tier.h"
 #endif
 
 namespace galley {
@@ -41,6 +41,31 @@ struct StartedRemoteTier {
   double nic_bytes_per_s = 0;
 };
 
+#if GALLEY_REMOTE_TIER
+// galleyd's servers, timeouts, value and image limits, with the credentials
+// read from remote_cache_credentials (ReadRemoteCredentials's errors,
+// prefixed with the key) and a lookup handle for each pipeline thread and
+// one more.
+Result<RemoteTierOptions> RemoteTierOptionsFor(const DaemonOptions& options) {
+  auto credentials = ReadRemoteCredentials(options.remote_cache_credentials);
+  if (!credentials.ok()) {
+    return Status(credentials.status().code(),
+                  "remote_cache_credentials: " + credentials.status().message());
+  }
+  RemoteTierOptions o;
+  o.servers = options.remote_cache_servers;
+  o.credentials = std::move(credentials).value();
+  o.credentials_file = options.remote_cache_credentials;
+  o.connect_timeout = std::chrono::milliseconds(options.remote_cache_connect_timeout_ms);
+  o.io_timeout = std::chrono::milliseconds(options.remote_cache_io_timeout_ms);
+  o.retry_after = std::chrono::seconds(options.remote_cache_retry_s);
+  o.max_value_bytes = options.remote_cache_max_value_bytes;
+  o.connections = PipelineOptions::From(options).threads() + 1;
+  o.limits.max_pixels = options.max_image_pixels;
+  return o;
+}
+#endif
+
 // Connects the remote tier and probes its servers. Bad credentials are a
 // configuration error, refused now rather than found out item by item; a
 // server that does not answer only costs hits.
@@ -48,7 +73,7 @@ Result<StartedRemoteTier> StartRemoteTier(const DaemonOptions& options) {
   StartedRemoteTier started;
 #if GALLEY_REMOTE_TIER
   if (options.remote_cache_servers.empty()) return started;
-  GALLEY_ASSIGN_OR_RETURN(RemoteTierOptions remote_options, RemoteTierOptions::From(options));
+  GALLEY_ASSIGN_OR_RETURN(RemoteTierOptions remote_options, RemoteTierOptionsFor(options));
   auto created = RemoteTier::Create(remote_options);
   if (!created.ok()) return About("remote_cache_servers", created.status());
   std::unique_ptr<RemoteTier> remote = std::move(created).value();

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "galley/client.h"
-#include "galley/daemon/remote/remote_cache.h"
-#include "galley/daemon/remote/remote_credentials.h"
+#include "galley/remote/remote_cache.h"
+#include "galley/remote/remote_credentials.h"
 #include "galley/daemon/socket_access.h"
 #include "galley/errno_text.h"
 #include "galley/sampler/sampling_policy.h"

@@ -21,7 +21,7 @@
 
 #include "galley/cache/tiered_cache.h"
 #include "galley/daemon/item_pipeline.h"
-#include "galley/daemon/remote/remote_cache.h"
+#include "galley/remote/remote_cache.h"
 #include "galley/daemon/scheduler.h"
 #include "galley/daemon/served_job.h"
 #include "galley/image/max_resolution.h"

@@ -1,6 +1,6 @@
 // LogThrottle: a burst per window is logged, the rest counted and reported
 // with the next message that is.
-#include "galley/daemon/log_throttle.h"
+#include "galley/logging/log_throttle.h"
 
 #include <gtest/gtest.h>
 

@@ -14,11 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include "galley/daemon/remote/remote_cache.h"
-#include "galley/daemon/remote/remote_credentials.h"
+#include "galley/remote/remote_cache.h"
+#include "galley/remote/remote_credentials.h"
 #include "galley/daemon/storage_throttle.h"
 #if GALLEY_REMOTE_TIER
-#include "galley/daemon/remote/remote_value.h"
+#include "galley/remote/remote_value.h"
 #endif
 
 namespace galley {

@@ -43,7 +43,7 @@
 #include "galley/daemon/daemon_options.h"
 #include "galley/daemon/job_lifecycle_observer.h"
 #include "galley/daemon/node_probe.h"
-#include "galley/daemon/remote/remote_cache.h"
+#include "galley/remote/remote_cache.h"
 #include "galley/dataset/dataset.h"
 #include "galley/mutex.h"
 #include "galley/snapshots/snapshots.h"

@@ -36,7 +36,7 @@
 #include "galley/daemon/dataset_registry.h"
 #include "galley/daemon/item_pipeline.h"
 #include "galley/daemon/job_manager.h"
-#include "galley/daemon/log_throttle.h"
+#include "galley/logging/log_throttle.h"
 #include "galley/daemon/request_parser.h"
 #include "galley/daemon/scheduler.h"
 #include "galley/mutex.h"

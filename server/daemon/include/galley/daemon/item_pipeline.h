@@ -51,8 +51,8 @@
 
 #include "galley/cache/tiered_cache.h"
 #include "galley/daemon/daemon_options.h"
-#include "galley/daemon/log_throttle.h"
-#include "galley/daemon/remote/remote_cache.h"
+#include "galley/logging/log_throttle.h"
+#include "galley/remote/remote_cache.h"
 #include "galley/daemon/served_job.h"
 #include "galley/daemon/storage_throttle.h"
 #include "galley/dataset/content_fingerprint.h"

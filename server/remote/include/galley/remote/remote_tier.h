@@ -28,8 +28,8 @@
 // Thread-safety: every public method may be called from any thread; the
 // counters are atomics, `mu_` guards the write queue, `servers_mu_` the
 // servers' states and the health thread's wake-up.
-#ifndef GALLEY_SERVER_DAEMON_REMOTE_TIER_H_
-#define GALLEY_SERVER_DAEMON_REMOTE_TIER_H_
+#ifndef GALLEY_SERVER_REMOTE_REMOTE_TIER_H_
+#define GALLEY_SERVER_REMOTE_REMOTE_TIER_H_
 
 #include <atomic>
 #include <chrono>
@@ -42,13 +42,12 @@
 #include <vector>
 
 #include "galley/cache/blob.h"
-#include "galley/daemon/daemon_options.h"
-#include "galley/daemon/log_throttle.h"
-#include "galley/daemon/remote/remote_cache.h"
-#include "galley/daemon/remote/remote_credentials.h"
-#include "galley/daemon/remote/remote_value.h"
 #include "galley/dataset/content_fingerprint.h"
+#include "galley/logging/log_throttle.h"
 #include "galley/mutex.h"
+#include "galley/remote/remote_cache.h"
+#include "galley/remote/remote_credentials.h"
+#include "galley/remote/remote_value.h"
 #include "galley/snapshots/snapshots.h"
 #include "galley/status.h"
 
@@ -74,12 +73,6 @@ struct RemoteTierOptions {
   uint64_t write_queue_bytes = uint64_t{64} << 20;
   uint32_t connections = 4;  // pooled lookup handles: one per pipeline thread
   RemoteValueLimits limits;
-
-  // galleyd's servers, timeouts, value and image limits, with the
-  // credentials read from remote_cache_credentials (ReadRemoteCredentials's
-  // errors, prefixed with the key) and a lookup handle for each pipeline
-  // thread and one more.
-  static Result<RemoteTierOptions> From(const DaemonOptions& options);
 };
 
 // What Probe measured of one server.
@@ -188,4 +181,4 @@ class RemoteTier final : public RemoteCache {
 
 }  // namespace galley
 
-#endif  // GALLEY_SERVER_DAEMON_REMOTE_TIER_H_
+#endif  // GALLEY_SERVER_REMOTE_REMOTE_TIER_H_

@@ -6,8 +6,8 @@
 // and the next message after a window with drops says how many were not.
 //
 // Thread-safety: every method may be called from any thread.
-#ifndef GALLEY_SERVER_DAEMON_LOG_THROTTLE_H_
-#define GALLEY_SERVER_DAEMON_LOG_THROTTLE_H_
+#ifndef GALLEY_SERVER_LOGGING_LOG_THROTTLE_H_
+#define GALLEY_SERVER_LOGGING_LOG_THROTTLE_H_
 
 #include <chrono>
 #include <cstdint>
@@ -52,4 +52,4 @@ class LogThrottle {
 
 }  // namespace galley
 
-#endif  // GALLEY_SERVER_DAEMON_LOG_THROTTLE_H_
+#endif  // GALLEY_SERVER_LOGGING_LOG_THROTTLE_H_

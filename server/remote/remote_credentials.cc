@@ -1,4 +1,4 @@
-#include "galley/daemon/remote/remote_credentials.h"
+#include "galley/remote/remote_credentials.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

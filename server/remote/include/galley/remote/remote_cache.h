@@ -7,17 +7,17 @@
 // returns at once.
 //
 // Thread-safety: implementations allow every method from any thread.
-#ifndef GALLEY_SERVER_DAEMON_REMOTE_CACHE_H_
-#define GALLEY_SERVER_DAEMON_REMOTE_CACHE_H_
+#ifndef GALLEY_SERVER_REMOTE_REMOTE_CACHE_H_
+#define GALLEY_SERVER_REMOTE_REMOTE_CACHE_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "galley/cache/blob.h"
-#include "galley/daemon/remote/remote_value.h"
 #include "galley/dataset/content_fingerprint.h"
 #include "galley/ids.h"
+#include "galley/remote/remote_value.h"
 #include "galley/snapshots/snapshots.h"
 
 namespace galley {
@@ -52,4 +52,4 @@ bool ParseServerAddress(const std::string& text, std::string* host, uint16_t* po
 
 }  // namespace galley
 
-#endif  // GALLEY_SERVER_DAEMON_REMOTE_CACHE_H_
+#endif  // GALLEY_SERVER_REMOTE_REMOTE_CACHE_H_

@@ -25,8 +25,8 @@
 //
 // Built only with the remote tier (GALLEY_REMOTE_TIER): it links libcrypto.
 // Free functions without shared state: thread-safe.
-#ifndef GALLEY_SERVER_DAEMON_REMOTE_VALUE_H_
-#define GALLEY_SERVER_DAEMON_REMOTE_VALUE_H_
+#ifndef GALLEY_SERVER_REMOTE_REMOTE_VALUE_H_
+#define GALLEY_SERVER_REMOTE_REMOTE_VALUE_H_
 
 #include <cstdint>
 #include <memory>
@@ -73,4 +73,4 @@ Result<std::shared_ptr<cache::Blob>> DecodeRemoteValue(std::string_view mac_key,
 
 }  // namespace galley
 
-#endif  // GALLEY_SERVER_DAEMON_REMOTE_VALUE_H_
+#endif  // GALLEY_SERVER_REMOTE_REMOTE_VALUE_H_

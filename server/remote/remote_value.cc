@@ -1,4 +1,4 @@
-#include "galley/daemon/remote/remote_value.h"
+#include "galley/remote/remote_value.h"
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>

@@ -16,8 +16,8 @@
 // change.
 //
 // A free function without shared state: thread-safe.
-#ifndef GALLEY_SERVER_DAEMON_REMOTE_CREDENTIALS_H_
-#define GALLEY_SERVER_DAEMON_REMOTE_CREDENTIALS_H_
+#ifndef GALLEY_SERVER_REMOTE_REMOTE_CREDENTIALS_H_
+#define GALLEY_SERVER_REMOTE_REMOTE_CREDENTIALS_H_
 
 #include <string>
 
@@ -41,4 +41,4 @@ Result<RemoteCredentials> ReadRemoteCredentials(const std::string& path);
 
 }  // namespace galley
 
-#endif  // GALLEY_SERVER_DAEMON_REMOTE_CREDENTIALS_H_
+#endif  // GALLEY_SERVER_REMOTE_REMOTE_CREDENTIALS_H_

@@ -1,4 +1,4 @@
-#include "galley/daemon/remote/remote_tier.h"
+#include "galley/remote/remote_tier.h"
 
 #include <libmemcached/memcached.h>
 #include <libmemcachedutil-1.0/util.h>
@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <charconv>
 #include <random>
-
-#include "galley/daemon/item_pipeline.h"
 
 namespace galley {
 namespace {
@@ -113,25 +111,6 @@ void MemcachedDeleter::operator()(memcached_st* handle) const { memcached_free(h
 void MemcachedDeleter::operator()(memcached_pool_st* pool) const { memcached_pool_destroy(pool); }
 
 RemoteTier::RemoteTier(const RemoteTierOptions& options) : options_(options) {}
-
-Result<RemoteTierOptions> RemoteTierOptions::From(const DaemonOptions& options) {
-  auto credentials = ReadRemoteCredentials(options.remote_cache_credentials);
-  if (!credentials.ok()) {
-    return Status(credentials.status().code(),
-                  "remote_cache_credentials: " + credentials.status().message());
-  }
-  RemoteTierOptions o;
-  o.servers = options.remote_cache_servers;
-  o.credentials = std::move(credentials).value();
-  o.credentials_file = options.remote_cache_credentials;
-  o.connect_timeout = std::chrono::milliseconds(options.remote_cache_connect_timeout_ms);
-  o.io_timeout = std::chrono::milliseconds(options.remote_cache_io_timeout_ms);
-  o.retry_after = std::chrono::seconds(options.remote_cache_retry_s);
-  o.max_value_bytes = options.remote_cache_max_value_bytes;
-  o.connections = PipelineOptions::From(options).threads() + 1;
-  o.limits.max_pixels = options.max_image_pixels;
-  return o;
-}
 
 Result<std::unique_ptr<RemoteTier>> RemoteTier::Create(const RemoteTierOptions& options) {
   if (options.servers.empty()) return Status::InvalidArgument("the remote tier has no servers");

@@ -1,4 +1,4 @@
-#include "galley/daemon/remote/remote_cache.h"
+#include "galley/remote/remote_cache.h"
 
 #include <charconv>
 
