@@ -65,28 +65,12 @@ UniqueFd MakeSegment(bool sealable, int seals) {
   if (!fd.valid() || ::ftruncate(fd.get(), static_cast<off_t>(g.segment_bytes)) != 0) return {};
   void* base = ::mmap(nullptr, g.segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) return {};
-  new (base) wire::SegmentHeader{
-      .magic = wire::kSegmentMagic,
-      .layout_version = wire::kSegmentLayoutVersion,
-      .slot_count = g.slot_count,
-      .batch_capacity = g.batch_capacity,
-      .slot_stride = g.slot_stride,
-      .slots_offset = g.slots_offset,
-      .tensor_offset = g.tensor_offset,
-      .sample_bytes = g.sample_bytes,
-      .channels = 3,
-      .height = kSide,
-      .width = kSide,
-      .dtype = wire::ElementType::kUInt8,
-      .layout = wire::TensorLayout::kNCHW,
-      .reserved = 0,
-      .segment_bytes = g.segment_bytes,
-      .closed = 0,
-      .close_code = 0,
-      .close_reason = {},
-      .consumer_wait_ns = 0,
-      .consumer_waits = 0,
-  };
+  wire::MakeSegmentHeader(base, g,
+                          {.channels = 3,
+                           .height = kSide,
+                           .width = kSide,
+                           .dtype = wire::ElementType::kUInt8,
+                           .layout = wire::TensorLayout::kNCHW});
   for (uint32_t i = 0; i < g.slot_count; ++i) new (wire::SlotAt(base, g, i)) wire::SlotHeader{};
   ::munmap(base, g.segment_bytes);
   if (seals != 0 && ::fcntl(fd.get(), F_ADD_SEALS, seals) != 0) return {};
