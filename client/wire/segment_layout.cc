@@ -1,6 +1,7 @@
 #include "wire/segment_layout.h"
 
 #include <limits>
+#include <new>
 #include <string>
 
 namespace galley::wire {
@@ -46,6 +47,33 @@ Result<SegmentGeometry> ComputeGeometry(uint32_t slot_count, uint32_t batch_capa
   if (MulOverflows(g.slot_stride, slot_count)) return Status::InvalidArgument("segment overflows");
   g.segment_bytes = g.slots_offset + g.slot_stride * slot_count;
   return g;
+}
+
+SegmentHeader* MakeSegmentHeader(void* base, const SegmentGeometry& g, const SampleShape& shape) {
+  return new (base) SegmentHeader{
+      .magic = kSegmentMagic,
+      .layout_version = kSegmentLayoutVersion,
+      .slot_count = g.slot_count,
+      .batch_capacity = g.batch_capacity,
+      .slot_stride = g.slot_stride,
+      .slots_offset = g.slots_offset,
+      .tensor_offset = g.tensor_offset,
+      .sample_bytes = g.sample_bytes,
+      .channels = shape.channels,
+      .height = shape.height,
+      .width = shape.width,
+      .dtype = shape.dtype,
+      .layout = shape.layout,
+      .reserved = 0,
+      .segment_bytes = g.segment_bytes,
+      .closed = 0,
+      .close_code = 0,
+      .close_reason = {},
+      .consumer_wait_ns = 0,
+      .consumer_waits = 0,
+      .fields_offset = g.fields_offset,
+      .field_bytes = g.field_bytes,
+  };
 }
 
 Status ValidateHeader(const SegmentHeader& header, const SegmentGeometry& expected,

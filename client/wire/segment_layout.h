@@ -158,6 +158,20 @@ struct SegmentGeometry {
 Result<SegmentGeometry> ComputeGeometry(uint32_t slot_count, uint32_t batch_capacity,
                                         uint64_t sample_bytes, uint64_t field_bytes = 0);
 
+// What a segment's samples are, as its header records them.
+struct SampleShape {
+  uint32_t channels = 3, height = 0, width = 0;
+  ElementType dtype = ElementType::kUInt8;
+  TensorLayout layout = TensorLayout::kNCHW;
+};
+
+// Writes the header of a new segment of geometry `g` whose samples are
+// `shape` at `base`, the start of its mapping: every field set, the job
+// open, no consumer wait counted yet. Whoever makes a segment (galleyd's
+// BatchRing, a test's fake daemon) writes its header with this, so that a
+// new field is set in one place. The slots are left as they are.
+SegmentHeader* MakeSegmentHeader(void* base, const SegmentGeometry& g, const SampleShape& shape);
+
 // Views of a mapped segment. `base` is the start of the mapping.
 inline SegmentHeader* HeaderAt(void* base) { return static_cast<SegmentHeader*>(base); }
 inline SlotHeader* SlotAt(void* base, const SegmentGeometry& g, uint32_t slot) {

@@ -62,30 +62,7 @@ Result<std::unique_ptr<BatchRing>> BatchRing::Create(const wire::SegmentGeometry
   // machine's memory is touched for the first time). Before Linux 5.14
   // the pages fault in as they are written.
   (void)PopulateWrite(base, geometry.segment_bytes);
-  new (base) wire::SegmentHeader{
-      .magic = wire::kSegmentMagic,
-      .layout_version = wire::kSegmentLayoutVersion,
-      .slot_count = geometry.slot_count,
-      .batch_capacity = geometry.batch_capacity,
-      .slot_stride = geometry.slot_stride,
-      .slots_offset = geometry.slots_offset,
-      .tensor_offset = geometry.tensor_offset,
-      .sample_bytes = geometry.sample_bytes,
-      .channels = shape.channels,
-      .height = shape.height,
-      .width = shape.width,
-      .dtype = shape.dtype,
-      .layout = shape.layout,
-      .reserved = 0,
-      .segment_bytes = geometry.segment_bytes,
-      .closed = 0,
-      .close_code = 0,
-      .close_reason = {},
-      .consumer_wait_ns = 0,
-      .consumer_waits = 0,
-      .fields_offset = geometry.fields_offset,
-      .field_bytes = geometry.field_bytes,
-  };
+  wire::MakeSegmentHeader(base, geometry, shape);
   auto ring = std::unique_ptr<BatchRing>(new BatchRing(
       geometry, std::move(fd), std::move(wakeup.first), std::move(wakeup.second), base));
   for (uint32_t i = 0; i < geometry.slot_count; ++i) new (ring->slot(i)) wire::SlotHeader{};

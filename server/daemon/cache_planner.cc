@@ -79,12 +79,16 @@ cache::CacheOptions CacheOptionsFrom(const DaemonOptions& options) {
 
 CachePlanner::CachePlanner(cache::TieredCache* cache, const NodeMeasurements& node,
                            int worker_threads, const PlannerOverrides& overrides,
-                           RemoteCache* remote)
+                           RemoteCache* remote, PipelineTimer time_pipeline)
     : cache_(cache),
       remote_(remote),
       node_(node),
       worker_threads_(std::max(1, worker_threads)),
-      overrides_(overrides) {
+      overrides_(overrides),
+      time_pipeline_(time_pipeline ? std::move(time_pipeline)
+                                   : [](const image::TransformPipeline& pipeline) {
+                                       return MeasureAugmentRate(pipeline);
+                                     }) {
   if (overrides_.split) {
     // The options accept only splits that add up, so the cache takes it.
     const Status applied = cache_->SetSplit(*overrides_.split);
@@ -186,7 +190,7 @@ cache::Plan CachePlanner::ReplanNow() {
   }
   std::map<std::string, double> rates;
   for (const auto& [signature, pipeline] : to_measure) {
-    auto rate = MeasureAugmentRate(*pipeline);
+    auto rate = time_pipeline_(*pipeline);
     rates[signature] = rate.ok() ? *rate : 0.0;
     if (!rate.ok())
       spdlog::warn("cache planner: cannot time a pipeline: {}", rate.status().ToString());

@@ -156,7 +156,10 @@ std::vector<GateDecision> ProductionGate::Decide(std::span<const GateInput> jobs
       continue;
     }
     // The consumer may be waiting: this is what the budget bounds.
-    if (!state.hold_since) state.hold_since = now;
+    if (!state.hold_since) {
+      state.hold_since = now;
+      ++state.holds;
+    }
     NoteDeadline(*state.hold_since + std::min(options_.thin_hold, options_.hold_budget_per_epoch -
                                                                       state.held_this_epoch));
   }
@@ -174,6 +177,7 @@ GateTimes ProductionGate::Times(uint64_t job, SchedulerClock::TimePoint now) con
                     (state.full_since ? now - *state.full_since : std::chrono::nanoseconds::zero());
   times.held = state.held + holding;
   times.held_this_epoch = state.held_this_epoch + holding;
+  times.holds = state.holds;
   return times;
 }
 

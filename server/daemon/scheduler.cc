@@ -291,6 +291,7 @@ std::vector<uint64_t> Scheduler::DecideWave() {
     const GateTimes times = gate_.Times(id, now);
     p.job->counters.blocked_ns.store(times.ring_full.count(), std::memory_order_relaxed);
     p.job->counters.held_ns.store(times.held.count(), std::memory_order_relaxed);
+    p.job->counters.holds.store(times.holds, std::memory_order_relaxed);
     if (decisions[i] == GateDecision::kProduce) produce.push_back(id);
     ++i;
   }

@@ -133,6 +133,7 @@ JobSnapshot ServedJob::Snapshot() const {
   s.produce_seconds = counters.produce_ns.load() / 1e9;
   s.ring_full_seconds = counters.blocked_ns.load() / 1e9;
   s.peer_hold_seconds = counters.held_ns.load() / 1e9;
+  s.peer_holds = counters.holds.load();
   s.consumer_wait_seconds = std::chrono::duration<double>(ring->ConsumerWait()).count();
   s.consumer_waits = ring->ConsumerWaits();
   s.uptime_seconds =

@@ -176,6 +176,9 @@ const Family<JobSnapshot> kJobFamilies[] = {
     {"job_peer_hold_seconds_total", "counter",
      "Time the job was held back so that a slower peer could share a wave.",
      [](const JobSnapshot& j) -> SampleValue { return j.peer_hold_seconds; }},
+    {"job_peer_holds_total", "counter",
+     "Times the job was held back so that a slower peer could share a wave.",
+     [](const JobSnapshot& j) -> SampleValue { return j.peer_holds; }},
 };
 
 const Family<RemoteTierSnapshot> kRemoteFamilies[] = {

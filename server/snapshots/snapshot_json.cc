@@ -89,6 +89,7 @@ void to_json(json& out, const JobSnapshot& s) {
          {"produce_seconds", s.produce_seconds},
          {"ring_full_seconds", s.ring_full_seconds},
          {"peer_hold_seconds", s.peer_hold_seconds},
+         {"peer_holds", s.peer_holds},
          {"consumer_wait_seconds", s.consumer_wait_seconds},
          {"consumer_waits", s.consumer_waits},
          {"uptime_seconds", s.uptime_seconds},

@@ -161,13 +161,16 @@ TEST_F(AdmissionTest, PerUidLimitsNameTheLimit) {
   // The refused job's connection stops counting once the daemon has read
   // its close, which can lag behind on a loaded machine (a sanitized build
   // running tests in parallel): a refusal of the first idle connection is
-  // retried for a few seconds.
+  // retried (for at most a minute, which bounds a hang only).
   std::vector<std::unique_ptr<wire::Connection>> idle;
   const std::string hello =
       R"({"protocol_version":)" + std::to_string(wire::kProtocolVersion) + R"(,"client":"idle"})";
   for (int i = 0; i < 2; ++i) {
     std::string last_reply;
-    for (int attempt = 0; attempt < 50 && idle.size() == static_cast<size_t>(i); ++attempt) {
+    const auto give_up = std::chrono::steady_clock::now() + 60s;
+    for (int attempt = 0;
+         idle.size() == static_cast<size_t>(i) && std::chrono::steady_clock::now() < give_up;
+         ++attempt) {
       if (attempt > 0) std::this_thread::sleep_for(100ms);
       auto fd = wire::Connection::ConnectUnix(options_.socket_path);
       ASSERT_TRUE(fd.ok());
@@ -190,7 +193,8 @@ TEST_F(AdmissionTest, PerUidLimitsNameTheLimit) {
       << refused.status().ToString();
   idle.clear();
   bool reconnected = false;
-  for (int i = 0; i < 50 && !reconnected; ++i) {
+  const auto give_up = std::chrono::steady_clock::now() + 60s;  // bounds a hang only
+  while (!reconnected && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(100ms);
     reconnected = Client::Connect(options_).ok();
   }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -205,8 +206,16 @@ GalleydProcess::GalleydProcess(const std::filesystem::path& socket,
   // machine takes seconds, and the loop ends as soon as galleyd accepts.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (wire::Connection::ConnectUnix(socket_).ok()) {
+    if (auto probe = wire::Connection::ConnectUnix(socket_); probe.ok()) {
       started_ = true;
+      // The probe is over when galleyd has closed it: a test that counts
+      // galleyd's descriptors or connections starts from a settled count.
+      ::shutdown(probe->get(), SHUT_WR);
+      char reply[256];
+      pollfd readable{probe->get(), POLLIN, 0};
+      while (::poll(&readable, 1, 60'000) == 1 &&
+             ::recv(probe->get(), reply, sizeof(reply), 0) > 0) {
+      }
       return;
     }
     int status;

@@ -61,7 +61,8 @@ class GalleydTest : public ::testing::Test {
   // Waits until the daemon reports `jobs` open jobs (it learns of a dead
   // client asynchronously).
   bool WaitForJobs(size_t jobs) {
-    for (int i = 0; i < 100; ++i) {
+    const auto give_up = std::chrono::steady_clock::now() + 60s;  // bounds a hang only
+    while (std::chrono::steady_clock::now() < give_up) {
       if (Query("status")["jobs"].get<size_t>() == jobs) return true;
       std::this_thread::sleep_for(50ms);
     }
@@ -258,12 +259,11 @@ TEST_F(GalleydTest, ClientsLearnQuicklyThatTheDaemonDied) {
     ASSERT_TRUE(batch.ok());
   }
   daemon_->Stop(SIGKILL);
-  const auto start = std::chrono::steady_clock::now();
+  // The closed connection says so at once: a client that had to wait for
+  // its timeout would get DeadlineExceeded instead.
   Status status = Status::Ok();
   for (int i = 0; i < 100 && status.ok(); ++i) status = job->Next(30s).status();
-  const auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
-  EXPECT_LT(waited, 5s);
 }
 
 TEST_F(GalleydTest, SigtermEndsJobsWithAClearErrorAndARestartServesAgain) {
@@ -493,15 +493,19 @@ TEST_F(GalleydMetricsTest, ASlowSenderCannotHoldTheEndpoint) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(::connect(slow, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   std::atomic<bool> done{false}, trickle_over{false};
+  std::atomic<int> trickled{0};
   std::thread trickle([&] {
     const std::string request = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Pad: ";
     for (size_t i = 0; !done && i < 40; ++i) {
       (void)!::send(slow, &request[i % request.size()], 1, MSG_NOSIGNAL);
+      ++trickled;
       std::this_thread::sleep_for(500ms);
     }
     trickle_over = true;
   });
-  std::this_thread::sleep_for(200ms);
+  // The slow peer is connected (first in galleyd's accept queue) and has
+  // begun its request before the scrape connects.
+  while (trickled.load() == 0) std::this_thread::yield();
   std::string metrics;
   std::thread scrape([&] { metrics = HttpGet(port_, "/metrics"); });
   scrape.join();  // returns once the slow peer is dropped (2 s for the whole head)

@@ -182,8 +182,20 @@ class RemoteTierTest : public ::testing::Test {
   // Waits until `node` wrote `writes` values to the remote tier (writes are
   // sent by a background thread).
   static bool WaitForWrites(const GalleydProcess& node, uint64_t writes) {
-    for (int i = 0; i < 200; ++i) {
+    const auto give_up = std::chrono::steady_clock::now() + 60s;  // bounds a hang only
+    while (std::chrono::steady_clock::now() < give_up) {
       if (Remote(node)["writes"].get<uint64_t>() >= writes) return true;
+      std::this_thread::sleep_for(25ms);
+    }
+    return false;
+  }
+
+  // Waits until `node` has sent every write it queued (writes are sent by a
+  // background thread).
+  static bool WaitForWriteQueue(const GalleydProcess& node) {
+    const auto give_up = std::chrono::steady_clock::now() + 60s;  // bounds a hang only
+    while (std::chrono::steady_clock::now() < give_up) {
+      if (Remote(node)["write_queue_bytes"].get<uint64_t>() == 0) return true;
       std::this_thread::sleep_for(25ms);
     }
     return false;
@@ -192,7 +204,8 @@ class RemoteTierTest : public ::testing::Test {
   // Waits until `node` reports server `i` as `reachable` (its health checks
   // run in the background).
   static bool WaitForServer(const GalleydProcess& node, int i, bool reachable) {
-    for (int attempt = 0; attempt < 200; ++attempt) {
+    const auto give_up = std::chrono::steady_clock::now() + 60s;  // bounds a hang only
+    while (std::chrono::steady_clock::now() < give_up) {
       if (Remote(node)["servers"][i]["reachable"].get<bool>() == reachable) return true;
       std::this_thread::sleep_for(25ms);
     }
@@ -357,18 +370,23 @@ TEST_F(RemoteTierTest, AServerKilledMidEpochCostsHitsNeverABatchAndIsUsedAgainWh
       << Log("b");
 
   // Back (empty) on the same port: once the retry delay has passed the
-  // nodes use it again, refill it and read from it.
+  // nodes use it again, refill it and read from it. Their health checks see
+  // it first; their memcached clients try it again once their own retry
+  // delay has passed, so epochs are run until one reads it (the deadline
+  // bounds a hang only).
   ASSERT_TRUE(cluster_->Restart(1));
+  EXPECT_TRUE(WaitForServer(*a, 1, true)) << Remote(*a).dump();
+  EXPECT_TRUE(WaitForServer(*b, 1, true)) << Remote(*b).dump();
   bool used_again = false;
-  for (int round = 0; round < 6 && !used_again; ++round) {
-    std::this_thread::sleep_for(1100ms);
-    const uint64_t written = Remote(*a)["writes"].get<uint64_t>();
+  const auto give_up = std::chrono::steady_clock::now() + 120s;
+  while (!used_again && std::chrono::steady_clock::now() < give_up) {
     EXPECT_EQ(RunEpoch(*a), reference);
-    WaitForWrites(*a, written + 1);
+    EXPECT_TRUE(WaitForWriteQueue(*a)) << Remote(*a).dump();
     const uint64_t hits_before = Remote(*b)["hits"].get<uint64_t>();
     EXPECT_EQ(RunEpoch(*b), reference);
     used_again = Remote(*b)["hits"].get<uint64_t>() - hits_before == uint64_t{kItems} &&
                  ServerStat(1, "get_hits") > 0;
+    if (!used_again) std::this_thread::sleep_for(100ms);
   }
   EXPECT_TRUE(used_again) << Remote(*b).dump();
   EXPECT_GT(ServerStat(1, "curr_items"), 0u);

@@ -1,17 +1,12 @@
 """Jobs at different speeds on one galleyd: a stalled peer holds a job back
-once, for one thin hold, however many epochs the job runs, and the per-job
-timers (ring full, consumer wait, peer hold) report what happened."""
-
-import time
+at most once, for one thin hold, however many epochs the job runs, and the
+per-job counters (ring full, consumer wait, peer holds) report what
+happened."""
 
 import galley
 from galley import transforms as T
 
 from conftest import start_daemon, stop_daemon, write_folder
-
-# GateOptions::thin_hold, plus how late the scheduler thread may wake on a
-# loaded 2-core machine to end the hold.
-THIN_HOLD_S = 0.01 + 0.05
 
 
 def open_loader(root, socket, seed, **kw):
@@ -35,17 +30,19 @@ def test_stalled_peer_costs_a_job_one_thin_hold(tmp_path):
                 ids.extend(item_ids.tolist())
             assert sorted(ids) == list(range(120))
         job = fast.stats()["job"]
-        # Not per epoch: a peer that stays full is not waited for again.
-        assert 0 <= job["peer_hold_seconds"] <= THIN_HOLD_S, job
+        # Not per epoch: a peer that stays full is not waited for again. The
+        # holds are counted, not timed: how long the one hold lasted depends
+        # on how late a loaded machine woke the scheduler to end it.
+        assert job["peer_holds"] <= 1, job
         assert job["consumer_waits"] >= 1 and job["consumer_wait_seconds"] > 0, job
-        # The stalled job's ring has been full since it stopped.
-        time.sleep(1.0)
+        # The stalled job's ring has been full since it stopped: the fast
+        # job's waves found it so, and never held it.
         held = stalled.stats()["job"]
-        assert held["ring_full_seconds"] >= 0.4, held
-        assert held["peer_hold_seconds"] == 0, held
+        assert held["ring_full_seconds"] > 0, held
+        assert held["peer_holds"] == 0 and held["peer_hold_seconds"] == 0, held
         jobs = daemon.query("jobs")["jobs"]
-        assert {"ring_full_seconds", "consumer_wait_seconds",
-                "peer_hold_seconds"} <= set(jobs[0]), jobs[0]
+        assert {"ring_full_seconds", "consumer_wait_seconds", "peer_hold_seconds",
+                "peer_holds"} <= set(jobs[0]), jobs[0]
         del stalled_batches
         stalled.close()
         fast.close()
@@ -65,7 +62,8 @@ def test_independent_jobs_are_never_held(tmp_path):
         for _ in range(2):
             for _batch in fast:
                 pass
-        assert fast.stats()["job"]["peer_hold_seconds"] == 0
+        job = fast.stats()["job"]
+        assert job["peer_holds"] == 0 and job["peer_hold_seconds"] == 0, job
         del slow_batches
         slow.close()
         fast.close()

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <string>
@@ -205,7 +206,9 @@ TEST_F(CachePlannerTest, ThePlannerThreadReplansWhenJobsChange) {
   CachePlanner planner(cache_.get(), node_, 2, PlannerOverrides{});
   planner.Start();
   planner.RecordJob(1, Job("p#seed=1"));
-  for (int i = 0; i < 1000 && planner.plans_made() == 0; ++i) {
+  // The thread samples the dataset first; the deadline only bounds a hang.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (planner.plans_made() == 0 && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_GE(planner.plans_made(), 1u);
@@ -224,45 +227,57 @@ TEST_F(CachePlannerTest, EachPipelinesMeasuredCostReplacesTheProbesAugmentCost) 
   const auto heavy = PipelineOf({{{"op", "RandomResizedCrop"}, {"size", 224}},
                                  {{"op", "RandAugment"}, {"num_ops", 3}},
                                  {{"op", "GaussianBlur"}, {"kernel_size", 23}}});
+  // The decode share of the probe (1/200 - 1/1500 s) stays; augment is the
+  // pipeline's own: decode_augment = 1 / (decode + augment).
+  const double decode_seconds = 1.0 / 200 - 1.0 / 1500;
+  // What timing each pipeline gives, fixed (a measurement varies with the
+  // machine and its load; what the planner makes of it must not): the cheap
+  // pipeline augments in an eighth of a millisecond, the heavy one
+  // (RandAugment x3 and a 23-tap blur) takes longer than the decode.
+  const std::map<std::string, double> timed_rates = {
+      {cheap->Signature(), 8000}, {heavy->Signature(), 1.0 / (1.5 * decode_seconds)}};
+  std::map<std::string, int> timings;
+  const PipelineTimer timer = [&](const image::TransformPipeline& pipeline) -> Result<double> {
+    ++timings[pipeline.Signature()];
+    return timed_rates.at(pipeline.Signature());
+  };
   auto inputs_for = [&](const std::shared_ptr<const image::TransformPipeline>& pipeline) {
-    CachePlanner planner(cache_.get(), node_, 4, PlannerOverrides{});
+    CachePlanner planner(cache_.get(), node_, 4, PlannerOverrides{}, nullptr, timer);
     for (uint64_t id = 1; id <= 4; ++id) {
       PlannedJob job = Job("same#seed=1");
       job.pipeline = pipeline;
       planner.RecordJob(id, job);
     }
     const cache::Plan plan = planner.ReplanNow();
+    EXPECT_EQ(planner.ReplanNow().split(), plan.split());
     const cache::PlannerInputs in = planner.CurrentInputs();
     EXPECT_EQ(plan.split(), cache::ModelDrivenPlanner().MakePlan(in).split());
     return in;
   };
   const cache::PlannerInputs cheap_in = inputs_for(cheap);
   const cache::PlannerInputs heavy_in = inputs_for(heavy);
-  // The decode share of the probe (1/200 - 1/1500 s) stays; augment is the
-  // pipeline's own: decode_augment = 1 / (decode + augment).
-  const double decode_seconds = 1.0 / 200 - 1.0 / 1500;
+  // Each pipeline is timed once, for its four jobs and both plans.
+  EXPECT_EQ(timings,
+            (std::map<std::string, int>{{cheap->Signature(), 1}, {heavy->Signature(), 1}}));
+  EXPECT_DOUBLE_EQ(cheap_in.augment_per_core_per_s, timed_rates.at(cheap->Signature()));
+  EXPECT_DOUBLE_EQ(heavy_in.augment_per_core_per_s, timed_rates.at(heavy->Signature()));
   for (const auto* in : {&cheap_in, &heavy_in}) {
     EXPECT_NEAR(1.0 / in->decode_augment_per_core_per_s,
                 decode_seconds + 1.0 / in->augment_per_core_per_s, 1e-12);
   }
-  // RandAugment x3 + a 23-tap blur costs several times RandomResizedCrop.
+  // Each planner kept its own pipeline's cost: RandAugment x3 + a 23-tap
+  // blur, several times RandomResizedCrop's.
   EXPECT_GT(cheap_in.augment_per_core_per_s, 3 * heavy_in.augment_per_core_per_s);
 
   // What that does to the split, at ImageNet scale (the test's 10 tiny
-  // files fit every tier): the model's answer for the measured rates, two
+  // files fit every tier): the model's answer for the planner's rates, two
   // jobs sharing the pipeline, float32 samples (600 KB, more than a decoded
   // image). A decoded entry saves the decode for every request; an
   // augmented one saves decode and augment, but for only half the requests
   // (g = 2) and takes more bytes. So the augmented tier pays only when
   // augmenting costs about as much as decoding: the heavy pipeline moves the
   // split towards it, and the predicted rate falls.
-  // The split is a pure function of the rates, so it is checked at fixed
-  // rates standing for the two pipelines (the measured ones vary with the
-  // machine and its load): the cheap one augments in an eighth of a
-  // millisecond, the heavy one takes longer than the decode.
-  auto imagenet = [&](cache::PlannerInputs in, double augment_per_s) {
-    in.augment_per_core_per_s = augment_per_s;
-    in.decode_augment_per_core_per_s = 1.0 / (decode_seconds + 1.0 / augment_per_s);
+  auto imagenet = [&](cache::PlannerInputs in) {
     in.cores = 16;
     in.dataset_items = 1281167;
     in.encoded_item_bytes = 110e3;
@@ -275,18 +290,43 @@ TEST_F(CachePlannerTest, EachPipelinesMeasuredCostReplacesTheProbesAugmentCost) 
     in.augmented_reuse_limit = 1;
     return cache::ModelDrivenPlanner().MakePlan(in);
   };
-  const cache::Plan cheap_plan = imagenet(cheap_in, 8000);
-  const cache::Plan heavy_plan = imagenet(heavy_in, 1.0 / (1.5 * decode_seconds));
-  std::printf(
-      "ImageNet-scale split, cheap pipeline (measured %.0f/s): %d/%d/%d, predicted %.0f items/s\n",
-      cheap_in.augment_per_core_per_s, cheap_plan.encoded_pct, cheap_plan.decoded_pct,
-      cheap_plan.augmented_pct, cheap_plan.predicted_items_per_s);
-  std::printf(
-      "ImageNet-scale split, heavy pipeline (measured %.0f/s): %d/%d/%d, predicted %.0f items/s\n",
-      heavy_in.augment_per_core_per_s, heavy_plan.encoded_pct, heavy_plan.decoded_pct,
-      heavy_plan.augmented_pct, heavy_plan.predicted_items_per_s);
+  const cache::Plan cheap_plan = imagenet(cheap_in);
+  const cache::Plan heavy_plan = imagenet(heavy_in);
+  std::printf("ImageNet-scale split, cheap pipeline (%.0f/s): %d/%d/%d, predicted %.0f items/s\n",
+              cheap_in.augment_per_core_per_s, cheap_plan.encoded_pct, cheap_plan.decoded_pct,
+              cheap_plan.augmented_pct, cheap_plan.predicted_items_per_s);
+  std::printf("ImageNet-scale split, heavy pipeline (%.0f/s): %d/%d/%d, predicted %.0f items/s\n",
+              heavy_in.augment_per_core_per_s, heavy_plan.encoded_pct, heavy_plan.decoded_pct,
+              heavy_plan.augmented_pct, heavy_plan.predicted_items_per_s);
   EXPECT_GT(heavy_plan.augmented_pct, cheap_plan.augmented_pct);
   EXPECT_LT(heavy_plan.predicted_items_per_s, cheap_plan.predicted_items_per_s);
+}
+
+TEST_F(CachePlannerTest, APipelineThatCannotBeTimedKeepsTheProbesAugmentCost) {
+  const auto pipeline = PipelineOf({{{"op", "CenterCrop"}, {"size", 32}}});
+  int timings = 0;
+  CachePlanner planner(cache_.get(), node_, 2, PlannerOverrides{}, nullptr,
+                       [&](const image::TransformPipeline&) -> Result<double> {
+                         ++timings;
+                         return Status::Internal("no probe image");
+                       });
+  PlannedJob job = Job("p#seed=1");
+  job.pipeline = pipeline;
+  planner.RecordJob(1, job);
+  planner.ReplanNow();
+  planner.ReplanNow();
+  EXPECT_EQ(timings, 1) << "a failed timing is not retried at every plan";
+  const cache::PlannerInputs in = planner.CurrentInputs();
+  EXPECT_DOUBLE_EQ(in.augment_per_core_per_s, node_.augment_per_core_per_s);
+  EXPECT_DOUBLE_EQ(in.decode_augment_per_core_per_s, node_.decode_augment_per_core_per_s);
+}
+
+TEST(NodeProbeTest, TimesAPipelinesAugmentRate) {
+  const auto pipeline =
+      PipelineOf({{{"op", "RandomResizedCrop"}, {"size", 224}}, {{"op", "RandomHorizontalFlip"}}});
+  auto rate = MeasureAugmentRate(*pipeline, std::chrono::milliseconds(5));
+  ASSERT_TRUE(rate.ok()) << rate.status().ToString();
+  EXPECT_GT(*rate, 0);
 }
 
 TEST(NodeProbeTest, MeasuresPositiveRatesAndAugmentIsCheaperThanDecode) {

@@ -5,6 +5,8 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
+#include <cstddef>
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -401,21 +403,40 @@ TEST(SegmentLayout, AFieldAreaFollowsTheTensorAndIsValidated) {
   EXPECT_EQ(g->slot_stride % kSlotAlignment, 0u);
   EXPECT_FALSE(ComputeGeometry(4, 8, 10, (uint64_t{1} << 32) + 1).ok());
   // A segment announcing another field area is refused.
-  SegmentHeader header{};
-  header.magic = kSegmentMagic;
-  header.layout_version = kSegmentLayoutVersion;
-  header.slot_count = g->slot_count;
-  header.batch_capacity = g->batch_capacity;
-  header.sample_bytes = g->sample_bytes;
-  header.slot_stride = g->slot_stride;
-  header.slots_offset = g->slots_offset;
-  header.tensor_offset = g->tensor_offset;
-  header.segment_bytes = g->segment_bytes;
-  header.fields_offset = g->fields_offset;
-  header.field_bytes = g->field_bytes;
-  EXPECT_TRUE(ValidateHeader(header, *g, g->segment_bytes).ok());
-  header.field_bytes = 2000;
-  EXPECT_FALSE(ValidateHeader(header, *g, g->segment_bytes).ok());
+  alignas(SegmentHeader) std::byte storage[sizeof(SegmentHeader)];
+  SegmentHeader* header = MakeSegmentHeader(storage, *g, {.height = 32, .width = 32});
+  EXPECT_TRUE(ValidateHeader(*header, *g, g->segment_bytes).ok());
+  header->field_bytes = 2000;
+  EXPECT_FALSE(ValidateHeader(*header, *g, g->segment_bytes).ok());
+}
+
+TEST(SegmentLayout, AMadeHeaderIsValidAndRecordsTheSamples) {
+  auto g = ComputeGeometry(3, 8, 4 * 3 * 20 * 10, 64);
+  ASSERT_TRUE(g.ok());
+  alignas(SegmentHeader) std::byte storage[sizeof(SegmentHeader)];
+  std::memset(storage, 0xA5, sizeof(storage));  // what a reused page could hold
+  const SegmentHeader* header = MakeSegmentHeader(storage, *g,
+                                                  {.channels = 3,
+                                                   .height = 20,
+                                                   .width = 10,
+                                                   .dtype = ElementType::kFloat32,
+                                                   .layout = TensorLayout::kNHWC});
+  EXPECT_EQ(static_cast<const void*>(header), static_cast<const void*>(storage));
+  EXPECT_TRUE(ValidateHeader(*header, *g, g->segment_bytes).ok());
+  EXPECT_EQ(header->channels, 3u);
+  EXPECT_EQ(header->height, 20u);
+  EXPECT_EQ(header->width, 10u);
+  EXPECT_EQ(header->dtype, ElementType::kFloat32);
+  EXPECT_EQ(header->layout, TensorLayout::kNHWC);
+  EXPECT_EQ(header->fields_offset, g->fields_offset);
+  EXPECT_EQ(header->field_bytes, 64u);
+  // Open, nothing waited for, no reason yet.
+  EXPECT_EQ(header->closed.load(), 0u);
+  EXPECT_EQ(header->close_code, 0);
+  EXPECT_EQ(header->close_reason[0], '\0');
+  EXPECT_EQ(header->consumer_wait_ns.load(), 0u);
+  EXPECT_EQ(header->consumer_waits.load(), 0u);
+  EXPECT_EQ(header->reserved, 0u);
 }
 
 TEST(FieldRecord, RoundTripsAndRefusesRecordsThatDoNotAddUp) {

@@ -161,6 +161,8 @@ TEST(ProductionGate, StalledPeerCostsOneThinHold) {
   EXPECT_EQ(gate.Decide(jobs, At(700))[0], GateDecision::kProduce);
   EXPECT_EQ(gate.Times(1, At(900)).held, milliseconds(10));
   EXPECT_EQ(gate.Times(1, At(900)).held_this_epoch, milliseconds(0));
+  EXPECT_EQ(gate.Times(1, At(900)).holds, 1u) << "one hold, however many looks it lasted";
+  EXPECT_EQ(gate.Times(2, At(900)).holds, 0u);
 }
 
 TEST(ProductionGate, PeerThatKeepsFillingCostsAtMostTheBudgetPerEpoch) {
@@ -175,6 +177,7 @@ TEST(ProductionGate, PeerThatKeepsFillingCostsAtMostTheBudgetPerEpoch) {
     if (gate.Decide(jobs, At(t))[0] == GateDecision::kHold) last_hold = t;
   }
   EXPECT_EQ(gate.Times(1, At(1000)).held_this_epoch, milliseconds(100));
+  EXPECT_EQ(gate.Times(1, At(1000)).holds, 10u) << "one 10 ms hold per full stretch";
   EXPECT_LT(last_hold, 300);
 }
 

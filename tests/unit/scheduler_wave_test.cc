@@ -188,6 +188,7 @@ TEST_F(SchedulerWaveTest, StalledPeerCostsOneThinHoldOverAnEpoch) {
   const auto held = std::chrono::nanoseconds(jobs_.at(1)->counters.held_ns.load());
   EXPECT_GT(held, milliseconds(0));
   EXPECT_LE(held, GateOptions{}.thin_hold + milliseconds(2));
+  EXPECT_EQ(jobs_.at(1)->counters.holds.load(), 1u);
   EXPECT_EQ(jobs_.at(2)->counters.held_ns.load(), 0u);
 }
 

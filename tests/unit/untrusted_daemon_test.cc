@@ -83,28 +83,12 @@ UniqueFd MakeSegment(const SegmentForm& form) {
                    : nullptr;
   if (base == MAP_FAILED) return {};
   if (base != nullptr) {
-    auto* header = new (base) wire::SegmentHeader{
-        .magic = wire::kSegmentMagic,
-        .layout_version = wire::kSegmentLayoutVersion,
-        .slot_count = g.slot_count,
-        .batch_capacity = g.batch_capacity,
-        .slot_stride = g.slot_stride,
-        .slots_offset = g.slots_offset,
-        .tensor_offset = g.tensor_offset,
-        .sample_bytes = g.sample_bytes,
-        .channels = 3,
-        .height = kSide,
-        .width = kSide,
-        .dtype = wire::ElementType::kUInt8,
-        .layout = wire::TensorLayout::kNCHW,
-        .reserved = 0,
-        .segment_bytes = g.segment_bytes,
-        .closed = 0,
-        .close_code = 0,
-        .close_reason = {},
-        .consumer_wait_ns = 0,
-        .consumer_waits = 0,
-    };
+    wire::SegmentHeader* header = wire::MakeSegmentHeader(base, g,
+                                                          {.channels = 3,
+                                                           .height = kSide,
+                                                           .width = kSide,
+                                                           .dtype = wire::ElementType::kUInt8,
+                                                           .layout = wire::TensorLayout::kNCHW});
     for (uint32_t i = 0; i < g.slot_count; ++i) {
       const uint64_t at = g.slots_offset + g.slot_stride * i;
       if (at + sizeof(wire::SlotHeader) <= mapped)

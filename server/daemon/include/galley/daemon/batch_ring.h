@@ -44,11 +44,8 @@
 
 namespace galley {
 
-struct TensorShape {
-  uint32_t channels = 3, height = 0, width = 0;
-  wire::ElementType dtype = wire::ElementType::kUInt8;
-  wire::TensorLayout layout = wire::TensorLayout::kNCHW;
-};
+// A job's samples, as its segment's header records them.
+using TensorShape = wire::SampleShape;
 
 // What a published slot says of its batch besides the samples: the
 // SlotHeader's fields and the slot's item ids, labels and field records.

@@ -14,7 +14,8 @@
 //     JobLifecycleObserver): the largest group of jobs with one augmentation
 //     signature on one dataset, the finished-sample size, the items they
 //     use, and their pipelines' augment cost, measured once per pipeline
-//     (MeasureAugmentRate) on the planner's thread: a RandAugment pipeline
+//     (the PipelineTimer: MeasureAugmentRate unless one is given) on the
+//     planner's thread: a RandAugment pipeline
 //     costs several times RandomResizedCrop's, which lowers the decoded and
 //     encoded tiers' rates and so favours the augmented tier.
 // Any of the node's and the storage inputs, and the split itself, can be
@@ -31,6 +32,7 @@
 #define GALLEY_SERVER_DAEMON_CACHE_PLANNER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -89,13 +91,21 @@ struct PlannedJob {
   uint32_t max_resolution = 0;
 };
 
+// Times one job pipeline: the items/s one core augments with it. galleyd's
+// is MeasureAugmentRate (about 50 ms on the probe image); tests give fixed
+// costs, so that what the planner makes of them does not depend on the
+// machine or its load. Called on the planner's thread, once per pipeline.
+using PipelineTimer = std::function<Result<double>(const image::TransformPipeline&)>;
+
 class CachePlanner final : public JobLifecycleObserver {
  public:
   // `cache` must outlive the planner, and so must `remote` when set (the
   // shared tier, whose write form the plan sets). `worker_threads` is the
   // pipeline's thread count: the cores that prepare items, unless overridden.
+  // `time_pipeline` (default MeasureAugmentRate) times the jobs' pipelines.
   CachePlanner(cache::TieredCache* cache, const NodeMeasurements& node, int worker_threads,
-               const PlannerOverrides& overrides, RemoteCache* remote = nullptr);
+               const PlannerOverrides& overrides, RemoteCache* remote = nullptr,
+               PipelineTimer time_pipeline = {});
   ~CachePlanner() override;  // stops the thread
   CachePlanner(const CachePlanner&) = delete;
   CachePlanner& operator=(const CachePlanner&) = delete;
@@ -148,6 +158,7 @@ class CachePlanner final : public JobLifecycleObserver {
   const NodeMeasurements node_;
   const int worker_threads_;
   const PlannerOverrides overrides_;
+  const PipelineTimer time_pipeline_;
 
   Mutex plan_mu_ ACQUIRED_BEFORE(mu_);  // serialises ReplanNow
 

@@ -31,7 +31,8 @@
 //   hold.
 //
 // The gate also keeps each job's ring-full time (no free slot: its consumer
-// holds or has not taken everything produced) and its held time.
+// holds or has not taken everything produced), its held time and how many
+// holds that time was made of.
 //
 // Not thread-safe: owned and called by the scheduler under its mutex.
 #ifndef GALLEY_SERVER_DAEMON_PRODUCTION_GATE_H_
@@ -125,6 +126,10 @@ struct GateTimes {
   // bounds), over all epochs, including a hold in progress.
   std::chrono::nanoseconds held{0};
   std::chrono::nanoseconds held_this_epoch{0};
+  // How many such holds began, over all epochs: a count the clock does not
+  // blur (a stalled peer costs a job one, however late the scheduler wakes
+  // to end it).
+  uint64_t holds = 0;
 };
 
 class ProductionGate {
@@ -157,6 +162,7 @@ class ProductionGate {
     std::chrono::nanoseconds ring_full{0};
     std::chrono::nanoseconds held{0};
     std::chrono::nanoseconds held_this_epoch{0};
+    uint64_t holds = 0;
     std::optional<SchedulerClock::TimePoint> full_since;
     std::optional<SchedulerClock::TimePoint> hold_since;
     // When its consumer first asked for a batch (start grace counts from here).

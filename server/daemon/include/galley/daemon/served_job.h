@@ -43,6 +43,7 @@ struct JobCounters {
   // Time the scheduler held the job back so that a peer could share a wave
   // (bounded per epoch by GateOptions::hold_budget_per_epoch).
   std::atomic<uint64_t> held_ns{0};
+  std::atomic<uint64_t> holds{0};  // how many holds held_ns sums
 };
 
 struct ServedJob {

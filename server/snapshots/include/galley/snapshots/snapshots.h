@@ -119,6 +119,7 @@ struct JobSnapshot {
   double produce_seconds = 0;
   double ring_full_seconds = 0;      // the consumer was slower than galleyd
   double peer_hold_seconds = 0;      // held so that a slower peer could share a wave
+  uint64_t peer_holds = 0;           // how many holds peer_hold_seconds sums
   double consumer_wait_seconds = 0;  // the consumer waited for a batch
   uint64_t consumer_waits = 0;
   double uptime_seconds = 0;
