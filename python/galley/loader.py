@@ -702,6 +702,7 @@ class DataLoader:
         self._completed = 0         # main passes that ran to the end of their epoch
         self._skipped = 0
         self._skipped_files: Dict[str, None] = {}  # in the order they failed
+        self._left_out_warned = False  # shard samples the listing left out: warned once
         self._resume: Optional[Dict[str, Any]] = None  # a loaded state not yet resumed
         self._main: Optional[_Pass] = None  # the main pass under way
         # The pass state_dict() records: the main pass under way, or one whose
@@ -815,6 +816,19 @@ class DataLoader:
         a batch with several names one of them, so this list may be shorter
         than ``skipped`` (which counts every substituted sample)."""
         return list(self._skipped_files)
+
+    @property
+    def left_out(self) -> int:
+        """Tar shards: how many samples the listing left out (never served):
+        a member ``fields=`` names, the image or the label missing or
+        unusable. 0 for other datasets."""
+        return int(self._job_info().get("left_out", 0))
+
+    @property
+    def left_out_samples(self) -> List[str]:
+        """The first (at most 1,000) samples ``left_out`` counts, as
+        ``"shard: key (why)"``, in item order."""
+        return list(self._job_info().get("left_out_samples", []))
 
     @property
     def completed_epochs(self) -> int:
@@ -1361,7 +1375,22 @@ class DataLoader:
             "mtimes_key": info["mtimes_key"], "items": self._dataset_size,
             "bytes": int(info["dataset_bytes"]), "classes": list(info["classes"])}
         self._notice_shared_order(job)
+        self._notice_left_out(info)
         return job, self._daemon_pid(self._client)
+
+    def _notice_left_out(self, info: Dict[str, Any]) -> None:
+        """Shard samples the listing left out are never served: one warning
+        per loader naming how many and the first ones."""
+        count = int(info.get("left_out", 0))
+        if not count or self._left_out_warned:
+            return
+        self._left_out_warned = True
+        named = list(info.get("left_out_samples", []))
+        more = f" and {count - 3} more" if count > 3 else ""
+        warnings.warn(f"galley: {count} sample(s) of the shards are left out and never served "
+                      f"(a member fields= names, the image or the label is missing or unusable): "
+                      f"{'; '.join(named[:3])}{more}. loader.left_out_samples lists them; "
+                      f"on_error='raise' refuses the dataset instead", UserWarning, stacklevel=5)
 
     def _resolve_subset(self) -> None:
         """A torchvision dataset object's files (its ``extensions=`` and

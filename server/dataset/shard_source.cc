@@ -9,8 +9,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <system_error>
 #include <thread>
 #include <unordered_map>
@@ -493,7 +495,11 @@ struct GroupedShard {
   uint64_t bytes = 0;  // the images' and fields' payloads
   uint64_t skipped_members = 0;
   uint64_t skipped_samples = 0;
-  std::string first_skipped_sample;  // "shard: key (why)"
+  // The first kMaxLeftOutNamed, "shard: key (why)", and ShardStats' other
+  // figures for this shard.
+  std::vector<std::string> left_out;
+  std::map<std::string, uint64_t> missing_members;
+  std::set<std::string> member_extensions;
   std::string damage;
 };
 
@@ -525,6 +531,7 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
       out.skipped_members++;
       continue;
     }
+    if (out.member_extensions.size() < kMaxExtensionsNamed) out.member_extensions.insert(extension);
     auto [it, inserted] = by_key.try_emplace(key, samples.size());
     if (inserted) samples.push_back({key, {}});
     auto& group = samples[it->second].members;
@@ -560,14 +567,17 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
       }
     }
     std::string why;
+    std::string missing;  // the extension of a member the sample lacks
     int64_t label = -1;
     if (image == nullptr) {
       why = options.image_key.empty() ? "no jpg, jpeg, png or webp member"
                                       : "no ." + options.image_key + " member";
+      missing = options.image_key.empty() ? "jpg, jpeg, png or webp" : options.image_key;
     } else if (!options.label_key.empty()) {
       const size_t m = find_index(wanted_label_extension);
       if (m == members.size()) {
         why = "no ." + wanted_label_extension + " member";
+        missing = wanted_label_extension;
       } else if (json_field.empty()) {
         if (!ParseIntegerText(listing.inline_payloads[m], &label)) {
           why = "the .cls is not an integer";
@@ -596,11 +606,14 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
         fields.push_back({member->offset, member->size});
       } else {
         why = "no ." + field_extensions[f] + " member";
+        missing = field_extensions[f];
       }
     }
     if (!why.empty()) {
-      if (out.skipped_samples++ == 0)
-        out.first_skipped_sample = shard.string() + ": " + sample.key + " (" + why + ")";
+      out.skipped_samples++;
+      if (!missing.empty()) out.missing_members[missing]++;
+      if (out.left_out.size() < kMaxLeftOutNamed)
+        out.left_out.push_back(shard.string() + ": " + sample.key + " (" + why + ")");
       continue;
     }
     out.samples.push_back({image->offset, image->size, label});
@@ -614,6 +627,36 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
 }
 
 }  // namespace
+
+std::string DescribeLeftOut(const ShardStats& stats) {
+  if (stats.skipped_samples == 0) return "";
+  std::string text;
+  uint64_t lacking = 0;
+  for (const auto& [extension, count] : stats.missing_members) {
+    text += (text.empty() ? "" : ", ") + std::to_string(count) +
+            (extension.find(',') != std::string::npos ? " have no image member (" + extension + ")"
+                                                      : " have no ." + extension + " member");
+    lacking += count;
+  }
+  if (lacking < stats.skipped_samples) {
+    text += (text.empty() ? "" : ", ") + std::to_string(stats.skipped_samples - lacking) +
+            " have no usable image or label";
+  }
+  // A member no sample has is usually a misspelt name: say which members
+  // the samples do have.
+  // (The set is complete only below its cap.)
+  for (const auto& [extension, count] : stats.missing_members) {
+    if (extension.find(',') != std::string::npos || stats.member_extensions.contains(extension) ||
+        stats.member_extensions.size() >= kMaxExtensionsNamed)
+      continue;
+    std::string held;
+    for (const std::string& e : stats.member_extensions) held += (held.empty() ? "" : ", ") + e;
+    text += "; no sample has a ." + extension +
+            " member (the samples' members: " + (held.empty() ? "none" : held) + ")";
+  }
+  if (!stats.first_skipped_sample.empty()) text += "; the first: " + stats.first_skipped_sample;
+  return text;
+}
 
 ShardIndexCounters& GlobalShardIndexCounters() {
   static ShardIndexCounters counters;
@@ -793,10 +836,17 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
     if (!shard.damage.empty() && stats.damaged_shards++ == 0) {
       stats.first_damage = shards[s].string() + ": " + shard.damage;
     }
-    if (shard.skipped_samples > 0 && stats.skipped_samples == 0) {
-      stats.first_skipped_sample = std::move(shard.first_skipped_sample);
-    }
     stats.skipped_samples += shard.skipped_samples;
+    for (std::string& name : shard.left_out) {
+      if (stats.left_out.size() == kMaxLeftOutNamed) break;
+      stats.left_out.push_back(std::move(name));
+    }
+    for (const auto& [extension, count] : shard.missing_members)
+      stats.missing_members[extension] += count;
+    for (const std::string& extension : shard.member_extensions) {
+      if (stats.member_extensions.size() == kMaxExtensionsNamed) break;
+      stats.member_extensions.insert(extension);
+    }
     const uint64_t key_base = source->key_pool_.size();
     for (size_t i = 0; i < shard.samples.size(); ++i) {
       const GroupedShard::Sample& sample = shard.samples[i];
@@ -811,6 +861,7 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
     shard = GroupedShard();  // freed as soon as it is copied
   }
   stats.samples = source->items_.size();
+  if (!stats.left_out.empty()) stats.first_skipped_sample = stats.left_out.front();
   // Shards by canonical path, size, mtime, change time and inode (what no
   // clone of them elsewhere has: content_fingerprint.h), then each item's
   // byte range.
@@ -875,6 +926,7 @@ uint64_t ShardSource::held_bytes() const {
                    sizeof(uint64_t) * key_offsets_.capacity() +
                    sizeof(Extent) * field_extents_.capacity();
   for (const fs::path& shard : files_->paths()) bytes += sizeof(fs::path) + shard.native().size();
+  for (const std::string& name : stats_.left_out) bytes += sizeof(std::string) + name.capacity();
   return bytes;
 }
 

@@ -553,6 +553,43 @@ TEST(ShardFieldsTest, EveryNamedMemberTravelsInTheRecordReadWithTheImage) {
   EXPECT_EQ(Text((*values)[2]), "c");
 }
 
+TEST(ShardFieldsTest, SamplesLeftOutAreNamedAndCountedByTheMemberTheyLack) {
+  ShardFiles files;
+  std::vector<std::pair<std::string, std::string>> members;
+  for (int i = 0; i < 6; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    members.push_back({key + ".jpg", "I"});
+    if (i != 1 && i != 4) members.push_back({key + ".txt", "caption"});
+    if (i != 4) members.push_back({key + ".json", "{}"});
+  }
+  const auto shard = files.Write("gaps.tar", members);
+  ShardOptions options;
+  options.label_key = "";
+  options.fields = {"txt", "json"};
+  auto source = ShardSource::Open({shard}, options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_EQ((*source)->size(), 4u);
+  const ShardStats& stats = (*source)->stats();
+  EXPECT_EQ(stats.skipped_samples, 2u);
+  const std::string path = fs::canonical(shard).string();
+  EXPECT_EQ(stats.left_out, (std::vector<std::string>{path + ": k1 (no .txt member)",
+                                                      path + ": k4 (no .txt member)"}));
+  EXPECT_EQ(stats.missing_members, (std::map<std::string, uint64_t>{{"txt", 2}}));
+  EXPECT_EQ(DescribeLeftOut(stats),
+            "2 have no .txt member; the first: " + path + ": k1 (no .txt member)");
+
+  // A member no sample has (a misspelt field) lists the members they do have.
+  options.fields = {"txtt"};
+  auto none = ShardSource::Open({shard}, options);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ((*none)->size(), 0u);
+  EXPECT_NE(DescribeLeftOut((*none)->stats())
+                .find("6 have no .txtt member; no sample has a .txtt member (the samples' "
+                      "members: jpg, json, txt)"),
+            std::string::npos)
+      << DescribeLeftOut((*none)->stats());
+}
+
 TEST(ShardFieldsTest, AMemberThatIsNotWhatItsNameSaysFailsNamingShardAndKey) {
   ShardFiles files;
   const auto shard = files.Write("bad.tar", {{"a.jpg", "A"},

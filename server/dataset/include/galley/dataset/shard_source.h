@@ -39,7 +39,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -60,7 +62,7 @@ struct ShardOptions {
   std::string label_key = "cls";
   // Members each item carries besides its image (JobSpec::fields): member
   // extensions, compared lower-case, or "__key__" / "__url__". A sample
-  // lacking one is skipped.
+  // lacking one is left out of the listing; ShardStats counts and names it.
   std::vector<std::string> fields;
   // Folder of the on-disk index cache (created 0700); "" disables it.
   std::filesystem::path index_cache_dir;
@@ -84,8 +86,17 @@ struct ShardStats {
   uint64_t shards = 0;
   uint64_t samples = 0;
   uint64_t skipped_members = 0;      // non-regular, unsafe names, no key, duplicates
-  uint64_t skipped_samples = 0;      // no image member, or no usable label
+  uint64_t skipped_samples = 0;      // left out: no image member, no usable label, ...
   std::string first_skipped_sample;  // "shard: key (why)", for messages
+  // The first kMaxLeftOutNamed samples left out, "shard: key (why)", in
+  // item order: what a job is told (JobOpened's left_out_samples).
+  std::vector<std::string> left_out;
+  // Samples left out for lacking a member, by the member's extension (the
+  // image's, the label's or a field's): what the messages count.
+  std::map<std::string, uint64_t> missing_members;
+  // The extensions the samples hold, at most kMaxExtensionsNamed of them:
+  // a message about a member no sample has lists them.
+  std::set<std::string> member_extensions;
   uint64_t damaged_shards = 0;
   std::string first_damage;  // "shard: what", for messages
   uint64_t from_cache = 0;   // shards whose listing came from the index cache
@@ -93,6 +104,15 @@ struct ShardStats {
   uint64_t from_idx = 0;     // shards listed with reads planned from a good .idx
   double index_seconds = 0;
 };
+
+// How many left-out samples ShardStats names, and member extensions it keeps.
+inline constexpr size_t kMaxLeftOutNamed = 1000;
+inline constexpr size_t kMaxExtensionsNamed = 64;
+
+// What `stats` left out, in words for a message: how many samples lack
+// which member, a member no sample has (a misspelt field, with the members
+// the samples do have) and the first sample left out. "" when none.
+std::string DescribeLeftOut(const ShardStats& stats);
 
 // Process-wide counts of shard listings, for tests and galleyctl.
 struct ShardIndexCounters {
