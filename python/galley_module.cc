@@ -143,6 +143,7 @@ py::dict InfoToDict(const galley::JobInfo& info) {
   d["dataset_bytes"] = info.dataset_bytes;
   d["left_out"] = info.left_out;
   d["left_out_samples"] = info.left_out_samples;
+  d["field_collations"] = info.field_collations;
   return d;
 }
 

@@ -612,7 +612,8 @@ json JobInfoToJson(const JobInfo& info) {
           {"mtimes_key", info.mtimes_key},
           {"dataset_bytes", info.dataset_bytes},
           {"left_out", info.left_out},
-          {"left_out_samples", info.left_out_samples}};
+          {"left_out_samples", info.left_out_samples},
+          {"field_collations", info.field_collations}};
 }
 
 Result<JobInfo> JobInfoFromJson(const json& body) {
@@ -634,6 +635,7 @@ Result<JobInfo> JobInfoFromJson(const json& body) {
   GALLEY_RETURN_IF_ERROR(r.Unsigned("dataset_bytes", &info.dataset_bytes));
   GALLEY_RETURN_IF_ERROR(r.Unsigned("left_out", &info.left_out));
   GALLEY_RETURN_IF_ERROR(r.StringList("left_out_samples", &info.left_out_samples));
+  GALLEY_RETURN_IF_ERROR(r.StringList("field_collations", &info.field_collations));
   auto shape = body.find("sample_shape");
   if (shape == body.end() || !shape->is_array() || shape->size() != 3) {
     return Status::ProtocolError("JobOpened lacks a 3-dimensional sample_shape");

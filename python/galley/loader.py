@@ -1376,6 +1376,8 @@ class DataLoader:
             "bytes": int(info["dataset_bytes"]), "classes": list(info["classes"])}
         self._notice_shared_order(job)
         self._notice_left_out(info)
+        if self._fields is not None:
+            self._fields.set_collations(info.get("field_collations", []))
         return job, self._daemon_pid(self._client)
 
     def _notice_left_out(self, info: Dict[str, Any]) -> None:

@@ -20,6 +20,7 @@
 #include "galley/dataset/listing_progress.h"
 #include "galley/dataset/manifest_table.h"
 #include "galley/errno_text.h"
+#include "wire/field_record.h"
 
 namespace galley {
 namespace {
@@ -393,11 +394,13 @@ Result<std::string> FileSource::CheckListedPath(const std::string& path,
   return normal.lexically_relative(base_dir_).string();
 }
 
-Status FileSource::AddListedItems(const std::vector<ListedLine>& lines, bool labelled) {
+Status FileSource::AddListedItems(const std::vector<ListedLine>& lines, Labels labels) {
+  const bool labelled = labels != Labels::kNone;
   int64_t number = 0;
-  const bool numeric = std::all_of(lines.begin(), lines.end(), [&](const ListedLine& line) {
-    return ParseInteger(line.label, number);
-  });
+  const bool numeric = labels == Labels::kIntegersOrNames &&
+                       std::all_of(lines.begin(), lines.end(), [&](const ListedLine& line) {
+                         return ParseInteger(line.label, number);
+                       });
   std::map<std::string, int64_t> class_index;
   if (labelled && !numeric) {
     for (const ListedLine& line : lines) class_index.emplace(line.label, 0);
@@ -511,13 +514,13 @@ Status FileSource::ReadManifest(const ManifestOptions& options) {
     GALLEY_ASSIGN_OR_RETURN(std::string path, CheckListedPath(text.substr(0, tab), where));
     lines.push_back({std::move(path), text.substr(tab + 1)});
   }
-  return AddListedItems(lines, /*labelled=*/true);
+  return AddListedItems(lines, Labels::kIntegersOrNames);
 }
 
 Status FileSource::ReadTable(std::ifstream& in, const ManifestOptions& options) {
   ManifestTable table(TableFormatOf(root_), options.image_column, options.max_columns);
   std::vector<ListedLine> lines;
-  bool header = false, integers = true, texts = true;
+  bool header = false;
   std::string text;
   LineReader reader(in, root_, options);
   while (true) {
@@ -536,22 +539,46 @@ Status FileSource::ReadTable(std::ifstream& in, const ManifestOptions& options) 
     auto row = table.Parse(text);
     if (!row.ok()) return Status::InvalidArgument(where + row.status().message());
     GALLEY_ASSIGN_OR_RETURN(std::string path, CheckListedPath(row->image, where));
-    integers = integers && row->label_kind == ManifestTable::Row::LabelKind::kInteger;
-    texts = texts && row->label_kind == ManifestTable::Row::LabelKind::kText;
     lines.push_back({std::move(path), std::move(row->label)});
     record_pool_.insert(record_pool_.end(), row->record.begin(), row->record.end());
     record_offsets_.push_back(record_pool_.size());
   }
   if (!header) return Status::InvalidArgument(root_.string() + " has no header row");
   field_names_ = table.field_names();
-  return AddListedItems(lines, !table.field_names().empty() && (integers || texts));
+  field_types_ = table.column_types();
+  field_collations_ = table.collations();
+  // Labels follow the first field column's type: an integer column's
+  // values, or a string column's cells as class names ("007" included).
+  if (table.integer_labels()) {
+    for (ListedLine& line : lines) {
+      line.label = ManifestTable::TypedValue(ManifestTable::ColumnType::kInteger, line.label);
+    }
+    return AddListedItems(lines, Labels::kIntegersOrNames);
+  }
+  return AddListedItems(lines, table.named_labels() ? Labels::kNames : Labels::kNone);
 }
 
 Result<std::vector<uint8_t>> FileSource::ReadFields(ItemId id) const {
   if (field_names_.empty()) return std::vector<uint8_t>();
-  return std::vector<uint8_t>(
-      record_pool_.begin() + static_cast<ptrdiff_t>(record_offsets_[id]),
-      record_pool_.begin() + static_cast<ptrdiff_t>(record_offsets_[id + 1]));
+  const std::span<const uint8_t> record(record_pool_.data() + record_offsets_[id],
+                                        record_offsets_[id + 1] - record_offsets_[id]);
+  if (std::all_of(field_types_.begin(), field_types_.end(), [](ManifestTable::ColumnType type) {
+        return type == ManifestTable::ColumnType::kAsWritten;
+      })) {
+    return std::vector<uint8_t>(record.begin(), record.end());
+  }
+  // A CSV or TSV row keeps its cells as written; each is typed here by its
+  // column's type, decided once the whole column was read.
+  GALLEY_ASSIGN_OR_RETURN(auto cells, wire::SplitFieldRecord(record, field_names_.size()));
+  std::vector<uint8_t> typed;
+  for (size_t f = 0; f < cells.size(); ++f) {
+    const std::string value = ManifestTable::TypedValue(
+        field_types_[f],
+        std::string_view(reinterpret_cast<const char*>(cells[f].data()), cells[f].size()));
+    wire::AppendFieldValue(&typed,
+                           std::span(reinterpret_cast<const uint8_t*>(value.data()), value.size()));
+  }
+  return typed;
 }
 
 uint64_t FileSource::held_bytes() const {

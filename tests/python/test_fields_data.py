@@ -5,6 +5,8 @@ type in every batch, a bad member is a bad sample under on_error, CSV as
 RFC 4180 writes it, duplicate members are refused, and what the job is
 told (labels, loads) is what the data holds."""
 
+import csv
+import json
 import tarfile
 import warnings
 
@@ -89,3 +91,111 @@ def test_a_misspelt_member_lists_the_members_the_samples_have(daemon, gappy_shar
                        match=r"no sample has a \.txtt member \(the samples' members: cls, jpg, "
                              r"txt\)"):
         len(loader)
+
+
+# -- 2. one type per column ------------------------------------------------------------
+
+WEIGHTS = ["1", "0.25", "2.0", "3", "1e-3", "0.5"]  # integers and decimals in one column
+
+
+@pytest.fixture(scope="module")
+def typed_csv(workdir, images):
+    """12 rows: weight (WEIGHTS twice), count (integers, one cell empty),
+    code ("007"-style codes beside plain numbers), tags (JSON lists, one
+    empty)."""
+    path = workdir / "typed.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["image", "weight", "count", "code", "tags"])
+        for i, image in enumerate(images[1][:12]):
+            writer.writerow([image, WEIGHTS[i % 6], "" if i == 4 else str(i * 10),
+                             f"{i:03d}" if i % 2 else str(i + 10),
+                             "" if i == 7 else json.dumps(list(range(i % 3)))])
+    return str(path)
+
+
+def test_a_csv_column_has_one_type_in_every_batch(daemon, typed_csv):
+    loader = galley.DataLoader(typed_csv, batch_size=3, transform=FIXED,
+                               fields=("image", "weight", "count", "code", "tags"),
+                               socket=daemon.socket)
+    got = {"weight": [], "count": [], "code": [], "tags": []}
+    for _images, weight, count, code, tags, _ids in loader.iter_with_ids():
+        # Every batch: the same types, whatever its cells look like.
+        assert weight.dtype == torch.float64 and count.dtype == torch.float64
+        assert isinstance(code, list) and all(isinstance(c, str) for c in code)
+        assert isinstance(tags, list)
+        got["weight"] += weight.tolist()
+        got["count"] += count.tolist()
+        got["code"] += code
+        got["tags"] += tags
+    loader.close()
+    with open(typed_csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert got["weight"] == [float(r["weight"]) for r in rows]
+    nan = got["count"][4]
+    assert nan != nan and got["count"][:4] + got["count"][5:] == [
+        float(r["count"]) for r in rows if r["count"]]
+    # Codes stay strings exactly as Python's csv module reads them.
+    assert got["code"] == [r["code"] for r in rows] and "007" in got["code"]
+    assert got["tags"] == [json.loads(r["tags"]) if r["tags"] else None for r in rows]
+
+
+def test_csv_types_beside_pandas(daemon, typed_csv):
+    """pandas agrees on the numbers (NaN for the empty cell of an integer
+    column, as galley) and reads "007" as 7, where galley follows Python's
+    csv module."""
+    pandas = pytest.importorskip("pandas", reason="compared where installed")
+    frame = pandas.read_csv(typed_csv)
+    loader = galley.DataLoader(typed_csv, batch_size=12, transform=FIXED,
+                               fields=("image", "weight", "count", "code"), socket=daemon.socket)
+    _images, weight, count, code = next(iter(loader))
+    loader.close()
+    assert str(frame["weight"].dtype) == "float64" and str(frame["count"].dtype) == "float64"
+    assert weight.tolist() == frame["weight"].tolist()
+    assert torch.equal(count.isnan(), torch.tensor(frame["count"].isna().tolist()))
+    assert count.nan_to_num(-1).tolist() == frame["count"].fillna(-1).tolist()
+    assert frame["code"].tolist()[1] == 1 and code[1] == "001"
+
+
+def keeping(samples):
+    """A collate_fn that keeps each sample it is given in `samples`."""
+    def collate(batch):
+        samples.extend(batch)
+        return batch
+    return collate
+
+
+def test_collate_fn_sees_the_columns_type(daemon, typed_csv):
+    seen = []
+    loader = galley.DataLoader(typed_csv, batch_size=6, transform=FIXED,
+                               fields=("image", "weight", "code"), collate_fn=keeping(seen),
+                               socket=daemon.socket)
+    next(iter(loader))
+    loader.close()
+    assert [type(w) for _, w, _ in seen] == [float] * 6  # "1" and "3" included
+    assert [c for _, _, c in seen] == ["10", "001", "12", "003", "14", "005"]
+
+
+def test_json_lines_keep_their_types_and_batch_alike(daemon, workdir, images):
+    path = workdir / "typed.jsonl"
+    with open(path, "w") as f:
+        for i, image in enumerate(images[1][:12]):
+            f.write(json.dumps({"image": image, "score": 1 if i < 6 else 0.5, "n": i,
+                                "flag": i % 2 == 0, "code": f"{i:03d}"}) + "\n")
+    samples = []
+    loader = galley.DataLoader(str(path), batch_size=6, transform=FIXED,
+                               fields=("image", "score", "n", "flag", "code"),
+                               socket=daemon.socket)
+    batches = [batch[1:] for batch in loader]
+    loader.close()
+    # The first batch holds only the integer 1s, the second only 0.5s: a
+    # column of numbers is float64 in both.
+    for score, n, flag, code in batches:
+        assert score.dtype == torch.float64 and n.dtype == torch.int64
+        assert flag.dtype == torch.bool and isinstance(code, list)
+    assert batches[0][0].tolist() == [1.0] * 6 and batches[1][0].tolist() == [0.5] * 6
+    loader = galley.DataLoader(str(path), batch_size=6, transform=FIXED,
+                               fields=("image", "score"), collate_fn=keeping(samples), socket=daemon.socket)
+    next(iter(loader))
+    loader.close()
+    assert [type(score) for _, score in samples] == [int] * 6, "a JSON 1 stays an int"

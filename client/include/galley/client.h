@@ -103,6 +103,10 @@ struct JobInfo {
   // of them (at most 1,000), "shard: key (why)".
   uint64_t left_out = 0;
   std::vector<std::string> left_out_samples;
+  // Per field the job named, what a batch of it collates to, decided over
+  // the whole dataset: "int", "float", "bool" or "" (by its values). Empty
+  // when every one is "".
+  std::vector<std::string> field_collations;
 };
 
 class Job {
