@@ -132,65 +132,61 @@ class FieldPlan:
             self._collations = [given or planned
                                 for given, planned in zip(collations, self._collations)]
 
-    def batch(self, images: "torch.Tensor", columns: List[List[bytes]],
+    def batch(self, images: "torch.Tensor", columns: List[List[Any]],
               item_ids: Sequence[int]) -> Tuple[Any, ...]:
         """The batch tuple in the order of ``fields=``: the images where the
-        image member was named, each other field decoded and collated."""
-        values: List[Any] = [collate(name, decoded, how)
-                             for name, decoded, how in zip(self.field_names(),
-                                                           self._decoded(columns, item_ids),
-                                                           self._collations)]
+        image member was named, each other field (``columns``, as
+        ``decode`` gave them) collated."""
+        values: List[Any] = [collate(name, column, how)
+                             for name, column, how in zip(self.field_names(), columns,
+                                                          self._collations)]
         values.insert(self.image_index, images)
         return tuple(values)
 
-    def finish(self, images: Any, columns: List[List[bytes]], item_ids: Sequence[int],
+    def finish(self, images: Any, columns: List[List[Any]], item_ids: Sequence[int],
                collate_fn: Optional[Callable[[List[Any]], Any]]) -> Any:
         """The batch a loop receives: ``images`` (galleyd's stacked batch,
         or the per-sample results of the job's Python part) with their
-        fields, given to ``collate_fn`` as a list of samples when there is
-        one, else collated as ``batch`` does."""
+        decoded fields, given to ``collate_fn`` as a list of samples when
+        there is one, else collated as ``batch`` does."""
         if collate_fn is not None:
             return python_stage.collate(self.samples(images, columns, item_ids), collate_fn)
         if isinstance(images, list):
             images = python_stage.default_collate(images)
         return self.batch(images, columns, item_ids)
 
-    def samples(self, images: "torch.Tensor", columns: List[List[bytes]],
+    def samples(self, images: "torch.Tensor", columns: List[List[Any]],
                 item_ids: Sequence[int]) -> List[Tuple[Any, ...]]:
         """Each sample as a tuple in the order of ``fields=``, for a
         ``collate_fn`` (torch hands it a list of samples)."""
-        per_sample = [list(values) for values in zip(*self._decoded(columns, item_ids))]
+        per_sample = [list(values) for values in zip(*columns)]
         if not per_sample:  # only the image was named
             per_sample = [[] for _ in range(len(item_ids))]
         for image, values in zip(images, per_sample):
             values.insert(self.image_index, image)
         return [tuple(values) for values in per_sample]
 
-    def _decoded(self, columns: List[List[bytes]], item_ids: Sequence[int]) -> List[List[Any]]:
-        """Each field's column decoded; a value that does not decode is an
-        error naming the field and the item."""
-        decoded_columns = []
+    def decode(self, columns: List[List[bytes]]) -> Tuple[List[List[Any]], Dict[int, str]]:
+        """Each field's column decoded, and the samples whose value did not
+        decode: {position in the batch: "field 'txt': why"} (the first
+        field that failed). A failed value is None in its column."""
+        decoded: List[List[Any]] = []
+        failed: Dict[int, str] = {}
         for name, decode, column in zip(self.field_names(), self._decoders, columns):
-            try:
-                decoded_columns.append([decode(value) for value in column])
-            except Exception as error:  # noqa: BLE001 - re-raised with the item
-                bad = _first_failure(decode, column)
-                raise ValueError(f"field {name!r} of item {item_ids[bad]} cannot be decoded: "
-                                 f"{error} (decode_fields=False passes its bytes)") from error
-        return decoded_columns
+            values = []
+            for position, value in enumerate(column):
+                try:
+                    values.append(decode(value))
+                except Exception as error:  # noqa: BLE001 - a bad value is a bad sample
+                    values.append(None)
+                    failed.setdefault(position, f"field {name!r} cannot be decoded: "
+                                                f"{type(error).__name__}: {error}")
+            decoded.append(values)
+        return decoded, failed
 
     def field_names(self) -> List[str]:
         """The fields galleyd sends: the names less the image."""
         return self.names[:self.image_index] + self.names[self.image_index + 1:]
-
-
-def _first_failure(decode: Callable[[bytes], Any], column: List[bytes]) -> int:
-    for index, value in enumerate(column):
-        try:
-            decode(value)
-        except Exception:  # noqa: BLE001 - looking for the failing sample
-            return index
-    return 0
 
 
 def collate(name: str, values: List[Any], how: str = "") -> Any:

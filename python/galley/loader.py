@@ -998,15 +998,67 @@ class DataLoader:
                 self._note_skipped(walk, meta["skipped"], meta["first_error"])
             last = meta["last_in_epoch"]
             ids = _tensors.int64_tensor(ids)
+            labels = _tensors.int64_tensor(labels)
             images = None
+            fields = meta.get("fields")
             if len(labels):
                 walk.held.append(weakref.ref(memory))
                 images = _tensors.images_tensor(memory)
+                if self._fields is not None:
+                    images, labels, ids, fields = self._decode_fields(walk, images, labels, ids,
+                                                                      fields)
             del memory
-            yield (ids, last), (images, _tensors.int64_tensor(labels), ids, meta.get("fields"))
+            yield (ids, last), (images, labels, ids, fields)
             del images  # the ring slot goes back to galleyd once the batch is dropped
             if last:
                 return
+
+    def _decode_fields(self, walk: "_Pass", images: "torch.Tensor", labels: "torch.Tensor",
+                       ids: "torch.Tensor", columns: List[List[bytes]]) -> Tuple[Any, ...]:
+        """The batch's field values decoded, here in the loop's process (they
+        are small), before any worker. A value that does not decode (a
+        pickle that does not unpickle, say: galleyd checks what it can) is a
+        bad sample, as a broken image is: under on_error="skip" another
+        sample of the batch takes its place, counted in ``skipped`` and
+        ``skipped_files`` and warned of; under "raise" SampleError names the
+        shard, the member and why."""
+        decoded, failed = self._fields.decode(columns)
+        if not failed:
+            return images, labels, ids, decoded
+        items = ids.tolist()
+        where = {position: self._field_failure(items[position], why)
+                 for position, why in sorted(failed.items())}
+        good = [p for p in range(len(items)) if p not in failed]
+        self._note_skipped(walk, len(failed), next(iter(where.values())))
+        for message in where.values():  # every file, not only the batch's first
+            self._skipped_files.setdefault(message.split(": ", 1)[0])
+        if not good:
+            raise _galley.SampleError(
+                f"no sample of a batch of epoch {walk.epoch} could be decoded; the first: "
+                f"{next(iter(where.values()))}")
+        # Each failed position takes the next good sample of the batch.
+        take = [p if p not in failed else next((g for g in good if g > p), good[0])
+                for p in range(len(items))]
+        import torch
+        index = torch.tensor(take, dtype=torch.int64)
+        decoded = [[column[p] for p in take] for column in decoded]
+        return images.index_select(0, index), labels[index], ids[index], decoded
+
+    def _field_failure(self, item: int, why: str) -> str:
+        """"<file>: <what> <why>" for a field of ``item`` that did not decode,
+        naming the shard and member (or the manifest's image and column)."""
+        try:
+            path = self._listing.samples[item][0]
+        except Exception:  # the listing is only the message's: never a second error
+            return f"item {item}: {why}"
+        field, reason = why.split(" cannot be decoded: ", 1)
+        name = field.split(" ", 1)[1].strip("'")
+        if self._spec.get("shards"):
+            shard, member = path.rsplit(":", 1)
+            slash = member.rfind("/") + 1
+            key = member[:member.find(".", slash)] if "." in member[slash:] else member
+            return f"{path}: member {key}.{name} cannot be decoded: {reason}"
+        return f"{path}: manifest column {name!r} cannot be decoded: {reason}"
 
     def _prepared_here(self, received: Iterator[Tuple[Any, Any]],
                        epoch: int) -> Iterator[Tuple[Any, Any]]:
@@ -1018,7 +1070,7 @@ class DataLoader:
             del batch
 
     def _prepare(self, images: "torch.Tensor", labels: "torch.Tensor", ids: "torch.Tensor",
-                 epoch: int, fields: Optional[List[List[bytes]]] = None) -> Any:
+                 epoch: int, fields: Optional[List[List[Any]]] = None) -> Any:
         """One batch in this process: galleyd's stacked batch as it is (a
         view of the ring) when the transform ran wholly in galleyd and no
         collate_fn is given, else torch's collation of the samples; with

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "galley/daemon/node_probe.h"
+#include "galley/dataset/sample_fields.h"
 #include "galley/image/max_resolution.h"
 #include "wire/field_record.h"
 
@@ -473,24 +474,35 @@ bool ItemPipeline::DeliverFields(ItemTask& task, cache::FieldRecord* record) {
     RecordFailure(task, dataset.path(task.item).string() + ": " + values.status().message());
     return false;
   }
+  // A manifest's columns are one listing for every job, whichever columns
+  // it names: a bad value fails the sample only for the jobs naming it.
+  const bool manifest = dataset.shard_source() == nullptr;
   for (SlotPosition& d : task.deliveries) {
     const ServedJob& job = *d.plan->job;
     if (job.field_map.empty()) continue;
     bool identity = job.field_map.size() == names.size();
-    std::string oversized;
+    std::string refused;
     for (size_t i = 0; i < job.field_map.size(); ++i) {
       const uint32_t f = job.field_map[i];
       identity = identity && f == i;
-      if ((*values)[f].size() > job.spec.max_member_bytes && oversized.empty()) {
-        oversized = fmt::format(
+      if (!refused.empty()) continue;
+      const std::span<const uint8_t> value = (*values)[f];
+      if (value.size() > job.spec.max_member_bytes) {
+        refused = fmt::format(
             "{}: field '{}' is {} bytes, more than max_member_bytes={}; raise it to serve it",
-            dataset.path(task.item).string(), names[f], (*values)[f].size(),
-            job.spec.max_member_bytes);
+            dataset.path(task.item).string(), names[f], value.size(), job.spec.max_member_bytes);
+      } else if (manifest) {
+        const Status valid = CheckManifestValue(
+            std::string_view(reinterpret_cast<const char*>(value.data()), value.size()));
+        if (!valid.ok()) {
+          refused = fmt::format("{}: manifest column '{}' {}", dataset.path(task.item).string(),
+                                names[f], valid.message());
+        }
       }
     }
-    if (!oversized.empty()) {
+    if (!refused.empty()) {
       counters_.failures++;
-      d.plan->errors[d.position] = oversized;
+      d.plan->errors[d.position] = refused;
       continue;
     }
     if (identity) {

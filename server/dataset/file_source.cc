@@ -21,6 +21,7 @@
 #include "galley/dataset/manifest_table.h"
 #include "galley/errno_text.h"
 #include "wire/field_record.h"
+#include "wire/messages.h"
 
 namespace galley {
 namespace {
@@ -555,7 +556,13 @@ Status FileSource::ReadTable(std::ifstream& in, const ManifestOptions& options) 
     }
     return AddListedItems(lines, Labels::kIntegersOrNames);
   }
-  return AddListedItems(lines, table.named_labels() ? Labels::kNames : Labels::kNone);
+  // A class name must be UTF-8 (a job names classes in its protocol): a
+  // column holding a cell that is not is no class name column.
+  const bool named =
+      table.named_labels() && std::all_of(lines.begin(), lines.end(), [](const ListedLine& line) {
+        return wire::IsValidUtf8(line.label);
+      });
+  return AddListedItems(lines, named ? Labels::kNames : Labels::kNone);
 }
 
 Result<std::vector<uint8_t>> FileSource::ReadFields(ItemId id) const {

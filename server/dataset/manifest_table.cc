@@ -70,43 +70,18 @@ ManifestTable::ValueKind JsonKind(const json& value) {
   return ManifestTable::kJsonContainer;
 }
 
-// Whether a JSON line nests arrays and objects at most kMaxDepth deep, so
-// that building and printing its tree (both recursive) stays shallow; counts
-// into `members` the top-level object's members (its commas at depth 1,
-// plus one), so that a line with too many keys is refused before it is
-// parsed (an ordered object finds each key by a linear search).
+// How deep a JSON line may nest arrays and objects, so that building and
+// printing its tree (both recursive) stays shallow. Its top-level members
+// are counted too (JsonShape), so that a line with too many keys is refused
+// before it is parsed (an ordered object finds each key by a linear search).
 constexpr int kMaxDepth = 64;
-bool Shallow(std::string_view text, size_t* members) {
-  int depth = 0;
-  bool in_string = false;
-  *members = 1;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxDepth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    } else if (c == ',' && depth == 1) {
-      ++*members;
-    }
-  }
-  return true;
-}
 
 Result<json> ParseLine(std::string_view line, uint32_t max_members) {
-  size_t members = 0;
-  if (!Shallow(line, &members)) {
+  const JsonShape shape = ScanJsonShape(line);
+  if (shape.depth > kMaxDepth) {
     return Status::InvalidArgument("the line nests deeper than " + std::to_string(kMaxDepth));
   }
-  if (members > max_members) {
+  if (shape.top_level_members > max_members) {
     return Status::InvalidArgument("the line has more than " + std::to_string(max_members) +
                                    " keys (galleyd's max_manifest_columns)");
   }

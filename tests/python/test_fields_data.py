@@ -6,6 +6,7 @@ RFC 4180 writes it, duplicate members are refused, and what the job is
 told (labels, loads) is what the data holds."""
 
 import csv
+import io
 import json
 import tarfile
 import warnings
@@ -199,3 +200,127 @@ def test_json_lines_keep_their_types_and_batch_alike(daemon, workdir, images):
     next(iter(loader))
     loader.close()
     assert [type(score) for _, score in samples] == [int] * 6, "a JSON 1 stays an int"
+
+
+# -- 3. a bad field is a bad sample under on_error -----------------------------------------
+
+
+def npy_bytes(array, allow_pickle=False):
+    np = pytest.importorskip("numpy")
+    out = io.BytesIO()
+    np.save(out, array, allow_pickle=allow_pickle)
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def bad_values_shard(workdir, images):
+    """12 samples of jpg + txt + json + npy: k02's .txt is not UTF-8, k04's
+    .json nests 2,000 deep, k06's .npy is pickled Python objects."""
+    np = pytest.importorskip("numpy")
+    deep = b"[" * 2000 + b"]" * 2000
+
+    def members(i):
+        return [("txt", b"\xff\xfe latin-1 \xe9" if i == 2 else f"caption {i}".encode()),
+                ("json", deep if i == 4 else json.dumps({"i": i}).encode()),
+                ("npy", npy_bytes(np.array([{"i": i}], dtype=object), allow_pickle=True)
+                 if i == 6 else npy_bytes(np.full(3, i, dtype=np.int16)))]
+    return write_shard(workdir / "bad_values.tar", images[0][:12], members)
+
+
+@pytest.mark.parametrize("field, key, reason", [
+    ("txt", "k02", "member k02.txt is not UTF-8 text"),
+    ("json", "k04", "member k04.json nests deeper than 500 levels"),
+    ("npy", "k06", "member k06.npy holds Python objects (a pickled .npy)"),
+])
+def test_a_bad_member_is_a_bad_sample_under_on_error(daemon, bad_values_shard, field, key,
+                                                     reason):
+    loader = galley.DataLoader(bad_values_shard, batch_size=4, transform=FIXED,
+                               fields=("jpg", field, "__key__"), socket=daemon.socket)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        keys = [k for batch in loader for k in batch[2]]
+    loader.close()
+    # Every position served; the bad one by a substitute, counted and named.
+    assert len(keys) == 12 and key not in keys
+    assert loader.skipped == 1 and loader.skipped_files == [f"{bad_values_shard}:{key}.jpg"]
+    assert any(reason in str(w.message) for w in caught), [str(w.message) for w in caught]
+    loader = galley.DataLoader(bad_values_shard, batch_size=4, transform=FIXED, on_error="raise",
+                               fields=("jpg", field), socket=daemon.socket)
+    with pytest.raises(galley.SampleError, match=r"bad_values\.tar.*" + reason.replace(
+            "(", r"\(").replace(")", r"\)")):
+        list(loader)
+    loader.close()
+
+
+def test_webdataset_stops_where_galley_substitutes(bad_values_shard):
+    """webdataset's default handler ends the whole iteration at k02's .txt."""
+    wds = pytest.importorskip("webdataset", reason="installed by scripts/setup_venv.sh")
+    seen = []
+    with pytest.raises(wds.autodecode.DecodingError):
+        for key, _text in wds.WebDataset(bad_values_shard, shardshuffle=False).decode().to_tuple(
+                "__key__", "txt"):
+            seen.append(key)
+    assert seen == ["k00", "k01"]
+
+
+def test_a_bad_csv_cell_fails_its_sample_only_for_jobs_naming_its_column(daemon, workdir,
+                                                                          images):
+    path = workdir / "latin1.csv"
+    with open(path, "wb") as f:
+        f.write(b"image,caption,n\n")
+        for i, image in enumerate(images[1][:8]):
+            caption = b"caf\xe9" if i == 5 else f"caption {i}".encode()
+            f.write(image.encode() + b"," + caption + b"," + str(i).encode() + b"\n")
+    loader = galley.DataLoader(str(path), batch_size=8, transform=FIXED,
+                               fields=("image", "caption", "n"), socket=daemon.socket)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _images, captions, n = next(iter(loader))
+    assert loader.skipped == 1 and 5 not in n.tolist() and len(captions) == 8
+    assert "caf" not in "".join(captions)
+    loader.close()
+    loader = galley.DataLoader(str(path), batch_size=8, transform=FIXED, fields=("image", "n"),
+                               socket=daemon.socket)
+    _images, n = next(iter(loader))
+    loader.close()
+    assert loader.skipped == 0 and sorted(n.tolist()) == list(range(8))
+    loader = galley.DataLoader(str(path), batch_size=8, transform=FIXED, on_error="raise",
+                               fields=("image", "caption"), socket=daemon.socket)
+    with pytest.raises(galley.SampleError, match="manifest column 'caption' is not UTF-8 text"):
+        list(loader)
+    loader.close()
+
+
+@pytest.fixture(scope="module")
+def bad_pickle_shard(workdir, images):
+    """8 samples of jpg + pyd; k05's .pyd is not a pickle."""
+    import pickle
+    return write_shard(workdir / "bad_pickle.tar", images[0][:8],
+                       lambda i: [("pyd", b"\x80\x04 truncated" if i == 5
+                                   else pickle.dumps({"i": i}))])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_value_the_job_cannot_decode_is_a_bad_sample_too(daemon, bad_pickle_shard, workers):
+    # galleyd cannot check a pickle; the job decodes it, and a failure there
+    # follows on_error as galleyd's own checks do.
+    transform = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor(), lambda x: x * 2])
+    loader = galley.DataLoader(bad_pickle_shard, batch_size=8, transform=transform,
+                               fields=("jpg", "pyd", "__key__"), unpickle_fields=True,
+                               num_workers=workers, socket=daemon.socket)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        images, records, keys = next(iter(loader))
+    loader.close()
+    assert images.shape == (8, 3, 32, 32) and len(records) == 8
+    assert "k05" not in keys and {r["i"] for r in records} == {0, 1, 2, 3, 4, 6, 7}
+    assert loader.skipped == 1 and loader.skipped_files == [f"{bad_pickle_shard}:k05.jpg"]
+    assert any("member k05.pyd cannot be decoded: UnpicklingError" in str(w.message)
+               for w in caught), [str(w.message) for w in caught]
+    loader = galley.DataLoader(bad_pickle_shard, batch_size=8, transform=FIXED, on_error="raise",
+                               fields=("jpg", "pyd"), unpickle_fields=True, socket=daemon.socket)
+    with pytest.raises(galley.SampleError,
+                       match=r"bad_pickle\.tar:k05\.jpg: member k05\.pyd cannot be decoded: "
+                             r"UnpicklingError"):
+        list(loader)
+    loader.close()

@@ -630,8 +630,36 @@ TEST(SampleFieldsTest, ChecksFollowTheMembersName) {
   EXPECT_FALSE(check("cls", "").ok());
   EXPECT_FALSE(check("cls", "1.5").ok());
   EXPECT_FALSE(check("cls", "99999999999999999999").ok());
-  EXPECT_TRUE(check("txt", "\xff\xfe anything").ok());
+  EXPECT_TRUE(check("txt", "caf\xc3\xa9").ok());
+  EXPECT_FALSE(check("txt", "\xff\xfe anything").ok());  // not UTF-8: Python cannot decode it
+  EXPECT_FALSE(check("seg.TEXT", "caf\xe9").ok());       // the extension is the last part
+  EXPECT_FALSE(check("count", "many").ok());
   EXPECT_TRUE(check("pyd", "\x80\x04 not unpickled here").ok());
+  // Deeper than Python's json module decodes safely, yet valid JSON.
+  const std::string deep = std::string(2000, '[') + std::string(2000, ']');
+  EXPECT_EQ(check("json", deep).message(),
+            "nests deeper than 500 levels, more than Python's json module decodes safely");
+  EXPECT_TRUE(check("json", std::string(500, '[') + std::string(500, ']')).ok());
+  EXPECT_TRUE(check("json", R"(["[[[[", "{{{{"])").ok());  // brackets inside strings
+  // .npy: what numpy.load(allow_pickle=False) reads.
+  auto npy = [](const std::string& header) {
+    std::string padded = header + std::string(64 - (10 + header.size() + 1) % 64, ' ') + "\n";
+    std::string file = "\x93NUMPY\x01";
+    file.push_back('\0');
+    file.push_back(static_cast<char>(padded.size() & 0xff));
+    file.push_back(static_cast<char>(padded.size() >> 8));
+    return file + padded + std::string(16, '\0');
+  };
+  EXPECT_TRUE(
+      check("npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }")).ok());
+  EXPECT_EQ(check("npy", npy("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }")).message(),
+            "holds Python objects (a pickled .npy), which galley does not unpickle");
+  EXPECT_FALSE(check("npy", npy("{'descr': [('a', '<i4'), ('b', 'O')], 'fortran_order': False, "
+                                "'shape': (1,), }"))
+                   .ok());
+  EXPECT_FALSE(check("npy", "not numpy at all").ok());
+  EXPECT_TRUE(CheckManifestValue(R"("caf\u00e9")").ok());
+  EXPECT_FALSE(CheckManifestValue("\"caf\xe9\"").ok());
   int64_t value = 0;
   EXPECT_TRUE(ParseIntegerText("\t42 ", &value));
   EXPECT_EQ(value, 42);
