@@ -821,7 +821,7 @@ class DataLoader:
     def left_out(self) -> int:
         """Tar shards: how many samples the listing left out (never served):
         a member ``fields=`` names, the image or the label missing or
-        unusable. 0 for other datasets."""
+        unusable, a member twice. 0 for other datasets."""
         return int(self._job_info().get("left_out", 0))
 
     @property
@@ -1442,7 +1442,8 @@ class DataLoader:
         named = list(info.get("left_out_samples", []))
         more = f" and {count - 3} more" if count > 3 else ""
         warnings.warn(f"galley: {count} sample(s) of the shards are left out and never served "
-                      f"(a member fields= names, the image or the label is missing or unusable): "
+                      f"(a member fields= names, the image or the label is missing or unusable, "
+                      f"or a member is there twice): "
                       f"{'; '.join(named[:3])}{more}. loader.left_out_samples lists them; "
                       f"on_error='raise' refuses the dataset instead", UserWarning, stacklevel=5)
 

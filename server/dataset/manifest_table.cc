@@ -91,6 +91,36 @@ Result<json> ParseLine(std::string_view line, uint32_t max_members) {
 
 }  // namespace
 
+bool CsvScanner::Feed(std::string_view text, std::vector<std::string>* cells, size_t max_cells) {
+  const auto append = [&](char c) {
+    cell_empty_ = false;
+    if (cells != nullptr) cells->back().push_back(c);
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted_) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        append('"');
+        ++i;
+      } else if (c == '"') {
+        quoted_ = false;  // a quote ending a fed piece ends the cell: a line break follows
+      } else {
+        append(c);
+      }
+    } else if (c == ',') {
+      if (++cell_count_ > max_cells) return false;
+      if (cells != nullptr) cells->emplace_back();
+      cell_empty_ = true;
+      was_quoted_ = false;
+    } else if (c == '"' && cell_empty_ && !was_quoted_) {
+      quoted_ = was_quoted_ = true;
+    } else {
+      append(c);
+    }
+  }
+  return true;
+}
+
 TableFormat TableFormatOf(const std::filesystem::path& path) {
   const std::string suffix = Lower(path.extension().string());
   if (suffix == ".jsonl") return TableFormat::kJsonLines;
@@ -123,29 +153,15 @@ Result<std::vector<std::string>> ManifestTable::SplitCells(std::string_view line
     }
     return cells;
   }
-  bool quoted = false, was_quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        cells.back().push_back('"');
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        cells.back().push_back(c);
-      }
-    } else if (c == ',') {
-      GALLEY_RETURN_IF_ERROR(CheckColumnCount(cells.size() + 1));
-      cells.emplace_back();
-      was_quoted = false;
-    } else if (c == '"' && cells.back().empty() && !was_quoted) {
-      quoted = was_quoted = true;
-    } else {
-      cells.back().push_back(c);
-    }
+  CsvScanner scanner;
+  if (!scanner.Feed(line, &cells, max_columns_)) {
+    GALLEY_RETURN_IF_ERROR(CheckColumnCount(size_t{max_columns_} + 1));
   }
-  if (quoted) return Status::InvalidArgument("a quoted cell is not closed on its line");
+  if (scanner.in_quotes()) {
+    return Status::InvalidArgument(
+        "a quoted cell is not closed before the end of the file (a cell may span lines only "
+        "inside double quotes, as RFC 4180 writes it)");
+  }
   return cells;
 }
 

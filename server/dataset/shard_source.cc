@@ -499,6 +499,7 @@ struct GroupedShard {
   // figures for this shard.
   std::vector<std::string> left_out;
   std::map<std::string, uint64_t> missing_members;
+  std::map<std::string, uint64_t> duplicated_members;
   std::set<std::string> member_extensions;
   std::string damage;
 };
@@ -521,6 +522,7 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
   struct Sample {
     std::string key;
     std::vector<std::pair<std::string, size_t>> members;  // extension, member index
+    std::string duplicated;                               // the extension of a member found twice
   };
   std::vector<Sample> samples;
   std::unordered_map<std::string, size_t> by_key;
@@ -534,13 +536,15 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
     if (out.member_extensions.size() < kMaxExtensionsNamed) out.member_extensions.insert(extension);
     auto [it, inserted] = by_key.try_emplace(key, samples.size());
     if (inserted) samples.push_back({key, {}});
-    auto& group = samples[it->second].members;
-    if (std::any_of(group.begin(), group.end(),
+    Sample& sample = samples[it->second];
+    if (std::any_of(sample.members.begin(), sample.members.end(),
                     [&](const auto& e) { return e.first == extension; })) {
-      out.skipped_members++;  // a duplicate key.extension: the first wins
+      // Which of two members is the sample's is anyone's guess, so the
+      // sample is left out, named (webdataset refuses the shard).
+      if (sample.duplicated.empty()) sample.duplicated = extension;
       continue;
     }
-    group.emplace_back(extension, m);
+    sample.members.emplace_back(extension, m);
   }
   for (const Sample& sample : samples) {
     auto find = [&](const std::string& extension) -> const TarMember* {
@@ -569,7 +573,9 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
     std::string why;
     std::string missing;  // the extension of a member the sample lacks
     int64_t label = -1;
-    if (image == nullptr) {
+    if (!sample.duplicated.empty()) {
+      why = "two members named " + sample.key + "." + sample.duplicated;
+    } else if (image == nullptr) {
       why = options.image_key.empty() ? "no jpg, jpeg, png or webp member"
                                       : "no ." + options.image_key + " member";
       missing = options.image_key.empty() ? "jpg, jpeg, png or webp" : options.image_key;
@@ -612,6 +618,7 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
     if (!why.empty()) {
       out.skipped_samples++;
       if (!missing.empty()) out.missing_members[missing]++;
+      if (!sample.duplicated.empty()) out.duplicated_members[sample.duplicated]++;
       if (out.left_out.size() < kMaxLeftOutNamed)
         out.left_out.push_back(shard.string() + ": " + sample.key + " (" + why + ")");
       continue;
@@ -636,6 +643,11 @@ std::string DescribeLeftOut(const ShardStats& stats) {
     text += (text.empty() ? "" : ", ") + std::to_string(count) +
             (extension.find(',') != std::string::npos ? " have no image member (" + extension + ")"
                                                       : " have no ." + extension + " member");
+    lacking += count;
+  }
+  for (const auto& [extension, count] : stats.duplicated_members) {
+    text +=
+        (text.empty() ? "" : ", ") + std::to_string(count) + " have two ." + extension + " members";
     lacking += count;
   }
   if (lacking < stats.skipped_samples) {
@@ -843,6 +855,8 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
     }
     for (const auto& [extension, count] : shard.missing_members)
       stats.missing_members[extension] += count;
+    for (const auto& [extension, count] : shard.duplicated_members)
+      stats.duplicated_members[extension] += count;
     for (const std::string& extension : shard.member_extensions) {
       if (stats.member_extensions.size() == kMaxExtensionsNamed) break;
       stats.member_extensions.insert(extension);

@@ -324,3 +324,56 @@ def test_a_value_the_job_cannot_decode_is_a_bad_sample_too(daemon, bad_pickle_sh
                              r"UnpicklingError"):
         list(loader)
     loader.close()
+
+
+# -- 4. CSV as RFC 4180 writes it; a member twice -------------------------------------------
+
+
+def test_a_csv_cell_spanning_lines_is_read_as_csv_and_pandas_read_it(daemon, workdir, images):
+    path = workdir / "multiline.csv"
+    captions = [f"line one of {i}\nline two, with a comma" if i % 3 == 0 else
+                f'"quoted" {i}\r\nwindows line' if i % 3 == 1 else f"plain {i}"
+                for i in range(9)]
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)  # quotes the cells that need it, as RFC 4180 says
+        writer.writerow(["image", "caption", "n"])
+        for i, image in enumerate(images[1][:9]):
+            writer.writerow([image, captions[i], i])
+    with open(path, newline="") as f:
+        by_csv = [row["caption"] for row in csv.DictReader(f)]
+    assert by_csv == captions
+    loader = galley.DataLoader(str(path), batch_size=9, transform=FIXED,
+                               fields=("image", "caption", "n"), socket=daemon.socket)
+    _images, got, n = next(iter(loader))
+    loader.close()
+    assert n.tolist() == list(range(9)) and got == by_csv
+    pandas = pytest.importorskip("pandas", reason="compared where installed")
+    assert pandas.read_csv(path)["caption"].tolist() == got
+
+
+@pytest.fixture(scope="module")
+def twice_shard(workdir, images):
+    """8 samples of jpg + txt; k05 holds two .txt members."""
+    def members(i):
+        return [("txt", b"first")] + ([("txt", b"second")] if i == 5 else [])
+    return write_shard(workdir / "twice.tar", images[0][:8], members)
+
+
+def test_a_member_twice_leaves_its_sample_out_naming_it(daemon, twice_shard):
+    loader = galley.DataLoader(twice_shard, batch_size=8, transform=FIXED,
+                               fields=("jpg", "txt", "__key__"), socket=daemon.socket)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        keys = [k for batch in loader for k in batch[2]]
+    loader.close()
+    assert sorted(keys) == [f"k{i:02d}" for i in range(8) if i != 5]
+    assert [s.rsplit("/", 1)[-1] for s in loader.left_out_samples] == [
+        "twice.tar: k05 (two members named k05.txt)"]
+    assert any("k05 (two members named k05.txt)" in str(w.message) for w in caught)
+    loader = galley.DataLoader(twice_shard, batch_size=8, transform=FIXED, on_error="raise",
+                               fields=("jpg", "txt"), socket=daemon.socket)
+    with pytest.raises(galley.InvalidRequest, match="1 have two .txt members"):
+        len(loader)
+    wds = pytest.importorskip("webdataset", reason="installed by scripts/setup_venv.sh")
+    with pytest.raises(ValueError, match="duplicate file name"):
+        list(wds.WebDataset(twice_shard, shardshuffle=False).to_tuple("jpg", "txt"))

@@ -334,6 +334,41 @@ TEST_F(DatasetTest, ACsvColumnIsTypedOnceOverTheWholeColumn) {
   EXPECT_EQ(dataset->label(0), -1);
 }
 
+TEST_F(DatasetTest, ACsvRecordSpansLinesInsideQuotesAsRfc4180WritesIt) {
+  for (const char* name : {"a.jpg", "b.jpg", "c.jpg"}) Write(root_ / name);
+  Write(root_ / "lines.csv",
+        "image,caption,n\r\n"
+        "a.jpg,\"two\nlines\",1\r\n"
+        "b.jpg,\"a \"\"quote\"\",\r\nCRLF inside,\n\nand a blank line\",2\r\n"
+        "c.jpg,plain,3\r\n");
+  const auto dataset = MustOpen(root_ / "lines.csv");
+  ASSERT_NE(dataset, nullptr);
+  ASSERT_EQ(dataset->size(), 3u);
+  const std::vector<std::vector<std::string>> want = {
+      {R"("two\nlines")", "1"},
+      {R"("a \"quote\",\r\nCRLF inside,\n\nand a blank line")", "2"},
+      {R"("plain")", "3"}};
+  for (ItemId id = 0; id < 3; ++id) {
+    auto record = dataset->ReadFields(id);
+    ASSERT_TRUE(record.ok());
+    EXPECT_EQ(Values(*record, 2), want[id]);
+  }
+  // An error names the line its record starts on.
+  Write(root_ / "bad.csv", "image,caption\na.jpg,\"x\ny\"\nb.jpg,1,2\n");
+  auto bad = Dataset::Open(root_ / "bad.csv", {dir_});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("bad.csv:4: the row has 3 cells"), std::string::npos)
+      << bad.status().message();
+  // A quote that is never closed is refused, saying so.
+  Write(root_ / "open.csv", "image,caption\na.jpg,\"open\nb.jpg,x\n");
+  auto open = Dataset::Open(root_ / "open.csv", {dir_});
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.status().message().find("open.csv:2: a quoted cell is not closed before the end "
+                                         "of the file"),
+            std::string::npos)
+      << open.status().message();
+}
+
 TEST_F(DatasetTest, ManifestLabelsFollowTheFirstFieldColumnsType) {
   for (const char* name : {"a.jpg", "b.jpg", "c.jpg"}) Write(root_ / name);
   // Integers (spaces and a sign allowed) are labels.

@@ -590,6 +590,33 @@ TEST(ShardFieldsTest, SamplesLeftOutAreNamedAndCountedByTheMemberTheyLack) {
       << DescribeLeftOut((*none)->stats());
 }
 
+TEST(ShardFieldsTest, ASampleHoldingTwoMembersOfOneNameIsLeftOutNamingIt) {
+  ShardFiles files;
+  const auto shard = files.Write("twice.tar", {{"a.jpg", "A"},
+                                               {"a.txt", "first"},
+                                               {"b.jpg", "B"},
+                                               {"b.txt", "first"},
+                                               {"b.txt", "second"},
+                                               {"c.jpg", "C"},
+                                               {"c.txt", "third"}});
+  ShardOptions options;
+  options.label_key = "";
+  options.fields = {"txt"};
+  auto source = ShardSource::Open({shard}, options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_EQ((*source)->size(), 2u);
+  const std::string path = fs::canonical(shard).string();
+  EXPECT_EQ((*source)->stats().left_out,
+            (std::vector<std::string>{path + ": b (two members named b.txt)"}));
+  EXPECT_EQ(DescribeLeftOut((*source)->stats()),
+            "1 have two .txt members; the first: " + path + ": b (two members named b.txt)");
+  // Without fields too: which .txt is the sample's is anyone's guess.
+  options.fields = {};
+  source = ShardSource::Open({shard}, options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ((*source)->size(), 2u);
+}
+
 TEST(ShardFieldsTest, AMemberThatIsNotWhatItsNameSaysFailsNamingShardAndKey) {
   ShardFiles files;
   const auto shard = files.Write("bad.tar", {{"a.jpg", "A"},

@@ -99,7 +99,7 @@ struct JobInfo {
   // The fields each sample carries (JobSpec::fields), as the job asked.
   std::vector<std::string> fields;
   // Tar shards: the samples the listing left out (no image, no usable
-  // label, a member `fields` names missing), and the first
+  // label, a member `fields` names missing or twice), and the first
   // of them (at most 1,000), "shard: key (why)".
   uint64_t left_out = 0;
   std::vector<std::string> left_out_samples;

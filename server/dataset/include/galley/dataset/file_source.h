@@ -107,10 +107,11 @@ class FileSource final : public DatasetSource {
   };
   Status ReadManifest(const ManifestOptions& options);
   Status ReadTable(std::ifstream& in, const ManifestOptions& options);
-  // The manifest's next line into `line` ('\r' and '\n' taken off): false
-  // at its end. Holds at most the line and one chunk of the file; a line
-  // longer than the limit is InvalidArgument before it is all read, a
-  // stopped listing Cancelled.
+  // The manifest's next line into `line` ('\r' and '\n' taken off), or its
+  // next CSV record (lines joined while a quoted cell spans them): false at
+  // its end. Holds at most the line or record and one chunk of the file; a
+  // line or record longer than the limit is InvalidArgument before it is
+  // all read, a stopped listing Cancelled.
   class LineReader;
   // `path` relative to base_dir_ as listed, refused if it leaves the root
   // or does not exist; `where` prefixes messages.

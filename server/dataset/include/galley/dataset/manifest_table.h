@@ -13,7 +13,8 @@
 // exactly as written ("007" stays "007", as Python's csv module reads it),
 // an empty cell then null. Spaces around a number or a JSON value are
 // allowed. CSV follows RFC 4180 (double quotes around a cell, "" for a
-// quote). A JSON lines file holds one object per line whose keys are the
+// quote, a line break inside quotes part of the cell: a record may span
+// lines). A JSON lines file holds one object per line whose keys are the
 // columns; the first line decides them and each later line must have the
 // same keys; its values keep their own JSON types.
 //
@@ -25,6 +26,7 @@
 #ifndef GALLEY_SERVER_DATASET_MANIFEST_TABLE_H_
 #define GALLEY_SERVER_DATASET_MANIFEST_TABLE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -44,6 +46,31 @@ TableFormat TableFormatOf(const std::filesystem::path& path);
 // Whether `path` is read with a header row whatever the job asks (.csv,
 // .jsonl).
 bool HasHeaderByName(const std::filesystem::path& path);
+
+// Reads CSV text as RFC 4180 writes it, piece by piece (a record's lines,
+// each fed after the '\n' that ended the one before): a double quote at the
+// start of a cell opens a quoted cell, "" inside it is a quote, and a quote
+// closes it; a comma or a line break inside quotes belongs to the cell. A
+// quote elsewhere is an ordinary character.
+//
+// Thread-safety: a plain value; one thread at a time.
+class CsvScanner {
+ public:
+  // Reads `text`. With `cells` (holding at least the current cell), the
+  // characters go into cells->back() and each comma starts a new cell.
+  // False, having stopped there, when the record would pass `max_cells`.
+  bool Feed(std::string_view text, std::vector<std::string>* cells = nullptr,
+            size_t max_cells = SIZE_MAX);
+  // Whether the text fed so far leaves a quoted cell open: the record goes
+  // on past the line break.
+  bool in_quotes() const { return quoted_; }
+
+ private:
+  bool quoted_ = false;
+  bool was_quoted_ = false;  // the current cell was quoted (and closed)
+  bool cell_empty_ = true;
+  size_t cell_count_ = 1;
+};
 
 class ManifestTable {
  public:

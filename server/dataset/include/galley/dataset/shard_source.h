@@ -7,7 +7,8 @@
 // Members are grouped into samples by WebDataset's rules: the key is the
 // member path up to the first dot of its base name, the extension the rest,
 // compared lower-case; names without a dot, dotfiles, and names with a `..`
-// component or a leading '/' are skipped. Unlike WebDataset, members of a
+// component or a leading '/' are skipped. A sample holding two members of
+// one name is left out (ShardStats names it). Unlike WebDataset, members of a
 // sample are grouped across the whole shard, not only when adjacent. Item
 // ids: shards in the order given, then samples in the order of their first
 // member. A shard not in the cache is listed with the reads planned from the
@@ -85,8 +86,9 @@ struct ShardOptions {
 struct ShardStats {
   uint64_t shards = 0;
   uint64_t samples = 0;
-  uint64_t skipped_members = 0;      // non-regular, unsafe names, no key, duplicates
-  uint64_t skipped_samples = 0;      // left out: no image member, no usable label, ...
+  uint64_t skipped_members = 0;      // non-regular, unsafe names, no key
+  uint64_t skipped_samples = 0;      // left out: no image, no usable label, a member missing
+                                     // or twice
   std::string first_skipped_sample;  // "shard: key (why)", for messages
   // The first kMaxLeftOutNamed samples left out, "shard: key (why)", in
   // item order: what a job is told (JobOpened's left_out_samples).
@@ -94,6 +96,8 @@ struct ShardStats {
   // Samples left out for lacking a member, by the member's extension (the
   // image's, the label's or a field's): what the messages count.
   std::map<std::string, uint64_t> missing_members;
+  // Samples left out for holding two members of one name, by extension.
+  std::map<std::string, uint64_t> duplicated_members;
   // The extensions the samples hold, at most kMaxExtensionsNamed of them:
   // a message about a member no sample has lists them.
   std::set<std::string> member_extensions;
