@@ -192,6 +192,7 @@ Result<cache::BlobPtr> ItemPipeline::Fetch(ItemTask& task, cache::Key key, cache
   counters_.read_ns += NsSince(start);
   if (!bytes.ok()) return bytes.status();
   counters_.file_reads++;
+  task.read_from_storage = true;
   counters_.bytes_read += bytes->size();
   auto blob = std::make_shared<cache::Blob>();
   blob->bytes = std::move(bytes).value();
@@ -227,6 +228,7 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
   if (cache_ != nullptr) {
     if (cache::BlobPtr decoded = cache_->decoded().Get(key)) {
       counters_.decoded_hits++;
+      task.from_cache = true;
       prepared.cached = std::move(decoded);  // the transforms read the entry's pixels in place
       return prepared;
     }
@@ -241,7 +243,10 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
     if (!fetched.ok()) {
       return fail(fetched.status().message(), IsDatasetChange(*task.dataset, fetched.status()));
     }
-    if (prepared.cached != nullptr) return prepared;  // decoded pixels from the remote tier
+    if (prepared.cached != nullptr) {  // decoded pixels from the remote tier
+      task.from_cache = true;
+      return prepared;
+    }
     encoded = std::move(fetched).value();
     prepared.fields = encoded->fields;
     // Only bytes fetched from outside are offered to the encoded tier; ones
@@ -266,6 +271,7 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
       if (!failure.ok()) return fail(failure.message());
       counters_.decodes++;
       counters_.region_decodes++;
+      task.decoded = true;
       return prepared;
     }
   }
@@ -278,6 +284,7 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
   if (!decoded.ok()) return fail(decoded.status().message());
   if (!shrunk.ok()) return fail(shrunk.message());
   counters_.decodes++;
+  task.decoded = true;
   prepared.image = std::move(decoded).value();
   if (cache_ != nullptr || remote_wants_pixels) {
     prepared.decoded_to_offer = std::make_shared<cache::Blob>();
@@ -322,6 +329,12 @@ void ItemPipeline::RunOneGuarded(ItemTask& task) {
     counters_.failures++;
     RecordFailure(task, task.dataset->path(task.item).string() + ": internal error");
   }
+  if (task.costs != nullptr) {
+    PreparationCosts& costs = *task.costs;
+    if (task.read_from_storage) costs.file_reads++;
+    if (task.decoded) costs.decodes++;
+    if (!task.read_from_storage && !task.decoded && task.from_cache) costs.cache_hits++;
+  }
 }
 
 void ItemPipeline::RunOne(ItemTask& task) {
@@ -361,6 +374,7 @@ void ItemPipeline::RunOne(ItemTask& task) {
     to_augment.push_back(&d);
   }
   if (to_augment.empty()) {
+    task.from_cache = true;
     DeliverFields(task, &fields);
     return;
   }

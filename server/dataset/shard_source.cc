@@ -604,6 +604,17 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
         }
       }
     }
+    if (why.empty() && options.label_key.empty() && !field_extensions.empty()) {
+      // With fields and no label key, a sample's label is its .cls where
+      // that holds one, so the listing shows what the shards label; no
+      // sample is left out for it.
+      const size_t m = find_index("cls");
+      int64_t value = -1;
+      if (m != members.size() && ParseIntegerText(listing.inline_payloads[m], &value) &&
+          value >= 0) {
+        label = value;
+      }
+    }
     std::vector<std::pair<uint64_t, uint64_t>> fields;
     for (size_t f = 0; f < field_extensions.size() && why.empty(); ++f) {
       if (field_extensions[f].empty()) {

@@ -377,3 +377,70 @@ def test_a_member_twice_leaves_its_sample_out_naming_it(daemon, twice_shard):
     wds = pytest.importorskip("webdataset", reason="installed by scripts/setup_venv.sh")
     with pytest.raises(ValueError, match="duplicate file name"):
         list(wds.WebDataset(twice_shard, shardshuffle=False).to_tuple("jpg", "txt"))
+
+
+# -- 6. what the job is told ------------------------------------------------------------------
+
+
+def test_with_fields_the_listing_shows_the_shards_labels(daemon, gappy_shard, workdir, images):
+    loader = galley.DataLoader(gappy_shard, batch_size=6, transform=FIXED,
+                               fields=("jpg", "txt", "__key__"), socket=daemon.socket)
+    samples = loader.dataset.samples
+    keys = [k for batch in loader for k in batch[2]]
+    loader.close()
+    # Items in id order: the samples with a .txt, each labelled by its .cls.
+    listed = [int(path.rsplit(":k", 1)[1].split(".")[0]) for path, _ in samples]
+    assert sorted(keys) == [f"k{i:02d}" for i in listed]
+    assert [label for _, label in samples] == [i % 4 for i in listed]
+    assert loader.dataset.targets == [i % 4 for i in listed]
+    # A .cls that is no label (-1, "x") leaves its sample in, unlabelled.
+    shard = write_shard(workdir / "odd_labels.tar", images[0][:4],
+                        lambda i: [("txt", b"t"), ("cls", [b"2", b"-1", b"x", b"0"][i])])
+    loader = galley.DataLoader(shard, batch_size=4, transform=FIXED, fields=("jpg", "txt"),
+                               socket=daemon.socket)
+    assert loader.dataset.targets == [2, -1, -1, 0] and len(loader.dataset) == 4
+    loader.close()
+
+
+def run_shared_job(socket, shards, barrier, out):
+    loader = galley.DataLoader(shards, batch_size=8, seed=0, shuffle=True, socket=socket,
+                               transform=T.Compose([T.RandomResizedCrop(32)]),
+                               fields=("jpg", "txt"))
+    len(loader)  # opens the job
+    barrier.wait()
+    for _ in range(2):
+        for _batch in loader:
+            pass
+    out.put(loader.stats()["samplers"])
+    loader.close()
+
+
+def test_the_group_says_what_its_loads_cost(tmp_path, images):
+    """Two same-seed jobs sharing every decode: the sampler's loads count an
+    item taken again from the decoded tier, the costs beside them do not."""
+    from conftest import job_context, job_process, start_daemon, stop_daemon
+    shard = write_shard(tmp_path / "shared.tar", images[0],
+                        lambda i: [("txt", f"caption {i}".encode())])
+    daemon = start_daemon(tmp_path, "--cache-bytes", "256M")
+    try:
+        ctx = job_context()
+        barrier, out = ctx.Barrier(2), ctx.Queue()
+        procs = [job_process(run_shared_job, (daemon.socket, shard, barrier, out))
+                 for _ in range(2)]
+        for p in procs:
+            p.start()
+        seen = [out.get(timeout=300) for _ in procs]
+        assert [p.join(timeout=60) or p.exitcode for p in procs] == [0, 0]
+        group, = daemon.query("status")["samplers"]
+    finally:
+        stop_daemon(daemon)
+    assert all(len(groups) == 1 for groups in seen), seen
+    requests = group["requests"]
+    # Each item is read and decoded at most once per epoch for both jobs,
+    # and the second epoch takes it from the decoded tier.
+    assert group["decodes"] <= requests / 2
+    assert group["file_reads"] == group["decodes"] == len(images[0])
+    assert group["cache_hits"] > 0
+    assert group["decodes"] + group["cache_hits"] <= group["loads"]
+    for key in ("file_reads", "decodes", "cache_hits"):
+        assert group[key + "_per_request"] == pytest.approx(group[key] / requests)

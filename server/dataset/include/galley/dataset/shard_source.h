@@ -59,7 +59,9 @@ struct ShardOptions {
   // webp present in each sample.
   std::string image_key;
   // "cls" (text integer in the .cls member), "json:FIELD" (integer FIELD of
-  // the .json member) or "" (unlabelled: labels are -1).
+  // the .json member) or "" (unlabelled: labels are -1; with `fields`, a
+  // sample's .cls where it holds a label of 0 or more, else -1, leaving no
+  // sample out).
   std::string label_key = "cls";
   // Members each item carries besides its image (JobSpec::fields): member
   // extensions, compared lower-case, or "__key__" / "__url__". A sample
