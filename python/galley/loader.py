@@ -353,14 +353,15 @@ class DataLoader:
             order); other samplers are refused.
         batch_sampler: refused (use ``batch_size``/``drop_last``).
         num_workers: processes that run the transform's Python part (the
-            ops after the first one galleyd does not know), as torch's
-            workers: 0 runs it in the main process. Without a Python part
-            there are none (a one-time warning if not 0).
+            ops after the first one galleyd does not know) and
+            ``collate_fn``, as torch's workers: 0 runs them in the main
+            process. Without a Python part or a ``collate_fn`` there are
+            none (a one-time warning if not 0).
         collate_fn: as torch's: called on each batch's list of ``(image,
-            target)`` samples (in the workers when there are any), its
-            result yielded. Default: the stacked batch galleyd made (a
-            zero-copy view) when galleyd runs the whole transform, else
-            ``default_collate``.
+            target)`` samples, in the workers when ``num_workers > 0``
+            (each image its own copy of galleyd's), its result yielded.
+            Default: the stacked batch galleyd made (a zero-copy view) when
+            galleyd runs the whole transform, else ``default_collate``.
         pin_memory: as torch: where CUDA is available each batch is copied
             into page-locked memory (and its shared-memory slot released at
             once); where it is not, a warning says so.
@@ -607,8 +608,13 @@ class DataLoader:
             # A PIL image is made from HWC pixels.
             layout = "NCHW" if split.tensor_input else "NHWC"
         target_transform = folder.target_transform if folder is not None else None
-        self._stage = (python_stage.SampleStage(split, target_transform, self.seed)
-                       if split.tail or target_transform is not None else None)
+        # As torch runs collate_fn in its workers, so does galley, even when
+        # galleyd runs the whole transform.
+        collate_in_workers = collate_fn is not None and self.num_workers > 0 and not split.tail
+        self._stage = (python_stage.SampleStage(split, target_transform, self.seed,
+                                                keep_images=collate_in_workers)
+                       if split.tail or target_transform is not None or collate_in_workers
+                       else None)
         self._folder = folder
         self._subset_resolved = folder is None
         self._pool: Optional[worker_pool.WorkerPool] = None  # persistent workers, once started
@@ -619,8 +625,8 @@ class DataLoader:
         self.worker_init_fn = worker_init_fn
         self.persistent_workers = bool(persistent_workers)
         self.prefetch_factor = 2 if prefetch_factor is None else int(prefetch_factor)
-        self._warn_meaningless(split.tail, worker_init_fn, multiprocessing_context,
-                               persistent_workers, in_order)
+        self._warn_meaningless(split.tail or collate_in_workers, worker_init_fn,
+                               multiprocessing_context, persistent_workers, in_order)
         transform_spec = T.build_spec(split.prefix, normalize, layout)
         self._spec: Dict[str, Any] = {
             "dataset": self._root,
@@ -711,13 +717,14 @@ class DataLoader:
 
     # -- torch argument mapping ----------------------------------------------------
 
-    def _warn_meaningless(self, python_tail, worker_init_fn, multiprocessing_context,
+    def _warn_meaningless(self, python_part, worker_init_fn, multiprocessing_context,
                           persistent_workers, in_order) -> None:
-        """Worker processes run only a transform's Python part: without one
-        their arguments mean nothing, and say so once."""
-        if not python_tail:
-            why = ("the whole transform runs in galleyd, so there are no worker processes "
-                   "(galleyd's threads prepare the batches)")
+        """Worker processes run only a transform's Python part or a
+        collate_fn: without either their arguments mean nothing, and say so
+        once."""
+        if not python_part:
+            why = ("the whole transform runs in galleyd and there is no collate_fn, so there "
+                   "are no worker processes (galleyd's threads prepare the batches)")
             if self.num_workers:
                 _warn_once("num_workers", f"galley.DataLoader: num_workers has no effect: {why}")
             if worker_init_fn is not None:
@@ -932,7 +939,7 @@ class DataLoader:
         pool = None
         try:
             received = self._received_batches(walk)
-            if self._stage is not None and self._stage.transforms_images and self.num_workers:
+            if self._stage is not None and self._stage.runs_in_workers and self.num_workers:
                 pool = self._worker_pool(walk)
                 prepared = pool.run(received, walk.epoch, self._raise_sample_failure)
             else:

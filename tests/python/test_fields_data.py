@@ -444,3 +444,58 @@ def test_the_group_says_what_its_loads_cost(tmp_path, images):
     assert group["decodes"] + group["cache_hits"] <= group["loads"]
     for key in ("file_reads", "decodes", "cache_hits"):
         assert group[key + "_per_request"] == pytest.approx(group[key] / requests)
+
+
+# -- 5. collate_fn where torch runs it -------------------------------------------------------
+
+
+def tokenize(samples):
+    """A collate_fn standing for a tokenizer: it says which process ran it
+    and what torch told it there."""
+    import os
+    info = torch.utils.data.get_worker_info()
+    images = torch.stack([sample[0] for sample in samples])
+    lengths = torch.tensor([len(sample[1].split()) for sample in samples])
+    return images, lengths, [sample[2] for sample in samples], os.getpid(), \
+        None if info is None else info.id
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_collate_fn_runs_in_the_workers_as_torch_runs_it(daemon, gappy_shard, workers):
+    import os
+    loader_module = __import__("galley.loader", fromlist=["_WARNED"])
+    loader_module._WARNED.discard("num_workers")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = galley.DataLoader(gappy_shard, batch_size=6, transform=FIXED,
+                                   fields=("jpg", "txt", "__key__"), collate_fn=tokenize,
+                                   num_workers=workers, socket=daemon.socket)
+        batches = list(loader)
+    loader.close()
+    assert not [w for w in caught if "no effect" in str(w.message)], \
+        [str(w.message) for w in caught]
+    pids = {pid for *_rest, pid, _worker in batches}
+    workers_seen = {worker for *_rest, worker in batches}
+    if workers:
+        assert os.getpid() not in pids and len(pids) == 2 and workers_seen == {0, 1}
+    else:
+        assert pids == {os.getpid()} and workers_seen == {None}
+    keys = sorted(k for _i, _l, ks, _p, _w in batches for k in ks)
+    assert len(keys) == 18 and all(length == 2 for _i, ls, *_r in batches for length in ls)
+    assert all(images.shape[1:] == (3, 32, 32) for images, *_rest in batches)
+
+
+def test_collate_fn_in_workers_sees_what_the_main_process_does(daemon, folder):
+    def collate(samples):
+        return torch.stack([image for image, _ in samples]), [label for _, label in samples]
+
+    batches = {}
+    for workers in (0, 2):
+        loader = galley.DataLoader(str(folder), batch_size=10, transform=FIXED, seed=3,
+                                   collate_fn=collate, num_workers=workers, socket=daemon.socket)
+        batches[workers] = [(images.clone(), [int(label) for label in labels])
+                            for images, labels in loader]
+        loader.close()
+    assert len(batches[0]) == len(batches[2]) == 6
+    for (a, la), (b, lb) in zip(batches[0], batches[2]):
+        assert torch.equal(a, b) and la == lb
