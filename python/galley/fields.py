@@ -12,9 +12,12 @@ last dot-separated part, lower-case): ``txt``/``text`` -> ``str``;
 (``allow_pickle=False``); ``__key__``/``__url__`` -> ``str``; anything else
 -> ``bytes``. ``pyd``/``pickle`` (and ``pth``, which ``torch.load``
 unpickles) stay ``bytes`` unless ``unpickle_fields=True``: a dataset is not a
-trusted program. A manifest column's value travels as JSON text and is
-parsed with ``json.loads``. ``decode_fields=False`` leaves every value as
-``bytes``.
+trusted program. A manifest column's value travels as JSON text, already
+typed by its column (galleyd's ManifestTable), and is parsed with
+``json.loads``. ``decode_fields=False`` leaves every value as ``bytes``.
+Values are decoded in the loop's process (``FieldPlan.decode``), before any
+worker; one that does not decode is reported, not raised, so that the
+loader treats its sample as a bad one under ``on_error``.
 
 Collation is decided once per field, never by one batch's values, so that
 every batch of a field has the same type: a field whose values are
@@ -123,7 +126,7 @@ class FieldPlan:
         # One per field: "int", "float", "bool" or "" (by the values: stacked
         # tensors or arrays, else a list).
         self._collations = list(collations) or [""] * len(self._decoders)
-        self._decoding = decoders and all(d is not bytes for d in decoders)
+        self._decoding = bool(decoders) and all(d is not bytes for d in decoders)
 
     def set_collations(self, collations: Sequence[str]) -> None:
         """How galleyd, having read the whole dataset, says each field
