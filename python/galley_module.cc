@@ -141,6 +141,9 @@ py::dict InfoToDict(const galley::JobInfo& info) {
   d["content_key"] = info.content_key;
   d["mtimes_key"] = info.mtimes_key;
   d["dataset_bytes"] = info.dataset_bytes;
+  d["left_out"] = info.left_out;
+  d["left_out_samples"] = info.left_out_samples;
+  d["field_collations"] = info.field_collations;
   return d;
 }
 

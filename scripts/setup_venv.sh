@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates, or brings up to date, the virtual environment the Python tests run
 # in, the way users run galley: the python3 on PATH, PyTorch 2.x from PyPI with
-# torchvision (v1 and v2 transforms), NumPy 2, plus the build backend for
+# torchvision (v1 and v2 transforms), NumPy 2, webdataset and pandas (what
+# fields= is compared with), plus the build backend for
 # `pip wheel --no-build-isolation`. Idempotent; prints the venv's path.
 #
 # It lives outside the clone so that later runs on the same machine reuse it:
@@ -15,6 +16,6 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   python3 -m venv "$VENV" >&2
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
-  "${TORCH[@]}" "numpy>=2" pytest pytest-xdist pillow webdataset "scikit-build-core>=0.10" "pybind11>=2.12" \
+  "${TORCH[@]}" "numpy>=2" pytest pytest-xdist pillow webdataset pandas "scikit-build-core>=0.10" "pybind11>=2.12" \
   2> >(grep -v "^WARNING: Location" >&2)
 echo "$VENV"

@@ -610,7 +610,10 @@ json JobInfoToJson(const JobInfo& info) {
           {"segment_bytes", info.segment_bytes},
           {"content_key", info.content_key},
           {"mtimes_key", info.mtimes_key},
-          {"dataset_bytes", info.dataset_bytes}};
+          {"dataset_bytes", info.dataset_bytes},
+          {"left_out", info.left_out},
+          {"left_out_samples", info.left_out_samples},
+          {"field_collations", info.field_collations}};
 }
 
 Result<JobInfo> JobInfoFromJson(const json& body) {
@@ -630,6 +633,9 @@ Result<JobInfo> JobInfoFromJson(const json& body) {
   GALLEY_RETURN_IF_ERROR(r.String("content_key", &info.content_key));
   GALLEY_RETURN_IF_ERROR(r.String("mtimes_key", &info.mtimes_key));
   GALLEY_RETURN_IF_ERROR(r.Unsigned("dataset_bytes", &info.dataset_bytes));
+  GALLEY_RETURN_IF_ERROR(r.Unsigned("left_out", &info.left_out));
+  GALLEY_RETURN_IF_ERROR(r.StringList("left_out_samples", &info.left_out_samples));
+  GALLEY_RETURN_IF_ERROR(r.StringList("field_collations", &info.field_collations));
   auto shape = body.find("sample_shape");
   if (shape == body.end() || !shape->is_array() || shape->size() != 3) {
     return Status::ProtocolError("JobOpened lacks a 3-dimensional sample_shape");

@@ -12,15 +12,23 @@ last dot-separated part, lower-case): ``txt``/``text`` -> ``str``;
 (``allow_pickle=False``); ``__key__``/``__url__`` -> ``str``; anything else
 -> ``bytes``. ``pyd``/``pickle`` (and ``pth``, which ``torch.load``
 unpickles) stay ``bytes`` unless ``unpickle_fields=True``: a dataset is not a
-trusted program. A manifest column's value travels as JSON text and is
-parsed with ``json.loads``. ``decode_fields=False`` leaves every value as
-``bytes``.
+trusted program. A manifest column's value travels as JSON text, already
+typed by its column (galleyd's ManifestTable), and is parsed with
+``json.loads``. ``decode_fields=False`` leaves every value as ``bytes``.
+Values are decoded in the loop's process (``FieldPlan.decode``), before any
+worker; one that does not decode is reported, not raised, so that the
+loader treats its sample as a bad one under ``on_error``.
 
-Collation is ``torch.utils.data.default_collate``'s for tensors and numbers
-(stacked; ints -> int64, floats -> float64, bools -> bool tensors) and
-NumPy arrays (stacked into a tensor); strings, bytes, dicts and lists
-(multi-label) stay Python lists, one entry per sample, as webdataset's
-batching keeps them.
+Collation is decided once per field, never by one batch's values, so that
+every batch of a field has the same type: a field whose values are
+integers over the whole dataset (a ``.cls``-like member, an integer
+manifest column) is an int64 tensor; a manifest column of numbers a
+float64 tensor (a missing value NaN); one of booleans a bool tensor;
+tensors and NumPy arrays are stacked into a tensor; anything else
+(strings, bytes, dicts, multi-label lists, a shard ``.json`` holding a
+number) stays a Python list, one entry per sample, as webdataset's
+batching keeps them. galleyd says how each manifest column collates
+(JobOpened's ``field_collations``), having read the whole column.
 """
 
 from __future__ import annotations
@@ -94,7 +102,10 @@ def manifest_columns(path: str) -> List[str]:
     reads it: the keys of a ``.jsonl`` file's first record, a ``.csv``
     file's first row, another file's first tab-separated row."""
     suffix = os.path.splitext(path)[1].lower()
-    with open(path, newline="", encoding="utf-8") as f:
+    # Bytes that are not UTF-8 in a later cell are that cell's business
+    # (galleyd fails its sample for a job naming the column), not the
+    # header's.
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
         lines = (line for line in f if line.strip())
         if suffix == ".jsonl":
             first = next(lines, None)
@@ -107,84 +118,96 @@ class FieldPlan:
     and how each field is decoded and collated."""
 
     def __init__(self, names: Sequence[str], image_index: int,
-                 decoders: Sequence[Callable[[bytes], Any]]) -> None:
+                 decoders: Sequence[Callable[[bytes], Any]],
+                 collations: Sequence[str] = ()) -> None:
         self.names = list(names)          # as the user gave them, images included
         self.image_index = image_index    # where the images go in a batch
         self._decoders = list(decoders)   # one per field sent to galleyd
+        # One per field: "int", "float", "bool" or "" (by the values: stacked
+        # tensors or arrays, else a list).
+        self._collations = list(collations) or [""] * len(self._decoders)
+        self._decoding = bool(decoders) and all(d is not bytes for d in decoders)
 
-    def batch(self, images: "torch.Tensor", columns: List[List[bytes]],
+    def set_collations(self, collations: Sequence[str]) -> None:
+        """How galleyd, having read the whole dataset, says each field
+        collates (JobOpened's ``field_collations``; empty: as planned)."""
+        if collations and self._decoding:
+            self._collations = [given or planned
+                                for given, planned in zip(collations, self._collations)]
+
+    def batch(self, images: "torch.Tensor", columns: List[List[Any]],
               item_ids: Sequence[int]) -> Tuple[Any, ...]:
         """The batch tuple in the order of ``fields=``: the images where the
-        image member was named, each other field decoded and collated."""
-        values: List[Any] = [collate(name, decoded)
-                             for name, decoded in zip(self.field_names(),
-                                                      self._decoded(columns, item_ids))]
+        image member was named, each other field (``columns``, as
+        ``decode`` gave them) collated."""
+        values: List[Any] = [collate(name, column, how)
+                             for name, column, how in zip(self.field_names(), columns,
+                                                          self._collations)]
         values.insert(self.image_index, images)
         return tuple(values)
 
-    def finish(self, images: Any, columns: List[List[bytes]], item_ids: Sequence[int],
+    def finish(self, images: Any, columns: List[List[Any]], item_ids: Sequence[int],
                collate_fn: Optional[Callable[[List[Any]], Any]]) -> Any:
         """The batch a loop receives: ``images`` (galleyd's stacked batch,
         or the per-sample results of the job's Python part) with their
-        fields, given to ``collate_fn`` as a list of samples when there is
-        one, else collated as ``batch`` does."""
+        decoded fields, given to ``collate_fn`` as a list of samples when
+        there is one, else collated as ``batch`` does."""
         if collate_fn is not None:
             return python_stage.collate(self.samples(images, columns, item_ids), collate_fn)
         if isinstance(images, list):
             images = python_stage.default_collate(images)
         return self.batch(images, columns, item_ids)
 
-    def samples(self, images: "torch.Tensor", columns: List[List[bytes]],
+    def samples(self, images: "torch.Tensor", columns: List[List[Any]],
                 item_ids: Sequence[int]) -> List[Tuple[Any, ...]]:
         """Each sample as a tuple in the order of ``fields=``, for a
         ``collate_fn`` (torch hands it a list of samples)."""
-        per_sample = [list(values) for values in zip(*self._decoded(columns, item_ids))]
+        per_sample = [list(values) for values in zip(*columns)]
         if not per_sample:  # only the image was named
             per_sample = [[] for _ in range(len(item_ids))]
         for image, values in zip(images, per_sample):
             values.insert(self.image_index, image)
         return [tuple(values) for values in per_sample]
 
-    def _decoded(self, columns: List[List[bytes]], item_ids: Sequence[int]) -> List[List[Any]]:
-        """Each field's column decoded; a value that does not decode is an
-        error naming the field and the item."""
-        decoded_columns = []
+    def decode(self, columns: List[List[bytes]]) -> Tuple[List[List[Any]], Dict[int, str]]:
+        """Each field's column decoded, and the samples whose value did not
+        decode: {position in the batch: "field 'txt': why"} (the first
+        field that failed). A failed value is None in its column."""
+        decoded: List[List[Any]] = []
+        failed: Dict[int, str] = {}
         for name, decode, column in zip(self.field_names(), self._decoders, columns):
-            try:
-                decoded_columns.append([decode(value) for value in column])
-            except Exception as error:  # noqa: BLE001 - re-raised with the item
-                bad = _first_failure(decode, column)
-                raise ValueError(f"field {name!r} of item {item_ids[bad]} cannot be decoded: "
-                                 f"{error} (decode_fields=False passes its bytes)") from error
-        return decoded_columns
+            values = []
+            for position, value in enumerate(column):
+                try:
+                    values.append(decode(value))
+                except Exception as error:  # noqa: BLE001 - a bad value is a bad sample
+                    values.append(None)
+                    failed.setdefault(position, f"field {name!r} cannot be decoded: "
+                                                f"{type(error).__name__}: {error}")
+            decoded.append(values)
+        return decoded, failed
 
     def field_names(self) -> List[str]:
         """The fields galleyd sends: the names less the image."""
         return self.names[:self.image_index] + self.names[self.image_index + 1:]
 
 
-def _first_failure(decode: Callable[[bytes], Any], column: List[bytes]) -> int:
-    for index, value in enumerate(column):
-        try:
-            decode(value)
-        except Exception:  # noqa: BLE001 - looking for the failing sample
-            return index
-    return 0
-
-
-def collate(name: str, values: List[Any]) -> Any:
-    """One field's values for a batch, as default_collate stacks tensors
-    and numbers; other values stay a list."""
+def collate(name: str, values: List[Any], how: str = "") -> Any:
+    """One field's values for a batch, as ``how`` (the field's collation,
+    the same for every batch) says: "int" an int64 tensor, "float" a
+    float64 tensor (None as NaN), "bool" a bool tensor; "" stacks tensors
+    and NumPy arrays and keeps anything else a list."""
     import torch
+    if how == "int":
+        return torch.tensor(values, dtype=torch.int64)
+    if how == "float":
+        return torch.tensor([float("nan") if v is None else float(v) for v in values],
+                            dtype=torch.float64)
+    if how == "bool":
+        return torch.tensor(values, dtype=torch.bool)
     first = values[0] if values else None
     if isinstance(first, torch.Tensor):
         return torch.stack(values)
-    if isinstance(first, bool):
-        return torch.tensor(values, dtype=torch.bool)
-    if isinstance(first, int) and all(isinstance(v, int) for v in values):
-        return torch.tensor(values, dtype=torch.int64)
-    if isinstance(first, float) and all(isinstance(v, (int, float)) for v in values):
-        return torch.tensor(values, dtype=torch.float64)
     if type(first).__module__ == "numpy" and hasattr(first, "shape"):
         import numpy
         try:
@@ -240,11 +263,14 @@ def plan(fields: Optional[Sequence[str]], *, shards: bool, manifest: Optional[st
     if not others:
         raise ValueError(f"fields={tuple(names)} names only the image; leave fields= out for "
                          f"(images, labels) batches")
+    updates["image_key"] = image
     if shards:
-        updates["image_key"] = image
         decoders = [(_member_decoder(n, unpickle) if decode else bytes) for n in others]
+        # A member's collation follows its extension, as its decoding does.
+        collations = [("int" if decode and _member_decoder(n, unpickle) is _decode_int else "")
+                      for n in others]
     else:
-        updates["image_key"] = image
         decoders = [(json.loads if decode else bytes) for _ in others]
+        collations = [""] * len(others)  # galleyd says, once it has read the manifest
     updates["fields"] = others
-    return FieldPlan(names, image_index, decoders), updates
+    return FieldPlan(names, image_index, decoders, collations), updates

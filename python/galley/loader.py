@@ -357,14 +357,15 @@ class DataLoader:
             order); other samplers are refused.
         batch_sampler: refused (use ``batch_size``/``drop_last``).
         num_workers: processes that run the transform's Python part (the
-            ops after the first one galleyd does not know), as torch's
-            workers: 0 runs it in the main process. Without a Python part
-            there are none (a one-time warning if not 0).
+            ops after the first one galleyd does not know) and
+            ``collate_fn``, as torch's workers: 0 runs them in the main
+            process. Without a Python part or a ``collate_fn`` there are
+            none (a one-time warning if not 0).
         collate_fn: as torch's: called on each batch's list of ``(image,
-            target)`` samples (in the workers when there are any), its
-            result yielded. Default: the stacked batch galleyd made (a
-            zero-copy view) when galleyd runs the whole transform, else
-            ``default_collate``.
+            target)`` samples, in the workers when ``num_workers > 0``
+            (each image its own copy of galleyd's), its result yielded.
+            Default: the stacked batch galleyd made (a zero-copy view) when
+            galleyd runs the whole transform, else ``default_collate``.
         pin_memory: as torch: where CUDA is available each batch is copied
             into page-locked memory (and its shared-memory slot released at
             once); where it is not, a warning says so.
@@ -616,8 +617,13 @@ class DataLoader:
             # A PIL image is made from HWC pixels.
             layout = "NCHW" if split.tensor_input else "NHWC"
         target_transform = folder.target_transform if folder is not None else None
-        self._stage = (python_stage.SampleStage(split, target_transform, self.seed)
-                       if split.tail or target_transform is not None else None)
+        # As torch runs collate_fn in its workers, so does galley, even when
+        # galleyd runs the whole transform.
+        collate_in_workers = collate_fn is not None and self.num_workers > 0 and not split.tail
+        self._stage = (python_stage.SampleStage(split, target_transform, self.seed,
+                                                keep_images=collate_in_workers)
+                       if split.tail or target_transform is not None or collate_in_workers
+                       else None)
         self._folder = folder
         self._subset_resolved = folder is None
         self._pool: Optional[worker_pool.WorkerPool] = None  # persistent workers, once started
@@ -628,8 +634,8 @@ class DataLoader:
         self.worker_init_fn = worker_init_fn
         self.persistent_workers = bool(persistent_workers)
         self.prefetch_factor = 2 if prefetch_factor is None else int(prefetch_factor)
-        self._warn_meaningless(split.tail, worker_init_fn, multiprocessing_context,
-                               persistent_workers, in_order)
+        self._warn_meaningless(split.tail or collate_in_workers, worker_init_fn,
+                               multiprocessing_context, persistent_workers, in_order)
         transform_spec = T.build_spec(split.prefix, normalize, layout)
         self._spec: Dict[str, Any] = {
             "dataset": self._root,
@@ -711,6 +717,7 @@ class DataLoader:
         self._completed = 0         # main passes that ran to the end of their epoch
         self._skipped = 0
         self._skipped_files: Dict[str, None] = {}  # in the order they failed
+        self._left_out_warned = False  # shard samples the listing left out: warned once
         self._resume: Optional[Dict[str, Any]] = None  # a loaded state not yet resumed
         self._main: Optional[_Pass] = None  # the main pass under way
         # The pass state_dict() records: the main pass under way, or one whose
@@ -719,13 +726,14 @@ class DataLoader:
 
     # -- torch argument mapping ----------------------------------------------------
 
-    def _warn_meaningless(self, python_tail, worker_init_fn, multiprocessing_context,
+    def _warn_meaningless(self, python_part, worker_init_fn, multiprocessing_context,
                           persistent_workers, in_order) -> None:
-        """Worker processes run only a transform's Python part: without one
-        their arguments mean nothing, and say so once."""
-        if not python_tail:
-            why = ("the whole transform runs in galleyd, so there are no worker processes "
-                   "(galleyd's threads prepare the batches)")
+        """Worker processes run only a transform's Python part or a
+        collate_fn: without either their arguments mean nothing, and say so
+        once."""
+        if not python_part:
+            why = ("the whole transform runs in galleyd and there is no collate_fn, so there "
+                   "are no worker processes (galleyd's threads prepare the batches)")
             if self.num_workers:
                 _warn_once("num_workers", f"galley.DataLoader: num_workers has no effect: {why}")
             if worker_init_fn is not None:
@@ -824,6 +832,19 @@ class DataLoader:
         a batch with several names one of them, so this list may be shorter
         than ``skipped`` (which counts every substituted sample)."""
         return list(self._skipped_files)
+
+    @property
+    def left_out(self) -> int:
+        """Tar shards: how many samples the listing left out (never served):
+        a member ``fields=`` names, the image or the label missing or
+        unusable, a member twice. 0 for other datasets."""
+        return int(self._job_info().get("left_out", 0))
+
+    @property
+    def left_out_samples(self) -> List[str]:
+        """The first (at most 1,000) samples ``left_out`` counts, as
+        ``"shard: key (why)"``, in item order."""
+        return list(self._job_info().get("left_out_samples", []))
 
     @property
     def completed_epochs(self) -> int:
@@ -927,7 +948,7 @@ class DataLoader:
         pool = None
         try:
             received = self._received_batches(walk)
-            if self._stage is not None and self._stage.transforms_images and self.num_workers:
+            if self._stage is not None and self._stage.runs_in_workers and self.num_workers:
                 pool = self._worker_pool(walk)
                 prepared = pool.run(received, walk.epoch, self._raise_sample_failure)
             else:
@@ -1008,16 +1029,68 @@ class DataLoader:
                 self._note_skipped(walk, meta["skipped"], meta["first_error"])
             last = meta["last_in_epoch"]
             ids = _tensors.int64_tensor(ids)
+            labels = _tensors.int64_tensor(labels)
             images = None
+            fields = meta.get("fields")
             if len(labels):
                 walk.held.append(weakref.ref(memory))
                 images = _tensors.images_tensor(memory)
+                if self._fields is not None:
+                    images, labels, ids, fields = self._decode_fields(walk, images, labels, ids,
+                                                                      fields)
             del memory
             received += 1 if len(labels) else 0
-            yield (ids, last), (images, _tensors.int64_tensor(labels), ids, meta.get("fields"))
+            yield (ids, last), (images, labels, ids, fields)
             del images  # the ring slot goes back to galleyd once the batch is dropped
             if last:
                 return
+
+    def _decode_fields(self, walk: "_Pass", images: "torch.Tensor", labels: "torch.Tensor",
+                       ids: "torch.Tensor", columns: List[List[bytes]]) -> Tuple[Any, ...]:
+        """The batch's field values decoded, here in the loop's process (they
+        are small), before any worker. A value that does not decode (a
+        pickle that does not unpickle, say: galleyd checks what it can) is a
+        bad sample, as a broken image is: under on_error="skip" another
+        sample of the batch takes its place, counted in ``skipped`` and
+        ``skipped_files`` and warned of; under "raise" SampleError names the
+        shard, the member and why."""
+        decoded, failed = self._fields.decode(columns)
+        if not failed:
+            return images, labels, ids, decoded
+        items = ids.tolist()
+        where = {position: self._field_failure(items[position], why)
+                 for position, why in sorted(failed.items())}
+        good = [p for p in range(len(items)) if p not in failed]
+        self._note_skipped(walk, len(failed), next(iter(where.values())))
+        for message in where.values():  # every file, not only the batch's first
+            self._skipped_files.setdefault(message.split(": ", 1)[0])
+        if not good:
+            raise _galley.SampleError(
+                f"no sample of a batch of epoch {walk.epoch} could be decoded; the first: "
+                f"{next(iter(where.values()))}")
+        # Each failed position takes the next good sample of the batch.
+        take = [p if p not in failed else next((g for g in good if g > p), good[0])
+                for p in range(len(items))]
+        import torch
+        index = torch.tensor(take, dtype=torch.int64)
+        decoded = [[column[p] for p in take] for column in decoded]
+        return images.index_select(0, index), labels[index], ids[index], decoded
+
+    def _field_failure(self, item: int, why: str) -> str:
+        """"<file>: <what> <why>" for a field of ``item`` that did not decode,
+        naming the shard and member (or the manifest's image and column)."""
+        try:
+            path = self._listing.samples[item][0]
+        except Exception:  # the listing is only the message's: never a second error
+            return f"item {item}: {why}"
+        field, reason = why.split(" cannot be decoded: ", 1)
+        name = field.split(" ", 1)[1].strip("'")
+        if self._spec.get("shards"):
+            shard, member = path.rsplit(":", 1)
+            slash = member.rfind("/") + 1
+            key = member[:member.find(".", slash)] if "." in member[slash:] else member
+            return f"{path}: member {key}.{name} cannot be decoded: {reason}"
+        return f"{path}: manifest column {name!r} cannot be decoded: {reason}"
 
     def _prepared_here(self, received: Iterator[Tuple[Any, Any]],
                        epoch: int) -> Iterator[Tuple[Any, Any]]:
@@ -1029,7 +1102,7 @@ class DataLoader:
             del batch
 
     def _prepare(self, images: "torch.Tensor", labels: "torch.Tensor", ids: "torch.Tensor",
-                 epoch: int, fields: Optional[List[List[bytes]]] = None) -> Any:
+                 epoch: int, fields: Optional[List[List[Any]]] = None) -> Any:
         """One batch in this process: galleyd's stacked batch as it is (a
         view of the ring) when the transform ran wholly in galleyd and no
         collate_fn is given, else torch's collation of the samples; with
@@ -1393,7 +1466,25 @@ class DataLoader:
             "mtimes_key": info["mtimes_key"], "items": self._dataset_size,
             "bytes": int(info["dataset_bytes"]), "classes": list(info["classes"])}
         self._notice_shared_order(job)
+        self._notice_left_out(info)
+        if self._fields is not None:
+            self._fields.set_collations(info.get("field_collations", []))
         return job, self._daemon_pid(self._client)
+
+    def _notice_left_out(self, info: Dict[str, Any]) -> None:
+        """Shard samples the listing left out are never served: one warning
+        per loader naming how many and the first ones."""
+        count = int(info.get("left_out", 0))
+        if not count or self._left_out_warned:
+            return
+        self._left_out_warned = True
+        named = list(info.get("left_out_samples", []))
+        more = f" and {count - 3} more" if count > 3 else ""
+        warnings.warn(f"galley: {count} sample(s) of the shards are left out and never served "
+                      f"(a member fields= names, the image or the label is missing or unusable, "
+                      f"or a member is there twice): "
+                      f"{'; '.join(named[:3])}{more}. loader.left_out_samples lists them; "
+                      f"on_error='raise' refuses the dataset instead", UserWarning, stacklevel=5)
 
     def _resolve_subset(self) -> None:
         """A torchvision dataset object's files (its ``extensions=`` and

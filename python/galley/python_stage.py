@@ -177,16 +177,25 @@ class SampleStage:
     can be given it; a forked one inherits it."""
 
     def __init__(self, split: Split, target_transform: Optional[Callable[[Any], Any]],
-                 seed: int) -> None:
+                 seed: int, keep_images: bool = False) -> None:
         self.tail = split.tail
         self.tensor_input = split.tensor_input
         self.v2 = split.v2
         self.target_transform = target_transform
         self.seed = int(seed)
+        # Without a tail, give each sample galleyd's image (its own copy)
+        # rather than None: a collate_fn runs on them in the workers.
+        self.keep_images = keep_images
 
     @property
     def transforms_images(self) -> bool:
         return bool(self.tail)
+
+    @property
+    def runs_in_workers(self) -> bool:
+        """Whether the job's worker processes have a part to run: the tail,
+        or a collate_fn on galleyd's images."""
+        return bool(self.tail) or self.keep_images
 
     def _image(self, images: Any, index: int) -> Any:
         """Sample ``index`` of the prefix's batch, as torchvision would have
@@ -235,6 +244,9 @@ class SampleStage:
                     image = self._image(images, index)
                     for step in self.tail:
                         image = step(image)
+                elif self.keep_images:
+                    # Its own memory: the worker's input slot is reused.
+                    image = images[index].clone()
                 target = int(label)
                 if self.target_transform is not None:
                     target = self.target_transform(target)

@@ -445,6 +445,13 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
   info.content_key = job->dataset->resume_key().content.Hex();
   info.mtimes_key = job->dataset->resume_key().mtimes.Hex();
   info.dataset_bytes = job->dataset->total_bytes();
+  if (const auto& collations = job->dataset->field_collations(); !collations.empty()) {
+    for (const uint32_t f : job->field_map) info.field_collations.push_back(collations[f]);
+  }
+  if (const ShardSource* shards = job->dataset->shard_source()) {
+    info.left_out = shards->stats().skipped_samples;
+    info.left_out_samples = shards->stats().left_out;
+  }
   const Status sent =
       SendJson(connection, wire::MessageType::kJobOpened, open_id, wire::JobInfoToJson(info),
                job->ring->segment_fd(), job->ring->client_wakeup_fd());

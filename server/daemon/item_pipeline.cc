@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "galley/daemon/node_probe.h"
+#include "galley/dataset/sample_fields.h"
 #include "galley/image/max_resolution.h"
 #include "wire/field_record.h"
 
@@ -191,6 +192,7 @@ Result<cache::BlobPtr> ItemPipeline::Fetch(ItemTask& task, cache::Key key, cache
   counters_.read_ns += NsSince(start);
   if (!bytes.ok()) return bytes.status();
   counters_.file_reads++;
+  task.read_from_storage = true;
   counters_.bytes_read += bytes->size();
   auto blob = std::make_shared<cache::Blob>();
   blob->bytes = std::move(bytes).value();
@@ -226,6 +228,7 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
   if (cache_ != nullptr) {
     if (cache::BlobPtr decoded = cache_->decoded().Get(key)) {
       counters_.decoded_hits++;
+      task.from_cache = true;
       prepared.cached = std::move(decoded);  // the transforms read the entry's pixels in place
       return prepared;
     }
@@ -240,7 +243,10 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
     if (!fetched.ok()) {
       return fail(fetched.status().message(), IsDatasetChange(*task.dataset, fetched.status()));
     }
-    if (prepared.cached != nullptr) return prepared;  // decoded pixels from the remote tier
+    if (prepared.cached != nullptr) {  // decoded pixels from the remote tier
+      task.from_cache = true;
+      return prepared;
+    }
     encoded = std::move(fetched).value();
     prepared.fields = encoded->fields;
     // Only bytes fetched from outside are offered to the encoded tier; ones
@@ -265,6 +271,7 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
       if (!failure.ok()) return fail(failure.message());
       counters_.decodes++;
       counters_.region_decodes++;
+      task.decoded = true;
       return prepared;
     }
   }
@@ -277,6 +284,7 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
   if (!decoded.ok()) return fail(decoded.status().message());
   if (!shrunk.ok()) return fail(shrunk.message());
   counters_.decodes++;
+  task.decoded = true;
   prepared.image = std::move(decoded).value();
   if (cache_ != nullptr || remote_wants_pixels) {
     prepared.decoded_to_offer = std::make_shared<cache::Blob>();
@@ -321,6 +329,12 @@ void ItemPipeline::RunOneGuarded(ItemTask& task) {
     counters_.failures++;
     RecordFailure(task, task.dataset->path(task.item).string() + ": internal error");
   }
+  if (task.costs != nullptr) {
+    PreparationCosts& costs = *task.costs;
+    if (task.read_from_storage) costs.file_reads++;
+    if (task.decoded) costs.decodes++;
+    if (!task.read_from_storage && !task.decoded && task.from_cache) costs.cache_hits++;
+  }
 }
 
 void ItemPipeline::RunOne(ItemTask& task) {
@@ -360,6 +374,7 @@ void ItemPipeline::RunOne(ItemTask& task) {
     to_augment.push_back(&d);
   }
   if (to_augment.empty()) {
+    task.from_cache = true;
     DeliverFields(task, &fields);
     return;
   }
@@ -473,24 +488,35 @@ bool ItemPipeline::DeliverFields(ItemTask& task, cache::FieldRecord* record) {
     RecordFailure(task, dataset.path(task.item).string() + ": " + values.status().message());
     return false;
   }
+  // A manifest's columns are one listing for every job, whichever columns
+  // it names: a bad value fails the sample only for the jobs naming it.
+  const bool manifest = dataset.shard_source() == nullptr;
   for (SlotPosition& d : task.deliveries) {
     const ServedJob& job = *d.plan->job;
     if (job.field_map.empty()) continue;
     bool identity = job.field_map.size() == names.size();
-    std::string oversized;
+    std::string refused;
     for (size_t i = 0; i < job.field_map.size(); ++i) {
       const uint32_t f = job.field_map[i];
       identity = identity && f == i;
-      if ((*values)[f].size() > job.spec.max_member_bytes && oversized.empty()) {
-        oversized = fmt::format(
+      if (!refused.empty()) continue;
+      const std::span<const uint8_t> value = (*values)[f];
+      if (value.size() > job.spec.max_member_bytes) {
+        refused = fmt::format(
             "{}: field '{}' is {} bytes, more than max_member_bytes={}; raise it to serve it",
-            dataset.path(task.item).string(), names[f], (*values)[f].size(),
-            job.spec.max_member_bytes);
+            dataset.path(task.item).string(), names[f], value.size(), job.spec.max_member_bytes);
+      } else if (manifest) {
+        const Status valid = CheckManifestValue(
+            std::string_view(reinterpret_cast<const char*>(value.data()), value.size()));
+        if (!valid.ok()) {
+          refused = fmt::format("{}: manifest column '{}' {}", dataset.path(task.item).string(),
+                                names[f], valid.message());
+        }
       }
     }
-    if (!oversized.empty()) {
+    if (!refused.empty()) {
       counters_.failures++;
-      d.plan->errors[d.position] = oversized;
+      d.plan->errors[d.position] = refused;
       continue;
     }
     if (identity) {

@@ -356,7 +356,9 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     // for it; returns whether that task is new (a load).
     auto deliver = [&](SlotPlan* plan, ItemId item) {
       auto [it, inserted] = task_of_item.try_emplace(item, tasks->size());
-      if (inserted) tasks->push_back(ItemTask{dataset, item, {}, dataset_index, max_resolution});
+      if (inserted) {
+        tasks->push_back(ItemTask{dataset, item, {}, dataset_index, max_resolution, group->costs});
+      }
       (*tasks)[it->second].deliveries.push_back({plan, static_cast<uint32_t>(plan->items.size())});
       plan->items.push_back(item);
       return inserted;
@@ -700,6 +702,15 @@ std::vector<SamplerGroupSnapshot> Scheduler::Snapshot() const {
     s.requests = group->requests;
     s.loads = group->loads;
     s.loads_per_request = group->requests ? double(group->loads) / group->requests : 0.0;
+    s.file_reads = group->costs->file_reads.load();
+    s.decodes = group->costs->decodes.load();
+    s.cache_hits = group->costs->cache_hits.load();
+    const auto per_request = [&](uint64_t count) {
+      return group->requests ? double(count) / group->requests : 0.0;
+    };
+    s.file_reads_per_request = per_request(s.file_reads);
+    s.decodes_per_request = per_request(s.decodes);
+    s.cache_hits_per_request = per_request(s.cache_hits);
     s.substitutions = group->substitutions + substitutions[group.get()];
     s.job_seeds = seeds[group.get()].size();
     s.orders_follow_seeds = group->policy->OrdersFollowJobSeeds();

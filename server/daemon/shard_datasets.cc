@@ -25,9 +25,8 @@ Status CheckShardJob(const Dataset& dataset, const JobSpec& spec) {
     const ShardStats& stats = shards->stats();
     if (stats.skipped_samples > 0) {
       return Status::InvalidArgument(
-          std::to_string(stats.skipped_samples) +
-          " samples have no usable image or label, the first: " + stats.first_skipped_sample +
-          " (on_error=\"skip\" serves the others)");
+          std::to_string(stats.skipped_samples) + " sample(s) of the shards are left out: " +
+          DescribeLeftOut(stats) + " (on_error=\"skip\" serves the others, with a warning)");
     }
     if (stats.damaged_shards > 0) {
       return Status::InvalidArgument(std::to_string(stats.damaged_shards) +

@@ -95,10 +95,10 @@ Result<std::shared_ptr<const Dataset>> Dataset::OpenShards(
   dataset->source_ = std::move(source);
   if (dataset->size() == 0) {
     const ShardStats& stats = dataset->shards_->stats();
-    std::string why = stats.first_skipped_sample.empty()
+    std::string why = stats.skipped_samples == 0
                           ? ""
                           : "; " + std::to_string(stats.skipped_samples) +
-                                " samples skipped, the first: " + stats.first_skipped_sample;
+                                " sample(s) left out: " + DescribeLeftOut(stats);
     if (!stats.first_damage.empty()) why += "; damage: " + stats.first_damage;
     return Status::InvalidArgument("the " + std::to_string(shards.size()) +
                                    " shards starting with " + canonical.front().string() +

@@ -21,6 +21,8 @@
 #include "galley/dataset/manifest_table.h"
 #include "galley/errno_text.h"
 #include "galley/unique_fd.h"
+#include "wire/field_record.h"
+#include "wire/messages.h"
 
 namespace galley {
 namespace {
@@ -394,11 +396,13 @@ Result<std::string> FileSource::CheckListedPath(const std::string& path,
   return normal.lexically_relative(base_dir_).string();
 }
 
-Status FileSource::AddListedItems(const std::vector<ListedLine>& lines, bool labelled) {
+Status FileSource::AddListedItems(const std::vector<ListedLine>& lines, Labels labels) {
+  const bool labelled = labels != Labels::kNone;
   int64_t number = 0;
-  const bool numeric = std::all_of(lines.begin(), lines.end(), [&](const ListedLine& line) {
-    return ParseInteger(line.label, number);
-  });
+  const bool numeric = labels == Labels::kIntegersOrNames &&
+                       std::all_of(lines.begin(), lines.end(), [&](const ListedLine& line) {
+                         return ParseInteger(line.label, number);
+                       });
   std::map<std::string, int64_t> class_index;
   if (labelled && !numeric) {
     for (const ListedLine& line : lines) class_index.emplace(line.label, 0);
@@ -431,11 +435,57 @@ class FileSource::LineReader {
         stop_(options.stop),
         chunk_(kChunkBytes) {}
 
-  // The number of the line Next() gave last (1-based).
-  size_t number() const { return number_; }
+  // The number of the first line of what Next() or NextCsvRecord() gave
+  // last (1-based).
+  size_t number() const { return first_; }
+  // Lines read so far.
+  size_t lines() const { return number_; }
 
   Result<bool> Next(std::string* line) {
     line->clear();
+    first_ = number_ + 1;
+    spanning_ = false;
+    GALLEY_ASSIGN_OR_RETURN(const bool more, AppendLine(line));
+    if (more) GALLEY_RETURN_IF_ERROR(TrimCarriageReturn(line));
+    return more;
+  }
+
+  // The next CSV record: a line, and the lines after it while a quoted cell
+  // is open (RFC 4180), each joined by the '\n' that ended the one before
+  // (a '\r' before it stays in the cell, as Python's csv module keeps it).
+  // The byte limit bounds the whole record. A file that ends inside a
+  // quoted cell gives what there is, which the table refuses naming the
+  // open quote.
+  Result<bool> NextCsvRecord(std::string* record) {
+    record->clear();
+    first_ = number_ + 1;
+    spanning_ = false;
+    GALLEY_ASSIGN_OR_RETURN(bool more, AppendLine(record));
+    if (!more) return false;
+    CsvScanner quotes;
+    quotes.Feed(*record);
+    while (quotes.in_quotes()) {
+      const size_t joint = record->size();
+      record->push_back('\n');
+      spanning_ = true;
+      GALLEY_ASSIGN_OR_RETURN(more, AppendLine(record));
+      if (!more) {
+        record->pop_back();
+        break;
+      }
+      quotes.Feed(std::string_view(*record).substr(joint));
+    }
+    GALLEY_RETURN_IF_ERROR(TrimCarriageReturn(record));
+    return true;
+  }
+
+ private:
+  static constexpr size_t kChunkBytes = size_t{1} << 16;
+
+  // Appends the manifest's next line to `text`, its '\n' taken off: false
+  // at the end of the file. `text` stays within the limit (one byte over
+  // may be the '\r' of a CRLF ending, which the caller takes off).
+  Result<bool> AppendLine(std::string* text) {
     bool any = false;
     while (true) {
       if (StopRequested(stop_)) return stop_->Why();
@@ -453,31 +503,37 @@ class FileSource::LineReader {
       const char* from = chunk_.data() + next_;
       const auto* newline = static_cast<const char*>(std::memchr(from, '\n', end_ - next_));
       const size_t take = newline != nullptr ? static_cast<size_t>(newline - from) : end_ - next_;
-      // One byte over the limit may be the '\r' of a CRLF ending.
-      if (line->size() + take > max_line_bytes_ + 1) return TooLong();
-      line->append(from, take);
+      if (text->size() + take > max_line_bytes_ + 1) return TooLong();
+      text->append(from, take);
       next_ += take;
       if (newline != nullptr) {
         ++next_;
         break;
       }
     }
-    if (!line->empty() && line->back() == '\r') line->pop_back();
-    if (line->size() > max_line_bytes_) return TooLong();
     ++number_;
     return true;
   }
 
- private:
-  static constexpr size_t kChunkBytes = size_t{1} << 16;
+  Status TrimCarriageReturn(std::string* text) {
+    if (!text->empty() && text->back() == '\r') text->pop_back();
+    return text->size() > max_line_bytes_ ? TooLong() : Status::Ok();
+  }
 
-  // The line being read, the next one, is over the limit.
+  // The line or record being read is over the limit.
   Status TooLong() const {
-    return Status::InvalidArgument(
-        manifest_.string() + ":" + std::to_string(number_ + 1) + ": the line is longer than " +
-        std::to_string(max_line_bytes_) +
-        " bytes (galleyd's max_manifest_line_bytes); split the line, or ask the node's operator "
-        "to raise the limit");
+    const std::string where = manifest_.string() + ":" + std::to_string(first_) + ": ";
+    const std::string limit =
+        std::to_string(max_line_bytes_) + " bytes (galleyd's max_manifest_line_bytes); ";
+    if (spanning_) {
+      return Status::InvalidArgument(
+          where +
+          "the record starting on this line, a quoted cell spanning lines, is longer "
+          "than " +
+          limit + "close the quote (or split the cell), or ask the node's operator to raise it");
+    }
+    return Status::InvalidArgument(where + "the line is longer than " + limit +
+                                   "split the line, or ask the node's operator to raise the limit");
   }
 
   std::istream& in_;
@@ -486,7 +542,9 @@ class FileSource::LineReader {
   ListingStop* const stop_;
   std::vector<char> chunk_;
   size_t next_ = 0, end_ = 0;
-  size_t number_ = 0;
+  size_t number_ = 0;      // lines read
+  size_t first_ = 0;       // the first line of the last line or record given
+  bool spanning_ = false;  // the record being read goes on past its first line
 };
 
 Status FileSource::ReadManifest(const ManifestOptions& options) {
@@ -512,20 +570,23 @@ Status FileSource::ReadManifest(const ManifestOptions& options) {
     GALLEY_ASSIGN_OR_RETURN(std::string path, CheckListedPath(text.substr(0, tab), where));
     lines.push_back({std::move(path), text.substr(tab + 1)});
   }
-  return AddListedItems(lines, /*labelled=*/true);
+  return AddListedItems(lines, Labels::kIntegersOrNames);
 }
 
 Status FileSource::ReadTable(std::ifstream& in, const ManifestOptions& options) {
   ManifestTable table(TableFormatOf(root_), options.image_column, options.max_columns);
+  const bool csv = TableFormatOf(root_) == TableFormat::kCsv;
   std::vector<ListedLine> lines;
-  bool header = false, integers = true, texts = true;
+  bool header = false;
   std::string text;
   LineReader reader(in, root_, options);
   while (true) {
-    GALLEY_ASSIGN_OR_RETURN(const bool more, reader.Next(&text));
+    // A CSV record may span lines inside a quoted cell (RFC 4180).
+    GALLEY_ASSIGN_OR_RETURN(const bool more,
+                            csv ? reader.NextCsvRecord(&text) : reader.Next(&text));
     if (!more) break;
     const size_t number = reader.number();
-    progress_->done = number;
+    progress_->done = reader.lines();
     if (text.find_first_not_of(" \t") == std::string::npos) continue;
     const std::string where = root_.string() + ":" + std::to_string(number) + ": ";
     if (!header) {
@@ -537,22 +598,52 @@ Status FileSource::ReadTable(std::ifstream& in, const ManifestOptions& options) 
     auto row = table.Parse(text);
     if (!row.ok()) return Status::InvalidArgument(where + row.status().message());
     GALLEY_ASSIGN_OR_RETURN(std::string path, CheckListedPath(row->image, where));
-    integers = integers && row->label_kind == ManifestTable::Row::LabelKind::kInteger;
-    texts = texts && row->label_kind == ManifestTable::Row::LabelKind::kText;
     lines.push_back({std::move(path), std::move(row->label)});
     record_pool_.insert(record_pool_.end(), row->record.begin(), row->record.end());
     record_offsets_.push_back(record_pool_.size());
   }
   if (!header) return Status::InvalidArgument(root_.string() + " has no header row");
   field_names_ = table.field_names();
-  return AddListedItems(lines, !table.field_names().empty() && (integers || texts));
+  field_types_ = table.column_types();
+  field_collations_ = table.collations();
+  // Labels follow the first field column's type: an integer column's
+  // values, or a string column's cells as class names ("007" included).
+  if (table.integer_labels()) {
+    for (ListedLine& line : lines) {
+      line.label = ManifestTable::TypedValue(ManifestTable::ColumnType::kInteger, line.label);
+    }
+    return AddListedItems(lines, Labels::kIntegersOrNames);
+  }
+  // A class name must be UTF-8 (a job names classes in its protocol): a
+  // column holding a cell that is not is no class name column.
+  const bool named =
+      table.named_labels() && std::all_of(lines.begin(), lines.end(), [](const ListedLine& line) {
+        return wire::IsValidUtf8(line.label);
+      });
+  return AddListedItems(lines, named ? Labels::kNames : Labels::kNone);
 }
 
 Result<std::vector<uint8_t>> FileSource::ReadFields(ItemId id) const {
   if (field_names_.empty()) return std::vector<uint8_t>();
-  return std::vector<uint8_t>(
-      record_pool_.begin() + static_cast<ptrdiff_t>(record_offsets_[id]),
-      record_pool_.begin() + static_cast<ptrdiff_t>(record_offsets_[id + 1]));
+  const std::span<const uint8_t> record(record_pool_.data() + record_offsets_[id],
+                                        record_offsets_[id + 1] - record_offsets_[id]);
+  if (std::all_of(field_types_.begin(), field_types_.end(), [](ManifestTable::ColumnType type) {
+        return type == ManifestTable::ColumnType::kAsWritten;
+      })) {
+    return std::vector<uint8_t>(record.begin(), record.end());
+  }
+  // A CSV or TSV row keeps its cells as written; each is typed here by its
+  // column's type, decided once the whole column was read.
+  GALLEY_ASSIGN_OR_RETURN(auto cells, wire::SplitFieldRecord(record, field_names_.size()));
+  std::vector<uint8_t> typed;
+  for (size_t f = 0; f < cells.size(); ++f) {
+    const std::string value = ManifestTable::TypedValue(
+        field_types_[f],
+        std::string_view(reinterpret_cast<const char*>(cells[f].data()), cells[f].size()));
+    wire::AppendFieldValue(&typed,
+                           std::span(reinterpret_cast<const uint8_t*>(value.data()), value.size()));
+  }
+  return typed;
 }
 
 uint64_t FileSource::held_bytes() const {

@@ -9,8 +9,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <system_error>
 #include <thread>
 #include <unordered_map>
@@ -500,7 +502,12 @@ struct GroupedShard {
   uint64_t bytes = 0;  // the images' and fields' payloads
   uint64_t skipped_members = 0;
   uint64_t skipped_samples = 0;
-  std::string first_skipped_sample;  // "shard: key (why)"
+  // The first kMaxLeftOutNamed, "shard: key (why)", and ShardStats' other
+  // figures for this shard.
+  std::vector<std::string> left_out;
+  std::map<std::string, uint64_t> missing_members;
+  std::map<std::string, uint64_t> duplicated_members;
+  std::set<std::string> member_extensions;
   std::string damage;
 };
 
@@ -522,6 +529,7 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
   struct Sample {
     std::string key;
     std::vector<std::pair<std::string, size_t>> members;  // extension, member index
+    std::string duplicated;                               // the extension of a member found twice
   };
   std::vector<Sample> samples;
   std::unordered_map<std::string, size_t> by_key;
@@ -532,15 +540,18 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
       out.skipped_members++;
       continue;
     }
+    if (out.member_extensions.size() < kMaxExtensionsNamed) out.member_extensions.insert(extension);
     auto [it, inserted] = by_key.try_emplace(key, samples.size());
     if (inserted) samples.push_back({key, {}});
-    auto& group = samples[it->second].members;
-    if (std::any_of(group.begin(), group.end(),
+    Sample& sample = samples[it->second];
+    if (std::any_of(sample.members.begin(), sample.members.end(),
                     [&](const auto& e) { return e.first == extension; })) {
-      out.skipped_members++;  // a duplicate key.extension: the first wins
+      // Which of two members is the sample's is anyone's guess, so the
+      // sample is left out, named (webdataset refuses the shard).
+      if (sample.duplicated.empty()) sample.duplicated = extension;
       continue;
     }
-    group.emplace_back(extension, m);
+    sample.members.emplace_back(extension, m);
   }
   for (const Sample& sample : samples) {
     auto find = [&](const std::string& extension) -> const TarMember* {
@@ -567,14 +578,19 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
       }
     }
     std::string why;
+    std::string missing;  // the extension of a member the sample lacks
     int64_t label = -1;
-    if (image == nullptr) {
+    if (!sample.duplicated.empty()) {
+      why = "two members named " + sample.key + "." + sample.duplicated;
+    } else if (image == nullptr) {
       why = options.image_key.empty() ? "no jpg, jpeg, png or webp member"
                                       : "no ." + options.image_key + " member";
+      missing = options.image_key.empty() ? "jpg, jpeg, png or webp" : options.image_key;
     } else if (!options.label_key.empty()) {
       const size_t m = find_index(wanted_label_extension);
       if (m == members.size()) {
         why = "no ." + wanted_label_extension + " member";
+        missing = wanted_label_extension;
       } else if (json_field.empty()) {
         if (!ParseIntegerText(listing.inline_payloads[m], &label)) {
           why = "the .cls is not an integer";
@@ -595,6 +611,17 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
         }
       }
     }
+    if (why.empty() && options.label_key.empty() && !field_extensions.empty()) {
+      // With fields and no label key, a sample's label is its .cls where
+      // that holds one, so the listing shows what the shards label; no
+      // sample is left out for it.
+      const size_t m = find_index("cls");
+      int64_t value = -1;
+      if (m != members.size() && ParseIntegerText(listing.inline_payloads[m], &value) &&
+          value >= 0) {
+        label = value;
+      }
+    }
     std::vector<std::pair<uint64_t, uint64_t>> fields;
     for (size_t f = 0; f < field_extensions.size() && why.empty(); ++f) {
       if (field_extensions[f].empty()) {
@@ -603,11 +630,15 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
         fields.push_back({member->offset, member->size});
       } else {
         why = "no ." + field_extensions[f] + " member";
+        missing = field_extensions[f];
       }
     }
     if (!why.empty()) {
-      if (out.skipped_samples++ == 0)
-        out.first_skipped_sample = shard.string() + ": " + sample.key + " (" + why + ")";
+      out.skipped_samples++;
+      if (!missing.empty()) out.missing_members[missing]++;
+      if (!sample.duplicated.empty()) out.duplicated_members[sample.duplicated]++;
+      if (out.left_out.size() < kMaxLeftOutNamed)
+        out.left_out.push_back(shard.string() + ": " + sample.key + " (" + why + ")");
       continue;
     }
     out.samples.push_back({image->offset, image->size, label});
@@ -621,6 +652,41 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
 }
 
 }  // namespace
+
+std::string DescribeLeftOut(const ShardStats& stats) {
+  if (stats.skipped_samples == 0) return "";
+  std::string text;
+  uint64_t lacking = 0;
+  for (const auto& [extension, count] : stats.missing_members) {
+    text += (text.empty() ? "" : ", ") + std::to_string(count) +
+            (extension.find(',') != std::string::npos ? " have no image member (" + extension + ")"
+                                                      : " have no ." + extension + " member");
+    lacking += count;
+  }
+  for (const auto& [extension, count] : stats.duplicated_members) {
+    text +=
+        (text.empty() ? "" : ", ") + std::to_string(count) + " have two ." + extension + " members";
+    lacking += count;
+  }
+  if (lacking < stats.skipped_samples) {
+    text += (text.empty() ? "" : ", ") + std::to_string(stats.skipped_samples - lacking) +
+            " have no usable image or label";
+  }
+  // A member no sample has is usually a misspelt name: say which members
+  // the samples do have.
+  // (The set is complete only below its cap.)
+  for (const auto& [extension, count] : stats.missing_members) {
+    if (extension.find(',') != std::string::npos || stats.member_extensions.contains(extension) ||
+        stats.member_extensions.size() >= kMaxExtensionsNamed)
+      continue;
+    std::string held;
+    for (const std::string& e : stats.member_extensions) held += (held.empty() ? "" : ", ") + e;
+    text += "; no sample has a ." + extension +
+            " member (the samples' members: " + (held.empty() ? "none" : held) + ")";
+  }
+  if (!stats.first_skipped_sample.empty()) text += "; the first: " + stats.first_skipped_sample;
+  return text;
+}
 
 ShardIndexCounters& GlobalShardIndexCounters() {
   static ShardIndexCounters counters;
@@ -800,10 +866,19 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
     if (!shard.damage.empty() && stats.damaged_shards++ == 0) {
       stats.first_damage = shards[s].string() + ": " + shard.damage;
     }
-    if (shard.skipped_samples > 0 && stats.skipped_samples == 0) {
-      stats.first_skipped_sample = std::move(shard.first_skipped_sample);
-    }
     stats.skipped_samples += shard.skipped_samples;
+    for (std::string& name : shard.left_out) {
+      if (stats.left_out.size() == kMaxLeftOutNamed) break;
+      stats.left_out.push_back(std::move(name));
+    }
+    for (const auto& [extension, count] : shard.missing_members)
+      stats.missing_members[extension] += count;
+    for (const auto& [extension, count] : shard.duplicated_members)
+      stats.duplicated_members[extension] += count;
+    for (const std::string& extension : shard.member_extensions) {
+      if (stats.member_extensions.size() == kMaxExtensionsNamed) break;
+      stats.member_extensions.insert(extension);
+    }
     const uint64_t key_base = source->key_pool_.size();
     for (size_t i = 0; i < shard.samples.size(); ++i) {
       const GroupedShard::Sample& sample = shard.samples[i];
@@ -818,6 +893,7 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
     shard = GroupedShard();  // freed as soon as it is copied
   }
   stats.samples = source->items_.size();
+  if (!stats.left_out.empty()) stats.first_skipped_sample = stats.left_out.front();
   // Shards by canonical path, size, mtime, change time and inode (what no
   // clone of them elsewhere has: content_fingerprint.h), then each item's
   // byte range.
@@ -882,6 +958,7 @@ uint64_t ShardSource::held_bytes() const {
                    sizeof(uint64_t) * key_offsets_.capacity() +
                    sizeof(Extent) * field_extents_.capacity();
   for (const fs::path& shard : files_->paths()) bytes += sizeof(fs::path) + shard.native().size();
+  for (const std::string& name : stats_.left_out) bytes += sizeof(std::string) + name.capacity();
   return bytes;
 }
 

@@ -153,6 +153,13 @@ const Family<SamplerGroupSnapshot> kSamplerFamilies[] = {
      [](const SamplerGroupSnapshot& s) -> SampleValue { return s.loads; }},
     {"sampler_loads_per_request", "gauge", "Loads divided by requests (1 = no sharing).",
      [](const SamplerGroupSnapshot& s) -> SampleValue { return s.loads_per_request; }},
+    {"sampler_file_reads_total", "counter", "Items prepared that were read from storage.",
+     [](const SamplerGroupSnapshot& s) -> SampleValue { return s.file_reads; }},
+    {"sampler_decodes_total", "counter", "Items prepared that were decoded.",
+     [](const SamplerGroupSnapshot& s) -> SampleValue { return s.decodes; }},
+    {"sampler_cache_hits_total", "counter",
+     "Items prepared from a cache tier, neither read nor decoded.",
+     [](const SamplerGroupSnapshot& s) -> SampleValue { return s.cache_hits; }},
 };
 
 const Family<JobSnapshot> kJobFamilies[] = {

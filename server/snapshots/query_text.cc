@@ -152,7 +152,17 @@ std::string SamplerLine(const json& group, const std::map<std::string, std::stri
                      Text(group, "policy") + "): " + std::to_string(Count(group, "jobs")) +
                      " jobs, " + std::to_string(Count(group, "requests")) + " requests, " +
                      std::to_string(Count(group, "loads")) + " loads (" + ratio +
-                     " loads per request)";
+                     " loads per request";
+  // What the loads cost, per request: the figures that tell sharing jobs.
+  if (group.contains("decodes_per_request")) {
+    char costs[160];
+    std::snprintf(costs, sizeof(costs),
+                  "; per request %.3f file reads, %.3f decodes, %.3f cache hits",
+                  Number(group, "file_reads_per_request"), Number(group, "decodes_per_request"),
+                  Number(group, "cache_hits_per_request"));
+    line += costs;
+  }
+  line += ")";
   if (const uint64_t substitutions = Count(group, "substitutions")) {
     line += ", " + std::to_string(substitutions) + " substitutions";
   }

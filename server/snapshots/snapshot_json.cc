@@ -60,6 +60,12 @@ void to_json(json& out, const SamplerGroupSnapshot& s) {
          {"requests", s.requests},
          {"loads", s.loads},
          {"loads_per_request", s.loads_per_request},
+         {"file_reads", s.file_reads},
+         {"decodes", s.decodes},
+         {"cache_hits", s.cache_hits},
+         {"file_reads_per_request", s.file_reads_per_request},
+         {"decodes_per_request", s.decodes_per_request},
+         {"cache_hits_per_request", s.cache_hits_per_request},
          {"substitutions", s.substitutions},
          {"job_seeds", s.job_seeds},
          {"orders_follow_seeds", s.orders_follow_seeds}};

@@ -280,7 +280,115 @@ TEST_F(DatasetTest, CsvManifestColumnsBecomeTypedFields) {
             (std::vector<std::string>{"[3, 17]", R"("a \"quoted\", with comma")", "0.5", "null"}));
   auto b = dataset->ReadFields(1);
   ASSERT_TRUE(b.ok());
-  EXPECT_EQ(Values(*b, 4), (std::vector<std::string>{"[]", R"("plain")", "2", R"("x")"}));
+  // "score" holds 0.5 and 2: a float column, so 2 comes as 2.0.
+  EXPECT_EQ(Values(*b, 4), (std::vector<std::string>{"[]", R"("plain")", "2.0", R"("x")"}));
+  EXPECT_EQ(dataset->field_collations(), (std::vector<std::string>{"", "", "float", ""}));
+}
+
+TEST_F(DatasetTest, ACsvColumnIsTypedOnceOverTheWholeColumn) {
+  const std::vector<std::vector<std::string>> columns = {
+      {"weight", "1", "0.25", "2.0", "3", "1e-3", "0.5"},           // floats
+      {"count", "1", "2", "", "4", "5", "6"},                       // ints and an empty: floats
+      {"cls", " 5", "+6", "-0", "7", "8", "9"},                     // ints
+      {"code", "007", "12", "3", "4", "5", "6"},                    // a leading zero: strings
+      {"id", "99999999999999999999", "1", "2", "3", "4", "5"},      // past int64: strings
+      {"tags", "[1]", "", R"({""a"": 1})", "[]", "[2, 3]", "[4]"},  // JSON, an empty null
+      {"odd", "nan", "inf", "0x10", "1e", "00", "-"},               // no numbers: strings
+  };
+  std::string text;
+  for (size_t row = 0; row < columns[0].size(); ++row) {
+    text += row == 0 ? "image" : "i" + std::to_string(row) + ".jpg";
+    if (row > 0) Write(root_ / ("i" + std::to_string(row) + ".jpg"));
+    for (const auto& column : columns) {
+      const bool quote = column[row].find_first_of("\",") != std::string::npos;
+      text += "," + (quote ? "\"" + column[row] + "\"" : column[row]);
+    }
+    text += "\n";
+  }
+  Write(root_ / "typed.csv", text);
+  const auto dataset = MustOpen(root_ / "typed.csv");
+  ASSERT_NE(dataset, nullptr);
+  ASSERT_EQ(dataset->size(), 6u);
+  std::vector<std::vector<std::string>> rows;
+  for (ItemId id = 0; id < 6; ++id) {
+    auto record = dataset->ReadFields(id);
+    ASSERT_TRUE(record.ok()) << record.status().ToString();
+    rows.push_back(Values(*record, columns.size()));
+  }
+  auto column = [&](size_t c) {
+    std::vector<std::string> values;
+    for (const auto& row : rows) values.push_back(row[c]);
+    return values;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(column(0), (V{"1.0", "0.25", "2.0", "3.0", "0.001", "0.5"}));
+  EXPECT_EQ(column(1), (V{"1.0", "2.0", "NaN", "4.0", "5.0", "6.0"}));
+  EXPECT_EQ(column(2), (V{"5", "6", "0", "7", "8", "9"}));
+  EXPECT_EQ(column(3), (V{R"("007")", R"("12")", R"("3")", R"("4")", R"("5")", R"("6")"}));
+  EXPECT_EQ(column(4),
+            (V{R"("99999999999999999999")", R"("1")", R"("2")", R"("3")", R"("4")", R"("5")"}));
+  EXPECT_EQ(column(5), (V{"[1]", "null", R"({"a": 1})", "[]", "[2, 3]", "[4]"}));
+  EXPECT_EQ(column(6), (V{R"("nan")", R"("inf")", R"("0x10")", R"("1e")", R"("00")", R"("-")"}));
+  EXPECT_EQ(dataset->field_collations(), (V{"float", "float", "int", "", "", "", ""}));
+  // The first field column is floats: no labels.
+  EXPECT_EQ(dataset->label(0), -1);
+}
+
+TEST_F(DatasetTest, ACsvRecordSpansLinesInsideQuotesAsRfc4180WritesIt) {
+  for (const char* name : {"a.jpg", "b.jpg", "c.jpg"}) Write(root_ / name);
+  Write(root_ / "lines.csv",
+        "image,caption,n\r\n"
+        "a.jpg,\"two\nlines\",1\r\n"
+        "b.jpg,\"a \"\"quote\"\",\r\nCRLF inside,\n\nand a blank line\",2\r\n"
+        "c.jpg,plain,3\r\n");
+  const auto dataset = MustOpen(root_ / "lines.csv");
+  ASSERT_NE(dataset, nullptr);
+  ASSERT_EQ(dataset->size(), 3u);
+  const std::vector<std::vector<std::string>> want = {
+      {R"("two\nlines")", "1"},
+      {R"("a \"quote\",\r\nCRLF inside,\n\nand a blank line")", "2"},
+      {R"("plain")", "3"}};
+  for (ItemId id = 0; id < 3; ++id) {
+    auto record = dataset->ReadFields(id);
+    ASSERT_TRUE(record.ok());
+    EXPECT_EQ(Values(*record, 2), want[id]);
+  }
+  // An error names the line its record starts on.
+  Write(root_ / "bad.csv", "image,caption\na.jpg,\"x\ny\"\nb.jpg,1,2\n");
+  auto bad = Dataset::Open(root_ / "bad.csv", {dir_});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("bad.csv:4: the row has 3 cells"), std::string::npos)
+      << bad.status().message();
+  // A quote that is never closed is refused, saying so.
+  Write(root_ / "open.csv", "image,caption\na.jpg,\"open\nb.jpg,x\n");
+  auto open = Dataset::Open(root_ / "open.csv", {dir_});
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.status().message().find("open.csv:2: a quoted cell is not closed before the end "
+                                         "of the file"),
+            std::string::npos)
+      << open.status().message();
+}
+
+TEST_F(DatasetTest, ManifestLabelsFollowTheFirstFieldColumnsType) {
+  for (const char* name : {"a.jpg", "b.jpg", "c.jpg"}) Write(root_ / name);
+  // Integers (spaces and a sign allowed) are labels.
+  Write(root_ / "ints.csv", "image,y\na.jpg, 3\nb.jpg,+1\nc.jpg,0\n");
+  auto ints = MustOpen(root_ / "ints.csv");
+  ASSERT_NE(ints, nullptr);
+  EXPECT_EQ((std::vector<int64_t>{ints->label(0), ints->label(1), ints->label(2)}),
+            (std::vector<int64_t>{3, 1, 0}));
+  // "007" makes a string column: its cells are class names, "12" among them.
+  Write(root_ / "codes.csv", "image,y\na.jpg,007\nb.jpg,12\nc.jpg,007\n");
+  auto codes = MustOpen(root_ / "codes.csv");
+  ASSERT_NE(codes, nullptr);
+  EXPECT_EQ(codes->classes(), (std::vector<std::string>{"007", "12"}));
+  EXPECT_EQ((std::vector<int64_t>{codes->label(0), codes->label(1), codes->label(2)}),
+            (std::vector<int64_t>{0, 1, 0}));
+  // An empty cell leaves the items unlabelled.
+  Write(root_ / "gap.csv", "image,y\na.jpg,1\nb.jpg,\nc.jpg,2\n");
+  auto gap = MustOpen(root_ / "gap.csv");
+  ASSERT_NE(gap, nullptr);
+  EXPECT_EQ(gap->label(0), -1);
 }
 
 TEST_F(DatasetTest, HeaderRowManifestsNameTheImageColumnAndTheLabel) {

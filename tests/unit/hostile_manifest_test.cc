@@ -137,6 +137,39 @@ TEST_F(HostileManifestTest, ALineLongerThanTheLimitIsRefusedNamingItsNumberAndTh
   EXPECT_EQ((*opened)->size(), 2u);
 }
 
+TEST_F(HostileManifestTest, TheLimitBoundsACsvRecordSpanningLines) {
+  ManifestOptions options;
+  options.max_line_bytes = 4096;
+  // Lines each well within the limit, in one quoted cell that takes more.
+  std::string cell;
+  for (int i = 0; i < 100; ++i) cell += std::string(60, 'x') + "\n";
+  const fs::path long_record =
+      Write("spanning.csv", "image,caption\na.jpg,one\na.jpg,\"" + cell + "\"\na.jpg,two\n");
+  auto opened = Open(long_record, options);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.status().message().find(
+                long_record.string() +
+                ":3: the record starting on this line, a quoted cell spanning lines, is longer "
+                "than 4096 bytes (galleyd's max_manifest_line_bytes)"),
+            std::string::npos)
+      << opened.status().message();
+  // A quote left open early in a long file ends the listing at the limit,
+  // naming its line, rather than taking the rest of the file as one cell.
+  std::string rest;
+  for (int i = 0; i < 10000; ++i) rest += "a.jpg,caption " + std::to_string(i) + "\n";
+  const fs::path stray = Write("stray.csv", "image,caption\na.jpg,\"never closed\n" + rest);
+  opened = Open(stray, options);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.status().message().find(stray.string() + ":2: the record starting on this line"),
+            std::string::npos)
+      << opened.status().message();
+  // Within the limit, the same cell is read.
+  options.max_line_bytes = 8192;
+  opened = Open(long_record, options);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ((*opened)->size(), 3u);
+}
+
 TEST_F(HostileManifestTest, AStoppedListingEndsCancelledForEveryKindOfSource) {
   std::string lines;
   for (int i = 0; i < 3; ++i) lines += "a.jpg\t" + std::to_string(i) + "\n";

@@ -50,6 +50,12 @@ SamplerGroupSnapshot Group(const std::string& dataset, const std::string& policy
   SamplerGroupSnapshot g{dataset, policy, base, base + 1, base + 2, 0.5 + double(base), base + 3};
   g.job_seeds = base + 4;
   g.orders_follow_seeds = policy != "uniform";
+  g.file_reads = base + 5;
+  g.decodes = base + 6;
+  g.cache_hits = base + 7;
+  g.file_reads_per_request = 0.25 + double(base);
+  g.decodes_per_request = 0.125 + double(base);
+  g.cache_hits_per_request = 0.0625 + double(base);
   return g;
 }
 
@@ -201,6 +207,9 @@ const std::map<std::string, std::string> kFamilies = {
     {"galley_sampler_requests_total", "counter"},
     {"galley_sampler_loads_total", "counter"},
     {"galley_sampler_loads_per_request", "gauge"},
+    {"galley_sampler_file_reads_total", "counter"},
+    {"galley_sampler_decodes_total", "counter"},
+    {"galley_sampler_cache_hits_total", "counter"},
     {"galley_job_samples_total", "counter"},
     {"galley_job_batches_total", "counter"},
     {"galley_job_batches_unread_total", "counter"},
@@ -272,9 +281,15 @@ TEST(PrometheusTextTest, EveryMetricWithItsLabelsAndValue) {
       "galley_sampler_requests_total{" + a + "} 201",
       "galley_sampler_loads_total{" + a + "} 202",
       "galley_sampler_loads_per_request{" + a + "} 200.5",
+      "galley_sampler_file_reads_total{" + a + "} 205",
+      "galley_sampler_decodes_total{" + a + "} 206",
+      "galley_sampler_cache_hits_total{" + a + "} 207",
       "galley_sampler_requests_total{" + b + "} 301",
       "galley_sampler_loads_total{" + b + "} 302",
       "galley_sampler_loads_per_request{" + b + "} 300.5",
+      "galley_sampler_file_reads_total{" + b + "} 305",
+      "galley_sampler_decodes_total{" + b + "} 306",
+      "galley_sampler_cache_hits_total{" + b + "} 307",
       "galley_job_samples_total{" + j1 + "} 15",
       "galley_job_batches_total{" + j1 + "} 14",
       "galley_job_batches_unread_total{" + j1 + "} 24",
@@ -388,10 +403,14 @@ TEST(SnapshotJsonTest, Status) {
     "samplers": [
       {"dataset": "/data/a", "policy": "uniform", "jobs": 200, "requests": 201, "loads": 202,
        "loads_per_request": 200.5, "substitutions": 203,
-       "job_seeds": 204, "orders_follow_seeds": false},
+       "job_seeds": 204, "orders_follow_seeds": false, "file_reads": 205, "decodes": 206,
+       "cache_hits": 207, "file_reads_per_request": 200.25, "decodes_per_request": 200.125,
+       "cache_hits_per_request": 200.0625},
       {"dataset": "/data/\"b\"\\c\nd", "policy": "ods", "jobs": 300, "requests": 301,
        "loads": 302, "loads_per_request": 300.5, "substitutions": 303,
-       "job_seeds": 304, "orders_follow_seeds": true}]})";
+       "job_seeds": 304, "orders_follow_seeds": true, "file_reads": 305, "decodes": 306,
+       "cache_hits": 307, "file_reads_per_request": 300.25, "decodes_per_request": 300.125,
+       "cache_hits_per_request": 300.0625}]})";
   ExpectJson(Status(), expected.c_str());
 }
 
@@ -413,7 +432,9 @@ TEST(SnapshotJsonTest, JobsAndAJobsStats) {
   ExpectJson(stats, (std::string(R"({"job": )") + kJobJson + R"(,
     "samplers": [{"dataset": "/data/a", "policy": "uniform", "jobs": 200, "requests": 201,
                   "loads": 202, "loads_per_request": 200.5, "substitutions": 203,
-       "job_seeds": 204, "orders_follow_seeds": false}],
+       "job_seeds": 204, "orders_follow_seeds": false, "file_reads": 205, "decodes": 206,
+       "cache_hits": 207, "file_reads_per_request": 200.25, "decodes_per_request": 200.125,
+       "cache_hits_per_request": 200.0625}],
     "pipeline": )" + kPipelineJson +
                      "}")
                         .c_str());
@@ -467,7 +488,9 @@ TEST(SnapshotJsonTest, Datasets) {
                   "classes": 7, "classes_done": 2}],
     "samplers": [{"dataset": "/data/a", "policy": "uniform", "jobs": 200, "requests": 201,
                   "loads": 202, "loads_per_request": 200.5, "substitutions": 203,
-       "job_seeds": 204, "orders_follow_seeds": false}]})");
+       "job_seeds": 204, "orders_follow_seeds": false, "file_reads": 205, "decodes": 206,
+       "cache_hits": 207, "file_reads_per_request": 200.25, "decodes_per_request": 200.125,
+       "cache_hits_per_request": 200.0625}]})");
 }
 
 constexpr const char* kInputsJson = R"({
@@ -657,6 +680,11 @@ TEST(QueryTextTest, DatasetsSummaryGivesEachDatasetOneLine) {
   s.indexing.push_back({"/data/t-0.tar", "shards", "shards", 4, 10, 2.0, 2.0, 3.0});
   s.samplers.push_back({"/data/in1k/train-000000.tar", "dsa", 2, 1000, 510, 0.51, 0});
   s.samplers.push_back({"/data/train", "ods", 1, 40, 40, 1.0, 4});
+  // Two jobs sharing each decode, the second epoch from the decoded tier.
+  s.samplers[0].file_reads = s.samplers[0].decodes = 250;
+  s.samplers[0].cache_hits = 260;
+  s.samplers[0].file_reads_per_request = s.samplers[0].decodes_per_request = 0.25;
+  s.samplers[0].cache_hits_per_request = 0.26;
   const json reply = s;
 
   EXPECT_EQ(DatasetsSummary(reply),
@@ -670,9 +698,10 @@ TEST(QueryTextTest, DatasetsSummaryGivesEachDatasetOneLine) {
             "  /data/t-0.tar: 4 of 10 shards, 3 s left\n"
             "sampler groups: 2\n"
             "  /data/in1k/train-000000.tar .. train-001023.tar (dsa): 2 jobs, 1000 requests, "
-            "510 loads (0.510 loads per request)\n"
-            "  /data/train (ods): 1 jobs, 40 requests, 40 loads (1.000 loads per request), 4 "
-            "substitutions\n");
+            "510 loads (0.510 loads per request; per request 0.250 file reads, 0.250 decodes, "
+            "0.260 cache hits)\n"
+            "  /data/train (ods): 1 jobs, 40 requests, 40 loads (1.000 loads per request; per "
+            "request 0.000 file reads, 0.000 decodes, 0.000 cache hits), 4 substitutions\n");
 
   const std::string full = FullText(reply);
   for (int i : {0, 1, 511, 1023}) {

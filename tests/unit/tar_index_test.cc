@@ -554,6 +554,70 @@ TEST(ShardFieldsTest, EveryNamedMemberTravelsInTheRecordReadWithTheImage) {
   EXPECT_EQ(Text((*values)[2]), "c");
 }
 
+TEST(ShardFieldsTest, SamplesLeftOutAreNamedAndCountedByTheMemberTheyLack) {
+  ShardFiles files;
+  std::vector<std::pair<std::string, std::string>> members;
+  for (int i = 0; i < 6; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    members.push_back({key + ".jpg", "I"});
+    if (i != 1 && i != 4) members.push_back({key + ".txt", "caption"});
+    if (i != 4) members.push_back({key + ".json", "{}"});
+  }
+  const auto shard = files.Write("gaps.tar", members);
+  ShardOptions options;
+  options.label_key = "";
+  options.fields = {"txt", "json"};
+  auto source = ShardSource::Open({shard}, options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_EQ((*source)->size(), 4u);
+  const ShardStats& stats = (*source)->stats();
+  EXPECT_EQ(stats.skipped_samples, 2u);
+  const std::string path = fs::canonical(shard).string();
+  EXPECT_EQ(stats.left_out, (std::vector<std::string>{path + ": k1 (no .txt member)",
+                                                      path + ": k4 (no .txt member)"}));
+  EXPECT_EQ(stats.missing_members, (std::map<std::string, uint64_t>{{"txt", 2}}));
+  EXPECT_EQ(DescribeLeftOut(stats),
+            "2 have no .txt member; the first: " + path + ": k1 (no .txt member)");
+
+  // A member no sample has (a misspelt field) lists the members they do have.
+  options.fields = {"txtt"};
+  auto none = ShardSource::Open({shard}, options);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ((*none)->size(), 0u);
+  EXPECT_NE(DescribeLeftOut((*none)->stats())
+                .find("6 have no .txtt member; no sample has a .txtt member (the samples' "
+                      "members: jpg, json, txt)"),
+            std::string::npos)
+      << DescribeLeftOut((*none)->stats());
+}
+
+TEST(ShardFieldsTest, ASampleHoldingTwoMembersOfOneNameIsLeftOutNamingIt) {
+  ShardFiles files;
+  const auto shard = files.Write("twice.tar", {{"a.jpg", "A"},
+                                               {"a.txt", "first"},
+                                               {"b.jpg", "B"},
+                                               {"b.txt", "first"},
+                                               {"b.txt", "second"},
+                                               {"c.jpg", "C"},
+                                               {"c.txt", "third"}});
+  ShardOptions options;
+  options.label_key = "";
+  options.fields = {"txt"};
+  auto source = ShardSource::Open({shard}, options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_EQ((*source)->size(), 2u);
+  const std::string path = fs::canonical(shard).string();
+  EXPECT_EQ((*source)->stats().left_out,
+            (std::vector<std::string>{path + ": b (two members named b.txt)"}));
+  EXPECT_EQ(DescribeLeftOut((*source)->stats()),
+            "1 have two .txt members; the first: " + path + ": b (two members named b.txt)");
+  // Without fields too: which .txt is the sample's is anyone's guess.
+  options.fields = {};
+  source = ShardSource::Open({shard}, options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ((*source)->size(), 2u);
+}
+
 TEST(ShardFieldsTest, AMemberThatIsNotWhatItsNameSaysFailsNamingShardAndKey) {
   ShardFiles files;
   const auto shard = files.Write("bad.tar", {{"a.jpg", "A"},
@@ -660,8 +724,36 @@ TEST(SampleFieldsTest, ChecksFollowTheMembersName) {
   EXPECT_FALSE(check("cls", "").ok());
   EXPECT_FALSE(check("cls", "1.5").ok());
   EXPECT_FALSE(check("cls", "99999999999999999999").ok());
-  EXPECT_TRUE(check("txt", "\xff\xfe anything").ok());
+  EXPECT_TRUE(check("txt", "caf\xc3\xa9").ok());
+  EXPECT_FALSE(check("txt", "\xff\xfe anything").ok());  // not UTF-8: Python cannot decode it
+  EXPECT_FALSE(check("seg.TEXT", "caf\xe9").ok());       // the extension is the last part
+  EXPECT_FALSE(check("count", "many").ok());
   EXPECT_TRUE(check("pyd", "\x80\x04 not unpickled here").ok());
+  // Deeper than Python's json module decodes safely, yet valid JSON.
+  const std::string deep = std::string(2000, '[') + std::string(2000, ']');
+  EXPECT_EQ(check("json", deep).message(),
+            "nests deeper than 500 levels, more than Python's json module decodes safely");
+  EXPECT_TRUE(check("json", std::string(500, '[') + std::string(500, ']')).ok());
+  EXPECT_TRUE(check("json", R"(["[[[[", "{{{{"])").ok());  // brackets inside strings
+  // .npy: what numpy.load(allow_pickle=False) reads.
+  auto npy = [](const std::string& header) {
+    std::string padded = header + std::string(64 - (10 + header.size() + 1) % 64, ' ') + "\n";
+    std::string file = "\x93NUMPY\x01";
+    file.push_back('\0');
+    file.push_back(static_cast<char>(padded.size() & 0xff));
+    file.push_back(static_cast<char>(padded.size() >> 8));
+    return file + padded + std::string(16, '\0');
+  };
+  EXPECT_TRUE(
+      check("npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }")).ok());
+  EXPECT_EQ(check("npy", npy("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }")).message(),
+            "holds Python objects (a pickled .npy), which galley does not unpickle");
+  EXPECT_FALSE(check("npy", npy("{'descr': [('a', '<i4'), ('b', 'O')], 'fortran_order': False, "
+                                "'shape': (1,), }"))
+                   .ok());
+  EXPECT_FALSE(check("npy", "not numpy at all").ok());
+  EXPECT_TRUE(CheckManifestValue(R"("caf\u00e9")").ok());
+  EXPECT_FALSE(CheckManifestValue("\"caf\xe9\"").ok());
   int64_t value = 0;
   EXPECT_TRUE(ParseIntegerText("\t42 ", &value));
   EXPECT_EQ(value, 42);

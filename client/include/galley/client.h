@@ -98,6 +98,15 @@ struct JobInfo {
   uint64_t dataset_bytes = 0;  // the items' total size, as listed
   // The fields each sample carries (JobSpec::fields), as the job asked.
   std::vector<std::string> fields;
+  // Tar shards: the samples the listing left out (no image, no usable
+  // label, a member `fields` names missing or twice), and the first
+  // of them (at most 1,000), "shard: key (why)".
+  uint64_t left_out = 0;
+  std::vector<std::string> left_out_samples;
+  // Per field the job named, what a batch of it collates to, decided over
+  // the whole dataset: "int", "float", "bool" or "" (by its values). Empty
+  // when every one is "".
+  std::vector<std::string> field_collations;
 };
 
 class Job {

@@ -100,6 +100,15 @@ struct SlotPosition {
   uint32_t position;
 };
 
+// What preparing a sampler group's items cost, as the pipeline found it,
+// one count per item prepared for its requests: with the requests, what
+// tells whether jobs share their reads and decodes (docs/operations.md).
+struct PreparationCosts {
+  std::atomic<uint64_t> file_reads{0};  // items read from storage
+  std::atomic<uint64_t> decodes{0};     // items decoded (an encoded-tier hit included)
+  std::atomic<uint64_t> cache_hits{0};  // items neither read nor decoded: a tier had them
+};
+
 struct ItemTask {
   const Dataset* dataset;
   ItemId item;
@@ -110,6 +119,13 @@ struct ItemTask {
   // The dataset's JobSpec::max_resolution (0: off), the same for every job
   // of its dataset index.
   uint32_t max_resolution = 0;
+  // Where the pipeline counts what the item cost; null: nowhere (a
+  // substitute for a failed sample).
+  std::shared_ptr<PreparationCosts> costs;
+  // Set by the pipeline while it prepares the item.
+  bool read_from_storage = false;
+  bool decoded = false;
+  bool from_cache = false;
 };
 
 struct PipelineCounters {

@@ -69,8 +69,8 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
@@ -94,6 +94,8 @@ struct SamplerGroup {
   size_t jobs = 0;
   uint64_t requests = 0;  // item deliveries to jobs
   uint64_t loads = 0;     // distinct item preparations (rounds)
+  // What those preparations cost, counted by the pipeline as it runs them.
+  std::shared_ptr<PreparationCosts> costs = std::make_shared<PreparationCosts>();
   // ods: draws replaced by cached items in epochs the jobs have left (the
   // current epochs' count is read from the policy).
   uint64_t substitutions = 0;

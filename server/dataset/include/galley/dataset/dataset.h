@@ -114,6 +114,8 @@ class Dataset {
   // The fields each item carries (DatasetSource::field_names); empty for
   // a dataset listed without them.
   const std::vector<std::string>& field_names() const { return source_->field_names(); }
+  // What a batch of each field collates to (DatasetSource::field_collations).
+  const std::vector<std::string>& field_collations() const { return source_->field_collations(); }
   bool has_fields() const { return !field_names().empty(); }
   // The item's field record; errors as Read, plus InvalidArgument for a
   // member that is not what its name says ("shard: sample KEY: .json is not

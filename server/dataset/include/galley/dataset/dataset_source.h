@@ -57,6 +57,14 @@ class DatasetSource {
     static const std::vector<std::string> none;
     return none;
   }
+  // Per field, what a batch of its values collates to in the job, decided
+  // over the whole dataset: "int", "float", "bool", or "" (the job decides
+  // by the values, a shard member by its extension). Empty when every one
+  // is "".
+  virtual const std::vector<std::string>& field_collations() const {
+    static const std::vector<std::string> none;
+    return none;
+  }
   // The item's field record (wire/field_record.h), its values checked
   // (sample_fields.h); `id` < size(). Empty without fields.
   virtual Result<std::vector<uint8_t>> ReadFields(ItemId /*id*/) const {

@@ -36,6 +36,7 @@
 
 #include "galley/dataset/dataset_source.h"
 #include "galley/dataset/listing_stop.h"
+#include "galley/dataset/manifest_table.h"
 #include "galley/unique_fd.h"
 
 namespace galley {
@@ -88,6 +89,8 @@ class FileSource final : public DatasetSource {
                                         uint64_t* item_bytes) const override;
   // A header-row manifest's other columns; none otherwise.
   const std::vector<std::string>& field_names() const override { return field_names_; }
+  // What a batch of each field column collates to (ManifestTable::collations).
+  const std::vector<std::string>& field_collations() const override { return field_collations_; }
   Result<std::vector<uint8_t>> ReadFields(ItemId id) const override;
   uint64_t total_bytes() const override { return total_bytes_; }
   uint64_t held_bytes() const override;
@@ -114,17 +117,21 @@ class FileSource final : public DatasetSource {
   };
   Status ReadManifest(const ManifestOptions& options);
   Status ReadTable(std::ifstream& in, const ManifestOptions& options);
-  // The manifest's next line into `line` ('\r' and '\n' taken off): false
-  // at its end. Holds at most the line and one chunk of the file; a line
-  // longer than the limit is InvalidArgument before it is all read, a
-  // stopped listing Cancelled.
+  // The manifest's next line into `line` ('\r' and '\n' taken off), or its
+  // next CSV record (lines joined while a quoted cell spans them): false at
+  // its end. Holds at most the line or record and one chunk of the file; a
+  // line or record longer than the limit is InvalidArgument before it is
+  // all read, a stopped listing Cancelled.
   class LineReader;
   // `path` relative to base_dir_ as listed, refused if it leaves the root
   // or does not exist; `where` prefixes messages.
   Result<std::string> CheckListedPath(const std::string& path, const std::string& where) const;
-  // Integers as labels, or class names sorted into classes_; -1 unless
-  // `labelled`. Cancelled when the listing is stopped.
-  Status AddListedItems(const std::vector<ListedLine>& lines, bool labelled);
+  // What the lines' labels are: none (every label -1), integers when every
+  // one is an integer else class names, or class names whatever they hold.
+  enum class Labels { kNone, kIntegersOrNames, kNames };
+  // Integers as labels, or class names sorted into classes_, as `labels`
+  // says. Cancelled when the listing is stopped.
+  Status AddListedItems(const std::vector<ListedLine>& lines, Labels labels);
   // `info` is the item's stat, null when it could not be stat'ed.
   void AddItem(const std::string& relative_path, int64_t label, const struct stat* info);
   // What Verify compares: the identities of the listed directories (an
@@ -162,6 +169,8 @@ class FileSource final : public DatasetSource {
   // A header-row manifest's field columns, and each item's record:
   // [record_offsets_[i], record_offsets_[i+1]) of record_pool_.
   std::vector<std::string> field_names_;
+  std::vector<ManifestTable::ColumnType> field_types_;
+  std::vector<std::string> field_collations_;
   std::vector<uint8_t> record_pool_;
   std::vector<uint64_t> record_offsets_{0};
 };

@@ -7,7 +7,8 @@
 // Members are grouped into samples by WebDataset's rules: the key is the
 // member path up to the first dot of its base name, the extension the rest,
 // compared lower-case; names without a dot, dotfiles, and names with a `..`
-// component or a leading '/' are skipped. Unlike WebDataset, members of a
+// component or a leading '/' are skipped. A sample holding two members of
+// one name is left out (ShardStats names it). Unlike WebDataset, members of a
 // sample are grouped across the whole shard, not only when adjacent. Item
 // ids: shards in the order given, then samples in the order of their first
 // member. A shard not in the cache is listed with the reads planned from the
@@ -39,7 +40,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -56,11 +59,13 @@ struct ShardOptions {
   // webp present in each sample.
   std::string image_key;
   // "cls" (text integer in the .cls member), "json:FIELD" (integer FIELD of
-  // the .json member) or "" (unlabelled: labels are -1).
+  // the .json member) or "" (unlabelled: labels are -1; with `fields`, a
+  // sample's .cls where it holds a label of 0 or more, else -1, leaving no
+  // sample out).
   std::string label_key = "cls";
   // Members each item carries besides its image (JobSpec::fields): member
   // extensions, compared lower-case, or "__key__" / "__url__". A sample
-  // lacking one is skipped.
+  // lacking one is left out of the listing; ShardStats counts and names it.
   std::vector<std::string> fields;
   // Folder of the on-disk index cache (created 0700); "" disables it.
   std::filesystem::path index_cache_dir;
@@ -83,9 +88,21 @@ struct ShardOptions {
 struct ShardStats {
   uint64_t shards = 0;
   uint64_t samples = 0;
-  uint64_t skipped_members = 0;      // non-regular, unsafe names, no key, duplicates
-  uint64_t skipped_samples = 0;      // no image member, or no usable label
+  uint64_t skipped_members = 0;      // non-regular, unsafe names, no key
+  uint64_t skipped_samples = 0;      // left out: no image, no usable label, a member missing
+                                     // or twice
   std::string first_skipped_sample;  // "shard: key (why)", for messages
+  // The first kMaxLeftOutNamed samples left out, "shard: key (why)", in
+  // item order: what a job is told (JobOpened's left_out_samples).
+  std::vector<std::string> left_out;
+  // Samples left out for lacking a member, by the member's extension (the
+  // image's, the label's or a field's): what the messages count.
+  std::map<std::string, uint64_t> missing_members;
+  // Samples left out for holding two members of one name, by extension.
+  std::map<std::string, uint64_t> duplicated_members;
+  // The extensions the samples hold, at most kMaxExtensionsNamed of them:
+  // a message about a member no sample has lists them.
+  std::set<std::string> member_extensions;
   uint64_t damaged_shards = 0;
   std::string first_damage;  // "shard: what", for messages
   uint64_t from_cache = 0;   // shards whose listing came from the index cache
@@ -93,6 +110,15 @@ struct ShardStats {
   uint64_t from_idx = 0;     // shards listed with reads planned from a good .idx
   double index_seconds = 0;
 };
+
+// How many left-out samples ShardStats names, and member extensions it keeps.
+inline constexpr size_t kMaxLeftOutNamed = 1000;
+inline constexpr size_t kMaxExtensionsNamed = 64;
+
+// What `stats` left out, in words for a message: how many samples lack
+// which member, a member no sample has (a misspelt field, with the members
+// the samples do have) and the first sample left out. "" when none.
+std::string DescribeLeftOut(const ShardStats& stats);
 
 // Process-wide counts of shard listings, for tests and galleyctl.
 struct ShardIndexCounters {

@@ -78,8 +78,10 @@ struct SamplerGroupSnapshot {
   std::string dataset;  // the dataset's root
   std::string policy;
   uint64_t jobs = 0;
-  uint64_t requests = 0;         // item deliveries to jobs
-  uint64_t loads = 0;            // distinct item preparations
+  uint64_t requests = 0;  // item deliveries to jobs
+  // Sampler loads: items prepared once for all the jobs that drew them in
+  // one wave, whatever that cost (a cache tier's copy counts).
+  uint64_t loads = 0;
   double loads_per_request = 0;  // 0 before the first request
   uint64_t substitutions = 0;    // ods: draws replaced by cached items
   uint64_t job_seeds = 0;        // different JobSpec seeds among the jobs
@@ -87,6 +89,14 @@ struct SamplerGroupSnapshot {
   // on the same items share one order whatever their seeds (dsa, dsa-chain,
   // ods), so a job whose peers gave another seed does not get its own order.
   bool orders_follow_seeds = false;
+  // What the loads cost: items read from storage, decoded, and taken from a
+  // cache tier with neither; each also per request (docs/operations.md).
+  uint64_t file_reads = 0;
+  uint64_t decodes = 0;
+  uint64_t cache_hits = 0;
+  double file_reads_per_request = 0;
+  double decodes_per_request = 0;
+  double cache_hits_per_request = 0;
 };
 
 // The batches galleyd prepared since start, every job's (Scheduler::Totals).
