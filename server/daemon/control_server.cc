@@ -430,21 +430,23 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
 
   JobInfo info;
   info.job_id = job->id;
-  info.dataset_size = job->dataset->size();
-  info.subset_size = job->subset.size();
-  info.epoch_size = job->epoch_size;
-  info.batches_per_epoch = job->BatchesPerEpoch();
-  info.classes = job->dataset->classes();
-  info.dtype = job->pipeline->dtype() == image::DType::kUInt8 ? DType::kUInt8 : DType::kFloat32;
-  info.layout = job->pipeline->layout() == image::Layout::kNCHW ? Layout::kNCHW : Layout::kNHWC;
-  const int64_t h = job->pipeline->output_height(), w = job->pipeline->output_width();
+  info.dataset_size = job->plan->dataset->size();
+  info.subset_size = job->plan->subset.size();
+  info.epoch_size = job->plan->epoch_size;
+  info.batches_per_epoch = job->plan->BatchesPerEpoch();
+  info.classes = job->plan->dataset->classes();
+  info.dtype =
+      job->plan->pipeline->dtype() == image::DType::kUInt8 ? DType::kUInt8 : DType::kFloat32;
+  info.layout =
+      job->plan->pipeline->layout() == image::Layout::kNCHW ? Layout::kNCHW : Layout::kNHWC;
+  const int64_t h = job->plan->pipeline->output_height(), w = job->plan->pipeline->output_width();
   info.sample_shape =
       info.layout == Layout::kNCHW ? std::vector<int64_t>{3, h, w} : std::vector<int64_t>{h, w, 3};
   info.slots = job->ring->geometry().slot_count;
   info.segment_bytes = job->ring->geometry().segment_bytes;
-  info.content_key = job->dataset->resume_key().content.Hex();
-  info.mtimes_key = job->dataset->resume_key().mtimes.Hex();
-  info.dataset_bytes = job->dataset->total_bytes();
+  info.content_key = job->plan->dataset->resume_key().content.Hex();
+  info.mtimes_key = job->plan->dataset->resume_key().mtimes.Hex();
+  info.dataset_bytes = job->plan->dataset->total_bytes();
   const Status sent =
       SendJson(connection, wire::MessageType::kJobOpened, open_id, wire::JobInfoToJson(info),
                job->ring->segment_fd(), job->ring->client_wakeup_fd());
@@ -454,8 +456,8 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
     return Status::Ok();
   }
   spdlog::info("job {} ({}) opened by uid {} pid {}: {} items/epoch, batch {}, policy {}", job->id,
-               job->spec.name, peer.uid, peer.pid, job->epoch_size, job->spec.batch_size,
-               job->policy);
+               job->plan->spec.name, peer.uid, peer.pid, job->plan->epoch_size,
+               job->plan->spec.batch_size, job->plan->policy);
 
   Status ending = Status::Cancelled("the job was closed");
   MessagePacer releases(kReleaseRate, kReleaseBurst), requests(kRequestRate, kRequestBurst);
@@ -514,7 +516,7 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
       // The job's own sampler groups only: others name other users' data.
       JobStatsSnapshot stats{job->Snapshot(), scheduler_->Snapshot(), pipeline_->Snapshot()};
       std::erase_if(stats.samplers, [&](const SamplerGroupSnapshot& group) {
-        return group.dataset != job->dataset->root().string();
+        return group.dataset != job->plan->dataset->root().string();
       });
       (void)SendJson(connection, wire::MessageType::kStats, request_id, stats);
     } else if (frame->header.type == wire::MessageType::kConsumerReady) {
@@ -580,7 +582,7 @@ Result<json> ControlServer::Request(const json& body, const wire::PeerCredential
       by.checker = &checker.emplace(Credentials{peer.uid, peer.gid, peer.groups});
       by.uid = peer.uid;
       for (const auto& job : jobs_->Jobs(peer.uid, /*all=*/false)) {
-        by.reading.push_back(job->dataset->root());
+        by.reading.push_back(job->plan->dataset->root());
       }
     }
     GALLEY_RETURN_IF_ERROR(datasets_->Forget(dataset->get<std::string>(), by));

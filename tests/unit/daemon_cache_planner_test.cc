@@ -129,8 +129,18 @@ class CachePlannerTest : public ::testing::Test {
     node_.memory_bytes_per_s = 5e9;
   }
 
-  PlannedJob Job(const std::string& signature) {
-    return PlannedJob{dataset_, signature, 3 * 32 * 32, dataset_->size()};
+  // The plan of a job over the whole dataset whose samples the augmented
+  // tier keys by `signature`, with no pipeline of its own unless given.
+  std::shared_ptr<const JobPlan> Job(
+      const std::string& signature,
+      std::shared_ptr<const image::TransformPipeline> pipeline = nullptr) {
+    auto job = std::make_shared<JobPlan>();
+    job->dataset = dataset_;
+    job->augmentation_signature = signature;
+    job->geometry.sample_bytes = 3 * 32 * 32;
+    for (ItemId i = 0; i < dataset_->size(); ++i) job->subset.push_back(i);
+    job->pipeline = std::move(pipeline);
+    return job;
   }
 
   TempDir dir_;
@@ -227,9 +237,7 @@ TEST_F(CachePlannerTest, EachPipelinesMeasuredCostReplacesTheProbesAugmentCost) 
   auto inputs_for = [&](const std::shared_ptr<const image::TransformPipeline>& pipeline) {
     CachePlanner planner(cache_.get(), node_, 4, PlannerOverrides{});
     for (uint64_t id = 1; id <= 4; ++id) {
-      PlannedJob job = Job("same#seed=1");
-      job.pipeline = pipeline;
-      planner.RecordJob(id, job);
+      planner.RecordJob(id, Job("same#seed=1", pipeline));
     }
     const cache::Plan plan = planner.ReplanNow();
     const cache::PlannerInputs in = planner.CurrentInputs();

@@ -101,15 +101,17 @@ struct SlotPosition {
 };
 
 struct ItemTask {
-  const Dataset* dataset;
-  ItemId item;
+  // The plan of a job the item is prepared for (one of the receivers').
+  // What preparing the item reads of it, the dataset, its number (with
+  // `item`, the cache key) and what makes a dataset instance
+  // (max_resolution), is the same for every job the item is delivered to:
+  // they read one instance (DatasetRegistry). The wave's SlotPlans keep it
+  // alive.
+  const JobPlan* job_plan = nullptr;
+  ItemId item = 0;
   std::vector<SlotPosition> deliveries;
-  // The dataset's small stable number in the daemon; with `item` it makes
-  // the cache key (cache::MakeKey).
-  uint32_t dataset_index = 0;
-  // The dataset's JobSpec::max_resolution (0: off), the same for every job
-  // of its dataset index.
-  uint32_t max_resolution = 0;
+
+  const Dataset& dataset() const { return *job_plan->dataset; }
 };
 
 struct PipelineCounters {
@@ -221,10 +223,6 @@ class ItemPipeline {
   // Per-sample failure warnings: at most 20 every 10 s, then a count.
   LogThrottle failure_log_{20, std::chrono::seconds(10)};
 };
-
-// What the augmented tier keys a job's samples by: the canonical pipeline and
-// the seed, the two things besides (epoch, item) a sample depends on.
-std::string AugmentationSignature(const ServedJob& job);
 
 // The remote tier's name for `dataset` served at `max_resolution`: its
 // content fingerprint for 0, else one derived from it and the limit, so

@@ -3,8 +3,9 @@
 // The one owner of a job's life cycle. Turns an OpenJob request into a
 // producing ServedJob: checks the request against the limits, gets the
 // job's dataset from the DatasetRegistry (which checks the peer may read
-// what it is served), builds its transform and ring, admits it and
-// announces it. Admission is atomic: every limit (jobs, jobs and shared
+// what it is served), builds the job's JobPlan (its items, policy,
+// transform and ring layout; immutable from then on), admits it, makes its
+// ring and announces it. Admission is atomic: every limit (jobs, jobs and shared
 // memory per uid, shared memory in all, jobs per sampler) is checked and
 // taken in one step under mu_, and given back exactly once when the
 // Admission that holds it is destroyed. Refusals name the limit.
@@ -183,7 +184,8 @@ class JobManager {
   // list (a listed job).
   static uint64_t ItemListBytes(const ServedJob& job, uint64_t listed);
 
-  // The job, built and checked, not admitted yet; `shm_bytes` is its ring.
+  // The job, its plan built and checked, not admitted yet; `shm_bytes` is
+  // its ring.
   Result<std::shared_ptr<ServedJob>> Build(const JobSpec& spec, const wire::PeerCredentials& peer,
                                            const JobLimits& limits, uint64_t* shm_bytes,
                                            ListingStop* stop);

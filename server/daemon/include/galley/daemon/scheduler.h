@@ -24,7 +24,7 @@
 // ods_fraction.
 //
 // Every batch holds what its position in the epoch promises
-// (ServedJob::BatchTarget) and an epoch ends with its last batch, so
+// (JobPlan::BatchTarget) and an epoch ends with its last batch, so
 // batches_per_epoch is exact for every job and rank. A sample that fails in
 // the pipeline (a bad file) is replaced by a substitute
 // (ServedJob::Substitute, never an item known to fail) in up to four more
@@ -165,7 +165,7 @@ class Scheduler final : public JobLifecycleObserver {
   // Restarts a job at the beginning of `seek.epoch`, its batches from then
   // on tagged with `seek.generation`. Refused for an epoch past the job's
   // last, for a job that cannot go on (its failure), and when `seek.items`
-  // does not fit the job: a listed job (ServedJob::listed) needs the
+  // does not fit the job: a listed job (JobPlan::listed) needs the
   // epoch's list, which must fit it (ServedJob::ListEpoch), and any other
   // job refuses one (InvalidArgument).
   Status OnJobSought(ServedJob& job, const JobSeek& seek) override EXCLUDES(mu_);
