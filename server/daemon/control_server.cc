@@ -134,7 +134,7 @@ ControlServerOptions ControlServerOptions::From(const DaemonOptions& options) {
 }
 
 ControlServer::ControlServer(const ControlServerOptions& options, JobManager* jobs,
-                             DatasetRegistry* datasets, Scheduler* scheduler,
+                             DatasetRegistry* datasets, const Scheduler* scheduler,
                              ItemPipeline* pipeline, const CachePlanner* cache_planner)
     : options_(options),
       jobs_(jobs),
@@ -482,7 +482,7 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
       break;
     }
     if (frame->header.type == wire::MessageType::kSlotReleased) {
-      scheduler_->Wake();
+      jobs_->SlotReleased(job->id);
     } else if (frame->header.type == wire::MessageType::kSeekEpoch) {
       auto epoch = req->find("epoch");
       if (epoch == req->end() || !epoch->is_number_unsigned()) {
@@ -520,7 +520,7 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
       });
       (void)SendJson(connection, wire::MessageType::kStats, request_id, stats);
     } else if (frame->header.type == wire::MessageType::kConsumerReady) {
-      scheduler_->ConsumerReady(job->id);
+      jobs_->ConsumerReady(job->id);
     } else if (frame->header.type == wire::MessageType::kCloseJob) {
       break;
     } else {

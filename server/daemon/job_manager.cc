@@ -436,6 +436,14 @@ void JobManager::AnnounceClosed(JobId job_id) {
   for (JobLifecycleObserver* observer : observers_) observer->OnJobClosed(job_id);
 }
 
+void JobManager::ConsumerReady(JobId job_id) const {
+  for (JobLifecycleObserver* observer : observers_) observer->OnConsumerReady(job_id);
+}
+
+void JobManager::SlotReleased(JobId job_id) const {
+  for (JobLifecycleObserver* observer : observers_) observer->OnSlotReleased(job_id);
+}
+
 void JobManager::Close(uint64_t job_id, const Status& why) {
   Record record;
   bool drained = false;

@@ -248,7 +248,7 @@ Status Scheduler::OnJobSought(ServedJob& job, const JobSeek& seek) {
   return Status::Ok();
 }
 
-void Scheduler::ConsumerReady(uint64_t job_id) {
+void Scheduler::OnConsumerReady(JobId job_id) {
   {
     MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
@@ -259,7 +259,8 @@ void Scheduler::ConsumerReady(uint64_t job_id) {
   cv_.SignalAll();
 }
 
-void Scheduler::Wake() {
+void Scheduler::OnSlotReleased(JobId /*job_id*/) {
+  // Any job's free slot may let a wave run: every job is looked at again.
   {
     MutexLock lock(&mu_);
     dirty_ = true;

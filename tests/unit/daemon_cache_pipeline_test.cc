@@ -508,8 +508,8 @@ TEST_F(DaemonCacheTest, SchedulerDropsTheRemainingDemandOfAJobThatLeaves) {
   auto b = MakeJob(2, 9, 3, 2);
   ASSERT_TRUE(scheduler.OnJobOpened(a).ok());
   ASSERT_TRUE(scheduler.OnJobOpened(b).ok());
-  scheduler.ConsumerReady(a->id);
-  scheduler.ConsumerReady(b->id);
+  scheduler.OnConsumerReady(a->id);
+  scheduler.OnConsumerReady(b->id);
   scheduler.Start();
   ASSERT_TRUE(WaitForBatches(*a, 2));
   ASSERT_TRUE(WaitForBatches(*b, 2));
@@ -545,7 +545,7 @@ TEST_F(DaemonCacheTest, BatchesNoConsumerTookAreCountedOnceAsUnread) {
   // Two slots of 3 items, and no consumer: the ring fills, then waits.
   auto job = MakeJob(1, 5, 3, 2);
   ASSERT_TRUE(scheduler.OnJobOpened(job).ok());
-  scheduler.ConsumerReady(job->id);
+  scheduler.OnConsumerReady(job->id);
   scheduler.Start();
   ASSERT_TRUE(WaitForBatches(*job, 2));
   EXPECT_EQ(scheduler.Totals().unread, 0u);
@@ -559,7 +559,7 @@ TEST_F(DaemonCacheTest, BatchesNoConsumerTookAreCountedOnceAsUnread) {
   for (uint32_t s = 0; s < 2; ++s) {
     job->ring->slot(s)->state.store(static_cast<uint32_t>(wire::SlotState::kFree));
   }
-  scheduler.Wake();
+  scheduler.OnSlotReleased(job->id);
   ASSERT_TRUE(WaitForBatches(*job, 4));
   for (uint32_t s = 0; s < 2; ++s) EXPECT_EQ(job->ring->slot(s)->generation, seek.generation);
 

@@ -197,7 +197,7 @@ Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
       if (now < c.due) continue;
       if (!c.asked) {
         c.asked = true;
-        scheduler.ConsumerReady(c.job->id);
+        scheduler.OnConsumerReady(c.job->id);
       }
       if (c.PausedAt(now)) continue;
       SimulatedRings::Ring& ring = rings.at(c.job->id);

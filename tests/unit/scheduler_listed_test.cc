@@ -45,7 +45,7 @@ class ListedEpochTest : public ::testing::Test {
     auto job = testing::Served(id, std::move(plan));
     EXPECT_TRUE(job->ListEpoch(0, items).ok());
     EXPECT_TRUE(scheduler.OnJobOpened(job).ok());
-    scheduler.ConsumerReady(id);
+    scheduler.OnConsumerReady(id);
     return job;
   }
 

@@ -77,7 +77,7 @@ class SchedulerWaveTest : public ::testing::Test {
     rings_.Set(id, free, ready);
     jobs_[id] = job;
     ASSERT_TRUE(scheduler.OnJobOpened(job).ok());
-    scheduler.ConsumerReady(id);
+    scheduler.OnConsumerReady(id);
   }
 
   struct Wave {

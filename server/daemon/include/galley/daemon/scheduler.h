@@ -10,8 +10,11 @@
 // The Scheduler hears of jobs from their owner, the JobManager, as a
 // JobLifecycleObserver: a job opened (OnJobOpened: it joins its dataset's
 // sampler group), its client sought (OnJobSought: it restarts at an epoch),
-// it closed (OnJobClosed: it is forgotten). It calls no other component on
+// its consumer waits for its first batch (OnConsumerReady: production
+// starts), its consumer gave a slot back (OnSlotReleased: look again), it
+// closed (OnJobClosed: it is forgotten). It calls no other component on
 // those events: the CachePlanner hears of them from the JobManager too.
+// It reads each job's values from the job's JobPlan.
 //
 // With a TieredCache it also keeps the cache's demand counts exact through
 // its DemandLedger: a job's epoch enters the ledger when the job enters the
@@ -57,8 +60,8 @@
 // for that reason, or still in the ring when its job sought or closed) is
 // counted in the job's and the daemon's unread batches (BatchTotals).
 //
-// The JobLifecycleObserver calls, Wake, ConsumerReady, Snapshot and Totals
-// may be called from any thread; they take mu_. Production state is changed
+// The JobLifecycleObserver calls, Snapshot and Totals may be called from any
+// thread; they take mu_. Production state is changed
 // only under mu_, by the scheduler thread or by those calls.
 #ifndef GALLEY_SERVER_DAEMON_SCHEDULER_H_
 #define GALLEY_SERVER_DAEMON_SCHEDULER_H_
@@ -69,8 +72,8 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
@@ -169,13 +172,12 @@ class Scheduler final : public JobLifecycleObserver {
   // epoch's list, which must fit it (ServedJob::ListEpoch), and any other
   // job refuses one (InvalidArgument).
   Status OnJobSought(ServedJob& job, const JobSeek& seek) override EXCLUDES(mu_);
+  // The job's consumer is waiting for its first batch: start producing.
+  void OnConsumerReady(JobId job_id) override EXCLUDES(mu_);
+  // A slot of the job's ring is free again: look again.
+  void OnSlotReleased(JobId job_id) override EXCLUDES(mu_);
   // Forgets a job (closed or its client died). Safe to call twice.
   void OnJobClosed(JobId job_id) override EXCLUDES(mu_);
-
-  // A slot was released, or something else changed: look again.
-  void Wake() EXCLUDES(mu_);
-  // The job's consumer is waiting for its first batch: start producing.
-  void ConsumerReady(uint64_t job_id) EXCLUDES(mu_);
 
   // Every sampler group, with the substitutions of the epochs in progress.
   std::vector<SamplerGroupSnapshot> Snapshot() const EXCLUDES(mu_);
