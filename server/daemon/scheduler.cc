@@ -313,14 +313,61 @@ bool Scheduler::PlanOneWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
   return PlanWave(plans, tasks);
 }
 
+// One wave while it is planned.
+struct Scheduler::Wave {
+  std::vector<std::unique_ptr<SlotPlan>>* plans;
+  std::vector<ItemTask>* tasks;
+  // The slot claimed for each job produced for, and those jobs by sampler
+  // group.
+  std::unordered_map<JobId, SlotPlan*> claimed = {};
+  std::map<SamplerGroup*, std::vector<Production*>> by_group = {};
+  // Jobs of those groups that have no slot this wave but draw in its rounds.
+  std::unordered_map<JobId, Production*> drawing_ahead = {};
+};
+
+// The tasks of one sampler group's items in a wave: one per item, which
+// prepares it once for every slot position it is delivered to.
+class Scheduler::GroupTasks {
+ public:
+  // The group's jobs read one dataset instance: `job_plan`, any one's plan,
+  // says how its items are prepared.
+  GroupTasks(std::vector<ItemTask>* tasks, const JobPlan* job_plan)
+      : tasks_(tasks), job_plan_(job_plan) {}
+
+  // Puts `item` in `plan`'s next position, prepared by this wave's task
+  // for it; returns whether that task is new (a load).
+  bool Deliver(SlotPlan* plan, ItemId item) {
+    auto [it, inserted] = task_of_item_.try_emplace(item, tasks_->size());
+    if (inserted) tasks_->push_back(ItemTask{job_plan_, item, {}});
+    (*tasks_)[it->second].deliveries.push_back({plan, static_cast<uint32_t>(plan->items.size())});
+    plan->items.push_back(item);
+    return inserted;
+  }
+
+ private:
+  std::vector<ItemTask>* const tasks_;
+  const JobPlan* const job_plan_;
+  std::unordered_map<ItemId, size_t> task_of_item_;
+};
+
 bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
                          std::vector<ItemTask>* tasks) {
+  Wave wave{plans, tasks};
+  ClaimSlots(wave);
+  if (plans->empty()) return false;
+  FindJobsDrawingAhead(wave);
+  for (const auto& [group, members] : wave.by_group) PlanGroupBatches(wave, group, members);
+  // An epoch with no batch at all (drop_last, fewer items than batch_size)
+  // is one empty batch flagged last, so the client still sees it end.
+  for (auto& plan : *plans) plan->ResetOutcomes();
+  return true;
+}
+
+void Scheduler::ClaimSlots(Wave& wave) {
   // Claim one slot for each job the gate lets produce. Jobs over one dataset
   // that are claimed in the same wave share its rounds; a job left out draws
   // ahead in them (up to SchedulerOptions::draw_ahead_batches), or else is
   // masked in the sampler and keeps the items it still needs.
-  std::unordered_map<JobId, SlotPlan*> claimed;
-  std::map<SamplerGroup*, std::vector<Production*>> by_group;
   for (uint64_t id : DecideWave()) {
     Production& p = jobs_.at(id);
     auto slot = rings_->Claim(*p.job);
@@ -334,133 +381,129 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     plan->generation = p.generation;
     plan->items.reserve(p.job->plan->spec.batch_size);
     if (!p.in_sampler) EnterSampler(p);
-    claimed[id] = plan.get();
-    by_group[p.group].push_back(&p);
-    plans->push_back(std::move(plan));
+    wave.claimed[id] = plan.get();
+    wave.by_group[p.group].push_back(&p);
+    wave.plans->push_back(std::move(plan));
   }
-  if (plans->empty()) return false;
+}
+
+void Scheduler::FindJobsDrawingAhead(Wave& wave) {
   // Jobs of those groups that have no slot this wave draw ahead in its
   // rounds, so that they stay in step with the jobs produced for.
-  std::unordered_map<JobId, Production*> drawing_ahead;
   for (auto& [id, p] : jobs_) {
-    if (!claimed.count(id) && by_group.count(p.group) && MayDrawAhead(p)) drawing_ahead[id] = &p;
+    if (!wave.claimed.count(id) && wave.by_group.count(p.group) && MayDrawAhead(p)) {
+      wave.drawing_ahead[id] = &p;
+    }
   }
-  for (auto& group_members : by_group) {
-    // Named, not bound: the lambdas below capture them.
-    SamplerGroup* const group = group_members.first;
-    const std::vector<Production*>& members = group_members.second;
-    std::unordered_map<ItemId, size_t> task_of_item;
-    // The group's jobs read one dataset instance: any one's plan says how
-    // its items are prepared.
-    const JobPlan* job_plan = members.front()->job->plan.get();
-    // Puts `item` in `plan`'s next position, prepared by this wave's task
-    // for it; returns whether that task is new (a load).
-    auto deliver = [&](SlotPlan* plan, ItemId item) {
-      auto [it, inserted] = task_of_item.try_emplace(item, tasks->size());
-      if (inserted) tasks->push_back(ItemTask{job_plan, item, {}});
-      (*tasks)[it->second].deliveries.push_back({plan, static_cast<uint32_t>(plan->items.size())});
-      plan->items.push_back(item);
-      return inserted;
-    };
-    // What a job drew ahead, in the order it was drawn, fills its batch when
-    // no other job of its group is produced for in this wave (it catches up
-    // alone) and, after the rounds, when its sampler has nothing left for
-    // the batch. Otherwise the job draws in the rounds: it stays in step.
-    auto take_drawn_ahead = [&](Production* p) {
-      mu_.AssertHeld();  // called below, under our lock
-      SlotPlan* plan = claimed.at(p->job->id);
-      const uint64_t target = p->job->plan->BatchTarget(plan->batch_index);
-      while (!p->drawn_ahead.empty() && plan->items.size() < target) {
-        const ItemId item = p->drawn_ahead.front();
-        p->drawn_ahead.pop_front();
-        group->loads += deliver(plan, item) ? 1 : 0;
+}
+
+void Scheduler::PlanGroupBatches(Wave& wave, SamplerGroup* group,
+                                 const std::vector<Production*>& members) {
+  GroupTasks tasks(wave.tasks, members.front()->job->plan.get());
+  // A job produced for alone catches up on what it drew ahead first.
+  if (members.size() == 1) TakeDrawnAhead(wave, *members.front(), tasks);
+  DrawRounds(wave, group, members, tasks);
+  // Fill what the sampler left short, close epochs at their last batch,
+  // decide flags, and advance counters.
+  for (Production* p : members) FinishBatch(wave, *p, tasks);
+}
+
+void Scheduler::TakeDrawnAhead(Wave& wave, Production& p, GroupTasks& tasks) {
+  // What a job drew ahead, in the order it was drawn, fills its batch when
+  // no other job of its group is produced for in this wave (it catches up
+  // alone) and, after the rounds, when its sampler has nothing left for
+  // the batch. Otherwise the job draws in the rounds: it stays in step.
+  SlotPlan* plan = wave.claimed.at(p.job->id);
+  const uint64_t target = p.job->plan->BatchTarget(plan->batch_index);
+  while (!p.drawn_ahead.empty() && plan->items.size() < target) {
+    const ItemId item = p.drawn_ahead.front();
+    p.drawn_ahead.pop_front();
+    p.group->loads += tasks.Deliver(plan, item) ? 1 : 0;
+    p.group->requests++;
+    ledger_.Consume(p.job->id, item);
+  }
+}
+
+void Scheduler::DrawRounds(Wave& wave, SamplerGroup* group, const std::vector<Production*>& members,
+                           GroupTasks& tasks) {
+  const std::unordered_map<JobId, SlotPlan*>& claimed = wave.claimed;
+  // Jobs produced for that still need items the sampler holds; the jobs
+  // drawing ahead take part only while one does, so that they never draw
+  // alone.
+  auto wants_more = [&](const Production* p) {
+    const SlotPlan& plan = *claimed.at(p->job->id);
+    return plan.items.size() < p->job->plan->BatchTarget(plan.batch_index) &&
+           group->policy->Remaining(p->job->id) > 0;
+  };
+  auto count_wanting = [&] {
+    return static_cast<size_t>(std::count_if(members.begin(), members.end(), wants_more));
+  };
+  size_t wanting = count_wanting();
+  // Only a job level with or behind every job produced for draws ahead.
+  // One ahead of some of them would, left out, draw the items it misses
+  // later in rounds those jobs share (they still need them), while an item
+  // drawn ahead is prepared for it alone.
+  size_t most_remaining = 0;
+  for (const Production* p : members) {
+    most_remaining = std::max(most_remaining, group->policy->Remaining(p->job->id));
+  }
+  // A batch takes what its position in the epoch holds (BatchTarget), so
+  // every epoch has exactly BatchesPerEpoch() batches.
+  auto ready = [&](JobId job) {
+    if (auto it = claimed.find(job); it != claimed.end()) {
+      const SlotPlan& plan = *it->second;
+      return plan.items.size() < plan.job->plan->BatchTarget(plan.batch_index);
+    }
+    auto ahead = wave.drawing_ahead.find(job);
+    return wanting > 0 && ahead != wave.drawing_ahead.end() && ahead->second->group == group &&
+           group->policy->Remaining(job) >= most_remaining &&
+           ahead->second->drawn_ahead.size() <
+               uint64_t{options_.draw_ahead_batches} * ahead->second->job->plan->spec.batch_size;
+  };
+  Round round;
+  while (group->policy->Next(ready, &round)) {
+    for (const Delivery& delivery : round.deliveries) {
+      bool loaded = false;
+      for (JobId receiver : delivery.receivers) {
+        auto it = claimed.find(receiver);
+        if (it == claimed.end()) {
+          // Prepared once the job has a free slot; its demand stays.
+          wave.drawing_ahead.at(receiver)->drawn_ahead.push_back(delivery.item);
+          continue;
+        }
+        loaded |= tasks.Deliver(it->second, delivery.item);
+        ledger_.Consume(receiver, delivery.item);
         group->requests++;
-        ledger_.Consume(p->job->id, item);
       }
-    };
-    if (members.size() == 1) take_drawn_ahead(members.front());
-    // Jobs produced for that still need items the sampler holds; the jobs
-    // drawing ahead take part only while one does, so that they never draw
-    // alone.
-    auto wants_more = [&](const Production* p) {
-      const SlotPlan& plan = *claimed.at(p->job->id);
-      return plan.items.size() < p->job->plan->BatchTarget(plan.batch_index) &&
-             group->policy->Remaining(p->job->id) > 0;
-    };
-    auto count_wanting = [&] {
-      return static_cast<size_t>(std::count_if(members.begin(), members.end(), wants_more));
-    };
-    size_t wanting = count_wanting();
-    // Only a job level with or behind every job produced for draws ahead.
-    // One ahead of some of them would, left out, draw the items it misses
-    // later in rounds those jobs share (they still need them), while an item
-    // drawn ahead is prepared for it alone.
-    size_t most_remaining = 0;
-    for (const Production* p : members) {
-      most_remaining = std::max(most_remaining, group->policy->Remaining(p->job->id));
+      group->loads += loaded ? 1 : 0;
     }
-    // A batch takes what its position in the epoch holds (BatchTarget), so
-    // every epoch has exactly BatchesPerEpoch() batches.
-    auto ready = [&](JobId job) {
-      if (auto it = claimed.find(job); it != claimed.end()) {
-        const SlotPlan& plan = *it->second;
-        return plan.items.size() < plan.job->plan->BatchTarget(plan.batch_index);
-      }
-      auto ahead = drawing_ahead.find(job);
-      return wanting > 0 && ahead != drawing_ahead.end() && ahead->second->group == group &&
-             group->policy->Remaining(job) >= most_remaining &&
-             ahead->second->drawn_ahead.size() <
-                 uint64_t{options_.draw_ahead_batches} * ahead->second->job->plan->spec.batch_size;
-    };
-    Round round;
-    while (group->policy->Next(ready, &round)) {
-      for (const Delivery& delivery : round.deliveries) {
-        bool loaded = false;
-        for (JobId receiver : delivery.receivers) {
-          auto it = claimed.find(receiver);
-          if (it == claimed.end()) {
-            // Prepared once the job has a free slot; its demand stays.
-            drawing_ahead.at(receiver)->drawn_ahead.push_back(delivery.item);
-            continue;
-          }
-          loaded |= deliver(it->second, delivery.item);
-          ledger_.Consume(receiver, delivery.item);
-          group->requests++;
-        }
-        group->loads += loaded ? 1 : 0;
-      }
-      wanting = count_wanting();
-    }
-    // Fill what the sampler left short, close epochs at their last batch,
-    // decide flags, and advance counters.
-    for (Production* p : members) {
-      SlotPlan* plan = claimed.at(p->job->id);
-      // The sampler runs dry before the batch is full when the epoch holds
-      // an item twice (its copies follow), and when a resumed epoch was
-      // given fewer items than it has positions left: substitutes keep the
-      // batch count exact then too.
-      take_drawn_ahead(p);
-      const uint64_t target = p->job->plan->BatchTarget(plan->batch_index);
-      for (uint32_t attempt = 0; plan->items.size() < target;) {
-        ItemId item;
-        if (p->repeats_served < p->repeats.size()) {
-          item = p->repeats[p->repeats_served++];
-          ledger_.Consume(p->job->id, item);
-        } else {
-          item = p->job->Substitute(p->epoch, 0, attempt++, [&](ItemId i) {
-            mu_.AssertHeld();  // Substitute calls back before it returns, under our lock
-            return failed_items_.count({job_plan->dataset_index, i}) > 0;
-          });
-        }
-        deliver(plan, item);
-      }
-      AdvancePast(*p, *plan);
-    }
+    wanting = count_wanting();
   }
-  // An epoch with no batch at all (drop_last, fewer items than batch_size)
-  // is one empty batch flagged last, so the client still sees it end.
-  for (auto& plan : *plans) plan->ResetOutcomes();
-  return true;
+}
+
+void Scheduler::FinishBatch(Wave& wave, Production& p, GroupTasks& tasks) {
+  SlotPlan* plan = wave.claimed.at(p.job->id);
+  // The sampler runs dry before the batch is full when the epoch holds an
+  // item twice (its copies follow), and when a resumed epoch was given
+  // fewer items than it has positions left: substitutes keep the batch
+  // count exact then too.
+  TakeDrawnAhead(wave, p, tasks);
+  const uint64_t target = p.job->plan->BatchTarget(plan->batch_index);
+  const uint32_t dataset_index = p.job->plan->dataset_index;
+  for (uint32_t attempt = 0; plan->items.size() < target;) {
+    ItemId item;
+    if (p.repeats_served < p.repeats.size()) {
+      item = p.repeats[p.repeats_served++];
+      ledger_.Consume(p.job->id, item);
+    } else {
+      item = p.job->Substitute(p.epoch, 0, attempt++, [&](ItemId i) {
+        mu_.AssertHeld();  // Substitute calls back before it returns, under our lock
+        return failed_items_.count({dataset_index, i}) > 0;
+      });
+    }
+    tasks.Deliver(plan, item);
+  }
+  AdvancePast(p, *plan);
 }
 
 void Scheduler::AdvancePast(Production& p, SlotPlan& plan) {

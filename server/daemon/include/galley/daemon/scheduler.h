@@ -220,9 +220,35 @@ class Scheduler final : public JobLifecycleObserver {
   // Asks the gate which jobs to produce for now and copies its times into
   // the jobs' counters; returns the jobs to produce for, in jobs_ order.
   std::vector<uint64_t> DecideWave() REQUIRES(mu_);
-  // Plans a wave; returns false if no job can take a batch.
+  // Plans a wave; returns false if no job can take a batch. Its steps
+  // follow, in order.
   bool PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans, std::vector<ItemTask>* tasks)
       REQUIRES(mu_);
+  // A wave while it is planned, and the tasks of one sampler group's items
+  // in it (scheduler.cc).
+  struct Wave;
+  class GroupTasks;
+  // Claims a slot for each job the gate lets produce now (entering its
+  // epoch if it is not in it yet), and groups those jobs by sampler group.
+  void ClaimSlots(Wave& wave) REQUIRES(mu_);
+  // The jobs of those groups, without a slot this wave, that draw ahead in
+  // its rounds (MayDrawAhead).
+  void FindJobsDrawingAhead(Wave& wave) REQUIRES(mu_);
+  // Fills the batches of one sampler group's jobs produced for in the wave
+  // (`members`): TakeDrawnAhead for a job alone, DrawRounds, then
+  // FinishBatch for each.
+  void PlanGroupBatches(Wave& wave, SamplerGroup* group, const std::vector<Production*>& members)
+      REQUIRES(mu_);
+  // Puts what `p` drew ahead, in draw order, into its batch, up to the
+  // batch's target.
+  void TakeDrawnAhead(Wave& wave, Production& p, GroupTasks& tasks) REQUIRES(mu_);
+  // Runs the group's sampler rounds while a job produced for needs items
+  // it holds; jobs drawing ahead keep what they draw for later batches.
+  void DrawRounds(Wave& wave, SamplerGroup* group, const std::vector<Production*>& members,
+                  GroupTasks& tasks) REQUIRES(mu_);
+  // Completes `p`'s batch with what it drew ahead, the epoch's repeated
+  // items, then substitutes, and moves the job past it (AdvancePast).
+  void FinishBatch(Wave& wave, Production& p, GroupTasks& tasks) REQUIRES(mu_);
   // Moves the job past the batch `plan` holds: to its next batch or, after
   // its epoch's last (flagged so, and the stream's end after the job's last
   // epoch), out of the sampler and into the next epoch.
