@@ -96,7 +96,22 @@ class ControlServer {
 
   void AcceptLoop();
   void Serve(Session* session);
+  // Serves one job on its connection, from its OpenJob to its end, in the
+  // steps below: OpenJob, JobOpened sent, ServeJobRequests, then the
+  // JobManager closes it.
   Status ServeJob(Session* session, wire::Frame open_frame, const wire::PeerCredentials& peer);
+  // The job an OpenJob frame asks for (JobManager::Open), or the refusal to
+  // send; a cancel later sends its reason on `connection` and closes it.
+  Result<std::shared_ptr<ServedJob>> OpenJob(wire::Connection& connection, wire::Frame open_frame,
+                                             const wire::PeerCredentials& peer);
+  // Reads the job's messages until it ends and returns why: its client
+  // closed it or left, or sent what a job connection does not take (a
+  // ProtocolError). Seeks, the consumer's first wait and released slots go
+  // to the JobManager.
+  Status ServeJobRequests(wire::Connection& connection, const ServedJob& job);
+  void AnswerSeekEpoch(wire::Connection& connection, uint32_t request_id, const ServedJob& job,
+                       const nlohmann::json& body);
+  void AnswerStats(wire::Connection& connection, uint32_t request_id, const ServedJob& job) const;
   // An OpenJob body as a JobSpec. A large one is measured first (refused
   // when its parsed form would be too large) and parsed by request_parser_.
   Result<JobSpec> ParseOpenJob(std::string_view payload);
