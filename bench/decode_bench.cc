@@ -265,9 +265,9 @@ const TransformPipeline& TrainPipeline() {
 constexpr int kItems = 512;
 
 // The windows of kItems consecutive samples, and their mean share of the image.
-const std::vector<SourceRect>& TrainWindows() {
-  static const std::vector<SourceRect> windows = [] {
-    std::vector<SourceRect> out;
+const std::vector<Rect>& TrainWindows() {
+  static const std::vector<Rect> windows = [] {
+    std::vector<Rect> out;
     for (int item = 0; item < kItems; ++item) {
       out.push_back(TrainPipeline().RegionWindow(kWidth, kHeight, 1, 0, item).value());
     }
@@ -278,7 +278,7 @@ const std::vector<SourceRect>& TrainWindows() {
 
 double MeanAreaFraction() {
   double sum = 0;
-  for (const SourceRect& w : TrainWindows()) sum += static_cast<double>(w.width) * w.height;
+  for (const Rect& w : TrainWindows()) sum += static_cast<double>(w.width) * w.height;
   return sum / (static_cast<double>(TrainWindows().size()) * kWidth * kHeight);
 }
 
@@ -288,7 +288,7 @@ void BM_DecodeRegionWindows(benchmark::State& state) {
   const auto& windows = TrainWindows();
   size_t i = 0;
   for (auto _ : state) {
-    const SourceRect& w = windows[i++ % windows.size()];
+    const Rect& w = windows[i++ % windows.size()];
     auto region = DecodeRegion(jpeg, DecodeOptions{}, w.x, w.y, w.width, w.height);
     if (!region.ok()) state.SkipWithError(region.status().ToString().c_str());
     benchmark::DoNotOptimize(region->pixels.pixels.data());

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "galley/daemon/item_pipeline.h"
 #include "galley/daemon/memory_setup.h"
 #include "galley/daemon/restarting_loop.h"
 
@@ -112,9 +111,7 @@ void CachePlanner::Stop() {
 }
 
 Status CachePlanner::OnJobOpened(const std::shared_ptr<ServedJob>& job) {
-  RecordJob(job->id,
-            PlannedJob{job->dataset, AugmentationSignature(*job), job->pipeline->sample_bytes(),
-                       job->subset.size(), job->pipeline, job->spec.max_resolution});
+  RecordJob(job->id, job->plan);
   return Status::Ok();
 }
 
@@ -122,14 +119,11 @@ Status CachePlanner::OnJobSought(ServedJob& /*job*/, const JobSeek& /*seek*/) {
   return Status::Ok();
 }
 
-void CachePlanner::RecordJob(JobId job_id, PlannedJob job) {
+void CachePlanner::RecordJob(JobId job_id, std::shared_ptr<const JobPlan> job) {
   {
     MutexLock lock(&mu_);
-    const Dataset* key = job.dataset.get();
-    if (!datasets_.contains(key)) {
-      datasets_[key].dataset = job.dataset;
-      datasets_[key].max_resolution = job.max_resolution;
-    }
+    DatasetInfo& info = datasets_[job->dataset.get()];
+    if (info.reader == nullptr) info.reader = job;
     jobs_[job_id] = std::move(job);
     pending_ = true;
   }
@@ -141,14 +135,22 @@ void CachePlanner::OnJobClosed(JobId job_id) {
     MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return;
-    const Dataset* dataset = it->second.dataset.get();
+    const std::shared_ptr<const JobPlan> closed = std::move(it->second);
+    const Dataset* dataset = closed->dataset.get();
     jobs_.erase(it);
     // A dataset no job reads any more is not planned for (and a re-listed
-    // one is a new dataset): its sample goes with it.
-    const bool in_use = std::any_of(jobs_.begin(), jobs_.end(), [&](const auto& job) {
-      return job.second.dataset.get() == dataset;
+    // one is a new dataset): its sample goes with it. Otherwise another of
+    // its jobs stands for it, so that no closed job's plan (its item list)
+    // outlives the job here.
+    auto reader = std::find_if(jobs_.begin(), jobs_.end(), [&](const auto& job) {
+      return job.second->dataset.get() == dataset;
     });
-    if (!in_use) datasets_.erase(dataset);
+    if (reader == jobs_.end()) {
+      datasets_.erase(dataset);
+    } else if (auto info = datasets_.find(dataset);
+               info != datasets_.end() && info->second.reader == closed) {
+      info->second.reader = reader->second;
+    }
     pending_ = true;
   }
   cv_.SignalAll();
@@ -168,13 +170,11 @@ void CachePlanner::Loop() {
 
 cache::Plan CachePlanner::ReplanNow() {
   MutexLock plan_lock(&plan_mu_);
-  std::vector<std::pair<std::shared_ptr<const Dataset>, uint32_t>> to_sample;
+  std::vector<std::shared_ptr<const JobPlan>> to_sample;  // a reader of each
   {
     MutexLock lock(&mu_);
     for (auto& [key, info] : datasets_) {
-      if (!info.sample && info.sample_error.empty()) {
-        to_sample.emplace_back(info.dataset, info.max_resolution);
-      }
+      if (!info.sample && info.sample_error.empty()) to_sample.push_back(info.reader);
     }
   }
   // Pipelines not measured yet; measured, like datasets, without mu_. With
@@ -183,8 +183,8 @@ cache::Plan CachePlanner::ReplanNow() {
   if (cache_->cache_bytes() > 0) {
     MutexLock lock(&mu_);
     for (const auto& [id, job] : jobs_) {
-      if (job.pipeline && !pipeline_rates_.contains(job.pipeline->Signature())) {
-        to_measure.emplace(job.pipeline->Signature(), job.pipeline);
+      if (job->pipeline && !pipeline_rates_.contains(job->pipeline->Signature())) {
+        to_measure.emplace(job->pipeline->Signature(), job->pipeline);
       }
     }
   }
@@ -202,8 +202,10 @@ cache::Plan CachePlanner::ReplanNow() {
   // Sampling reads files: done without mu_, so RecordJob never waits on disk.
   std::vector<std::pair<const Dataset*, Result<DatasetSample>>> samples;
   samples.reserve(to_sample.size());
-  for (const auto& [dataset, max_resolution] : to_sample)
-    samples.emplace_back(dataset.get(), SampleDataset(*dataset, max_resolution));
+  for (const std::shared_ptr<const JobPlan>& reader : to_sample) {
+    samples.emplace_back(reader->dataset.get(),
+                         SampleDataset(*reader->dataset, reader->spec.max_resolution));
+  }
 
   cache::PlannerInputs inputs;
   bool have_data = false;
@@ -218,12 +220,12 @@ cache::Plan CachePlanner::ReplanNow() {
         spdlog::info(
             "cache planner: dataset {}: {} items, {:.0f} B mean, inflation {:.2f}, read {:.3g} "
             "MB/s",
-            info.dataset->root().string(), sample->items, sample->mean_encoded_bytes,
+            info.reader->dataset->root().string(), sample->items, sample->mean_encoded_bytes,
             sample->inflation,
             sample->read_seconds > 0 ? sample->bytes_read / sample->read_seconds / 1e6 : 0.0);
       } else {
         info.sample_error = sample.status().ToString();
-        spdlog::warn("cache planner: cannot sample {}: {}", info.dataset->root().string(),
+        spdlog::warn("cache planner: cannot sample {}: {}", info.reader->dataset->root().string(),
                      info.sample_error);
       }
     }
@@ -291,8 +293,8 @@ cache::PlannerInputs CachePlanner::InputsLocked() const {
   double pipeline_seconds = 0;
   int timed = 0;
   for (const auto& [id, job] : jobs_) {
-    if (!job.pipeline) continue;
-    const auto rate = pipeline_rates_.find(job.pipeline->Signature());
+    if (!job->pipeline) continue;
+    const auto rate = pipeline_rates_.find(job->pipeline->Signature());
     if (rate == pipeline_rates_.end() || rate->second <= 0) continue;
     pipeline_seconds += 1.0 / rate->second;
     ++timed;
@@ -320,10 +322,11 @@ cache::PlannerInputs CachePlanner::InputsLocked() const {
   std::map<std::pair<const Dataset*, std::string>, int> signature_groups;
   double sample_bytes = 0;
   for (const auto& [id, job] : jobs_) {
-    used[job.dataset.get()] += job.subset_items;
-    in.identical_pipeline_jobs = std::max(in.identical_pipeline_jobs,
-                                          ++signature_groups[{job.dataset.get(), job.signature}]);
-    sample_bytes += double(job.sample_bytes);
+    used[job->dataset.get()] += job->subset.size();
+    in.identical_pipeline_jobs =
+        std::max(in.identical_pipeline_jobs,
+                 ++signature_groups[{job->dataset.get(), job->augmentation_signature}]);
+    sample_bytes += double(job->geometry.sample_bytes);
   }
   in.augmented_item_bytes =
       jobs_.empty() ? kDefaultSampleBytes : sample_bytes / double(jobs_.size());
@@ -400,7 +403,7 @@ PlanSnapshot CachePlanner::Snapshot() const {
   out.probe_seconds = node_.probe_seconds;
   for (const auto& [key, info] : datasets_) {
     PlanDatasetSnapshot& d = out.datasets.emplace_back();
-    d.root = info.dataset->root().string();
+    d.root = info.reader->dataset->root().string();
     d.sampled = info.sample.has_value();
     if (info.sample) {
       d.items = info.sample->items;

@@ -116,8 +116,72 @@ class DatasetVisibility {
   AccessChecker checker_;
 };
 
-// Who hears of every job's life: the scheduler first, since it may refuse
-// a job (an unknown policy) or a seek, then the planner, which never does.
+// What JobOpened tells the client of its job.
+JobInfo JobInfoOf(const ServedJob& job) {
+  const JobPlan& plan = *job.plan;
+  JobInfo info;
+  info.job_id = job.id;
+  info.dataset_size = plan.dataset->size();
+  info.subset_size = plan.subset.size();
+  info.epoch_size = plan.epoch_size;
+  info.batches_per_epoch = plan.BatchesPerEpoch();
+  info.classes = plan.dataset->classes();
+  info.dtype = plan.pipeline->dtype() == image::DType::kUInt8 ? DType::kUInt8 : DType::kFloat32;
+  info.layout = plan.pipeline->layout() == image::Layout::kNCHW ? Layout::kNCHW : Layout::kNHWC;
+  const int64_t h = plan.pipeline->output_height(), w = plan.pipeline->output_width();
+  info.sample_shape =
+      info.layout == Layout::kNCHW ? std::vector<int64_t>{3, h, w} : std::vector<int64_t>{h, w, 3};
+  info.slots = job.ring->geometry().slot_count;
+  info.segment_bytes = job.ring->geometry().segment_bytes;
+  info.content_key = plan.dataset->resume_key().content.Hex();
+  info.mtimes_key = plan.dataset->resume_key().mtimes.Hex();
+  info.dataset_bytes = plan.dataset->total_bytes();
+  if (const auto& collations = plan.dataset->field_collations(); !collations.empty()) {
+    for (const uint32_t f : plan.field_map) info.field_collations.push_back(collations[f]);
+  }
+  if (const ShardSource* shards = plan.dataset->shard_source()) {
+    info.left_out = shards->stats().skipped_samples;
+    info.left_out_samples = shards->stats().left_out;
+  }
+  return info;
+}
+
+// Answers the job's OpenJob with JobOpened and the ring's descriptors,
+// which galleyd then closes: the client holds the only copies.
+Status SendJobOpened(wire::Connection& connection, uint32_t open_id, ServedJob& job) {
+  const Status sent = SendJson(connection, wire::MessageType::kJobOpened, open_id,
+                               wire::JobInfoToJson(JobInfoOf(job)), job.ring->segment_fd(),
+                               job.ring->client_wakeup_fd());
+  job.ring->DropClientDescriptors();
+  return sent;
+}
+
+// A SeekEpoch request: the epoch the job restarts at and, for a listed
+// job, the epoch's list (JobSpec::epoch_items).
+struct SeekRequest {
+  uint64_t epoch = 0;
+  std::optional<std::vector<uint64_t>> items;
+};
+
+Result<SeekRequest> ParseSeekEpoch(const json& body) {
+  auto epoch = body.find("epoch");
+  if (epoch == body.end() || !epoch->is_number_unsigned()) {
+    return Status::InvalidArgument("SeekEpoch needs 'epoch'");
+  }
+  SeekRequest seek{.epoch = epoch->get<uint64_t>()};
+  if (auto list = body.find("items"); list != body.end()) {
+    const bool valid =
+        list->is_array() && std::all_of(list->begin(), list->end(),
+                                        [](const json& v) { return v.is_number_unsigned(); });
+    if (!valid) return Status::InvalidArgument("SeekEpoch's 'items' must be a list of item ids");
+    seek.items.emplace();
+    seek.items->reserve(list->size());
+    for (const json& v : *list) seek.items->push_back(v.get<uint64_t>());
+  }
+  return seek;
+}
+
+// galleyd's own credentials: what /metrics shows is an admin's view.
 wire::PeerCredentials Myself() {
   return wire::PeerCredentials{::getpid(), ::geteuid(), ::getegid(), {}};
 }
@@ -134,7 +198,7 @@ ControlServerOptions ControlServerOptions::From(const DaemonOptions& options) {
 }
 
 ControlServer::ControlServer(const ControlServerOptions& options, JobManager* jobs,
-                             DatasetRegistry* datasets, Scheduler* scheduler,
+                             DatasetRegistry* datasets, const Scheduler* scheduler,
                              ItemPipeline* pipeline, const CachePlanner* cache_planner)
     : options_(options),
       jobs_(jobs),
@@ -398,12 +462,30 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
                                const wire::PeerCredentials& peer) {
   wire::Connection& connection = *session->connection;
   const uint32_t open_id = open_frame.header.request_id;
-  auto refuse = [&](const Status& status) {
-    spdlog::info("refused a job from pid {}: {}", peer.pid, status.ToString());
+  auto opened = OpenJob(connection, std::move(open_frame), peer);
+  if (!opened.ok()) {
+    spdlog::info("refused a job from pid {}: {}", peer.pid, opened.status().ToString());
     Uncount(session);
-    SendError(connection, open_id, status);
+    SendError(connection, open_id, opened.status());
     return Status::Ok();  // answered; the connection closes quietly
-  };
+  }
+  const std::shared_ptr<ServedJob> job = *opened;
+  if (const Status sent = SendJobOpened(connection, open_id, *job); !sent.ok()) {
+    jobs_->Close(job->id, sent);
+    return Status::Ok();
+  }
+  const JobPlan& plan = *job->plan;
+  spdlog::info("job {} ({}) opened by uid {} pid {}: {} items/epoch, batch {}, policy {}", job->id,
+               plan.spec.name, peer.uid, peer.pid, plan.epoch_size, plan.spec.batch_size,
+               plan.policy);
+  const Status ending = ServeJobRequests(connection, *job);
+  jobs_->Close(job->id, ending);
+  return ending.code() == StatusCode::kProtocolError ? ending : Status::Ok();
+}
+
+Result<std::shared_ptr<ServedJob>> ControlServer::OpenJob(wire::Connection& connection,
+                                                          wire::Frame open_frame,
+                                                          const wire::PeerCredentials& peer) {
   const bool large = open_frame.payload.size() > wire::FrameBudget::kFreeBytes;
   auto spec = ParseOpenJob(open_frame.payload);
   // The request's text and document are not needed for the job's life: a
@@ -413,7 +495,7 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
   // the old buffer.
   { const wire::Frame released = std::move(open_frame); }
   if (large) ::malloc_trim(0);
-  if (!spec.ok()) return refuse(spec.status());
+  if (!spec.ok()) return spec.status();
   // How a cancel reaches the client: the reason, then the connection
   // closes, which ends this thread's read loop.
   auto cancel = [&connection](const Status& why) {
@@ -423,120 +505,73 @@ Status ControlServer::ServeJob(Session* session, wire::Frame open_frame,
   };
   // A listing the open needs stops when galleyd stops or the client leaves.
   ListingStop stop(&stopping_, connection.fd());
-  auto opened = jobs_->Open(*spec, peer, cancel, &stop);
-  if (!opened.ok()) return refuse(opened.status());
-  std::shared_ptr<ServedJob> job = *opened;
-  auto cleanup = [&](const Status& why) { jobs_->Close(job->id, why); };
+  return jobs_->Open(*spec, peer, cancel, &stop);
+}
 
-  JobInfo info;
-  info.job_id = job->id;
-  info.dataset_size = job->dataset->size();
-  info.subset_size = job->subset.size();
-  info.epoch_size = job->epoch_size;
-  info.batches_per_epoch = job->BatchesPerEpoch();
-  info.classes = job->dataset->classes();
-  info.dtype = job->pipeline->dtype() == image::DType::kUInt8 ? DType::kUInt8 : DType::kFloat32;
-  info.layout = job->pipeline->layout() == image::Layout::kNCHW ? Layout::kNCHW : Layout::kNHWC;
-  const int64_t h = job->pipeline->output_height(), w = job->pipeline->output_width();
-  info.sample_shape =
-      info.layout == Layout::kNCHW ? std::vector<int64_t>{3, h, w} : std::vector<int64_t>{h, w, 3};
-  info.slots = job->ring->geometry().slot_count;
-  info.segment_bytes = job->ring->geometry().segment_bytes;
-  info.content_key = job->dataset->resume_key().content.Hex();
-  info.mtimes_key = job->dataset->resume_key().mtimes.Hex();
-  info.dataset_bytes = job->dataset->total_bytes();
-  if (const auto& collations = job->dataset->field_collations(); !collations.empty()) {
-    for (const uint32_t f : job->field_map) info.field_collations.push_back(collations[f]);
-  }
-  if (const ShardSource* shards = job->dataset->shard_source()) {
-    info.left_out = shards->stats().skipped_samples;
-    info.left_out_samples = shards->stats().left_out;
-  }
-  const Status sent =
-      SendJson(connection, wire::MessageType::kJobOpened, open_id, wire::JobInfoToJson(info),
-               job->ring->segment_fd(), job->ring->client_wakeup_fd());
-  job->ring->DropClientDescriptors();
-  if (!sent.ok()) {
-    cleanup(sent);
-    return Status::Ok();
-  }
-  spdlog::info("job {} ({}) opened by uid {} pid {}: {} items/epoch, batch {}, policy {}", job->id,
-               job->spec.name, peer.uid, peer.pid, job->epoch_size, job->spec.batch_size,
-               job->policy);
-
-  Status ending = Status::Cancelled("the job was closed");
+Status ControlServer::ServeJobRequests(wire::Connection& connection, const ServedJob& job) {
   MessagePacer releases(kReleaseRate, kReleaseBurst), requests(kRequestRate, kRequestBurst);
   while (true) {
     auto frame = connection.ReadFrame();
     if (frame.ok() &&
         !(frame->header.type == wire::MessageType::kSlotReleased ? releases : requests)
              .Take(stopping_, connection.fd())) {
-      ending = Status::Cancelled("the client disconnected");
-      break;
+      return Status::Cancelled("the client disconnected");
     }
     if (!frame.ok()) {
-      ending = frame.status().code() == StatusCode::kUnavailable
-                   ? Status::Cancelled("the client disconnected")
-                   : frame.status();
-      break;
+      return frame.status().code() == StatusCode::kUnavailable
+                 ? Status::Cancelled("the client disconnected")
+                 : frame.status();
     }
     const uint32_t request_id = frame->header.request_id;
     auto req = wire::ParseObject(frame->payload);
-    if (!req.ok()) {
-      ending = Status::ProtocolError(req.status().message());
-      break;
-    }
-    if (frame->header.type == wire::MessageType::kSlotReleased) {
-      scheduler_->Wake();
-    } else if (frame->header.type == wire::MessageType::kSeekEpoch) {
-      auto epoch = req->find("epoch");
-      if (epoch == req->end() || !epoch->is_number_unsigned()) {
-        SendError(connection, request_id, Status::InvalidArgument("SeekEpoch needs 'epoch'"));
-        continue;
-      }
-      // A listed job's next epoch comes with its list (JobSpec::epoch_items).
-      std::optional<std::vector<uint64_t>> items;
-      if (req->contains("items")) {
-        items.emplace();
-        const auto& list = (*req)["items"];
-        const bool valid =
-            list.is_array() && std::all_of(list.begin(), list.end(),
-                                           [](const json& v) { return v.is_number_unsigned(); });
-        if (!valid) {
-          SendError(connection, request_id,
-                    Status::InvalidArgument("SeekEpoch's 'items' must be a list of item ids"));
-          continue;
-        }
-        items->reserve(list.size());
-        for (const json& v : list) items->push_back(v.get<uint64_t>());
-      }
-      auto generation = jobs_->Seek(job->id, epoch->get<uint64_t>(), items ? &*items : nullptr);
-      if (!generation.ok()) {
-        SendError(connection, request_id, generation.status());
-        continue;
-      }
-      (void)SendJson(connection, wire::MessageType::kEpochSought, request_id,
-                     {{"epoch", epoch->get<uint64_t>()}, {"generation", *generation}});
-    } else if (frame->header.type == wire::MessageType::kStatsRequest) {
-      // The job's own sampler groups only: others name other users' data.
-      JobStatsSnapshot stats{job->Snapshot(), scheduler_->Snapshot(), pipeline_->Snapshot()};
-      std::erase_if(stats.samplers, [&](const SamplerGroupSnapshot& group) {
-        return group.dataset != job->dataset->root().string();
-      });
-      (void)SendJson(connection, wire::MessageType::kStats, request_id, stats);
-    } else if (frame->header.type == wire::MessageType::kConsumerReady) {
-      scheduler_->ConsumerReady(job->id);
-    } else if (frame->header.type == wire::MessageType::kCloseJob) {
-      break;
-    } else {
-      ending = Status::ProtocolError("unexpected " +
+    if (!req.ok()) return Status::ProtocolError(req.status().message());
+    switch (frame->header.type) {
+      case wire::MessageType::kSlotReleased:
+        jobs_->SlotReleased(job.id);
+        break;
+      case wire::MessageType::kConsumerReady:
+        jobs_->ConsumerReady(job.id);
+        break;
+      case wire::MessageType::kSeekEpoch:
+        AnswerSeekEpoch(connection, request_id, job, *req);
+        break;
+      case wire::MessageType::kStatsRequest:
+        AnswerStats(connection, request_id, job);
+        break;
+      case wire::MessageType::kCloseJob:
+        return Status::Cancelled("the job was closed");
+      default:
+        return Status::ProtocolError("unexpected " +
                                      std::string(wire::MessageTypeName(frame->header.type)) +
                                      " on a job connection");
-      break;
     }
   }
-  cleanup(ending);
-  return ending.code() == StatusCode::kProtocolError ? ending : Status::Ok();
+}
+
+void ControlServer::AnswerSeekEpoch(wire::Connection& connection, uint32_t request_id,
+                                    const ServedJob& job, const json& body) {
+  auto seek = ParseSeekEpoch(body);
+  if (!seek.ok()) {
+    SendError(connection, request_id, seek.status());
+    return;
+  }
+  auto generation = jobs_->Seek(job.id, seek->epoch, seek->items ? &*seek->items : nullptr);
+  if (!generation.ok()) {
+    SendError(connection, request_id, generation.status());
+    return;
+  }
+  (void)SendJson(connection, wire::MessageType::kEpochSought, request_id,
+                 {{"epoch", seek->epoch}, {"generation", *generation}});
+}
+
+void ControlServer::AnswerStats(wire::Connection& connection, uint32_t request_id,
+                                const ServedJob& job) const {
+  // The job's own sampler groups only: others name other users' data.
+  JobStatsSnapshot stats{job.Snapshot(), scheduler_->Snapshot(), pipeline_->Snapshot()};
+  std::erase_if(stats.samplers, [&](const SamplerGroupSnapshot& group) {
+    return group.dataset != job.plan->dataset->root().string();
+  });
+  (void)SendJson(connection, wire::MessageType::kStats, request_id, stats);
 }
 
 Result<JobSpec> ControlServer::ParseOpenJob(std::string_view payload) {
@@ -587,7 +622,7 @@ Result<json> ControlServer::Request(const json& body, const wire::PeerCredential
       by.checker = &checker.emplace(Credentials{peer.uid, peer.gid, peer.groups});
       by.uid = peer.uid;
       for (const auto& job : jobs_->Jobs(peer.uid, /*all=*/false)) {
-        by.reading.push_back(job->dataset->root());
+        by.reading.push_back(job->plan->dataset->root());
       }
     }
     GALLEY_RETURN_IF_ERROR(datasets_->Forget(dataset->get<std::string>(), by));

@@ -75,10 +75,6 @@ ContentFingerprint RemoteFingerprint(const Dataset& dataset, uint32_t max_resolu
   return shrunk.Finish();
 }
 
-std::string AugmentationSignature(const ServedJob& job) {
-  return job.pipeline->Signature() + "#seed=" + std::to_string(job.spec.seed);
-}
-
 uint32_t PipelineOptions::threads() const {
   return worker_threads != 0 ? worker_threads : UsableCores();
 }
@@ -124,14 +120,14 @@ bool ItemPipeline::TryRegionDecode(const ItemTask& task, const cache::Blob& enco
                                    bool remote_wants_pixels,
                                    std::optional<image::ImageRegion>* region, Status* failure) {
   for (const SlotPosition* d : receivers) {
-    if (!d->plan->job->pipeline->SupportsRegion()) return false;
+    if (!d->plan->job->plan->pipeline->SupportsRegion()) return false;
   }
   auto header = image::ReadHeader(encoded.bytes);
   if (!header.ok() || header->format != image::ImageFormat::kJpeg || header->orientation != 1) {
     return false;
   }
   // An image to be shrunk needs all of its pixels.
-  if (image::MaxResolutionSize(header->width, header->height, task.max_resolution) !=
+  if (image::MaxResolutionSize(header->width, header->height, task.job_plan->spec.max_resolution) !=
       image::ImageSize{header->width, header->height}) {
     return false;
   }
@@ -151,8 +147,8 @@ bool ItemPipeline::TryRegionDecode(const ItemTask& task, const cache::Blob& enco
   int x0 = header->width, y0 = header->height, x1 = 0, y1 = 0;
   for (const SlotPosition* d : receivers) {
     const ServedJob& job = *d->plan->job;
-    auto window = job.pipeline->RegionWindow(header->width, header->height, job.spec.seed,
-                                             d->plan->epoch, task.item);
+    auto window = job.plan->pipeline->RegionWindow(header->width, header->height,
+                                                   job.plan->spec.seed, d->plan->epoch, task.item);
     if (!window.ok()) return false;
     x0 = std::min(x0, window->x);
     y0 = std::min(y0, window->y);
@@ -174,8 +170,8 @@ bool ItemPipeline::TryRegionDecode(const ItemTask& task, const cache::Blob& enco
 Result<cache::BlobPtr> ItemPipeline::Fetch(ItemTask& task, cache::Key key, cache::BlobPtr* cached,
                                            bool* from_storage) {
   if (remote_ != nullptr) {
-    RemoteLookup found =
-        remote_->Get(RemoteFingerprint(*task.dataset, task.max_resolution), task.item);
+    RemoteLookup found = remote_->Get(
+        RemoteFingerprint(task.dataset(), task.job_plan->spec.max_resolution), task.item);
     if (found.decoded != nullptr) {
       // Another node decoded it: the local decoded tier keeps it if it may.
       if (cache_ != nullptr) cache_->decoded().Put(key, found.decoded);
@@ -186,8 +182,8 @@ Result<cache::BlobPtr> ItemPipeline::Fetch(ItemTask& task, cache::Key key, cache
   }
   auto start = Clock::now();
   std::vector<uint8_t> record;
-  auto bytes = task.dataset->has_fields() ? task.dataset->ReadWithFields(task.item, &record)
-                                          : task.dataset->Read(task.item);
+  auto bytes = task.dataset().has_fields() ? task.dataset().ReadWithFields(task.item, &record)
+                                           : task.dataset().Read(task.item);
   if (bytes.ok() && throttle_ != nullptr) throttle_->Charge(bytes->size() + record.size());
   counters_.read_ns += NsSince(start);
   if (!bytes.ok()) return bytes.status();
@@ -196,7 +192,7 @@ Result<cache::BlobPtr> ItemPipeline::Fetch(ItemTask& task, cache::Key key, cache
   counters_.bytes_read += bytes->size();
   auto blob = std::make_shared<cache::Blob>();
   blob->bytes = std::move(bytes).value();
-  if (task.dataset->has_fields()) {
+  if (task.dataset().has_fields()) {
     blob->fields = std::make_shared<const std::vector<uint8_t>>(std::move(record));
   }
   *from_storage = true;
@@ -211,7 +207,7 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
                   bool dataset_changed = false) -> std::optional<PreparedItem> {
     counters_.failures++;
     // Named once: a file's own errors already start with its path.
-    const std::string path = task.dataset->path(task.item).string();
+    const std::string path = task.dataset().path(task.item).string();
     const std::string message = why.rfind(path + ": ", 0) == 0 ? why : path + ": " + why;
     uint64_t dropped = 0;
     if (failure_log_.Allow(LogThrottle::Clock::now(), &dropped)) {
@@ -241,7 +237,7 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
     bool from_storage = false;
     auto fetched = Fetch(task, key, &prepared.cached, &from_storage);
     if (!fetched.ok()) {
-      return fail(fetched.status().message(), IsDatasetChange(*task.dataset, fetched.status()));
+      return fail(fetched.status().message(), IsDatasetChange(task.dataset(), fetched.status()));
     }
     if (prepared.cached != nullptr) {  // decoded pixels from the remote tier
       task.from_cache = true;
@@ -278,8 +274,9 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
   auto decoded = image::Decode(encoded->bytes, options_.decode);
   // The shrink is part of making the item's pixels, so its time is the
   // decode's.
-  Status shrunk =
-      decoded.ok() ? image::ShrinkToMaxResolution(task.max_resolution, &*decoded) : Status::Ok();
+  Status shrunk = decoded.ok()
+                      ? image::ShrinkToMaxResolution(task.job_plan->spec.max_resolution, &*decoded)
+                      : Status::Ok();
   counters_.decode_ns += NsSince(start);
   if (!decoded.ok()) return fail(decoded.status().message());
   if (!shrunk.ok()) return fail(shrunk.message());
@@ -295,7 +292,8 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
 void ItemPipeline::WriteBack(const ItemTask& task, RemoteWrite write,
                              const std::shared_ptr<cache::Blob>& decoded,
                              const cache::BlobPtr& encoded) {
-  const ContentFingerprint dataset = RemoteFingerprint(*task.dataset, task.max_resolution);
+  const ContentFingerprint dataset =
+      RemoteFingerprint(task.dataset(), task.job_plan->spec.max_resolution);
   // Pixels too large for the servers' entries go as the file's bytes.
   if (remote_->write_form() == RemoteForm::kDecoded && decoded != nullptr &&
       remote_->Fits(decoded->payload().size())) {
@@ -324,10 +322,10 @@ void ItemPipeline::RunOneGuarded(ItemTask& task) {
     RunOne(task);
   } catch (const std::exception& e) {
     counters_.failures++;
-    RecordFailure(task, task.dataset->path(task.item).string() + ": internal error: " + e.what());
+    RecordFailure(task, task.dataset().path(task.item).string() + ": internal error: " + e.what());
   } catch (...) {
     counters_.failures++;
-    RecordFailure(task, task.dataset->path(task.item).string() + ": internal error");
+    RecordFailure(task, task.dataset().path(task.item).string() + ": internal error");
   }
   if (task.costs != nullptr) {
     PreparationCosts& costs = *task.costs;
@@ -338,9 +336,9 @@ void ItemPipeline::RunOneGuarded(ItemTask& task) {
 }
 
 void ItemPipeline::RunOne(ItemTask& task) {
-  const cache::Key key = cache::MakeKey(task.dataset_index, task.item);
+  const cache::Key key = cache::MakeKey(task.job_plan->dataset_index, task.item);
   // The augmented tier is consulted only while it has budget: with the
-  // default split it has none, and the signature costs a string per sample.
+  // default split it has none.
   const bool augmented_tier = cache_ != nullptr && cache_->split().augmented_pct > 0;
 
   auto destination = [](const SlotPosition& d) {
@@ -354,22 +352,20 @@ void ItemPipeline::RunOne(ItemTask& task) {
   // Receivers whose sample must be computed; the others were served from the
   // augmented tier.
   std::vector<const SlotPosition*> to_augment;
-  std::vector<std::string> signatures;
   cache::FieldRecord fields;  // the item's field record, once found
   to_augment.reserve(task.deliveries.size());
   for (const SlotPosition& d : task.deliveries) {
     if (augmented_tier) {
       const ServedJob& job = *d.plan->job;
-      std::string signature = AugmentationSignature(job);
       const std::span<std::byte> dst = destination(d);
-      cache::BlobPtr hit = cache_->augmented().Get(key, signature, job.id, d.plan->epoch);
+      cache::BlobPtr hit =
+          cache_->augmented().Get(key, job.plan->augmentation_signature, job.id, d.plan->epoch);
       if (hit != nullptr && hit->bytes.size() == dst.size()) {
         std::memcpy(dst.data(), hit->bytes.data(), dst.size());
         counters_.augmented_hits++;
         if (fields == nullptr) fields = hit->fields;
         continue;
       }
-      signatures.push_back(std::move(signature));
     }
     to_augment.push_back(&d);
   }
@@ -391,55 +387,57 @@ void ItemPipeline::RunOne(ItemTask& task) {
   const RemoteWrite write_back = prepared->write_back;
 
   auto start = Clock::now();
-  for (size_t i = 0; i < to_augment.size(); ++i) {
-    const SlotPosition& d = *to_augment[i];
+  for (const SlotPosition* receiver : to_augment) {
+    const SlotPosition& d = *receiver;
     SlotPlan& plan = *d.plan;
     ServedJob& job = *plan.job;
     const std::span<std::byte> dst = destination(d);
-    if (job.spec.native_size) {
+    if (job.plan->spec.native_size) {
       const int width = cached   ? static_cast<int>(cached->width)
                         : region ? region->full_width
                                  : image.width;
       const int height = cached   ? static_cast<int>(cached->height)
                          : region ? region->full_height
                                   : image.height;
-      if (width != job.pipeline->output_width() || height != job.pipeline->output_height()) {
+      if (width != job.plan->pipeline->output_width() ||
+          height != job.plan->pipeline->output_height()) {
         counters_.failures++;
         plan.errors[d.position] = fmt::format(
             "{}: transform=None needs every image at the first image's size {}x{}, this one "
             "is {}x{}; give a transform that resizes (e.g. Resize + CenterCrop)",
-            task.dataset->path(task.item).string(), job.pipeline->output_width(),
-            job.pipeline->output_height(), width, height);
+            task.dataset().path(task.item).string(), job.plan->pipeline->output_width(),
+            job.plan->pipeline->output_height(), width, height);
         continue;
       }
     }
     Status status;
     if (cached != nullptr) {
-      status = job.pipeline->Apply(cached->payload(), static_cast<int>(cached->width),
-                                   static_cast<int>(cached->height), job.spec.seed, plan.epoch,
-                                   task.item, dst);
+      status = job.plan->pipeline->Apply(cached->payload(), static_cast<int>(cached->width),
+                                         static_cast<int>(cached->height), job.plan->spec.seed,
+                                         plan.epoch, task.item, dst);
     } else if (region) {
-      status =
-          job.pipeline->ApplyRegion(region->pixels, region->x, region->y, region->full_width,
-                                    region->full_height, job.spec.seed, plan.epoch, task.item, dst);
+      status = job.plan->pipeline->ApplyRegion(region->pixels, region->x, region->y,
+                                               region->full_width, region->full_height,
+                                               job.plan->spec.seed, plan.epoch, task.item, dst);
     } else {
-      status = job.pipeline->Apply(image, job.spec.seed, plan.epoch, task.item, dst);
+      status = job.plan->pipeline->Apply(image, job.plan->spec.seed, plan.epoch, task.item, dst);
     }
     counters_.augments++;
     if (!status.ok()) {
       counters_.failures++;
-      plan.errors[d.position] = task.dataset->path(task.item).string() + ": " + status.message();
+      plan.errors[d.position] = task.dataset().path(task.item).string() + ": " + status.message();
       continue;
     }
     if (augmented_tier) {
       auto sample = std::make_shared<cache::Blob>();
       sample->bytes.assign(reinterpret_cast<const uint8_t*>(dst.data()),
                            reinterpret_cast<const uint8_t*>(dst.data()) + dst.size());
-      sample->width = static_cast<uint32_t>(job.pipeline->output_width());
-      sample->height = static_cast<uint32_t>(job.pipeline->output_height());
+      sample->width = static_cast<uint32_t>(job.plan->pipeline->output_width());
+      sample->height = static_cast<uint32_t>(job.plan->pipeline->output_height());
       sample->channels = 3;
       sample->fields = fields;
-      cache_->augmented().Put(key, signatures[i], job.id, plan.epoch, std::move(sample));
+      cache_->augmented().Put(key, job.plan->augmentation_signature, job.id, plan.epoch,
+                              std::move(sample));
     }
   }
   counters_.augment_ns += NsSince(start);
@@ -463,10 +461,10 @@ void ItemPipeline::RunOne(ItemTask& task) {
 }
 
 bool ItemPipeline::DeliverFields(ItemTask& task, cache::FieldRecord* record) {
-  const Dataset& dataset = *task.dataset;
+  const Dataset& dataset = task.dataset();
   if (!dataset.has_fields() ||
       std::none_of(task.deliveries.begin(), task.deliveries.end(),
-                   [](const SlotPosition& d) { return !d.plan->job->field_map.empty(); })) {
+                   [](const SlotPosition& d) { return !d.plan->job->plan->field_map.empty(); })) {
     return true;
   }
   if (*record == nullptr) {
@@ -493,18 +491,19 @@ bool ItemPipeline::DeliverFields(ItemTask& task, cache::FieldRecord* record) {
   const bool manifest = dataset.shard_source() == nullptr;
   for (SlotPosition& d : task.deliveries) {
     const ServedJob& job = *d.plan->job;
-    if (job.field_map.empty()) continue;
-    bool identity = job.field_map.size() == names.size();
+    if (job.plan->field_map.empty()) continue;
+    bool identity = job.plan->field_map.size() == names.size();
     std::string refused;
-    for (size_t i = 0; i < job.field_map.size(); ++i) {
-      const uint32_t f = job.field_map[i];
+    for (size_t i = 0; i < job.plan->field_map.size(); ++i) {
+      const uint32_t f = job.plan->field_map[i];
       identity = identity && f == i;
       if (!refused.empty()) continue;
       const std::span<const uint8_t> value = (*values)[f];
-      if (value.size() > job.spec.max_member_bytes) {
+      if (value.size() > job.plan->spec.max_member_bytes) {
         refused = fmt::format(
             "{}: field '{}' is {} bytes, more than max_member_bytes={}; raise it to serve it",
-            dataset.path(task.item).string(), names[f], value.size(), job.spec.max_member_bytes);
+            dataset.path(task.item).string(), names[f], value.size(),
+            job.plan->spec.max_member_bytes);
       } else if (manifest) {
         const Status valid = CheckManifestValue(
             std::string_view(reinterpret_cast<const char*>(value.data()), value.size()));
@@ -524,7 +523,8 @@ bool ItemPipeline::DeliverFields(ItemTask& task, cache::FieldRecord* record) {
       continue;
     }
     auto projected = std::make_shared<std::vector<uint8_t>>();
-    for (const uint32_t f : job.field_map) wire::AppendFieldValue(projected.get(), (*values)[f]);
+    for (const uint32_t f : job.plan->field_map)
+      wire::AppendFieldValue(projected.get(), (*values)[f]);
     d.plan->fields[d.position] = std::move(projected);
   }
   return true;

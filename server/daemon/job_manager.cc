@@ -69,7 +69,7 @@ Result<std::string> ChoosePolicy(const JobSpec& spec, const Dataset& dataset,
 
 // The job's transform, with transform=None resolved to the first image's
 // size.
-Result<image::TransformPipeline> BuildTransform(const JobSpec& spec, const ServedJob& job) {
+Result<image::TransformPipeline> BuildTransform(const JobSpec& spec, const JobPlan& plan) {
   auto transform = json::parse(spec.transform_json, nullptr, false);
   if (transform.is_discarded()) return Status::InvalidArgument("transform is not valid JSON");
   if (spec.native_size) {
@@ -78,11 +78,11 @@ Result<image::TransformPipeline> BuildTransform(const JobSpec& spec, const Serve
     if (!transform.is_object() || !transform.value("ops", json::array()).empty()) {
       return Status::InvalidArgument("native_size takes a transform without ops");
     }
-    GALLEY_ASSIGN_OR_RETURN(auto bytes, job.dataset->Read(job.subset.front()));
+    GALLEY_ASSIGN_OR_RETURN(auto bytes, plan.dataset->Read(plan.subset.front()));
     auto header = image::ReadHeader(bytes);
     if (!header.ok()) {
       return Status::InvalidArgument("transform=None takes the first image's size, but " +
-                                     job.dataset->path(job.subset.front()).string() +
+                                     plan.dataset->path(plan.subset.front()).string() +
                                      " cannot be read: " + header.status().message());
     }
     const image::ImageSize size =
@@ -244,7 +244,7 @@ void JobManager::ReleaseIfUnread(const Dataset& dataset) {
   {
     MutexLock lock(&mu_);
     for (const auto& [id, record] : jobs_) {
-      if (record.job->dataset.get() == &dataset) return;
+      if (record.job->plan->dataset.get() == &dataset) return;
     }
   }
   // The listing stays for the next job; its descriptors need not. A job
@@ -272,56 +272,59 @@ Result<std::shared_ptr<ServedJob>> JobManager::Build(const JobSpec& spec,
                                      " exceeds the daemon's limit of " +
                                      std::to_string(limits.max_prefetch));
   }
-  auto job = std::make_shared<ServedJob>();
-  job->spec = spec;
-  job->owner_uid = peer.uid;
-  job->owner_pid = peer.pid;
+  // Filled here and nowhere else: from the ServedJob on, it is const.
+  auto plan = std::make_shared<JobPlan>();
+  plan->spec = spec;
+  plan->owner_uid = peer.uid;
+  plan->owner_pid = peer.pid;
   const Credentials who{peer.uid, peer.gid, peer.groups};
   GALLEY_ASSIGN_OR_RETURN(
       auto opened,
       datasets_->Open(
           spec, who, [&spec](const Dataset& dataset) { return SelectSubset(spec, dataset); },
           stop));
-  job->dataset = std::move(opened.dataset);
-  job->dataset_index = opened.index;
-  job->subset = std::move(opened.subset);
-  GALLEY_RETURN_IF_ERROR(CheckShardJob(*job->dataset, spec));
-  GALLEY_ASSIGN_OR_RETURN(job->field_map, JobFieldMap(*job->dataset, spec));
+  plan->dataset = std::move(opened.dataset);
+  plan->dataset_index = opened.index;
+  plan->subset = std::move(opened.subset);
+  GALLEY_RETURN_IF_ERROR(CheckShardJob(*plan->dataset, spec));
+  GALLEY_ASSIGN_OR_RETURN(plan->field_map, JobFieldMap(*plan->dataset, spec));
   // Class names travel to the client as JSON text; a folder whose name is
   // not UTF-8 (Latin-1, say) is refused here, naming it, rather than
   // renamed silently.
-  for (const auto& name : job->dataset->classes()) {
+  for (const auto& name : plan->dataset->classes()) {
     if (!wire::IsValidUtf8(name)) {
       return Status::InvalidArgument(
-          "dataset " + wire::EscapeBytes(job->dataset->root().string()) + " has a class folder '" +
+          "dataset " + wire::EscapeBytes(plan->dataset->root().string()) + " has a class folder '" +
           wire::EscapeBytes(name) +
           "' whose name is not valid UTF-8; rename it (for example with convmv) to use it "
           "with galley");
     }
   }
-  GALLEY_ASSIGN_OR_RETURN(job->policy, ChoosePolicy(spec, *job->dataset, limits));
-  const uint64_t n = job->subset.size();
-  job->epoch_size = n == 0 ? 0 : job->ShardSize();
-  if (job->listed()) {
+  GALLEY_ASSIGN_OR_RETURN(plan->policy, ChoosePolicy(spec, *plan->dataset, limits));
+  const uint64_t n = plan->subset.size();
+  plan->epoch_size = n == 0 ? 0 : plan->ShardSize();
+  std::vector<ItemId> start_list;
+  if (plan->listed()) {
     // Item ids are 32-bit: no epoch reaches 2^32 positions.
     if (spec.start_batch > (uint64_t{1} << 32)) {
       return Status::InvalidArgument("'start_batch' is past any epoch's end");
     }
-    if (job->epoch_size == 0) return Status::InvalidArgument("'epoch_items' lists no items");
-    GALLEY_RETURN_IF_ERROR(
-        job->ListEpoch(spec.start_epoch, *spec.epoch_items, spec.start_batch * spec.batch_size));
-  } else if (job->epoch_size == 0) {
+    if (plan->epoch_size == 0) return Status::InvalidArgument("'epoch_items' lists no items");
+    GALLEY_ASSIGN_OR_RETURN(start_list, plan->CheckEpochList(spec.start_epoch, *spec.epoch_items,
+                                                             spec.start_batch * spec.batch_size));
+  } else if (plan->epoch_size == 0) {
     return Status::InvalidArgument("rank " + std::to_string(spec.rank) + " of " +
                                    std::to_string(spec.world_size) +
                                    " gets no items from a subset of " + std::to_string(n));
   }
-  GALLEY_ASSIGN_OR_RETURN(auto pipeline, BuildTransform(spec, *job));
-  job->pipeline = std::make_shared<const image::TransformPipeline>(std::move(pipeline));
+  GALLEY_ASSIGN_OR_RETURN(auto pipeline, BuildTransform(spec, *plan));
+  plan->pipeline = std::make_shared<const image::TransformPipeline>(std::move(pipeline));
+  plan->augmentation_signature = AugmentationSignature(*plan->pipeline, spec.seed);
   // prefetch = batches prepared ahead of the one the consumer holds, so the
   // ring has one slot more: prefetch=1 double-buffers instead of deadlocking.
   GALLEY_ASSIGN_OR_RETURN(
       auto geometry, wire::ComputeGeometry(spec.prefetch + 1, spec.batch_size,
-                                           job->pipeline->sample_bytes(), FieldAreaBytes(spec)));
+                                           plan->pipeline->sample_bytes(), FieldAreaBytes(spec)));
   if (geometry.segment_bytes > limits.max_shm_per_job) {
     return Status::ResourceExhausted("the job needs " + std::to_string(geometry.segment_bytes) +
                                      " bytes of shared memory ((prefetch + 1) x batch_size x "
@@ -331,15 +334,15 @@ Result<std::shared_ptr<ServedJob>> JobManager::Build(const JobSpec& spec,
   }
   *shm_bytes = geometry.segment_bytes;
   TensorShape shape;
-  shape.height = static_cast<uint32_t>(job->pipeline->output_height());
-  shape.width = static_cast<uint32_t>(job->pipeline->output_width());
-  shape.dtype = job->pipeline->dtype() == image::DType::kUInt8 ? wire::ElementType::kUInt8
-                                                               : wire::ElementType::kFloat32;
-  shape.layout = job->pipeline->layout() == image::Layout::kNCHW ? wire::TensorLayout::kNCHW
-                                                                 : wire::TensorLayout::kNHWC;
-  job->shape = shape;
-  job->geometry = geometry;
-  return job;
+  shape.height = static_cast<uint32_t>(plan->pipeline->output_height());
+  shape.width = static_cast<uint32_t>(plan->pipeline->output_width());
+  shape.dtype = plan->pipeline->dtype() == image::DType::kUInt8 ? wire::ElementType::kUInt8
+                                                                : wire::ElementType::kFloat32;
+  shape.layout = plan->pipeline->layout() == image::Layout::kNCHW ? wire::TensorLayout::kNCHW
+                                                                  : wire::TensorLayout::kNHWC;
+  plan->shape = shape;
+  plan->geometry = geometry;
+  return std::make_shared<ServedJob>(std::move(plan), std::move(start_list));
 }
 
 Result<std::shared_ptr<ServedJob>> JobManager::Open(const JobSpec& spec,
@@ -362,7 +365,7 @@ Result<std::shared_ptr<ServedJob>> JobManager::Open(const JobSpec& spec,
   // Building may have read the first item (transform=None), opening a
   // descriptor that a refused job must not leave behind.
   auto refuse_built = [&](const Status& why) {
-    ReleaseIfUnread(*job->dataset);
+    ReleaseIfUnread(*job->plan->dataset);
     return Refused(why);
   };
   UserMemory::Charge memory;
@@ -372,13 +375,13 @@ Result<std::shared_ptr<ServedJob>> JobManager::Open(const JobSpec& spec,
     if (!charge.ok()) return refuse_built(charge.status());
     memory = std::move(charge).value();
   }
-  auto admission = Admit(peer.uid, shm_bytes, {job->dataset.get(), job->policy});
+  auto admission = Admit(peer.uid, shm_bytes, {job->plan->dataset.get(), job->plan->policy});
   if (!admission.ok()) return refuse_built(admission.status());
   {
     MutexLock lock(&mu_);
     job->id = next_job_id_++;
   }
-  auto ring = BatchRing::Create(job->geometry, job->shape, peer.uid);
+  auto ring = BatchRing::Create(job->plan->geometry, job->plan->shape, peer.uid);
   if (!ring.ok()) return refuse_built(ring.status());  // the admission is given back here
   job->ring = std::move(ring).value();
   if (Status s = AnnounceOpened(job); !s.ok()) return refuse_built(s);
@@ -416,7 +419,7 @@ Result<uint64_t> JobManager::Seek(JobId job_id, uint64_t epoch,
 }
 
 uint64_t JobManager::ItemListBytes(const ServedJob& job, uint64_t listed) {
-  return sizeof(ItemId) * job.subset.size() + kBytesPerListedItem * listed;
+  return sizeof(ItemId) * job.plan->subset.size() + kBytesPerListedItem * listed;
 }
 
 Status JobManager::AnnounceOpened(const std::shared_ptr<ServedJob>& job) {
@@ -433,6 +436,14 @@ void JobManager::AnnounceClosed(JobId job_id) {
   for (JobLifecycleObserver* observer : observers_) observer->OnJobClosed(job_id);
 }
 
+void JobManager::ConsumerReady(JobId job_id) const {
+  for (JobLifecycleObserver* observer : observers_) observer->OnConsumerReady(job_id);
+}
+
+void JobManager::SlotReleased(JobId job_id) const {
+  for (JobLifecycleObserver* observer : observers_) observer->OnSlotReleased(job_id);
+}
+
 void JobManager::Close(uint64_t job_id, const Status& why) {
   Record record;
   bool drained = false;
@@ -444,10 +455,10 @@ void JobManager::Close(uint64_t job_id, const Status& why) {
     jobs_.erase(it);
     drained = draining_ && jobs_.empty();
   }
-  ReleaseIfUnread(*record.job->dataset);
+  ReleaseIfUnread(*record.job->plan->dataset);
   AnnounceClosed(job_id);
   record.job->ring->Close(why);
-  spdlog::info("job {} ({}) ended: {}", job_id, record.job->spec.name, why.ToString());
+  spdlog::info("job {} ({}) ended: {}", job_id, record.job->plan->spec.name, why.ToString());
   record.admission.reset();  // takes mu_: outside the block above
   if (drained && drained_) {
     spdlog::info("drained: the last job ended");
@@ -461,7 +472,7 @@ Status JobManager::Cancel(uint64_t job_id, const wire::PeerCredentials& by) {
   {
     MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
-    if (it == jobs_.end() || (it->second.job->owner_uid != by.uid && !IsAdmin(by))) {
+    if (it == jobs_.end() || (it->second.job->plan->owner_uid != by.uid && !IsAdmin(by))) {
       return Status::NotFound("no job " + std::to_string(job_id) + " of yours");
     }
     // The ring first, so the client reads this reason rather than that of
@@ -496,7 +507,7 @@ std::vector<std::shared_ptr<ServedJob>> JobManager::Jobs(uid_t uid, bool all) co
   MutexLock lock(&mu_);
   std::vector<std::shared_ptr<ServedJob>> out;
   for (const auto& [id, record] : jobs_) {
-    if (all || record.job->owner_uid == uid) out.push_back(record.job);
+    if (all || record.job->plan->owner_uid == uid) out.push_back(record.job);
   }
   return out;
 }

@@ -112,17 +112,18 @@ void Scheduler::Stop() {
 
 Status Scheduler::OnJobOpened(const std::shared_ptr<ServedJob>& job) {
   MutexLock lock(&mu_);
-  auto key = std::make_pair(job->dataset.get(), job->policy);
+  auto key = std::make_pair(job->plan->dataset.get(), job->plan->policy);
   auto& group = groups_[key];
   if (!group) {
     SamplerOptions sampler_options;
-    sampler_options.policy = job->policy;
-    sampler_options.seed = options_.sampler_seed ^ DatasetRootHash(job->dataset->root().string()) ^
+    sampler_options.policy = job->plan->policy;
+    sampler_options.seed = options_.sampler_seed ^
+                           DatasetRootHash(job->plan->dataset->root().string()) ^
                            options_.stream_salt;
-    if (job->policy == SamplingPolicyNameOf(SamplingPolicyKind::kOds) && cache_ != nullptr) {
+    if (job->plan->policy == SamplingPolicyNameOf(SamplingPolicyKind::kOds) && cache_ != nullptr) {
       // Runs on the scheduler thread under mu_; the tiers lock themselves.
       sampler_options.is_cached = [cache = cache_,
-                                   dataset_index = job->dataset_index](ItemId item) {
+                                   dataset_index = job->plan->dataset_index](ItemId item) {
         const cache::Key key = cache::MakeKey(dataset_index, item);
         return cache->decoded().Contains(key) || cache->encoded().Contains(key);
       };
@@ -133,17 +134,17 @@ Status Scheduler::OnJobOpened(const std::shared_ptr<ServedJob>& job) {
       return policy.status();
     }
     group = std::make_unique<SamplerGroup>();
-    group->dataset = job->dataset->root().string();
-    group->policy_name = job->policy;
+    group->dataset = job->plan->dataset->root().string();
+    group->policy_name = job->plan->policy;
     group->policy = std::move(policy).value();
   }
   group->jobs++;
   Production p;
   p.job = job;
   p.group = group.get();
-  p.epoch = job->spec.start_epoch;
-  p.batch_index = job->spec.start_batch;
-  p.resuming = job->spec.start_batch > 0 || !job->spec.resume_consumed.empty();
+  p.epoch = job->plan->spec.start_epoch;
+  p.batch_index = job->plan->spec.start_batch;
+  p.resuming = job->plan->spec.start_batch > 0 || !job->plan->spec.resume_consumed.empty();
   jobs_.emplace(job->id, std::move(p));
   dirty_ = true;
   cv_.SignalAll();
@@ -156,16 +157,16 @@ void Scheduler::EnterSampler(Production& p) {
   // A random policy draws distinct items; the further copies of one the
   // epoch holds twice come after its order.
   if (p.group->policy_name != SamplingPolicyNameOf(SamplingPolicyKind::kSequential)) {
-    p.repeats = TakeRepeats(items, p.job->dataset->size());
+    p.repeats = TakeRepeats(items, p.job->plan->dataset->size());
     p.repeats_served = 0;
   }
   const JobSamplingOptions sampling{
-      .substitution_fraction = p.job->spec.ods_fraction,
-      .seed = JobEpochSeed(p.job->spec, p.epoch, options_.sampler_seed)};
+      .substitution_fraction = p.job->plan->spec.ods_fraction,
+      .seed = JobEpochSeed(p.job->plan->spec, p.epoch, options_.sampler_seed)};
   if (Status s = p.group->policy->AddJob(id, items, sampling); !s.ok()) {
     spdlog::error("job {}: sampler refused epoch {}: {}", id, p.epoch, s.ToString());
   } else {
-    ledger_.Enter(id, p.job->dataset_index, p.job->dataset->size(), items, p.repeats);
+    ledger_.Enter(id, p.job->plan->dataset_index, p.job->plan->dataset->size(), items, p.repeats);
   }
   p.in_sampler = !items.empty();
 }
@@ -218,17 +219,17 @@ Status Scheduler::OnJobSought(ServedJob& job, const JobSeek& seek) {
   auto it = jobs_.find(job.id);
   if (it == jobs_.end() || it->second.job.get() != &job) return Status::NotFound("no such job");
   Production& p = it->second;
-  const JobSpec& spec = job.spec;
+  const JobSpec& spec = job.plan->spec;
   if (spec.epochs != 0 && seek.epoch >= spec.start_epoch + spec.epochs) {
     return Status::InvalidArgument("epoch " + std::to_string(seek.epoch) +
                                    " is past the job's last epoch");
   }
   if (!p.failure.ok()) return p.failure;  // the job cannot go on (EndUnservableJob)
-  if (job.listed() != (seek.items != nullptr)) {
+  if (job.plan->listed() != (seek.items != nullptr)) {
     return Status::InvalidArgument(
-        job.listed() ? "this job's client lists each epoch's items: SeekEpoch needs 'items'"
-                     : "this job's items come from its subset and split: SeekEpoch takes no "
-                       "'items' (open the job with 'epoch_items' to list them)");
+        job.plan->listed() ? "this job's client lists each epoch's items: SeekEpoch needs 'items'"
+                           : "this job's items come from its subset and split: SeekEpoch takes no "
+                             "'items' (open the job with 'epoch_items' to list them)");
   }
   // Under mu_, with the epoch below: no wave sees the new list with the old
   // epoch's generation.
@@ -247,7 +248,7 @@ Status Scheduler::OnJobSought(ServedJob& job, const JobSeek& seek) {
   return Status::Ok();
 }
 
-void Scheduler::ConsumerReady(uint64_t job_id) {
+void Scheduler::OnConsumerReady(JobId job_id) {
   {
     MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
@@ -258,7 +259,8 @@ void Scheduler::ConsumerReady(uint64_t job_id) {
   cv_.SignalAll();
 }
 
-void Scheduler::Wake() {
+void Scheduler::OnSlotReleased(JobId /*job_id*/) {
+  // Any job's free slot may let a wave run: every job is looked at again.
   {
     MutexLock lock(&mu_);
     dirty_ = true;
@@ -279,7 +281,7 @@ std::vector<uint64_t> Scheduler::DecideWave() {
         .finished = p.finished || !p.job->HasEpochItems(p.epoch),
         .consumer_ready = p.consumer_ready,
         .started = p.started,
-        .opened_at = p.job->opened_at,
+        .opened_at = p.job->plan->opened_at,
         .epoch = p.epoch,
         .generation = p.generation,
         .ring = rings_->Occupancy(*p.job)});
@@ -312,14 +314,64 @@ bool Scheduler::PlanOneWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
   return PlanWave(plans, tasks);
 }
 
+// One wave while it is planned.
+struct Scheduler::Wave {
+  std::vector<std::unique_ptr<SlotPlan>>* plans;
+  std::vector<ItemTask>* tasks;
+  // The slot claimed for each job produced for, and those jobs by sampler
+  // group.
+  std::unordered_map<JobId, SlotPlan*> claimed = {};
+  std::map<SamplerGroup*, std::vector<Production*>> by_group = {};
+  // Jobs of those groups that have no slot this wave but draw in its rounds.
+  std::unordered_map<JobId, Production*> drawing_ahead = {};
+};
+
+// The tasks of one sampler group's items in a wave: one per item, which
+// prepares it once for every slot position it is delivered to.
+class Scheduler::GroupTasks {
+ public:
+  // The group's jobs read one dataset instance: `job_plan`, any one's plan,
+  // says how its items are prepared; the pipeline counts what they cost in
+  // `costs`, the group's.
+  GroupTasks(std::vector<ItemTask>* tasks, const JobPlan* job_plan,
+             std::shared_ptr<PreparationCosts> costs)
+      : tasks_(tasks), job_plan_(job_plan), costs_(std::move(costs)) {}
+
+  // Puts `item` in `plan`'s next position, prepared by this wave's task
+  // for it; returns whether that task is new (a load).
+  bool Deliver(SlotPlan* plan, ItemId item) {
+    auto [it, inserted] = task_of_item_.try_emplace(item, tasks_->size());
+    if (inserted) tasks_->push_back(ItemTask{job_plan_, item, {}, costs_});
+    (*tasks_)[it->second].deliveries.push_back({plan, static_cast<uint32_t>(plan->items.size())});
+    plan->items.push_back(item);
+    return inserted;
+  }
+
+ private:
+  std::vector<ItemTask>* const tasks_;
+  const JobPlan* const job_plan_;
+  const std::shared_ptr<PreparationCosts> costs_;
+  std::unordered_map<ItemId, size_t> task_of_item_;
+};
+
 bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
                          std::vector<ItemTask>* tasks) {
+  Wave wave{plans, tasks};
+  ClaimSlots(wave);
+  if (plans->empty()) return false;
+  FindJobsDrawingAhead(wave);
+  for (const auto& [group, members] : wave.by_group) PlanGroupBatches(wave, group, members);
+  // An epoch with no batch at all (drop_last, fewer items than batch_size)
+  // is one empty batch flagged last, so the client still sees it end.
+  for (auto& plan : *plans) plan->ResetOutcomes();
+  return true;
+}
+
+void Scheduler::ClaimSlots(Wave& wave) {
   // Claim one slot for each job the gate lets produce. Jobs over one dataset
   // that are claimed in the same wave share its rounds; a job left out draws
   // ahead in them (up to SchedulerOptions::draw_ahead_batches), or else is
   // masked in the sampler and keeps the items it still needs.
-  std::unordered_map<JobId, SlotPlan*> claimed;
-  std::map<SamplerGroup*, std::vector<Production*>> by_group;
   for (uint64_t id : DecideWave()) {
     Production& p = jobs_.at(id);
     auto slot = rings_->Claim(*p.job);
@@ -331,141 +383,135 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
     plan->epoch = p.epoch;
     plan->batch_index = p.batch_index;
     plan->generation = p.generation;
-    plan->items.reserve(p.job->spec.batch_size);
+    plan->items.reserve(p.job->plan->spec.batch_size);
     if (!p.in_sampler) EnterSampler(p);
-    claimed[id] = plan.get();
-    by_group[p.group].push_back(&p);
-    plans->push_back(std::move(plan));
+    wave.claimed[id] = plan.get();
+    wave.by_group[p.group].push_back(&p);
+    wave.plans->push_back(std::move(plan));
   }
-  if (plans->empty()) return false;
+}
+
+void Scheduler::FindJobsDrawingAhead(Wave& wave) {
   // Jobs of those groups that have no slot this wave draw ahead in its
   // rounds, so that they stay in step with the jobs produced for.
-  std::unordered_map<JobId, Production*> drawing_ahead;
   for (auto& [id, p] : jobs_) {
-    if (!claimed.count(id) && by_group.count(p.group) && MayDrawAhead(p)) drawing_ahead[id] = &p;
+    if (!wave.claimed.count(id) && wave.by_group.count(p.group) && MayDrawAhead(p)) {
+      wave.drawing_ahead[id] = &p;
+    }
   }
-  for (auto& group_members : by_group) {
-    // Named, not bound: the lambdas below capture them.
-    SamplerGroup* const group = group_members.first;
-    const std::vector<Production*>& members = group_members.second;
-    std::unordered_map<ItemId, size_t> task_of_item;
-    const Dataset* dataset = members.front()->job->dataset.get();
-    const uint32_t dataset_index = members.front()->job->dataset_index;
-    const uint32_t max_resolution = members.front()->job->spec.max_resolution;
-    // Puts `item` in `plan`'s next position, prepared by this wave's task
-    // for it; returns whether that task is new (a load).
-    auto deliver = [&](SlotPlan* plan, ItemId item) {
-      auto [it, inserted] = task_of_item.try_emplace(item, tasks->size());
-      if (inserted) {
-        tasks->push_back(ItemTask{dataset, item, {}, dataset_index, max_resolution, group->costs});
-      }
-      (*tasks)[it->second].deliveries.push_back({plan, static_cast<uint32_t>(plan->items.size())});
-      plan->items.push_back(item);
-      return inserted;
-    };
-    // What a job drew ahead, in the order it was drawn, fills its batch when
-    // no other job of its group is produced for in this wave (it catches up
-    // alone) and, after the rounds, when its sampler has nothing left for
-    // the batch. Otherwise the job draws in the rounds: it stays in step.
-    auto take_drawn_ahead = [&](Production* p) {
-      mu_.AssertHeld();  // called below, under our lock
-      SlotPlan* plan = claimed.at(p->job->id);
-      const uint64_t target = p->job->BatchTarget(plan->batch_index);
-      while (!p->drawn_ahead.empty() && plan->items.size() < target) {
-        const ItemId item = p->drawn_ahead.front();
-        p->drawn_ahead.pop_front();
-        group->loads += deliver(plan, item) ? 1 : 0;
+}
+
+void Scheduler::PlanGroupBatches(Wave& wave, SamplerGroup* group,
+                                 const std::vector<Production*>& members) {
+  GroupTasks tasks(wave.tasks, members.front()->job->plan.get(), group->costs);
+  // A job produced for alone catches up on what it drew ahead first.
+  if (members.size() == 1) TakeDrawnAhead(wave, *members.front(), tasks);
+  DrawRounds(wave, group, members, tasks);
+  // Fill what the sampler left short, close epochs at their last batch,
+  // decide flags, and advance counters.
+  for (Production* p : members) FinishBatch(wave, *p, tasks);
+}
+
+void Scheduler::TakeDrawnAhead(Wave& wave, Production& p, GroupTasks& tasks) {
+  // What a job drew ahead, in the order it was drawn, fills its batch when
+  // no other job of its group is produced for in this wave (it catches up
+  // alone) and, after the rounds, when its sampler has nothing left for
+  // the batch. Otherwise the job draws in the rounds: it stays in step.
+  SlotPlan* plan = wave.claimed.at(p.job->id);
+  const uint64_t target = p.job->plan->BatchTarget(plan->batch_index);
+  while (!p.drawn_ahead.empty() && plan->items.size() < target) {
+    const ItemId item = p.drawn_ahead.front();
+    p.drawn_ahead.pop_front();
+    p.group->loads += tasks.Deliver(plan, item) ? 1 : 0;
+    p.group->requests++;
+    ledger_.Consume(p.job->id, item);
+  }
+}
+
+void Scheduler::DrawRounds(Wave& wave, SamplerGroup* group, const std::vector<Production*>& members,
+                           GroupTasks& tasks) {
+  const std::unordered_map<JobId, SlotPlan*>& claimed = wave.claimed;
+  // Jobs produced for that still need items the sampler holds; the jobs
+  // drawing ahead take part only while one does, so that they never draw
+  // alone.
+  auto wants_more = [&](const Production* p) {
+    const SlotPlan& plan = *claimed.at(p->job->id);
+    return plan.items.size() < p->job->plan->BatchTarget(plan.batch_index) &&
+           group->policy->Remaining(p->job->id) > 0;
+  };
+  auto count_wanting = [&] {
+    return static_cast<size_t>(std::count_if(members.begin(), members.end(), wants_more));
+  };
+  size_t wanting = count_wanting();
+  // Only a job level with or behind every job produced for draws ahead.
+  // One ahead of some of them would, left out, draw the items it misses
+  // later in rounds those jobs share (they still need them), while an item
+  // drawn ahead is prepared for it alone.
+  size_t most_remaining = 0;
+  for (const Production* p : members) {
+    most_remaining = std::max(most_remaining, group->policy->Remaining(p->job->id));
+  }
+  // A batch takes what its position in the epoch holds (BatchTarget), so
+  // every epoch has exactly BatchesPerEpoch() batches.
+  auto ready = [&](JobId job) {
+    if (auto it = claimed.find(job); it != claimed.end()) {
+      const SlotPlan& plan = *it->second;
+      return plan.items.size() < plan.job->plan->BatchTarget(plan.batch_index);
+    }
+    auto ahead = wave.drawing_ahead.find(job);
+    return wanting > 0 && ahead != wave.drawing_ahead.end() && ahead->second->group == group &&
+           group->policy->Remaining(job) >= most_remaining &&
+           ahead->second->drawn_ahead.size() <
+               uint64_t{options_.draw_ahead_batches} * ahead->second->job->plan->spec.batch_size;
+  };
+  Round round;
+  while (group->policy->Next(ready, &round)) {
+    for (const Delivery& delivery : round.deliveries) {
+      bool loaded = false;
+      for (JobId receiver : delivery.receivers) {
+        auto it = claimed.find(receiver);
+        if (it == claimed.end()) {
+          // Prepared once the job has a free slot; its demand stays.
+          wave.drawing_ahead.at(receiver)->drawn_ahead.push_back(delivery.item);
+          continue;
+        }
+        loaded |= tasks.Deliver(it->second, delivery.item);
+        ledger_.Consume(receiver, delivery.item);
         group->requests++;
-        ledger_.Consume(p->job->id, item);
       }
-    };
-    if (members.size() == 1) take_drawn_ahead(members.front());
-    // Jobs produced for that still need items the sampler holds; the jobs
-    // drawing ahead take part only while one does, so that they never draw
-    // alone.
-    auto wants_more = [&](const Production* p) {
-      const SlotPlan& plan = *claimed.at(p->job->id);
-      return plan.items.size() < p->job->BatchTarget(plan.batch_index) &&
-             group->policy->Remaining(p->job->id) > 0;
-    };
-    auto count_wanting = [&] {
-      return static_cast<size_t>(std::count_if(members.begin(), members.end(), wants_more));
-    };
-    size_t wanting = count_wanting();
-    // Only a job level with or behind every job produced for draws ahead.
-    // One ahead of some of them would, left out, draw the items it misses
-    // later in rounds those jobs share (they still need them), while an item
-    // drawn ahead is prepared for it alone.
-    size_t most_remaining = 0;
-    for (const Production* p : members) {
-      most_remaining = std::max(most_remaining, group->policy->Remaining(p->job->id));
+      group->loads += loaded ? 1 : 0;
     }
-    // A batch takes what its position in the epoch holds (BatchTarget), so
-    // every epoch has exactly BatchesPerEpoch() batches.
-    auto ready = [&](JobId job) {
-      if (auto it = claimed.find(job); it != claimed.end()) {
-        const SlotPlan& plan = *it->second;
-        return plan.items.size() < plan.job->BatchTarget(plan.batch_index);
-      }
-      auto ahead = drawing_ahead.find(job);
-      return wanting > 0 && ahead != drawing_ahead.end() && ahead->second->group == group &&
-             group->policy->Remaining(job) >= most_remaining &&
-             ahead->second->drawn_ahead.size() <
-                 uint64_t{options_.draw_ahead_batches} * ahead->second->job->spec.batch_size;
-    };
-    Round round;
-    while (group->policy->Next(ready, &round)) {
-      for (const Delivery& delivery : round.deliveries) {
-        bool loaded = false;
-        for (JobId receiver : delivery.receivers) {
-          auto it = claimed.find(receiver);
-          if (it == claimed.end()) {
-            // Prepared once the job has a free slot; its demand stays.
-            drawing_ahead.at(receiver)->drawn_ahead.push_back(delivery.item);
-            continue;
-          }
-          loaded |= deliver(it->second, delivery.item);
-          ledger_.Consume(receiver, delivery.item);
-          group->requests++;
-        }
-        group->loads += loaded ? 1 : 0;
-      }
-      wanting = count_wanting();
-    }
-    // Fill what the sampler left short, close epochs at their last batch,
-    // decide flags, and advance counters.
-    for (Production* p : members) {
-      SlotPlan* plan = claimed.at(p->job->id);
-      // The sampler runs dry before the batch is full when the epoch holds
-      // an item twice (its copies follow), and when a resumed epoch was
-      // given fewer items than it has positions left: substitutes keep the
-      // batch count exact then too.
-      take_drawn_ahead(p);
-      const uint64_t target = p->job->BatchTarget(plan->batch_index);
-      for (uint32_t attempt = 0; plan->items.size() < target;) {
-        ItemId item;
-        if (p->repeats_served < p->repeats.size()) {
-          item = p->repeats[p->repeats_served++];
-          ledger_.Consume(p->job->id, item);
-        } else {
-          item = p->job->Substitute(p->epoch, 0, attempt++, [&](ItemId i) {
-            mu_.AssertHeld();  // Substitute calls back before it returns, under our lock
-            return failed_items_.count({dataset_index, i}) > 0;
-          });
-        }
-        deliver(plan, item);
-      }
-      AdvancePast(*p, *plan);
-    }
+    wanting = count_wanting();
   }
-  // An epoch with no batch at all (drop_last, fewer items than batch_size)
-  // is one empty batch flagged last, so the client still sees it end.
-  for (auto& plan : *plans) plan->ResetOutcomes();
-  return true;
+}
+
+void Scheduler::FinishBatch(Wave& wave, Production& p, GroupTasks& tasks) {
+  SlotPlan* plan = wave.claimed.at(p.job->id);
+  // The sampler runs dry before the batch is full when the epoch holds an
+  // item twice (its copies follow), and when a resumed epoch was given
+  // fewer items than it has positions left: substitutes keep the batch
+  // count exact then too.
+  TakeDrawnAhead(wave, p, tasks);
+  const uint64_t target = p.job->plan->BatchTarget(plan->batch_index);
+  const uint32_t dataset_index = p.job->plan->dataset_index;
+  for (uint32_t attempt = 0; plan->items.size() < target;) {
+    ItemId item;
+    if (p.repeats_served < p.repeats.size()) {
+      item = p.repeats[p.repeats_served++];
+      ledger_.Consume(p.job->id, item);
+    } else {
+      item = p.job->Substitute(p.epoch, 0, attempt++, [&](ItemId i) {
+        mu_.AssertHeld();  // Substitute calls back before it returns, under our lock
+        return failed_items_.count({dataset_index, i}) > 0;
+      });
+    }
+    tasks.Deliver(plan, item);
+  }
+  AdvancePast(p, *plan);
 }
 
 void Scheduler::AdvancePast(Production& p, SlotPlan& plan) {
-  if (plan.batch_index + 1 < p.job->BatchesPerEpoch()) {
+  if (plan.batch_index + 1 < p.job->plan->BatchesPerEpoch()) {
     p.batch_index++;
     return;
   }
@@ -475,7 +521,7 @@ void Scheduler::AdvancePast(Production& p, SlotPlan& plan) {
   p.job->counters.epochs_completed++;
   p.epoch++;
   p.batch_index = 0;
-  const JobSpec& spec = p.job->spec;
+  const JobSpec& spec = p.job->plan->spec;
   if (spec.epochs != 0 && p.epoch >= spec.start_epoch + spec.epochs) {
     plan.flags |= wire::kEndOfStream;
     p.finished = true;
@@ -500,7 +546,7 @@ void Scheduler::FindUnservable(std::vector<std::unique_ptr<SlotPlan>>& plans,
     }
     const std::string where = "epoch " + std::to_string(plan->epoch) + ", batch " +
                               std::to_string(plan->batch_index + 1) + " of " +
-                              std::to_string(plan->job->BatchesPerEpoch());
+                              std::to_string(plan->job->plan->BatchesPerEpoch());
     uint64_t field_bytes = 0;
     for (const cache::FieldRecord& record : plan->fields) {
       if (record != nullptr) field_bytes += record->size();
@@ -545,7 +591,7 @@ void Scheduler::EndUnservableJob(SlotPlan& plan) {
   // The batches published before stay readable; the client reports `why`
   // once it has taken them (docs/protocol.md).
   job.ring->Close(why);
-  spdlog::warn("job {} ({}) cannot go on: {}", job.id, job.spec.name, plan.unservable);
+  spdlog::warn("job {} ({}) cannot go on: {}", job.id, job.plan->spec.name, plan.unservable);
 }
 
 std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<SlotPlan>>& plans,
@@ -554,7 +600,7 @@ std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<Slo
   MutexLock lock(&mu_);
   for (auto& plan : plans) {
     if (!plan->unservable.empty()) continue;  // the job ends: nothing to replace
-    const uint32_t dataset_index = plan->job->dataset_index;
+    const uint32_t dataset_index = plan->job->plan->dataset_index;
     for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
       if (!plan->errors[pos].empty()) failed_items_.insert({dataset_index, plan->items[pos]});
     }
@@ -571,11 +617,7 @@ std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<Slo
       if (item == plan->items[pos]) continue;  // nothing else to try: the job ends
       plan->errors[pos].clear();
       plan->items[pos] = item;
-      tasks.push_back(ItemTask{plan->job->dataset.get(),
-                               item,
-                               {{plan.get(), pos}},
-                               dataset_index,
-                               plan->job->spec.max_resolution});
+      tasks.push_back(ItemTask{plan->job->plan.get(), item, {{plan.get(), pos}}});
     }
   }
   return tasks;
@@ -592,9 +634,9 @@ void Scheduler::Publish(SlotPlan& plan) {
   // published (FindUnservable), so none is left out.
   std::vector<int64_t> labels;
   labels.reserve(plan.items.size());
-  for (ItemId item : plan.items) labels.push_back(job.dataset->label(item));
+  for (ItemId item : plan.items) labels.push_back(job.plan->dataset->label(item));
   std::vector<std::span<const uint8_t>> fields;
-  if (!job.field_map.empty()) {
+  if (!job.plan->field_map.empty()) {
     for (const cache::FieldRecord& record : plan.fields) {
       fields.push_back(record != nullptr ? std::span<const uint8_t>(*record)
                                          : std::span<const uint8_t>());
@@ -690,7 +732,7 @@ std::vector<SamplerGroupSnapshot> Scheduler::Snapshot() const {
   std::map<const SamplerGroup*, uint64_t> substitutions;
   std::map<const SamplerGroup*, std::set<uint64_t>> seeds;
   for (const auto& [id, p] : jobs_) {
-    seeds[p.group].insert(p.job->spec.seed);
+    seeds[p.group].insert(p.job->plan->spec.seed);
     if (p.in_sampler) substitutions[p.group] += p.group->policy->Substitutions(id).substitutions;
   }
   std::vector<SamplerGroupSnapshot> groups;

@@ -52,7 +52,7 @@ struct Current {
   bool scaled() const { return scale_x != 1.0 || scale_y != 1.0; }
 };
 
-void Crop(PlanRect rect, Current& current, Scratch& scratch) {
+void Crop(Rect rect, Current& current, Scratch& scratch) {
   // A flip is applied at the end, so a crop of the flipped image is the
   // mirrored crop of the unflipped one.
   if (current.flipped) rect.x = current.logical_width - rect.x - rect.width;
@@ -423,7 +423,7 @@ bool FuseAfterResize(const SamplePlan& plan, int resize, int tail, bool flipped,
     }
     if (i >= tail) continue;  // a table folded into the write
     if (next.kind != PlanStep::Kind::kCrop) return false;
-    PlanRect rect = next.rect;
+    Rect rect = next.rect;
     if (fused.flipped) rect.x = fused.width - rect.x - rect.width;
     if (rect.x < 0 || rect.y < 0 || rect.x + rect.width > fused.width ||
         rect.y + rect.height > fused.height) {

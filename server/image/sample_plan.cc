@@ -22,7 +22,7 @@ int RoundHalfEven(double value) { return static_cast<int>(std::nearbyint(value))
 
 // torchvision's RandomResizedCrop.get_params: ten tries at a random area and
 // log-uniform aspect ratio, then a centred crop clamped to the ratio range.
-PlanRect RandomResizedCropRect(int width, int height, const TransformOp& op, SampleRandom& random) {
+Rect RandomResizedCropRect(int width, int height, const TransformOp& op, SampleRandom& random) {
   const double area = static_cast<double>(width) * height;
   const double log_ratio_low = std::log(op.ratio[0]);
   const double log_ratio_high = std::log(op.ratio[1]);
@@ -50,7 +50,7 @@ PlanRect RandomResizedCropRect(int width, int height, const TransformOp& op, Sam
 
 // torchvision's center_crop, padding included: a side longer than the image
 // is padded with zeros, (c - n) // 2 before and the rest after.
-PlanRect CenterCropRect(int width, int height, int crop_height, int crop_width) {
+Rect CenterCropRect(int width, int height, int crop_height, int crop_width) {
   auto offset = [](int n, int c) { return c > n ? -((c - n) / 2) : RoundHalfEven((n - c) / 2.0); };
   return {offset(width, crop_width), offset(height, crop_height), crop_width, crop_height};
 }
@@ -86,7 +86,7 @@ class PlanBuilder {
     return Status::Ok();
   }
   Status AddResize(int w, int h, Interpolation interpolation);
-  Status AddCrop(const PlanRect& rect) {
+  Status AddCrop(const Rect& rect) {
     PlanStep step;
     step.kind = PlanStep::Kind::kCrop;
     step.rect = rect;
@@ -321,10 +321,10 @@ Status PlanBuilder::AddErasing(const TransformOp& op, int output_height, int out
     } else {
       for (int c = 0; c < 3; ++c) erasure.value[c] = static_cast<float>((*op.erase_value)[c]);
     }
-    erasure.y = static_cast<int>(random_.UniformInt(0, output_height - h));
-    erasure.x = static_cast<int>(random_.UniformInt(0, output_width - w));
-    erasure.width = w;
-    erasure.height = h;
+    erasure.rect.y = static_cast<int>(random_.UniformInt(0, output_height - h));
+    erasure.rect.x = static_cast<int>(random_.UniformInt(0, output_width - w));
+    erasure.rect.width = w;
+    erasure.rect.height = h;
     if (plan_.erasure_count >= kMaxErasures) {
       return Status::ResourceExhausted("transform: too many RandomErasing ops");
     }

@@ -235,18 +235,19 @@ void WriteErasures(std::span<const Erasure> erasures, const OutputSpec& output, 
   const size_t plane = static_cast<size_t>(width) * height;
   const size_t element = output.dtype == DType::kUInt8 ? 1 : sizeof(float);
   for (const Erasure& erasure : erasures) {
+    const Rect& rect = erasure.rect;
     if (!erasure.random && output.layout == Layout::kNCHW) {
       // A constant per channel: one run of equal elements per row.
       for (int c = 0; c < 3; ++c) {
         const float value = erasure.value[c];
         const auto byte = static_cast<uint8_t>(value);
-        for (int y = erasure.y; y < erasure.y + erasure.height; ++y) {
-          std::byte* run = dst + (c * plane + static_cast<size_t>(y) * width + erasure.x) * element;
+        for (int y = rect.y; y < rect.y + rect.height; ++y) {
+          std::byte* run = dst + (c * plane + static_cast<size_t>(y) * width + rect.x) * element;
           if (element == 1) {
-            std::memset(run, byte, static_cast<size_t>(erasure.width));
+            std::memset(run, byte, static_cast<size_t>(rect.width));
             continue;
           }
-          for (int x = 0; x < erasure.width; ++x) std::memcpy(run + x * element, &value, element);
+          for (int x = 0; x < rect.width; ++x) std::memcpy(run + x * element, &value, element);
         }
       }
       continue;
@@ -254,8 +255,8 @@ void WriteErasures(std::span<const Erasure> erasures, const OutputSpec& output, 
     SampleRandom noise(erasure.noise_seed, 0, 0);
     // Channel-major like torchvision's tensor, so noise lands per (c, y, x).
     for (int c = 0; c < 3; ++c) {
-      for (int y = erasure.y; y < erasure.y + erasure.height; ++y) {
-        for (int x = erasure.x; x < erasure.x + erasure.width; ++x) {
+      for (int y = rect.y; y < rect.y + rect.height; ++y) {
+        for (int x = rect.x; x < rect.x + rect.width; ++x) {
           const size_t index = output.layout == Layout::kNCHW
                                    ? c * plane + static_cast<size_t>(y) * width + x
                                    : (static_cast<size_t>(y) * width + x) * 3 + c;

@@ -64,9 +64,8 @@ bool TransformPipeline::SupportsRegion() const {
   return false;
 }
 
-Result<SourceRect> TransformPipeline::RegionWindow(int source_width, int source_height,
-                                                   uint64_t seed, uint64_t epoch,
-                                                   uint64_t item) const {
+Result<Rect> TransformPipeline::RegionWindow(int source_width, int source_height, uint64_t seed,
+                                             uint64_t epoch, uint64_t item) const {
   if (!SupportsRegion()) {
     return Status::InvalidArgument("RegionWindow: the pipeline does not start with a crop");
   }
@@ -83,13 +82,13 @@ Result<SourceRect> TransformPipeline::RegionWindow(int source_width, int source_
       continue;
     }
     // SupportsRegion: the first step that is not a flip is the crop.
-    const PlanRect& rect = step.rect;
+    const Rect& rect = step.rect;
     const int x = flipped ? source_width - rect.x - rect.width : rect.x;
     const int x0 = std::clamp(x, 0, source_width);
     const int y0 = std::clamp(rect.y, 0, source_height);
     const int x1 = std::clamp(x + rect.width, 0, source_width);
     const int y1 = std::clamp(rect.y + rect.height, 0, source_height);
-    return SourceRect{x0, y0, x1 - x0, y1 - y0};
+    return Rect{x0, y0, x1 - x0, y1 - y0};
   }
   return Status::Internal("RegionWindow: the plan has no crop");
 }
@@ -107,7 +106,7 @@ Status TransformPipeline::ApplyRegion(const RgbImage& region, int offset_x, int 
   }
   // A crop that strays outside the region would read zeros where the full
   // image has pixels, so the region must hold the whole window.
-  GALLEY_ASSIGN_OR_RETURN(const SourceRect window,
+  GALLEY_ASSIGN_OR_RETURN(const Rect window,
                           RegionWindow(full_width, full_height, seed, epoch, item));
   if (window.x < offset_x || window.y < offset_y ||
       window.x + window.width > offset_x + region.width ||

@@ -224,6 +224,48 @@ TEST_F(HostilePeerTest, ScribblingOverTheWholeSegmentHurtsOnlyThatJob) {
   EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
 }
 
+// A seek the job's connection cannot parse, or one its job refuses, is
+// answered with an error naming what is wrong; the job goes on, and a
+// well-formed seek after them takes the job's first generation.
+TEST_F(HostilePeerTest, AMalformedSeekIsAnsweredAndTheJobGoesOn) {
+  auto connection = Handshaken();
+  ASSERT_NE(connection, nullptr);
+  auto opened = OpenRaw(*connection, OpenJobBody(data_.string()).dump());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ASSERT_EQ(opened->header.type, wire::MessageType::kJobOpened) << ErrorOf(*opened).ToString();
+  auto seek = [&](uint32_t request_id, const std::string& body) -> Result<wire::Frame> {
+    GALLEY_RETURN_IF_ERROR(connection->SendFrame(wire::MessageType::kSeekEpoch, request_id, body));
+    return connection->ReadFrame(std::chrono::steady_clock::now() + 10s);
+  };
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {R"({})", "SeekEpoch needs 'epoch'"},
+      {R"({"epoch": -1})", "SeekEpoch needs 'epoch'"},
+      {R"({"epoch": 1, "items": "all"})", "SeekEpoch's 'items' must be a list of item ids"},
+      {R"({"epoch": 1, "items": [0, -2]})", "SeekEpoch's 'items' must be a list of item ids"},
+      // A job of the daemon's own split: the JobManager's observers refuse it.
+      {R"({"epoch": 1, "items": [0, 1]})", "SeekEpoch takes no 'items'"},
+  };
+  uint32_t request_id = 10;
+  for (const auto& [body, message] : refused) {
+    auto reply = seek(++request_id, body);
+    ASSERT_TRUE(reply.ok()) << body << ": " << reply.status().ToString();
+    EXPECT_EQ(reply->header.type, wire::MessageType::kError) << body;
+    EXPECT_EQ(reply->header.request_id, request_id) << body;
+    const Status error = ErrorOf(*reply);
+    EXPECT_EQ(error.code(), StatusCode::kInvalidArgument) << body;
+    EXPECT_NE(error.message().find(message), std::string::npos) << body << ": " << error.ToString();
+  }
+  auto sought = seek(++request_id, R"({"epoch": 1})");
+  ASSERT_TRUE(sought.ok()) << sought.status().ToString();
+  ASSERT_EQ(sought->header.type, wire::MessageType::kEpochSought) << ErrorOf(*sought).ToString();
+  auto body = wire::ParseObject(sought->payload);
+  ASSERT_TRUE(body.ok()) << body.status().ToString();
+  EXPECT_EQ((*body)["epoch"], 1);
+  EXPECT_EQ((*body)["generation"], 1) << "a refused seek takes no generation";
+  ExpectDaemonServes();
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
 TEST_F(HostilePeerTest, AnUnknownPolicyIsRefusedAndTheDaemonStaysResponsive) {
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());

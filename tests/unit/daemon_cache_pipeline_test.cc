@@ -69,29 +69,35 @@ class DaemonCacheTest : public ::testing::Test {
     fs::remove_all(root_, ec);
   }
 
-  // A job over the whole dataset with a RandomResizedCrop(32) + flip pipeline.
+  // A job over the whole dataset with a RandomResizedCrop(32) + flip pipeline,
+  // its images kept at `max_resolution` (0: their own size).
   std::shared_ptr<ServedJob> MakeJob(uint64_t id, uint64_t seed, uint32_t batch_size,
-                                     uint32_t prefetch) {
-    auto job = std::make_shared<ServedJob>();
-    job->id = id;
-    job->spec.dataset = root_.string();
-    job->spec.batch_size = batch_size;
-    job->spec.prefetch = prefetch;
-    job->spec.seed = seed;
-    job->dataset = dataset_;
-    job->policy = "dsa";
-    for (ItemId i = 0; i < kItems; ++i) job->subset.push_back(i);
-    job->epoch_size = kItems;
+                                     uint32_t prefetch, uint32_t max_resolution = 0) {
+    auto plan = std::make_shared<JobPlan>();
+    plan->spec.dataset = root_.string();
+    plan->spec.batch_size = batch_size;
+    plan->spec.prefetch = prefetch;
+    plan->spec.seed = seed;
+    plan->spec.max_resolution = max_resolution;
+    plan->dataset = dataset_;
+    plan->policy = "dsa";
+    for (ItemId i = 0; i < kItems; ++i) plan->subset.push_back(i);
+    plan->epoch_size = kItems;
     auto pipeline = image::TransformPipeline::FromJson(nlohmann::json::parse(
         R"({"ops": [{"op": "RandomResizedCrop", "size": 32}, {"op": "RandomHorizontalFlip"}]})"));
     EXPECT_TRUE(pipeline.ok()) << pipeline.status().ToString();
-    job->pipeline = std::make_shared<const image::TransformPipeline>(std::move(pipeline).value());
-    auto geometry = wire::ComputeGeometry(prefetch, batch_size, job->pipeline->sample_bytes());
+    plan->pipeline = std::make_shared<const image::TransformPipeline>(std::move(pipeline).value());
+    plan->augmentation_signature = AugmentationSignature(*plan->pipeline, seed);
+    auto geometry = wire::ComputeGeometry(prefetch, batch_size, plan->pipeline->sample_bytes());
     EXPECT_TRUE(geometry.ok());
+    plan->geometry = *geometry;
     TensorShape shape;
     shape.height = shape.width = 32;
+    plan->shape = shape;
     auto ring = BatchRing::Create(*geometry, shape, ::getuid());
     EXPECT_TRUE(ring.ok()) << ring.status().ToString();
+    auto job = std::make_shared<ServedJob>(std::move(plan));
+    job->id = id;
     job->ring = std::move(ring).value();
     return job;
   }
@@ -108,8 +114,7 @@ class DaemonCacheTest : public ::testing::Test {
     plan.epoch = epoch;
     std::vector<ItemTask> tasks;
     for (ItemId item = 0; item < kItems; ++item) {
-      tasks.push_back(ItemTask{
-          dataset_.get(), item, {{&plan, item}}, /*dataset_index=*/0, job->spec.max_resolution});
+      tasks.push_back(ItemTask{job->plan.get(), item, {{&plan, item}}});
       plan.items.push_back(item);
     }
     plan.ResetOutcomes();
@@ -244,8 +249,7 @@ TEST_F(DaemonCacheTest, WithoutACacheEveryPassReadsAndDecodes) {
 TEST_F(DaemonCacheTest, TheDecodedTierKeepsTheShrunkPixels) {
   auto cache = MakeCache({0, 100, 0});
   ItemPipeline pipeline(PipelineOptions{.worker_threads = 2}, cache.get());
-  auto job = MakeJob(1, 5, kItems, 1);
-  job->spec.max_resolution = 40;
+  auto job = MakeJob(1, 5, kItems, 1, /*max_resolution=*/40);
   AddAndConsumeDemand(*cache);
   RunPass(pipeline, job, 0);
   uint64_t shrunk_bytes = 0;
@@ -276,8 +280,7 @@ TEST_F(DaemonCacheTest, TheDecodedTierKeepsTheShrunkPixels) {
   EXPECT_EQ(RunPass(from_bytes, job, 1), cached);
   EXPECT_EQ(Snapshot(from_bytes).encoded_hits, uint64_t{kItems});
   // And the exact path's samples are other ones.
-  job->spec.max_resolution = 0;
-  EXPECT_NE(RunPass(uncached, job, 1), cached);
+  EXPECT_NE(RunPass(uncached, MakeJob(1, 5, kItems, 1), 1), cached);
 }
 
 // A crop of a shrunk image reads shrunk pixels, so such an image is decoded
@@ -287,17 +290,15 @@ TEST_F(DaemonCacheTest, AnImageToShrinkIsDecodedWhole) {
   ItemPipeline exact(PipelineOptions{.worker_threads = 2}, nullptr);
   RunPass(exact, job, 0);
   EXPECT_EQ(exact.counters().region_decodes.load(), uint64_t{kItems});
-  job->spec.max_resolution = 40;
   ItemPipeline shrunk(PipelineOptions{.worker_threads = 2}, nullptr);
-  RunPass(shrunk, job, 0);
+  RunPass(shrunk, MakeJob(1, 5, kItems, 1, /*max_resolution=*/40), 0);
   EXPECT_EQ(shrunk.counters().decodes.load(), uint64_t{kItems});
   EXPECT_EQ(shrunk.counters().region_decodes.load(), 0u);
   // Within the limit, the exact path: region decodes, the same samples.
-  job->spec.max_resolution = 90;
   ItemPipeline within(PipelineOptions{.worker_threads = 2}, nullptr);
-  const std::vector<std::byte> samples = RunPass(within, job, 0);
+  const std::vector<std::byte> samples =
+      RunPass(within, MakeJob(1, 5, kItems, 1, /*max_resolution=*/90), 0);
   EXPECT_EQ(within.counters().region_decodes.load(), uint64_t{kItems});
-  job->spec.max_resolution = 0;
   EXPECT_EQ(RunPass(exact, job, 0), samples);
 }
 
@@ -372,8 +373,7 @@ TEST_F(DaemonCacheTest, TheRemoteTierKeysShrunkItemsApart) {
 
   FakeRemoteCache remote(RemoteFingerprint(*dataset_, 40));  // any other name fails
   remote.set_write_form(RemoteForm::kDecoded);
-  auto job = MakeJob(1, 5, kItems, 1);
-  job->spec.max_resolution = 40;
+  auto job = MakeJob(1, 5, kItems, 1, /*max_resolution=*/40);
   ItemPipeline node_a(PipelineOptions{.worker_threads = 2}, nullptr, &remote);
   const std::vector<std::byte> first = RunPass(node_a, job, 0);
   EXPECT_EQ(remote.puts[RemoteForm::kDecoded], uint64_t{kItems});
@@ -509,8 +509,8 @@ TEST_F(DaemonCacheTest, SchedulerDropsTheRemainingDemandOfAJobThatLeaves) {
   auto b = MakeJob(2, 9, 3, 2);
   ASSERT_TRUE(scheduler.OnJobOpened(a).ok());
   ASSERT_TRUE(scheduler.OnJobOpened(b).ok());
-  scheduler.ConsumerReady(a->id);
-  scheduler.ConsumerReady(b->id);
+  scheduler.OnConsumerReady(a->id);
+  scheduler.OnConsumerReady(b->id);
   scheduler.Start();
   ASSERT_TRUE(WaitForBatches(*a, 2));
   ASSERT_TRUE(WaitForBatches(*b, 2));
@@ -546,7 +546,7 @@ TEST_F(DaemonCacheTest, BatchesNoConsumerTookAreCountedOnceAsUnread) {
   // Two slots of 3 items, and no consumer: the ring fills, then waits.
   auto job = MakeJob(1, 5, 3, 2);
   ASSERT_TRUE(scheduler.OnJobOpened(job).ok());
-  scheduler.ConsumerReady(job->id);
+  scheduler.OnConsumerReady(job->id);
   scheduler.Start();
   ASSERT_TRUE(WaitForBatches(*job, 2));
   EXPECT_EQ(scheduler.Totals().unread, 0u);
@@ -560,7 +560,7 @@ TEST_F(DaemonCacheTest, BatchesNoConsumerTookAreCountedOnceAsUnread) {
   for (uint32_t s = 0; s < 2; ++s) {
     job->ring->slot(s)->state.store(static_cast<uint32_t>(wire::SlotState::kFree));
   }
-  scheduler.Wake();
+  scheduler.OnSlotReleased(job->id);
   ASSERT_TRUE(WaitForBatches(*job, 4));
   for (uint32_t s = 0; s < 2; ++s) EXPECT_EQ(job->ring->slot(s)->generation, seek.generation);
 

@@ -130,8 +130,18 @@ class CachePlannerTest : public ::testing::Test {
     node_.memory_bytes_per_s = 5e9;
   }
 
-  PlannedJob Job(const std::string& signature) {
-    return PlannedJob{dataset_, signature, 3 * 32 * 32, dataset_->size()};
+  // The plan of a job over the whole dataset whose samples the augmented
+  // tier keys by `signature`, with no pipeline of its own unless given.
+  std::shared_ptr<const JobPlan> Job(
+      const std::string& signature,
+      std::shared_ptr<const image::TransformPipeline> pipeline = nullptr) {
+    auto job = std::make_shared<JobPlan>();
+    job->dataset = dataset_;
+    job->augmentation_signature = signature;
+    job->geometry.sample_bytes = 3 * 32 * 32;
+    for (ItemId i = 0; i < dataset_->size(); ++i) job->subset.push_back(i);
+    job->pipeline = std::move(pipeline);
+    return job;
   }
 
   TempDir dir_;
@@ -244,9 +254,7 @@ TEST_F(CachePlannerTest, EachPipelinesMeasuredCostReplacesTheProbesAugmentCost) 
   auto inputs_for = [&](const std::shared_ptr<const image::TransformPipeline>& pipeline) {
     CachePlanner planner(cache_.get(), node_, 4, PlannerOverrides{}, nullptr, timer);
     for (uint64_t id = 1; id <= 4; ++id) {
-      PlannedJob job = Job("same#seed=1");
-      job.pipeline = pipeline;
-      planner.RecordJob(id, job);
+      planner.RecordJob(id, Job("same#seed=1", pipeline));
     }
     const cache::Plan plan = planner.ReplanNow();
     EXPECT_EQ(planner.ReplanNow().split(), plan.split());
@@ -310,9 +318,7 @@ TEST_F(CachePlannerTest, APipelineThatCannotBeTimedKeepsTheProbesAugmentCost) {
                          ++timings;
                          return Status::Internal("no probe image");
                        });
-  PlannedJob job = Job("p#seed=1");
-  job.pipeline = pipeline;
-  planner.RecordJob(1, job);
+  planner.RecordJob(1, Job("p#seed=1", pipeline));
   planner.ReplanNow();
   planner.ReplanNow();
   EXPECT_EQ(timings, 1) << "a failed timing is not retried at every plan";

@@ -148,18 +148,19 @@ Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
   std::vector<Consumer> consumers(scenario.jobs.size());
   for (size_t i = 0; i < scenario.jobs.size(); ++i) {
     const DriftJob& spec = scenario.jobs[i];
-    auto job = std::make_shared<ServedJob>();
-    job->id = i + 1;
-    job->spec.batch_size = scenario.batch;
-    job->spec.epochs = scenario.epochs;
-    job->subset = spec.subset;
-    if (job->subset.empty()) {
-      for (ItemId item = 0; item < scenario.items; ++item) job->subset.push_back(item);
+    auto plan = std::make_shared<JobPlan>();
+    plan->spec.batch_size = scenario.batch;
+    plan->spec.epochs = scenario.epochs;
+    plan->subset = spec.subset;
+    if (plan->subset.empty()) {
+      for (ItemId item = 0; item < scenario.items; ++item) plan->subset.push_back(item);
     }
-    job->epoch_size = job->subset.size();
-    job->dataset = dataset;
-    job->policy = scenario.policy;
-    job->opened_at = clock.Now();
+    plan->epoch_size = plan->subset.size();
+    plan->dataset = dataset;
+    plan->policy = scenario.policy;
+    plan->opened_at = clock.Now();
+    auto job = std::make_shared<ServedJob>(std::move(plan));
+    job->id = i + 1;
     rings.at(job->id).slots = spec.ring_slots;
     GALLEY_RETURN_IF_ERROR(scheduler.OnJobOpened(job));
     Consumer& c = consumers[i];
@@ -168,7 +169,7 @@ Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
     c.period = ToMicros(spec.period_ms);
     c.start = ToMicros(spec.start_ms);
     c.due = c.start;
-    c.batches_total = job->BatchesPerEpoch() * scenario.epochs;
+    c.batches_total = job->plan->BatchesPerEpoch() * scenario.epochs;
   }
 
   DriftOutcome outcome;
@@ -196,7 +197,7 @@ Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
       if (now < c.due) continue;
       if (!c.asked) {
         c.asked = true;
-        scheduler.ConsumerReady(c.job->id);
+        scheduler.OnConsumerReady(c.job->id);
       }
       if (c.PausedAt(now)) continue;
       SimulatedRings::Ring& ring = rings.at(c.job->id);
@@ -215,7 +216,7 @@ Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
     uint64_t requests = 0, misses = 0;
     for (const ItemTask& task : tasks) {
       requests += task.deliveries.size();
-      const cache::Key key = cache::MakeKey(task.dataset_index, task.item);
+      const cache::Key key = cache::MakeKey(task.job_plan->dataset_index, task.item);
       if (cache != nullptr && cache->decoded().Get(key) != nullptr) continue;
       ++misses;
       if (cache != nullptr) cache->decoded().Put(key, item_blob);

@@ -51,17 +51,22 @@ class EmptyImageFolder {
   std::shared_ptr<const Dataset> dataset_;
 };
 
-// A job with `policy` over every item of `dataset`, in batches of
-// `batch_size`; the caller sets what its test is about.
-inline std::shared_ptr<ServedJob> JobOverAllItems(uint64_t id,
-                                                  std::shared_ptr<const Dataset> dataset,
-                                                  uint32_t batch_size, const std::string& policy) {
-  auto job = std::make_shared<ServedJob>();
+// The plan of a job with `policy` over every item of `dataset`, in batches
+// of `batch_size`; the caller sets what its test is about.
+inline JobPlan PlanOverAllItems(std::shared_ptr<const Dataset> dataset, uint32_t batch_size,
+                                const std::string& policy) {
+  JobPlan plan;
+  plan.spec.batch_size = batch_size;
+  for (ItemId i = 0; i < dataset->size(); ++i) plan.subset.push_back(i);
+  plan.dataset = std::move(dataset);
+  plan.policy = policy;
+  return plan;
+}
+
+// The job `id` that `plan` describes, as the JobManager admits it.
+inline std::shared_ptr<ServedJob> Served(uint64_t id, JobPlan plan) {
+  auto job = std::make_shared<ServedJob>(std::make_shared<const JobPlan>(std::move(plan)));
   job->id = id;
-  job->spec.batch_size = batch_size;
-  for (ItemId i = 0; i < dataset->size(); ++i) job->subset.push_back(i);
-  job->dataset = std::move(dataset);
-  job->policy = policy;
   return job;
 }
 

@@ -1,7 +1,8 @@
 // The JobManager as the owner of a job's life cycle, with recording fakes as
-// its observers: every observer hears open, seek and close in the order it
-// was given; a refused opening is taken back from those told before and
-// refuses the job; a refused seek is the seek's answer and numbers nothing.
+// its observers: every observer hears open, seek, its consumer's events and
+// close in the order it was given; a refused opening is taken back from
+// those told before and refuses the job; a refused seek is the seek's answer
+// and numbers nothing.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -32,6 +33,12 @@ class RecordingObserver final : public JobLifecycleObserver {
     log_->push_back(name_ + " sought " + std::to_string(job.id) + " " + std::to_string(seek.epoch) +
                     " " + std::to_string(seek.generation));
     return refuse_seek_;
+  }
+  void OnConsumerReady(JobId job_id) override {
+    log_->push_back(name_ + " ready " + std::to_string(job_id));
+  }
+  void OnSlotReleased(JobId job_id) override {
+    log_->push_back(name_ + " released " + std::to_string(job_id));
   }
   void OnJobClosed(JobId job_id) override {
     log_->push_back(name_ + " closed " + std::to_string(job_id));
@@ -97,6 +104,23 @@ TEST_F(JobLifecycleTest, EveryObserverHearsEachEventInTheGivenOrder) {
                                       "first sought " + id + " 4 2", "second sought " + id + " 4 2",
                                       "first closed " + id, "second closed " + id}));
   EXPECT_EQ(jobs_->Seek((*job)->id, 5).status().code(), StatusCode::kNotFound);
+}
+
+// What a job's connection hears of its consumer goes to the JobManager,
+// which passes it to every observer, in order, between open and close.
+TEST_F(JobLifecycleTest, TheConsumersEventsReachEveryObserverThroughTheOwner) {
+  auto job = jobs_->Open(Spec(), Myself(), nullptr);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const std::string id = std::to_string((*job)->id);
+  jobs_->ConsumerReady((*job)->id);
+  jobs_->SlotReleased((*job)->id);
+  jobs_->SlotReleased((*job)->id);
+  jobs_->Close((*job)->id, Status::Cancelled("done"));
+  EXPECT_EQ(log_, (std::vector<std::string>{"first opened " + id, "second opened " + id,
+                                            "first ready " + id, "second ready " + id,
+                                            "first released " + id, "second released " + id,
+                                            "first released " + id, "second released " + id,
+                                            "first closed " + id, "second closed " + id}));
 }
 
 TEST_F(JobLifecycleTest, ARefusedOpeningIsTakenBackFromThoseToldBefore) {

@@ -38,13 +38,14 @@ class ListedEpochTest : public ::testing::Test {
   std::shared_ptr<ServedJob> AddListedJob(Scheduler& scheduler, uint64_t id,
                                           const std::string& policy,
                                           const std::vector<uint64_t>& items) {
-    auto job = testing::JobOverAllItems(id, folder_.dataset(), kBatch, policy);
-    job->spec.shuffle = policy != "sequential";
-    job->spec.epoch_items = items;
-    job->epoch_size = job->ShardSize();
+    JobPlan plan = testing::PlanOverAllItems(folder_.dataset(), kBatch, policy);
+    plan.spec.shuffle = policy != "sequential";
+    plan.spec.epoch_items = items;
+    plan.epoch_size = plan.ShardSize();
+    auto job = testing::Served(id, std::move(plan));
     EXPECT_TRUE(job->ListEpoch(0, items).ok());
     EXPECT_TRUE(scheduler.OnJobOpened(job).ok());
-    scheduler.ConsumerReady(id);
+    scheduler.OnConsumerReady(id);
     return job;
   }
 
@@ -75,7 +76,7 @@ TEST_F(ListedEpochTest, TheListIsServedInItsOrderAndTheNextEpochWaitsForItsList)
   auto scheduler = MakeScheduler();
   const std::vector<uint64_t> first = {7, 3, 7, 19, 0, 3, 12};  // 7 and 3 twice
   auto job = AddListedJob(*scheduler, 1, "sequential", first);
-  EXPECT_EQ(job->BatchesPerEpoch(), 3u);
+  EXPECT_EQ(job->plan->BatchesPerEpoch(), 3u);
   bool last = false;
   const std::vector<ItemId> served = PlanEpoch(*scheduler, &last);
   EXPECT_TRUE(last);
@@ -121,13 +122,13 @@ TEST_F(ListedEpochTest, SeekChecksTheListAgainstTheJob) {
   EXPECT_NE(refused.message().find("needs 'items'"), std::string::npos);
 
   // A job of the daemon's own split takes no list.
-  auto plain = std::make_shared<ServedJob>();
-  plain->id = 2;
-  plain->spec.batch_size = kBatch;
-  plain->dataset = folder_.dataset();
-  plain->subset = {0, 1, 2};
-  plain->epoch_size = 3;
-  plain->policy = "dsa";
+  JobPlan plain_plan;
+  plain_plan.spec.batch_size = kBatch;
+  plain_plan.dataset = folder_.dataset();
+  plain_plan.subset = {0, 1, 2};
+  plain_plan.epoch_size = 3;
+  plain_plan.policy = "dsa";
+  auto plain = testing::Served(2, std::move(plain_plan));
   ASSERT_TRUE(scheduler->OnJobOpened(plain).ok());
   const std::vector<uint64_t> list = {0, 1, 2};
   EXPECT_EQ(scheduler->OnJobSought(*plain, {.epoch = 1, .generation = 1, .items = &list}).code(),

@@ -69,14 +69,15 @@ class SchedulerWaveTest : public ::testing::Test {
   // Adds a job over the whole dataset whose consumer is waiting.
   void AddJob(Scheduler& scheduler, uint64_t id, const std::string& policy, uint32_t free,
               uint32_t ready) {
-    auto job = testing::JobOverAllItems(id, folder_.dataset(), kBatch, policy);
-    job->spec.epochs = 1;
-    job->epoch_size = kItems;
-    job->opened_at = clock_.Now() - std::chrono::seconds(10);
+    JobPlan plan = testing::PlanOverAllItems(folder_.dataset(), kBatch, policy);
+    plan.spec.epochs = 1;
+    plan.epoch_size = kItems;
+    plan.opened_at = clock_.Now() - std::chrono::seconds(10);
+    auto job = testing::Served(id, std::move(plan));
     rings_.Set(id, free, ready);
     jobs_[id] = job;
     ASSERT_TRUE(scheduler.OnJobOpened(job).ok());
-    scheduler.ConsumerReady(id);
+    scheduler.OnConsumerReady(id);
   }
 
   struct Wave {

@@ -1,4 +1,4 @@
-// ServedJob's DDP split and batch arithmetic (DistributedSampler semantics),
+// A job's DDP split and batch arithmetic (DistributedSampler semantics),
 // without a daemon: equal shard sizes with padding or dropping, disjointness
 // apart from the padding, and a split pinned to exact values so that every
 // galley build on every machine agrees with every other rank.
@@ -15,18 +15,27 @@
 namespace galley {
 namespace {
 
+JobPlan MakePlan(uint32_t items, uint32_t rank, uint32_t world, bool shard_drop_last,
+                 bool shuffle = true) {
+  JobPlan plan;
+  plan.spec.seed = 7;
+  plan.spec.rank = rank;
+  plan.spec.world_size = world;
+  plan.spec.shard_drop_last = shard_drop_last;
+  plan.spec.shuffle = shuffle;
+  plan.spec.batch_size = 2;
+  plan.subset.resize(items);
+  std::iota(plan.subset.begin(), plan.subset.end(), 0);
+  return plan;
+}
+
+std::unique_ptr<ServedJob> Serve(JobPlan plan) {
+  return std::make_unique<ServedJob>(std::make_shared<const JobPlan>(std::move(plan)));
+}
+
 std::unique_ptr<ServedJob> MakeJob(uint32_t items, uint32_t rank, uint32_t world,
                                    bool shard_drop_last, bool shuffle = true) {
-  auto job = std::make_unique<ServedJob>();
-  job->spec.seed = 7;
-  job->spec.rank = rank;
-  job->spec.world_size = world;
-  job->spec.shard_drop_last = shard_drop_last;
-  job->spec.shuffle = shuffle;
-  job->spec.batch_size = 2;
-  job->subset.resize(items);
-  std::iota(job->subset.begin(), job->subset.end(), 0);
-  return job;
+  return Serve(MakePlan(items, rank, world, shard_drop_last, shuffle));
 }
 
 TEST(DistributedSplitTest, ShardsAreEqualDisjointApartFromPaddingAndCoverTheSubset) {
@@ -40,7 +49,7 @@ TEST(DistributedSplitTest, ShardsAreEqualDisjointApartFromPaddingAndCoverTheSubs
           auto job = MakeJob(n, rank, world, drop);
           const auto items = job->EpochItems(3);
           ASSERT_EQ(items.size(), world == 1 ? n : shard);
-          EXPECT_EQ(job->ShardSize(), items.size());
+          EXPECT_EQ(job->plan->ShardSize(), items.size());
           std::vector<ItemId> sorted = items;
           std::sort(sorted.begin(), sorted.end());
           EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
@@ -71,21 +80,22 @@ TEST(DistributedSplitTest, TheSplitIsPinned) {
 }
 
 TEST(DistributedSplitTest, BatchTargetsAddUpToTheShard) {
-  auto job = MakeJob(13, 1, 4, false);  // 4 items per rank
-  job->spec.batch_size = 3;
-  EXPECT_EQ(job->BatchesPerEpoch(), 2u);
-  EXPECT_EQ(job->BatchTarget(0), 3u);
-  EXPECT_EQ(job->BatchTarget(1), 1u);
-  EXPECT_EQ(job->BatchTarget(2), 0u);
-  job->spec.drop_last = true;
-  EXPECT_EQ(job->BatchesPerEpoch(), 1u);
-  EXPECT_EQ(job->BatchTarget(0), 3u);
+  JobPlan job = MakePlan(13, 1, 4, false);  // 4 items per rank
+  job.spec.batch_size = 3;
+  EXPECT_EQ(job.BatchesPerEpoch(), 2u);
+  EXPECT_EQ(job.BatchTarget(0), 3u);
+  EXPECT_EQ(job.BatchTarget(1), 1u);
+  EXPECT_EQ(job.BatchTarget(2), 0u);
+  job.spec.drop_last = true;
+  EXPECT_EQ(job.BatchesPerEpoch(), 1u);
+  EXPECT_EQ(job.BatchTarget(0), 3u);
 }
 
 TEST(DistributedSplitTest, ResumeLeavesOutTheConsumedItemsOfTheStartEpochOnly) {
-  auto job = MakeJob(10, 0, 1, false, false);
-  job->spec.start_epoch = 2;
-  job->spec.resume_consumed = {0, 3, 9};
+  JobPlan plan = MakePlan(10, 0, 1, false, false);
+  plan.spec.start_epoch = 2;
+  plan.spec.resume_consumed = {0, 3, 9};
+  auto job = Serve(std::move(plan));
   EXPECT_EQ(job->EpochItems(2, /*resuming=*/true), (std::vector<ItemId>{1, 2, 4, 5, 6, 7, 8}));
   EXPECT_EQ(job->EpochItems(2, /*resuming=*/false).size(), 10u);
   EXPECT_EQ(job->EpochItems(3, /*resuming=*/true).size(), 10u);

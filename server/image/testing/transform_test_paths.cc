@@ -89,10 +89,10 @@ Result<nlohmann::json> DescribeSample(const TransformPipeline& pipeline, int sou
   for (int e = 0; e < plan.erasure_count; ++e) {
     const Erasure& erasure = plan.erasures[e];
     steps.push_back({{"step", "erase"},
-                     {"x", erasure.x},
-                     {"y", erasure.y},
-                     {"width", erasure.width},
-                     {"height", erasure.height},
+                     {"x", erasure.rect.x},
+                     {"y", erasure.rect.y},
+                     {"width", erasure.rect.width},
+                     {"height", erasure.rect.height},
                      {"random", erasure.random},
                      {"value", erasure.value}});
   }

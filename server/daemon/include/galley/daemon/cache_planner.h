@@ -10,14 +10,14 @@
 //   * the remote tier, when there is one: B_cache and its capacity probed at
 //     start, B_NIC from the link speed; the plan also chooses the form it
 //     holds and sets it as the tier's write form;
-//   * the open jobs, as the JobManager announces them (the planner is a
-//     JobLifecycleObserver): the largest group of jobs with one augmentation
-//     signature on one dataset, the finished-sample size, the items they
-//     use, and their pipelines' augment cost, measured once per pipeline
-//     (the PipelineTimer: MeasureAugmentRate unless one is given) on the
-//     planner's thread: a RandAugment pipeline
-//     costs several times RandomResizedCrop's, which lowers the decoded and
-//     encoded tiers' rates and so favours the augmented tier.
+//   * the open jobs' plans (JobPlan), as the JobManager announces them (the
+//     planner is a JobLifecycleObserver): the largest group of jobs with one
+//     augmentation signature on one dataset, the finished-sample size, the
+//     items they use, and their pipelines' augment cost, measured once per
+//     pipeline (the PipelineTimer: MeasureAugmentRate unless one is given)
+//     on the planner's thread: a RandAugment pipeline costs several times
+//     RandomResizedCrop's, which lowers the decoded and encoded tiers' rates
+//     and so favours the augmented tier.
 // Any of the node's and the storage inputs, and the split itself, can be
 // overridden by the admin; an override always wins.
 //
@@ -44,10 +44,11 @@
 #include "galley/cache/tiered_cache.h"
 #include "galley/daemon/daemon_options.h"
 #include "galley/daemon/job_lifecycle_observer.h"
+#include "galley/daemon/job_plan.h"
 #include "galley/daemon/node_probe.h"
-#include "galley/remote/remote_cache.h"
 #include "galley/dataset/dataset.h"
 #include "galley/mutex.h"
+#include "galley/remote/remote_cache.h"
 #include "galley/snapshots/snapshots.h"
 
 namespace galley {
@@ -78,19 +79,6 @@ struct PlannerOverrides {
 // admin's split (the cache library does not know galleyd's options).
 cache::CacheOptions CacheOptionsFrom(const DaemonOptions& options);
 
-// What the planner needs to know about one open job.
-struct PlannedJob {
-  std::shared_ptr<const Dataset> dataset;
-  std::string signature;      // augmentation signature (pipeline + seed)
-  uint64_t sample_bytes = 0;  // one finished sample
-  uint64_t subset_items = 0;  // items the job uses per epoch, over all ranks
-  // The job's pipeline: its augment cost is measured once per pipeline (the
-  // node's probe pipeline stands in when null).
-  std::shared_ptr<const image::TransformPipeline> pipeline;
-  // The dataset's max_resolution (JobSpec's): what its decoded items weigh.
-  uint32_t max_resolution = 0;
-};
-
 // Times one job pipeline: the items/s one core augments with it. galleyd's
 // is MeasureAugmentRate (about 50 ms on the probe image); tests give fixed
 // costs, so that what the planner makes of them does not depend on the
@@ -115,14 +103,17 @@ class CachePlanner final : public JobLifecycleObserver {
   void Start();
   void Stop() EXCLUDES(mu_);
 
-  // Records the job's PlannedJob; never refuses.
+  // Records the job's plan; never refuses.
   Status OnJobOpened(const std::shared_ptr<ServedJob>& job) override EXCLUDES(mu_);
   // A seek changes none of the planner's inputs: accepted, nothing recorded.
   Status OnJobSought(ServedJob& job, const JobSeek& seek) override;
   void OnJobClosed(JobId job_id) override EXCLUDES(mu_);
-  // Records an open job as the planner sees it (what OnJobOpened records of
-  // a ServedJob).
-  void RecordJob(JobId job_id, PlannedJob job) EXCLUDES(mu_);
+  // Records an open job's plan (what OnJobOpened records of a ServedJob).
+  // The planner reads of it: its dataset and max_resolution (what a sample
+  // of the dataset weighs), augmentation signature, ring's sample size,
+  // subset, and pipeline (whose augment cost is measured once; the node's
+  // probe stands in for a null one).
+  void RecordJob(JobId job_id, std::shared_ptr<const JobPlan> job) EXCLUDES(mu_);
 
   // Samples datasets not sampled yet, plans and applies the split, on the
   // calling thread. Returns the plan applied (the current one when there is
@@ -142,8 +133,9 @@ class CachePlanner final : public JobLifecycleObserver {
 
  private:
   struct DatasetInfo {
-    std::shared_ptr<const Dataset> dataset;
-    uint32_t max_resolution = 0;          // the same for every job of the instance
+    // The plan of an open job that reads the dataset instance: the dataset,
+    // and the max_resolution every job of the instance asks for.
+    std::shared_ptr<const JobPlan> reader;
     std::optional<DatasetSample> sample;  // empty until sampled, or when sampling failed
     std::string sample_error;
   };
@@ -167,7 +159,7 @@ class CachePlanner final : public JobLifecycleObserver {
   bool stop_ GUARDED_BY(mu_) = false;
   bool pending_ GUARDED_BY(mu_) = false;
   std::map<const Dataset*, DatasetInfo> datasets_ GUARDED_BY(mu_);
-  std::map<JobId, PlannedJob> jobs_ GUARDED_BY(mu_);
+  std::map<JobId, std::shared_ptr<const JobPlan>> jobs_ GUARDED_BY(mu_);
   // Augment items/s per core by pipeline signature; 0 when it failed.
   std::map<std::string, double> pipeline_rates_ GUARDED_BY(mu_);
   std::optional<cache::Plan> plan_ GUARDED_BY(mu_);   // last applied

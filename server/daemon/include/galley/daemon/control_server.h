@@ -8,8 +8,11 @@
 // validated; a bad one is answered with an Error and the connection is
 // closed. Nothing a peer sends can stop the daemon.
 //
-// What a job is and whether it may run is the JobManager's business; which
-// datasets exist, whether they are fresh and who may read them, the
+// What a job is and whether it may run is the JobManager's business, and
+// so is every event of a job's connection (a seek, the consumer's first
+// wait, a slot given back): the server tells the JobManager, which announces
+// it to the components; it never drives the scheduler itself. Which
+// datasets exist, whether they are fresh and who may read them is the
 // DatasetRegistry's. Both belong to the Daemon (daemon.h), which outlives
 // this server; the server hands requests to them and assembles the
 // components' snapshots (snapshots.h) into the replies to queries, rendered
@@ -64,7 +67,7 @@ class ControlServer {
   // Every pointer must outlive the server. `cache_planner` may be null
   // (caching disabled); it answers the "cache" and "plan" queries.
   ControlServer(const ControlServerOptions& options, JobManager* jobs, DatasetRegistry* datasets,
-                Scheduler* scheduler, ItemPipeline* pipeline,
+                const Scheduler* scheduler, ItemPipeline* pipeline,
                 const CachePlanner* cache_planner = nullptr);
   ~ControlServer();
 
@@ -93,7 +96,22 @@ class ControlServer {
 
   void AcceptLoop();
   void Serve(Session* session);
+  // Serves one job on its connection, from its OpenJob to its end, in the
+  // steps below: OpenJob, JobOpened sent, ServeJobRequests, then the
+  // JobManager closes it.
   Status ServeJob(Session* session, wire::Frame open_frame, const wire::PeerCredentials& peer);
+  // The job an OpenJob frame asks for (JobManager::Open), or the refusal to
+  // send; a cancel later sends its reason on `connection` and closes it.
+  Result<std::shared_ptr<ServedJob>> OpenJob(wire::Connection& connection, wire::Frame open_frame,
+                                             const wire::PeerCredentials& peer);
+  // Reads the job's messages until it ends and returns why: its client
+  // closed it or left, or sent what a job connection does not take (a
+  // ProtocolError). Seeks, the consumer's first wait and released slots go
+  // to the JobManager.
+  Status ServeJobRequests(wire::Connection& connection, const ServedJob& job);
+  void AnswerSeekEpoch(wire::Connection& connection, uint32_t request_id, const ServedJob& job,
+                       const nlohmann::json& body);
+  void AnswerStats(wire::Connection& connection, uint32_t request_id, const ServedJob& job) const;
   // An OpenJob body as a JobSpec. A large one is measured first (refused
   // when its parsed form would be too large) and parsed by request_parser_.
   Result<JobSpec> ParseOpenJob(std::string_view payload);
@@ -117,7 +135,7 @@ class ControlServer {
   const ControlServerOptions options_;
   JobManager* const jobs_;
   DatasetRegistry* const datasets_;
-  Scheduler* const scheduler_;
+  const Scheduler* const scheduler_;  // its snapshots only
   ItemPipeline* const pipeline_;
   const CachePlanner* const cache_planner_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

@@ -13,7 +13,7 @@
 // twice, and a Consume the job had no demand for changes nothing.
 //
 // Cache keys are cache::MakeKey(dataset_index, item), dataset_index being
-// the job's DatasetRegistry number (ServedJob::dataset_index).
+// the job's DatasetRegistry number (JobPlan::dataset_index).
 //
 // Not thread-safe: one owner calls it, the Scheduler, under its mutex
 // (Scheduler::ledger_ is GUARDED_BY it). The DemandTracker it writes to is

@@ -51,13 +51,13 @@
 
 #include "galley/cache/tiered_cache.h"
 #include "galley/daemon/daemon_options.h"
-#include "galley/logging/log_throttle.h"
-#include "galley/remote/remote_cache.h"
 #include "galley/daemon/served_job.h"
 #include "galley/daemon/storage_throttle.h"
 #include "galley/dataset/content_fingerprint.h"
 #include "galley/image/decoder.h"
 #include "galley/image/region_decoder.h"
+#include "galley/logging/log_throttle.h"
+#include "galley/remote/remote_cache.h"
 #include "galley/snapshots/snapshots.h"
 
 namespace galley {
@@ -110,15 +110,15 @@ struct PreparationCosts {
 };
 
 struct ItemTask {
-  const Dataset* dataset;
-  ItemId item;
+  // The plan of a job the item is prepared for (one of the receivers').
+  // What preparing the item reads of it, the dataset, its number (with
+  // `item`, the cache key) and what makes a dataset instance
+  // (max_resolution), is the same for every job the item is delivered to:
+  // they read one instance (DatasetRegistry). The wave's SlotPlans keep it
+  // alive.
+  const JobPlan* job_plan = nullptr;
+  ItemId item = 0;
   std::vector<SlotPosition> deliveries;
-  // The dataset's small stable number in the daemon; with `item` it makes
-  // the cache key (cache::MakeKey).
-  uint32_t dataset_index = 0;
-  // The dataset's JobSpec::max_resolution (0: off), the same for every job
-  // of its dataset index.
-  uint32_t max_resolution = 0;
   // Where the pipeline counts what the item cost; null: nowhere (a
   // substitute for a failed sample).
   std::shared_ptr<PreparationCosts> costs;
@@ -126,6 +126,8 @@ struct ItemTask {
   bool read_from_storage = false;
   bool decoded = false;
   bool from_cache = false;
+
+  const Dataset& dataset() const { return *job_plan->dataset; }
 };
 
 struct PipelineCounters {
@@ -237,10 +239,6 @@ class ItemPipeline {
   // Per-sample failure warnings: at most 20 every 10 s, then a count.
   LogThrottle failure_log_{20, std::chrono::seconds(10)};
 };
-
-// What the augmented tier keys a job's samples by: the canonical pipeline and
-// the seed, the two things besides (epoch, item) a sample depends on.
-std::string AugmentationSignature(const ServedJob& job);
 
 // The remote tier's name for `dataset` served at `max_resolution`: its
 // content fingerprint for 0, else one derived from it and the limit, so

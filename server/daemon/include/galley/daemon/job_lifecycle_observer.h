@@ -1,6 +1,7 @@
 // JobLifecycleObserver: what a component hears of a job's life from its one
 // owner, the JobManager: the job opened, its client restarted it at an
-// epoch (a seek), and it closed.
+// epoch (a seek), its consumer waits for its first batch, its consumer gave
+// a slot of its ring back, and it closed.
 //
 // The Scheduler (production) and the CachePlanner (the cache's split)
 // implement it; the JobManager is given them once, in order, and calls each
@@ -10,10 +11,11 @@
 // observer's, and must not call back into the JobManager: so no observer
 // is ever called under another's lock.
 //
-// One job's events come in order: opened, then any number of seeks (one at
-// a time: they come from the job's connection), then closed, once. A close
-// from another thread (a cancel, shutdown) may overtake a seek in flight:
-// an observer answers a seek of a job it no longer has with NotFound.
+// One job's events come in order: opened, then any number of seeks,
+// consumer-ready and slot releases (one at a time: they come from the job's
+// connection), then closed, once. A close from another thread (a cancel,
+// shutdown) may overtake an event in flight: an observer answers a seek of
+// a job it no longer has with NotFound, and ignores the others.
 #ifndef GALLEY_SERVER_DAEMON_JOB_LIFECYCLE_OBSERVER_H_
 #define GALLEY_SERVER_DAEMON_JOB_LIFECYCLE_OBSERVER_H_
 
@@ -53,6 +55,13 @@ class JobLifecycleObserver {
   // generation is not taken, so an observer that may refuse a seek comes
   // before any that acts on one.
   virtual Status OnJobSought(ServedJob& job, const JobSeek& seek) = 0;
+  // The job's consumer waits for its first batch: production may start.
+  // Only the Scheduler needs this and OnSlotReleased; they do nothing unless
+  // overridden.
+  virtual void OnConsumerReady(JobId /*job_id*/) {}
+  // The job's consumer gave a slot of its ring back: it has room for a
+  // batch again. Heard for every batch the consumer takes.
+  virtual void OnSlotReleased(JobId /*job_id*/) {}
   // The job ended (closed by its client, cancelled, its client gone,
   // shutdown): heard once for each job this observer accepted, also when
   // an observer after it refused the job.

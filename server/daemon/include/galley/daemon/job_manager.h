@@ -3,16 +3,19 @@
 // The one owner of a job's life cycle. Turns an OpenJob request into a
 // producing ServedJob: checks the request against the limits, gets the
 // job's dataset from the DatasetRegistry (which checks the peer may read
-// what it is served), builds its transform and ring, admits it and
-// announces it. Admission is atomic: every limit (jobs, jobs and shared
+// what it is served), builds the job's JobPlan (its items, policy,
+// transform and ring layout; immutable from then on), admits it, makes its
+// ring and announces it. Admission is atomic: every limit (jobs, jobs and shared
 // memory per uid, shared memory in all, jobs per sampler) is checked and
 // taken in one step under mu_, and given back exactly once when the
 // Admission that holds it is destroyed. Refusals name the limit.
 //
 // Every event of a job's life, its opening, its client's seeks (numbered
-// here: the job's generation) and its close, is announced to the
-// JobLifecycleObservers given at construction (in galleyd the Scheduler,
-// then the CachePlanner), in that order; no component passes them on.
+// here: the job's generation), its consumer's first wait and each slot it
+// gives back, and its close, is announced to the JobLifecycleObservers given
+// at construction (in galleyd the Scheduler, then the CachePlanner), in that
+// order; no component passes them on, and the connection that carries them
+// tells only the JobManager.
 //
 // When the last job reading a dataset ends, the dataset's open descriptors
 // are closed (its listing stays for the next job).
@@ -120,6 +123,13 @@ class JobManager {
   // seek against the job: JobLifecycleObserver::OnJobSought). A job's seeks
   // come from its connection, one at a time.
   Result<uint64_t> Seek(JobId job_id, uint64_t epoch, const std::vector<uint64_t>* items = nullptr);
+  // The job's consumer waits for its first batch, or gave a slot of its ring
+  // back: the observers hear it (JobLifecycleObserver::OnConsumerReady,
+  // OnSlotReleased). Called by the job's connection, which holds the job
+  // open; nothing is looked up or locked, as a slot comes back for every
+  // batch.
+  void ConsumerReady(JobId job_id) const;
+  void SlotReleased(JobId job_id) const;
   // Ends the job: the observers hear it closed, its ring is closed with
   // `why`, its admission given back. Idempotent.
   void Close(uint64_t job_id, const Status& why);
@@ -183,7 +193,8 @@ class JobManager {
   // list (a listed job).
   static uint64_t ItemListBytes(const ServedJob& job, uint64_t listed);
 
-  // The job, built and checked, not admitted yet; `shm_bytes` is its ring.
+  // The job, its plan built and checked, not admitted yet; `shm_bytes` is
+  // its ring.
   Result<std::shared_ptr<ServedJob>> Build(const JobSpec& spec, const wire::PeerCredentials& peer,
                                            const JobLimits& limits, uint64_t* shm_bytes,
                                            ListingStop* stop);

@@ -10,8 +10,11 @@
 // The Scheduler hears of jobs from their owner, the JobManager, as a
 // JobLifecycleObserver: a job opened (OnJobOpened: it joins its dataset's
 // sampler group), its client sought (OnJobSought: it restarts at an epoch),
-// it closed (OnJobClosed: it is forgotten). It calls no other component on
+// its consumer waits for its first batch (OnConsumerReady: production
+// starts), its consumer gave a slot back (OnSlotReleased: look again), it
+// closed (OnJobClosed: it is forgotten). It calls no other component on
 // those events: the CachePlanner hears of them from the JobManager too.
+// It reads each job's values from the job's JobPlan.
 //
 // With a TieredCache it also keeps the cache's demand counts exact through
 // its DemandLedger: a job's epoch enters the ledger when the job enters the
@@ -24,7 +27,7 @@
 // ods_fraction.
 //
 // Every batch holds what its position in the epoch promises
-// (ServedJob::BatchTarget) and an epoch ends with its last batch, so
+// (JobPlan::BatchTarget) and an epoch ends with its last batch, so
 // batches_per_epoch is exact for every job and rank. A sample that fails in
 // the pipeline (a bad file) is replaced by a substitute
 // (ServedJob::Substitute, never an item known to fail) in up to four more
@@ -57,8 +60,8 @@
 // for that reason, or still in the ring when its job sought or closed) is
 // counted in the job's and the daemon's unread batches (BatchTotals).
 //
-// The JobLifecycleObserver calls, Wake, ConsumerReady, Snapshot and Totals
-// may be called from any thread; they take mu_. Production state is changed
+// The JobLifecycleObserver calls, Snapshot and Totals may be called from any
+// thread; they take mu_. Production state is changed
 // only under mu_, by the scheduler thread or by those calls.
 #ifndef GALLEY_SERVER_DAEMON_SCHEDULER_H_
 #define GALLEY_SERVER_DAEMON_SCHEDULER_H_
@@ -167,17 +170,16 @@ class Scheduler final : public JobLifecycleObserver {
   // Restarts a job at the beginning of `seek.epoch`, its batches from then
   // on tagged with `seek.generation`. Refused for an epoch past the job's
   // last, for a job that cannot go on (its failure), and when `seek.items`
-  // does not fit the job: a listed job (ServedJob::listed) needs the
+  // does not fit the job: a listed job (JobPlan::listed) needs the
   // epoch's list, which must fit it (ServedJob::ListEpoch), and any other
   // job refuses one (InvalidArgument).
   Status OnJobSought(ServedJob& job, const JobSeek& seek) override EXCLUDES(mu_);
+  // The job's consumer is waiting for its first batch: start producing.
+  void OnConsumerReady(JobId job_id) override EXCLUDES(mu_);
+  // A slot of the job's ring is free again: look again.
+  void OnSlotReleased(JobId job_id) override EXCLUDES(mu_);
   // Forgets a job (closed or its client died). Safe to call twice.
   void OnJobClosed(JobId job_id) override EXCLUDES(mu_);
-
-  // A slot was released, or something else changed: look again.
-  void Wake() EXCLUDES(mu_);
-  // The job's consumer is waiting for its first batch: start producing.
-  void ConsumerReady(uint64_t job_id) EXCLUDES(mu_);
 
   // Every sampler group, with the substitutions of the epochs in progress.
   std::vector<SamplerGroupSnapshot> Snapshot() const EXCLUDES(mu_);
@@ -220,9 +222,35 @@ class Scheduler final : public JobLifecycleObserver {
   // Asks the gate which jobs to produce for now and copies its times into
   // the jobs' counters; returns the jobs to produce for, in jobs_ order.
   std::vector<uint64_t> DecideWave() REQUIRES(mu_);
-  // Plans a wave; returns false if no job can take a batch.
+  // Plans a wave; returns false if no job can take a batch. Its steps
+  // follow, in order.
   bool PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans, std::vector<ItemTask>* tasks)
       REQUIRES(mu_);
+  // A wave while it is planned, and the tasks of one sampler group's items
+  // in it (scheduler.cc).
+  struct Wave;
+  class GroupTasks;
+  // Claims a slot for each job the gate lets produce now (entering its
+  // epoch if it is not in it yet), and groups those jobs by sampler group.
+  void ClaimSlots(Wave& wave) REQUIRES(mu_);
+  // The jobs of those groups, without a slot this wave, that draw ahead in
+  // its rounds (MayDrawAhead).
+  void FindJobsDrawingAhead(Wave& wave) REQUIRES(mu_);
+  // Fills the batches of one sampler group's jobs produced for in the wave
+  // (`members`): TakeDrawnAhead for a job alone, DrawRounds, then
+  // FinishBatch for each.
+  void PlanGroupBatches(Wave& wave, SamplerGroup* group, const std::vector<Production*>& members)
+      REQUIRES(mu_);
+  // Puts what `p` drew ahead, in draw order, into its batch, up to the
+  // batch's target.
+  void TakeDrawnAhead(Wave& wave, Production& p, GroupTasks& tasks) REQUIRES(mu_);
+  // Runs the group's sampler rounds while a job produced for needs items
+  // it holds; jobs drawing ahead keep what they draw for later batches.
+  void DrawRounds(Wave& wave, SamplerGroup* group, const std::vector<Production*>& members,
+                  GroupTasks& tasks) REQUIRES(mu_);
+  // Completes `p`'s batch with what it drew ahead, the epoch's repeated
+  // items, then substitutes, and moves the job past it (AdvancePast).
+  void FinishBatch(Wave& wave, Production& p, GroupTasks& tasks) REQUIRES(mu_);
   // Moves the job past the batch `plan` holds: to its next batch or, after
   // its epoch's last (flagged so, and the stream's end after the job's last
   // epoch), out of the sampler and into the next epoch.

@@ -1,9 +1,13 @@
 // ServedJob: the daemon's record of one open job.
 //
 // Created by the JobManager when a client opens a job, shared with the
-// scheduler. The spec, dataset, pipeline and ring are fixed at creation.
-// Production state (epoch, batch counters) belongs to the scheduler thread;
-// counters are atomics readable from any thread for stats and metrics.
+// scheduler and the pipeline (through the slots it fills). What the job is
+// (spec, dataset, subset, transform, ring layout) is its JobPlan, fixed
+// before the job is admitted and read by every component through `plan`;
+// the ServedJob adds what changes while the job runs: its ring, its
+// counters and a listed job's latest list. Production state (epoch, batch
+// position) is the scheduler's. Counters are atomics readable from any
+// thread for stats and metrics.
 #ifndef GALLEY_SERVER_DAEMON_SERVED_JOB_H_
 #define GALLEY_SERVER_DAEMON_SERVED_JOB_H_
 
@@ -19,9 +23,7 @@
 #include <vector>
 
 #include "galley/daemon/batch_ring.h"
-#include "galley/dataset/dataset.h"
-#include "galley/image/transforms.h"
-#include "galley/job_spec.h"
+#include "galley/daemon/job_plan.h"
 #include "galley/mutex.h"
 #include "galley/snapshots/snapshots.h"
 
@@ -47,28 +49,33 @@ struct JobCounters {
 };
 
 struct ServedJob {
-  uint64_t id = 0;
-  JobSpec spec;
-  uid_t owner_uid = 0;
-  pid_t owner_pid = 0;
-  std::shared_ptr<const Dataset> dataset;
-  // The dataset's number in the DatasetRegistry: the dataset half of the
-  // job's cache keys (cache::MakeKey).
-  uint32_t dataset_index = 0;
-  // For each of spec.fields, its index among the dataset's fields
-  // (Dataset::field_names); empty without fields.
-  std::vector<uint32_t> field_map;
-  std::shared_ptr<const image::TransformPipeline> pipeline;
-  std::vector<ItemId> subset;  // sorted, distinct
-  uint64_t epoch_size = 0;     // items this rank receives per epoch
-  // The ring's layout, decided before the ring exists.
-  wire::SegmentGeometry geometry;
-  TensorShape shape;
-  std::unique_ptr<BatchRing> ring;
-  std::string policy;  // the sampling policy actually used
-  std::chrono::steady_clock::time_point opened_at = std::chrono::steady_clock::now();
+  // `plan` is never null. `start_list`: a listed job's list of its start
+  // epoch, as JobPlan::CheckEpochList gave it (ListEpoch replaces it).
+  explicit ServedJob(std::shared_ptr<const JobPlan> plan, std::vector<ItemId> start_list = {});
 
+  // What the job is; the same for its whole life.
+  const std::shared_ptr<const JobPlan> plan;
+  uint64_t id = 0;  // given when the job is admitted
+  std::unique_ptr<BatchRing> ring;
   JobCounters counters;
+
+  // Takes the client's list for `epoch` (a listed job), checked by
+  // JobPlan::CheckEpochList, replacing the list of any other epoch.
+  Status ListEpoch(uint64_t epoch, std::span<const uint64_t> items, uint64_t from = 0);
+  // Whether the items of `epoch` are known: always, unless the job is
+  // listed and its client has not listed that epoch.
+  bool HasEpochItems(uint64_t epoch) const;
+  // The items this rank receives in `epoch`: for a listed job the client's
+  // list, in its order (empty for an epoch not listed); otherwise its
+  // plan's split (JobPlan::SplitItems).
+  std::vector<ItemId> EpochItems(uint64_t epoch, bool resuming = false) const;
+  // A documented stand-in for a sample that failed: an item of the job's
+  // shard of `epoch` that is not `failed` and not known to fail, chosen
+  // uniformly from (seed, epoch, failed, attempt); `failed` itself when the
+  // shard has no other candidate.
+  ItemId Substitute(uint64_t epoch, ItemId failed, uint32_t attempt,
+                    const std::function<bool(ItemId)>& known_to_fail) const;
+  JobSnapshot Snapshot() const;
 
  private:
   // Substitute's copy of the last DDP shard it needed.
@@ -80,41 +87,6 @@ struct ServedJob {
   mutable Mutex listed_mu_;
   uint64_t listed_epoch_ GUARDED_BY(listed_mu_) = 0;
   std::shared_ptr<const std::vector<ItemId>> listed_items_ GUARDED_BY(listed_mu_);
-
- public:
-  // Whether the client lists each epoch's items (JobSpec::epoch_items)
-  // instead of the daemon's subset and split.
-  bool listed() const { return spec.epoch_items.has_value(); }
-  // Takes the client's list for `epoch` (a listed job): the whole epoch, or
-  // for a resumed start epoch the items from position `from` on, replacing
-  // the list of any other epoch. InvalidArgument, naming it, for an id
-  // outside the dataset or a list of another length than the epoch's rest.
-  Status ListEpoch(uint64_t epoch, std::span<const uint64_t> items, uint64_t from = 0);
-  // Whether the items of `epoch` are known: always, unless the job is
-  // listed and its client has not listed that epoch.
-  bool HasEpochItems(uint64_t epoch) const;
-  // The items this rank receives in `epoch`: for a listed job the client's
-  // list, in its order (empty for an epoch not listed); otherwise the whole
-  // subset, or its shard of the DistributedSampler-style split
-  // (JobSpec::rank), sorted by id when the job shuffles (the sampling policy
-  // decides the order) and in the sequential order otherwise. With
-  // `resuming`, start_epoch's items the job consumed before a restart
-  // (JobSpec::resume_consumed) are left out.
-  std::vector<ItemId> EpochItems(uint64_t epoch, bool resuming = false) const;
-  // Items per epoch for this rank: n, or ceil / floor(n / world_size); for a
-  // listed job, what its lists hold.
-  uint64_t ShardSize() const;
-  uint64_t BatchesPerEpoch() const;
-  // How many samples batch `batch_index` of an epoch holds: batch_size, but
-  // the epoch's rest for the last batch unless drop_last.
-  uint64_t BatchTarget(uint64_t batch_index) const;
-  // A documented stand-in for a sample that failed: an item of the job's
-  // shard of `epoch` that is not `failed` and not known to fail, chosen
-  // uniformly from (seed, epoch, failed, attempt); `failed` itself when the
-  // shard has no other candidate.
-  ItemId Substitute(uint64_t epoch, ItemId failed, uint32_t attempt,
-                    const std::function<bool(ItemId)>& known_to_fail) const;
-  JobSnapshot Snapshot() const;
 };
 
 }  // namespace galley

@@ -30,7 +30,7 @@ ManifestOptions ManifestOptionsFor(const JobSpec& spec);
 // (Who may read which shard is the DatasetRegistry's check.)
 Status CheckShardJob(const Dataset& dataset, const JobSpec& spec);
 
-// Where each of the job's fields is among the dataset's (ServedJob::
+// Where each of the job's fields is among the dataset's (JobPlan::
 // field_map); InvalidArgument naming a field the dataset lacks, or a
 // dataset without fields.
 Result<std::vector<uint32_t>> JobFieldMap(const Dataset& dataset, const JobSpec& spec);

@@ -26,21 +26,13 @@
 #include <cstdint>
 #include <span>
 
+#include "galley/image/rect.h"
 #include "galley/image/rgb_span.h"
 #include "galley/image/tensor_ops.h"
 #include "galley/image/transform_spec.h"
 #include "galley/status.h"
 
 namespace galley::image {
-
-// A rectangle in the coordinates of the image as torchvision would see it
-// at that point of the plan; it may extend past the image's edges.
-struct PlanRect {
-  int x = 0;
-  int y = 0;
-  int width = 0;
-  int height = 0;
-};
 
 // A step that rewrites the pixels (a pixel op, padding, a warp): its
 // parameters, already drawn.
@@ -81,7 +73,7 @@ struct PixelStep {
 struct PlanStep {
   enum class Kind { kCrop, kResize, kFlip, kPixel };
   Kind kind = Kind::kFlip;
-  PlanRect rect;
+  Rect rect;
   int width = 0;  // resize target
   int height = 0;
   Interpolation interpolation = Interpolation::kBilinear;
@@ -90,10 +82,7 @@ struct PlanStep {
 
 // RandomErasing's rectangle on the output tensor and what it writes.
 struct Erasure {
-  int x = 0;
-  int y = 0;
-  int width = 0;
-  int height = 0;
+  Rect rect;
   bool random = false;  // standard normal noise drawn from noise_seed
   std::array<float, 3> value{};
   uint64_t noise_seed = 0;

@@ -39,18 +39,11 @@
 #include <string>
 
 #include "galley/image/decoder.h"
+#include "galley/image/rect.h"
 #include "galley/image/transform_spec.h"
 #include "galley/status.h"
 
 namespace galley::image {
-
-// A rectangle of source pixels.
-struct SourceRect {
-  int x = 0;
-  int y = 0;
-  int width = 0;
-  int height = 0;
-};
 
 class TransformPipeline {
  public:
@@ -94,8 +87,8 @@ class TransformPipeline {
   // for this sample: the first crop's rectangle, clamped to the image (a
   // later crop narrows what the output shows, but the first resize still
   // reads all of the first crop). InvalidArgument if !SupportsRegion().
-  Result<SourceRect> RegionWindow(int source_width, int source_height, uint64_t seed,
-                                  uint64_t epoch, uint64_t item) const;
+  Result<Rect> RegionWindow(int source_width, int source_height, uint64_t seed, uint64_t epoch,
+                            uint64_t item) const;
 
   // Like Apply, for the rectangle of a full_width x full_height image whose
   // top-left corner is at (offset_x, offset_y) (DecodeRegion's result): random

@@ -21,11 +21,7 @@ namespace galley::image {
 // The part of a source image that a pipeline reads for one sample, in source
 // pixel coordinates (clamped to the image), and the size of the first resize
 // applied to it (0 x 0 when the pipeline never resizes).
-struct CropWindow {
-  int x = 0;
-  int y = 0;
-  int width = 0;
-  int height = 0;
+struct CropWindow : Rect {
   int resized_width = 0;
   int resized_height = 0;
   // The smallest decode size at which the first resize still shrinks (or
