@@ -149,9 +149,9 @@ JobInfo JobInfoOf(const ServedJob& job) {
 // Answers the job's OpenJob with JobOpened and the ring's descriptors,
 // which galleyd then closes: the client holds the only copies.
 Status SendJobOpened(wire::Connection& connection, uint32_t open_id, ServedJob& job) {
-  const Status sent = SendJson(connection, wire::MessageType::kJobOpened, open_id,
-                               wire::JobInfoToJson(JobInfoOf(job)), job.ring->segment_fd(),
-                               job.ring->client_wakeup_fd());
+  Status sent = SendJson(connection, wire::MessageType::kJobOpened, open_id,
+                         wire::JobInfoToJson(JobInfoOf(job)), job.ring->segment_fd(),
+                         job.ring->client_wakeup_fd());
   job.ring->DropClientDescriptors();
   return sent;
 }

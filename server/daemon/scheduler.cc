@@ -747,8 +747,9 @@ std::vector<SamplerGroupSnapshot> Scheduler::Snapshot() const {
     s.file_reads = group->costs->file_reads.load();
     s.decodes = group->costs->decodes.load();
     s.cache_hits = group->costs->cache_hits.load();
-    const auto per_request = [&](uint64_t count) {
-      return group->requests ? double(count) / group->requests : 0.0;
+    const uint64_t requests = group->requests;
+    const auto per_request = [requests](uint64_t count) {
+      return requests ? double(count) / double(requests) : 0.0;
     };
     s.file_reads_per_request = per_request(s.file_reads);
     s.decodes_per_request = per_request(s.decodes);

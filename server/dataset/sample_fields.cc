@@ -36,7 +36,7 @@ class JsonChecker {
       if (c == '{' || c == '[') {
         ++p_;
         SkipSpace();
-        if (p_ != end_ && *p_ == (c == '{' ? '}' : ']')) {
+        if (p_ != end_ && *p_ == static_cast<unsigned char>(c == '{' ? '}' : ']')) {
           ++p_;  // empty: a complete value
         } else {
           in_object.push_back(c == '{');
@@ -51,7 +51,7 @@ class JsonChecker {
         SkipSpace();
         if (in_object.empty()) return p_ == end_;
         if (p_ == end_) return false;
-        if (*p_ == (in_object.back() ? '}' : ']')) {
+        if (*p_ == static_cast<unsigned char>(in_object.back() ? '}' : ']')) {
           ++p_;
           in_object.pop_back();
           continue;
