@@ -7,6 +7,7 @@ Usage:
                                         recipe4,recipe_py1,recipe_py4]
                            [--batches-per-job N] [--galleyd PATH] [--results DIR] [--quick]
                            [--max-resolution N] [--sides galley,pytorch[,ffcv][,dali]]
+                           [--baseline-galleyd PATH] [--repetitions R]
 
 Both sides read the same generated ImageNet-like JPEG ImageFolder
 (scripts/make_demo_dataset.py into .demo/bench-<N>) and produce uint8 NCHW
@@ -32,6 +33,18 @@ becomes ffcv@N, reading a .beton written at max_resolution=N; and every
 galley run gets one cache size, the geometric mean of the decoded set shrunk
 to N and at full resolution (below the full set, above the shrunk one),
 unless --cache-bytes names another.
+
+The enc_cold1, enc_cold4, enc_warm1 and enc_warm4 scenarios (1 and 4 jobs)
+give galleyd a cache whose decoded tier is smaller than the set: a fixed
+split of 90% encoded, 10% decoded, the encoded share sized to hold every
+item in either form (the file's bytes, or the shrunk pixels raw, whichever
+is larger, with 15% to spare). enc_cold* times the first epoch (at
+max_resolution the items the decoded tier refuses are packed for the
+encoded tier), enc_warm* the epoch after one untimed one, served mostly by
+the encoded tier. --baseline-galleyd PATH adds a side "before" (and
+"before@N") that runs another galleyd build the same way, for before/after
+ratios in one run; --repetitions R runs every side of a scenario R times in
+turn and reports each side's median run.
 
 Every job is its own process. It takes one batch untimed (process start,
 worker spawn and job open stay out of the measurement), then times the next
@@ -73,7 +86,10 @@ sys.path.insert(0, str(REPO / "python"))
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PR_SET_PDEATHSIG = 1
 ALL_SCENARIOS = ["1job", "4same", "4overlap", "8same", "warm", "warm4", "recipe1", "recipe4",
-                 "recipe_py1", "recipe_py4"]
+                 "recipe_py1", "recipe_py4", "enc_cold1", "enc_cold4", "enc_warm1", "enc_warm4"]
+# The enc_* scenarios' fixed split (encoded, decoded, augmented percent).
+ENCODED_SPLIT = (90, 10, 0)
+GALLEY_SIDES = ("galley", "before")
 NOISE_STD = 0.1  # the Python op's Gaussian noise, in normalised units
 OVERLAP_FRACTION = 0.75
 # Job k starts k x this after the first. galley prepares a 3,750-image epoch
@@ -652,12 +668,17 @@ def scenario_specs(name, args, n_images):
         return 1, [None], [0.0], 0
     if name in ("recipe4", "recipe_py4"):
         return 4, [None] * 4, [0.0] * 4, 0
+    if name.startswith("enc_"):
+        jobs = 4 if name.endswith("4") else 1
+        return jobs, [None] * jobs, [0.0] * jobs, 1 if name.startswith("enc_warm") else 0
     raise ValueError(f"unknown scenario {name!r}")
 
 
 def run_side(side, name, args, ctx):
-    """One side ("galley", "galley@256", "pytorch", "ffcv", "ffcv@256") of a scenario."""
+    """One side ("galley", "galley@256", "before@256", "pytorch", "ffcv", "ffcv@256") of a
+    scenario."""
     base, max_resolution = split_side(side)
+    galleyd = args.baseline_galleyd if base == "before" else args.galleyd
     jobs, subsets, delays, untimed_epochs = scenario_specs(name, args, len(ctx["files"]))
     batches = args.batches_per_job
     for subset in subsets:
@@ -666,7 +687,7 @@ def run_side(side, name, args, ctx):
     if batches < 2:
         raise RuntimeError("fewer than 2 full batches per job; use more --images")
     warm_page_cache(ctx["files"])
-    specs = [{"side": base, "scenario": name, "index": k, "dataset": str(ctx["dataset"]),
+    specs = [{"side": "galley" if base in GALLEY_SIDES else base, "scenario": name, "index": k, "dataset": str(ctx["dataset"]),
               "batch_size": args.batch_size, "batches": batches, "indices": subsets[k],
               "seed": 1000 + k, "delay": delays[k], "untimed_epochs": untimed_epochs,
               "torch_workers": args.torch_workers, "batch_timeout": 300.0,
@@ -675,7 +696,7 @@ def run_side(side, name, args, ctx):
              for k in range(jobs)]
     result = {"scenario": name, "side": side, "jobs": jobs, "batches_per_job": batches,
               "loadavg_1m": os.getloadavg()[0]}
-    if base != "galley":
+    if base not in GALLEY_SIDES:
         if base == "ffcv":
             warm_page_cache([ctx["beton"]])
             for spec in specs:
@@ -689,14 +710,17 @@ def run_side(side, name, args, ctx):
         return result
 
     cache_bytes = args.cache_bytes
+    extra_args = args.galleyd_args.split()
     if name.startswith("warm"):
         cache_bytes = ctx["warm_cache_bytes"]
+    if name.startswith("enc_"):
+        cache_bytes = ctx["encoded_cache_bytes"]
+        extra_args += ["--cache-split", ",".join(str(p) for p in ENCODED_SPLIT)]
     run_dir = tempfile.mkdtemp(prefix="galley-bench-")
     daemon = None
     try:
         result["galleyd_mtime"] = ctx["galleyd_mtime"]
-        daemon, socket = start_daemon(args.galleyd, ctx["dataset"], run_dir, cache_bytes,
-                                      args.galleyd_args.split())
+        daemon, socket = start_daemon(galleyd, ctx["dataset"], run_dir, cache_bytes, extra_args)
         result["prefault_mib"], result["prefault_s"] = wait_for_prefault(socket)
         for spec in specs:
             spec["socket"], spec["daemon_pid"] = socket, daemon.pid
@@ -712,6 +736,9 @@ def run_side(side, name, args, ctx):
         result["daemon_peak_rss_bytes"] = peak_rss_bytes(daemon.pid)
         result["shm_per_job_bytes"] = max(r["segment_bytes"] for r in rows)
         result["cache_bytes"] = cache_bytes
+        tiers = _galley_tiers(socket)
+        if tiers:
+            result.update(tiers)
         model = cost_model(s["first"]["snapshot_begin"]["status"],
                            s["last"]["snapshot_end"]["status"], args.cores)
         result.update(model)
@@ -741,7 +768,9 @@ CSV_FIELDS = [
     "augments_per_request", "decoded_hits_per_request", "encoded_hits_per_request",
     "augmented_hits_per_request", "read_s_per_item", "decode_s_per_item",
     "augment_s_per_item", "limit_images_per_s", "fraction_of_limit", "python_part_s_per_image",
-    "noise_op_s_per_image", "python_ceiling", "loadavg_1m", "galleyd_mtime", "error",
+    "noise_op_s_per_image", "python_ceiling", "loadavg_1m", "galleyd_mtime",
+    "encoded_entries", "encoded_bytes_per_entry", "decoded_entries", "decoded_bytes_per_entry",
+    "packs", "unpacks", "unpack_failures", "repetition_images_per_s", "error",
 ]
 
 
@@ -822,11 +851,33 @@ def print_peer(name, side, g, r):
 
 def peer_pairs(sides, results):
     """(galley side, peer side, their results) for each galley side against
-    each other side, but for exact galley against pytorch (the main table)."""
+    each other side, but for exact galley against pytorch (the main table),
+    and each galley side against the baseline build's at the same resolution."""
     galleys = [s for s in sides if split_side(s)[0] == "galley"]
     peers = [s for s in sides if split_side(s)[0] != "galley"]
-    return [(g, peer, results[g], results[peer]) for peer in peers for g in galleys
-            if (g, peer) != ("galley", "pytorch")]
+    pairs = [(g, peer, results[g], results[peer]) for peer in peers for g in galleys
+             if (g, peer) != ("galley", "pytorch")]
+    return [p for p in pairs if split_side(p[1])[0] != "before" or
+            split_side(p[0])[1] == split_side(p[1])[1]]
+
+
+def _galley_tiers(socket):
+    """Entries and bytes per entry of the encoded and decoded tiers, and the
+    packed-pixel counters, after a galley side's run."""
+    try:
+        import galley
+        cache = galley.query("cache", socket=socket)
+    except Exception:  # an older galleyd, or no cache
+        return {}
+    out = {}
+    for tier in ("encoded", "decoded"):
+        t = cache.get("tiers", {}).get(tier, {})
+        out[f"{tier}_entries"] = t.get("entries")
+        if t.get("entries"):
+            out[f"{tier}_bytes_per_entry"] = t["bytes"] / t["entries"]
+    for key in ("packs", "unpacks", "unpack_failures"):
+        out[key] = cache.get("pipeline", {}).get(key)
+    return out
 
 
 def print_peer_table(peers):
@@ -966,6 +1017,11 @@ def parse_args():
     p.add_argument("--max-resolution", type=int, default=None,
                    help="also run galley@N (jobs keep images at most N px on their longer "
                         "side); FFCV's .beton is written at N")
+    p.add_argument("--baseline-galleyd", default=None,
+                   help="another galleyd build, run as the sides 'before' (and 'before@N'), "
+                        "for before/after ratios in one run")
+    p.add_argument("--repetitions", type=int, default=1,
+                   help="runs of every side per scenario, in turn; each side's median counts")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
     if args.images is None:
@@ -984,11 +1040,26 @@ def parse_args():
         n = args.max_resolution
         args.sides = (args.sides[:2] + [f"galley@{n}"] +
                       [f"{side}@{n}" if side == "ffcv" else side for side in args.sides[2:]])
+    if args.baseline_galleyd:
+        n = args.max_resolution
+        args.sides += ["before"] + ([f"before@{n}"] if n else [])
     if args.batches_per_job is None:
         args.batches_per_job = args.images // args.batch_size
     if args.batches_per_job < 2:
         p.error("need at least 2 batches per job (the first is untimed)")
     return args
+
+
+def median_run(rows):
+    """The run of a side whose images/s is the median (the lower one of an even
+    count), with every run's rate in "repetition_images_per_s"; an error when
+    none succeeded."""
+    ok = sorted((r for r in rows if r.get("images_per_s")), key=lambda r: r["images_per_s"])
+    if not ok:
+        return rows[-1]
+    median = dict(ok[(len(ok) - 1) // 2])
+    median["repetition_images_per_s"] = " ".join(f"{r['images_per_s']:.1f}" for r in ok)
+    return median
 
 
 def _on_signal(signum, _frame):
@@ -1017,6 +1088,11 @@ def prepare_run(images, classes, galleyd, tag):
 
 def main():
     args = parse_args()
+    if args.baseline_galleyd:
+        print(f"baseline galleyd: {args.baseline_galleyd} (built "
+              f"{binary_mtime(args.baseline_galleyd)})")
+        _ctx, args.baseline_galleyd = prepare_run(args.images, args.classes,
+                                                   args.baseline_galleyd, "baseline")
     if not os.access(args.galleyd, os.X_OK):
         print(f"warning: {args.galleyd} is not executable; galley rows will be errors",
               file=sys.stderr)
@@ -1040,6 +1116,15 @@ def main():
         print(f"decoded size of the dataset: {size / (1 << 20):.0f} MiB, "
               f"{shrunk / (1 << 20):.0f} MiB at max_resolution={args.max_resolution}; every "
               f"galley run has --cache-bytes {args.cache_bytes}")
+    if any(name.startswith("enc_") for name in args.scenarios):
+        files_bytes = sum(os.path.getsize(f) for f in files)
+        pixels = decoded_bytes(files, args.max_resolution)
+        kept = max(files_bytes, pixels) + 512 * len(files)  # per-entry bookkeeping
+        ctx["encoded_cache_bytes"] = int(kept * 1.15 * 100 / ENCODED_SPLIT[0])
+        print(f"enc_* scenarios: --cache-bytes {ctx['encoded_cache_bytes']} split "
+              f"{ENCODED_SPLIT}: the encoded tier holds every item, the decoded tier "
+              f"{ctx['encoded_cache_bytes'] * ENCODED_SPLIT[1] / 100 / pixels:.0%} of the "
+              f"pixels at {args.max_resolution or 'full size'}")
     elif "warm" in args.scenarios or "warm4" in args.scenarios:
         size = decoded_bytes(files)
         # Room beyond the pixels for per-entry bookkeeping and the planner's split.
@@ -1061,19 +1146,22 @@ def main():
     pairs, peers = [], []
     try:
         for name in args.scenarios:
-            results = {}
-            for side in args.sides:
-                try:
-                    results[side] = run_side(side, name, args, ctx)
-                    if side == "galley" and name.startswith("recipe_py"):
-                        results[side]["python_part_s_per_image"] = python_part[0]
-                        results[side]["noise_op_s_per_image"] = python_part[1]
-                except Exception as e:  # one failed side is a row, not the end of the run
-                    if args.verbose:
-                        traceback.print_exc()
-                    results[side] = {"scenario": name, "side": side,
-                                     "error": f"{type(e).__name__}: {e}"}
-                    CHILDREN.kill_all()
+            runs = {side: [] for side in args.sides}
+            for repetition in range(args.repetitions):
+                for side in args.sides:
+                    try:
+                        result = run_side(side, name, args, ctx)
+                        if side == "galley" and name.startswith("recipe_py"):
+                            result["python_part_s_per_image"] = python_part[0]
+                            result["noise_op_s_per_image"] = python_part[1]
+                    except Exception as e:  # one failed side is a row, not the end of the run
+                        if args.verbose:
+                            traceback.print_exc()
+                        result = {"scenario": name, "side": side,
+                                  "error": f"{type(e).__name__}: {e}"}
+                        CHILDREN.kill_all()
+                    runs[side].append(result)
+            results = {side: median_run(rows) for side, rows in runs.items()}
             ratio = print_scenario(name, results["galley"], results["pytorch"])
             pairs.append((name, results["galley"], results["pytorch"], ratio))
             for _galley_side, side, g, r in peer_pairs(args.sides, results):

@@ -36,6 +36,10 @@ if(GALLEY_BUILD_SERVER)
     galley_require("${LibWebP_FOUND}" "libwebp" libwebp-dev)
     pkg_check_modules(LibPng IMPORTED_TARGET libpng16)
     galley_require("${LibPng_FOUND}" "libpng 1.6" libpng-dev)
+    # Packed pixels (server/image/pixel_codec.h): a max_resolution dataset's
+    # shrunk images in the encoded tiers.
+    pkg_check_modules(Zstd IMPORTED_TARGET libzstd)
+    galley_require("${Zstd_FOUND}" "libzstd (Zstandard)" libzstd-dev)
   endif()
   # Dataset fingerprints: XXH3, compiled in from
   # its header (XXH_INLINE_ALL), so nothing is linked.

@@ -39,6 +39,7 @@ SOURCES=(
   onetbb=2021.8.0-2+deb12u1
   fmtlib=9.1.0+ds1-2
   spdlog=1:1.10.0+ds-0.4
+  libzstd=1.5.4+dfsg2-5
 )
 HASH="$( (cat "$SELF"; "$ZIG" version; echo "$ARCH") | sha256sum | cut -c1-12)"
 CACHE="${GALLEY_ZIG_DEPS_CACHE:-$HOME/.cache/galley/zig-deps}"
@@ -194,6 +195,12 @@ step onetbb cmake_build "$(src onetbb)" -DTBB_TEST=OFF -DTBB_EXAMPLES=OFF -DTBB_
 step fmt cmake_build "$(src fmtlib)" -DFMT_DOC=OFF -DFMT_TEST=OFF
 step spdlog cmake_build "$(src spdlog)" -DSPDLOG_FMT_EXTERNAL=ON -DSPDLOG_BUILD_EXAMPLE=OFF \
   -DSPDLOG_BUILD_TESTS=OFF
+# Zstandard's CMake project is in build/cmake; the library alone, single-threaded
+# (galleyd packs on its own worker threads), without its tracing hooks, which
+# would leave weak undefined symbols in galleyd's dynamic table.
+step zstd cmake_build "$(src libzstd)/build/cmake" -DZSTD_BUILD_PROGRAMS=OFF -DZSTD_BUILD_TESTS=OFF \
+  -DZSTD_BUILD_SHARED=OFF -DZSTD_BUILD_STATIC=ON -DZSTD_MULTITHREAD_SUPPORT=OFF \
+  -DZSTD_LEGACY_SUPPORT=OFF -DCMAKE_C_FLAGS="$CFLAGS -DZSTD_TRACE=0"
 
 # Static archives: what a shared build names as private (libpng's zlib, the
 # maths library) is needed by every consumer, so pkg-config lists it as public.

@@ -8,13 +8,13 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config ninja-build ccache dpkg-dev
   clang-14 libclang-rt-14-dev clang-tidy-14
-  libturbojpeg0-dev libjpeg62-turbo-dev libexif-dev libwebp-dev libpng-dev
+  libturbojpeg0-dev libjpeg62-turbo-dev libexif-dev libwebp-dev libpng-dev libzstd-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   libboost-dev libtbb-dev libacl1-dev
   nlohmann-json3-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
   libxxhash-dev libmemcached-dev libssl-dev memcached sasl2-bin
   pybind11-dev python3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev liblz4-dev
   python3-torch python3-torchvision python3-numpy python3-pytest python3-pytest-xdist
   python3-matplotlib python3-pil
   debootstrap

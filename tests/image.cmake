@@ -74,3 +74,8 @@ galley_add_test(image_plan_replay_test
 galley_add_test(image_draws_test
   SOURCES unit/image_draws_test.cc
   LIBS galley_image galley_image_testing)
+
+# Packed pixels: lossless round trips, and damage refused (a short fuzz).
+galley_add_test(image_pixel_codec_test
+  SOURCES unit/image_pixel_codec_test.cc
+  LIBS galley_image)

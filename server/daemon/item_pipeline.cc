@@ -12,6 +12,7 @@
 #include "galley/daemon/node_probe.h"
 #include "galley/dataset/sample_fields.h"
 #include "galley/image/max_resolution.h"
+#include "galley/image/pixel_codec.h"
 #include "wire/field_record.h"
 
 // Debian's TBB is not built with ThreadSanitizer, so in a GALLEY_SANITIZE=thread
@@ -68,7 +69,10 @@ bool IsDatasetChange(const Dataset& dataset, const Status& read_failure) {
 ContentFingerprint RemoteFingerprint(const Dataset& dataset, uint32_t max_resolution) {
   const ContentFingerprint& content = dataset.content_fingerprint();
   if (max_resolution == 0) return content;
-  ContentFingerprintBuilder shrunk("max_resolution");
+  // "packed": the encoded form holds packed pixels (pixel_codec.h), which a
+  // galleyd that stored the file's bytes there would misread; the two never
+  // share a name.
+  ContentFingerprintBuilder shrunk("max_resolution packed");
   shrunk.AddInteger(content.high);
   shrunk.AddInteger(content.low);
   shrunk.AddInteger(max_resolution);
@@ -119,6 +123,10 @@ bool ItemPipeline::TryRegionDecode(const ItemTask& task, const cache::Blob& enco
                                    const std::vector<const SlotPosition*>& receivers,
                                    bool remote_wants_pixels,
                                    std::optional<image::ImageRegion>* region, Status* failure) {
+  // A max_resolution dataset's tiers keep its packed pixels, which need the
+  // whole image, shrunk or not.
+  if (task.job_plan->spec.max_resolution != 0 && (cache_ != nullptr || remote_ != nullptr))
+    return false;
   for (const SlotPosition* d : receivers) {
     if (!d->plan->job->plan->pipeline->SupportsRegion()) return false;
   }
@@ -168,8 +176,8 @@ bool ItemPipeline::TryRegionDecode(const ItemTask& task, const cache::Blob& enco
 }
 
 Result<cache::BlobPtr> ItemPipeline::Fetch(ItemTask& task, cache::Key key, cache::BlobPtr* cached,
-                                           bool* from_storage) {
-  if (remote_ != nullptr) {
+                                           bool* from_storage, bool remote) {
+  if (remote_ != nullptr && remote) {
     RemoteLookup found = remote_->Get(
         RemoteFingerprint(task.dataset(), task.job_plan->spec.max_resolution), task.item);
     if (found.decoded != nullptr) {
@@ -229,13 +237,31 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
       return prepared;
     }
   }
+  // A max_resolution dataset's encoded entries, local or remote, are its
+  // packed pixels.
+  const bool packed = task.job_plan->spec.max_resolution != 0;
   cache::BlobPtr encoded = cache_ != nullptr ? cache_->encoded().Get(key) : nullptr;
+  if (encoded != nullptr && packed && !Unpack(task, *encoded, &prepared)) {
+    cache_->encoded().Erase(key);  // an entry that does not unpack is a miss
+    encoded = nullptr;
+  }
   if (encoded != nullptr) {
     counters_.encoded_hits++;
     prepared.fields = encoded->fields;
+    if (packed) return prepared;  // unpacked above
   } else {
     bool from_storage = false;
     auto fetched = Fetch(task, key, &prepared.cached, &from_storage);
+    if (packed && fetched.ok() && !from_storage && prepared.cached == nullptr) {
+      // Packed pixels from the remote tier: the local encoded tier may keep
+      // them as they are, and decoded as the write form upgrades them.
+      prepared.encoded_to_offer = *fetched;
+      prepared.write_back = remote_->write_form() == RemoteForm::kDecoded ? RemoteWrite::kPixelsOnly
+                                                                          : RemoteWrite::kNone;
+      if (Unpack(task, **fetched, &prepared)) return prepared;
+      prepared.encoded_to_offer = nullptr;
+      fetched = Fetch(task, key, &prepared.cached, &from_storage, /*remote=*/false);
+    }
     if (!fetched.ok()) {
       return fail(fetched.status().message(), IsDatasetChange(task.dataset(), fetched.status()));
     }
@@ -246,8 +272,13 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
     encoded = std::move(fetched).value();
     prepared.fields = encoded->fields;
     // Only bytes fetched from outside are offered to the encoded tier; ones
-    // that came from it are already there.
-    prepared.encoded_to_offer = encoded;
+    // that came from it are already there. A max_resolution dataset's are
+    // the file's, which its tiers never keep: its pixels go packed instead.
+    if (packed) {
+      prepared.pack_encoded = true;
+    } else {
+      prepared.encoded_to_offer = encoded;
+    }
     if (remote_ != nullptr) {
       prepared.write_back = from_storage ? RemoteWrite::kFromStorage
                             : remote_->write_form() == RemoteForm::kDecoded
@@ -283,35 +314,83 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
   counters_.decodes++;
   task.decoded = true;
   prepared.image = std::move(decoded).value();
-  if (cache_ != nullptr || remote_wants_pixels) {
+  // Packed for the remote tier, the pixels are needed there too.
+  if (cache_ != nullptr || remote_wants_pixels ||
+      (prepared.pack_encoded && prepared.write_back != RemoteWrite::kNone)) {
     prepared.decoded_to_offer = std::make_shared<cache::Blob>();
   }
   return prepared;
 }
 
+bool ItemPipeline::Unpack(ItemTask& task, const cache::Blob& packed, PreparedItem* prepared) {
+  auto start = Clock::now();
+  auto image = image::UnpackPixels(packed.payload(), options_.decode);
+  counters_.unpack_ns += NsSince(start);
+  if (!image.ok()) {
+    counters_.unpack_failures++;
+    uint64_t dropped = 0;
+    if (unpack_log_.Allow(LogThrottle::Clock::now(), &dropped)) {
+      spdlog::warn("a cached copy of {} is unusable ({}); reading the file again{}",
+                   task.dataset().path(task.item).string(), image.status().message(),
+                   dropped > 0 ? fmt::format(" ({} more not logged)", dropped) : "");
+    }
+    return false;
+  }
+  counters_.unpacks++;
+  task.from_cache = true;  // a cache tier held the pixels: nothing read or decoded
+  prepared->image = std::move(image).value();
+  const bool remote_wants_pixels =
+      prepared->write_back != RemoteWrite::kNone && remote_->write_form() == RemoteForm::kDecoded;
+  if (cache_ != nullptr || remote_wants_pixels) {
+    prepared->decoded_to_offer = std::make_shared<cache::Blob>();
+  }
+  return true;
+}
+
+cache::BlobPtr ItemPipeline::Pack(const cache::Blob& pixels) {
+  auto start = Clock::now();
+  auto bytes = image::PackPixels(pixels.payload(), static_cast<int>(pixels.width),
+                                 static_cast<int>(pixels.height));
+  counters_.pack_ns += NsSince(start);
+  if (!bytes.ok()) {
+    spdlog::warn("cannot pack pixels for the encoded tier: {}", bytes.status().message());
+    return nullptr;
+  }
+  counters_.packs++;
+  auto blob = std::make_shared<cache::Blob>();
+  blob->bytes = std::move(bytes).value();
+  blob->fields = pixels.fields;
+  return blob;
+}
+
 void ItemPipeline::WriteBack(const ItemTask& task, RemoteWrite write,
-                             const std::shared_ptr<cache::Blob>& decoded,
-                             const cache::BlobPtr& encoded) {
+                             const std::shared_ptr<cache::Blob>& decoded, cache::BlobPtr* encoded,
+                             bool pack) {
   const ContentFingerprint dataset =
       RemoteFingerprint(task.dataset(), task.job_plan->spec.max_resolution);
-  // Pixels too large for the servers' entries go as the file's bytes.
+  // Pixels too large for the servers' entries go in the encoded form.
   if (remote_->write_form() == RemoteForm::kDecoded && decoded != nullptr &&
       remote_->Fits(decoded->payload().size())) {
     remote_->Put(dataset, task.item, RemoteForm::kDecoded, decoded);
-  } else if (write == RemoteWrite::kFromStorage && encoded != nullptr) {
-    remote_->Put(dataset, task.item, RemoteForm::kEncoded, encoded);
+    return;
   }
+  if (write != RemoteWrite::kFromStorage) return;
+  if (pack && *encoded == nullptr && decoded != nullptr) *encoded = Pack(*decoded);
+  if (*encoded != nullptr) remote_->Put(dataset, task.item, RemoteForm::kEncoded, *encoded);
 }
 
 void ItemPipeline::OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> decoded,
-                                cache::BlobPtr encoded) {
-  if (decoded != nullptr && cache_->decoded().Put(key, std::move(decoded))) {
-    // `encoded` is null exactly when the bytes came from the encoded tier.
-    // Promoted: the decoded entry serves every later request, so an encoded
-    // copy would only take budget from other items.
-    if (encoded == nullptr) cache_->encoded().Erase(key);
+                                cache::BlobPtr encoded, bool pack) {
+  if (decoded != nullptr && cache_->decoded().Put(key, decoded)) {
+    // `encoded` is null without `pack` exactly when the bytes came from the
+    // encoded tier. Promoted: the decoded entry serves every later request,
+    // so an encoded copy would only take budget from other items.
+    if (encoded == nullptr && !pack) cache_->encoded().Erase(key);
     return;
   }
+  // Packed only now that the decoded tier refused the pixels: an item it
+  // keeps costs no packing.
+  if (pack && encoded == nullptr && decoded != nullptr) encoded = Pack(*decoded);
   if (encoded != nullptr) cache_->encoded().Put(key, std::move(encoded));
 }
 
@@ -452,11 +531,12 @@ void ItemPipeline::RunOne(ItemTask& task) {
         static_cast<uint32_t>(image.width), static_cast<uint32_t>(image.height), 3);
     decoded_to_offer->fields = fields;
   }
+  const bool pack = prepared->pack_encoded;
   if (write_back != RemoteWrite::kNone) {
-    WriteBack(task, write_back, decoded_to_offer, encoded_to_offer);
+    WriteBack(task, write_back, decoded_to_offer, &encoded_to_offer, pack);
   }
   if (cache_ != nullptr && (decoded_to_offer != nullptr || encoded_to_offer != nullptr)) {
-    OfferToCache(key, std::move(decoded_to_offer), std::move(encoded_to_offer));
+    OfferToCache(key, std::move(decoded_to_offer), std::move(encoded_to_offer), pack);
   }
 }
 
@@ -539,6 +619,9 @@ PipelineSnapshot ItemPipeline::Snapshot() const {
   s.bytes_read = counters_.bytes_read.load();
   s.decodes = counters_.decodes.load();
   s.region_decodes = counters_.region_decodes.load();
+  s.packs = counters_.packs.load();
+  s.unpacks = counters_.unpacks.load();
+  s.unpack_failures = counters_.unpack_failures.load();
   s.augments = counters_.augments.load();
   s.decoded_hits = counters_.decoded_hits.load();
   s.encoded_hits = counters_.encoded_hits.load();
@@ -547,6 +630,8 @@ PipelineSnapshot ItemPipeline::Snapshot() const {
   s.read_seconds = counters_.read_ns.load() / 1e9;
   s.decode_seconds = counters_.decode_ns.load() / 1e9;
   s.augment_seconds = counters_.augment_ns.load() / 1e9;
+  s.pack_seconds = counters_.pack_ns.load() / 1e9;
+  s.unpack_seconds = counters_.unpack_ns.load() / 1e9;
   if (remote_ != nullptr) s.remote = remote_->Snapshot();
   return s;
 }

@@ -136,6 +136,14 @@ const Family<DaemonStatusSnapshot> kDaemonFamilies[] = {
      [](const DaemonStatusSnapshot& s) -> SampleValue { return s.pipeline.decodes; }},
     {"pipeline_augments_total", "counter", "Samples transformed into a job's batch.",
      [](const DaemonStatusSnapshot& s) -> SampleValue { return s.pipeline.augments; }},
+    {"pipeline_packs_total", "counter",
+     "Shrunk images (max_resolution) packed for an encoded cache tier.",
+     [](const DaemonStatusSnapshot& s) -> SampleValue { return s.pipeline.packs; }},
+    {"pipeline_unpacks_total", "counter", "Packed images unpacked from an encoded cache tier.",
+     [](const DaemonStatusSnapshot& s) -> SampleValue { return s.pipeline.unpacks; }},
+    {"pipeline_unpack_failures_total", "counter",
+     "Packed cache entries that did not unpack and were read again from storage.",
+     [](const DaemonStatusSnapshot& s) -> SampleValue { return s.pipeline.unpack_failures; }},
     {"pipeline_failures_total", "counter", "Samples that failed to read, decode or transform.",
      [](const DaemonStatusSnapshot& s) -> SampleValue { return s.pipeline.failures; }},
     {"pipeline_read_seconds_total", "counter", "Time spent reading files.",
@@ -144,6 +152,10 @@ const Family<DaemonStatusSnapshot> kDaemonFamilies[] = {
      [](const DaemonStatusSnapshot& s) -> SampleValue { return s.pipeline.decode_seconds; }},
     {"pipeline_augment_seconds_total", "counter", "Time spent transforming.",
      [](const DaemonStatusSnapshot& s) -> SampleValue { return s.pipeline.augment_seconds; }},
+    {"pipeline_pack_seconds_total", "counter", "Time spent packing shrunk images.",
+     [](const DaemonStatusSnapshot& s) -> SampleValue { return s.pipeline.pack_seconds; }},
+    {"pipeline_unpack_seconds_total", "counter", "Time spent unpacking packed images.",
+     [](const DaemonStatusSnapshot& s) -> SampleValue { return s.pipeline.unpack_seconds; }},
 };
 
 const Family<SamplerGroupSnapshot> kSamplerFamilies[] = {

@@ -47,9 +47,14 @@ void to_json(json& out, const PipelineSnapshot& s) {
          {"encoded_hits", s.encoded_hits},
          {"augmented_hits", s.augmented_hits},
          {"failures", s.failures},
+         {"packs", s.packs},
+         {"unpacks", s.unpacks},
+         {"unpack_failures", s.unpack_failures},
          {"read_seconds", s.read_seconds},
          {"decode_seconds", s.decode_seconds},
          {"augment_seconds", s.augment_seconds},
+         {"pack_seconds", s.pack_seconds},
+         {"unpack_seconds", s.unpack_seconds},
          {"remote", s.remote ? json(*s.remote) : json(nullptr)}};
 }
 
@@ -287,7 +292,10 @@ void to_json(json& out, const CacheSnapshot& s) {
            {"augments", p.augments},
            {"decoded_hits", p.decoded_hits},
            {"encoded_hits", p.encoded_hits},
-           {"augmented_hits", p.augmented_hits}}},
+           {"augmented_hits", p.augmented_hits},
+           {"packs", p.packs},
+           {"unpacks", p.unpacks},
+           {"unpack_failures", p.unpack_failures}}},
          {"remote", p.remote ? json(*p.remote) : json(nullptr)}};
 }
 

@@ -1,8 +1,11 @@
 """max_resolution= against a real galleyd on real JPEGs: shrunk images are
 Pillow's BOX resizes of the originals, images within the limit take the
-exact path, the decoded tier holds the shrunk pixels, and jobs with another
+exact path, the decoded tier holds the shrunk pixels and the encoded tier
+packs them, every tier serves the same samples, and jobs with another
 max_resolution (or none) share nothing. The size arithmetic and the resize
-itself are unit-tested in tests/unit/image_max_resolution_test.cc."""
+itself are unit-tested in tests/unit/image_max_resolution_test.cc, the
+packed form in tests/unit/image_pixel_codec_test.cc, and the remote tier's
+forms in tests/unit/daemon_cache_pipeline_test.cc."""
 
 import io
 import os
@@ -216,6 +219,62 @@ def test_the_decoded_tier_holds_the_shrunk_pixels_and_nothing_is_shared(tmp_path
         assert len(listed) == 3 and len({d["index"] for d in listed}) == 3
     finally:
         stop_daemon(daemon)
+
+
+def test_every_tier_serves_the_same_samples_and_the_encoded_tier_packs_the_pixels(tmp_path,
+                                                                                 large):
+    # Two epochs of one seed on three daemons: without a cache, with only a
+    # decoded tier and with only an encoded tier, each large enough for the
+    # whole set. The second epoch is served by the tier.
+    transform = TV.Compose([TV.RandomResizedCrop(64), TV.RandomHorizontalFlip(),
+                            TV.PILToTensor()])
+    sizes = [Image.open(path).size
+             for path, _ in torchvision.datasets.ImageFolder(str(large)).samples]
+    shrunk_bytes = sum(3 * w * h for w, h in (shrunk_size(w, h, 256) for w, h in sizes))
+    n = len(sizes)
+
+    def two_epochs(name, *flags):
+        directory = tmp_path / name
+        directory.mkdir()
+        daemon = start_daemon(directory, *flags, "--allowed-root", str(large))
+        try:
+            epochs = [by_id(galley.DataLoader(large, batch_size=6, transform=transform,
+                                              epochs=1, seed=7, socket=daemon.socket,
+                                              max_resolution=256)) for _ in range(2)]
+            return epochs, daemon.query("status")["pipeline"], daemon.query("cache")
+        finally:
+            stop_daemon(daemon)
+
+    (reference, again), pipeline, _ = two_epochs("uncached", "--cache-bytes", "0")
+    assert sorted(reference) == list(range(n))
+    assert all(torch.equal(reference[i], again[i]) for i in reference)
+    assert pipeline["file_reads"] == 2 * n
+
+    (first, second), pipeline, _ = two_epochs("decoded", "--cache-bytes", "64M",
+                                              "--cache-split", "0,100,0")
+    assert pipeline["decoded_hits"] == n and pipeline["packs"] == 0
+    for epoch in (first, second):
+        assert all(torch.equal(epoch[i], reference[i]) for i in reference)
+
+    (first, second), pipeline, cache = two_epochs("encoded", "--cache-bytes", "64M",
+                                                  "--cache-split", "100,0,0")
+    tier = cache["tiers"]["encoded"]
+    # The first epoch decoded each file and packed its shrunk pixels; the
+    # second read nothing and decoded nothing: it unpacked them.
+    assert pipeline["file_reads"] == n and pipeline["decodes"] == n
+    assert pipeline["packs"] == n
+    assert pipeline["encoded_hits"] == n and pipeline["unpacks"] == n
+    assert pipeline["unpack_failures"] == 0 and pipeline["failures"] == 0
+    for epoch in (first, second):
+        assert all(torch.equal(epoch[i], reference[i]) for i in reference)
+    # What the tier holds is the packed pixels: less than the shrunk pixels,
+    # and not the files' bytes.
+    files_bytes = sum(os.path.getsize(path) for path, _ in
+                      torchvision.datasets.ImageFolder(str(large)).samples)
+    assert tier["entries"] == n
+    packed_bytes = tier["bytes"] - n * ENTRY_OVERHEAD
+    assert packed_bytes < shrunk_bytes
+    assert packed_bytes != files_bytes
 
 
 def test_a_shard_set_at_a_max_resolution_is_a_dataset_of_its_own(daemon, workdir, large):

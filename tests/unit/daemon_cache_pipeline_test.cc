@@ -16,15 +16,17 @@
 #include <mutex>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <random>
 #include <thread>
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
 #include "galley/daemon/item_pipeline.h"
-#include "galley/remote/remote_cache.h"
 #include "galley/daemon/scheduler.h"
 #include "galley/daemon/served_job.h"
 #include "galley/image/max_resolution.h"
+#include "galley/image/pixel_codec.h"
+#include "galley/remote/remote_cache.h"
 #include "wire/segment_layout.h"
 
 namespace galley {
@@ -265,20 +267,37 @@ TEST_F(DaemonCacheTest, TheDecodedTierKeepsTheShrunkPixels) {
     shrunk_bytes += 3 * uint64_t(size.width) * size.height + cache::kEntryOverheadBytes;
   }
   EXPECT_EQ(cache->decoded().Stats().bytes, shrunk_bytes);
+  // The decoded tier took every item: nothing was packed.
+  EXPECT_EQ(pipeline.counters().packs.load(), 0u);
+  EXPECT_EQ(cache->encoded().Stats().entries, 0u);
 
   AddAndConsumeDemand(*cache);
   const std::vector<std::byte> cached = RunPass(pipeline, job, 1);
   EXPECT_EQ(Snapshot(pipeline).decoded_hits, uint64_t{kItems});
   ItemPipeline uncached(PipelineOptions{.worker_threads = 2}, nullptr);
   EXPECT_EQ(RunPass(uncached, job, 1), cached);
-  // The encoded tier keeps the file's bytes: decoded again, shrunk again.
+  // The encoded tier keeps them packed, never the file's bytes: the next
+  // epoch unpacks the very same pixels and decodes nothing.
   auto encoded = MakeCache({100, 0, 0});
-  ItemPipeline from_bytes(PipelineOptions{.worker_threads = 2}, encoded.get());
+  ItemPipeline from_packed(PipelineOptions{.worker_threads = 2}, encoded.get());
   AddAndConsumeDemand(*encoded);
-  RunPass(from_bytes, job, 0);
+  RunPass(from_packed, job, 0);
+  EXPECT_EQ(from_packed.counters().packs.load(), uint64_t{kItems});
+  for (ItemId item = 0; item < kItems; ++item) {
+    cache::BlobPtr entry = encoded->encoded().Get(cache::MakeKey(0, item));
+    ASSERT_NE(entry, nullptr);
+    auto pixels = image::UnpackPixels(entry->payload(), image::DecodeOptions{});
+    ASSERT_TRUE(pixels.ok()) << pixels.status().ToString();
+    EXPECT_EQ(std::max(pixels->width, pixels->height), 40);
+  }
   AddAndConsumeDemand(*encoded);
-  EXPECT_EQ(RunPass(from_bytes, job, 1), cached);
-  EXPECT_EQ(Snapshot(from_bytes).encoded_hits, uint64_t{kItems});
+  EXPECT_EQ(RunPass(from_packed, job, 1), cached);
+  const Counts packed = Snapshot(from_packed);
+  EXPECT_EQ(packed.encoded_hits, uint64_t{kItems});
+  EXPECT_EQ(packed.reads, uint64_t{kItems});
+  EXPECT_EQ(packed.decodes, uint64_t{kItems}) << "the second epoch decodes nothing";
+  EXPECT_EQ(from_packed.counters().unpacks.load(), uint64_t{kItems});
+  EXPECT_EQ(from_packed.counters().unpack_failures.load(), 0u);
   // And the exact path's samples are other ones.
   EXPECT_NE(RunPass(uncached, MakeJob(1, 5, kItems, 1), 1), cached);
 }
@@ -299,6 +318,18 @@ TEST_F(DaemonCacheTest, AnImageToShrinkIsDecodedWhole) {
   const std::vector<std::byte> samples =
       RunPass(within, MakeJob(1, 5, kItems, 1, /*max_resolution=*/90), 0);
   EXPECT_EQ(within.counters().region_decodes.load(), uint64_t{kItems});
+  // Unless a tier may keep them: their packed pixels need the whole image,
+  // and serve the same samples.
+  auto cache = MakeCache({100, 0, 0});
+  ItemPipeline kept(PipelineOptions{.worker_threads = 2}, cache.get());
+  const auto within_job = MakeJob(1, 5, kItems, 1, /*max_resolution=*/90);
+  AddAndConsumeDemand(*cache);
+  EXPECT_EQ(RunPass(kept, within_job, 0), samples);
+  EXPECT_EQ(kept.counters().region_decodes.load(), 0u);
+  EXPECT_EQ(kept.counters().packs.load(), uint64_t{kItems});
+  AddAndConsumeDemand(*cache);
+  EXPECT_EQ(RunPass(kept, within_job, 0), samples);
+  EXPECT_EQ(kept.counters().unpacks.load(), uint64_t{kItems});
   EXPECT_EQ(RunPass(exact, job, 0), samples);
 }
 
@@ -331,6 +362,18 @@ class FakeRemoteCache final : public RemoteCache {
   void set_write_form(RemoteForm form) override { form_ = form; }
   RemoteForm write_form() const override { return form_; }
   RemoteTierSnapshot Snapshot() const override { return {}; }
+
+  // The entry stored as `form` for `item`, or null.
+  cache::BlobPtr Find(ItemId item, RemoteForm form) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find({item, form});
+    return it == entries_.end() ? nullptr : it->second;
+  }
+  // Replaces an entry, as a damaged server would.
+  void Replace(ItemId item, RemoteForm form, cache::BlobPtr blob) {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_[{item, form}] = std::move(blob);
+  }
 
   uint64_t lookups = 0;
   std::map<RemoteForm, uint64_t> puts;
@@ -380,6 +423,119 @@ TEST_F(DaemonCacheTest, TheRemoteTierKeysShrunkItemsApart) {
   ItemPipeline node_b(PipelineOptions{.worker_threads = 2}, nullptr, &remote);
   EXPECT_EQ(RunPass(node_b, job, 0), first);
   EXPECT_EQ(Snapshot(node_b).reads + Snapshot(node_b).decodes, 0u);
+}
+
+// At a max_resolution an item is the same pixels whichever tier serves it:
+// uncached, a decoded-tier hit, a packed encoded-tier hit, and the remote
+// tier's decoded and packed encoded forms, on a node that read nothing.
+TEST_F(DaemonCacheTest, EveryTierServesTheSamePixelsOfAShrunkItem) {
+  auto job = MakeJob(1, 5, kItems, 1, /*max_resolution=*/40);
+  ItemPipeline uncached(PipelineOptions{.worker_threads = 2}, nullptr);
+  const std::vector<std::byte> reference = RunPass(uncached, job, 1);
+
+  for (const cache::Split split : {cache::Split{0, 100, 0}, cache::Split{100, 0, 0}}) {
+    auto local = MakeCache(split);
+    ItemPipeline node(PipelineOptions{.worker_threads = 2}, local.get());
+    AddAndConsumeDemand(*local);
+    EXPECT_EQ(RunPass(node, job, 1), reference);
+    AddAndConsumeDemand(*local);
+    EXPECT_EQ(RunPass(node, job, 1), reference);
+    EXPECT_EQ(Snapshot(node).decoded_hits + Snapshot(node).encoded_hits, uint64_t{kItems});
+  }
+
+  for (const RemoteForm form : {RemoteForm::kEncoded, RemoteForm::kDecoded}) {
+    FakeRemoteCache remote(RemoteFingerprint(*dataset_, 40));
+    remote.set_write_form(form);
+    ItemPipeline writer(PipelineOptions{.worker_threads = 2}, nullptr, &remote);
+    EXPECT_EQ(RunPass(writer, job, 1), reference);
+    EXPECT_EQ(remote.puts[form], uint64_t{kItems});
+    if (form == RemoteForm::kEncoded) {
+      // Packed pixels, not the file's bytes.
+      EXPECT_EQ(writer.counters().packs.load(), uint64_t{kItems});
+      for (ItemId item = 0; item < kItems; ++item) {
+        cache::BlobPtr value = remote.Find(item, RemoteForm::kEncoded);
+        ASSERT_NE(value, nullptr);
+        EXPECT_TRUE(image::UnpackPixels(value->payload(), image::DecodeOptions{}).ok());
+      }
+    }
+    // A node with a local encoded tier reads nothing, decodes nothing, and
+    // keeps the remote tier's packed values as they are.
+    auto local = MakeCache({100, 0, 0});
+    AddAndConsumeDemand(*local);
+    ItemPipeline reader(PipelineOptions{.worker_threads = 2}, local.get(), &remote);
+    EXPECT_EQ(RunPass(reader, job, 1), reference);
+    EXPECT_EQ(Snapshot(reader).reads + Snapshot(reader).decodes, 0u);
+    if (form == RemoteForm::kEncoded) {
+      EXPECT_EQ(reader.counters().unpacks.load(), uint64_t{kItems});
+      EXPECT_EQ(reader.counters().packs.load(), 0u);
+      EXPECT_EQ(local->encoded().Stats().entries, uint64_t{kItems});
+    }
+  }
+}
+
+// Damage, random and repeated: a packed entry that does not unpack is a
+// miss (the file is read again and packed anew), never wrong pixels and
+// never a failed sample.
+TEST_F(DaemonCacheTest, ADamagedPackedEntryIsAMiss) {
+  auto job = MakeJob(1, 5, kItems, 1, /*max_resolution=*/40);
+  ItemPipeline uncached(PipelineOptions{.worker_threads = 2}, nullptr);
+  const std::vector<std::byte> reference = RunPass(uncached, job, 1);
+  auto cache = MakeCache({100, 0, 0});
+  ItemPipeline pipeline(PipelineOptions{.worker_threads = 2}, cache.get());
+  AddAndConsumeDemand(*cache);
+  RunPass(pipeline, job, 0);
+
+  std::mt19937 random(38);
+  for (int round = 0; round < 8; ++round) {
+    for (ItemId item = 0; item < kItems; ++item) {
+      const cache::Key key = cache::MakeKey(0, item);
+      cache::BlobPtr entry = cache->encoded().Get(key);
+      ASSERT_NE(entry, nullptr);
+      auto damaged = std::make_shared<cache::Blob>(*entry);
+      if (random() % 3 == 0) {
+        damaged->bytes.resize(random() % damaged->bytes.size());
+      } else {
+        for (uint32_t e = 0, edits = 1 + random() % 3; e < edits; ++e) {
+          damaged->bytes[random() % damaged->bytes.size()] ^= uint8_t(1 + random() % 255);
+        }
+      }
+      ASSERT_TRUE(cache->encoded().Erase(key));
+      ASSERT_TRUE(cache->encoded().Put(key, std::move(damaged)));
+    }
+    const uint64_t reads = Snapshot(pipeline).reads;
+    const uint64_t failures = pipeline.counters().unpack_failures.load();
+    AddAndConsumeDemand(*cache);
+    EXPECT_EQ(RunPass(pipeline, job, 1), reference) << "round " << round;
+    // Each entry that did not unpack cost one read, and only those did.
+    EXPECT_EQ(Snapshot(pipeline).reads - reads,
+              pipeline.counters().unpack_failures.load() - failures);
+    EXPECT_EQ(cache->encoded().Stats().entries, uint64_t{kItems}) << "packed anew";
+  }
+  EXPECT_GE(pipeline.counters().unpack_failures.load(), uint64_t{7 * kItems});
+  EXPECT_EQ(pipeline.counters().failures.load(), 0u);
+}
+
+// A remote value under the dataset's packed name that does not unpack is
+// a miss too: the node reads the file and writes a sound value back.
+TEST_F(DaemonCacheTest, ADamagedPackedRemoteValueIsReadAgainAndReplaced) {
+  auto job = MakeJob(1, 5, kItems, 1, /*max_resolution=*/40);
+  FakeRemoteCache remote(RemoteFingerprint(*dataset_, 40));
+  ItemPipeline writer(PipelineOptions{.worker_threads = 2}, nullptr, &remote);
+  const std::vector<std::byte> reference = RunPass(writer, job, 1);
+  for (ItemId item = 0; item < kItems; ++item) {
+    auto damaged = std::make_shared<cache::Blob>(*remote.Find(item, RemoteForm::kEncoded));
+    damaged->bytes[damaged->bytes.size() / 2] ^= 0x5A;
+    remote.Replace(item, RemoteForm::kEncoded, std::move(damaged));
+  }
+  ItemPipeline reader(PipelineOptions{.worker_threads = 2}, nullptr, &remote);
+  EXPECT_EQ(RunPass(reader, job, 1), reference);
+  EXPECT_EQ(reader.counters().unpack_failures.load(), uint64_t{kItems});
+  EXPECT_EQ(Snapshot(reader).reads, uint64_t{kItems});
+  EXPECT_EQ(remote.puts[RemoteForm::kEncoded], 2u * kItems);
+  ItemPipeline third(PipelineOptions{.worker_threads = 2}, nullptr, &remote);
+  EXPECT_EQ(RunPass(third, job, 1), reference);
+  EXPECT_EQ(Snapshot(third).reads, 0u);
+  EXPECT_EQ(third.counters().unpack_failures.load(), 0u);
 }
 
 // With decoded as the write form and a full decode, the pixels go to the

@@ -39,9 +39,14 @@ PipelineSnapshot Pipeline() {
   p.encoded_hits = 107;
   p.augmented_hits = 108;
   p.failures = 109;
+  p.packs = 111;
+  p.unpacks = 112;
+  p.unpack_failures = 113;
   p.read_seconds = 1.25;
   p.decode_seconds = 2.5;
   p.augment_seconds = 3.75;
+  p.pack_seconds = 0.5;
+  p.unpack_seconds = 0.25;
   return p;
 }
 
@@ -200,10 +205,15 @@ const std::map<std::string, std::string> kFamilies = {
     {"galley_pipeline_bytes_read_total", "counter"},
     {"galley_pipeline_decodes_total", "counter"},
     {"galley_pipeline_augments_total", "counter"},
+    {"galley_pipeline_packs_total", "counter"},
+    {"galley_pipeline_unpacks_total", "counter"},
+    {"galley_pipeline_unpack_failures_total", "counter"},
     {"galley_pipeline_failures_total", "counter"},
     {"galley_pipeline_read_seconds_total", "counter"},
     {"galley_pipeline_decode_seconds_total", "counter"},
     {"galley_pipeline_augment_seconds_total", "counter"},
+    {"galley_pipeline_pack_seconds_total", "counter"},
+    {"galley_pipeline_unpack_seconds_total", "counter"},
     {"galley_sampler_requests_total", "counter"},
     {"galley_sampler_loads_total", "counter"},
     {"galley_sampler_loads_per_request", "gauge"},
@@ -274,10 +284,15 @@ TEST(PrometheusTextTest, EveryMetricWithItsLabelsAndValue) {
       "galley_pipeline_bytes_read_total 102",
       "galley_pipeline_decodes_total 103",
       "galley_pipeline_augments_total 105",
+      "galley_pipeline_packs_total 111",
+      "galley_pipeline_unpacks_total 112",
+      "galley_pipeline_unpack_failures_total 113",
       "galley_pipeline_failures_total 109",
       "galley_pipeline_read_seconds_total 1.25",
       "galley_pipeline_decode_seconds_total 2.5",
       "galley_pipeline_augment_seconds_total 3.75",
+      "galley_pipeline_pack_seconds_total 0.5",
+      "galley_pipeline_unpack_seconds_total 0.25",
       "galley_sampler_requests_total{" + a + "} 201",
       "galley_sampler_loads_total{" + a + "} 202",
       "galley_sampler_loads_per_request{" + a + "} 200.5",
@@ -351,10 +366,15 @@ TEST(PrometheusTextTest, WithoutJobsOrCacheEveryFamilyIsStillDeclared) {
       "galley_pipeline_bytes_read_total 0",
       "galley_pipeline_decodes_total 7",
       "galley_pipeline_augments_total 0",
+      "galley_pipeline_packs_total 0",
+      "galley_pipeline_unpacks_total 0",
+      "galley_pipeline_unpack_failures_total 0",
       "galley_pipeline_failures_total 0",
       "galley_pipeline_read_seconds_total 0",
       "galley_pipeline_decode_seconds_total 0",
       "galley_pipeline_augment_seconds_total 0",
+      "galley_pipeline_pack_seconds_total 0",
+      "galley_pipeline_unpack_seconds_total 0",
   };
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(Samples(text), expected) << text;
@@ -383,8 +403,9 @@ void ExpectJson(const json& actual, const char* expected) {
 constexpr const char* kPipelineJson = R"({
   "threads": 4, "cache": true, "file_reads": 101, "field_reads": 110, "bytes_read": 102,
   "decodes": 103, "region_decodes": 104, "augments": 105, "decoded_hits": 106, "encoded_hits": 107,
-  "augmented_hits": 108, "failures": 109, "read_seconds": 1.25, "decode_seconds": 2.5,
-  "augment_seconds": 3.75, "remote": null})";
+  "augmented_hits": 108, "failures": 109, "packs": 111, "unpacks": 112, "unpack_failures": 113,
+  "read_seconds": 1.25, "decode_seconds": 2.5, "augment_seconds": 3.75, "pack_seconds": 0.5,
+  "unpack_seconds": 0.25, "remote": null})";
 
 TEST(SnapshotJsonTest, Status) {
   const std::string expected = R"({
@@ -533,7 +554,8 @@ TEST(SnapshotJsonTest, Cache) {
     "planner_inputs": )" + kInputsJson +
                                R"(,
     "pipeline": {"file_reads": 101, "decodes": 103, "augments": 105, "decoded_hits": 106,
-                 "encoded_hits": 107, "augmented_hits": 108},
+                 "encoded_hits": 107, "augmented_hits": 108, "packs": 111, "unpacks": 112,
+                 "unpack_failures": 113},
     "remote": null})";
   ExpectJson(Cache(), expected.c_str());
   ExpectJson(CachingOffJson(), R"({"enabled": false, "cache_bytes": 0})");

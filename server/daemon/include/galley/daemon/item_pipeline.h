@@ -21,11 +21,18 @@
 //
 // With a max_resolution, an image whose longer side is over it is shrunk
 // right after its full decode (image/max_resolution.h), before any
-// transform, and the shrunk pixels are what the decoded tier and the remote
-// tier's decoded form keep; the encoded tier keeps the file's own bytes. Such
-// an image is never decoded in part (a region of the full-resolution image
-// is not a region of the shrunk one); one within the limit takes the exact
-// path. The remote tier keys these items apart from the exact dataset's.
+// transform, and the shrunk pixels are the item: the decoded tier and the
+// remote tier's decoded form keep them as they are, the encoded tier and the
+// remote tier's encoded form keep them packed (image/pixel_codec.h), never
+// the file's bytes, so a decoded-tier miss unpacks instead of decoding the
+// original again, and every tier serves the same pixels. The packed form is
+// made only when a tier takes it: when the decoded tier refuses the pixels,
+// or the remote tier is written its encoded form. An entry that does not
+// unpack is a miss (erased, counted, read again from storage). Such an
+// image is never decoded in part (a region of the full-resolution image is
+// not a region of the shrunk one), nor is one within the limit while a tier
+// may keep it (packing needs all of its pixels). The remote tier keys these
+// items apart from the exact dataset's.
 //
 // With a RemoteCache (shared by every node), an item missing from the local
 // tiers is looked up there before storage; what was read from storage is
@@ -141,9 +148,16 @@ struct PipelineCounters {
   std::atomic<uint64_t> augmented_hits{0};  // samples that skipped their transform
   std::atomic<uint64_t> failures{0};
   std::atomic<uint64_t> field_reads{0};  // field records read apart from their item's bytes
+  // Packed pixels (max_resolution datasets): packed for an encoded tier,
+  // unpacked from one, and entries that did not unpack (read again).
+  std::atomic<uint64_t> packs{0};
+  std::atomic<uint64_t> unpacks{0};
+  std::atomic<uint64_t> unpack_failures{0};
   std::atomic<uint64_t> read_ns{0};
   std::atomic<uint64_t> decode_ns{0};
   std::atomic<uint64_t> augment_ns{0};
+  std::atomic<uint64_t> pack_ns{0};
+  std::atomic<uint64_t> unpack_ns{0};
 };
 
 struct PipelineOptions {
@@ -198,6 +212,10 @@ class ItemPipeline {
     cache::BlobPtr encoded_to_offer;
     // What of the item goes to the remote tier.
     RemoteWrite write_back = RemoteWrite::kNone;
+    // A max_resolution dataset's item read from storage: its encoded form
+    // is `decoded_to_offer`'s pixels packed, made when a tier takes it
+    // (`encoded_to_offer` stays null).
+    bool pack_encoded = false;
     // The item's field record, when it came with the bytes or pixels.
     cache::FieldRecord fields;
   };
@@ -212,17 +230,28 @@ class ItemPipeline {
   // `image`.
   std::optional<PreparedItem> Prepare(ItemTask& task, cache::Key key,
                                       const std::vector<const SlotPosition*>* receivers);
-  // The item's bytes from the remote tier or storage, or an error message.
-  // Sets *cached on a decoded remote hit.
+  // The item's bytes from the remote tier (unless `remote` is false) or
+  // storage, or an error message. Sets *cached on a decoded remote hit.
   Result<cache::BlobPtr> Fetch(ItemTask& task, cache::Key key, cache::BlobPtr* cached,
-                               bool* from_storage);
-  // Writes what was prepared for `task` to the remote tier.
+                               bool* from_storage, bool remote = true);
+  // Unpacks a max_resolution dataset's encoded entry into prepared->image.
+  // False, counted and logged, when it does not unpack: the caller treats
+  // the entry as a miss.
+  bool Unpack(ItemTask& task, const cache::Blob& packed, PreparedItem* prepared);
+  // `pixels` packed for an encoded tier, with their fields; null (logged)
+  // when packing fails.
+  cache::BlobPtr Pack(const cache::Blob& pixels);
+  // Writes what was prepared for `task` to the remote tier. With `pack`, the
+  // encoded form is `decoded` packed, made here into *encoded when needed.
   void WriteBack(const ItemTask& task, RemoteWrite write,
-                 const std::shared_ptr<cache::Blob>& decoded, const cache::BlobPtr& encoded);
+                 const std::shared_ptr<cache::Blob>& decoded, cache::BlobPtr* encoded, bool pack);
   bool TryRegionDecode(const ItemTask& task, const cache::Blob& encoded,
                        const std::vector<const SlotPosition*>& receivers, bool remote_wants_pixels,
                        std::optional<image::ImageRegion>* region, Status* failure);
-  void OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> decoded, cache::BlobPtr encoded);
+  // With `pack`, the encoded form offered when the decoded tier refuses the
+  // pixels is `decoded` packed (or `encoded`, when already packed).
+  void OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> decoded, cache::BlobPtr encoded,
+                    bool pack);
   // Hands each receiver of `task` whose job has fields its view of
   // `record`, read from storage when null (a blob from the remote tier
   // carries none). A failed read fails the item; a value over a job's
@@ -238,6 +267,8 @@ class ItemPipeline {
   PipelineCounters counters_;
   // Per-sample failure warnings: at most 20 every 10 s, then a count.
   LogThrottle failure_log_{20, std::chrono::seconds(10)};
+  // Packed entries that did not unpack: at most 5 a minute, then a count.
+  LogThrottle unpack_log_{5, std::chrono::seconds(60)};
 };
 
 // The remote tier's name for `dataset` served at `max_resolution`: its

@@ -66,9 +66,16 @@ struct PipelineSnapshot {
   uint64_t encoded_hits = 0;    // items that skipped the read
   uint64_t augmented_hits = 0;  // samples that skipped their transform
   uint64_t failures = 0;
+  // Packed pixels of max_resolution datasets (docs/datasets.md): packed for
+  // an encoded tier, unpacked from one, entries that did not unpack.
+  uint64_t packs = 0;
+  uint64_t unpacks = 0;
+  uint64_t unpack_failures = 0;
   double read_seconds = 0;
   double decode_seconds = 0;
   double augment_seconds = 0;
+  double pack_seconds = 0;
+  double unpack_seconds = 0;
   std::optional<RemoteTierSnapshot> remote;  // when a remote tier is configured
 };
 
