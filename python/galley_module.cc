@@ -290,6 +290,15 @@ PYBIND11_MODULE(_galley, m) {
     policies[py::str(std::string(policy.name))] = policy.random_order;
   }
   m.attr("sampling_policies") = policies;
+  // Figures the package checks before it asks a daemon, so that its errors
+  // come first and agree with galleyd's: max_resolution's bounds, the fields
+  // a listing request takes, the most bytes a request carries, and the words
+  // of the native-size failure it turns into a ValueError.
+  m.attr("max_resolution_range") =
+      py::make_tuple(galley::kMinMaxResolution, galley::kMaxMaxResolution);
+  m.attr("listing_fields") = py::tuple(py::cast(galley::ListingFieldNames()));
+  m.attr("max_request_bytes") = galley::kMaxRequestBytes;
+  m.attr("native_size_mismatch") = std::string(galley::kNativeSizeMismatch);
 
   py::class_<BatchMemory>(m, "BatchMemory", py::buffer_protocol())
       .def_buffer(&BatchMemory::Buffer)
@@ -358,8 +367,8 @@ PYBIND11_MODULE(_galley, m) {
              std::optional<uint64_t> count) {
             // The dataset's fields only; the rest of a loader's spec is not sent.
             py::dict named;
-            for (const char* key : {"dataset", "shards", "image_key", "label_key", "fields"}) {
-              if (spec_dict.contains(key)) named[key] = spec_dict[key];
+            for (const std::string& key : galley::ListingFieldNames()) {
+              if (spec_dict.contains(key)) named[key.c_str()] = spec_dict[key.c_str()];
             }
             named["batch_size"] = 1;
             named["transform"] = py::dict();
