@@ -25,7 +25,8 @@ import numbers
 import operator
 import os
 import types
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import (Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional,
+                    Tuple)
 
 from . import _galley
 from . import _tensors
@@ -153,8 +154,46 @@ def check_max_resolution(value: Any) -> Optional[int]:
 
 
 def _build(cls: Any, dataset: Any, a: types.SimpleNamespace) -> LoaderConfig:
-    """LoaderConfig.build's checks, in the order DataLoader has always made
-    them (the first argument wrong is the one named)."""
+    """LoaderConfig.build: each step checks its arguments, in the order
+    DataLoader has always checked them (the first argument wrong is the one
+    named)."""
+    max_resolution = _check_values(a)
+    seed = a.seed
+    if seed is None and a.generator is not None:
+        seed = int(a.generator.initial_seed()) % (1 << 64)
+    root, shards, folder = _dataset(dataset)
+    transform = a.transform
+    if transform is None and folder is not None:
+        transform = folder.transform
+    order = _order(a, seed)
+    prefetch = _prefetch(a)
+    seed = 0 if order.seed is None else int(order.seed)
+    pin = _tensors.pinning_available(bool(a.pin_memory))
+    batch_transform = batch_ops.resolve(a.batch_transform)
+    split, layout, stage = _python_part(a, transform, folder, seed)
+    spec, field_plan = _job_spec(a, root, shards, order, seed, prefetch, max_resolution,
+                                 T.build_spec(split.prefix, a.normalize, layout))
+    return cls(
+        dataset=dataset, root=root, shards=shards, folder=folder,
+        batch_size=int(a.batch_size), num_workers=int(a.num_workers), shuffle=order.shuffle,
+        drop_last=bool(a.drop_last), seed=seed,
+        epochs=None if a.epochs is None else int(a.epochs), rank=order.rank,
+        world_size=order.world_size,
+        shard_seed=seed if a.shard_seed is None else int(a.shard_seed),
+        local_world_size=order.local_world_size, prefetch=prefetch,
+        prefetch_factor=2 if a.prefetch_factor is None else int(a.prefetch_factor),
+        on_error=a.on_error, pin_memory=bool(a.pin_memory), pin=pin,
+        pin_memory_device=a.pin_memory_device, collate_fn=a.collate_fn,
+        timeout=float(a.timeout), transform=transform, batch_transform=batch_transform,
+        transform_split=split.describe(), stage=stage, fields=field_plan,
+        given_sampler=a.sampler, distributed_sampler=order.distributed,
+        multiprocessing_context=a.multiprocessing_context, worker_init_fn=a.worker_init_fn,
+        persistent_workers=bool(a.persistent_workers), max_resolution=max_resolution,
+        socket=a.socket, autostart=a.autostart, spec=types.MappingProxyType(spec))
+
+
+def _check_values(a: types.SimpleNamespace) -> Optional[int]:
+    """The arguments checked on their own; max_resolution as galleyd takes it."""
     if a.on_error not in ("skip", "raise"):
         raise ValueError('on_error must be "skip" or "raise"')
     if a.batch_size is None:
@@ -175,25 +214,40 @@ def _build(cls: Any, dataset: Any, a: types.SimpleNamespace) -> LoaderConfig:
         raise ValueError("timeout option should be non-negative")
     if int(a.num_workers) < 0:
         raise ValueError("num_workers option should be non-negative")
-    seed, indices, rank, world_size = a.seed, a.indices, a.rank, a.world_size
-    if seed is None and a.generator is not None:
-        seed = int(a.generator.initial_seed()) % (1 << 64)
+    return max_resolution
 
+
+def _dataset(dataset: Any) -> Tuple[str, Optional[List[str]],
+                                    Optional[dataset_objects.FolderDataset]]:
+    """The dataset's root (or shard set's name), its tar shards, and what
+    galley takes of a torchvision dataset object."""
     # Tar shards (a list, glob, brace pattern or folder of *.tar) are
     # expanded here, as the user; see galley.shards.
-    shards = None
     if isinstance(dataset, (str, os.PathLike, list, tuple)):
         shard_name, shards = _shards.resolve_dataset(dataset)
-    folder = None  # a torchvision dataset object's files, labels and transforms
-    if shards is not None:
-        root = shard_name
-    else:
-        root, folder = _dataset_root(dataset)
-    transform = a.transform
-    if transform is None and folder is not None:
-        transform = folder.transform
+        if shards is not None:
+            return shard_name, shards, None
+    root, folder = _dataset_root(dataset)
+    return root, None, folder
 
-    shuffle = a.shuffle
+
+class _Order(NamedTuple):
+    """What decides each epoch's items and their order."""
+    shuffle: bool
+    seed: Optional[int]
+    indices: Optional[Iterable[int]]
+    rank: int
+    world_size: int
+    shard_drop_last: bool
+    distributed: Any  # a DistributedSampler, whose lists are served
+    local_world_size: int
+    policy: str
+
+
+def _order(a: types.SimpleNamespace, seed: Optional[int]) -> _Order:
+    """The order's arguments (shuffle, sampler, policy, subset, DDP split)
+    checked against each other."""
+    shuffle, indices, rank, world_size = a.shuffle, a.indices, a.rank, a.world_size
     shard_drop_last = bool(a.drop_last)
     distributed = None
     if a.sampler is not None:
@@ -217,7 +271,6 @@ def _build(cls: Any, dataset: Any, a: types.SimpleNamespace) -> LoaderConfig:
         raise ValueError(f"unknown policy={policy!r}; galley's sampling policies are {names}")
     if not shuffle and policy not in (None, "") and policies[policy]:
         raise ValueError(f"policy={policy!r} decides a random order; it needs shuffle=True")
-
     rank, world_size = _rank_and_world(rank, world_size)
     if a.shard_seed is not None:
         if listed:
@@ -227,7 +280,12 @@ def _build(cls: Any, dataset: Any, a: types.SimpleNamespace) -> LoaderConfig:
         if not 0 <= int(a.shard_seed) < (1 << 64):
             raise ValueError("shard_seed must lie in [0, 2**64)")
     local_world_size = _node_layout(a.local_world_size, rank, world_size)
+    return _Order(shuffle, seed, indices, rank, world_size, shard_drop_last, distributed,
+                  local_world_size, "" if not shuffle or listed else (policy or ""))
 
+
+def _prefetch(a: types.SimpleNamespace) -> int:
+    """Batches prepared ahead: prefetch=, or torch's prefetch_factor per worker."""
     prefetch = a.prefetch
     if a.prefetch_factor is not None:
         if prefetch is not None:
@@ -235,14 +293,15 @@ def _build(cls: Any, dataset: Any, a: types.SimpleNamespace) -> LoaderConfig:
         if int(a.prefetch_factor) < 1:
             raise ValueError("prefetch_factor must be at least 1")
         prefetch = int(a.prefetch_factor) * max(1, int(a.num_workers))
-    prefetch = 4 if prefetch is None else int(prefetch)
-    seed = 0 if seed is None else int(seed)
-    num_workers = int(a.num_workers)
-    pin = _tensors.pinning_available(bool(a.pin_memory))
-    batch_transform = batch_ops.resolve(a.batch_transform)
+    return 4 if prefetch is None else int(prefetch)
 
-    # galleyd runs the transform up to its first op it does not know; the
-    # rest runs in the job (galley.python_stage).
+
+def _python_part(a: types.SimpleNamespace, transform: Any,
+                 folder: Optional[dataset_objects.FolderDataset],
+                 seed: int) -> Tuple[python_stage.Split, str, Optional[python_stage.SampleStage]]:
+    """Where the transform runs: galleyd runs it up to its first op it does
+    not know, the rest runs in the job (galley.python_stage). The split, the
+    layout of galleyd's batches, and the stage that runs the job's part."""
     split = python_stage.split_transform(transform)
     layout = a.layout
     if split.tail:
@@ -259,45 +318,51 @@ def _build(cls: Any, dataset: Any, a: types.SimpleNamespace) -> LoaderConfig:
     target_transform = folder.target_transform if folder is not None else None
     # As torch runs collate_fn in its workers, so does galley, even when
     # galleyd runs the whole transform.
-    collate_in_workers = a.collate_fn is not None and num_workers > 0 and not split.tail
+    collate_in_workers = a.collate_fn is not None and int(a.num_workers) > 0 and not split.tail
     stage = (python_stage.SampleStage(split, target_transform, seed,
                                       keep_images=collate_in_workers)
              if split.tail or target_transform is not None or collate_in_workers else None)
     _warn_meaningless(bool(split.tail or collate_in_workers), a)
+    return split, layout, stage
 
-    transform_spec = T.build_spec(split.prefix, a.normalize, layout)
+
+def _job_spec(a: types.SimpleNamespace, root: str, shards: Optional[List[str]], order: _Order,
+              seed: int, prefetch: int, max_resolution: Optional[int],
+              transform_spec: Dict[str, Any]) -> Tuple[Dict[str, Any],
+                                                        Optional[_fields.FieldPlan]]:
+    """The OpenJob body every job of the loader starts from, and the plan of
+    its fields= (galley/fields.py)."""
     spec: Dict[str, Any] = {
         "dataset": root,
         "batch_size": int(a.batch_size),
         "drop_last": bool(a.drop_last),
-        "shard_drop_last": shard_drop_last if world_size > 1 else False,
+        "shard_drop_last": order.shard_drop_last if order.world_size > 1 else False,
         # A DistributedSampler's list is served in its own order.
-        "shuffle": shuffle and not listed,
+        "shuffle": order.shuffle and order.distributed is None,
         "transform": transform_spec,
         # No op that sets the size (transform=None, ToTensor, Normalize):
         # images pass at their own size, which must be the same for all.
         "native_size": not transform_spec["ops"],
         "seed": seed,
         "epochs": 0,  # set per job: the epochs it has left to run
-        "rank": rank,
-        "world_size": world_size,
+        "rank": order.rank,
+        "world_size": order.world_size,
         "prefetch": prefetch,
         "on_error": a.on_error,
-        "policy": "" if not shuffle or listed else (policy or ""),
+        "policy": order.policy,
         "ods_fraction": float(a.ods_fraction),
         "name": a.name or f"pid{os.getpid()}",
-        "classes": list(classes) if classes else None,
-        "ids": [int(i) for i in indices] if indices is not None else None,
+        "classes": list(a.classes) if a.classes else None,
+        "ids": [int(i) for i in order.indices] if order.indices is not None else None,
     }
     # Sent only when set, so that a job that sets neither is the same
     # request to any galleyd of this protocol.
     if a.shard_seed is not None:
         spec["shard_seed"] = int(a.shard_seed)
-    if local_world_size:
-        spec["local_world_size"] = local_world_size
+    if order.local_world_size:
+        spec["local_world_size"] = order.local_world_size
     if max_resolution is not None:
         spec["max_resolution"] = max_resolution
-    # fields= names what a batch carries (galley/fields.py).
     field_plan, field_spec = _fields.plan(
         a.fields, shards=shards is not None, manifest=None if shards is not None else root,
         image_key=a.image_key, label_key=a.label_key, decode=a.decode_fields,
@@ -312,23 +377,7 @@ def _build(cls: Any, dataset: Any, a: types.SimpleNamespace) -> LoaderConfig:
         spec.update(field_spec)
     elif shards is None and (a.image_key is not None or a.label_key != "cls"):
         raise ValueError("image_key= and label_key= apply to tar shard datasets only")
-
-    return cls(
-        dataset=dataset, root=root, shards=shards, folder=folder,
-        batch_size=int(a.batch_size), num_workers=num_workers, shuffle=shuffle,
-        drop_last=bool(a.drop_last), seed=seed,
-        epochs=None if a.epochs is None else int(a.epochs), rank=rank, world_size=world_size,
-        shard_seed=seed if a.shard_seed is None else int(a.shard_seed),
-        local_world_size=local_world_size, prefetch=prefetch,
-        prefetch_factor=2 if a.prefetch_factor is None else int(a.prefetch_factor),
-        on_error=a.on_error, pin_memory=bool(a.pin_memory), pin=pin,
-        pin_memory_device=a.pin_memory_device, collate_fn=a.collate_fn,
-        timeout=float(a.timeout), transform=transform, batch_transform=batch_transform,
-        transform_split=split.describe(), stage=stage, fields=field_plan,
-        given_sampler=a.sampler, distributed_sampler=distributed,
-        multiprocessing_context=a.multiprocessing_context, worker_init_fn=a.worker_init_fn,
-        persistent_workers=bool(a.persistent_workers), max_resolution=max_resolution,
-        socket=a.socket, autostart=a.autostart, spec=types.MappingProxyType(spec))
+    return spec, field_plan
 
 
 def _rank_and_world(rank: Any, world_size: Any) -> Tuple[int, int]:

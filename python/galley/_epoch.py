@@ -154,13 +154,9 @@ class Epochs:
             walk.consumed[:] = bytes(resume["state"]["consumed"]).ljust(
                 len(walk.consumed), b"\0")[:len(walk.consumed)]
         self.main = self.recorded = walk
-        if listed is not None and (session.job_listed_epoch != epoch
-                                   or session.job_listed != listed):
-            # The job serves a listed epoch only once it has its list; it
-            # waits for it, so this seek drops nothing prepared.
+        if listed is not None:
             try:
-                job.seek_epoch(epoch, listed)
-                session.job_listed_epoch, session.job_listed = epoch, listed
+                session.send_epoch_list(epoch, listed)
             except (_galley.ServerUnavailable, _galley.JobCancelled) as lost:
                 try:
                     self.reopen_after_restart(walk, lost)  # opened with the list
@@ -189,7 +185,7 @@ class Epochs:
         self.main = None
         self.recorded = None  # a state taken now resumes at the next epoch
         self.completed += 1
-        self.session.job_epoch = walk.epoch + 1
+        self.session.epoch_ended(walk.epoch)
         if self.done:
             self.session.close_job()  # galleyd prepared nothing past this epoch
 

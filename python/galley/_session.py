@@ -116,6 +116,20 @@ class JobSession:
         self.job_epoch = None
         self.job_listed_epoch = self.job_listed = None
 
+    def send_epoch_list(self, epoch: int, listed: List[int]) -> None:
+        """Gives the loader's job ``listed``, epoch ``epoch``'s list, unless
+        it has it: a job serves a listed epoch only once it has its list, and
+        waits for it, so this seek drops nothing prepared."""
+        if self.job_listed_epoch == epoch and self.job_listed == listed:
+            return
+        self.job.seek_epoch(epoch, listed)
+        self.job_listed_epoch, self.job_listed = epoch, listed
+
+    def epoch_ended(self, epoch: int) -> None:
+        """The loader's job served the last batch of ``epoch``: it goes on
+        with the next one."""
+        self.job_epoch = epoch + 1
+
     def drop_job(self) -> None:
         """Forgets the loader's job, which galleyd no longer serves (its
         daemon went away), without asking it for anything."""

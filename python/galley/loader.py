@@ -5,6 +5,12 @@ defaults; those that mean nothing when the node's daemon prepares the batches
 are accepted with a one-time warning, and those galley cannot honour are
 refused at construction with a message saying what to do instead.
 docs/python.md is the migration guide.
+
+DataLoader holds its parts, each a module of its own that can be tested
+alone (docs/python.md, "Inside the package"): its arguments checked into an
+immutable config (galley._config), its session with galleyd (galley._session),
+its epochs and passes (galley._epoch) and the batches a pass yields
+(galley._iteration). Used by one thread at a time, as torch's is.
 """
 
 from __future__ import annotations
@@ -120,7 +126,9 @@ class DataLoader:
     one given, else a ``galley.samplers.EpochSampler``: this rank's items,
     ``set_epoch``), ``batch_sampler`` (``BatchSampler(sampler, batch_size,
     drop_last)``), ``num_workers``, ``batch_size``, ``drop_last``,
-    ``pin_memory``, ``timeout``, ``collate_fn``.
+    ``pin_memory``, ``timeout``, ``collate_fn``. Those named after an
+    argument are fixed once the loader is built: assigning one raises
+    ``AttributeError`` (build another loader).
 
     Args (torch's, in torch's order):
         dataset: an ImageFolder root or manifest file path (made absolute

@@ -86,9 +86,17 @@ def test_a_samplers_list_is_served_as_listed_and_checked_against_the_dataset(dae
     session = session_for(tiny_folder, daemon.socket, batch_size=3, sampler=sampler)
     listed = session.sampler_items()
     assert listed == list(sampler)
-    job, _pid = session.open_job(0, epochs=1, items=listed)
+    job = session.open(0, 2, None, listed)
     assert [i for batch in take_epoch(job, 0) for i in batch] == listed
-    job.close()
+    session.epoch_ended(0)
+    assert session.job_epoch == 1
+    # The next epoch's list goes to the same job, which serves it as listed.
+    sampler.set_epoch(1)
+    next_list = session.sampler_items()
+    assert next_list != listed
+    session.send_epoch_list(1, next_list)
+    assert (session.job_listed_epoch, session.job_listed) == (1, next_list)
+    assert [i for batch in take_epoch(job, 1) for i in batch] == next_list
     session.close()
 
     too_long = DistributedSampler(range(20), num_replicas=1, rank=0, shuffle=False)
