@@ -17,6 +17,7 @@
 
 #include "galley/client.h"
 #include "galley/sampling_policies.h"
+#include "galley/shard_members.h"
 #include "galley/version.h"
 
 namespace py = pybind11;
@@ -299,6 +300,20 @@ PYBIND11_MODULE(_galley, m) {
   m.attr("listing_fields") = py::tuple(py::cast(galley::ListingFieldNames()));
   m.attr("max_request_bytes") = galley::kMaxRequestBytes;
   m.attr("native_size_mismatch") = std::string(galley::kNativeSizeMismatch);
+  // A shard member's kind by its extension, as galleyd checks it: the image
+  // member's extensions in the order they are tried, then the field values
+  // that must be JSON, integers or text (galley/fields.py decodes them so).
+  auto names = [](std::span<const std::string_view> list) {
+    py::tuple out(list.size());
+    for (size_t i = 0; i < list.size(); ++i) out[i] = py::str(std::string(list[i]));
+    return out;
+  };
+  py::dict kinds;
+  kinds["image"] = names(galley::kShardImageExtensions);
+  kinds["json"] = names(galley::kJsonMemberExtensions);
+  kinds["integer"] = names(galley::kIntegerMemberExtensions);
+  kinds["text"] = names(galley::kTextMemberExtensions);
+  m.attr("shard_member_kinds") = kinds;
 
   py::class_<BatchMemory>(m, "BatchMemory", py::buffer_protocol())
       .def_buffer(&BatchMemory::Buffer)

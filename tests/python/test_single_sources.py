@@ -76,6 +76,21 @@ def test_the_bounds_the_loader_checks_agree_with_the_documents():
     assert f"{request >> 20} MiB ({request:,})" in protocol
 
 
+def test_shard_member_kinds_agree_with_the_datasets_document_and_the_decoders():
+    kinds = galley._galley.shard_member_kinds
+    text = (ROOT / "docs" / "datasets.md").read_text()
+    for kind in ("json", "integer", "text"):
+        row = "| " + ", ".join(f"`.{extension}`" for extension in kinds[kind]) + " |"
+        assert row in text, kind
+    from galley import fields
+    assert fields.IMAGE_EXTENSIONS == kinds["image"] == ("jpg", "jpeg", "png", "webp")
+    decoded = {"json": fields.json.loads, "integer": fields._decode_int,
+               "text": fields._decode_text}
+    for kind, decoder in decoded.items():
+        for extension in kinds[kind]:
+            assert fields._member_decoder(extension, unpickle=False) is decoder, extension
+
+
 def test_a_spec_key_galley_does_not_know_is_refused_by_name(daemon, tiny_folder):
     client = galley._galley.Client(daemon.socket)
     spec = {"dataset": str(tiny_folder), "batch_size": 2, "transform": {"ops": []},
