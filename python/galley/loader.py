@@ -403,13 +403,19 @@ class DataLoader:
         return self._epochs.stats()
 
     def __iter__(self) -> Iterator[Any]:
-        return self._batches.iterate(with_ids=False)
+        return self._iterate(with_ids=False)
 
     def iter_with_ids(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         """Like iterating the loader, but yields (images, labels, item_ids):
         galleyd's item ids appended to the batch (to ``collate_fn``'s result
         when one is given)."""
-        return self._batches.iterate(with_ids=True)
+        return self._iterate(with_ids=True)
+
+    def _iterate(self, with_ids: bool) -> Iterator[Any]:
+        # The iterator holds the loader, as torch's does: a loader dropped
+        # while its iterator runs (`for batch in DataLoader(...)`) would
+        # otherwise be finalized, closing the job the loop takes from.
+        yield from self._batches.iterate(with_ids)
 
     # -- resume (torchdata StatefulDataLoader style) ------------------------------
 

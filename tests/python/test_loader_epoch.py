@@ -3,6 +3,7 @@ passes over a loader's epochs (main and side, finished and abandoned), what
 they count, the state a main pass leaves and the pass that resumes it, and
 the batches a pass yields, prepared here or in worker processes."""
 
+import gc
 import warnings
 
 import pytest
@@ -125,6 +126,18 @@ def test_a_pass_records_what_reached_the_loop(daemon, tiny_folder):
     assert walk.batches == 1 and bytes(walk.consumed) == bytes([0b00000001, 0b00001010])
     parts.epochs.abandon_pass(walk)
     parts.close()
+
+
+def test_an_iterator_keeps_its_loader_and_the_loaders_job(daemon, folder):
+    # More batches than the ring holds: the rest must still come from the job.
+    loader = galley.DataLoader(folder, batch_size=4, prefetch=1, transform=FIXED, epochs=1,
+                               socket=daemon.socket)
+    stream = loader.iter_with_ids()
+    first = next(stream)[-1].tolist()  # the loader's job is open
+    del loader
+    gc.collect()  # the loader is referenced only by its iterator now
+    rest = [i for batch in stream for i in batch[-1].tolist()]
+    assert sorted(first + rest) == list(range(60))
 
 
 def flip(image):
