@@ -1,6 +1,7 @@
 #include "wire/messages.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <type_traits>
 
@@ -557,6 +558,13 @@ namespace {
 // The OpenJob fields that name a dataset, which a "listing" request shares.
 constexpr const char* kDatasetFields[] = {"dataset", "shards", "image_key", "label_key", "fields"};
 
+}  // namespace
+
+std::vector<std::string> ListingFieldNames() {
+  return std::vector<std::string>(std::begin(kDatasetFields), std::end(kDatasetFields));
+}
+
+namespace {
 bool IsListingField(std::string_view name) {
   if (name == "what" || name == "begin" || name == "count") return true;
   for (const char* field : kDatasetFields) {

@@ -482,10 +482,10 @@ void ItemPipeline::RunOne(ItemTask& task) {
           height != job.plan->pipeline->output_height()) {
         counters_.failures++;
         plan.errors[d.position] = fmt::format(
-            "{}: transform=None needs every image at the first image's size {}x{}, this one "
-            "is {}x{}; give a transform that resizes (e.g. Resize + CenterCrop)",
-            task.dataset().path(task.item).string(), job.plan->pipeline->output_width(),
-            job.plan->pipeline->output_height(), width, height);
+            "{}: {} {}x{}, this one is {}x{}; give a transform that resizes (e.g. Resize + "
+            "CenterCrop)",
+            task.dataset().path(task.item).string(), kNativeSizeMismatch,
+            job.plan->pipeline->output_width(), job.plan->pipeline->output_height(), width, height);
         continue;
       }
     }
