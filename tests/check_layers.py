@@ -24,6 +24,7 @@ ALLOWED = {
     "server/snapshots": {"snapshots"},
     "server/logging": {"logging"},
     "server/remote": {"remote", "cache", "dataset", "snapshots", "logging"},
+    "server/objectstore": {"objectstore"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"galley/([a-z_]+)/')
