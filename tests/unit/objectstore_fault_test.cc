@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "galley/objectstore/s3_client.h"
-#include "tests/unit/s3_test_servers.h"
+#include "tests/unit/fault_proxy.h"
+#include "tests/unit/rclone_s3_server.h"
 
 namespace galley::objectstore {
 namespace {
@@ -33,7 +34,8 @@ class FaultTest : public ::testing::Test {
   void SetUp() override {
     object_ = PseudoRandomBytes(256 << 10, 11);
     server_.Put("data", "shard.tar", object_);
-    ASSERT_TRUE(server_.Start());
+    const Status started = server_.Start();
+    ASSERT_TRUE(started.ok()) << started.ToString();
     proxy_ = std::make_unique<FaultProxy>(server_.port());
     access_ = server_.access();
     access_.endpoint.url = proxy_->url();
