@@ -2,6 +2,6 @@
 if(GALLEY_OBJECT_STORE)
   add_executable(objectstore_bench ${CMAKE_CURRENT_LIST_DIR}/objectstore_bench.cc
                                    ${PROJECT_SOURCE_DIR}/tests/unit/rclone_s3_server.cc)
-  target_link_libraries(objectstore_bench PRIVATE galley_objectstore benchmark::benchmark)
+  target_link_libraries(objectstore_bench PRIVATE galley_objectstore CURL::libcurl benchmark::benchmark)
   target_include_directories(objectstore_bench PRIVATE ${PROJECT_SOURCE_DIR})
 endif()

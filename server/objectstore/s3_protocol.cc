@@ -483,10 +483,13 @@ Status StatusForHttpReply(long http_status, const ReplyHeaders& headers, std::st
     // Only the redirect's scheme and host: its query could carry a
     // presigned URL's signature.
     std::string target;
-    if (Result<EndpointUrl> to = ParseEndpointUrl(headers.location().substr(
-            0, headers.location().find('/', headers.location().find("://") + 3)));
-        to.ok()) {
-      target = " to " + to->ToString();
+    const std::string_view location = headers.location();
+    const size_t scheme_end = location.find("://");
+    if (scheme_end != std::string_view::npos) {
+      const size_t path = location.find_first_of("/?#", scheme_end + 3);
+      if (Result<EndpointUrl> to = ParseEndpointUrl(location.substr(0, path)); to.ok()) {
+        target = " to " + to->ToString();
+      }
     }
     return Status::InvalidArgument(where + ": the store redirects " + answer + target +
                                    ", and galleyd follows no redirects: set the endpoint and "
