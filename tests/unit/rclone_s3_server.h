@@ -59,6 +59,8 @@ class RcloneS3Server {
   // Path-style access to this server with the right credentials.
   objectstore::Access access() const;
   const std::filesystem::path& root() const { return root_; }
+  // rclone's process id (-1 before Start()).
+  pid_t pid() const { return pid_; }
   // What rclone has logged (for failure messages).
   std::string Log() const;
 
