@@ -166,6 +166,10 @@ void FaultProxy::Serve(int client) {
       if (!SendAll(client, fault.reply)) break;
       continue;
     }
+    if (fault.kind == Fault::Kind::kReplyThenClose) {
+      SendAll(client, fault.reply);
+      break;
+    }
     if (fault.kind == Fault::Kind::kStall) {
       // Until the client gives up (or the proxy stops).
       char sink[4096];

@@ -40,6 +40,7 @@ class FaultProxy {
       kReply,             // answer `reply` (raw HTTP), keep the connection
       kForwardThenReset,  // pass it, but reset after `reset_after` reply bytes
       kStall,             // read the request, answer nothing until the client leaves
+      kReplyThenClose,    // answer `reply` (raw HTTP, any bytes), then close
     };
     Kind kind = Kind::kForward;
     std::string reply;
@@ -49,6 +50,9 @@ class FaultProxy {
   static Fault Reply(std::string reply) { return {Fault::Kind::kReply, std::move(reply), 0}; }
   static Fault ResetAfter(size_t bytes) { return {Fault::Kind::kForwardThenReset, "", bytes}; }
   static Fault Stall() { return {Fault::Kind::kStall, "", 0}; }
+  static Fault ReplyThenClose(std::string reply) {
+    return {Fault::Kind::kReplyThenClose, std::move(reply), 0};
+  }
   // A raw HTTP reply with a Content-Length.
   static std::string HttpReply(int status, std::string_view reason,
                                const std::vector<std::string>& headers, std::string_view body);
