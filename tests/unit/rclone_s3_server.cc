@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -121,8 +122,13 @@ Status RcloneS3Server::Start(const std::vector<std::string>& extra_args) {
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
+    // rclone ends with the test or benchmark, however that ends (a
+    // timeout's kill included).
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(1);
     // Socket activation: the listener is fd 3, named by LISTEN_FDS and
     // LISTEN_PID (this process, which exec keeps).
     if (listener.get() == 3) {
