@@ -41,7 +41,9 @@ UniqueFd BindLoopback(uint16_t* port) {
 
 std::string FindRclone(std::string* why) {
   if (const char* named = std::getenv("GALLEY_RCLONE"); named != nullptr && *named != '\0') {
-    return ExecutableAt(named);
+    std::string found = ExecutableAt(named);
+    if (found.empty()) *why = std::string("GALLEY_RCLONE=") + named + " is no executable file";
+    return found;
   }
   std::vector<std::filesystem::path> candidates;
   if (const char* venv = std::getenv("GALLEY_VENV"); venv != nullptr && *venv != '\0') {
