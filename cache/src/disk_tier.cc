@@ -251,13 +251,11 @@ std::filesystem::path DiskTier::EntryPath(const DiskKey& key) const {
 uint64_t DiskTier::IndexKeyLocked(const DiskKey& key) {
   // Few datasets, many items: the index keeps a dataset's number, not its
   // 16-byte fingerprint, per entry.
-  for (uint32_t i = 0; i < fingerprints_.size(); ++i) {
-    if (fingerprints_[i].first == key.dataset_high && fingerprints_[i].second == key.dataset_low) {
-      return (uint64_t{i} << 32) | key.item;
-    }
-  }
-  fingerprints_.emplace_back(key.dataset_high, key.dataset_low);
-  return (uint64_t{static_cast<uint32_t>(fingerprints_.size() - 1)} << 32) | key.item;
+  const std::pair<uint64_t, uint64_t> fingerprint(key.dataset_high, key.dataset_low);
+  auto [it, added] =
+      fingerprint_numbers_.try_emplace(fingerprint, static_cast<uint32_t>(fingerprints_.size()));
+  if (added) fingerprints_.push_back(fingerprint);
+  return (uint64_t{it->second} << 32) | key.item;
 }
 
 DiskKey DiskTier::DiskKeyOf(uint64_t index_key) const {

@@ -235,7 +235,7 @@ TEST_F(DiskTierTest, ASecondGalleydOnTheSameFolderIsRefused) {
   const testing::GalleydOutput second = testing::RunGalleydForOutput(
       {"--socket", (tmp_.path() / "second.sock").string(), "--allowed-root", tmp_.path().string(),
        "--cache-bytes", "0", "--disk-cache", disk_.string()});
-  EXPECT_NE(second.code, 0);
+  EXPECT_EQ(second.code, 2);
   EXPECT_NE(second.err.find("in use by another galleyd"), std::string::npos) << second.err;
 }
 

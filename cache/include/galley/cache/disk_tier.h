@@ -45,6 +45,7 @@
 #include <filesystem>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -184,7 +185,9 @@ class DiskTier {
   std::deque<PendingWrite> queue_ GUARDED_BY(mu_);
   uint64_t queued_bytes_ GUARDED_BY(mu_) = 0;
   bool writing_ GUARDED_BY(mu_) = false;  // the writer holds a write taken off the queue
+  // Each dataset's fingerprint once, numbered in the order first seen.
   std::vector<std::pair<uint64_t, uint64_t>> fingerprints_ GUARDED_BY(mu_);
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> fingerprint_numbers_ GUARDED_BY(mu_);
   std::unordered_map<uint64_t, Entry> index_ GUARDED_BY(mu_);
   std::list<uint64_t> lru_ GUARDED_BY(mu_);
   uint64_t bytes_ GUARDED_BY(mu_) = 0;
