@@ -25,7 +25,7 @@
 // tier to its budget, while lookups already open the files by name. Names
 // that are not entries (foreign files) are left alone and not counted.
 // An entry is charged its file size rounded up to 4 KiB blocks; the
-// in-memory index costs about 100 bytes per entry.
+// in-memory index costs about 120 bytes per entry.
 //
 // Eviction: least recently used first (written or read), except that an
 // entry whose item some job still needs this epoch (the DemandTracker's
