@@ -321,13 +321,23 @@ std::shared_ptr<Blob> DiskTier::Get(const DiskKey& key, Key cache_key) {
 }
 
 void DiskTier::DropDamaged(const DiskKey& key, const std::string& path, ino_t inode) {
-  MutexLock lock(&mu_);
-  stats_.damaged++;
-  // Under mu_, so the writer cannot rename a sound entry over it between
-  // the check and the unlink (it renames under mu_ too).
-  struct stat now {};
-  if (::lstat(path.c_str(), &now) == 0 && now.st_ino == inode) ::unlink(path.c_str());
-  RemoveLocked(IndexKeyLocked(key));
+  uint64_t damaged = 0;
+  {
+    MutexLock lock(&mu_);
+    damaged = ++stats_.damaged;
+    // Under mu_, so the writer cannot rename a sound entry over it between
+    // the check and the unlink (it renames under mu_ too).
+    struct stat now {};
+    if (::lstat(path.c_str(), &now) == 0 && now.st_ino == inode) ::unlink(path.c_str());
+    RemoveLocked(IndexKeyLocked(key));
+  }
+  // The first and then every 1024th: a failing disk damages many.
+  if (damaged % 1024 == 1) {
+    spdlog::warn(
+        "disk cache: {} is damaged (short, or its header or checksum is wrong); removed, "
+        "its item is read from storage again ({} so far)",
+        path, damaged);
+  }
 }
 
 void DiskTier::RemoveLocked(uint64_t index_key) {
