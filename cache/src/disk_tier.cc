@@ -543,20 +543,26 @@ void DiskTier::IndexLoop() {
     }
     ::closedir(listing);
   }
+  // Newest first, each put in front: the oldest ends up first to go, and
+  // all of them before anything this run wrote or read.
   std::sort(found.begin(), found.end(),
-            [](const Found& a, const Found& b) { return a.mtime_ns < b.mtime_ns; });
+            [](const Found& a, const Found& b) { return a.mtime_ns > b.mtime_ns; });
+  // In slices, so lookups and writes wait for mu_ a few milliseconds at a
+  // time, not for the whole of a million entries.
+  constexpr size_t kSlice = 4096;
+  for (size_t begin = 0; begin < found.size(); begin += kSlice) {
+    MutexLock lock(&mu_);
+    for (size_t i = begin; i < std::min(found.size(), begin + kSlice); ++i) {
+      const uint64_t index_key = IndexKeyLocked(found[i].key);
+      if (index_.count(index_key) != 0) continue;  // written or read already
+      lru_.push_front(index_key);
+      index_[index_key] = Entry{found[i].charged, 0, false, lru_.begin()};
+      bytes_ += found[i].charged;
+    }
+  }
   std::vector<std::string> victims;
   {
     MutexLock lock(&mu_);
-    // Older than anything this run wrote or read: in front of them, oldest first.
-    const auto first_of_this_run = lru_.begin();
-    for (const Found& f : found) {
-      const uint64_t index_key = IndexKeyLocked(f.key);
-      if (index_.count(index_key) != 0) continue;  // written or read already
-      const auto order = lru_.insert(first_of_this_run, index_key);
-      index_[index_key] = Entry{f.charged, 0, false, order};
-      bytes_ += f.charged;
-    }
     victims = MakeRoomLocked(0);
   }
   for (const std::string& victim : victims) ::unlink(victim.c_str());
