@@ -34,7 +34,10 @@ constexpr uint8_t kHasRecord = 1;
 constexpr uint64_t kBlockBytes = 4096;
 constexpr int kFanout = 256;
 constexpr const char* kEntriesFolder = "entries-v1";
-constexpr const char* kTempSuffix = ".tmp";
+// A file being written is "<entry>.tmp-<pid>": the start-up scan removes
+// the ones another process left (a crash; only one galleyd uses a folder at
+// a time) and never one this process's writer is writing.
+constexpr std::string_view kTempMark = ".tmp-";
 // Entries a victim search passes over because jobs still need them, before
 // it takes the least recently used one anyway: bounds the work of one write.
 constexpr int kMaxDemandSkips = 1024;
@@ -213,7 +216,10 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options,
 }
 
 DiskTier::DiskTier(const DiskTierOptions& options, const DemandTracker* demand)
-    : options_(options), demand_(demand), entries_dir_(options.dir / kEntriesFolder) {
+    : options_(options),
+      demand_(demand),
+      entries_dir_(options.dir / kEntriesFolder),
+      temp_suffix_(std::string(kTempMark) + std::to_string(::getpid())) {
   stats_.budget_bytes = options.budget_bytes;
 }
 
@@ -422,7 +428,7 @@ bool DiskTier::WriteFile(const DiskKey& key, const Blob& blob, uint64_t* charged
   *charged = Charged(kHeaderBytes + payload.size() + record.size());
 
   const std::string path = EntryPath(key).string();
-  const std::string temp = path + kTempSuffix;
+  const std::string temp = path + temp_suffix_;
   UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   bool ok = fd.valid();
   if (ok) {
@@ -477,12 +483,12 @@ void DiskTier::WriterLoop() {
         if (!written) {
           stats_.write_errors++;
         } else if (index_.count(index_key) != 0 || charged > options_.budget_bytes) {
-          ::unlink((path + kTempSuffix).c_str());
+          ::unlink((path + temp_suffix_).c_str());
         } else {
           victims = MakeRoomLocked(charged);
-          if (::rename((path + kTempSuffix).c_str(), path.c_str()) != 0) {
+          if (::rename((path + temp_suffix_).c_str(), path.c_str()) != 0) {
             stats_.write_errors++;
-            ::unlink((path + kTempSuffix).c_str());
+            ::unlink((path + temp_suffix_).c_str());
           } else {
             lru_.push_back(index_key);
             index_[index_key] = Entry{charged, write.cache_key, true, std::prev(lru_.end())};
@@ -525,10 +531,11 @@ void DiskTier::IndexLoop() {
       const std::string_view file = child->d_name;
       if (file == "." || file == "..") continue;
       DiskKey key;
-      if (file.size() == 41 + std::strlen(kTempSuffix) && file.ends_with(kTempSuffix) &&
+      if (file.size() > 41 + kTempMark.size() && file.substr(41, kTempMark.size()) == kTempMark &&
           ParseEntryName(file.substr(0, 41), &key)) {
-        // A write cut short by a crash: never renamed into place.
-        ::unlinkat(folder_fd.get(), child->d_name, 0);
+        // Another process's write, cut short by a crash: never renamed into
+        // place. This process's own are in flight.
+        if (file.substr(41) != temp_suffix_) ::unlinkat(folder_fd.get(), child->d_name, 0);
         continue;
       }
       struct stat info {};

@@ -236,6 +236,7 @@ TEST_F(DiskTierTest, ARestartWithASmallerBudgetTrimsTheOldestFirst) {
 TEST_F(DiskTierTest, ForeignFilesAreLeftAloneAndNotCounted) {
   fs::path stray;
   fs::path temp;
+  fs::path in_flight;
   {
     auto tier = Open();
     Write(*tier, kA, MakeBlob(1));
@@ -247,9 +248,12 @@ TEST_F(DiskTierTest, ForeignFilesAreLeftAloneAndNotCounted) {
     std::ofstream(stray) << "notes";
     fs::copy_file(tier->EntryPath(kA), other);
     std::ofstream(dir() / "notes.txt") << "mine";
-    // A write cut short by a crash.
-    temp = fs::path(tier->EntryPath(kB).string() + ".tmp");
+    // A write cut short by a crash (of a process whose pid is above any
+    // pid_max), and one this process's writer would be making.
+    temp = fs::path(tier->EntryPath(kB).string() + ".tmp-4194305");
     std::ofstream(temp) << "half";
+    in_flight = fs::path(tier->EntryPath(kC).string() + ".tmp-" + std::to_string(::getpid()));
+    std::ofstream(in_flight) << "half";
   }
   auto tier = Open();
   const DiskTierStats stats = tier->Stats();
@@ -259,6 +263,7 @@ TEST_F(DiskTierTest, ForeignFilesAreLeftAloneAndNotCounted) {
   EXPECT_TRUE(fs::exists(stray));
   EXPECT_TRUE(fs::exists(dir() / "notes.txt"));
   EXPECT_FALSE(fs::exists(temp));
+  EXPECT_TRUE(fs::exists(in_flight)) << "a write in flight is no crash's leftover";
 }
 
 TEST_F(DiskTierTest, AFullWriteQueueDropsAndCounts) {

@@ -14,8 +14,9 @@
 //
 // Writes are queued and made by one writer thread, so Put never waits on
 // the disk; a queue over `write_queue_bytes` drops the write (counted). The
-// writer makes each file under a temporary name and renames it into place,
-// so a reader (this process or a later one) sees a whole entry or none.
+// writer makes each file under a temporary name (`<entry>.tmp-<pid>`) and
+// renames it into place, so a reader (this process or a later one) sees a
+// whole entry or none; the start-up scan removes other processes' leftovers.
 // There is no fsync: a file torn by a power loss fails its checksum and is
 // read again from storage, which costs one read, while an fsync per entry
 // would cost every write a disk flush.
@@ -25,7 +26,7 @@
 // tier to its budget, while lookups already open the files by name. Names
 // that are not entries (foreign files) are left alone and not counted.
 // An entry is charged its file size rounded up to 4 KiB blocks; the
-// in-memory index costs about 120 bytes per entry.
+// in-memory index costs about 125 bytes per entry.
 //
 // Eviction: least recently used first (written or read), except that an
 // entry whose item some job still needs this epoch (the DemandTracker's
@@ -176,7 +177,8 @@ class DiskTier {
   const DiskTierOptions options_;
   const DemandTracker* const demand_;
   const std::filesystem::path entries_dir_;
-  UniqueFd lock_fd_;  // flock'ed: one galleyd per folder
+  const std::string temp_suffix_;  // ".tmp-<pid>": this process's files being written
+  UniqueFd lock_fd_;               // flock'ed: one galleyd per folder
 
   mutable Mutex mu_;
   CondVar queue_cv_;  // a write was queued, or stop_
