@@ -185,6 +185,7 @@ void Scheduler::LeaveSampler(Production& p) {
   const JobId id = p.job->id;
   p.drawn_ahead.clear();
   p.drawn_next.clear();
+  p.draw_ahead_full = false;
   if (p.in_sampler) {
     p.group->substitutions += p.group->policy->Substitutions(id).substitutions;
     p.group->policy->RemoveJob(id);
@@ -500,6 +501,7 @@ void Scheduler::TakeDrawnAhead(Wave& wave, Production& p, GroupTasks& tasks) {
   while (!p.drawn_ahead.empty() && plan->items.size() < target) {
     const ItemId item = p.drawn_ahead.front();
     p.drawn_ahead.pop_front();
+    if (p.drawn_ahead.empty() && p.drawn_next.empty()) p.draw_ahead_full = false;
     p.group->loads += tasks.Deliver(plan, item) ? 1 : 0;
     p.group->requests++;
     ledger_.Consume(LedgerKey(p.job->id, p.epoch), item);
@@ -540,10 +542,14 @@ void Scheduler::DrawRounds(Wave& wave, SamplerGroup* group, const std::vector<Pr
   // every epoch has exactly BatchesPerEpoch() batches.
   auto ready = [&](JobId job) {
     if (auto ahead = wave.drawing_ahead.find(job); ahead != wave.drawing_ahead.end()) {
-      const Production& p = *ahead->second;
-      return wanting > 0 && p.group == group && least_drawn && draws_at(p) <= *least_drawn &&
-             p.drawn_ahead.size() + p.drawn_next.size() <
-                 uint64_t{options_.draw_ahead_batches} * p.job->plan->spec.batch_size;
+      Production& p = *ahead->second;
+      if (p.drawn_ahead.size() + p.drawn_next.size() >=
+          uint64_t{options_.draw_ahead_batches} * p.job->plan->spec.batch_size) {
+        p.draw_ahead_full = true;
+        return false;
+      }
+      return wanting > 0 && !p.draw_ahead_full && p.group == group && least_drawn &&
+             draws_at(p) <= *least_drawn;
     }
     if (auto it = claimed.find(job); it != claimed.end()) {
       const SlotPlan& plan = *it->second;

@@ -230,6 +230,10 @@ class Scheduler final : public JobLifecycleObserver {
     // copies of repeated items wait in repeats_next.
     bool sampler_ahead = false;
     std::deque<ItemId> drawn_next;
+    // The job filled its drawn-ahead bound: it is further behind than
+    // drawing ahead bridges, so it draws in no more rounds without a slot
+    // until its batches have taken everything it drew ahead.
+    bool draw_ahead_full = false;
     std::vector<ItemId> repeats_next;
   };
 
