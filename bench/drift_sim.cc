@@ -4,15 +4,22 @@
 // (tests/unit/drift_harness.h). Deterministic: the same flags print the same
 // table on any machine, however loaded.
 //
-//   galley_drift_sim [--seed N] [--epochs N] [--draw-ahead BATCHES] [--csv FILE]
+//   galley_drift_sim [--seed N] [--epochs N] [--draw-ahead BATCHES] [--within-epochs]
+//                    [--out-of-step] [--out-of-step-epochs N] [--load-ms MS] [--csv FILE]
 //
 // --draw-ahead sets SchedulerOptions::draw_ahead_batches (default 64; 0: a
-// job with no free slot is masked, as before drawing ahead existed).
+// job with no free slot is masked, as before drawing ahead existed);
+// --within-epochs turns SchedulerOptions::draw_across_epochs off; --load-ms
+// sets galleyd's time per load on one core (default 1).
 //
-// First table: 1, 2, 4, 8 and 16 jobs over the same 2,048 items under each
-// drift, with no cache and with a decoded tier of 256 items (1/8 of the
-// dataset). Second table: overlapping subsets beside the coupling tree's
-// in-step figure (docs/sampling.md, "How much it shares").
+// First table: jobs in step and jobs at truly different speeds (4 and 8;
+// --out-of-step-epochs each, default 10), with no cache and with a decoded
+// tier of a quarter of the items, beside the bounds of drift_harness.h
+// (docs/sampling.md §3.5); --out-of-step prints it alone. Second table: 1,
+// 2, 4, 8 and 16 jobs over the same 2,048 items under each drift, with no
+// cache and with a decoded tier of 256 items (1/8 of the dataset). Third
+// table: overlapping subsets beside the coupling tree's in-step figure
+// (docs/sampling.md, "How much it shares").
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -67,6 +74,9 @@ std::vector<Drift> Drifts() {
   };
 }
 
+// galleyd's time per load on one core (--load-ms).
+double load_ms = 1.0;
+
 DriftScenario Base(uint32_t epochs, size_t cache_items, uint32_t draw_ahead, bool across = true) {
   DriftScenario s;
   s.draw_ahead_batches = draw_ahead;
@@ -75,7 +85,7 @@ DriftScenario Base(uint32_t epochs, size_t cache_items, uint32_t draw_ahead, boo
   s.batch = 32;
   s.epochs = epochs;
   s.cache_items = cache_items;
-  s.load_ms = 1.0;
+  s.load_ms = load_ms;
   s.request_ms = 0.1;
   s.cores = 2;
   return s;
@@ -174,6 +184,8 @@ int Run(int argc, char** argv) {
       draw_ahead = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
     } else if (arg == "--out-of-step-epochs" && i + 1 < argc) {
       out_of_step_epochs = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
+    } else if (arg == "--load-ms" && i + 1 < argc) {
+      load_ms = std::strtod(argv[++i], nullptr);
     } else if (arg == "--within-epochs") {
       within_epochs = true;
     } else if (arg == "--out-of-step") {
@@ -183,7 +195,7 @@ int Run(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--seed N] [--epochs N] [--draw-ahead BATCHES] [--out-of-step] "
-                   "[--out-of-step-epochs N] [--within-epochs] [--csv FILE]\n",
+                   "[--out-of-step-epochs N] [--within-epochs] [--load-ms MS] [--csv FILE]\n",
                    argv[0]);
       return 2;
     }

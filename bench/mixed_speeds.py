@@ -204,9 +204,10 @@ def out_of_step(args, ctx, csv_rows):
     off and with a decoded tier of a quarter of the set, over --epochs epochs each."""
     batches = args.epochs * (args.images // args.batch_size)
     quarter = cp.decoded_bytes(ctx["files"]) // 4
-    sets = [("in-step", [{"index": k} for k in range(4)]),
-            ("mixed-speeds", out_of_step_jobs(1)), ("mixed-speeds", out_of_step_jobs(2))]
+    sets = [("in-step", [{"index": k} for k in range(4)])] if args.in_step else []
+    sets += [("mixed-speeds", out_of_step_jobs(n // 4)) for n in args.mixed_jobs]
     tiers = [("off", 0, ()), ("1/4 decoded", quarter, ("--cache-split", "0,100,0"))]
+    tiers = [t for t, name in zip(tiers, ("off", "quarter")) if name in args.caches]
     print(f"\n== out-of-step: {args.epochs} epochs of {args.images} images per job, batch "
           f"{args.batch_size}; a quarter of the set decoded is {quarter / 2**20:.0f} MiB")
     print(f"{'set':14s} {'jobs':>4s} {'cache':>12s} {'loads/req':>9s} {'decodes/req':>11s} "
@@ -249,12 +250,20 @@ def parse_args():
     p.add_argument("--job-timeout", type=float, default=300.0)
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--epochs", type=int, default=10, help="out-of-step: epochs per job")
+    p.add_argument("--mixed-jobs", default="4,8",
+                   help="out-of-step: sizes of the mixed-speed sets (multiples of 4)")
+    p.add_argument("--caches", default="off,quarter",
+                   help="out-of-step: off (no cache), quarter (a decoded tier of 1/4 the set)")
+    p.add_argument("--no-in-step", dest="in_step", action="store_false",
+                   help="out-of-step: leave out the 4 jobs in step")
     args = p.parse_args()
     args.sides = ("galley",) if args.no_pytorch else ("galley", "pytorch")
     args.model_ms = [int(x) for x in args.model_ms.split(",")]
     if len(args.model_ms) != 4:
         p.error("--model-ms takes four values")
     args.policies = [x for x in args.policies.split(",") if x]
+    args.mixed_jobs = [int(x) for x in args.mixed_jobs.split(",") if x]
+    args.caches = [x for x in args.caches.split(",") if x]
     args.scenarios = [x for x in args.scenarios.split(",") if x]
     for s in args.scenarios:
         if s not in SCENARIOS:

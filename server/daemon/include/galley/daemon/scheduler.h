@@ -51,8 +51,14 @@
 // wave's rounds (SchedulerOptions::draw_ahead_batches): it stays in step
 // with the others, and its batches take those items later, when it is
 // produced for alone or its sampler has nothing left for the batch; past
-// the bound, or ahead of the jobs produced for, it is masked and keeps the
-// items it still needs (docs/sampling.md §3.4).
+// the bound (then until its batches have taken what it drew), or ahead of
+// the jobs produced for, it is masked and keeps the items it still needs.
+// Once it has drawn its whole epoch it enters the next one in the sampler
+// (SchedulerOptions::draw_across_epochs) and draws it in step while its
+// batches finish the last; the demand ledger then holds both epochs of the
+// job (docs/sampling.md §3.4). Each job's lag behind the furthest job of
+// its group and its drawn-ahead count go to its JobCounters after each
+// wave.
 //
 // A batch is prepared for a job's consumer and for nothing else: one
 // prepared for an epoch the job has left (Seek) or for a job that has closed
