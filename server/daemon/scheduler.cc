@@ -82,6 +82,8 @@ SchedulerOptions SchedulerOptions::From(const DaemonOptions& options) {
   o.gate.hold_budget_per_epoch = std::chrono::milliseconds(options.hold_budget_ms);
   o.gate.thin_hold = std::chrono::milliseconds(options.thin_hold_ms);
   o.gate.peer_stall = std::chrono::milliseconds(options.peer_stall_ms);
+  o.draw_ahead_batches = options.draw_ahead_batches;
+  o.draw_across_epochs = options.draw_across_epochs;
   return o;
 }
 

@@ -139,8 +139,8 @@ struct SchedulerOptions {
   // the difference.
   bool draw_across_epochs = true;
 
-  // The seed and the gate's hold times; stream_salt stays 0 (the daemon
-  // draws it at start).
+  // The seed, the gate's hold times and drawing ahead; stream_salt stays 0
+  // (the daemon draws it at start).
   static SchedulerOptions From(const DaemonOptions& options);
 };
 
