@@ -69,6 +69,7 @@ import math
 import multiprocessing as mp
 import os
 import queue
+import random
 import resource
 import shutil
 import signal
@@ -358,14 +359,21 @@ def run_job(spec, barrier, results, parent_pid):
         model_s = spec.get("model_s", 0.0)
         stall_window = None
         stall_after, stall_s = spec.get("stall") or (None, 0.0)
+        # A model time that varies (uniform in [0, model_jitter_s) more per
+        # batch, from the job's seed) and a stall every so many batches.
+        model_jitter_s = spec.get("model_jitter_s", 0.0)
+        jitter = random.Random(spec["seed"])
+        stall_every, stall_every_s = spec.get("stall_every") or (0, 0.0)
         batch_times = []  # (when it arrived, its images): the rate over time
         for k in range(spec["batches"] - 1):
             images, labels = next(batches)
             checksum += _touch(images)
             count += int(labels.shape[0])
             batch_times.append((time.monotonic(), int(labels.shape[0])))
-            if model_s:
-                time.sleep(model_s)
+            if model_s or model_jitter_s:
+                time.sleep(model_s + jitter.uniform(0.0, model_jitter_s))
+            if stall_every and (k + 1) % stall_every == 0:
+                time.sleep(stall_every_s)
             if k == stall_after:
                 stall_window = (time.monotonic(), None)
                 time.sleep(stall_s)

@@ -4,22 +4,31 @@
 // (tests/unit/drift_harness.h). Deterministic: the same flags print the same
 // table on any machine, however loaded.
 //
-//   galley_drift_sim [--seed N] [--epochs N] [--draw-ahead BATCHES] [--csv FILE]
+//   galley_drift_sim [--seed N] [--epochs N] [--draw-ahead BATCHES] [--within-epochs]
+//                    [--out-of-step] [--out-of-step-epochs N] [--load-ms MS] [--csv FILE]
 //
 // --draw-ahead sets SchedulerOptions::draw_ahead_batches (default 64; 0: a
-// job with no free slot is masked, as before drawing ahead existed).
+// job with no free slot is masked, as before drawing ahead existed);
+// --within-epochs turns SchedulerOptions::draw_across_epochs off; --load-ms
+// sets galleyd's time per load on one core (default 1).
 //
-// First table: 1, 2, 4, 8 and 16 jobs over the same 2,048 items under each
-// drift, with no cache and with a decoded tier of 256 items (1/8 of the
-// dataset). Second table: overlapping subsets beside the coupling tree's
-// in-step figure (docs/sampling.md, "How much it shares").
+// First table: jobs in step and jobs at truly different speeds (4 and 8;
+// --out-of-step-epochs each, default 10), with no cache and with a decoded
+// tier of a quarter of the items, beside the bounds of drift_harness.h
+// (docs/sampling.md §3.5); --out-of-step prints it alone. Second table: 1,
+// 2, 4, 8 and 16 jobs over the same 2,048 items under each drift, with no
+// cache and with a decoded tier of 256 items (1/8 of the dataset). Third
+// table: overlapping subsets beside the coupling tree's in-step figure
+// (docs/sampling.md, "How much it shares").
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -65,14 +74,18 @@ std::vector<Drift> Drifts() {
   };
 }
 
-DriftScenario Base(uint32_t epochs, size_t cache_items, uint32_t draw_ahead) {
+// galleyd's time per load on one core (--load-ms).
+double load_ms = 1.0;
+
+DriftScenario Base(uint32_t epochs, size_t cache_items, uint32_t draw_ahead, bool across = true) {
   DriftScenario s;
   s.draw_ahead_batches = draw_ahead;
+  s.draw_across_epochs = across;
   s.items = kItems;
   s.batch = 32;
   s.epochs = epochs;
   s.cache_items = cache_items;
-  s.load_ms = 1.0;
+  s.load_ms = load_ms;
   s.request_ms = 0.1;
   s.cores = 2;
   return s;
@@ -115,6 +128,20 @@ double SamplerInStep(const std::vector<DriftJob>& jobs, uint32_t epochs, uint64_
   return static_cast<double>(loads) / static_cast<double>(requests);
 }
 
+// The jobs of the out-of-step table: one whose model sleeps 0-50 ms a
+// batch, one at full speed (as fast as galleyd prepares), and two at full
+// speed that stall 2 s every 100 batches; `copies` of each.
+std::vector<DriftJob> MixedSpeeds(size_t copies) {
+  std::vector<DriftJob> jobs;
+  for (size_t c = 0; c < copies; ++c) {
+    jobs.push_back({.period_ms = 0, .jitter_ms = 50});
+    jobs.push_back({.period_ms = 0});
+    jobs.push_back({.period_ms = 0, .stall_every = 100, .stall_ms = 2000});
+    jobs.push_back({.period_ms = 0, .stall_every = 100, .stall_ms = 2000});
+  }
+  return jobs;
+}
+
 struct Overlap {
   std::string name;
   std::vector<DriftJob> jobs;
@@ -144,6 +171,9 @@ int Run(int argc, char** argv) {
   uint32_t epochs = 2;
   uint32_t draw_ahead = DriftScenario{}.draw_ahead_batches;
   std::string csv_path;
+  uint32_t out_of_step_epochs = 10;
+  bool out_of_step_only = false;
+  bool within_epochs = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--seed" && i + 1 < argc) {
@@ -152,11 +182,20 @@ int Run(int argc, char** argv) {
       epochs = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
     } else if (arg == "--draw-ahead" && i + 1 < argc) {
       draw_ahead = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
+    } else if (arg == "--out-of-step-epochs" && i + 1 < argc) {
+      out_of_step_epochs = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
+    } else if (arg == "--load-ms" && i + 1 < argc) {
+      load_ms = std::strtod(argv[++i], nullptr);
+    } else if (arg == "--within-epochs") {
+      within_epochs = true;
+    } else if (arg == "--out-of-step") {
+      out_of_step_only = true;
     } else if (arg == "--csv" && i + 1 < argc) {
       csv_path = argv[++i];
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--seed N] [--epochs N] [--draw-ahead BATCHES] [--csv FILE]\n",
+                   "usage: %s [--seed N] [--epochs N] [--draw-ahead BATCHES] [--out-of-step] "
+                   "[--out-of-step-epochs N] [--within-epochs] [--load-ms MS] [--csv FILE]\n",
                    argv[0]);
       return 2;
     }
@@ -208,14 +247,59 @@ int Run(int argc, char** argv) {
 
   // One run of `jobs` (each at the common period) under `drift`.
   auto run = [&](std::vector<DriftJob> jobs, const Drift& drift, size_t cache_items) {
-    DriftScenario s = Base(epochs, cache_items, draw_ahead);
+    DriftScenario s = Base(epochs, cache_items, draw_ahead, !within_epochs);
     s.jobs = std::move(jobs);
     for (DriftJob& job : s.jobs) job.period_ms = kPeriodMs;
     drift.apply(s);
     s.load.seed += seed;
     return testing::RunDrift(*dataset, s, seed);
   };
-  std::printf("%-14s %-18s %4s %6s %9s %9s %9s %9s %8s %7s\n", "mix", "drift", "jobs", "cache",
+  // Out of step: loads per request beside what no scheduler can go below
+  // (drift_harness.h): with the cache off, the maximal coupling of the
+  // remaining sets wave by wave; with a tier of C items, one common order
+  // with C items kept between waves; and every load reused.
+  std::printf("%-12s %4s %6s %9s %9s %9s %9s %9s %9s %8s %8s\n", "mix", "jobs", "cache", "requests",
+              "loads/req", "coupling", "miss/req", "one-order", "all-reuse", "lag peak",
+              "ahead pk");
+  for (const auto& [name, jobs, period] :
+       {std::tuple{"in-step", size_t{4}, kPeriodMs}, std::tuple{"in-step", size_t{8}, kPeriodMs},
+        std::tuple{"mixed-speeds", size_t{4}, -1.0}, std::tuple{"mixed-speeds", size_t{8}, -1.0}}) {
+    for (size_t cache_items : {size_t{0}, size_t{kItems / 4}}) {
+      DriftScenario s = Base(out_of_step_epochs, cache_items, draw_ahead, !within_epochs);
+      s.load.seed += seed;
+      if (period > 0) {
+        s.jobs.assign(jobs, DriftJob{.period_ms = period});
+      } else {
+        s.jobs = MixedSpeeds(jobs / 4);
+      }
+      auto o = testing::RunDrift(*dataset, s, seed);
+      if (!o.ok()) {
+        std::fprintf(stderr, "%s\n", o.status().ToString().c_str());
+        return 1;
+      }
+      const double requests = static_cast<double>(o->requests);
+      const double coupling = testing::CouplingBound(s, *o) / requests;
+      const double one_order =
+          static_cast<double>(testing::SharedOrderBound(s, *o, cache_items)) / requests;
+      const double all_reuse =
+          static_cast<double>(testing::SharedOrderBound(s, *o, SIZE_MAX / 2)) / requests;
+      uint64_t lag_peak = 0;
+      for (const auto& job : o->jobs) lag_peak = std::max(lag_peak, job.lag_peak);
+      std::printf("%-12s %4zu %6zu %9llu %9.4f %9.4f %9.4f %9.4f %9.4f %8llu %8llu\n", name, jobs,
+                  cache_items, static_cast<unsigned long long>(o->requests), o->LoadsPerRequest(),
+                  coupling, o->MissesPerRequest(), one_order, all_reuse,
+                  static_cast<unsigned long long>(lag_peak),
+                  static_cast<unsigned long long>(o->max_drawn_ahead));
+      if (csv.is_open()) {
+        csv << "out-of-step," << name << ",-," << jobs << ',' << cache_items << ',' << o->requests
+            << ',' << o->loads << ',' << o->LoadsPerRequest() << ',' << o->misses << ','
+            << o->MissesPerRequest() << ',' << coupling << ",,\n";
+      }
+    }
+  }
+  if (out_of_step_only) return 0;
+
+  std::printf("\n%-14s %-18s %4s %6s %9s %9s %9s %9s %8s %7s\n", "mix", "drift", "jobs", "cache",
               "requests", "loads", "loads/req", "miss/req", "wait ms", "held ms");
   for (const Drift& drift : Drifts()) {
     for (size_t jobs : {1, 2, 4, 8, 16}) {
@@ -247,7 +331,7 @@ int Run(int argc, char** argv) {
     }
     // In step, each job at a speed proportional to its subset, so that
     // every epoch starts and ends together, as the bound assumes.
-    DriftScenario s = Base(epochs, 0, draw_ahead);
+    DriftScenario s = Base(epochs, 0, draw_ahead, !within_epochs);
     s.jobs = mix.jobs;
     size_t largest = 0;
     for (const DriftJob& job : s.jobs) largest = std::max(largest, job.subset.size());

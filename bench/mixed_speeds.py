@@ -42,24 +42,29 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_pytorch as cp  # noqa: E402
 
-SCENARIOS = ["mixed-speeds", "stalled-peer"]
+SCENARIOS = ["mixed-speeds", "stalled-peer", "out-of-step"]
 STALLED = 3  # the job that stalls in stalled-peer
 
 
-def run_group(side, label, jobs, args, ctx, policy=None):
-    """Runs `jobs` (dicts with index, model_s, stall) together; returns per-job rows and totals."""
+def run_group(side, label, jobs, args, ctx, policy=None, cache_bytes=None, batches=None,
+              daemon_args=()):
+    """Runs `jobs` (dicts with index, model_s, model_jitter_s, stall, stall_every) together;
+    returns per-job rows and totals. cache_bytes None: galleyd's default cache."""
     specs = [{"side": side, "scenario": label, "index": j["index"], "dataset": str(ctx["dataset"]),
-              "batch_size": args.batch_size, "batches": args.batches_per_job, "indices": None,
+              "batch_size": args.batch_size, "batches": batches or args.batches_per_job,
+              "indices": None,
               "seed": 1000 + j["index"], "delay": 0.0, "untimed_epochs": 0,
               "torch_workers": args.torch_workers, "batch_timeout": 300.0,
-              "model_s": j.get("model_s", 0.0), "stall": j.get("stall"), "policy": policy}
+              "model_s": j.get("model_s", 0.0), "stall": j.get("stall"), "policy": policy,
+              "model_jitter_s": j.get("model_jitter_s", 0.0), "stall_every": j.get("stall_every")}
              for j in jobs]
     cp.warm_page_cache(ctx["files"])
     daemon, run_dir = None, None
     try:
         if side == "galley":
             run_dir = tempfile.mkdtemp(prefix="galley-speeds-")
-            daemon, socket = cp.start_daemon(args.galleyd, ctx["dataset"], run_dir, None)
+            daemon, socket = cp.start_daemon(args.galleyd, ctx["dataset"], run_dir, cache_bytes,
+                                             daemon_args)
             for spec in specs:
                 spec["socket"], spec["daemon_pid"] = socket, daemon.pid
         rows, _lifetime = cp.run_jobs(side, label, specs, args)
@@ -89,6 +94,9 @@ def run_group(side, label, jobs, args, ctx, policy=None):
             b["status"], "requests")
         loads = cp._sum_samplers(e["status"], "loads") - cp._sum_samplers(b["status"], "loads")
         out["loads_per_request"] = loads / requests if requests else None
+        decodes = cp._sum_samplers(e["status"], "decodes") - cp._sum_samplers(
+            b["status"], "decodes")
+        out["decodes_per_request"] = decodes / requests if requests else None
     out["cpu_ms_per_image"] = 1e3 * out["cpu_s"] / out["images"] if out["images"] else None
     return out
 
@@ -181,6 +189,48 @@ def stalled_peer(args, ctx, csv_rows):
                              "cpu_ms_per_image": stalled["cpu_ms_per_image"]})
 
 
+def out_of_step_jobs(copies):
+    """One job whose model sleeps 0-50 ms a batch, one at full speed, two at full speed
+    that stall 2 s every 100 batches; `copies` of each (docs/sampling.md §3.5)."""
+    jobs = []
+    for _ in range(copies):
+        jobs += [{"model_jitter_s": 0.050}, {}, {"stall_every": (100, 2.0)},
+                 {"stall_every": (100, 2.0)}]
+    return [dict(j, index=k) for k, j in enumerate(jobs)]
+
+
+def out_of_step(args, ctx, csv_rows):
+    """Loads per request of jobs in step and of jobs at different speeds, with the cache
+    off and with a decoded tier of a quarter of the set, over --epochs epochs each."""
+    batches = args.epochs * (args.images // args.batch_size)
+    quarter = cp.decoded_bytes(ctx["files"]) // 4
+    sets = [("in-step", [{"index": k} for k in range(4)])] if args.in_step else []
+    sets += [("mixed-speeds", out_of_step_jobs(n // 4)) for n in args.mixed_jobs]
+    tiers = [("off", 0, ()), ("1/4 decoded", quarter, ("--cache-split", "0,100,0"))]
+    tiers = [t for t, name in zip(tiers, ("off", "quarter")) if name in args.caches]
+    print(f"\n== out-of-step: {args.epochs} epochs of {args.images} images per job, batch "
+          f"{args.batch_size}; a quarter of the set decoded is {quarter / 2**20:.0f} MiB")
+    print(f"{'set':14s} {'jobs':>4s} {'cache':>12s} {'loads/req':>9s} {'decodes/req':>11s} "
+          f"{'lag peak':>8s} {'ahead peak':>10s} {'load avg':>8s}")
+    for name, jobs in sets:
+        for cache_name, cache_bytes, daemon_args in tiers:
+            load = os.getloadavg()[0]
+            run = run_group("galley", name, jobs, args, ctx, policy="dsa",
+                            cache_bytes=cache_bytes, batches=batches, daemon_args=daemon_args)
+            stats = [r["stats"] for r in run["jobs"].values()]
+            lag = max((s.get("lag_peak", 0) for s in stats), default=0)
+            ahead = max((s.get("drawn_ahead_peak", 0) for s in stats), default=0)
+            print(f"{name:14s} {len(jobs):4d} {cache_name:>12s} "
+                  f"{_f(run['loads_per_request'], '.4f'):>9s} "
+                  f"{_f(run['decodes_per_request'], '.4f'):>11s} {lag:8d} {ahead:10d} "
+                  f"{load:8.1f}", flush=True)
+            csv_rows.append({"scenario": "out-of-step", "run": name, "jobs": len(jobs),
+                             "cache": cache_name, "cache_bytes": cache_bytes,
+                             "loads_per_request": run["loads_per_request"],
+                             "decodes_per_request": run["decodes_per_request"],
+                             "lag_peak": lag, "drawn_ahead_peak": ahead, "load_average": load})
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--images", type=int, default=2000)
@@ -190,7 +240,8 @@ def parse_args():
     p.add_argument("--model-ms", default="0,10,30,60")
     p.add_argument("--stall-s", type=float, default=10.0)
     p.add_argument("--policies", default="dsa,independent")
-    p.add_argument("--scenarios", default=",".join(SCENARIOS))
+    p.add_argument("--scenarios", default="mixed-speeds,stalled-peer",
+                   help=f"any of {','.join(SCENARIOS)}")
     p.add_argument("--galleyd", default=str(cp.REPO / "build/server/daemon/galleyd"))
     p.add_argument("--results", default=str(cp.REPO / "results"))
     p.add_argument("--torch-workers", type=int, default=2)
@@ -198,12 +249,21 @@ def parse_args():
                    help="galley's runs only (no PyTorch rows, no galley/PyTorch ratios)")
     p.add_argument("--job-timeout", type=float, default=300.0)
     p.add_argument("--verbose", action="store_true")
+    p.add_argument("--epochs", type=int, default=10, help="out-of-step: epochs per job")
+    p.add_argument("--mixed-jobs", default="4,8",
+                   help="out-of-step: sizes of the mixed-speed sets (multiples of 4)")
+    p.add_argument("--caches", default="off,quarter",
+                   help="out-of-step: off (no cache), quarter (a decoded tier of 1/4 the set)")
+    p.add_argument("--no-in-step", dest="in_step", action="store_false",
+                   help="out-of-step: leave out the 4 jobs in step")
     args = p.parse_args()
     args.sides = ("galley",) if args.no_pytorch else ("galley", "pytorch")
     args.model_ms = [int(x) for x in args.model_ms.split(",")]
     if len(args.model_ms) != 4:
         p.error("--model-ms takes four values")
     args.policies = [x for x in args.policies.split(",") if x]
+    args.mixed_jobs = [int(x) for x in args.mixed_jobs.split(",") if x]
+    args.caches = [x for x in args.caches.split(",") if x]
     args.scenarios = [x for x in args.scenarios.split(",") if x]
     for s in args.scenarios:
         if s not in SCENARIOS:
@@ -224,6 +284,8 @@ def main():
             mixed_speeds(args, ctx, csv_rows)
         if "stalled-peer" in args.scenarios:
             stalled_peer(args, ctx, csv_rows)
+        if "out-of-step" in args.scenarios:
+            out_of_step(args, ctx, csv_rows)
     finally:
         cp.CHILDREN.kill_all()
         print(f"load average {os.getloadavg()[0]:.1f} at the end")

@@ -607,6 +607,14 @@ const std::vector<Key>& Keys() {
     k.push_back(IntegerKey("peer_stall_ms", "--peer-stall-ms",
                            "a peer whose ring stays full this long is not waited for",
                            &DaemonOptions::peer_stall_ms, 0, 600000, false));
+    k.push_back(IntegerKey("draw_ahead_batches", "--draw-ahead-batches",
+                           "most batches a job whose ring is full draws beside its peers (0: none)",
+                           &DaemonOptions::draw_ahead_batches, 0, 4096, false));
+    k.push_back(
+        SwitchKey("draw_across_epochs", "--draw-across-epochs",
+                  "a job that has drawn its whole epoch ahead draws its next one beside its "
+                  "peers (default true)",
+                  &DaemonOptions::draw_across_epochs, false));
     k.push_back(IntegerKey("max_jobs", "--max-jobs", "most concurrent jobs",
                            &DaemonOptions::max_jobs, 1, 65536, true));
     k.push_back(IntegerKey("max_jobs_per_uid", "--max-jobs-per-uid",

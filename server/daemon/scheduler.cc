@@ -82,6 +82,8 @@ SchedulerOptions SchedulerOptions::From(const DaemonOptions& options) {
   o.gate.hold_budget_per_epoch = std::chrono::milliseconds(options.hold_budget_ms);
   o.gate.thin_hold = std::chrono::milliseconds(options.thin_hold_ms);
   o.gate.peer_stall = std::chrono::milliseconds(options.peer_stall_ms);
+  o.draw_ahead_batches = options.draw_ahead_batches;
+  o.draw_across_epochs = options.draw_across_epochs;
   return o;
 }
 
@@ -166,7 +168,8 @@ void Scheduler::EnterSampler(Production& p) {
   if (Status s = p.group->policy->AddJob(id, items, sampling); !s.ok()) {
     spdlog::error("job {}: sampler refused epoch {}: {}", id, p.epoch, s.ToString());
   } else {
-    ledger_.Enter(id, p.job->plan->dataset_index, p.job->plan->dataset->size(), items, p.repeats);
+    ledger_.Enter(LedgerKey(id, p.epoch), p.job->plan->dataset_index, p.job->plan->dataset->size(),
+                  items, p.repeats);
   }
   p.in_sampler = !items.empty();
 }
@@ -183,14 +186,88 @@ bool Scheduler::MayDrawAhead(const Production& p) const {
 void Scheduler::LeaveSampler(Production& p) {
   const JobId id = p.job->id;
   p.drawn_ahead.clear();
+  p.drawn_next.clear();
+  p.draw_ahead_full = false;
   if (p.in_sampler) {
     p.group->substitutions += p.group->policy->Substitutions(id).substitutions;
     p.group->policy->RemoveJob(id);
     p.in_sampler = false;
   }
-  ledger_.Leave(id);
+  ledger_.Leave(LedgerKey(id, p.epoch));
+  ledger_.Leave(LedgerKey(id, p.epoch + 1));
+  p.sampler_ahead = false;
   p.repeats.clear();
+  p.repeats_next.clear();
   p.repeats_served = 0;
+}
+
+bool Scheduler::EnterNextEpochEarly(Production& p) {
+  const JobId id = p.job->id;
+  const JobSpec& spec = p.job->plan->spec;
+  const uint64_t next = p.epoch + 1;
+  if (!options_.draw_across_epochs || p.sampler_ahead || !MayDrawAhead(p) ||
+      p.drawn_ahead.empty() || p.group->policy->Remaining(id) > 0 ||
+      (spec.epochs != 0 && next >= spec.start_epoch + spec.epochs) || !p.job->HasEpochItems(next)) {
+    return false;
+  }
+  std::vector<ItemId> items = p.job->EpochItems(next);
+  std::vector<ItemId> repeats = TakeRepeats(items, p.job->plan->dataset->size());
+  if (items.empty()) return false;
+  // The policy holds one epoch per job: the current one has nothing left to
+  // draw, so it gives way to the next.
+  p.group->substitutions += p.group->policy->Substitutions(id).substitutions;
+  p.group->policy->RemoveJob(id);
+  const JobSamplingOptions sampling{.substitution_fraction = spec.ods_fraction,
+                                    .seed = JobEpochSeed(spec, next, options_.sampler_seed)};
+  if (Status s = p.group->policy->AddJob(id, items, sampling); !s.ok()) {
+    // Not expected (the epoch's items are the job's own); the job then
+    // enters its next epoch when its current one ends, as without this.
+    spdlog::error("job {}: sampler refused epoch {}: {}", id, next, s.ToString());
+    p.in_sampler = false;
+    return false;
+  }
+  ledger_.Enter(LedgerKey(id, next), p.job->plan->dataset_index, p.job->plan->dataset->size(),
+                items, repeats);
+  p.repeats_next = std::move(repeats);
+  p.sampler_ahead = true;
+  return true;
+}
+
+void Scheduler::MoveToEnteredEpoch(Production& p) {
+  ledger_.Leave(LedgerKey(p.job->id, p.epoch));
+  p.drawn_ahead = std::move(p.drawn_next);
+  p.drawn_next.clear();
+  p.repeats = std::move(p.repeats_next);
+  p.repeats_next.clear();
+  p.repeats_served = 0;
+  p.sampler_ahead = false;
+}
+
+void Scheduler::CountLags() {
+  // Positions in batches across epochs: how far each job's batches are
+  // behind the furthest job of its group.
+  std::map<const SamplerGroup*, uint64_t> furthest;
+  auto position = [](const Production& p) {
+    return p.epoch * p.job->plan->BatchesPerEpoch() + p.batch_index;
+  };
+  for (const auto& [id, p] : jobs_) {
+    if (p.started && !p.finished) furthest[p.group] = std::max(furthest[p.group], position(p));
+  }
+  for (auto& [id, p] : jobs_) {
+    JobCounters& c = p.job->counters;
+    const uint64_t ahead = p.drawn_ahead.size() + p.drawn_next.size();
+    c.drawn_ahead.store(ahead, std::memory_order_relaxed);
+    if (ahead > c.drawn_ahead_peak.load(std::memory_order_relaxed)) {
+      c.drawn_ahead_peak.store(ahead, std::memory_order_relaxed);
+    }
+    const uint64_t lag = p.started && !p.finished
+                             ? (furthest[p.group] - position(p)) * p.job->plan->spec.batch_size
+                             : 0;
+    c.lag.store(lag, std::memory_order_relaxed);
+    if (lag > c.lag_peak.load(std::memory_order_relaxed)) {
+      c.lag_peak.store(lag, std::memory_order_relaxed);
+    }
+  }
 }
 
 void Scheduler::CountUnread(ServedJob& job, uint64_t batches) {
@@ -361,6 +438,7 @@ bool Scheduler::PlanWave(std::vector<std::unique_ptr<SlotPlan>>* plans,
   if (plans->empty()) return false;
   FindJobsDrawingAhead(wave);
   for (const auto& [group, members] : wave.by_group) PlanGroupBatches(wave, group, members);
+  CountLags();
   // An epoch with no batch at all (drop_last, fewer items than batch_size)
   // is one empty batch flagged last, so the client still sees it end.
   for (auto& plan : *plans) plan->ResetOutcomes();
@@ -393,11 +471,14 @@ void Scheduler::ClaimSlots(Wave& wave) {
 
 void Scheduler::FindJobsDrawingAhead(Wave& wave) {
   // Jobs of those groups that have no slot this wave draw ahead in its
-  // rounds, so that they stay in step with the jobs produced for.
+  // rounds, so that they stay in step with the jobs produced for. So does a
+  // job, with or without a slot, that has drawn its whole epoch ahead: it
+  // draws its next epoch (EnterNextEpochEarly) while its batches still
+  // take the last one's items.
   for (auto& [id, p] : jobs_) {
-    if (!wave.claimed.count(id) && wave.by_group.count(p.group) && MayDrawAhead(p)) {
-      wave.drawing_ahead[id] = &p;
-    }
+    if (!wave.by_group.count(p.group) || !MayDrawAhead(p)) continue;
+    EnterNextEpochEarly(p);
+    if (!wave.claimed.count(id) || p.sampler_ahead) wave.drawing_ahead[id] = &p;
   }
 }
 
@@ -422,9 +503,10 @@ void Scheduler::TakeDrawnAhead(Wave& wave, Production& p, GroupTasks& tasks) {
   while (!p.drawn_ahead.empty() && plan->items.size() < target) {
     const ItemId item = p.drawn_ahead.front();
     p.drawn_ahead.pop_front();
+    if (p.drawn_ahead.empty() && p.drawn_next.empty()) p.draw_ahead_full = false;
     p.group->loads += tasks.Deliver(plan, item) ? 1 : 0;
     p.group->requests++;
-    ledger_.Consume(p.job->id, item);
+    ledger_.Consume(LedgerKey(p.job->id, p.epoch), item);
   }
 }
 
@@ -436,7 +518,7 @@ void Scheduler::DrawRounds(Wave& wave, SamplerGroup* group, const std::vector<Pr
   // alone.
   auto wants_more = [&](const Production* p) {
     const SlotPlan& plan = *claimed.at(p->job->id);
-    return plan.items.size() < p->job->plan->BatchTarget(plan.batch_index) &&
+    return !p->sampler_ahead && plan.items.size() < p->job->plan->BatchTarget(plan.batch_index) &&
            group->policy->Remaining(p->job->id) > 0;
   };
   auto count_wanting = [&] {
@@ -447,36 +529,51 @@ void Scheduler::DrawRounds(Wave& wave, SamplerGroup* group, const std::vector<Pr
   // One ahead of some of them would, left out, draw the items it misses
   // later in rounds those jobs share (they still need them), while an item
   // drawn ahead is prepared for it alone.
-  size_t most_remaining = 0;
+  // Where a job's draws are, epoch first: a job drawing its next epoch
+  // already is ahead of every job still drawing the current one.
+  auto draws_at = [&](const Production& p) {
+    return std::make_pair(p.sampler_ahead ? p.epoch + 1 : p.epoch,
+                          -static_cast<int64_t>(group->policy->Remaining(p.job->id)));
+  };
+  std::optional<std::pair<uint64_t, int64_t>> least_drawn;
   for (const Production* p : members) {
-    most_remaining = std::max(most_remaining, group->policy->Remaining(p->job->id));
+    if (p->sampler_ahead) continue;
+    if (!least_drawn || draws_at(*p) < *least_drawn) least_drawn = draws_at(*p);
   }
   // A batch takes what its position in the epoch holds (BatchTarget), so
   // every epoch has exactly BatchesPerEpoch() batches.
   auto ready = [&](JobId job) {
+    if (auto ahead = wave.drawing_ahead.find(job); ahead != wave.drawing_ahead.end()) {
+      Production& p = *ahead->second;
+      if (p.drawn_ahead.size() + p.drawn_next.size() >=
+          uint64_t{options_.draw_ahead_batches} * p.job->plan->spec.batch_size) {
+        p.draw_ahead_full = true;
+        return false;
+      }
+      return wanting > 0 && !p.draw_ahead_full && p.group == group && least_drawn &&
+             draws_at(p) <= *least_drawn;
+    }
     if (auto it = claimed.find(job); it != claimed.end()) {
       const SlotPlan& plan = *it->second;
       return plan.items.size() < plan.job->plan->BatchTarget(plan.batch_index);
     }
-    auto ahead = wave.drawing_ahead.find(job);
-    return wanting > 0 && ahead != wave.drawing_ahead.end() && ahead->second->group == group &&
-           group->policy->Remaining(job) >= most_remaining &&
-           ahead->second->drawn_ahead.size() <
-               uint64_t{options_.draw_ahead_batches} * ahead->second->job->plan->spec.batch_size;
+    return false;
   };
   Round round;
   while (group->policy->Next(ready, &round)) {
     for (const Delivery& delivery : round.deliveries) {
       bool loaded = false;
       for (JobId receiver : delivery.receivers) {
-        auto it = claimed.find(receiver);
-        if (it == claimed.end()) {
-          // Prepared once the job has a free slot; its demand stays.
-          wave.drawing_ahead.at(receiver)->drawn_ahead.push_back(delivery.item);
+        if (auto ahead = wave.drawing_ahead.find(receiver); ahead != wave.drawing_ahead.end()) {
+          // Prepared once the job has a free slot (or, drawn for its next
+          // epoch, once its current one is done); its demand stays.
+          Production& p = *ahead->second;
+          (p.sampler_ahead ? p.drawn_next : p.drawn_ahead).push_back(delivery.item);
           continue;
         }
-        loaded |= tasks.Deliver(it->second, delivery.item);
-        ledger_.Consume(receiver, delivery.item);
+        SlotPlan* plan = claimed.at(receiver);
+        loaded |= tasks.Deliver(plan, delivery.item);
+        ledger_.Consume(LedgerKey(receiver, plan->epoch), delivery.item);
         group->requests++;
       }
       group->loads += loaded ? 1 : 0;
@@ -498,7 +595,7 @@ void Scheduler::FinishBatch(Wave& wave, Production& p, GroupTasks& tasks) {
     ItemId item;
     if (p.repeats_served < p.repeats.size()) {
       item = p.repeats[p.repeats_served++];
-      ledger_.Consume(p.job->id, item);
+      ledger_.Consume(LedgerKey(p.job->id, p.epoch), item);
     } else {
       item = p.job->Substitute(p.epoch, 0, attempt++, [&](ItemId i) {
         mu_.AssertHeld();  // Substitute calls back before it returns, under our lock
@@ -515,7 +612,11 @@ void Scheduler::AdvancePast(Production& p, SlotPlan& plan) {
     p.batch_index++;
     return;
   }
-  LeaveSampler(p);
+  if (p.sampler_ahead) {
+    MoveToEnteredEpoch(p);  // the sampler is in the next epoch already
+  } else {
+    LeaveSampler(p);
+  }
   p.resuming = false;
   plan.flags |= wire::kLastInEpoch;
   p.job->counters.epochs_completed++;

@@ -92,6 +92,10 @@ JobSnapshot ServedJob::Snapshot() const {
   s.ring_full_seconds = counters.blocked_ns.load() / 1e9;
   s.peer_hold_seconds = counters.held_ns.load() / 1e9;
   s.peer_holds = counters.holds.load();
+  s.drawn_ahead = counters.drawn_ahead.load();
+  s.drawn_ahead_peak = counters.drawn_ahead_peak.load();
+  s.lag = counters.lag.load();
+  s.lag_peak = counters.lag_peak.load();
   s.consumer_wait_seconds = std::chrono::duration<double>(ring->ConsumerWait()).count();
   s.consumer_waits = ring->ConsumerWaits();
   s.uptime_seconds =

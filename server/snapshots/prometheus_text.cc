@@ -198,6 +198,15 @@ const Family<JobSnapshot> kJobFamilies[] = {
     {"job_peer_holds_total", "counter",
      "Times the job was held back so that a slower peer could share a wave.",
      [](const JobSnapshot& j) -> SampleValue { return j.peer_holds; }},
+    {"job_drawn_ahead", "gauge",
+     "Items the job drew in rounds shared with its peers while its ring was full, not yet in "
+     "its batches.",
+     [](const JobSnapshot& j) -> SampleValue { return j.drawn_ahead; }},
+    {"job_lag", "gauge",
+     "Items the job's batches are behind the furthest job of its sampler group.",
+     [](const JobSnapshot& j) -> SampleValue { return j.lag; }},
+    {"job_lag_peak", "gauge", "The most items the job's batches have been behind that job.",
+     [](const JobSnapshot& j) -> SampleValue { return j.lag_peak; }},
 };
 
 const Family<RemoteTierSnapshot> kRemoteFamilies[] = {

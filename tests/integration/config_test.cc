@@ -176,6 +176,8 @@ TEST_F(ConfigTest, CheckConfigPrintsEveryKeyItsValueAndWhereItCameFrom) {
                           "hold_budget_ms",
                           "thin_hold_ms",
                           "peer_stall_ms",
+                          "draw_ahead_batches",
+                          "draw_across_epochs",
                           "max_jobs",
                           "max_jobs_per_uid",
                           "max_connections_per_uid",

@@ -40,9 +40,16 @@ def test_stalled_peer_costs_a_job_one_thin_hold(tmp_path):
         held = stalled.stats()["job"]
         assert held["ring_full_seconds"] > 0, held
         assert held["peer_holds"] == 0 and held["peer_hold_seconds"] == 0, held
+        # It fell behind by most of three epochs (lag_peak, items), and drew
+        # ahead beside the fast job up to its bound (64 batches) at most.
+        assert held["lag_peak"] >= 120, held
+        assert 0 < held["drawn_ahead_peak"] <= 64 * 8, held
+        assert held["drawn_ahead"] <= held["drawn_ahead_peak"], held
+        assert job["lag_peak"] < held["lag_peak"], job
         jobs = daemon.query("jobs")["jobs"]
         assert {"ring_full_seconds", "consumer_wait_seconds", "peer_hold_seconds",
-                "peer_holds"} <= set(jobs[0]), jobs[0]
+                "peer_holds", "drawn_ahead", "drawn_ahead_peak", "lag",
+                "lag_peak"} <= set(jobs[0]), jobs[0]
         del stalled_batches
         stalled.close()
         fast.close()

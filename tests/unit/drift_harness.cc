@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "galley/cache/tiered_cache.h"
 #include "galley/daemon/scheduler.h"
@@ -94,6 +95,10 @@ struct Consumer {
   std::vector<std::pair<Micros, Micros>> pauses;  // [from, to), sorted
   size_t next_pause = 0;
   Micros period = 0;
+  Micros jitter = 0;
+  uint32_t stall_every = 0;
+  Micros stall = 0;
+  std::unique_ptr<Stream> steps;  // the jitter's draws
   Micros start = 0;
   Micros due = 0;  // when it wants its next batch
   bool asked = false;
@@ -142,6 +147,7 @@ Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
   options.stream_salt = DatasetRootHash(dataset->root().string());
   options.gate = scenario.gate;
   options.draw_ahead_batches = scenario.draw_ahead_batches;
+  options.draw_across_epochs = scenario.draw_across_epochs;
   Scheduler scheduler(options, nullptr, cache.get(),
                       SchedulerHooks{.clock = &clock, .rings = &rings});
 
@@ -167,6 +173,10 @@ Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
     c.job = job;
     c.pauses = PausesOf(scenario, i);
     c.period = ToMicros(spec.period_ms);
+    c.jitter = ToMicros(spec.jitter_ms);
+    c.stall_every = spec.stall_every;
+    c.stall = ToMicros(spec.stall_ms);
+    c.steps = std::make_unique<Stream>(SplitMix64(seed ^ 0x5eedULL) ^ SplitMix64(i + 101));
     c.start = ToMicros(spec.start_ms);
     c.due = c.start;
     c.batches_total = job->plan->BatchesPerEpoch() * scenario.epochs;
@@ -175,6 +185,7 @@ Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
   DriftOutcome outcome;
   std::vector<std::unique_ptr<SlotPlan>> in_flight;
   Micros busy_until = 0;
+  uint64_t waves = 0;
   const Micros horizon = ToMicros(scenario.horizon_ms);
   for (Micros now = 0; now < horizon; now += kTick) {
     clock.Set(now);
@@ -207,12 +218,24 @@ Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
       }
       ring.ready--;
       c.due = now + c.period;
+      if (c.jitter > 0) c.due += static_cast<Micros>(c.steps->Uniform() * c.jitter);
       if (++c.outcome.batches == c.batches_total) c.outcome.finished_ms = now / 1000.0;
+      if (c.stall_every > 0 && c.outcome.batches % c.stall_every == 0) c.due += c.stall;
     }
     if (all_done) break;
     if (!in_flight.empty()) continue;
     std::vector<ItemTask> tasks;
     if (!scheduler.PlanOneWave(&in_flight, &tasks)) continue;
+    for (const auto& plan : in_flight) {
+      const uint64_t batch = scenario.batch;
+      outcome.batches.push_back(DriftBatch{.job = plan->job->id - 1,
+                                           .wave = waves,
+                                           .made_us = now,
+                                           .epoch = plan->epoch,
+                                           .first = plan->batch_index * batch,
+                                           .size = plan->items.size()});
+    }
+    ++waves;
     uint64_t requests = 0, misses = 0;
     for (const ItemTask& task : tasks) {
       requests += task.deliveries.size();
@@ -232,9 +255,100 @@ Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
   }
   for (Consumer& c : consumers) {
     c.outcome.held_ms = static_cast<double>(c.job->counters.held_ns.load()) / 1e6;
+    c.outcome.drawn_ahead_peak = c.job->counters.drawn_ahead_peak.load();
+    c.outcome.lag_peak = c.job->counters.lag_peak.load();
+    outcome.max_drawn_ahead = std::max(outcome.max_drawn_ahead, c.outcome.drawn_ahead_peak);
     outcome.jobs.push_back(c.outcome);
   }
   return outcome;
+}
+
+namespace {
+
+// Items per epoch of each job of `scenario`.
+std::vector<uint64_t> EpochSizes(const DriftScenario& scenario) {
+  std::vector<uint64_t> sizes;
+  for (const DriftJob& job : scenario.jobs) {
+    sizes.push_back(job.subset.empty() ? scenario.items : job.subset.size());
+  }
+  return sizes;
+}
+
+}  // namespace
+
+double CouplingBound(const DriftScenario& scenario, const DriftOutcome& outcome) {
+  const std::vector<uint64_t> sizes = EpochSizes(scenario);
+  double bound = 0;
+  for (size_t begin = 0; begin < outcome.batches.size();) {
+    size_t end = begin;
+    while (end < outcome.batches.size() &&
+           outcome.batches[end].wave == outcome.batches[begin].wave) {
+      ++end;
+    }
+    // (remaining, weight) of each job in the wave, smallest set first.
+    std::vector<std::pair<double, double>> jobs;
+    for (size_t i = begin; i < end; ++i) {
+      const DriftBatch& b = outcome.batches[i];
+      const double remaining = static_cast<double>(sizes[b.job] - b.first);
+      if (remaining <= 0 || b.size == 0) continue;
+      jobs.emplace_back(remaining, std::min(1.0, static_cast<double>(b.size) / remaining));
+    }
+    std::sort(jobs.begin(), jobs.end());
+    double previous = 0, weight = 1;
+    for (const auto& [remaining, w] : jobs) {
+      weight = std::min(weight, w);  // non-increasing, so the nested sets are the least
+      bound += (remaining - previous) * weight;
+      previous = remaining;
+    }
+    begin = end;
+  }
+  return bound;
+}
+
+uint64_t SharedOrderBound(const DriftScenario& scenario, const DriftOutcome& outcome, size_t held) {
+  // Every delivery of a position, as (epoch, position) -> waves; batches of
+  // one size line up, so a batch stands for its `size` positions.
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<std::pair<uint64_t, uint64_t>>> deliveries;
+  uint64_t requests = 0;
+  for (const DriftBatch& b : outcome.batches) {
+    deliveries[{b.epoch, b.first}].emplace_back(b.wave, b.size);
+    requests += b.size;
+  }
+  (void)scenario;
+  // Intervals [from wave, to wave) of `count` items each that would save a
+  // load each if kept.
+  struct Interval {
+    uint64_t from, to, count;
+  };
+  std::vector<Interval> intervals;
+  uint64_t free_reuses = 0;
+  for (auto& [position, waves] : deliveries) {
+    std::sort(waves.begin(), waves.end());
+    for (size_t k = 1; k < waves.size(); ++k) {
+      const uint64_t count = std::min(waves[k].second, waves[k - 1].second);
+      if (waves[k].first == waves[k - 1].first) {
+        free_reuses += count;
+      } else {
+        intervals.push_back({waves[k - 1].first, waves[k].first, count});
+      }
+    }
+  }
+  std::sort(intervals.begin(), intervals.end(),
+            [](const Interval& a, const Interval& b) { return a.to < b.to; });
+  // Each unit of room is free from the wave in the multiset on.
+  std::multiset<uint64_t> room;
+  for (size_t i = 0; i < std::min<uint64_t>(held, requests); ++i) room.insert(0);
+  uint64_t kept = 0;
+  for (const Interval& interval : intervals) {
+    for (uint64_t unit = 0; unit < interval.count; ++unit) {
+      auto it = room.upper_bound(interval.from);
+      if (it == room.begin()) break;
+      room.erase(std::prev(it));
+      room.insert(interval.to);
+      ++kept;
+    }
+  }
+  return requests - free_reuses - kept;
 }
 
 }  // namespace galley::testing

@@ -49,6 +49,14 @@ struct DriftJob {
   std::vector<ConsumerPause> pauses;
   uint32_t ring_slots = 4;
   bool under_load = true;  // also paused by the scenario's MachineLoad
+  // Each step is period_ms plus a uniform draw in [0, jitter_ms): a model
+  // whose time per batch varies (drawn from the scenario's seed and the
+  // job's index).
+  double jitter_ms = 0;
+  // After every stall_every batches the consumer takes none for stall_ms
+  // (a stall on I/O every so often, counted in batches); 0: never.
+  uint32_t stall_every = 0;
+  double stall_ms = 0;
 };
 
 // Descheduling on a loaded machine: every consumer is paused again and
@@ -71,6 +79,7 @@ struct DriftScenario {
   uint32_t cores = 2;
   GateOptions gate;
   uint32_t draw_ahead_batches = 64;  // SchedulerOptions::draw_ahead_batches
+  bool draw_across_epochs = true;    // SchedulerOptions::draw_across_epochs
   MachineLoad load;
   std::vector<DriftJob> jobs;
   // Stops there even if a job has not finished (a stalled one never does).
@@ -84,6 +93,19 @@ struct DriftJobOutcome {
   double held_ms = 0;       // the gate's thin holds charged to the job
   // The items of each epoch, in the order the job's batches hold them.
   std::vector<std::vector<ItemId>> epochs;
+  uint64_t drawn_ahead_peak = 0;  // JobCounters::drawn_ahead_peak at the end
+  uint64_t lag_peak = 0;          // JobCounters::lag_peak at the end
+};
+
+// One batch as galleyd planned it: what the bounds of drift_bounds.h are
+// computed from.
+struct DriftBatch {
+  size_t job = 0;       // index into DriftScenario::jobs
+  uint64_t wave = 0;    // the wave that prepared it (waves are numbered in order)
+  int64_t made_us = 0;  // simulated time the wave was planned
+  uint64_t epoch = 0;
+  uint64_t first = 0;  // its first item's position in the epoch
+  uint64_t size = 0;
 };
 
 struct DriftOutcome {
@@ -91,10 +113,37 @@ struct DriftOutcome {
   uint64_t loads = 0;     // distinct items per wave (the scheduler's own counter)
   uint64_t misses = 0;    // loads the decoded tier did not hold
   std::vector<DriftJobOutcome> jobs;
+  std::vector<DriftBatch> batches;  // in the order they were planned
+  // The most items any job held drawn ahead at the end of a wave.
+  uint64_t max_drawn_ahead = 0;
 
   double LoadsPerRequest() const { return requests ? double(loads) / double(requests) : 0; }
   double MissesPerRequest() const { return requests ? double(misses) / double(requests) : 0; }
 };
+
+// What no scheduler can go below, for the batches as `outcome` made them
+// (which job got a batch in which wave, at which position of its epoch):
+//
+// CouplingBound: loads (distinct items per wave) when nothing is kept
+// between waves. In a wave, job j's batch of b_j items is a uniform
+// b_j-subset of the ℓ_j items it has not received, so item x is loaded with
+// probability at least max over its jobs of b_j/ℓ_j; summed over the items
+// that is smallest when the remaining sets are nested (sizes sorted
+// ascending, the items first met at the k-th set counted at the k-th
+// weight): the maximal coupling of the jobs' remaining sets. Jobs in
+// different epochs share only as far as their remaining sets can overlap.
+double CouplingBound(const DriftScenario& scenario, const DriftOutcome& outcome);
+// SharedOrderBound: loads when every job receives one common order (epoch
+// e's i-th item the same for all) and up to `held` items may be kept
+// between waves (a decoded tier or a holding buffer of that many items). A
+// position a later wave delivers again is free if it is kept from the
+// previous delivery of it to that wave: an interval of waves occupying one
+// item of room. The most intervals that fit `held` items at every moment
+// (earliest end first, each into the room freed latest before it starts:
+// optimal for unit intervals on identical machines) are the loads saved.
+// With `held` at least the most ever in flight this is the number of
+// distinct positions: every load reused.
+uint64_t SharedOrderBound(const DriftScenario& scenario, const DriftOutcome& outcome, size_t held);
 
 // `items` empty .jpg files in one class folder under `root` (created), for
 // a Dataset whose listing is real and whose files are never read.

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <string>
 
+#include "galley/daemon/daemon_options.h"
+#include "galley/daemon/scheduler.h"
 #include "galley/sampler/uniformity_statistics.h"
 #include "tests/unit/drift_harness.h"
 #include "tests/unit/empty_image_folder.h"
@@ -74,28 +76,102 @@ TEST_F(SchedulerDriftTest, JobsInStepLoadEachItemOnce) {
 // here) leave room for a change that draws other but equally likely
 // items.
 constexpr int kSeeds = 16;
-constexpr double kDrawingAhead = 0.7557;
+constexpr double kDrawingAhead = 0.6796;
+constexpr double kWithinEpochs = 0.7557;
 constexpr double kMasked = 0.8010;
 
 TEST_F(SchedulerDriftTest, ItemsDrawnAheadShareAJobStalledOnIo) {
   // Two jobs; the second's consumer stalls for 2 s (20 batches) after 1 s,
-  // longer than GateOptions::peer_stall: the first is not held for it.
+  // longer than GateOptions::peer_stall: the first is not held for it. It
+  // stays 2 s behind for good: drawing ahead keeps its draws in step, and
+  // across its epoch's end it draws the next epoch with the other job
+  // while its batches finish the last one (draw_across_epochs); within
+  // epochs only, it starts each epoch behind and the lag's cascade comes
+  // back.
   DriftScenario stalled = Scenario(2);
   stalled.jobs[1].pauses.push_back({.at_ms = 1000, .for_ms = 2000});
+  DriftScenario within = stalled;
+  within.draw_across_epochs = false;
   DriftScenario masked = stalled;
   masked.draw_ahead_batches = 0;
-  std::vector<double> after, before, gain;
+  std::vector<double> after, before, inside, gain, across_gain;
   for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
     after.push_back(Run(stalled, seed).LoadsPerRequest());
+    inside.push_back(Run(within, seed).LoadsPerRequest());
     before.push_back(Run(masked, seed).LoadsPerRequest());
-    gain.push_back(before.back() - after.back());
+    gain.push_back(before.back() - inside.back());
+    across_gain.push_back(inside.back() - after.back());
   }
-  const Moments a = Of(after), b = Of(before), g = Of(gain);
-  std::printf("loads/request over %d seeds: drawing ahead %.4f (se %.4f), masked %.4f (se %.4f)\n",
-              kSeeds, a.mean, a.standard_error, b.mean, b.standard_error);
+  const Moments a = Of(after), w = Of(inside), b = Of(before), g = Of(gain), x = Of(across_gain);
+  std::printf(
+      "loads/request over %d seeds: drawing ahead %.4f (se %.4f), within epochs %.4f (se "
+      "%.4f), masked %.4f (se %.4f)\n",
+      kSeeds, a.mean, a.standard_error, w.mean, w.standard_error, b.mean, b.standard_error);
   EXPECT_NEAR(a.mean, kDrawingAhead, 4 * a.standard_error);
+  EXPECT_NEAR(w.mean, kWithinEpochs, 4 * w.standard_error);
   EXPECT_NEAR(b.mean, kMasked, 4 * b.standard_error);
   EXPECT_GT(g.mean, 4 * g.standard_error);
+  EXPECT_GT(x.mean, 4 * x.standard_error);
+}
+
+// The bounds of drift_harness.h. Jobs in step sit on all of them: one load
+// per item and round, 1/N per request.
+TEST_F(SchedulerDriftTest, JobsInStepSitOnEveryBound) {
+  for (size_t jobs : {2, 4, 8}) {
+    const DriftScenario s = Scenario(jobs);
+    const DriftOutcome o = Run(s, 1);
+    EXPECT_EQ(o.loads, 2u * kItems) << jobs << " jobs";
+    EXPECT_NEAR(testing::CouplingBound(s, o), double(o.loads), 1e-6) << jobs << " jobs";
+    EXPECT_EQ(testing::SharedOrderBound(s, o, 0), o.loads) << jobs << " jobs";
+    EXPECT_EQ(testing::SharedOrderBound(s, o, kItems), o.loads) << jobs << " jobs";
+    for (const auto& job : o.jobs) EXPECT_EQ(job.lag_peak, 0u);
+  }
+}
+
+// One job sleeping 0-50 ms a batch, one at full speed, two that stall 2 s
+// every 100 batches (docs/sampling.md §3.5), four epochs each.
+DriftScenario MixedSpeeds(DriftScenario s) {
+  s.epochs = 4;
+  s.jobs = {DriftJob{.period_ms = 0, .jitter_ms = 50}, DriftJob{.period_ms = 0},
+            DriftJob{.period_ms = 0, .stall_every = 100, .stall_ms = 2000},
+            DriftJob{.period_ms = 0, .stall_every = 100, .stall_ms = 2000}};
+  return s;
+}
+
+// The coupling bound holds for a scheduler that keeps nothing between
+// waves (no drawing ahead): on average it never loads fewer items than the
+// bound, whatever the drift. With drawing ahead, galleyd reaches the bound on the
+// jobs at different speeds, with the cache off, within 2%.
+TEST_F(SchedulerDriftTest, NoSchedulerGoesBelowTheCouplingBound) {
+  std::vector<DriftScenario> drifts;
+  drifts.push_back(MixedSpeeds(Scenario(4)));
+  drifts.push_back(Scenario(4));
+  drifts.back().jobs[3].pauses.push_back({.at_ms = 1000, .for_ms = 2000});
+  drifts.push_back(Scenario(4));
+  drifts.back().load = {.mean_run_ms = 100, .mean_pause_ms = 100, .seed = 3};
+  drifts.push_back(Scenario(3));
+  for (size_t k = 0; k < 3; ++k) drifts.back().jobs[k].start_ms = 500.0 * k;
+  // The bound is on the expected loads: a run may fall below it by chance,
+  // so each drift is judged by its mean over seeds.
+  for (DriftScenario s : drifts) {
+    s.draw_ahead_batches = 0;
+    std::vector<double> above;
+    for (uint64_t seed = 1; seed <= 6; ++seed) {
+      const DriftOutcome o = Run(s, seed);
+      const double bound = testing::CouplingBound(s, o);
+      EXPECT_LT(bound, double(o.requests));
+      above.push_back((double(o.loads) - bound) / double(o.requests));
+    }
+    const Moments m = Of(above);
+    EXPECT_GT(m.mean, -4 * m.standard_error) << "loads per request below the bound by " << -m.mean;
+  }
+  const DriftScenario mixed = MixedSpeeds(Scenario(4));
+  const DriftOutcome o = Run(mixed, 1);
+  const double bound = testing::CouplingBound(mixed, o);
+  std::printf("mixed speeds, cache off: %.4f loads per request, coupling bound %.4f\n",
+              o.LoadsPerRequest(), bound / double(o.requests));
+  EXPECT_LT(double(o.loads), 1.02 * bound);
+  EXPECT_GT(double(o.loads), double(o.requests) / 4);  // the jobs do fall out of step
 }
 
 // Eight jobs on a loaded machine: every consumer is descheduled again and
@@ -234,6 +310,79 @@ TEST_F(SchedulerDriftTest, OrdersStayUniformWhileDrawingAhead) {
     const ChiSquareResult r = PositionTableTest(table, kN, kRuns);
     EXPECT_GT(r.p_value, 0.001 / 4) << "statistic " << r.statistic;
   }
+}
+
+// Across an epoch's end: the second of two jobs over 8 items stalls once,
+// early, and stays behind for good, so that it draws each next epoch while
+// its batches finish the last one (draw_across_epochs); its stall's start
+// and length vary by run, never looking at the sampler. Over 2,000 runs of
+// three epochs every epoch of both jobs holds each item once, and each
+// job's item x position tables pass as above (0.001 split over six). The
+// first 200 runs also run without drawing across epochs: the loads differ,
+// so the runs do go through it.
+TEST_F(SchedulerDriftTest, OrdersStayUniformAcrossAnEpochsEnd) {
+  constexpr size_t kN = 8;
+  constexpr uint64_t kRuns = 2000;
+  std::vector<ItemId> all;
+  for (ItemId i = 0; i < kN; ++i) all.push_back(i);
+  std::vector<std::vector<uint64_t>> tables(6, std::vector<uint64_t>(kN * kN, 0));
+  uint64_t loads_across = 0, loads_within = 0;
+  for (uint64_t run = 0; run < kRuns; ++run) {
+    DriftScenario s = Scenario(2);
+    s.items = kN;
+    s.batch = 2;
+    s.epochs = 3;
+    s.draw_ahead_batches = 4;
+    s.jobs[0].period_ms = 10;
+    s.jobs[1].period_ms = 10;
+    s.jobs[1].pauses.push_back(
+        {.at_ms = 5.0 + double(run % 5) * 5, .for_ms = 20.0 + double(run % 7) * 5});
+    const DriftOutcome o = Run(s, run + 1);
+    loads_across += o.loads;
+    if (run < 200) {
+      DriftScenario within = s;
+      within.draw_across_epochs = false;
+      loads_within += Run(within, run + 1).loads;
+    }
+    for (size_t j = 0; j < 2; ++j) {
+      ASSERT_EQ(o.jobs[j].epochs.size(), 3u);
+      for (size_t e = 0; e < 3; ++e) {
+        const std::vector<ItemId>& order = o.jobs[j].epochs[e];
+        std::vector<ItemId> sorted = order;
+        std::sort(sorted.begin(), sorted.end());
+        ASSERT_EQ(sorted, all) << "run " << run << ", job " << j << ", epoch " << e;
+        for (size_t position = 0; position < kN; ++position) {
+          tables[j * 3 + e][order[position] * kN + position]++;
+        }
+      }
+    }
+    if (run == 199) {
+      EXPECT_NE(loads_across, loads_within);
+      std::printf("first 200 runs: %llu loads drawing across epochs, %llu within\n",
+                  static_cast<unsigned long long>(loads_across),
+                  static_cast<unsigned long long>(loads_within));
+    }
+  }
+  for (const auto& table : tables) {
+    const ChiSquareResult r = PositionTableTest(table, kN, kRuns);
+    EXPECT_GT(r.p_value, 0.001 / 6) << "statistic " << r.statistic;
+  }
+}
+
+// galleyd's options set the bound and the rule (--draw-ahead-batches,
+// --draw-across-epochs), with the defaults the simulations above use.
+TEST(SchedulerOptionsTest, DrawingAheadFollowsTheDaemonOptions) {
+  const SchedulerOptions defaults = SchedulerOptions::From(DaemonOptions{});
+  EXPECT_EQ(defaults.draw_ahead_batches, DriftScenario{}.draw_ahead_batches);
+  EXPECT_EQ(defaults.draw_across_epochs, DriftScenario{}.draw_across_epochs);
+  EXPECT_EQ(defaults.draw_ahead_batches, 64u);
+  EXPECT_TRUE(defaults.draw_across_epochs);
+  DaemonOptions off;
+  off.draw_ahead_batches = 0;
+  off.draw_across_epochs = false;
+  const SchedulerOptions o = SchedulerOptions::From(off);
+  EXPECT_EQ(o.draw_ahead_batches, 0u);
+  EXPECT_FALSE(o.draw_across_epochs);
 }
 
 }  // namespace

@@ -86,6 +86,10 @@ JobSnapshot Job(uint64_t id, const std::string& name, uint64_t base) {
   j.ring_full_seconds = double(base) + 0.25;
   j.peer_hold_seconds = double(base) + 0.375;
   j.peer_holds = base + 15;
+  j.drawn_ahead = base + 26;
+  j.drawn_ahead_peak = base + 27;
+  j.lag = base + 28;
+  j.lag_peak = base + 29;
   j.consumer_wait_seconds = double(base) + 0.5;
   j.consumer_waits = base + 8;
   j.uptime_seconds = double(base) + 0.625;
@@ -229,6 +233,9 @@ const std::map<std::string, std::string> kFamilies = {
     {"galley_job_consumer_wait_seconds_total", "counter"},
     {"galley_job_peer_hold_seconds_total", "counter"},
     {"galley_job_peer_holds_total", "counter"},
+    {"galley_job_drawn_ahead", "gauge"},
+    {"galley_job_lag", "gauge"},
+    {"galley_job_lag_peak", "gauge"},
     {"galley_cache_hits_total", "counter"},
     {"galley_cache_misses_total", "counter"},
     {"galley_cache_bytes", "gauge"},
@@ -314,6 +321,9 @@ TEST(PrometheusTextTest, EveryMetricWithItsLabelsAndValue) {
       "galley_job_consumer_wait_seconds_total{" + j1 + "} 10.5",
       "galley_job_peer_hold_seconds_total{" + j1 + "} 10.375",
       "galley_job_peer_holds_total{" + j1 + "} 25",
+      "galley_job_drawn_ahead{" + j1 + "} 36",
+      "galley_job_lag{" + j1 + "} 38",
+      "galley_job_lag_peak{" + j1 + "} 39",
       "galley_job_samples_total{" + j2 + "} 25",
       "galley_job_batches_total{" + j2 + "} 24",
       "galley_job_batches_unread_total{" + j2 + "} 34",
@@ -323,6 +333,9 @@ TEST(PrometheusTextTest, EveryMetricWithItsLabelsAndValue) {
       "galley_job_consumer_wait_seconds_total{" + j2 + "} 20.5",
       "galley_job_peer_hold_seconds_total{" + j2 + "} 20.375",
       "galley_job_peer_holds_total{" + j2 + "} 35",
+      "galley_job_drawn_ahead{" + j2 + "} 46",
+      "galley_job_lag{" + j2 + "} 48",
+      "galley_job_lag_peak{" + j2 + "} 49",
       R"(galley_cache_hits_total{tier="encoded"} 503)",
       R"(galley_cache_misses_total{tier="encoded"} 504)",
       R"(galley_cache_bytes{tier="encoded"} 501)",
@@ -441,7 +454,8 @@ constexpr const char* kJobJson = R"({
   "prefetch": 4, "segment_bytes": 13, "batches": 14, "batches_unread": 24, "samples": 15,
   "skipped": 16,
   "epochs_completed": 17, "produce_seconds": 10.125, "ring_full_seconds": 10.25,
-  "peer_hold_seconds": 10.375, "peer_holds": 25, "consumer_wait_seconds": 10.5,
+  "peer_hold_seconds": 10.375, "peer_holds": 25, "drawn_ahead": 36, "drawn_ahead_peak": 37,
+  "lag": 38, "lag_peak": 39, "consumer_wait_seconds": 10.5,
   "consumer_waits": 18,
   "uptime_seconds": 10.625, "samples_per_second": 10.75, "rank": 19, "world_size": 20,
   "nodes": 21, "node_rank": 22, "shard_seed": 23})";

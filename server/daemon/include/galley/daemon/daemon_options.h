@@ -163,6 +163,12 @@ struct DaemonOptions {
   uint32_t hold_budget_ms = 100;
   uint32_t thin_hold_ms = 10;
   uint32_t peer_stall_ms = 1000;
+  // Drawing ahead (docs/sampling.md §3.4): the most batches a job whose ring
+  // is full draws beside the jobs produced for (0: it is masked), and
+  // whether it goes on into its next epoch once it has drawn its whole
+  // epoch (SchedulerOptions).
+  uint32_t draw_ahead_batches = 64;
+  bool draw_across_epochs = true;
 
   // Limits: a request beyond them is refused with a clear error.
   uint32_t max_jobs = 64;

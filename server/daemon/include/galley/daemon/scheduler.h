@@ -51,8 +51,14 @@
 // wave's rounds (SchedulerOptions::draw_ahead_batches): it stays in step
 // with the others, and its batches take those items later, when it is
 // produced for alone or its sampler has nothing left for the batch; past
-// the bound, or ahead of the jobs produced for, it is masked and keeps the
-// items it still needs (docs/sampling.md §3.4).
+// the bound (then until its batches have taken what it drew), or ahead of
+// the jobs produced for, it is masked and keeps the items it still needs.
+// Once it has drawn its whole epoch it enters the next one in the sampler
+// (SchedulerOptions::draw_across_epochs) and draws it in step while its
+// batches finish the last; the demand ledger then holds both epochs of the
+// job (docs/sampling.md §3.4). Each job's lag behind the furthest job of
+// its group and its drawn-ahead count go to its JobCounters after each
+// wave.
 //
 // A batch is prepared for a job's consumer and for nothing else: one
 // prepared for an epoch the job has left (Seek) or for a job that has closed
@@ -125,9 +131,16 @@ struct SchedulerOptions {
   // free slot is masked (draws nothing) and falls out of step. Each item
   // costs 4 bytes of the scheduler's memory.
   uint32_t draw_ahead_batches = 64;
+  // Whether a job that has drawn its whole epoch ahead enters its next
+  // epoch in the sampler then (it keeps drawing in step with the others
+  // while its batches finish the epoch) rather than when its last batch is
+  // planned (then it starts the next epoch behind the others by what it
+  // drew ahead, and that lag returns every epoch). false only to measure
+  // the difference.
+  bool draw_across_epochs = true;
 
-  // The seed and the gate's hold times; stream_salt stays 0 (the daemon
-  // draws it at start).
+  // The seed, the gate's hold times and drawing ahead; stream_salt stays 0
+  // (the daemon draws it at start).
   static SchedulerOptions From(const DaemonOptions& options);
 };
 
@@ -216,6 +229,18 @@ class Scheduler final : public JobLifecycleObserver {
     // batches take them before they draw again
     // (SchedulerOptions::draw_ahead_batches). Still in the demand ledger.
     std::deque<ItemId> drawn_ahead;
+    // The sampler holds the job's next epoch (epoch + 1) already: every item
+    // of `epoch` was drawn, and its batches still take the rest of
+    // drawn_ahead, while the job draws the next epoch's items in step with
+    // the others into drawn_next (EnterNextEpochEarly). Its next epoch's
+    // copies of repeated items wait in repeats_next.
+    bool sampler_ahead = false;
+    std::deque<ItemId> drawn_next;
+    // The job filled its drawn-ahead bound: it is further behind than
+    // drawing ahead bridges, so it draws in no more rounds without a slot
+    // until its batches have taken everything it drew ahead.
+    bool draw_ahead_full = false;
+    std::vector<ItemId> repeats_next;
   };
 
   void Loop() EXCLUDES(mu_);
@@ -282,8 +307,23 @@ class Scheduler final : public JobLifecycleObserver {
   // dsa-chain, ods; SchedulerOptions::draw_ahead_batches).
   bool MayDrawAhead(const Production& p) const REQUIRES(mu_);
   // Leaves the job's current epoch, dropping the demand it still had and
-  // what it drew ahead.
+  // what it drew ahead (of the next epoch too, if it had entered it).
   void LeaveSampler(Production& p) REQUIRES(mu_);
+  // A job that has drawn every item of its epoch but not yet received them
+  // all (it drew ahead) enters its next epoch in the sampler now, so that it
+  // keeps drawing in step with the others across its epoch's end instead of
+  // starting the next epoch behind them; false if it may not (a policy that
+  // does not draw ahead, its last epoch, a next epoch not listed yet or
+  // empty). Its batches finish the current epoch from drawn_ahead first.
+  bool EnterNextEpochEarly(Production& p) REQUIRES(mu_);
+  // At the end of an epoch whose successor the job entered early: what it
+  // drew of that epoch becomes its drawn_ahead.
+  void MoveToEnteredEpoch(Production& p) REQUIRES(mu_);
+  // The demand ledger's key for the job's `epoch`: one entry per epoch, as
+  // a job may be in two at once (EnterNextEpochEarly).
+  static JobId LedgerKey(JobId job, uint64_t epoch) { return job * 2 + (epoch & 1); }
+  // Updates the jobs' drawn-ahead and lag counters after a wave.
+  void CountLags() REQUIRES(mu_);
 
   const SchedulerOptions options_;
   ItemPipeline* const pipeline_;

@@ -46,6 +46,16 @@ struct JobCounters {
   // (bounded per epoch by GateOptions::hold_budget_per_epoch).
   std::atomic<uint64_t> held_ns{0};
   std::atomic<uint64_t> holds{0};  // how many holds held_ns sums
+  // Items the job drew in rounds it shared while it had no free slot, not
+  // yet placed in its batches (the scheduler's drawn-ahead queue), and the
+  // most it has held at once.
+  std::atomic<uint64_t> drawn_ahead{0};
+  std::atomic<uint64_t> drawn_ahead_peak{0};
+  // How many items the job's batches are behind the furthest job of its
+  // sampler group (positions counted across epochs), at the last wave, and
+  // the most it has been.
+  std::atomic<uint64_t> lag{0};
+  std::atomic<uint64_t> lag_peak{0};
 };
 
 struct ServedJob {

@@ -155,9 +155,17 @@ struct JobSnapshot {
   uint64_t skipped = 0;
   uint64_t epochs_completed = 0;
   double produce_seconds = 0;
-  double ring_full_seconds = 0;      // the consumer was slower than galleyd
-  double peer_hold_seconds = 0;      // held so that a slower peer could share a wave
-  uint64_t peer_holds = 0;           // how many holds peer_hold_seconds sums
+  double ring_full_seconds = 0;  // the consumer was slower than galleyd
+  double peer_hold_seconds = 0;  // held so that a slower peer could share a wave
+  uint64_t peer_holds = 0;       // how many holds peer_hold_seconds sums
+  // Items the job drew in rounds it shared while its ring was full, not yet
+  // in its batches, now and at most (docs/sampling.md §3.4).
+  uint64_t drawn_ahead = 0;
+  uint64_t drawn_ahead_peak = 0;
+  // Items its batches are behind the furthest job of its sampler group
+  // (positions across epochs), now and at most.
+  uint64_t lag = 0;
+  uint64_t lag_peak = 0;
   double consumer_wait_seconds = 0;  // the consumer waited for a batch
   uint64_t consumer_waits = 0;
   double uptime_seconds = 0;
