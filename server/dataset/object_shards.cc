@@ -11,7 +11,7 @@ namespace galley {
 
 namespace os = objectstore;
 
-std::string CanonicalEndpoint(const os::Endpoint& endpoint) {
+std::string ObjectEndpointName(const os::Endpoint& endpoint) {
   if (endpoint.url.empty()) return "https://s3." + endpoint.region + ".amazonaws.com";
   std::string url = endpoint.url;
   while (!url.empty() && url.back() == '/') url.pop_back();
@@ -41,7 +41,7 @@ Result<ShardListing> ListObjectShard(os::ObjectStore& store, const os::Access& a
   origin.etag = info->etag;
   // The ETag names the version: another one is another cache file.
   origin.cache_key =
-      CanonicalEndpoint(access.endpoint) + "\n" + origin.name + "\netag " + info->etag;
+      ObjectEndpointName(access.endpoint) + "\n" + origin.name + "\netag " + info->etag;
   if (use_cache && LoadCachedListing(options.index_cache_dir, origin, &listing)) {
     listing.from_cache = true;
     GlobalShardIndexCounters().cache_hits++;
@@ -115,7 +115,7 @@ Result<std::unique_ptr<ShardSource>> ShardSource::OpenObjects(
 ObjectShards::ObjectShards(std::shared_ptr<os::ObjectStore> store, const os::Access& access,
                            std::vector<Shard> shards, const ShardOptions& options)
     : store_(std::move(store)),
-      endpoint_(CanonicalEndpoint(access.endpoint)),
+      endpoint_(ObjectEndpointName(access.endpoint)),
       shards_(std::move(shards)),
       max_in_flight_(options.object_requests_in_flight),
       max_bytes_(options.object_prefetch_bytes),

@@ -37,11 +37,6 @@
 
 namespace galley {
 
-// What names the store `endpoint` points at, the same however it was
-// spelled (no trailing '/'; AWS's regional endpoint when empty): part of
-// the cache key, the fingerprint and the sharing key.
-std::string CanonicalEndpoint(const objectstore::Endpoint& endpoint);
-
 // HEADs `url` with `access` and lists it: from the index cache (keyed by
 // endpoint, URL, size and ETag) when it holds this version, else by one
 // streaming GET, storing the result. Errors name the URL.

@@ -130,6 +130,13 @@ void to_json(json& out, const ShardSetSnapshot& s) {
          {"daemon_idx_hints_used", s.daemon_idx_hints_used},
          {"daemon_index_cache_hits", s.daemon_index_cache_hits},
          {"daemon_stale_idx", s.daemon_stale_idx}};
+  if (s.object_store) {
+    const ObjectStoreSnapshot& o = *s.object_store;
+    out["object_store"] = {{"gets", o.gets},           {"heads", o.heads},
+                           {"lists", o.lists},         {"bytes", o.bytes},
+                           {"retries", o.retries},     {"failures", o.failures},
+                           {"in_flight", o.in_flight}, {"full_bodies", o.full_bodies}};
+  }
 }
 
 void to_json(json& out, const IndexingSnapshot& s) {

@@ -142,6 +142,12 @@ inline constexpr size_t kMaxExtensionsNamed = 64;
 // the samples do have) and the first sample left out. "" when none.
 std::string DescribeLeftOut(const ShardStats& stats);
 
+// What names the object store `endpoint` points at, the same however it
+// was spelled (no trailing '/'; AWS's regional endpoint when its URL is
+// empty): part of the index cache's key, the fingerprint and the key under
+// which jobs share a set of objects.
+std::string ObjectEndpointName(const objectstore::Endpoint& endpoint);
+
 // Process-wide counts of shard listings, for tests and galleyctl.
 struct ShardIndexCounters {
   std::atomic<uint64_t> scanned{0};         // shards listed header by header

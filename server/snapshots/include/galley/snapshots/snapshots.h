@@ -150,6 +150,20 @@ struct JobSnapshot {
   uint64_t shard_seed = 0;  // the split's seed: JobSpec::shard_seed, else seed
 };
 
+// The counts of the object store a set of shards kept as objects is read
+// from, since galleyd started (objectstore::ObjectStoreCounters): one store
+// serves every such set, so these are the node's.
+struct ObjectStoreSnapshot {
+  uint64_t gets = 0;  // GET requests sent, retries included
+  uint64_t heads = 0;
+  uint64_t lists = 0;
+  uint64_t bytes = 0;  // body bytes the GETs received
+  uint64_t retries = 0;
+  uint64_t failures = 0;  // requests that failed after their retries
+  uint64_t in_flight = 0;
+  uint64_t full_bodies = 0;  // ranged GETs answered with the whole object
+};
+
 // A tar shard set's listing (server/dataset/shard_source.h) and the
 // process-wide index counters.
 struct ShardSetSnapshot {
@@ -170,6 +184,8 @@ struct ShardSetSnapshot {
   uint64_t daemon_idx_hints_used = 0;
   uint64_t daemon_index_cache_hits = 0;
   uint64_t daemon_stale_idx = 0;
+  // Shards kept as objects: the store's counts; absent for files.
+  std::optional<ObjectStoreSnapshot> object_store;
 };
 
 // A listing under way now: a shard set, an ImageFolder tree or a manifest.
