@@ -358,7 +358,8 @@ PYBIND11_MODULE(_galley, m) {
              std::optional<uint64_t> count) {
             // The dataset's fields only; the rest of a loader's spec is not sent.
             py::dict named;
-            for (const char* key : {"dataset", "shards", "image_key", "label_key", "fields"}) {
+            for (const char* key :
+                 {"dataset", "shards", "image_key", "label_key", "fields", "s3"}) {
               if (spec_dict.contains(key)) named[key] = spec_dict[key];
             }
             named["batch_size"] = 1;

@@ -29,6 +29,7 @@ from . import dataset_objects
 from . import datasets as _datasets
 from . import fields as _fields
 from . import python_stage
+from . import s3_access as _s3_access
 from . import samplers as _samplers
 from . import shards as _shards
 from . import transforms as T
@@ -248,7 +249,8 @@ def _listing_pages(spec: Dict[str, Any], socket: Optional[str], autostart: Optio
                    timeout: float) -> Callable[[int, Optional[int]], Dict[str, Any]]:
     """Reads a page of the listing of the dataset `spec` names from galleyd
     (the "listing" request), found as the loader finds its daemon."""
-    named = {key: spec[key] for key in ("dataset", "shards", "image_key", "label_key", "fields")
+    named = {key: spec[key]
+             for key in ("dataset", "shards", "image_key", "label_key", "fields", "s3")
              if spec.get(key) is not None}
 
     def fetch(begin: int, count: Optional[int]) -> Dict[str, Any]:
@@ -682,6 +684,12 @@ class DataLoader:
                 field_spec[limit] = int(value)
         if shards is not None:
             self._spec.update(shards=shards, image_key=image_key or "", label_key=label_key or "")
+        # Shards in object storage: the job's own access, resolved here as
+        # the AWS CLI resolves it, and again at each job open (_open_job),
+        # so refreshed temporary credentials reach galleyd.
+        self._s3 = shards is not None and _shards.is_object_url(shards[0])
+        if self._s3:
+            self._spec["s3"] = _s3_access.resolve(what=shards[0])
         if field_spec:
             self._spec.update(field_spec)
         elif shards is None and (image_key is not None or label_key != "cls"):
@@ -1437,6 +1445,8 @@ class DataLoader:
         # The OpenJob body (docs/protocol.md), where an absent field takes
         # its default.
         spec = {key: value for key, value in self._spec.items() if value is not None}
+        if self._s3:
+            spec["s3"] = _s3_access.resolve(what=spec["shards"][0])
         spec["start_epoch"] = start_epoch
         spec["epochs"] = epochs
         if resume is not None:
