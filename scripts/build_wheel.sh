@@ -77,7 +77,7 @@ for arch in "${ARCHS[@]}"; do
   cmake -S "$ROOT" -B "$BUILD/daemon" -G Ninja "${LAUNCHER[@]}" \
     -DCMAKE_TOOLCHAIN_FILE="$PREFIX/toolchain.cmake" -DCMAKE_BUILD_TYPE=Release \
     -DGALLEY_BUILD_PYTHON=OFF -DGALLEY_BUILD_TESTS=OFF -DGALLEY_BUILD_BENCH=OFF \
-    -DGALLEY_REMOTE_TIER=OFF >"$BUILD/configure.log" 2>&1 ||
+    -DGALLEY_REMOTE_TIER=OFF -DGALLEY_OBJECT_STORE=OFF >"$BUILD/configure.log" 2>&1 ||
     { tail -30 "$BUILD/configure.log" >&2; exit 1; }
   nice -n 10 cmake --build "$BUILD/daemon" --parallel "$(nproc)" --target galleyd galleyctl >&2
   for version in "${PYTHONS[@]}"; do

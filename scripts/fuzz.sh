@@ -6,7 +6,7 @@
 # its reproducer in build-fuzz/crashes/ and makes the script fail.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
-#   default: 60 s each for frame_fuzzer segment_fuzzer image_decoder_fuzzer
+#   default: 60 s each for frame_fuzzer segment_fuzzer image_decoder_fuzzer s3_reply_fuzzer
 #
 # Needs clang-14 and libclang-rt-14-dev (Debian). The ordinary build replays
 # the committed corpus through the same targets as ctest tests *_corpus.
@@ -16,7 +16,7 @@ BUILD="${GALLEY_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
 SECONDS_PER_TARGET="${1:-60}"
 shift || true
 TARGETS=("$@")
-((${#TARGETS[@]})) || TARGETS=(frame_fuzzer segment_fuzzer image_decoder_fuzzer)
+((${#TARGETS[@]})) || TARGETS=(frame_fuzzer segment_fuzzer image_decoder_fuzzer s3_reply_fuzzer)
 CC_BIN="${CC:-clang-14}"
 CXX_BIN="${CXX:-clang++-14}"
 command -v "$CXX_BIN" >/dev/null || { echo "fuzz.sh: $CXX_BIN not found (apt-get install clang-14 libclang-rt-14-dev)" >&2; exit 2; }

