@@ -48,7 +48,7 @@ Result<ShardListing> ListObjectShard(objectstore::ObjectStore& store,
 class ObjectShards final : public ShardSource::Storage {
  public:
   // Ranges closer than this in one shard are fetched by one GET.
-  static constexpr uint64_t kCoalesceGap = 64 << 10;
+  static constexpr uint64_t kCoalesceGap = 4 << 10;
   static constexpr uint64_t kMaxCoalescedBytes = 8 << 20;
   // Waves after which a registered range not read is dropped.
   static constexpr uint64_t kWavesKept = 4;
