@@ -359,6 +359,11 @@ std::vector<DatasetSnapshot> DatasetRegistry::Snapshot() const {
   return out;
 }
 
+ObjectStoreSnapshot DatasetRegistry::ObjectStoreCounts() const {
+  if (object_store_ == nullptr) return {};
+  return SnapshotObjectStore(object_store_->counters());
+}
+
 size_t DatasetRegistry::size() const {
   MutexLock lock(&mu_);
   return entries_.size();

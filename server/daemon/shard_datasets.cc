@@ -106,12 +106,14 @@ std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset) {
   s.daemon_index_cache_hits = counters.cache_hits.load();
   s.daemon_stale_idx = counters.stale_idx.load();
   if (const objectstore::ObjectStoreCounters* store = dataset.object_counters()) {
-    s.object_store = ObjectStoreSnapshot{store->gets.load(),      store->heads.load(),
-                                         store->lists.load(),     store->bytes.load(),
-                                         store->retries.load(),   store->failures.load(),
-                                         store->in_flight.load(), store->full_bodies.load()};
+    s.object_store = SnapshotObjectStore(*store);
   }
   return s;
+}
+
+ObjectStoreSnapshot SnapshotObjectStore(const objectstore::ObjectStoreCounters& c) {
+  return {c.gets.load(),    c.heads.load(),    c.lists.load(),     c.bytes.load(),
+          c.retries.load(), c.failures.load(), c.in_flight.load(), c.full_bodies.load()};
 }
 
 std::vector<IndexingSnapshot> SnapshotIndexing() {

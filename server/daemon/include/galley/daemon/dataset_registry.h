@@ -139,6 +139,9 @@ class DatasetRegistry {
   // Every listed dataset, with its shard figures for a shard set.
   std::vector<DatasetSnapshot> Snapshot() const;
   size_t size() const;
+  // The counts of the object store s3:// datasets are read through; zeros
+  // when there is none.
+  ObjectStoreSnapshot ObjectStoreCounts() const;
   // The shard descriptors of every listing together.
   ShardDescriptorCounts ShardDescriptors() const { return shard_descriptors_->Counts(); }
 

@@ -48,6 +48,9 @@ Result<std::vector<uint32_t>> JobFieldMap(const Dataset& dataset, const JobSpec&
 // process-wide index counters; nothing for other datasets.
 std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset);
 
+// A snapshot of an object store's counts.
+ObjectStoreSnapshot SnapshotObjectStore(const objectstore::ObjectStoreCounters& counters);
+
 // Listings under way now (shard sets, ImageFolder trees, manifests): path,
 // kind, unit (shards, files, lines), done, total (unknown while a folder is
 // walked), seconds, rate (units/s) and estimated seconds left (-1 while

@@ -265,6 +265,8 @@ struct DaemonStatusSnapshot {
   DescriptorsSnapshot descriptors;
   PipelineSnapshot pipeline;
   std::vector<SamplerGroupSnapshot> samplers;  // those the asking user may see
+  // The node's object store (s3:// datasets); zeros when galleyd has none.
+  ObjectStoreSnapshot object_store;
 };
 
 // The reply to "datasets": what the asking user may see.
