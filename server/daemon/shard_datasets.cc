@@ -107,6 +107,9 @@ std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset) {
   s.daemon_stale_idx = counters.stale_idx.load();
   if (const objectstore::ObjectStoreCounters* store = dataset.object_counters()) {
     s.object_store = SnapshotObjectStore(*store);
+    const ObjectReadCounts reads = shards->object_reads();
+    s.prefetched_reads = reads.prefetched;
+    s.on_demand_reads = reads.on_demand;
   }
   return s;
 }

@@ -170,6 +170,7 @@ Status ObjectShards::ReadInto(uint32_t shard, uint64_t offset, std::span<uint8_t
   }
   if (fetch == nullptr) {
     // Not prefetched: one GET of its own.
+    on_demand_reads_++;
     const Shard& s = shards_[shard];
     auto bytes = store_->Get(access, s.url.bucket, s.url.key, offset, out.size(), s.etag);
     if (!bytes.ok()) return ReadError(shard, bytes.status());
@@ -181,6 +182,7 @@ Status ObjectShards::ReadInto(uint32_t shard, uint64_t offset, std::span<uint8_t
     return Status::Ok();
   }
   if (start_now) Start(fetch, access);
+  prefetched_reads_++;
   Status status = Status::Ok();
   {
     MutexLock lock(&mu_);

@@ -80,6 +80,9 @@ class ObjectShards final : public ShardSource::Storage {
   const objectstore::ObjectStoreCounters* object_counters() const override {
     return &store_->counters();
   }
+  ObjectReadCounts object_reads() const override {
+    return {prefetched_reads_.load(), on_demand_reads_.load()};
+  }
 
   // For tests: prefetch GETs now in flight, and the most ever in flight.
   uint64_t prefetches_in_flight() const;
@@ -117,6 +120,8 @@ class ObjectShards final : public ShardSource::Storage {
   const uint32_t max_in_flight_;
   const uint64_t max_bytes_;
   std::atomic<bool> changed_{false};
+  std::atomic<uint64_t> prefetched_reads_{0};
+  std::atomic<uint64_t> on_demand_reads_{0};
 
   mutable Mutex mu_;
   CondVar fetched_;

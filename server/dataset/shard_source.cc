@@ -1019,6 +1019,8 @@ const objectstore::ObjectStoreCounters* ShardSource::object_counters() const {
   return storage_->object_counters();
 }
 
+ObjectReadCounts ShardSource::object_reads() const { return storage_->object_reads(); }
+
 Status ShardSource::ReadExtentInto(uint32_t shard, uint64_t offset, std::span<uint8_t> out) const {
   return storage_->ReadInto(shard, offset, out);
 }

@@ -110,6 +110,9 @@ class ShardSource::Storage {
   // Where the shards are read from, and the store's counts, for galleyctl;
   // null for files.
   virtual const objectstore::ObjectStoreCounters* object_counters() const { return nullptr; }
+  // Objects: the reads served by a prefetch, and those that made a GET of
+  // their own.
+  virtual ObjectReadCounts object_reads() const { return {}; }
 };
 
 }  // namespace galley

@@ -137,7 +137,11 @@ void to_json(json& out, const ShardSetSnapshot& s) {
          {"daemon_idx_hints_used", s.daemon_idx_hints_used},
          {"daemon_index_cache_hits", s.daemon_index_cache_hits},
          {"daemon_stale_idx", s.daemon_stale_idx}};
-  if (s.object_store) out["object_store"] = *s.object_store;
+  if (s.object_store) {
+    out["object_store"] = *s.object_store;
+    out["prefetched_reads"] = s.prefetched_reads;
+    out["on_demand_reads"] = s.on_demand_reads;
+  }
 }
 
 void to_json(json& out, const IndexingSnapshot& s) {

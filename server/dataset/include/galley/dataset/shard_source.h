@@ -71,6 +71,12 @@ namespace galley {
 struct ShardListing;  // shard_storage.h
 struct ShardOrigin;
 
+// How a set of shards kept as objects served its reads.
+struct ObjectReadCounts {
+  uint64_t prefetched = 0;  // served from a GET Prefetch started
+  uint64_t on_demand = 0;   // each a GET of its own
+};
+
 struct ShardOptions {
   // Extension of the image member; "" picks the first of jpg, jpeg, png,
   // webp present in each sample.
@@ -221,6 +227,8 @@ class ShardSource final : public DatasetSource {
   void Prefetch(std::span<const ItemId> ids) const override;
   // The object store's counts, or null for files.
   const objectstore::ObjectStoreCounters* object_counters() const;
+  // Objects: how the reads were served; zeros for files.
+  ObjectReadCounts object_reads() const;
 
   const ShardStats& stats() const { return stats_; }
   // Seconds since the listing was made (or loaded from the cache).

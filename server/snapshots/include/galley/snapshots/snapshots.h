@@ -186,6 +186,10 @@ struct ShardSetSnapshot {
   uint64_t daemon_stale_idx = 0;
   // Shards kept as objects: the store's counts; absent for files.
   std::optional<ObjectStoreSnapshot> object_store;
+  // Shards kept as objects: this set's reads served by a prefetch, and
+  // those that made a GET of their own.
+  uint64_t prefetched_reads = 0;
+  uint64_t on_demand_reads = 0;
 };
 
 // A listing under way now: a shard set, an ImageFolder tree or a manifest.
