@@ -5,13 +5,16 @@
 // streams and per-key GETs). GetAsync is served on the store's own thread,
 // so callers really wait; Hold() keeps requests in flight until Release(),
 // and WaitForInFlight(n) waits (on a condition, not a clock) until n are.
-// Failures can be injected for the next requests.
+// Failures can be injected for the next requests. set_latency() answers
+// each GET that long after it was sent, however many are in flight (a
+// network round trip), for measurements; tests of behaviour use Hold().
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef GALLEY_TESTS_UNIT_OBJECTSTORE_IN_MEMORY_OBJECT_STORE_H_
 #define GALLEY_TESTS_UNIT_OBJECTSTORE_IN_MEMORY_OBJECT_STORE_H_
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -72,6 +75,10 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
     std::lock_guard<std::mutex> lock(mu_);
     chunk_bytes_ = bytes;
   }
+  void set_latency(std::chrono::microseconds latency) {
+    std::lock_guard<std::mutex> lock(mu_);
+    latency_ = latency;
+  }
   // While held, GETs stay in flight (counted) until Release().
   void Hold() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -115,7 +122,8 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
       counters_.in_flight++;
       max_in_flight_ = std::max(max_in_flight_, counters_.in_flight.load());
       get_ranges_.push_back({offset, length});
-      queue_.push_back({access, bucket, key, offset, length, etag, std::move(done)});
+      queue_.push_back({access, bucket, key, offset, length, etag, std::move(done),
+                        std::chrono::steady_clock::now() + latency_});
     }
     changed_.notify_all();
   }
@@ -182,6 +190,7 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
     uint64_t offset, length;
     std::string etag;
     GetDone done;
+    std::chrono::steady_clock::time_point due;  // sent + latency
   };
 
   Status CheckAccess(const objectstore::Access& access, const std::string& bucket,
@@ -219,6 +228,12 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
     while (true) {
       changed_.wait(lock, [&] { return stop_ || (!held_ && !queue_.empty()); });
       if (queue_.empty()) return;  // stopping, nothing left
+      // Requests are due in the order they were sent: the first waits for
+      // its round trip, the others for what is left of theirs.
+      if (!stop_ && std::chrono::steady_clock::now() < queue_.front().due) {
+        changed_.wait_until(lock, queue_.front().due);
+        continue;
+      }
       Request request = std::move(queue_.front());
       queue_.pop_front();
       auto result = Fetch(request.access, request.bucket, request.key, request.offset,
@@ -242,6 +257,7 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
   int fail_count_ = 0;
   Status fail_status_ = Status::Ok();
   size_t chunk_bytes_ = 1000;
+  std::chrono::microseconds latency_{0};
   std::string last_get_key_id_;
   std::vector<std::pair<uint64_t, uint64_t>> get_ranges_;
   std::atomic<uint64_t> streams_{0};
