@@ -1,7 +1,8 @@
 """Tar shards in S3-compatible storage, end to end: a real `rclone serve s3`
 over a temporary folder, a real galleyd allowed to read it, and real loaders
 whose S3 access is resolved from their environment (galley/s3_access.py).
-An epoch is exactly-once, fields come from the objects, two jobs share
+An epoch is exactly-once, fields come from the objects, a saved state
+resumes it at max_resolution, two jobs share
 the fetches (the store's counts in `galleyctl datasets`), and a credential
 the store refuses gets nothing."""
 
@@ -201,3 +202,27 @@ def test_galleyctl_shows_the_store_counts(daemon, aws_env):
         [str(galleyctl), "--socket", daemon.socket, "datasets", "--json"],
         capture_output=True, text=True, check=True).stdout)
     assert SECRET not in json.dumps(listed)
+
+
+def test_a_saved_state_resumes_the_epoch_exactly_once_at_max_resolution(daemon, aws_env):
+    import galley
+    from galley import transforms as T
+
+    def make():
+        return galley.DataLoader(DATASET, batch_size=16, shuffle=True, seed=5, epochs=1,
+                                 max_resolution=32, transform=T.CenterCrop(24),
+                                 socket=daemon.socket)
+
+    first, seen = make(), []
+    for images, _labels, ids in first.iter_with_ids():
+        assert images.shape[1:] == (3, 24, 24)
+        seen += ids.tolist()
+        if len(seen) == 48:
+            state = first.state_dict()
+            break
+    first.close()
+    second = make()
+    second.load_state_dict(state)
+    rest = [i for _x, _y, ids in second.iter_with_ids() for i in ids.tolist()]
+    second.close()
+    assert sorted(seen + rest) == list(range(SHARDS * PER_SHARD))  # the epoch, once
