@@ -2,9 +2,9 @@
 over a temporary folder, a real galleyd allowed to read it, and real loaders
 whose S3 access is resolved from their environment (galley/s3_access.py).
 An epoch is exactly-once, fields come from the objects, a saved state
-resumes it at max_resolution, two jobs share
-the fetches (the store's counts in `galleyctl datasets`), and a credential
-the store refuses gets nothing."""
+resumes it at max_resolution, a restarted galleyd lists the shards from its
+index cache, two jobs share the fetches (the store's counts in `galleyctl
+datasets`), and a credential the store refuses gets nothing."""
 
 import io
 import json
@@ -226,3 +226,20 @@ def test_a_saved_state_resumes_the_epoch_exactly_once_at_max_resolution(daemon, 
     rest = [i for _x, _y, ids in second.iter_with_ids() for i in ids.tolist()]
     second.close()
     assert sorted(seen + rest) == list(range(SHARDS * PER_SHARD))  # the epoch, once
+
+
+def test_a_restarted_galleyd_lists_the_shards_from_its_index_cache(tmp_path, s3, aws_env):
+    first = start_daemon(tmp_path, "--allowed-s3-endpoint", s3["url"])
+    try:
+        assert len(loader(first)) == SHARDS * PER_SHARD // 16 + 1
+        assert first.query("status")["object_store"]["gets"] == SHARDS  # one stream each
+    finally:
+        stop_daemon(first)
+    again = start_daemon(tmp_path, "--allowed-s3-endpoint", s3["url"])
+    try:
+        assert len(loader(again)) == SHARDS * PER_SHARD // 16 + 1
+        store = again.query("status")["object_store"]
+        assert (store["gets"], store["heads"]) == (0, SHARDS)  # HEADs only
+        assert shard_set(again)["shards"]["from_index_cache"] == SHARDS
+    finally:
+        stop_daemon(again)
