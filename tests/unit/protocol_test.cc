@@ -152,7 +152,8 @@ TEST(Messages, JobSpecRoundTrips) {
   spec.shard_seed = 0;  // set, even to 0, is not unset
   spec.local_world_size = 2;
   spec.max_resolution = 256;
-  spec.s3 = ObjectStoreAccess{"http://127.0.0.1:9000", "eu-west-1", true, "AKID", "secret", "token"};
+  spec.s3 =
+      ObjectStoreAccess{"http://127.0.0.1:9000", "eu-west-1", true, "AKID", "secret", "token"};
   spec.epoch_items = std::vector<uint64_t>{4, 4, 0};  // read back apart (JobSpecListsEpochs)
   // Every field of the body is set away from its default, so a field the
   // table writes but does not read (or the reverse) shows below.
