@@ -191,8 +191,9 @@ def test_an_endpoint_galleyd_may_not_read_is_refused_naming_the_option(daemon, a
         next(iter(loader(daemon)))
 
 
-def test_galleyctl_shows_the_store_counts(daemon, aws_env):
-    next(iter(loader(daemon)))
+def test_galleyctl_shows_the_store_counts_and_never_the_credentials(daemon, aws_env):
+    running = iter(loader(daemon))
+    next(running)  # the job stays open while galleyctl looks
     galleyctl = pathlib.Path(GALLEYD).parent / "galleyctl"
     text = subprocess.run([str(galleyctl), "--socket", daemon.socket, "datasets"],
                           capture_output=True, text=True, check=True).stdout
@@ -202,6 +203,11 @@ def test_galleyctl_shows_the_store_counts(daemon, aws_env):
         [str(galleyctl), "--socket", daemon.socket, "datasets", "--json"],
         capture_output=True, text=True, check=True).stdout)
     assert SECRET not in json.dumps(listed)
+    for what in ("status", "jobs", "cache", "plan"):
+        shown = subprocess.run([str(galleyctl), "--socket", daemon.socket, what, "--json"],
+                               capture_output=True, text=True, check=True).stdout
+        assert SECRET not in shown and ACCESS_KEY not in shown, what
+    assert SECRET not in open(daemon.log.name).read()
 
 
 def test_a_saved_state_resumes_the_epoch_exactly_once_at_max_resolution(daemon, aws_env):
