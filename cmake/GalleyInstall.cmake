@@ -30,6 +30,7 @@ install(FILES
           client/include/galley/client.h
           client/include/galley/job_spec.h
           client/common/include/galley/sampling_policies.h
+          client/common/include/galley/shard_members.h
           client/common/include/galley/status.h
           client/common/include/galley/tensor_format.h
           ${PROJECT_BINARY_DIR}/client/common/include/galley/version.h

@@ -17,6 +17,7 @@
 
 #include "galley/client.h"
 #include "galley/sampling_policies.h"
+#include "galley/shard_members.h"
 #include "galley/version.h"
 
 namespace py = pybind11;
@@ -290,6 +291,29 @@ PYBIND11_MODULE(_galley, m) {
     policies[py::str(std::string(policy.name))] = policy.random_order;
   }
   m.attr("sampling_policies") = policies;
+  // Figures the package checks before it asks a daemon, so that its errors
+  // come first and agree with galleyd's: max_resolution's bounds, the fields
+  // a listing request takes, the most bytes a request carries, and the words
+  // of the native-size failure it turns into a ValueError.
+  m.attr("max_resolution_range") =
+      py::make_tuple(galley::kMinMaxResolution, galley::kMaxMaxResolution);
+  m.attr("listing_fields") = py::tuple(py::cast(galley::ListingFieldNames()));
+  m.attr("max_request_bytes") = galley::kMaxRequestBytes;
+  m.attr("native_size_mismatch") = std::string(galley::kNativeSizeMismatch);
+  // A shard member's kind by its extension, as galleyd checks it: the image
+  // member's extensions in the order they are tried, then the field values
+  // that must be JSON, integers or text (galley/fields.py decodes them so).
+  auto names = [](std::span<const std::string_view> list) {
+    py::tuple out(list.size());
+    for (size_t i = 0; i < list.size(); ++i) out[i] = py::str(std::string(list[i]));
+    return out;
+  };
+  py::dict kinds;
+  kinds["image"] = names(galley::kShardImageExtensions);
+  kinds["json"] = names(galley::kJsonMemberExtensions);
+  kinds["integer"] = names(galley::kIntegerMemberExtensions);
+  kinds["text"] = names(galley::kTextMemberExtensions);
+  m.attr("shard_member_kinds") = kinds;
 
   py::class_<BatchMemory>(m, "BatchMemory", py::buffer_protocol())
       .def_buffer(&BatchMemory::Buffer)
@@ -358,9 +382,8 @@ PYBIND11_MODULE(_galley, m) {
              std::optional<uint64_t> count) {
             // The dataset's fields only; the rest of a loader's spec is not sent.
             py::dict named;
-            for (const char* key :
-                 {"dataset", "shards", "image_key", "label_key", "fields", "s3"}) {
-              if (spec_dict.contains(key)) named[key] = spec_dict[key];
+            for (const std::string& key : galley::ListingFieldNames()) {
+              if (spec_dict.contains(key)) named[key.c_str()] = spec_dict[key.c_str()];
             }
             named["batch_size"] = 1;
             named["transform"] = py::dict();

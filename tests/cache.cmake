@@ -4,8 +4,9 @@ galley_add_test(galley_cache_test
     ${CMAKE_CURRENT_LIST_DIR}/unit/cache_arena_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/cache_augmented_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/cache_demand_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/unit/cache_disk_tier_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/cache_eviction_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/cache_planner_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/cache_replay_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/unit/cache_tier_test.cc
-  LIBS galley_cache)
+  LIBS galley_cache galley_disk_tier)

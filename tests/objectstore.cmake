@@ -14,12 +14,14 @@ if(GALLEY_OBJECT_STORE)
   # Against rclone serve s3: GETs, HEAD, listings, credentials, allowlist.
   galley_add_test(objectstore_rclone_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/unit/objectstore_rclone_test.cc
-            ${CMAKE_CURRENT_LIST_DIR}/unit/s3_test_servers.cc
+            ${CMAKE_CURRENT_LIST_DIR}/unit/rclone_s3_server.cc
+            ${CMAKE_CURRENT_LIST_DIR}/unit/fault_proxy.cc
     LIBS galley_objectstore)
   # Faults injected by a proxy in front of rclone: retries, cuts, refusals.
   galley_add_test(objectstore_fault_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/unit/objectstore_fault_test.cc
-            ${CMAKE_CURRENT_LIST_DIR}/unit/s3_test_servers.cc
+            ${CMAKE_CURRENT_LIST_DIR}/unit/rclone_s3_server.cc
+            ${CMAKE_CURRENT_LIST_DIR}/unit/fault_proxy.cc
     LIBS galley_objectstore)
   # Tar shards kept as objects, through the S3 client, from rclone.
   galley_add_test(object_shards_rclone_test

@@ -13,6 +13,8 @@ Result<JobSpec> ParseJobSpec(std::string_view json_text) {
 
 std::vector<std::string> JobSpecFieldNames() { return wire::JobSpecFieldNames(); }
 
+std::vector<std::string> ListingFieldNames() { return wire::ListingFieldNames(); }
+
 uint64_t FieldAreaBytes(const JobSpec& spec) {
   if (spec.fields.empty()) return 0;
   if (spec.field_batch_bytes != 0) return spec.field_batch_bytes;

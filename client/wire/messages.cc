@@ -1,6 +1,7 @@
 #include "wire/messages.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <type_traits>
 
@@ -605,6 +606,13 @@ namespace {
 constexpr const char* kDatasetFields[] = {"dataset",   "shards", "image_key",
                                           "label_key", "fields", "s3"};
 
+}  // namespace
+
+std::vector<std::string> ListingFieldNames() {
+  return std::vector<std::string>(std::begin(kDatasetFields), std::end(kDatasetFields));
+}
+
+namespace {
 bool IsListingField(std::string_view name) {
   if (name == "what" || name == "begin" || name == "count") return true;
   for (const char* field : kDatasetFields) {

@@ -61,6 +61,9 @@ nlohmann::json JobSpecToJson(const JobSpec& spec);
 Result<JobSpec> JobSpecFromJson(const nlohmann::json& body);
 // The body's field names in protocol order: the one list of them.
 std::vector<std::string> JobSpecFieldNames();
+// The body's fields that name a dataset, which the listing request below
+// shares, in protocol order.
+std::vector<std::string> ListingFieldNames();
 
 // The "listing" Query (docs/protocol.md §1.6): the dataset named by the
 // OpenJob fields that name one (dataset, shards, image_key, label_key),

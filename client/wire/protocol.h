@@ -14,6 +14,7 @@
 #include <span>
 #include <string_view>
 
+#include "galley/job_spec.h"
 #include "galley/status.h"
 #include "galley/version.h"
 
@@ -23,8 +24,9 @@ inline constexpr uint32_t kFrameMagic = 0x594C4C47;  // "GLLY" as little-endian 
 inline constexpr uint16_t kProtocolVersion = galley::kProtocolVersion;
 inline constexpr size_t kFrameHeaderBytes = 16;
 // The most any frame may carry: an OpenJob that lists a few million item
-// ids, or a reply. Anything bigger is refused before it is read.
-inline constexpr uint32_t kMaxPayloadBytes = 16u << 20;
+// ids, or a reply. Anything bigger is refused before it is read. The public
+// figure, which the Python package reads too.
+inline constexpr uint32_t kMaxPayloadBytes = galley::kMaxRequestBytes;
 // The most a client's other messages may carry (Hello, Query, the job's
 // control messages): they hold a few small fields, and a large frame of a
 // type that needs none is only a way to make the daemon parse.

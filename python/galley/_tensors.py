@@ -3,7 +3,7 @@
 torch is imported here, on the first batch, never when galley is imported.
 """
 
-import warnings
+from ._warn import warn_user
 
 _DTYPES = {"uint8": "uint8", "float32": "float32"}
 
@@ -42,9 +42,8 @@ def pinning_available(pin_memory):
     torch = _torch()
     if torch.cuda.is_available():
         return True
-    warnings.warn("pin_memory=True, but CUDA is not available: batches are not pinned "
-                  "(as with torch.utils.data.DataLoader). Pass pin_memory=False to silence "
-                  "this.", UserWarning, stacklevel=3)
+    warn_user("pin_memory=True, but CUDA is not available: batches are not pinned (as with "
+              "torch.utils.data.DataLoader). Pass pin_memory=False to silence this.")
     return False
 
 

@@ -40,15 +40,17 @@ import os
 import pickle
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from . import _galley
 from . import python_stage
 
 if TYPE_CHECKING:  # torch is imported lazily: importing galley must not need it
     import torch
 
-IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
-_TEXT = {"txt", "text", "transcript"}
-_INTEGER = {"cls", "cls2", "class", "count", "index", "inx", "id"}
-_JSON = {"json", "jsn"}
+# A member's kind by its extension, as galleyd checks it (galley/shard_members.h).
+IMAGE_EXTENSIONS = tuple(_galley.shard_member_kinds["image"])
+_TEXT = frozenset(_galley.shard_member_kinds["text"])
+_INTEGER = frozenset(_galley.shard_member_kinds["integer"])
+_JSON = frozenset(_galley.shard_member_kinds["json"])
 _PICKLED = {"pyd", "pickle"}
 _SYNTHETIC = {"__key__", "__url__"}
 

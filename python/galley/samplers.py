@@ -38,7 +38,7 @@ class EpochSampler:
         self.seed = loader.seed
         # DistributedSampler's drop_last cuts the shards, as galley's split
         # does when the loader drops its last batch.
-        self.drop_last = bool(loader._spec["shard_drop_last"])
+        self.drop_last = bool(loader._session.spec["shard_drop_last"])
 
     def _owner(self) -> Any:
         loader = self._loader()
@@ -49,7 +49,7 @@ class EpochSampler:
     @property
     def epoch(self) -> int:
         """The epoch the loader's next loop yields."""
-        return self._owner()._epoch
+        return self._owner()._epochs.epoch
 
     def set_epoch(self, epoch: int) -> None:
         self._owner().set_epoch(epoch)
@@ -93,8 +93,8 @@ def _subset_ids(loader: Any) -> List[int]:
     """The loader's items in id order: the whole dataset, or the union of its
     ``classes=`` and ``indices=`` (a class of an integer-labelled dataset is
     named by its label, as galleyd names it)."""
-    classes, ids = loader._spec["classes"], loader._spec["ids"]
-    listing = loader._listing
+    classes, ids = loader._session.spec["classes"], loader._session.spec["ids"]
+    listing = loader._session.listing
     if not classes and not ids:
         return list(range(len(listing)))
     chosen = set(ids or ())

@@ -187,8 +187,17 @@ Status Daemon::Build(DrainedCallback drained) {
   }
   GALLEY_ASSIGN_OR_RETURN(StartedRemoteTier remote, StartRemoteTier(options_));
   remote_ = std::move(remote.tier);
+  if (!options_.disk_cache.empty()) {
+    cache::DiskTierOptions disk_options;
+    disk_options.dir = options_.disk_cache;
+    disk_options.budget_bytes = options_.disk_cache_bytes;
+    auto opened =
+        cache::DiskTier::Open(disk_options, cache_ != nullptr ? &cache_->demand() : nullptr);
+    if (!opened.ok()) return About("disk_cache", opened.status());
+    disk_ = std::move(opened).value();
+  }
   pipeline_ = std::make_unique<ItemPipeline>(PipelineOptions::From(options_), cache_.get(),
-                                             remote_.get(), throttle_.get());
+                                             remote_.get(), throttle_.get(), disk_.get());
   if (cache_ != nullptr) {
     if (options_.cache_prefault) {
       // Committing the cache's memory goes on while the node is measured.
@@ -272,7 +281,10 @@ std::string Daemon::Summary() const {
                      cache_ != nullptr ? options_.cache_eviction : "no", options_.default_policy,
                      remote_ != nullptr ? fmt::format(", remote tier on {} memcached servers",
                                                       options_.remote_cache_servers.size())
-                                        : "");
+                                        : "") +
+         (disk_ != nullptr ? fmt::format(", disk tier in {} ({} bytes)", options_.disk_cache,
+                                         options_.disk_cache_bytes)
+                           : "");
 }
 
 Status ReloadConfigFile(const std::vector<std::string>& command_line, Daemon* daemon) {

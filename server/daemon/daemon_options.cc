@@ -466,6 +466,14 @@ const std::vector<Key>& Keys() {
       split.copy = CopyOf(&DaemonOptions::cache_split);
       k.push_back(std::move(split));
     }
+    k.push_back(TextKey("disk_cache", "--disk-cache",
+                        "folder of the node-local disk tier, kept across restarts (none: no "
+                        "disk tier)",
+                        &DaemonOptions::disk_cache, "an absolute folder path, or \"\" for none",
+                        AbsolutePathOrNone));
+    k.push_back(SizeKey("disk_cache_bytes", "--disk-cache-bytes",
+                        "bytes the disk tier's entries may take on disk (default 16GiB)",
+                        &DaemonOptions::disk_cache_bytes, uint64_t{1} << 20, false));
     k.push_back(NumberKey("storage_bytes_per_s", "--storage-bytes-per-s",
                           "planner input: storage read rate", &DaemonOptions::storage_bytes_per_s,
                           false, "0 = measure"));

@@ -80,6 +80,11 @@ ContentFingerprint RemoteFingerprint(const Dataset& dataset, uint32_t max_resolu
   return shrunk.Finish();
 }
 
+cache::DiskKey DiskKeyFor(const Dataset& dataset, uint32_t max_resolution, ItemId item) {
+  const ContentFingerprint fingerprint = RemoteFingerprint(dataset, max_resolution);
+  return cache::DiskKey{fingerprint.high, fingerprint.low, item};
+}
+
 uint32_t PipelineOptions::threads() const {
   return worker_threads != 0 ? worker_threads : UsableCores();
 }
@@ -92,11 +97,12 @@ PipelineOptions PipelineOptions::From(const DaemonOptions& options) {
 }
 
 ItemPipeline::ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache,
-                           RemoteCache* remote, StorageThrottle* throttle)
+                           RemoteCache* remote, StorageThrottle* throttle, cache::DiskTier* disk)
     : options_(options),
       cache_(cache),
       remote_(remote),
       throttle_(throttle),
+      disk_(disk),
       threads_(options.threads()),
       arena_(std::make_unique<tbb::task_arena>(static_cast<int>(threads_))) {}
 
@@ -144,7 +150,8 @@ bool ItemPipeline::TryRegionDecode(const ItemTask& task, const cache::Blob& enco
                                    std::optional<image::ImageRegion>* region, Status* failure) {
   // A max_resolution dataset's tiers keep its packed pixels, which need the
   // whole image, shrunk or not.
-  if (task.job_plan->spec.max_resolution != 0 && (cache_ != nullptr || remote_ != nullptr))
+  if (task.job_plan->spec.max_resolution != 0 &&
+      (cache_ != nullptr || remote_ != nullptr || disk_ != nullptr))
     return false;
   for (const SlotPosition* d : receivers) {
     if (!d->plan->job->plan->pipeline->SupportsRegion()) return false;
@@ -264,8 +271,21 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
     cache_->encoded().Erase(key);  // an entry that does not unpack is a miss
     encoded = nullptr;
   }
+  bool from_disk = false;
+  if (encoded == nullptr && disk_ != nullptr) {
+    const cache::DiskKey disk_key =
+        DiskKeyFor(task.dataset(), task.job_plan->spec.max_resolution, task.item);
+    encoded = disk_->Get(disk_key, key);
+    if (encoded != nullptr && packed && !Unpack(task, *encoded, &prepared)) {
+      disk_->Erase(disk_key);  // an entry that does not unpack is a miss
+      encoded = nullptr;
+    }
+    // Offered to the memory tiers like bytes just read.
+    from_disk = encoded != nullptr;
+    if (from_disk) prepared.encoded_to_offer = encoded;
+  }
   if (encoded != nullptr) {
-    counters_.encoded_hits++;
+    if (!from_disk) counters_.encoded_hits++;
     prepared.fields = encoded->fields;
     if (packed) return prepared;  // unpacked above
   } else {
@@ -335,7 +355,8 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
   prepared.image = std::move(decoded).value();
   // Packed for the remote tier, the pixels are needed there too.
   if (cache_ != nullptr || remote_wants_pixels ||
-      (prepared.pack_encoded && prepared.write_back != RemoteWrite::kNone)) {
+      (prepared.pack_encoded && (prepared.write_back != RemoteWrite::kNone ||
+                                 (disk_ != nullptr && task.read_from_storage)))) {
     prepared.decoded_to_offer = std::make_shared<cache::Blob>();
   }
   return prepared;
@@ -411,6 +432,38 @@ void ItemPipeline::OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> dec
   // keeps costs no packing.
   if (pack && encoded == nullptr && decoded != nullptr) encoded = Pack(*decoded);
   if (encoded != nullptr) cache_->encoded().Put(key, std::move(encoded));
+}
+
+void ItemPipeline::WriteToDisk(const ItemTask& task, cache::Key key, const cache::BlobPtr& encoded,
+                               const cache::BlobPtr& decoded) {
+  const cache::DiskKey disk_key =
+      DiskKeyFor(task.dataset(), task.job_plan->spec.max_resolution, task.item);
+  // A manifest's columns come from its listing, which the fingerprint does
+  // not cover: a record kept on disk could outlive an edit of the manifest.
+  const bool keep_record = task.dataset().shard_source() != nullptr;
+  if (encoded != nullptr) {
+    if (keep_record || encoded->fields == nullptr) {
+      disk_->Put(disk_key, key, encoded);
+      return;
+    }
+    disk_->Put(disk_key, key, encoded, [](const cache::Blob& blob) -> cache::BlobPtr {
+      auto bare = std::make_shared<cache::Blob>();
+      bare->bytes.assign(blob.payload().begin(), blob.payload().end());
+      return bare;
+    });
+    return;
+  }
+  if (decoded == nullptr) return;
+  // Packed on the disk tier's writer thread, off the item's path.
+  disk_->Put(disk_key, key, decoded, [keep_record](const cache::Blob& pixels) -> cache::BlobPtr {
+    auto bytes = image::PackPixels(pixels.payload(), static_cast<int>(pixels.width),
+                                   static_cast<int>(pixels.height));
+    if (!bytes.ok()) return nullptr;
+    auto blob = std::make_shared<cache::Blob>();
+    blob->bytes = std::move(bytes).value();
+    if (keep_record) blob->fields = pixels.fields;
+    return blob;
+  });
 }
 
 void ItemPipeline::RunOneGuarded(ItemTask& task) {
@@ -501,10 +554,10 @@ void ItemPipeline::RunOne(ItemTask& task) {
           height != job.plan->pipeline->output_height()) {
         counters_.failures++;
         plan.errors[d.position] = fmt::format(
-            "{}: transform=None needs every image at the first image's size {}x{}, this one "
-            "is {}x{}; give a transform that resizes (e.g. Resize + CenterCrop)",
-            task.dataset().path(task.item).string(), job.plan->pipeline->output_width(),
-            job.plan->pipeline->output_height(), width, height);
+            "{}: {} {}x{}, this one is {}x{}; give a transform that resizes (e.g. Resize + "
+            "CenterCrop)",
+            task.dataset().path(task.item).string(), kNativeSizeMismatch,
+            job.plan->pipeline->output_width(), job.plan->pipeline->output_height(), width, height);
         continue;
       }
     }
@@ -553,6 +606,11 @@ void ItemPipeline::RunOne(ItemTask& task) {
   const bool pack = prepared->pack_encoded;
   if (write_back != RemoteWrite::kNone) {
     WriteBack(task, write_back, decoded_to_offer, &encoded_to_offer, pack);
+  }
+  if (disk_ != nullptr && task.read_from_storage) {
+    // The file's bytes; at a max_resolution the packed pixels, when the
+    // remote tier's write packed them already.
+    WriteToDisk(task, key, encoded_to_offer, decoded_to_offer);
   }
   if (cache_ != nullptr && (decoded_to_offer != nullptr || encoded_to_offer != nullptr)) {
     OfferToCache(key, std::move(decoded_to_offer), std::move(encoded_to_offer), pack);
@@ -652,6 +710,24 @@ PipelineSnapshot ItemPipeline::Snapshot() const {
   s.pack_seconds = counters_.pack_ns.load() / 1e9;
   s.unpack_seconds = counters_.unpack_ns.load() / 1e9;
   if (remote_ != nullptr) s.remote = remote_->Snapshot();
+  if (disk_ != nullptr) {
+    const cache::DiskTierStats d = disk_->Stats();
+    s.disk = DiskTierSnapshot{disk_->dir().string(),
+                              d.budget_bytes,
+                              d.bytes,
+                              d.entries,
+                              d.hits,
+                              d.misses,
+                              d.writes,
+                              d.write_drops,
+                              d.write_errors,
+                              d.damaged,
+                              d.evictions,
+                              d.write_queue_bytes,
+                              d.foreign_files,
+                              d.indexed,
+                              d.index_seconds};
+  }
   return s;
 }
 

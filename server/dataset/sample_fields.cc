@@ -4,9 +4,10 @@
 #include <cctype>
 #include <charconv>
 #include <cstring>
-#include <initializer_list>
+#include <span>
 #include <vector>
 
+#include "galley/shard_members.h"
 #include "wire/messages.h"
 
 namespace galley {
@@ -278,7 +279,7 @@ std::string Extension(std::string_view name) {
   return lower;
 }
 
-bool OneOf(const std::string& extension, std::initializer_list<std::string_view> names) {
+bool OneOf(const std::string& extension, std::span<const std::string_view> names) {
   return std::find(names.begin(), names.end(), extension) != names.end();
 }
 
@@ -333,7 +334,7 @@ Status CheckNpy(std::string_view data) {
 Status CheckFieldValue(std::string_view name, std::span<const uint8_t> value) {
   const std::string extension = Extension(name);
   const std::string_view text(reinterpret_cast<const char*>(value.data()), value.size());
-  if (OneOf(extension, {"json", "jsn"})) {
+  if (OneOf(extension, kJsonMemberExtensions)) {
     // The job decodes it with Python's json module; this check keeps a
     // broken member from reaching it. It builds no document and copies
     // nothing, so neither a deep nesting nor a large member costs more than
@@ -341,11 +342,11 @@ Status CheckFieldValue(std::string_view name, std::span<const uint8_t> value) {
     if (!IsJsonText(text)) return Status::InvalidArgument("is not valid JSON");
     return CheckJsonDepth(text);
   }
-  if (OneOf(extension, {"cls", "cls2", "class", "count", "index", "inx", "id"})) {
+  if (OneOf(extension, kIntegerMemberExtensions)) {
     int64_t parsed = 0;
     if (!ParseIntegerText(text, &parsed)) return Status::InvalidArgument("is not an integer");
   }
-  if (OneOf(extension, {"txt", "text", "transcript"}) && !wire::IsValidUtf8(text)) {
+  if (OneOf(extension, kTextMemberExtensions) && !wire::IsValidUtf8(text)) {
     return Status::InvalidArgument("is not UTF-8 text");
   }
   if (extension == "npy") return CheckNpy(text);

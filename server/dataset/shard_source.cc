@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "galley/dataset/tar_index.h"
 #include "galley/errno_text.h"
 #include "galley/mutex.h"
+#include "galley/shard_members.h"
 #include "galley/unique_fd.h"
 #include "shard_storage.h"
 #include "wire/field_record.h"
@@ -36,10 +38,19 @@ namespace fs = std::filesystem;
 // index so that a cached listing needs no payload read.
 constexpr const char* kInlineExtensions[] = {"cls", "json"};
 constexpr uint64_t kMaxInlineBytes = 64 << 10;
-// The image extensions picked by default, in order of preference (those the
-// decoders read).
-constexpr const char* kDefaultImageKeys[] = {"jpg", "jpeg", "png", "webp"};
 constexpr char kCacheMagic[] = "galley-tar-index-v1";
+
+// The image extensions tried when the job names none, as a message lists
+// them: "jpg, jpeg, png or webp".
+std::string ImageExtensionsText() {
+  std::string text;
+  const size_t count = std::size(kShardImageExtensions);
+  for (size_t i = 0; i < count; ++i) {
+    if (i > 0) text += i + 1 == count ? " or " : ", ";
+    text += kShardImageExtensions[i];
+  }
+  return text;
+}
 
 FileIdentity IdentityOf(const struct stat& info) {
   return {static_cast<uint64_t>(info.st_size),
@@ -555,8 +566,8 @@ GroupedShard GroupSamples(const std::string& shard, const ShardListing& listing,
       image_extension = options.image_key;
       image = find(image_extension);
     } else {
-      for (const char* e : kDefaultImageKeys) {
-        if ((image = find(e)) != nullptr) {
+      for (const std::string_view e : kShardImageExtensions) {
+        if ((image = find(std::string(e))) != nullptr) {
           image_extension = e;
           break;
         }
@@ -568,9 +579,9 @@ GroupedShard GroupSamples(const std::string& shard, const ShardListing& listing,
     if (!sample.duplicated.empty()) {
       why = "two members named " + sample.key + "." + sample.duplicated;
     } else if (image == nullptr) {
-      why = options.image_key.empty() ? "no jpg, jpeg, png or webp member"
+      missing = options.image_key.empty() ? ImageExtensionsText() : options.image_key;
+      why = options.image_key.empty() ? "no " + missing + " member"
                                       : "no ." + options.image_key + " member";
-      missing = options.image_key.empty() ? "jpg, jpeg, png or webp" : options.image_key;
     } else if (!options.label_key.empty()) {
       const size_t m = find_index(wanted_label_extension);
       if (m == members.size()) {

@@ -399,10 +399,10 @@ Status GetReplyBody::Begin(long http_status, const ReplyHeaders& headers) {
     return status_;
   }
   if (length_ == 0 && sized_ && limit_ > open_ended_cap_) {
-    status_ = Status::ResourceExhausted(
-        "the object's " + std::to_string(limit_) + " bytes from byte " + std::to_string(offset_) +
-        " are more than one read to its end may hold (" + std::to_string(open_ended_cap_) +
-        "); it is read as a stream instead");
+    status_ = Status::ResourceExhausted("the object's " + std::to_string(limit_) +
+                                        " bytes from byte " + std::to_string(offset_) +
+                                        " are more than a read to its end may bring into memory (" +
+                                        std::to_string(open_ended_cap_) + " bytes)");
     return status_;
   }
   return Status::Ok();
@@ -423,9 +423,9 @@ GetReplyBody::Progress GetReplyBody::Add(std::span<const uint8_t> data, const Si
     if (whole_object_ && length_ > 0) {
       complete = true;  // the rest of the object is not needed
     } else if (!sized_) {
-      status_ = Status::ResourceExhausted("the object is more than one read to its end may hold (" +
-                                          std::to_string(open_ended_cap_) +
-                                          " bytes); it is read as a stream instead");
+      status_ = Status::ResourceExhausted(
+          "the object is larger than a read to its end may bring into memory (" +
+          std::to_string(open_ended_cap_) + " bytes)");
       return Progress::kFailed;
     } else {
       status_ = Status::ProtocolError("the reply's body is longer than the " +
@@ -483,10 +483,13 @@ Status StatusForHttpReply(long http_status, const ReplyHeaders& headers, std::st
     // Only the redirect's scheme and host: its query could carry a
     // presigned URL's signature.
     std::string target;
-    if (Result<EndpointUrl> to = ParseEndpointUrl(headers.location().substr(
-            0, headers.location().find('/', headers.location().find("://") + 3)));
-        to.ok()) {
-      target = " to " + to->ToString();
+    const std::string_view location = headers.location();
+    const size_t scheme_end = location.find("://");
+    if (scheme_end != std::string_view::npos) {
+      const size_t path = location.find_first_of("/?#", scheme_end + 3);
+      if (Result<EndpointUrl> to = ParseEndpointUrl(location.substr(0, path)); to.ok()) {
+        target = " to " + to->ToString();
+      }
     }
     return Status::InvalidArgument(where + ": the store redirects " + answer + target +
                                    ", and galleyd follows no redirects: set the endpoint and "

@@ -238,6 +238,29 @@ const Family<RemoteTierSnapshot> kRemoteFamilies[] = {
      [](const RemoteTierSnapshot& r) -> SampleValue { return r.writes_dropped; }},
 };
 
+const Family<DiskTierSnapshot> kDiskFamilies[] = {
+    {"disk_hits_total", "counter", "Disk-tier lookups that found a sound entry.",
+     [](const DiskTierSnapshot& d) -> SampleValue { return d.hits; }},
+    {"disk_misses_total", "counter", "Disk-tier lookups that found nothing usable.",
+     [](const DiskTierSnapshot& d) -> SampleValue { return d.misses; }},
+    {"disk_writes_total", "counter", "Entries written to the disk tier.",
+     [](const DiskTierSnapshot& d) -> SampleValue { return d.writes; }},
+    {"disk_write_drops_total", "counter", "Disk-tier writes dropped: the queue was full.",
+     [](const DiskTierSnapshot& d) -> SampleValue { return d.write_drops; }},
+    {"disk_write_errors_total", "counter", "Disk-tier writes the file system refused.",
+     [](const DiskTierSnapshot& d) -> SampleValue { return d.write_errors; }},
+    {"disk_damaged_total", "counter", "Disk-tier entries that failed their checks (removed).",
+     [](const DiskTierSnapshot& d) -> SampleValue { return d.damaged; }},
+    {"disk_evictions_total", "counter", "Disk-tier entries evicted to fit the budget.",
+     [](const DiskTierSnapshot& d) -> SampleValue { return d.evictions; }},
+    {"disk_bytes", "gauge", "Bytes the disk tier's entries take (4 KiB blocks).",
+     [](const DiskTierSnapshot& d) -> SampleValue { return d.bytes; }},
+    {"disk_budget_bytes", "gauge", "The disk tier's budget (disk_cache_bytes).",
+     [](const DiskTierSnapshot& d) -> SampleValue { return d.budget_bytes; }},
+    {"disk_entries", "gauge", "Entries in the disk tier.",
+     [](const DiskTierSnapshot& d) -> SampleValue { return d.entries; }},
+};
+
 const Family<RemoteServerSnapshot> kRemoteServerFamilies[] = {
     {"remote_server_up", "gauge", "1 while the remote cache server answers, 0 after a failure.",
      [](const RemoteServerSnapshot& s) -> SampleValue { return uint64_t{s.reachable ? 1u : 0u}; }},
@@ -299,6 +322,9 @@ std::string RenderPrometheus(const MetricsSnapshot& metrics) {
   }
   WriteFamilies<ArenaSnapshot>(kArenaFamilies, arenas, &out);
 
+  if (status.pipeline.disk) {
+    WriteFamilies<DiskTierSnapshot>(kDiskFamilies, {{&*status.pipeline.disk, ""}}, &out);
+  }
   if (status.pipeline.remote) {
     const RemoteTierSnapshot& remote = *status.pipeline.remote;
     WriteFamilies<RemoteTierSnapshot>(kRemoteFamilies, {{&remote, ""}}, &out);

@@ -34,6 +34,26 @@ void to_json(json& out, const RemoteTierSnapshot& s) {
          {"servers", s.servers}};
 }
 
+void to_json(json& out, const DiskTierSnapshot& s) {
+  const uint64_t lookups = s.hits + s.misses;
+  out = {{"dir", s.dir},
+         {"budget_bytes", s.budget_bytes},
+         {"bytes", s.bytes},
+         {"entries", s.entries},
+         {"hits", s.hits},
+         {"misses", s.misses},
+         {"hit_rate", lookups > 0 ? double(s.hits) / double(lookups) : 0.0},
+         {"writes", s.writes},
+         {"write_drops", s.write_drops},
+         {"write_errors", s.write_errors},
+         {"damaged", s.damaged},
+         {"evictions", s.evictions},
+         {"write_queue_bytes", s.write_queue_bytes},
+         {"foreign_files", s.foreign_files},
+         {"indexed", s.indexed},
+         {"index_seconds", s.index_seconds}};
+}
+
 void to_json(json& out, const PipelineSnapshot& s) {
   out = {{"threads", s.threads},
          {"file_reads", s.file_reads},
@@ -55,7 +75,8 @@ void to_json(json& out, const PipelineSnapshot& s) {
          {"augment_seconds", s.augment_seconds},
          {"pack_seconds", s.pack_seconds},
          {"unpack_seconds", s.unpack_seconds},
-         {"remote", s.remote ? json(*s.remote) : json(nullptr)}};
+         {"remote", s.remote ? json(*s.remote) : json(nullptr)},
+         {"disk", s.disk ? json(*s.disk) : json(nullptr)}};
 }
 
 void to_json(json& out, const SamplerGroupSnapshot& s) {

@@ -36,7 +36,7 @@ expect_files "$P" bin/galleyd bin/galleyctl lib/systemd/system/galleyd.service \
   lib/sysusers.d/galley.conf etc/galley/galleyd.toml \
   include/galley/client.h include/galley/batch.h include/galley/job_spec.h \
   include/galley/status.h include/galley/version.h include/galley/tensor_format.h \
-  include/galley/sampling_policies.h \
+  include/galley/sampling_policies.h include/galley/shard_members.h \
   "$LIBDIR/libgalley_client.so" "$LIBDIR/cmake/galley/galleyConfig.cmake" \
   "$LIBDIR/cmake/galley/galleyConfigVersion.cmake" "$LIBDIR/pkgconfig/galley.pc" \
   share/doc/galley/README.md share/doc/galley/LICENSE share/doc/galley/CHANGELOG.md

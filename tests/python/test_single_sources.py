@@ -1,8 +1,11 @@
 """Names galley writes in more than one place agree with their one source:
 the sampling policies (galley/sampling_policies.h, exported as
 galley.sampling_policies), the job spec's fields (client/wire/messages.cc,
-exported as _galley.job_spec_fields) and the versions (CMakeLists.txt).
-Documentation cannot be generated from them, so it is checked here."""
+exported as _galley.job_spec_fields), the listing request's fields, the
+bounds of max_resolution and the largest request (galley/job_spec.h,
+exported as _galley.listing_fields, max_resolution_range and
+max_request_bytes) and the versions (CMakeLists.txt). Documentation cannot
+be generated from them, so it is checked here."""
 
 import pathlib
 import re
@@ -52,6 +55,40 @@ def test_job_spec_fields_agree_with_the_protocol_document():
     for row in table.splitlines()[2:]:
         documented += re.findall(r"`([a-z0-9_]+)`", row.split("|")[1])
     assert documented == list(galley._galley.job_spec_fields)
+
+
+def test_the_listing_requests_fields_agree_with_the_protocol_document():
+    text = (ROOT / "docs" / "protocol.md").read_text()
+    section = text.split("### 1.6 The listing request", 1)[1]
+    request = re.search(r"`\{(what: \"listing\", [^}]*)\}`", section).group(1)
+    names = [name.strip() for name in request.replace('what: "listing"', "what").split(",")]
+    assert names == ["what", *galley._galley.listing_fields, "begin", "count"]
+    # Each one is a field of the OpenJob body.
+    assert set(galley._galley.listing_fields) <= set(galley._galley.job_spec_fields)
+
+
+def test_the_bounds_the_loader_checks_agree_with_the_documents():
+    low, high = galley._galley.max_resolution_range
+    protocol = (ROOT / "docs" / "protocol.md").read_text()
+    assert f"| `max_resolution` | uint: 0, or {low} to {high} |" in protocol
+    assert f"`N` is an `int` from {low} to {high}" in (ROOT / "docs" / "datasets.md").read_text()
+    request = galley._galley.max_request_bytes
+    assert f"{request >> 20} MiB ({request:,})" in protocol
+
+
+def test_shard_member_kinds_agree_with_the_datasets_document_and_the_decoders():
+    kinds = galley._galley.shard_member_kinds
+    text = (ROOT / "docs" / "datasets.md").read_text()
+    for kind in ("json", "integer", "text"):
+        row = "| " + ", ".join(f"`.{extension}`" for extension in kinds[kind]) + " |"
+        assert row in text, kind
+    from galley import fields
+    assert fields.IMAGE_EXTENSIONS == kinds["image"] == ("jpg", "jpeg", "png", "webp")
+    decoded = {"json": fields.json.loads, "integer": fields._decode_int,
+               "text": fields._decode_text}
+    for kind, decoder in decoded.items():
+        for extension in kinds[kind]:
+            assert fields._member_decoder(extension, unpickle=False) is decoder, extension
 
 
 def test_a_spec_key_galley_does_not_know_is_refused_by_name(daemon, tiny_folder):

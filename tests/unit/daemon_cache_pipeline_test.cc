@@ -405,6 +405,46 @@ TEST_F(DaemonCacheTest, TheRemoteTierGetsWhatOneNodeReadAndServesItToAnother) {
   EXPECT_EQ(remote.puts[RemoteForm::kEncoded], uint64_t{kItems}) << "nothing new to write";
 }
 
+// The disk tier is written only with what this galleyd read from storage:
+// items another node put in the remote tier are served from there and not
+// written; items read from the files are, and a later pipeline on the same
+// folder reads none of them again.
+TEST_F(DaemonCacheTest, TheDiskTierKeepsOnlyWhatWasReadFromStorage) {
+  auto job = MakeJob(1, 5, kItems, 1);
+  FakeRemoteCache remote(dataset_->content_fingerprint());
+  ItemPipeline other_node(PipelineOptions{.worker_threads = 2}, nullptr, &remote);
+  const std::vector<std::byte> first = RunPass(other_node, job, 0);
+
+  cache::DiskTierOptions options;
+  options.dir = root_ / "disk-tier";
+  {
+    auto disk = cache::DiskTier::Open(options);
+    ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+    ItemPipeline with_remote(PipelineOptions{.worker_threads = 2}, nullptr, &remote, nullptr,
+                             disk->get());
+    EXPECT_EQ(RunPass(with_remote, job, 0), first);
+    EXPECT_EQ(Snapshot(with_remote).reads, 0u);
+    (*disk)->WaitForWrites();
+    EXPECT_EQ((*disk)->Stats().writes, 0u) << "nothing from the remote tier is written";
+
+    ItemPipeline from_files(PipelineOptions{.worker_threads = 2}, nullptr, nullptr, nullptr,
+                            disk->get());
+    EXPECT_EQ(RunPass(from_files, job, 0), first);
+    EXPECT_EQ(Snapshot(from_files).reads, uint64_t{kItems});
+    (*disk)->WaitForWrites();
+    EXPECT_EQ((*disk)->Stats().writes, uint64_t{kItems});
+  }
+  auto disk = cache::DiskTier::Open(options);
+  ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+  ItemPipeline after_restart(PipelineOptions{.worker_threads = 2}, nullptr, nullptr, nullptr,
+                             disk->get());
+  EXPECT_EQ(RunPass(after_restart, job, 0), first);
+  EXPECT_EQ(Snapshot(after_restart).reads, 0u);
+  EXPECT_EQ(Snapshot(after_restart).decodes, uint64_t{kItems});
+  EXPECT_EQ((*disk)->Stats().hits, uint64_t{kItems});
+  EXPECT_EQ(after_restart.Snapshot().disk->hits, uint64_t{kItems});
+}
+
 // Shrunk pixels go to the remote tier under a name of their own, which no
 // exact job and no job at another limit looks up.
 TEST_F(DaemonCacheTest, TheRemoteTierKeysShrunkItemsApart) {

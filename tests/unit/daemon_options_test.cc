@@ -226,6 +226,23 @@ TEST_F(DaemonOptionsTest, ABadSizeSaysWhichSizesAreAccepted) {
             "1.5GiB or a number of bytes, at least 1");
 }
 
+TEST_F(DaemonOptionsTest, TheDiskTierTakesAnAbsoluteFolderAndABudgetOfAtLeastAMebibyte) {
+  auto none = Load({});
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->options.disk_cache, "");
+  EXPECT_EQ(none->options.disk_cache_bytes, uint64_t{16} << 30);
+  auto file = LoadFile("disk_cache = \"/var/cache/galley/disk\"\ndisk_cache_bytes = \"800G\"\n");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ(file->options.disk_cache, "/var/cache/galley/disk");
+  EXPECT_EQ(file->options.disk_cache_bytes, uint64_t{800} << 30);
+  EXPECT_EQ(FlagError({"--disk-cache", "cache/disk"}),
+            "disk_cache (flag --disk-cache): got 'cache/disk'; expected an absolute folder path, "
+            "or \"\" for none");
+  EXPECT_EQ(FlagError({"--disk-cache-bytes", "1K"}),
+            "disk_cache_bytes (flag --disk-cache-bytes): got '1K'; expected a size such as 8G, "
+            "512M, 1.5GiB or a number of bytes, at least 1048576");
+}
+
 TEST_F(DaemonOptionsTest, PathsGroupsModesAndAddressesAreChecked) {
   EXPECT_EQ(FlagError({"--allowed-root", "data"}, /*add_root=*/false),
             "allowed_roots (flag --allowed-root): got 'data', not an absolute path; expected a "

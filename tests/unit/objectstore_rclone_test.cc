@@ -1,5 +1,5 @@
 // S3Client against a real S3 server: `rclone serve s3` over a temporary
-// folder (tests/unit/s3_test_servers.h). Whole and ranged GETs, HEAD, paged
+// folder (tests/unit/rclone_s3_server.h). Whole and ranged GETs, HEAD, paged
 // listings, versions, credentials, the allowlist and many GETs in flight.
 #include <gtest/gtest.h>
 
@@ -11,7 +11,8 @@
 
 #include "galley/mutex.h"
 #include "galley/objectstore/s3_client.h"
-#include "tests/unit/s3_test_servers.h"
+#include "tests/unit/fault_proxy.h"
+#include "tests/unit/rclone_s3_server.h"
 
 namespace galley::objectstore {
 namespace {
@@ -36,7 +37,8 @@ class RcloneTest : public ::testing::Test {
     object_ = PseudoRandomBytes(1 << 20, 7);
     server_.Put("data", "shards/shard-000.tar", object_);
     server_.Put("data", "a b+c%/ünï=&?.bin", "odd key");
-    ASSERT_TRUE(server_.Start());
+    const Status started = server_.Start();
+    ASSERT_TRUE(started.ok()) << started.ToString();
     options_.allowed_endpoints = {server_.url()};
     options_.backoff_base = std::chrono::milliseconds(1);
     options_.backoff_cap = std::chrono::milliseconds(10);
@@ -125,7 +127,8 @@ TEST(RcloneListingTest, ListsEveryPageThroughContinuationTokens) {
     server.Put("data", name, PseudoRandomBytes(100 + i, i));
   }
   server.Put("data", "other/x", "not listed");
-  ASSERT_TRUE(server.Start());
+  const Status started = server.Start();
+  ASSERT_TRUE(started.ok()) << started.ToString();
   S3ClientOptions options;
   options.allowed_endpoints = {server.url()};
   options.list_page_keys = 4;
@@ -340,7 +343,8 @@ TEST_F(RcloneTest, SessionTokenIsSentAndSigned) {
 TEST(RcloneVirtualHostTest, BucketAsHostNameLabel) {
   RcloneS3Server server;
   server.Put("vbucket", "dir/key.bin", "virtual host");
-  ASSERT_TRUE(server.Start({"--force-path-style=false"}));
+  const Status started = server.Start({"--force-path-style=false"});
+  ASSERT_TRUE(started.ok()) << started.ToString();
   // curl resolves every *.localhost name to the loopback address.
   const std::string endpoint = "http://localhost:" + std::to_string(server.port());
   S3ClientOptions options;

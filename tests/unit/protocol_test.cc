@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <set>
@@ -271,6 +272,26 @@ TEST(Messages, ListingRequestNamesTheDatasetAsOpenJobDoes) {
   unnamed.erase("dataset");
   EXPECT_EQ(ListingRequestFromJson(unnamed, &begin, &count).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+TEST(Messages, ListingFieldNamesAreTheListingRequestsDatasetFields) {
+  // Every field a listing request writes, besides its own three, is one of
+  // ListingFieldNames() (which the Python package sends), and each of them
+  // is an OpenJob field.
+  const std::vector<std::string> names = ListingFieldNames();
+  std::set<std::string> written;
+  JobSpec spec{.dataset = "/d", .fields = {"txt"}};
+  const nlohmann::json body = ListingRequestToJson(spec, 0, 5);
+  for (const auto& [key, value] : body.items()) {
+    if (key != "what" && key != "begin" && key != "count") written.insert(key);
+  }
+  EXPECT_EQ(written, std::set<std::string>(names.begin(), names.end()));
+  const std::vector<std::string> job = JobSpecFieldNames();
+  for (const std::string& name : names) {
+    EXPECT_NE(std::find(job.begin(), job.end(), name), job.end()) << name;
+  }
+  EXPECT_EQ(galley::ListingFieldNames(), names);
+  EXPECT_EQ(kMaxPayloadBytes, galley::kMaxRequestBytes);
 }
 
 TEST(Messages, JobSpecRefusesAFieldItDoesNotKnow) {

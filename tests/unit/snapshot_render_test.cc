@@ -424,7 +424,7 @@ constexpr const char* kPipelineJson = R"({
   "decodes": 103, "region_decodes": 104, "augments": 105, "decoded_hits": 106, "encoded_hits": 107,
   "augmented_hits": 108, "failures": 109, "packs": 111, "unpacks": 112, "unpack_failures": 113,
   "read_seconds": 1.25, "decode_seconds": 2.5, "augment_seconds": 3.75, "pack_seconds": 0.5,
-  "unpack_seconds": 0.25, "remote": null})";
+  "unpack_seconds": 0.25, "remote": null, "disk": null})";
 
 TEST(SnapshotJsonTest, Status) {
   const std::string expected = R"({
@@ -661,6 +661,55 @@ TEST(PrometheusTextTest, TheRemoteTierAndEachOfItsServers) {
   };
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(remote, expected);
+}
+
+DiskTierSnapshot Disk() {
+  DiskTierSnapshot d;
+  d.dir = "/var/cache/galley/disk";
+  d.budget_bytes = 1000;
+  d.bytes = 800;
+  d.entries = 7;
+  d.hits = 30;
+  d.misses = 10;
+  d.writes = 11;
+  d.write_drops = 12;
+  d.write_errors = 13;
+  d.damaged = 14;
+  d.evictions = 15;
+  d.write_queue_bytes = 16;
+  d.foreign_files = 17;
+  d.indexed = true;
+  d.index_seconds = 0.5;
+  return d;
+}
+
+TEST(PrometheusTextTest, TheDiskTier) {
+  MetricsSnapshot metrics;
+  metrics.status.pipeline.disk = Disk();
+  const std::vector<std::string> samples = Samples(RenderPrometheus(metrics));
+  std::vector<std::string> disk;
+  std::copy_if(samples.begin(), samples.end(), std::back_inserter(disk),
+               [](const std::string& line) { return line.starts_with("galley_disk_"); });
+  std::vector<std::string> expected = {
+      "galley_disk_hits_total 30",         "galley_disk_misses_total 10",
+      "galley_disk_writes_total 11",       "galley_disk_write_drops_total 12",
+      "galley_disk_write_errors_total 13", "galley_disk_damaged_total 14",
+      "galley_disk_evictions_total 15",    "galley_disk_bytes 800",
+      "galley_disk_budget_bytes 1000",     "galley_disk_entries 7",
+  };
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(disk, expected);
+}
+
+TEST(SnapshotJsonTest, TheDiskTierInThePipeline) {
+  PipelineSnapshot pipeline;
+  pipeline.disk = Disk();
+  const json rendered = pipeline;
+  ExpectJson(rendered["disk"], R"({
+    "dir": "/var/cache/galley/disk", "budget_bytes": 1000, "bytes": 800, "entries": 7,
+    "hits": 30, "misses": 10, "hit_rate": 0.75, "writes": 11, "write_drops": 12,
+    "write_errors": 13, "damaged": 14, "evictions": 15, "write_queue_bytes": 16,
+    "foreign_files": 17, "indexed": true, "index_seconds": 0.5})");
 }
 
 TEST(SnapshotJsonTest, TheRemoteTierInThePipelineAndThePlan) {

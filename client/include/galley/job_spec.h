@@ -199,6 +199,19 @@ struct JobSpec {
 inline constexpr uint32_t kMinMaxResolution = 16;
 inline constexpr uint32_t kMaxMaxResolution = 65535;
 
+// The words a sample fails with under JobSpec::native_size when its size is
+// not the first image's: the message is "<path>: " followed by these, the
+// sizes and what to do. The Python package looks for them in a batch's error
+// to raise a ValueError (a mistake in the job's arguments) rather than a
+// sample failure.
+inline constexpr std::string_view kNativeSizeMismatch =
+    "transform=None needs every image at the first image's size";
+
+// The most bytes one request frame may carry: an OpenJob body, whose
+// epoch_items may list a few million item ids, or a SeekEpoch with an
+// epoch's list. The Python package refuses a sampler whose list cannot fit.
+inline constexpr uint32_t kMaxRequestBytes = 16u << 20;
+
 // A spec from its JSON form, galleyd's OpenJob body (docs/protocol.md §1.4;
 // the Python package builds its jobs this way). Strict: a field galley does
 // not know, a missing required one (dataset, batch_size, transform) or a
@@ -207,6 +220,11 @@ Result<JobSpec> ParseJobSpec(std::string_view json_text);
 
 // The names of that JSON form's fields, in protocol order.
 std::vector<std::string> JobSpecFieldNames();
+
+// The fields of that form that name a dataset (its path, or its shards with
+// their keys and fields), which a listing request (Client::Listing) takes
+// and the rest of a spec leaves unchanged; in protocol order.
+std::vector<std::string> ListingFieldNames();
 
 // The bytes of a slot's field area for `spec`: 0 without fields, else
 // field_batch_bytes or its default.

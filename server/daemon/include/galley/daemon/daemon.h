@@ -109,6 +109,8 @@ class Daemon {
   std::unique_ptr<cache::TieredCache> cache_;
   std::unique_ptr<StorageThrottle> throttle_;
   std::unique_ptr<RemoteCache> remote_;
+  // After cache_: its writer asks cache_'s demand, so it stops first.
+  std::unique_ptr<cache::DiskTier> disk_;
   std::unique_ptr<ItemPipeline> pipeline_;
   std::unique_ptr<CachePrefaulter> prefaulter_;
   std::unique_ptr<CachePlanner> planner_;

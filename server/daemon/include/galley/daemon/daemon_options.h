@@ -71,6 +71,15 @@ struct DaemonOptions {
   double memory_bytes_per_s = 0;      // memory copy bandwidth
   uint32_t cores = 0;                 // 0 = the pipeline's worker threads
 
+  // The node-local disk tier below the memory tiers (docs/cache.md, "The
+  // disk tier"): an absolute folder on a local disk (NVMe), made 0700 when
+  // missing, used by this galleyd alone and kept across restarts. Empty
+  // (default): no disk tier. Its entries may take disk_cache_bytes on disk
+  // (default 16 GiB, at least 1 MiB): size it below the file system's free
+  // space, as a write the file system refuses is only counted.
+  std::string disk_cache;
+  uint64_t disk_cache_bytes = uint64_t{16} << 30;
+
   // The remote cache tier shared by every node (docs/cache.md, "The remote
   // tier"): memcached servers as "HOST:PORT" (HOST a name, IPv4 address or
   // [IPv6 address]). Empty (default): no remote tier, nothing changes.

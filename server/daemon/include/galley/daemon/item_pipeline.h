@@ -41,6 +41,17 @@
 // encoded remote hit is upgraded to pixels when decoded is the write form.
 // With a StorageThrottle, every storage read is charged to it.
 //
+// With a DiskTier (node-local, kept across restarts), an item missing from
+// the memory tiers is looked up there before the remote tier and storage,
+// under the dataset's content fingerprint (RemoteFingerprint): a hit is an
+// encoded entry, offered to the memory tiers like bytes just read. Only
+// what was read from storage is written to it, in the encoded tier's form
+// (the file's bytes, or at a max_resolution the pixels packed, made on the
+// disk tier's writer thread), so nothing reaches the disk that galleyd did
+// not read itself for a job that passed the access checks. A manifest's
+// field record is not kept there: its columns come from the listing, which
+// the fingerprint does not cover.
+//
 // A failure is recorded per slot position; a read that failed because the
 // dataset changed under its listing (IsDatasetChange) is marked so, since
 // the scheduler ends the job for it instead of substituting.
@@ -56,6 +67,7 @@
 #include <string>
 #include <vector>
 
+#include "galley/cache/disk_tier.h"
 #include "galley/cache/tiered_cache.h"
 #include "galley/daemon/daemon_options.h"
 #include "galley/daemon/served_job.h"
@@ -179,10 +191,11 @@ enum class RemoteWrite {
 class ItemPipeline {
  public:
   // `cache` may be null (caching disabled), and so may `remote` (no shared
-  // tier) and `throttle` (storage at its own speed); each one set must
-  // outlive the pipeline.
+  // tier), `throttle` (storage at its own speed) and `disk` (no disk tier);
+  // each one set must outlive the pipeline.
   explicit ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache = nullptr,
-                        RemoteCache* remote = nullptr, StorageThrottle* throttle = nullptr);
+                        RemoteCache* remote = nullptr, StorageThrottle* throttle = nullptr,
+                        cache::DiskTier* disk = nullptr);
   ~ItemPipeline();
 
   // Prepares every task; failures are recorded per position in the plans.
@@ -257,6 +270,10 @@ class ItemPipeline {
   // pixels is `decoded` packed (or `encoded`, when already packed).
   void OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> decoded, cache::BlobPtr encoded,
                     bool pack);
+  // Queues what was read from storage for `task` to the disk tier: `encoded`
+  // when set, else `decoded` packed by the writer.
+  void WriteToDisk(const ItemTask& task, cache::Key key, const cache::BlobPtr& encoded,
+                   const cache::BlobPtr& decoded);
   // Hands each receiver of `task` whose job has fields its view of
   // `record`, read from storage when null (a blob from the remote tier
   // carries none). A failed read fails the item; a value over a job's
@@ -267,6 +284,7 @@ class ItemPipeline {
   cache::TieredCache* const cache_;
   RemoteCache* const remote_;
   StorageThrottle* const throttle_;
+  cache::DiskTier* const disk_;
   uint32_t threads_;
   std::unique_ptr<tbb::task_arena> arena_;
   PipelineCounters counters_;
@@ -280,6 +298,10 @@ class ItemPipeline {
 // content fingerprint for 0, else one derived from it and the limit, so
 // shrunk pixels never meet the exact dataset's or another limit's.
 ContentFingerprint RemoteFingerprint(const Dataset& dataset, uint32_t max_resolution);
+
+// The disk tier's name for `item` of `dataset` at `max_resolution`: the
+// remote tier's fingerprint and the item.
+cache::DiskKey DiskKeyFor(const Dataset& dataset, uint32_t max_resolution, ItemId item);
 
 // Writes one failure per position of `task` into the plans; with
 // `dataset_changed`, marks it as the dataset changing (SlotPlan).

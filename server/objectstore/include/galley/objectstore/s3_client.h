@@ -18,10 +18,12 @@
 // Stream() runs its transfer on the caller's thread, so a slow `chunk`
 // (writing a shard to disk) holds no other request up; after a broken
 // connection it goes on from the byte it had reached, pinned to the version
-// it started on.
+// it started on. List() calls `each` on the caller's thread too; only
+// GetAsync's `done` runs on the store's thread.
 //
 // Thread-safety: every method may be called from any thread, except that a
-// GetAsync callback must not wait for another request of the same store.
+// GetAsync callback must not wait for another request of the same store
+// (Get, Head and List wait on that thread).
 #ifndef GALLEY_SERVER_OBJECTSTORE_S3_CLIENT_H_
 #define GALLEY_SERVER_OBJECTSTORE_S3_CLIENT_H_
 

@@ -52,6 +52,26 @@ struct RemoteTierSnapshot {
   std::vector<RemoteServerSnapshot> servers;
 };
 
+// The node-local disk tier (docs/cache.md, "The disk tier"): counters since
+// start, and what it holds now.
+struct DiskTierSnapshot {
+  std::string dir;
+  uint64_t budget_bytes = 0;
+  uint64_t bytes = 0;  // charged bytes on disk (4 KiB blocks)
+  uint64_t entries = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;  // damaged entries included
+  uint64_t writes = 0;
+  uint64_t write_drops = 0;   // the write queue was full
+  uint64_t write_errors = 0;  // the file system refused a write
+  uint64_t damaged = 0;       // entries that failed their checks, removed
+  uint64_t evictions = 0;
+  uint64_t write_queue_bytes = 0;
+  uint64_t foreign_files = 0;  // names in the entry folders that are not entries
+  bool indexed = false;        // what an earlier run left is counted
+  double index_seconds = 0;
+};
+
 // ItemPipeline's counters since start.
 struct PipelineSnapshot {
   uint32_t threads = 0;
@@ -77,6 +97,7 @@ struct PipelineSnapshot {
   double pack_seconds = 0;
   double unpack_seconds = 0;
   std::optional<RemoteTierSnapshot> remote;  // when a remote tier is configured
+  std::optional<DiskTierSnapshot> disk;      // when a disk tier is configured
 };
 
 // One sampler group of the Scheduler: the jobs on one dataset sharing one
