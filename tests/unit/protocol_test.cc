@@ -281,6 +281,7 @@ TEST(Messages, ListingFieldNamesAreTheListingRequestsDatasetFields) {
   const std::vector<std::string> names = ListingFieldNames();
   std::set<std::string> written;
   JobSpec spec{.dataset = "/d", .fields = {"txt"}};
+  spec.s3 = ObjectStoreAccess{};  // written only when set
   const nlohmann::json body = ListingRequestToJson(spec, 0, 5);
   for (const auto& [key, value] : body.items()) {
     if (key != "what" && key != "begin" && key != "count") written.insert(key);
