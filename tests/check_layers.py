@@ -20,11 +20,11 @@ ALLOWED = {
     "cache": {"cache"},
     "server/image": {"image"},
     "server/sampler": {"sampler", "cache"},
-    "server/dataset": {"dataset", "image"},
+    "server/objectstore": {"objectstore"},
+    "server/dataset": {"dataset", "image", "objectstore"},
     "server/snapshots": {"snapshots"},
     "server/logging": {"logging"},
     "server/remote": {"remote", "cache", "dataset", "snapshots", "logging"},
-    "server/objectstore": {"objectstore"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"galley/([a-z_]+)/')

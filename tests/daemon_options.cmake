@@ -2,3 +2,9 @@
 galley_add_test(daemon_options_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/unit/daemon_options_test.cc
   LIBS galley_daemon)
+
+# The registry over shard sets kept as objects: endpoints, the job's access,
+# sharing across credentials.
+galley_add_test(object_datasets_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/unit/object_datasets_test.cc
+  LIBS galley_daemon)

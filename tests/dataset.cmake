@@ -22,3 +22,8 @@ galley_add_test(shard_descriptors_test
 galley_add_test(listing_memory_test
   SOURCES unit/listing_memory_test.cc
   LIBS galley_dataset)
+
+# Tar shards kept as objects, over an in-memory object store.
+galley_add_test(object_shards_test
+  SOURCES unit/object_shards_test.cc
+  LIBS galley_dataset galley_wire)

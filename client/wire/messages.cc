@@ -419,6 +419,52 @@ Status ReadConsumed(FieldReader&, const json& body, const JobSpecField& field, J
   return HexBitmapToIds(body, field.name, &spec.resume_consumed);
 }
 
+// The job's object storage access, an object of strings (and path_style).
+void WriteS3(const JobSpec& spec, const JobSpecField& field, json& body) {
+  if (!spec.s3) return;
+  const ObjectStoreAccess& a = *spec.s3;
+  body[field.name] = {{"endpoint_url", a.endpoint_url},
+                      {"region", a.region},
+                      {"path_style", a.path_style},
+                      {"access_key_id", a.access_key_id},
+                      {"secret_access_key", a.secret_access_key},
+                      {"session_token", a.session_token}};
+}
+Status ReadS3(FieldReader&, const json& body, const JobSpecField& field, JobSpec& spec) {
+  auto it = body.find(field.name);
+  if (it == body.end()) return Status::Ok();
+  if (!it->is_object()) {
+    return Status::InvalidArgument(std::string("field '") + field.name + "' must be an object");
+  }
+  ObjectStoreAccess access;
+  const std::pair<const char*, std::string*> strings[] = {
+      {"endpoint_url", &access.endpoint_url},
+      {"region", &access.region},
+      {"access_key_id", &access.access_key_id},
+      {"secret_access_key", &access.secret_access_key},
+      {"session_token", &access.session_token}};
+  for (const auto& [key, value] : it->items()) {
+    bool known = key == "path_style";
+    for (const auto& [name, target] : strings) {
+      if (key != name) continue;
+      if (!value.is_string() || value.get_ref<const std::string&>().size() > 4096) {
+        return Status::InvalidArgument("field 's3." + key +
+                                       "' must be a string of at most 4096 bytes");
+      }
+      *target = value.get<std::string>();
+      known = true;
+    }
+    if (!known) return Status::InvalidArgument("unknown field 's3." + EscapeBytes(key) + "'");
+    if (key == "path_style") {
+      if (!value.is_boolean())
+        return Status::InvalidArgument("field 's3.path_style' must be a boolean");
+      access.path_style = value.get<bool>();
+    }
+  }
+  spec.s3 = std::move(access);
+  return Status::Ok();
+}
+
 // In protocol order: fields after `name` were appended in this order.
 const JobSpecField kJobSpecFields[] = {
     Plain<&JobSpec::dataset>("dataset", /*required=*/true),
@@ -453,6 +499,7 @@ const JobSpecField kJobSpecFields[] = {
     Plain<&JobSpec::max_member_bytes>("max_member_bytes"),
     Plain<&JobSpec::field_batch_bytes>("field_batch_bytes"),
     Plain<&JobSpec::max_resolution>("max_resolution"),
+    {"s3", false, WriteS3, ReadS3},
 };
 
 const JobSpecField* FindJobSpecField(std::string_view name) {
@@ -556,7 +603,8 @@ Result<JobSpec> JobSpecFromJson(const json& body) {
 
 namespace {
 // The OpenJob fields that name a dataset, which a "listing" request shares.
-constexpr const char* kDatasetFields[] = {"dataset", "shards", "image_key", "label_key", "fields"};
+constexpr const char* kDatasetFields[] = {"dataset",   "shards", "image_key",
+                                          "label_key", "fields", "s3"};
 
 }  // namespace
 

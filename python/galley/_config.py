@@ -34,6 +34,7 @@ from . import batch_ops
 from . import dataset_objects
 from . import fields as _fields
 from . import python_stage
+from . import s3_access as _s3_access
 from . import shards as _shards
 from . import transforms as T
 from ._warn import warn_once
@@ -373,6 +374,11 @@ def _job_spec(a: types.SimpleNamespace, root: str, shards: Optional[List[str]], 
             field_spec[limit] = int(value)
     if shards is not None:
         spec.update(shards=shards, image_key=a.image_key or "", label_key=a.label_key or "")
+        if _shards.is_object_url(shards[0]):
+            # Shards in object storage: the job's own access, resolved as the
+            # AWS CLI resolves it (and again at each job open, _session.py,
+            # so refreshed temporary credentials reach galleyd).
+            spec["s3"] = _s3_access.resolve(what=shards[0])
     if field_spec:
         spec.update(field_spec)
     elif shards is None and (a.image_key is not None or a.label_key != "cls"):

@@ -24,6 +24,7 @@ from . import _autostart
 from . import _galley
 from . import datasets as _datasets
 from . import dataset_objects
+from . import s3_access as _s3_access
 from . import shards as _shards
 from ._config import LoaderConfig
 from ._warn import warn_once, warn_user
@@ -169,6 +170,8 @@ class JobSession:
         # The OpenJob body (docs/protocol.md), where an absent field takes
         # its default.
         spec = {key: value for key, value in self.spec.items() if value is not None}
+        if "s3" in spec:  # resolved afresh: temporary credentials may have been renewed
+            spec["s3"] = _s3_access.resolve(what=spec["shards"][0])
         spec["start_epoch"] = start_epoch
         spec["epochs"] = epochs
         if resume is not None:

@@ -15,6 +15,11 @@ The client expands patterns with the user's own view of the file system and
 sends the daemon the resolved absolute paths; jobs whose lists resolve to the
 same files share work however they were spelled. Compressed tars and URLs
 are refused here, with what to do instead.
+
+Shards kept in S3-compatible storage are named ``s3://bucket/key.tar``: a
+list of such URLs, one URL, or a brace pattern over them
+(``s3://bucket/train-{000000..000099}.tar``). A glob is not expanded (it
+would need a listing of the bucket): list the shards or use a brace pattern.
 """
 
 import glob
@@ -25,11 +30,17 @@ _COMPRESSED = (".tar.gz", ".tgz", ".tar.zst", ".tar.zstd", ".tar.bz2", ".tar.xz"
 _BRACE = re.compile(r"\{([^{}]*)\}")
 
 
+def is_object_url(path):
+    """Whether ``path`` names an object in S3-compatible storage."""
+    return isinstance(path, str) and path.startswith("s3://")
+
+
 def _check_name(path):
     lower = path.lower()
-    if "://" in path or lower.startswith("pipe:"):
+    if not is_object_url(path) and ("://" in path or lower.startswith("pipe:")):
         raise ValueError(f"dataset {path!r} is a URL or pipe: galley reads local (or mounted) "
-                         "files only; copy the shards to local storage or mount them")
+                         "files and s3:// objects; copy the shards to local storage or to "
+                         "S3-compatible storage, or mount them")
     if lower.endswith(_COMPRESSED):
         raise ValueError(f"shard {path!r} is compressed; a compressed tar cannot be read by "
                          "byte range: decompress it to a plain .tar first (e.g. gunzip, unzstd)")
@@ -70,10 +81,18 @@ def resolve_dataset(dataset):
             raise ValueError("dataset is an empty list of shards")
         for p in paths:
             _check_name(p)
+        objects = sum(is_object_url(p) for p in paths)
+        if objects:
+            if objects != len(paths):
+                raise ValueError("dataset mixes s3:// objects and files; a dataset is kept in "
+                                 "one place")
+            return paths[0], list(paths)
         shards = [os.path.abspath(p) for p in paths]
         return shards[0], shards
     path = os.fspath(dataset)
     _check_name(path)
+    if is_object_url(path):
+        return path, _object_shards(path)
     if _BRACE.search(path):
         shards = [os.path.abspath(p) for p in expand_braces(path)]
         for p in shards:
@@ -98,6 +117,25 @@ def resolve_dataset(dataset):
     if path.endswith(".tar"):
         return path, [os.path.abspath(path)]
     return path, None
+
+
+def _object_shards(url):
+    """The shard URLs an ``s3://`` dataset names: a brace pattern expanded,
+    or one ``.tar`` object."""
+    if _BRACE.search(url):
+        shards = expand_braces(url)
+        for shard in shards:
+            _check_name(shard)
+        return shards
+    if glob.has_magic(url):
+        raise ValueError(f"dataset {url!r}: a glob of s3:// keys is not expanded (it would list "
+                         "the bucket); list the shards, or name them with a brace pattern such "
+                         "as s3://bucket/train-{000000..000099}.tar")
+    if url.endswith("/") or not url.endswith(".tar"):
+        raise ValueError(f"dataset {url!r}: galley reads tar shards from S3 (s3://bucket/"
+                         "key.tar, a list of them, or a brace pattern); a prefix read as an "
+                         "ImageFolder is not supported: pack the images into tar shards")
+    return [url]
 
 
 def _clock(seconds):

@@ -698,6 +698,7 @@ DaemonStatusSnapshot ControlServer::StatusFor(const wire::PeerCredentials& peer,
                    DescriptorExhaustions()};
   s.pipeline = pipeline_->Snapshot();
   s.samplers = DatasetVisibility(peer, admin).Visible(scheduler_->Snapshot());
+  s.object_store = datasets_->ObjectStoreCounts();
   return s;
 }
 

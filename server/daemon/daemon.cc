@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "galley/daemon/node_probe.h"
+#include "galley/objectstore/s3_client.h"
 #include "galley/random.h"
 #include "galley/snapshots/prometheus_text.h"
 #if GALLEY_REMOTE_TIER
@@ -17,6 +18,34 @@
 
 namespace galley {
 namespace {
+
+// The store datasets of objects are read through, for the endpoints the
+// admin allows (none: no store, and s3:// shards are refused naming the
+// option). A build without S3 support says so in the log and refuses them
+// at open.
+Result<std::shared_ptr<objectstore::ObjectStore>> OpenObjectStore(const DaemonOptions& options) {
+  const std::vector<std::string>& allowed = options.allowed_s3_endpoints;
+  if (allowed.empty()) return std::shared_ptr<objectstore::ObjectStore>();
+  objectstore::S3ClientOptions s3;
+  s3.max_in_flight = options.s3_requests_in_flight;
+  for (const std::string& endpoint : allowed) {
+    if (endpoint != "aws") s3.allowed_endpoints.push_back(endpoint);
+  }
+  // The client allows AWS's own endpoints only while its list is empty.
+  if (!s3.allowed_endpoints.empty() && s3.allowed_endpoints.size() != allowed.size()) {
+    return Status::InvalidArgument(
+        "allowed_s3_endpoints: \"aws\" cannot be listed with other endpoints; list either "
+        "\"aws\" or the endpoints of your own stores");
+  }
+  auto store = objectstore::OpenS3Client(s3);
+  if (!store.ok()) {
+    if (store.status().code() != StatusCode::kUnavailable) return store.status();
+    spdlog::warn("allowed_s3_endpoints is set, but {}; s3:// datasets are refused",
+                 store.status().message());
+    return std::shared_ptr<objectstore::ObjectStore>();
+  }
+  return std::shared_ptr<objectstore::ObjectStore>(std::move(*store));
+}
 
 // 64 bits that differ on every start of every daemon: the kernel's entropy,
 // or, should getrandom fail, the clock and the pid mixed.
@@ -190,8 +219,9 @@ Status Daemon::Build(DrainedCallback drained) {
   scheduler_options.stream_salt = StartEntropy();
   scheduler_ = std::make_unique<Scheduler>(scheduler_options, pipeline_.get(), cache_.get());
   memory_ = std::make_unique<UserMemory>(JobLimits::From(options_).max_memory_per_uid);
-  datasets_ =
-      std::make_unique<DatasetRegistry>(DatasetRegistryOptions::From(options_), memory_.get());
+  DatasetRegistryOptions dataset_options = DatasetRegistryOptions::From(options_);
+  GALLEY_ASSIGN_OR_RETURN(dataset_options.object_store, OpenObjectStore(options_));
+  datasets_ = std::make_unique<DatasetRegistry>(dataset_options, memory_.get());
   // The scheduler hears a job's events first, then the planner.
   std::vector<JobLifecycleObserver*> observers{scheduler_.get()};
   if (planner_ != nullptr) observers.push_back(planner_.get());

@@ -584,6 +584,23 @@ const std::vector<Key>& Keys() {
     k.push_back(SizeKey("tar_index_max_bytes", "--tar-index-max-bytes",
                         "size cap of the tar shard index cache",
                         &DaemonOptions::tar_index_max_bytes, 0, false));
+    k.push_back(StringListKey(
+        "allowed_s3_endpoints", "--allowed-s3-endpoint",
+        "S3-compatible endpoint jobs may read datasets from (repeatable; \"aws\" for AWS's own)",
+        "a list of endpoint URLs (scheme and authority, e.g. \"http://10.0.0.5:9000\"), or "
+        "\"aws\"",
+        &DaemonOptions::allowed_s3_endpoints, false, [](const std::string& endpoint) {
+          const bool url = endpoint.rfind("http://", 0) == 0 || endpoint.rfind("https://", 0) == 0;
+          return endpoint == "aws" || url ? std::string()
+                                          : Got(endpoint) + ", not http(s)://HOST[:PORT] or aws";
+        }));
+    k.push_back(IntegerKey("s3_requests_in_flight", "--s3-requests-in-flight",
+                           "ranged GETs of prefetched members each S3 dataset keeps in flight",
+                           &DaemonOptions::s3_requests_in_flight, 1, 4096, false));
+    k.push_back(SizeKey("s3_prefetch_bytes", "--s3-prefetch-bytes",
+                        "bytes each S3 dataset's prefetched members may hold, in flight or "
+                        "fetched and not yet read",
+                        &DaemonOptions::s3_prefetch_bytes, 1 << 20, false));
     k.push_back(IntegerKey("max_open_shards", "--max-open-shards",
                            "open shard descriptors kept per dataset",
                            &DaemonOptions::max_open_shards, 1, 65536, false));

@@ -62,6 +62,9 @@ DatasetRegistryOptions DatasetRegistryOptions::From(const DaemonOptions& options
   o.shards.index_cache_max_bytes = options.tar_index_max_bytes;
   o.max_manifest_line_bytes = options.max_manifest_line_bytes;
   o.max_manifest_columns = options.max_manifest_columns;
+  o.allowed_s3_endpoints = options.allowed_s3_endpoints;
+  o.shards.object_requests_in_flight = options.s3_requests_in_flight;
+  o.shards.object_prefetch_bytes = options.s3_prefetch_bytes;
   // tar_index_dir "" is the user's cache folder, "none" no index cache.
   if (options.tar_index_dir == "none") return o;
   if (!options.tar_index_dir.empty()) {
@@ -79,7 +82,9 @@ DatasetRegistry::DatasetRegistry(const DatasetRegistryOptions& options, UserMemo
       shard_options_(options.shards),
       max_manifest_line_bytes_(options.max_manifest_line_bytes),
       max_manifest_columns_(options.max_manifest_columns),
-      shard_descriptors_(std::make_shared<ShardDescriptorCache>(options.max_open_shards_total)) {
+      shard_descriptors_(std::make_shared<ShardDescriptorCache>(options.max_open_shards_total)),
+      object_store_(options.object_store),
+      allowed_s3_endpoints_(options.allowed_s3_endpoints) {
   SetAllowedRoots(options.allowed_roots);
 }
 
@@ -101,7 +106,13 @@ std::string DatasetRegistry::KeyOf(const JobSpec& spec) const {
   const std::string shrunk =
       spec.max_resolution != 0 ? "\tmax_resolution:" + std::to_string(spec.max_resolution) : "";
   if (!spec.shards.empty()) {
-    std::string key = Dataset::ShardSetKey(spec.shards, ShardOptionsFor(spec, shard_options_));
+    // Objects: the endpoint is part of the key (the job's credentials never
+    // are: jobs with other credentials share the listing once admitted).
+    const std::string endpoint = spec.s3 && Dataset::IsObjectUrl(spec.shards.front())
+                                     ? ObjectEndpointName(ObjectAccessFor(*spec.s3).endpoint)
+                                     : std::string();
+    std::string key =
+        Dataset::ShardSetKey(spec.shards, ShardOptionsFor(spec, shard_options_), endpoint);
     // On the options line, before the shard paths: those stay one per line
     // to the end, as galleyctl reads them.
     const size_t first_shard = key.find('\n', key.find('\n', key.find('\n') + 1) + 1);
@@ -116,6 +127,34 @@ std::string DatasetRegistry::KeyOf(const JobSpec& spec) const {
   if (manifest.header_row && !HasHeaderByName(spec.dataset)) key += "\theader";
   if (!manifest.image_column.empty()) key += "\timage:" + manifest.image_column;
   return key + shrunk;
+}
+
+Result<std::optional<objectstore::Access>> DatasetRegistry::ObjectAccessOf(
+    const JobSpec& spec) const {
+  const size_t objects =
+      std::count_if(spec.shards.begin(), spec.shards.end(), Dataset::IsObjectUrl);
+  if (objects == 0) return std::optional<objectstore::Access>();
+  if (objects != spec.shards.size()) {
+    return Status::InvalidArgument(
+        "the shard list mixes s3:// objects and files; a dataset is kept in one place");
+  }
+  if (!spec.s3) {
+    return Status::InvalidArgument(
+        "shards kept as s3:// objects need the job's S3 access (endpoint and credentials), "
+        "which the galley client resolves and sends as the AWS CLI would");
+  }
+  objectstore::Access access = ObjectAccessFor(*spec.s3);
+  const std::string endpoint = ObjectEndpointName(access.endpoint);
+  if (!EndpointAllowed(endpoint, allowed_s3_endpoints_)) {
+    return Status::PermissionDenied(
+        "the S3 endpoint " + endpoint +
+        " is not one this galleyd may read from; the node's admin must add it to "
+        "allowed_s3_endpoints (galleyd.conf, or --allowed-s3-endpoints)");
+  }
+  if (object_store_ == nullptr) {
+    return Status::InvalidArgument("this galleyd was built without S3 support");
+  }
+  return std::optional<objectstore::Access>(std::move(access));
 }
 
 Status DatasetRegistry::CheckRoots(const JobSpec& spec, AccessChecker& checker) const {
@@ -144,7 +183,11 @@ Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec
     ShardOptions shard = ShardOptionsFor(spec, shard_options_);
     shard.descriptors = shard_descriptors_;
     shard.stop = stop;
-    listed = Dataset::OpenShards(spec.shards, shard, roots);
+    auto access = ObjectAccessOf(spec);
+    if (!access.ok()) return access.status();
+    listed = access->has_value()
+                 ? Dataset::OpenObjectShards(spec.shards, object_store_, **access, shard)
+                 : Dataset::OpenShards(spec.shards, shard, roots);
   }
   if (!listed.ok() && listed.status().code() == StatusCode::kCancelled) {
     spdlog::info("dataset {}: {}", spec.shards.empty() ? spec.dataset : spec.shards.front(),
@@ -213,12 +256,31 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& spec, const Credentia
                                             const Selector& select, ListingStop* stop) {
   const std::string key = KeyOf(spec);
   AccessChecker checker(peer);
+  GALLEY_ASSIGN_OR_RETURN(const std::optional<objectstore::Access> object_access,
+                          ObjectAccessOf(spec));
   // The same check whether or not another job listed the dataset first.
-  GALLEY_RETURN_IF_ERROR(CheckRoots(spec, checker));
+  // (Objects are checked by the store, with the job's own credentials.)
+  if (!object_access) GALLEY_RETURN_IF_ERROR(CheckRoots(spec, checker));
   Entry entry;
   {
     MutexLock lock(&mu_);
     if (auto it = entries_.find(key); it != entries_.end()) entry = it->second;
+  }
+  if (entry.dataset != nullptr && object_access) {
+    // Listed with another job's credentials: served to this job only once
+    // its own have HEADed every shard, each the listed version.
+    bool changed = false;
+    GALLEY_RETURN_IF_ERROR(entry.dataset->VerifyObjects(*object_access, &changed));
+    if (changed) {
+      GALLEY_ASSIGN_OR_RETURN(auto listed, List(spec, stop));
+      GALLEY_ASSIGN_OR_RETURN(listed, Charged(std::move(listed), peer.uid));
+      const Dataset* ours = listed.get();
+      entry = Install(key, std::move(listed), entry.dataset.get(), peer.uid);
+      if (entry.dataset.get() != ours) {
+        // Another job's listing came first: its shards, HEADed with ours.
+        GALLEY_RETURN_IF_ERROR(entry.dataset->VerifyObjects(*object_access, &changed));
+      }
+    }
   }
   if (entry.dataset == nullptr) {
     GALLEY_ASSIGN_OR_RETURN(auto listed, List(spec, stop));
@@ -295,6 +357,11 @@ std::vector<DatasetSnapshot> DatasetRegistry::Snapshot() const {
   }
   for (size_t i = 0; i < out.size(); ++i) out[i].shards = SnapshotShards(*datasets[i]);
   return out;
+}
+
+ObjectStoreSnapshot DatasetRegistry::ObjectStoreCounts() const {
+  if (object_store_ == nullptr) return {};
+  return SnapshotObjectStore(object_store_->counters());
 }
 
 size_t DatasetRegistry::size() const {

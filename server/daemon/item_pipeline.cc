@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <thread>
 
 #include "galley/daemon/node_probe.h"
@@ -107,7 +108,25 @@ ItemPipeline::ItemPipeline(const PipelineOptions& options, cache::TieredCache* c
 
 ItemPipeline::~ItemPipeline() = default;
 
+void ItemPipeline::PrefetchFromStorage(std::span<const ItemTask> tasks) {
+  // One thread per core would otherwise wait on one object request at a
+  // time: a dataset of objects starts fetching every item of the wave that
+  // no cache tier holds, and each task's read then waits for its own.
+  std::map<const Dataset*, std::vector<ItemId>> wanted;
+  for (const ItemTask& task : tasks) {
+    const Dataset& dataset = task.dataset();
+    if (!dataset.reads_objects()) continue;
+    if (cache_ != nullptr) {
+      const cache::Key key = cache::MakeKey(task.job_plan->dataset_index, task.item);
+      if (cache_->decoded().Contains(key) || cache_->encoded().Contains(key)) continue;
+    }
+    wanted[&dataset].push_back(task.item);
+  }
+  for (const auto& [dataset, ids] : wanted) dataset->Prefetch(ids);
+}
+
 void ItemPipeline::Run(std::span<ItemTask> tasks) {
+  PrefetchFromStorage(tasks);
   // A static tag: the tasks acquire before reading anything their caller
   // wrote, even the lambda's captures.
   static const char tag = 0;

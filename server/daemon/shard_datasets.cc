@@ -14,6 +14,29 @@ ShardOptions ShardOptionsFor(const JobSpec& spec, const ShardOptions& daemon_wid
   return shard;
 }
 
+objectstore::Access ObjectAccessFor(const ObjectStoreAccess& access) {
+  objectstore::Access out;
+  out.endpoint.url = access.endpoint_url;
+  out.endpoint.region = access.region.empty() ? "us-east-1" : access.region;
+  out.endpoint.path_style = access.path_style;
+  out.credentials = {access.access_key_id, access.secret_access_key, access.session_token};
+  return out;
+}
+
+bool EndpointAllowed(const std::string& endpoint, const std::vector<std::string>& allowed) {
+  const bool aws = endpoint == "https://s3.amazonaws.com" ||
+                   (endpoint.rfind("https://s3.", 0) == 0 &&
+                    endpoint.size() > std::string_view(".amazonaws.com").size() &&
+                    endpoint.compare(endpoint.size() - 14, 14, ".amazonaws.com") == 0 &&
+                    endpoint.find('/', 8) == std::string::npos);
+  return std::any_of(allowed.begin(), allowed.end(), [&](const std::string& entry) {
+    if (entry == "aws") return aws;
+    objectstore::Endpoint named;
+    named.url = entry;
+    return !entry.empty() && ObjectEndpointName(named) == endpoint;
+  });
+}
+
 ManifestOptions ManifestOptionsFor(const JobSpec& spec) {
   return {.header_row = !spec.fields.empty(), .image_column = spec.image_key};
 }
@@ -82,7 +105,18 @@ std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset) {
   s.daemon_idx_hints_used = counters.idx_hints_used.load();
   s.daemon_index_cache_hits = counters.cache_hits.load();
   s.daemon_stale_idx = counters.stale_idx.load();
+  if (const objectstore::ObjectStoreCounters* store = dataset.object_counters()) {
+    s.object_store = SnapshotObjectStore(*store);
+    const ObjectReadCounts reads = shards->object_reads();
+    s.prefetched_reads = reads.prefetched;
+    s.on_demand_reads = reads.on_demand;
+  }
   return s;
+}
+
+ObjectStoreSnapshot SnapshotObjectStore(const objectstore::ObjectStoreCounters& c) {
+  return {c.gets.load(),    c.heads.load(),    c.lists.load(),     c.bytes.load(),
+          c.retries.load(), c.failures.load(), c.in_flight.load(), c.full_bodies.load()};
 }
 
 std::vector<IndexingSnapshot> SnapshotIndexing() {

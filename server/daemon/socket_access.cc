@@ -40,8 +40,7 @@ Status SetSocketAccess(const std::string& path, const std::string& group, uint32
     }
   }
   if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0) {
-    return Status::PermissionDenied("socket_mode: cannot chmod " + path + ": " +
-                                    ErrnoText(errno));
+    return Status::PermissionDenied("socket_mode: cannot chmod " + path + ": " + ErrnoText(errno));
   }
   return Status::Ok();
 }

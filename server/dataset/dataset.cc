@@ -33,12 +33,13 @@ bool EndsWith(const std::string& text, const std::string& suffix) {
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Refusals by name, before any file is touched.
-Status CheckShardName(const std::string& shard) {
-  if (shard.find("://") != std::string::npos || shard.rfind("pipe:", 0) == 0) {
-    return Status::InvalidArgument("shard '" + shard +
-                                   "' is a URL or pipe; galley reads local (or mounted) files "
-                                   "only: copy the shards to local storage, or mount them");
+// Refusals by name, before any file or object is touched.
+Status CheckShardName(const std::string& shard, bool object) {
+  if (!object && (shard.find("://") != std::string::npos || shard.rfind("pipe:", 0) == 0)) {
+    return Status::InvalidArgument(
+        "shard '" + shard +
+        "' is a URL or pipe; galley reads local (or mounted) files and s3:// objects: copy the "
+        "shards to local storage or to S3-compatible storage, or mount them");
   }
   std::string lower = shard;
   std::transform(lower.begin(), lower.end(), lower.begin(),
@@ -51,6 +52,19 @@ Status CheckShardName(const std::string& shard) {
     }
   }
   return Status::Ok();
+}
+
+// What opening a shard set that holds no usable sample says.
+Status NoUsableSamples(const ShardSource& source, size_t shards) {
+  const ShardStats& stats = source.stats();
+  std::string why = stats.skipped_samples == 0
+                        ? ""
+                        : "; " + std::to_string(stats.skipped_samples) +
+                              " sample(s) left out: " + DescribeLeftOut(stats);
+  if (!stats.first_damage.empty()) why += "; damage: " + stats.first_damage;
+  return Status::InvalidArgument("the " + std::to_string(shards) + " shards starting with " +
+                                 source.shards().front().string() + " hold no usable samples" +
+                                 why);
 }
 
 }  // namespace
@@ -81,7 +95,7 @@ Result<std::shared_ptr<const Dataset>> Dataset::OpenShards(
   std::vector<fs::path> canonical;
   canonical.reserve(shards.size());
   for (const std::string& shard : shards) {
-    GALLEY_RETURN_IF_ERROR(CheckShardName(shard));
+    GALLEY_RETURN_IF_ERROR(CheckShardName(shard, /*object=*/false));
     std::error_code error;
     fs::path path = fs::canonical(shard, error);
     if (error) return Status::NotFound("shard " + shard + ": " + error.message());
@@ -93,27 +107,42 @@ Result<std::shared_ptr<const Dataset>> Dataset::OpenShards(
   GALLEY_ASSIGN_OR_RETURN(auto source, ShardSource::Open(canonical, options));
   dataset->shards_ = source.get();
   dataset->source_ = std::move(source);
-  if (dataset->size() == 0) {
-    const ShardStats& stats = dataset->shards_->stats();
-    std::string why = stats.skipped_samples == 0
-                          ? ""
-                          : "; " + std::to_string(stats.skipped_samples) +
-                                " sample(s) left out: " + DescribeLeftOut(stats);
-    if (!stats.first_damage.empty()) why += "; damage: " + stats.first_damage;
-    return Status::InvalidArgument("the " + std::to_string(shards.size()) +
-                                   " shards starting with " + canonical.front().string() +
-                                   " hold no usable samples" + why);
-  }
+  if (dataset->size() == 0) return NoUsableSamples(*dataset->shards_, shards.size());
   return std::shared_ptr<const Dataset>(std::move(dataset));
 }
 
+Result<std::shared_ptr<const Dataset>> Dataset::OpenObjectShards(
+    const std::vector<std::string>& urls, std::shared_ptr<objectstore::ObjectStore> store,
+    const objectstore::Access& access, const ShardOptions& options) {
+  if (urls.empty()) return Status::InvalidArgument("the shard list is empty");
+  for (const std::string& url : urls) {
+    GALLEY_RETURN_IF_ERROR(CheckShardName(url, /*object=*/true));
+  }
+  std::shared_ptr<Dataset> dataset(new Dataset());
+  GALLEY_ASSIGN_OR_RETURN(auto source,
+                          ShardSource::OpenObjects(urls, std::move(store), access, options));
+  dataset->root_ = source->shards().front();
+  dataset->shards_ = source.get();
+  dataset->source_ = std::move(source);
+  if (dataset->size() == 0) return NoUsableSamples(*dataset->shards_, urls.size());
+  return std::shared_ptr<const Dataset>(std::move(dataset));
+}
+
+bool Dataset::IsObjectUrl(const std::string& shard) { return shard.rfind("s3://", 0) == 0; }
+
 std::string Dataset::ShardSetKey(const std::vector<std::string>& shards,
-                                 const ShardOptions& options) {
+                                 const ShardOptions& options, const std::string& endpoint) {
   std::string key = "shards\n" + options.image_key + "\n" + options.label_key;
   // Jobs share a set listed with the same fields: a sample lacking one is
   // left out, and every item carries them.
   for (const std::string& field : options.fields) key += "\tfield:" + field;
+  // Objects: one bucket name on two stores is two datasets.
+  if (!endpoint.empty()) key += "\tendpoint:" + endpoint;
   for (const std::string& shard : shards) {
+    if (!endpoint.empty()) {
+      key += "\n" + shard;
+      continue;
+    }
     std::error_code error;
     const fs::path canonical = fs::weakly_canonical(shard, error);
     key += "\n" + (error ? shard : canonical.string());

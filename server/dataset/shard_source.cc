@@ -26,6 +26,7 @@
 #include "galley/mutex.h"
 #include "galley/shard_members.h"
 #include "galley/unique_fd.h"
+#include "shard_storage.h"
 #include "wire/field_record.h"
 
 namespace galley {
@@ -50,15 +51,6 @@ std::string ImageExtensionsText() {
   }
   return text;
 }
-
-// What identifies one version of a shard file.
-struct FileIdentity {
-  uint64_t size = 0;
-  int64_t mtime_ns = 0;
-  uint64_t inode = 0;
-  uint64_t device = 0;
-  bool operator==(const FileIdentity&) const = default;
-};
 
 FileIdentity IdentityOf(const struct stat& info) {
   return {static_cast<uint64_t>(info.st_size),
@@ -95,17 +87,6 @@ Status TooLarge(const std::string& what) {
   return Status::ResourceExhausted(what + " is larger than " +
                                    std::to_string(ShardSource::kMaxMemberBytes) + " bytes");
 }
-
-// A shard's listing plus the payloads of its label members: what the index
-// cache stores.
-struct ShardListing {
-  FileIdentity identity;
-  struct stat info {};      // as listed: the change time and inode the fingerprint folds
-  bool inode_kept = false;  // InodesAgreeAcrossMounts
-  TarListing tar;
-  std::vector<std::string> inline_payloads;  // one per member; empty if not kept
-  bool from_cache = false;
-};
 
 std::string Lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
@@ -150,8 +131,8 @@ uint64_t Fnv1a(std::string_view text) {
   return hash;
 }
 
-fs::path CacheFile(const fs::path& dir, const fs::path& shard, const FileIdentity& id) {
-  const std::string text = shard.string() + '\0' + std::to_string(id.size) + ':' +
+fs::path CacheFile(const fs::path& dir, const std::string& shard, const FileIdentity& id) {
+  const std::string text = shard + '\0' + std::to_string(id.size) + ':' +
                            std::to_string(id.mtime_ns) + ':' + std::to_string(id.inode) + ':' +
                            std::to_string(id.device);
   char name[32];
@@ -192,14 +173,15 @@ class CacheReader {
   std::string_view data_;
 };
 
-std::string SerializeListing(const fs::path& shard, const ShardListing& listing) {
+std::string SerializeListing(const ShardListing& listing) {
+  const FileIdentity& identity = listing.origin.identity;
   std::string out;
   PutString(out, kCacheMagic);
-  PutString(out, shard.string());
-  PutU64(out, listing.identity.size);
-  PutU64(out, static_cast<uint64_t>(listing.identity.mtime_ns));
-  PutU64(out, listing.identity.inode);
-  PutU64(out, listing.identity.device);
+  PutString(out, listing.origin.cache_key);
+  PutU64(out, identity.size);
+  PutU64(out, static_cast<uint64_t>(identity.mtime_ns));
+  PutU64(out, identity.inode);
+  PutU64(out, identity.device);
   PutU64(out, listing.tar.skipped_non_regular);
   PutString(out, listing.tar.damage);
   PutU64(out, listing.tar.damaged_bytes);
@@ -215,18 +197,18 @@ std::string SerializeListing(const fs::path& shard, const ShardListing& listing)
   return out;
 }
 
-bool ParseListing(std::string_view data, const fs::path& shard, const FileIdentity& identity,
-                  ShardListing* listing) {
+bool ParseListing(std::string_view data, const ShardOrigin& origin, ShardListing* listing) {
+  const FileIdentity& identity = origin.identity;
   CacheReader r(data);
   std::string magic, path;
   uint64_t mtime = 0, count = 0;
-  if (!r.String(&magic) || magic != kCacheMagic || !r.String(&path) || path != shard.string())
+  FileIdentity stored;
+  if (!r.String(&magic) || magic != kCacheMagic || !r.String(&path) || path != origin.cache_key)
     return false;
-  if (!r.U64(&listing->identity.size) || !r.U64(&mtime) || !r.U64(&listing->identity.inode) ||
-      !r.U64(&listing->identity.device))
+  if (!r.U64(&stored.size) || !r.U64(&mtime) || !r.U64(&stored.inode) || !r.U64(&stored.device))
     return false;
-  listing->identity.mtime_ns = static_cast<int64_t>(mtime);
-  if (!(listing->identity == identity)) return false;
+  stored.mtime_ns = static_cast<int64_t>(mtime);
+  if (!(stored == identity)) return false;
   if (!r.U64(&listing->tar.skipped_non_regular) || !r.String(&listing->tar.damage) ||
       !r.U64(&listing->tar.damaged_bytes) || !r.U64(&count) || count > data.size() / 40)
     return false;
@@ -242,9 +224,9 @@ bool ParseListing(std::string_view data, const fs::path& shard, const FileIdenti
   return r.done();
 }
 
-// The cache folder, made private to the daemon's user; false when it cannot
-// be used (another owner, not a directory).
-bool PrepareCacheDir(const fs::path& dir) {
+}  // namespace
+
+bool PrepareIndexCacheDir(const fs::path& dir) {
   std::error_code error;
   fs::create_directories(dir, error);
   struct stat info {};
@@ -254,9 +236,8 @@ bool PrepareCacheDir(const fs::path& dir) {
   return true;
 }
 
-bool LoadCached(const fs::path& dir, const fs::path& shard, const FileIdentity& identity,
-                ShardListing* listing) {
-  const fs::path file = CacheFile(dir, shard, identity);
+bool LoadCachedListing(const fs::path& dir, const ShardOrigin& origin, ShardListing* listing) {
+  const fs::path file = CacheFile(dir, origin.cache_key, origin.identity);
   UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (fd.get() < 0) return false;
   struct stat info {};
@@ -268,8 +249,10 @@ bool LoadCached(const fs::path& dir, const fs::path& shard, const FileIdentity& 
                     file)
            .ok())
     return false;
-  return ParseListing(data, shard, identity, listing);
+  return ParseListing(data, origin, listing);
 }
+
+namespace {
 
 // What this process knows of each index folder's size: the bytes its last
 // listing found plus those written since. Listing a folder of thousands of
@@ -324,12 +307,11 @@ uint64_t TrimFolder(const fs::path& dir, const fs::path& keep, uint64_t max_byte
   return total;
 }
 
-// Writes a cache file (private, atomically by rename), then keeps the folder
-// within `max_bytes`, oldest files first. Failures only cost a rescan later.
-void StoreCached(const fs::path& dir, const fs::path& shard, const ShardListing& listing,
-                 uint64_t max_bytes) {
-  const fs::path file = CacheFile(dir, shard, listing.identity);
-  const std::string data = SerializeListing(shard, listing);
+}  // namespace
+
+void StoreCachedListing(const fs::path& dir, const ShardListing& listing, uint64_t max_bytes) {
+  const fs::path file = CacheFile(dir, listing.origin.cache_key, listing.origin.identity);
+  const std::string data = SerializeListing(listing);
   if (data.size() > max_bytes) return;
   const fs::path temp =
       file.string() + ".tmp" + std::to_string(::getpid()) + "." +
@@ -362,6 +344,14 @@ void StoreCached(const fs::path& dir, const fs::path& shard, const ShardListing&
   estimate.writes_since_listing = 0;
   estimate.listed = true;
 }
+
+bool KeepsInlinePayload(const TarMember& member) {
+  std::string key, extension;
+  return member.size <= kMaxInlineBytes && SplitMemberName(member.name, &key, &extension) &&
+         IsInlineExtension(extension);
+}
+
+namespace {
 
 // ---- DALI .idx hints ---------------------------------------------------
 //
@@ -434,10 +424,12 @@ Result<ShardListing> ListShard(const fs::path& shard, const ShardOptions& option
   if (::fstat(fd.get(), &info) != 0) return OpenError(shard, errno);
   if (!S_ISREG(info.st_mode)) return Status::InvalidArgument(shard.string() + " is not a file");
   ShardListing listing;
-  listing.identity = IdentityOf(info);
-  listing.info = info;
-  listing.inode_kept = InodesAgreeAcrossMounts(shard);
-  if (use_cache && LoadCached(options.index_cache_dir, shard, listing.identity, &listing)) {
+  listing.origin.name = shard.string();
+  listing.origin.cache_key = shard.string();
+  listing.origin.identity = IdentityOf(info);
+  listing.origin.info = info;
+  listing.origin.inode_kept = InodesAgreeAcrossMounts(shard);
+  if (use_cache && LoadCachedListing(options.index_cache_dir, listing.origin, &listing)) {
     listing.from_cache = true;
     GlobalShardIndexCounters().cache_hits++;
     return listing;
@@ -450,21 +442,18 @@ Result<ShardListing> ListShard(const fs::path& shard, const ShardOptions& option
   };
   const auto hint = ReadWdsIndex(shard);
   std::optional<PlannedTarReader> planned;
-  if (hint && hint->ok()) planned.emplace(listing.identity.size, raw, **hint, keep_payload);
-  auto tar = planned ? ListTar(listing.identity.size,
-                               [&](uint64_t offset, std::span<uint8_t> out) {
-                                 return planned->Read(offset, out);
-                               })
-                     : ListTar(listing.identity.size, raw);
+  const uint64_t size = listing.origin.identity.size;
+  if (hint && hint->ok()) planned.emplace(size, raw, **hint, keep_payload);
+  auto tar = planned
+                 ? ListTar(size, [&](uint64_t offset,
+                                     std::span<uint8_t> out) { return planned->Read(offset, out); })
+                 : ListTar(size, raw);
   if (!tar.ok()) return Status(tar.status().code(), shard.string() + " " + tar.status().message());
   listing.tar = std::move(*tar);
   listing.inline_payloads.resize(listing.tar.members.size());
   for (size_t i = 0; i < listing.tar.members.size(); ++i) {
     const TarMember& m = listing.tar.members[i];
-    std::string key, extension;
-    if (m.size > kMaxInlineBytes || !SplitMemberName(m.name, &key, &extension) ||
-        !IsInlineExtension(extension))
-      continue;
+    if (!KeepsInlinePayload(m)) continue;
     std::string& payload = listing.inline_payloads[i];
     if (planned) {
       if (auto kept = planned->TakePayload(m.offset, m.size)) {
@@ -487,7 +476,7 @@ Result<ShardListing> ListShard(const fs::path& shard, const ShardOptions& option
     }
   }
   if (use_cache)
-    StoreCached(options.index_cache_dir, shard, listing, options.index_cache_max_bytes);
+    StoreCachedListing(options.index_cache_dir, listing, options.index_cache_max_bytes);
   return listing;
 }
 
@@ -499,9 +488,7 @@ struct GroupedShard {
     uint64_t size;
     int64_t label;
   };
-  FileIdentity identity;
-  struct stat info {};
-  bool inode_kept = false;
+  ShardOrigin origin;
   bool from_cache = false;
   ShardStats idx_stats;  // from_idx and stale_idx
   std::vector<Sample> samples;
@@ -524,14 +511,12 @@ struct GroupedShard {
 
 // Groups `listing`'s members into samples by WebDataset's rules and picks
 // each sample's image, label and fields (shard_source.h).
-GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
+GroupedShard GroupSamples(const std::string& shard, const ShardListing& listing,
                           const ShardOptions& options,
                           const std::vector<std::string>& field_extensions,
                           const std::string& json_field) {
   GroupedShard out;
-  out.identity = listing.identity;
-  out.info = listing.info;
-  out.inode_kept = listing.inode_kept;
+  out.origin = listing.origin;
   out.from_cache = listing.from_cache;
   out.skipped_members = listing.tar.skipped_non_regular;
   out.damage = listing.tar.damage;
@@ -649,7 +634,7 @@ GroupedShard GroupSamples(const fs::path& shard, const ShardListing& listing,
       if (!missing.empty()) out.missing_members[missing]++;
       if (!sample.duplicated.empty()) out.duplicated_members[sample.duplicated]++;
       if (out.left_out.size() < kMaxLeftOutNamed)
-        out.left_out.push_back(shard.string() + ": " + sample.key + " (" + why + ")");
+        out.left_out.push_back(shard + ": " + sample.key + " (" + why + ")");
       continue;
     }
     out.samples.push_back({image->offset, image->size, label});
@@ -704,29 +689,75 @@ ShardIndexCounters& GlobalShardIndexCounters() {
   return counters;
 }
 
-// The set's shards and their descriptors, kept in a ShardDescriptorCache
-// (possibly shared with other sets). A reader holds a shared_ptr to the
-// descriptor it uses, so closing the least recently used one never pulls it
-// from under a pread in flight.
-class ShardSource::OpenShards {
+namespace {
+
+// The shards of a set of files and their descriptors, kept in a
+// ShardDescriptorCache (possibly shared with other sets). A reader holds a
+// shared_ptr to the descriptor it uses, so closing the least recently used
+// one never pulls it from under a pread in flight.
+class LocalShards final : public ShardSource::Storage {
  public:
   struct Shard {
     fs::path path;
     FileIdentity identity;
+    struct stat info {};
+    bool inode_kept = false;
   };
-  OpenShards(std::vector<Shard> shards, std::shared_ptr<ShardDescriptorCache> cache,
-             size_t set_capacity)
+  LocalShards(std::vector<Shard> shards, std::shared_ptr<ShardDescriptorCache> cache,
+              size_t set_capacity)
       : shards_(std::move(shards)),
         cache_(std::move(cache)),
         set_(cache_->NewSet()),
         set_capacity_(std::max<size_t>(1, set_capacity)) {}
-  ~OpenShards() { cache_->Release(set_); }
-  OpenShards(const OpenShards&) = delete;
-  OpenShards& operator=(const OpenShards&) = delete;
+  ~LocalShards() override { cache_->Release(set_); }
+  LocalShards(const LocalShards&) = delete;
+  LocalShards& operator=(const LocalShards&) = delete;
 
-  const std::vector<Shard>& shards() const { return shards_; }
-  const std::vector<fs::path>& paths() const { return paths_; }
+  Status ReadInto(uint32_t shard, uint64_t offset, std::span<uint8_t> out) override {
+    auto fd = Get(shard);
+    if (!fd.ok()) return fd.status();
+    Status read = PreadExactly((*fd)->get(), offset, out, shards_[shard].path);
+    if (!StillListed(shard, (*fd)->get())) return Changed(shards_[shard]);
+    return read;  // an I/O error on an unchanged shard, or Ok
+  }
+  bool changed() const override { return changed_.load(); }
+  void Release() override { cache_->Release(set_); }
 
+  Status Verify(AccessChecker* checker, const std::vector<bool>& holds_served,
+                bool* changed) override {
+    Status denied = Status::Ok();
+    *changed = false;
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      struct stat info {};
+      const bool found = ::stat(shards_[i].path.c_str(), &info) == 0;
+      if (!found || !(IdentityOf(info) == shards_[i].identity)) *changed = true;
+      if (found && denied.ok() && checker != nullptr && holds_served[i]) {
+        denied = checker->CheckFile(shards_[i].path, info);
+      }
+    }
+    if (*changed) changed_ = true;
+    return denied;
+  }
+
+  // Each shard by canonical path, size, mtime, change time and inode (what
+  // no clone of it elsewhere has: content_fingerprint.h).
+  void AddFingerprint(uint32_t shard, ContentFingerprintBuilder& fingerprint) const override {
+    const Shard& s = shards_[shard];
+    fingerprint.AddString(s.path.string());
+    fingerprint.AddInteger(s.identity.size);
+    fingerprint.AddInteger(static_cast<uint64_t>(s.identity.mtime_ns));
+    fingerprint.AddFileOrigin(s.info, s.inode_kept);
+  }
+  // The same without the times, which a copy (cp -r) does not keep.
+  void AddResumeKey(uint32_t shard, ContentFingerprintBuilder& copy,
+                    ContentFingerprintBuilder& versions) const override {
+    const Shard& s = shards_[shard];
+    copy.AddString(s.path.filename().string());
+    copy.AddInteger(s.identity.size);
+    versions.AddInteger(static_cast<uint64_t>(s.identity.mtime_ns));
+  }
+
+ private:
   // The shard's descriptor, checked to still be the listed version.
   Result<ShardDescriptorCache::Descriptor> Get(uint32_t index) {
     const Shard& shard = shards_[index];
@@ -751,8 +782,6 @@ class ShardSource::OpenShards {
                           set_capacity_);
   }
 
-  void Release() const { cache_->Release(set_); }
-
   // Re-checks the identity after a read: a truncation during the pread shows
   // here rather than as a short read of stale data.
   bool StillListed(uint32_t index, int fd) const {
@@ -766,29 +795,53 @@ class ShardSource::OpenShards {
                             " changed since it was indexed (size, mtime or inode differ); its "
                             "items fail until a job opens the dataset again, which re-indexes it");
   }
-  bool changed() const { return changed_.load(); }
 
-  void SetPaths() {
-    for (const Shard& s : shards_) paths_.push_back(s.path);
-  }
-
- private:
   const std::vector<Shard> shards_;
-  std::vector<fs::path> paths_;
   const std::shared_ptr<ShardDescriptorCache> cache_;
   const uint64_t set_;
   const size_t set_capacity_;
   std::atomic<bool> changed_{false};
 };
 
+}  // namespace
+
 ShardSource::~ShardSource() = default;
 
-const std::vector<fs::path>& ShardSource::shards() const { return files_->paths(); }
+const std::vector<fs::path>& ShardSource::shards() const { return paths_; }
 
-void ShardSource::ReleaseDescriptors() const { files_->Release(); }
+void ShardSource::ReleaseDescriptors() const { storage_->Release(); }
 
 Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::path>& shards,
                                                        const ShardOptions& options) {
+  if (shards.empty()) return Status::InvalidArgument("the shard list is empty");
+  const bool use_cache =
+      !options.index_cache_dir.empty() && PrepareIndexCacheDir(options.index_cache_dir);
+  std::vector<std::string> names;
+  for (const fs::path& shard : shards) names.push_back(shard.string());
+  return Build(
+      names, options,
+      [&](size_t i, ShardStats* idx_stats) {
+        return ListShard(shards[i], options, use_cache, idx_stats);
+      },
+      [&](std::vector<ShardOrigin> origins) -> std::unique_ptr<Storage> {
+        std::vector<LocalShards::Shard> opened;
+        opened.reserve(origins.size());
+        for (size_t s = 0; s < origins.size(); ++s) {
+          opened.push_back(
+              {shards[s], origins[s].identity, origins[s].info, origins[s].inode_kept});
+        }
+        auto cache = options.descriptors != nullptr
+                         ? options.descriptors
+                         : std::make_shared<ShardDescriptorCache>(options.max_open_shards);
+        return std::make_unique<LocalShards>(std::move(opened), std::move(cache),
+                                             options.max_open_shards);
+      });
+}
+
+Result<std::unique_ptr<ShardSource>> ShardSource::Build(
+    const std::vector<std::string>& shards, const ShardOptions& options,
+    const std::function<Result<ShardListing>(size_t, ShardStats*)>& list_shard,
+    const std::function<std::unique_ptr<Storage>(std::vector<ShardOrigin>)>& make_storage) {
   const auto start = std::chrono::steady_clock::now();
   if (shards.empty()) return Status::InvalidArgument("the shard list is empty");
   if (shards.size() > std::numeric_limits<uint32_t>::max())
@@ -801,8 +854,6 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
     return Status::InvalidArgument("label_key must be \"cls\", \"json:FIELD\" or None, not '" +
                                    options.label_key + "'");
   }
-  const bool use_cache =
-      !options.index_cache_dir.empty() && PrepareCacheDir(options.index_cache_dir);
 
   std::unique_ptr<ShardSource> source(new ShardSource());
   // A member field is found by its extension, compared lower-case.
@@ -816,7 +867,7 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
   // there: a million-sample set never holds all its listings at once.
   std::vector<Result<GroupedShard>> grouped(shards.size(), Status::Internal("not listed"));
   {
-    ListingRegistration registration(shards.front().string(), "shards", "shards", shards.size());
+    ListingRegistration registration(shards.front(), "shards", "shards", shards.size());
     unsigned threads = options.index_threads != 0
                            ? options.index_threads
                            : std::max(1u, std::thread::hardware_concurrency());
@@ -829,7 +880,7 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
           continue;
         }
         ShardStats idx_stats;
-        Result<ShardListing> listing = ListShard(shards[i], options, use_cache, &idx_stats);
+        Result<ShardListing> listing = list_shard(i, &idx_stats);
         if (listing.ok()) {
           GroupedShard shard =
               GroupSamples(shards[i], *listing, options, field_extensions, json_field);
@@ -847,9 +898,7 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
     for (std::thread& t : pool) t.join();
   }
 
-  std::vector<OpenShards::Shard> opened;
-  // What names each shard file itself, for the fingerprint.
-  std::vector<std::pair<struct stat, bool>> origins;
+  std::vector<ShardOrigin> origins;
   origins.reserve(shards.size());
   ShardStats& stats = source->stats_;
   stats.shards = shards.size();
@@ -868,14 +917,14 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
   source->field_extents_.reserve(samples * field_extensions.size());
   for (size_t s = 0; s < shards.size(); ++s) {
     GroupedShard& shard = *grouped[s];
-    opened.push_back({shards[s], shard.identity});
-    origins.emplace_back(shard.info, shard.inode_kept);
+    origins.push_back(std::move(shard.origin));
+    source->paths_.emplace_back(shards[s]);
     stats.stale_idx += shard.idx_stats.stale_idx;
     stats.from_idx += shard.idx_stats.from_idx;
     if (shard.from_cache) stats.from_cache++;
     stats.skipped_members += shard.skipped_members;
     if (!shard.damage.empty() && stats.damaged_shards++ == 0) {
-      stats.first_damage = shards[s].string() + ": " + shard.damage;
+      stats.first_damage = shards[s] + ": " + shard.damage;
     }
     stats.skipped_samples += shard.skipped_samples;
     for (std::string& name : shard.left_out) {
@@ -905,32 +954,25 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
   }
   stats.samples = source->items_.size();
   if (!stats.left_out.empty()) stats.first_skipped_sample = stats.left_out.front();
-  // Shards by canonical path, size, mtime, change time and inode (what no
-  // clone of them elsewhere has: content_fingerprint.h), then each item's
-  // byte range.
+  source->storage_ = make_storage(std::move(origins));
+  const Storage& storage = *source->storage_;
+  // Each shard as its storage names it, then each item's byte range.
   ContentFingerprintBuilder fingerprint("shards");
-  fingerprint.AddInteger(opened.size());
-  for (size_t s = 0; s < opened.size(); ++s) {
-    fingerprint.AddString(opened[s].path.string());
-    fingerprint.AddInteger(opened[s].identity.size);
-    fingerprint.AddInteger(static_cast<uint64_t>(opened[s].identity.mtime_ns));
-    fingerprint.AddFileOrigin(origins[s].first, origins[s].second);
-  }
+  fingerprint.AddInteger(shards.size());
+  for (size_t s = 0; s < shards.size(); ++s)
+    storage.AddFingerprint(static_cast<uint32_t>(s), fingerprint);
   for (const Item& item : source->items_) {
     fingerprint.AddInteger(item.shard);
     fingerprint.AddInteger(item.offset);
     fingerprint.AddInteger(item.size);
   }
   source->content_fingerprint_ = fingerprint.Finish();
-  // The same without the times, which a copy (cp -r) does not keep, and
-  // with the keys and labels a resume relies on.
+  // What a copy keeps of each shard, with the keys and labels a resume
+  // relies on.
   ContentFingerprintBuilder copy("shards-copy"), mtimes("shards-mtimes");
-  copy.AddInteger(opened.size());
-  for (const OpenShards::Shard& shard : opened) {
-    copy.AddString(shard.path.filename().string());
-    copy.AddInteger(shard.identity.size);
-    mtimes.AddInteger(static_cast<uint64_t>(shard.identity.mtime_ns));
-  }
+  copy.AddInteger(shards.size());
+  for (size_t s = 0; s < shards.size(); ++s)
+    storage.AddResumeKey(static_cast<uint32_t>(s), copy, mtimes);
   for (size_t i = 0; i < source->items_.size(); ++i) {
     const Item& item = source->items_[i];
     copy.AddInteger(item.shard);
@@ -942,12 +984,6 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
                                source->key_offsets_[i + 1] - source->key_offsets_[i]));
   }
   source->resume_key_ = {copy.Finish(), mtimes.Finish()};
-  auto cache = options.descriptors != nullptr
-                   ? options.descriptors
-                   : std::make_shared<ShardDescriptorCache>(options.max_open_shards);
-  source->files_ =
-      std::make_unique<OpenShards>(std::move(opened), std::move(cache), options.max_open_shards);
-  source->files_->SetPaths();
   source->listed_at_ = std::chrono::steady_clock::now();
   stats.index_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -961,53 +997,43 @@ double ShardSource::index_age_seconds() const {
 std::string ShardSource::Locate(ItemId id) const {
   const std::string_view key =
       std::string_view(key_pool_).substr(key_offsets_[id], key_offsets_[id + 1] - key_offsets_[id]);
-  return files_->shards()[items_[id].shard].path.string() + ":" + std::string(key);
+  return paths_[items_[id].shard].string() + ":" + std::string(key);
 }
 
 uint64_t ShardSource::held_bytes() const {
   uint64_t bytes = sizeof(Item) * items_.capacity() + key_pool_.capacity() +
                    sizeof(uint64_t) * key_offsets_.capacity() +
                    sizeof(Extent) * field_extents_.capacity();
-  for (const fs::path& shard : files_->paths()) bytes += sizeof(fs::path) + shard.native().size();
+  for (const fs::path& shard : paths_) bytes += sizeof(fs::path) + shard.native().size();
   for (const std::string& name : stats_.left_out) bytes += sizeof(std::string) + name.capacity();
   return bytes;
 }
 
+bool ShardSource::stale() const { return storage_->changed(); }
+
 Status ShardSource::Verify(AccessChecker* checker, std::span<const ItemId> served,
                            bool* changed) const {
-  const auto& shards = files_->shards();
-  std::vector<bool> holds_served(checker != nullptr ? shards.size() : 0);
+  std::vector<bool> holds_served(checker != nullptr ? paths_.size() : 0);
   if (checker != nullptr) {
     for (ItemId id : served) {
       if (id < items_.size()) holds_served[items_[id].shard] = true;
     }
   }
-  Status denied = Status::Ok();
-  *changed = false;
-  for (size_t i = 0; i < shards.size(); ++i) {
-    struct stat info {};
-    const bool found = ::stat(shards[i].path.c_str(), &info) == 0;
-    if (!found || !(IdentityOf(info) == shards[i].identity)) *changed = true;
-    if (found && denied.ok() && checker != nullptr && holds_served[i]) {
-      denied = checker->CheckFile(shards[i].path, info);
-    }
-  }
-  if (*changed) stale_ = true;
-  return denied;
+  return storage_->Verify(checker, holds_served, changed);
 }
 
+Status ShardSource::VerifyObjects(const objectstore::Access& access, bool* changed) const {
+  return storage_->VerifyObjects(access, changed);
+}
+
+const objectstore::ObjectStoreCounters* ShardSource::object_counters() const {
+  return storage_->object_counters();
+}
+
+ObjectReadCounts ShardSource::object_reads() const { return storage_->object_reads(); }
+
 Status ShardSource::ReadExtentInto(uint32_t shard, uint64_t offset, std::span<uint8_t> out) const {
-  auto fd = files_->Get(shard);
-  if (!fd.ok()) {
-    if (files_->changed()) stale_ = true;
-    return fd.status();
-  }
-  Status read = PreadExactly((*fd)->get(), offset, out, files_->shards()[shard].path);
-  if (!files_->StillListed(shard, (*fd)->get())) {
-    stale_ = true;
-    return files_->Changed(files_->shards()[shard]);
-  }
-  return read;  // an I/O error on an unchanged shard, or Ok
+  return storage_->ReadInto(shard, offset, out);
 }
 
 Result<std::vector<uint8_t>> ShardSource::ReadExtent(uint32_t shard, Extent extent,
@@ -1042,7 +1068,7 @@ Result<std::vector<uint8_t>> ShardSource::ReadHead(ItemId id, uint64_t max_bytes
 
 Result<std::vector<uint8_t>> ShardSource::BuildRecord(
     ItemId id, const std::function<Status(size_t, std::span<uint8_t>)>& fill) const {
-  const std::string& shard = files_->shards()[items_[id].shard].path.string();
+  const std::string shard = paths_[items_[id].shard].string();
   const std::string_view key = KeyOf(id);
   const size_t count = field_names_.size();
   auto text = [](std::string_view value) {
@@ -1091,8 +1117,7 @@ Result<std::vector<uint8_t>> ShardSource::ReadFields(ItemId id) const {
   });
 }
 
-Result<std::vector<uint8_t>> ShardSource::ReadWithFields(ItemId id,
-                                                         std::vector<uint8_t>* record) const {
+std::optional<ShardSource::Extent> ShardSource::JointExtent(ItemId id) const {
   const Item& item = items_[id];
   const size_t count = field_names_.size();
   const std::span<const Extent> fields(field_extents_.data() + id * count, count);
@@ -1110,11 +1135,44 @@ Result<std::vector<uint8_t>> ShardSource::ReadWithFields(ItemId id,
   // and is worth one pread only while small.
   constexpr uint64_t kMaxReadGap = 64 << 10;
   constexpr uint64_t kMaxJointReadBytes = 1 << 20;
-  if (end - begin > wanted + kMaxReadGap || end - begin > kMaxJointReadBytes) {
+  if (end - begin > wanted + kMaxReadGap || end - begin > kMaxJointReadBytes) return std::nullopt;
+  return Extent{begin, end - begin};
+}
+
+void ShardSource::Prefetch(std::span<const ItemId> ids) const {
+  // Exactly the ranges Read (without fields) or ReadWithFields will ask for.
+  std::vector<ShardExtent> extents;
+  extents.reserve(ids.size());
+  const size_t count = field_names_.size();
+  for (ItemId id : ids) {
+    if (id >= items_.size()) continue;
+    const Item& item = items_[id];
+    std::optional<Extent> joint;
+    if (count != 0 && (joint = JointExtent(id))) {
+      extents.push_back({item.shard, joint->offset, joint->size});
+      continue;
+    }
+    for (size_t f = 0; f < count; ++f) {
+      const Extent& e = field_extents_[id * count + f];
+      if (e.size != 0) extents.push_back({item.shard, e.offset, e.size});
+    }
+    extents.push_back({item.shard, item.offset, item.size});
+  }
+  storage_->Prefetch(extents);
+}
+
+Result<std::vector<uint8_t>> ShardSource::ReadWithFields(ItemId id,
+                                                         std::vector<uint8_t>* record) const {
+  const Item& item = items_[id];
+  const size_t count = field_names_.size();
+  const std::span<const Extent> fields(field_extents_.data() + id * count, count);
+  const std::optional<Extent> joint = JointExtent(id);
+  if (!joint) {
     GALLEY_ASSIGN_OR_RETURN(*record, ReadFields(id));
     return Read(id);
   }
-  GALLEY_ASSIGN_OR_RETURN(auto span, ReadExtent(item.shard, {begin, end - begin}, Locate(id)));
+  const uint64_t begin = joint->offset;
+  GALLEY_ASSIGN_OR_RETURN(auto span, ReadExtent(item.shard, *joint, Locate(id)));
   auto slice = [&](const Extent& e) {
     return std::span<const uint8_t>(span).subspan(e.offset - begin, e.size);
   };

@@ -156,90 +156,226 @@ bool ParseTarHeaderBlock(std::span<const uint8_t> block, std::string* name, uint
   return true;
 }
 
+TarWalker::TarWalker(uint64_t file_size) : file_size_(file_size) {
+  if (file_size == 0) {
+    state_ = State::kDone;
+  } else {
+    // The first block is both the compression check's magic and the first
+    // header, so the walk never goes back.
+    want_ = {0, std::min<uint64_t>(file_size, kBlock)};
+  }
+}
+
+std::optional<TarWalker::Need> TarWalker::Want() const {
+  if (state_ == State::kDone) return std::nullopt;
+  return want_;
+}
+
+void TarWalker::Stop(std::string why) {
+  listing_.damage = std::move(why) + " at byte " + std::to_string(offset_);
+  listing_.damaged_bytes = file_size_ - offset_;
+  state_ = State::kDone;
+}
+
+void TarWalker::NextHeader() {
+  if (offset_ + kBlock <= file_size_) {
+    state_ = State::kHeader;
+    want_ = {offset_, kBlock};
+  } else if (offset_ < file_size_) {
+    Stop("file ends inside a header");
+  } else {
+    state_ = State::kDone;
+  }
+}
+
+Status TarWalker::Give(std::span<const uint8_t> bytes) {
+  switch (state_) {
+    case State::kDone:
+      return Status::Internal("the tar walk is over");
+    case State::kStart:
+      GALLEY_RETURN_IF_ERROR(CompressedRefusal(bytes.first(std::min<size_t>(bytes.size(), 6))));
+      if (bytes.size() < kBlock) {
+        Stop("file ends inside a header");
+        return Status::Ok();
+      }
+      return Header(bytes);
+    case State::kHeader:
+      return Header(bytes);
+    case State::kExtended:
+      Extended(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+      return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+Status TarWalker::Header(std::span<const uint8_t> block) {
+  if (IsZeroBlock(block)) {  // end-of-archive marker
+    state_ = State::kDone;
+    return Status::Ok();
+  }
+  if (!ChecksumOk(block)) {
+    if (offset_ == 0) return Status::InvalidArgument("is not a tar archive (no valid header)");
+    Stop("bad header checksum");
+    return Status::Ok();
+  }
+  const auto header_size = ParseNumber(block.subspan(124, 12));
+  if (!header_size) {
+    Stop("malformed size field");
+    return Status::Ok();
+  }
+  const char type = static_cast<char>(block[156]);
+  const uint64_t data = offset_ + kBlock;
+  // A PAX size record applies to the regular member that follows it.
+  const uint64_t size = IsRegularType(block[156]) && has_next_size_ ? next_size_ : *header_size;
+  if (size > file_size_ - data) {
+    Stop("member payload runs past the end of the file");
+    return Status::Ok();
+  }
+  const uint64_t next = data + Padded(size);
+  switch (type) {
+    case 'L':
+    case 'x':
+      if (size > kMaxTarExtendedHeaderBytes) {
+        Stop("extended header too large");
+        return Status::Ok();
+      }
+      extended_type_ = type;
+      next_offset_ = next;
+      if (size == 0) {
+        Extended({});
+      } else {
+        state_ = State::kExtended;
+        want_ = {data, size};
+      }
+      return Status::Ok();
+    case 'g':  // PAX global header: nothing galley needs
+    case 'K':  // GNU long link name
+      offset_ = next;
+      NextHeader();
+      return Status::Ok();
+    case '0':
+    case 0:
+    case '7': {
+      TarMember member;
+      member.name = next_name_ ? *next_name_ : HeaderName(block);
+      member.header_offset = offset_;
+      member.offset = data;
+      member.size = size;
+      if (!member.name.empty() && member.name.back() == '/') {
+        ++listing_.skipped_non_regular;  // old tars mark directories this way
+      } else {
+        listing_.members.push_back(std::move(member));
+      }
+      break;
+    }
+    default:
+      ++listing_.skipped_non_regular;
+      break;
+  }
+  next_name_.reset();
+  has_next_size_ = false;
+  offset_ = next;
+  NextHeader();
+  return Status::Ok();
+}
+
+void TarWalker::Extended(std::string_view payload) {
+  if (extended_type_ == 'L') {
+    next_name_ = std::string(payload.substr(0, payload.find('\0')));
+  } else {
+    std::optional<uint64_t> pax_size;
+    if (!ParsePax(payload, &next_name_, &pax_size)) {
+      Stop("malformed PAX extended header");
+      return;
+    }
+    if (pax_size) {
+      next_size_ = *pax_size;
+      has_next_size_ = true;
+    }
+  }
+  offset_ = next_offset_;
+  NextHeader();
+}
+
 Result<TarListing> ListTar(uint64_t file_size, const TarReader& read) {
-  TarListing listing;
-  std::array<uint8_t, kBlock> block{};
-  if (file_size > 0) {
-    std::array<uint8_t, 6> head{};
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(file_size, head.size()));
-    GALLEY_RETURN_IF_ERROR(read(0, std::span(head.data(), n)));
-    GALLEY_RETURN_IF_ERROR(CompressedRefusal(std::span(head.data(), n)));
+  TarWalker walker(file_size);
+  std::vector<uint8_t> buffer;
+  while (const auto need = walker.Want()) {
+    buffer.resize(need->size);
+    GALLEY_RETURN_IF_ERROR(read(need->offset, buffer));
+    GALLEY_RETURN_IF_ERROR(walker.Give(buffer));
   }
-  std::optional<std::string> next_name;  // from a GNU 'L' or PAX 'x' record
-  // From a PAX 'x' record (a plain pair: GCC's -Wmaybe-uninitialized
-  // misreads an optional here).
-  uint64_t next_size = 0;
-  bool has_next_size = false;
-  uint64_t offset = 0;
-  auto stop = [&](std::string why) {
-    listing.damage = std::move(why) + " at byte " + std::to_string(offset);
-    listing.damaged_bytes = file_size - offset;
-    return listing;
-  };
-  while (offset + kBlock <= file_size) {
-    GALLEY_RETURN_IF_ERROR(read(offset, block));
-    if (IsZeroBlock(block)) return listing;  // end-of-archive marker
-    if (!ChecksumOk(block)) {
-      if (offset == 0) return Status::InvalidArgument("is not a tar archive (no valid header)");
-      return stop("bad header checksum");
+  return std::move(walker).Finish();
+}
+
+TarStreamLister::TarStreamLister(uint64_t object_size,
+                                 std::function<bool(const TarMember&)> keep_payload)
+    : walker_(object_size), keep_payload_(std::move(keep_payload)) {}
+
+Status TarStreamLister::Feed(std::span<const uint8_t> chunk) {
+  while (!chunk.empty() && !done()) {
+    // What comes next in the stream that the listing needs: a kept payload
+    // lies between its member's header and the next header.
+    const bool capturing = capture_ < walker_.listing().members.size();
+    TarWalker::Need need{};
+    if (capturing) {
+      const TarMember& member = walker_.listing().members[capture_];
+      need = {member.offset, member.size};
+    } else {
+      need = *walker_.Want();
     }
-    const auto header_size = ParseNumber(std::span(block).subspan(124, 12));
-    if (!header_size) return stop("malformed size field");
-    const char type = static_cast<char>(block[156]);
-    const uint64_t data = offset + kBlock;
-    // A PAX size record applies to the regular member that follows it.
-    const uint64_t size = IsRegularType(block[156]) && has_next_size ? next_size : *header_size;
-    if (size > file_size - data) return stop("member payload runs past the end of the file");
-    const uint64_t next = data + Padded(size);
-    switch (type) {
-      case 'L':
-      case 'x': {
-        if (size > kMaxTarExtendedHeaderBytes) return stop("extended header too large");
-        std::string payload(size, '\0');
-        GALLEY_RETURN_IF_ERROR(
-            read(data, std::span(reinterpret_cast<uint8_t*>(payload.data()), payload.size())));
-        if (type == 'L') {
-          next_name = payload.substr(0, payload.find('\0'));
-        } else {
-          std::optional<uint64_t> pax_size;
-          if (!ParsePax(payload, &next_name, &pax_size))
-            return stop("malformed PAX extended header");
-          if (pax_size) {
-            next_size = *pax_size;
-            has_next_size = true;
-          }
-        }
-        offset = next;
-        continue;
-      }
-      case 'g':  // PAX global header: nothing galley needs
-      case 'K':  // GNU long link name
-        offset = next;
-        continue;
-      case '0':
-      case 0:
-      case '7': {
-        TarMember member;
-        member.name = next_name ? *next_name : HeaderName(block);
-        member.header_offset = offset;
-        member.offset = data;
-        member.size = size;
-        if (!member.name.empty() && member.name.back() == '/') {
-          ++listing.skipped_non_regular;  // old tars mark directories this way
-        } else {
-          listing.members.push_back(std::move(member));
-        }
-        break;
-      }
-      default:
-        ++listing.skipped_non_regular;
-        break;
+    if (position_ < need.offset) {
+      const uint64_t skip = std::min<uint64_t>(need.offset - position_, chunk.size());
+      position_ += skip;
+      chunk = chunk.subspan(static_cast<size_t>(skip));
+      continue;
     }
-    next_name.reset();
-    has_next_size = false;
-    offset = next;
+    const size_t take =
+        static_cast<size_t>(std::min<uint64_t>(need.size - pending_.size(), chunk.size()));
+    pending_.insert(pending_.end(), chunk.begin(),
+                    chunk.begin() + static_cast<std::ptrdiff_t>(take));
+    chunk = chunk.subspan(take);
+    position_ += take;
+    if (pending_.size() < need.size) continue;
+    GALLEY_RETURN_IF_ERROR(Deliver(capturing));
   }
-  if (offset < file_size) return stop("file ends inside a header");
+  return Status::Ok();
+}
+
+Status TarStreamLister::Deliver(bool capturing) {
+  if (capturing) {
+    payloads_.emplace(capture_, std::string(pending_.begin(), pending_.end()));
+    capture_ = SIZE_MAX;
+  } else {
+    const size_t members = walker_.listing().members.size();
+    GALLEY_RETURN_IF_ERROR(walker_.Give(pending_));
+    if (walker_.listing().members.size() > members &&
+        keep_payload_(walker_.listing().members.back())) {
+      capture_ = members;
+    }
+  }
+  pending_.clear();
+  // A member of no bytes, or a walk that wants nothing more, needs nothing
+  // from the stream.
+  if (capture_ < walker_.listing().members.size() &&
+      walker_.listing().members[capture_].size == 0) {
+    return Deliver(true);
+  }
+  return Status::Ok();
+}
+
+bool TarStreamLister::done() const {
+  return capture_ >= walker_.listing().members.size() && !walker_.Want().has_value();
+}
+
+Result<TarListing> TarStreamLister::Finish(std::vector<std::string>* payloads) && {
+  if (!done()) {
+    return Status::DataLoss("the object ended at byte " + std::to_string(position_) +
+                            ", before the size its HEAD gave");
+  }
+  GALLEY_ASSIGN_OR_RETURN(TarListing listing, std::move(walker_).Finish());
+  payloads->assign(listing.members.size(), std::string());
+  for (auto& [member, payload] : payloads_) (*payloads)[member] = std::move(payload);
   return listing;
 }
 

@@ -129,6 +129,13 @@ std::string DatasetLine(const json& dataset) {
     faults.push_back("a shard changed since it was indexed");
   }
   for (const std::string& fault : faults) line += "    " + fault + "\n";
+  if (auto store = shards->find("object_store"); store != shards->end() && store->is_object()) {
+    line += "    object store (the node's): " + std::to_string(Count(*store, "gets")) + " GETs, " +
+            ByteSizeText(Count(*store, "bytes")) + ", " + std::to_string(Count(*store, "retries")) +
+            " retries, " + std::to_string(Count(*store, "in_flight")) +
+            " in flight; this set's reads: " + std::to_string(Count(*shards, "prefetched_reads")) +
+            " prefetched, " + std::to_string(Count(*shards, "on_demand_reads")) + " on demand\n";
+  }
   return line;
 }
 

@@ -137,6 +137,13 @@ void to_json(json& out, const JobSnapshot& s) {
          {"shard_seed", s.shard_seed}};
 }
 
+void to_json(json& out, const ObjectStoreSnapshot& o) {
+  out = {{"gets", o.gets},           {"heads", o.heads},
+         {"lists", o.lists},         {"bytes", o.bytes},
+         {"retries", o.retries},     {"failures", o.failures},
+         {"in_flight", o.in_flight}, {"full_bodies", o.full_bodies}};
+}
+
 void to_json(json& out, const ShardSetSnapshot& s) {
   out = {{"shards", s.shards},
          {"samples", s.samples},
@@ -155,6 +162,11 @@ void to_json(json& out, const ShardSetSnapshot& s) {
          {"daemon_idx_hints_used", s.daemon_idx_hints_used},
          {"daemon_index_cache_hits", s.daemon_index_cache_hits},
          {"daemon_stale_idx", s.daemon_stale_idx}};
+  if (s.object_store) {
+    out["object_store"] = *s.object_store;
+    out["prefetched_reads"] = s.prefetched_reads;
+    out["on_demand_reads"] = s.on_demand_reads;
+  }
 }
 
 void to_json(json& out, const IndexingSnapshot& s) {
@@ -229,6 +241,7 @@ void to_json(json& out, const DaemonStatusSnapshot& s) {
          {"shm_bytes", s.shm_bytes},
          {"limits", s.limits},
          {"descriptors", s.descriptors},
+         {"object_store", s.object_store},
          {"pipeline", s.pipeline},
          {"samplers", s.samplers}};
 }

@@ -3,16 +3,20 @@
 // inside the file. Read as a wds2idx index it must parse or be refused
 // without crashing; and a listing made through a PlannedTarReader, with an
 // index that names the members (one entry moved by the input's first byte),
-// must equal the plain one. Every member, checked as a field
+// must equal the plain one, and so must a listing made from one pass over
+// the bytes in chunks (TarStreamLister), the payloads it keeps being the
+// members' bytes. Every member, checked as a field
 // (sample_fields.h), must be accepted or refused without crashing. Built by
 // scripts/fuzz_tar_index.sh (clang, libFuzzer, ASan/UBSan); tests/unit/tar_index_test.cc runs it
 // over mutated archives.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "galley/dataset/sample_fields.h"
 #include "galley/dataset/tar_index.h"
@@ -73,6 +77,35 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         payload && std::memcmp(payload->data(), data + a.offset, a.size) != 0) {
       std::abort();
     }
+  }
+
+  // The same bytes streamed in chunks of a size the input picks.
+  const size_t chunk = size > 0 ? 1 + (data[size / 2] % 8) * 131 : 1;
+  galley::TarStreamLister lister(
+      size, [](const galley::TarMember& m) { return m.size < 2000 && m.name.size() % 2 == 0; });
+  for (size_t at = 0; at < size && !lister.done(); at += chunk) {
+    if (!lister.Feed(std::span<const uint8_t>(data + at, std::min(chunk, size - at))).ok()) {
+      std::abort();  // ListTar accepted these bytes
+    }
+  }
+  std::vector<std::string> payloads;
+  const auto streamed = std::move(lister).Finish(&payloads);
+  if (!streamed.ok() || streamed->members.size() != listing->members.size() ||
+      streamed->damage != listing->damage ||
+      streamed->skipped_non_regular != listing->skipped_non_regular ||
+      payloads.size() != listing->members.size()) {
+    std::abort();
+  }
+  for (size_t i = 0; i < listing->members.size(); ++i) {
+    const galley::TarMember& a = listing->members[i];
+    const galley::TarMember& b = streamed->members[i];
+    if (a.name != b.name || a.offset != b.offset || a.size != b.size) std::abort();
+    const bool kept = a.size < 2000 && a.name.size() % 2 == 0;
+    if (kept && (payloads[i].size() != a.size ||
+                 std::memcmp(payloads[i].data(), data + a.offset, a.size) != 0)) {
+      std::abort();
+    }
+    if (!kept && !payloads[i].empty()) std::abort();
   }
   return 0;
 }

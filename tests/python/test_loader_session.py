@@ -127,7 +127,8 @@ def test_a_dataset_objects_files_become_item_ids_once(daemon, tiny_folder):
 
 
 def test_listing_pages_name_the_dataset_by_the_extensions_fields(daemon, tiny_folder):
-    assert _galley.listing_fields == ("dataset", "shards", "image_key", "label_key", "fields")
+    assert _galley.listing_fields == ("dataset", "shards", "image_key", "label_key", "fields",
+                                      "s3")
     session = session_for(tiny_folder, daemon.socket)
     # The spec's other fields (batch_size, transform...) are not sent.
     fetch = listing_pages(session.spec, daemon.socket, False, 30.0)

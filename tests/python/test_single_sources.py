@@ -53,7 +53,7 @@ def test_job_spec_fields_agree_with_the_protocol_document():
     table = text.split("### 1.4 OpenJob body", 1)[1].split("\n\n", 2)[1]
     documented = []
     for row in table.splitlines()[2:]:
-        documented += re.findall(r"`([a-z_]+)`", row.split("|")[1])
+        documented += re.findall(r"`([a-z0-9_]+)`", row.split("|")[1])
     assert documented == list(galley._galley.job_spec_fields)
 
 

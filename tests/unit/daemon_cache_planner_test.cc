@@ -21,6 +21,7 @@
 #include "galley/daemon/daemon_options.h"
 #include "galley/daemon/node_probe.h"
 #include "galley/image/transforms.h"
+#include "tests/unit/tar_writer.h"
 
 namespace galley {
 namespace {
@@ -347,22 +348,8 @@ TEST(NodeProbeTest, MeasuresPositiveRatesAndAugmentIsCheaperThanDecode) {
 
 // A one-member ustar archive: header, payload, padding, end blocks.
 std::string TarOf(const std::string& name, const std::string& payload) {
-  std::string header(512, '\0');
-  header.replace(0, name.size(), name);
-  std::snprintf(&header[100], 8, "%07o", 0644);
-  std::snprintf(&header[124], 12, "%011llo", static_cast<unsigned long long>(payload.size()));
-  header[156] = '0';
-  header.replace(257, 8,
-                 std::string("ustar\0"
-                             "00",
-                             8));
-  header.replace(148, 8, std::string(8, ' '));
-  unsigned sum = 0;
-  for (char c : header) sum += static_cast<unsigned char>(c);
-  std::snprintf(&header[148], 8, "%06o", sum);
-  std::string archive = header + payload;
-  archive.resize((archive.size() + 511) / 512 * 512 + 1024, '\0');
-  return archive;
+  const std::vector<uint8_t> archive = testing::TarWriter().Add(name, payload).Finish();
+  return std::string(archive.begin(), archive.end());
 }
 
 // The planner's sample of a large member reads its head: enough for the

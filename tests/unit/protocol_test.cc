@@ -153,6 +153,8 @@ TEST(Messages, JobSpecRoundTrips) {
   spec.shard_seed = 0;  // set, even to 0, is not unset
   spec.local_world_size = 2;
   spec.max_resolution = 256;
+  spec.s3 =
+      ObjectStoreAccess{"http://127.0.0.1:9000", "eu-west-1", true, "AKID", "secret", "token"};
   spec.epoch_items = std::vector<uint64_t>{4, 4, 0};  // read back apart (JobSpecListsEpochs)
   // Every field of the body is set away from its default, so a field the
   // table writes but does not read (or the reverse) shows below.
@@ -193,6 +195,23 @@ TEST(Messages, JobSpecRoundTrips) {
   EXPECT_EQ(parsed->shard_seed, std::optional<uint64_t>(0));
   EXPECT_EQ(parsed->local_world_size, 2u);
   EXPECT_EQ(parsed->max_resolution, 256u);
+  ASSERT_TRUE(parsed->s3.has_value());
+  EXPECT_EQ(parsed->s3->endpoint_url, "http://127.0.0.1:9000");
+  EXPECT_EQ(parsed->s3->region, "eu-west-1");
+  EXPECT_TRUE(parsed->s3->path_style);
+  EXPECT_EQ(parsed->s3->access_key_id, "AKID");
+  EXPECT_EQ(parsed->s3->secret_access_key, "secret");
+  EXPECT_EQ(parsed->s3->session_token, "token");
+  // A field of the access galley does not know, or of the wrong type, is
+  // refused, naming the field and never its value.
+  nlohmann::json odd = body;
+  odd["s3"]["profile"] = "x";
+  EXPECT_NE(JobSpecFromJson(odd).status().message().find("unknown field 's3.profile'"),
+            std::string::npos);
+  odd = body;
+  odd["s3"]["secret_access_key"] = 7;
+  EXPECT_NE(JobSpecFromJson(odd).status().message().find("'s3.secret_access_key' must be a string"),
+            std::string::npos);
   // Unset, the split's seed stays absent from the body and unset.
   spec.epoch_items.reset();
   spec.shard_seed.reset();
@@ -262,6 +281,7 @@ TEST(Messages, ListingFieldNamesAreTheListingRequestsDatasetFields) {
   const std::vector<std::string> names = ListingFieldNames();
   std::set<std::string> written;
   JobSpec spec{.dataset = "/d", .fields = {"txt"}};
+  spec.s3 = ObjectStoreAccess{};  // written only when set
   const nlohmann::json body = ListingRequestToJson(spec, 0, 5);
   for (const auto& [key, value] : body.items()) {
     if (key != "what" && key != "begin" && key != "count") written.insert(key);

@@ -146,6 +146,7 @@ DaemonStatusSnapshot Status() {
   s.shm_bytes = 4096;
   s.limits = {64, 1 << 20, 1 << 30, 8, 1 << 28, 32, 1 << 27};
   s.descriptors = {1201, 1202, 1203, 1204, 1205, 1206, 1207};
+  s.object_store = {1301, 1302, 1303, 1304, 1305, 1306, 1307, 1308};
   s.pipeline = Pipeline();
   // A dataset path with every character a label must escape.
   s.samplers = {Group("/data/a", "uniform", 200), Group("/data/\"b\"\\c\nd", "ods", 300)};
@@ -200,6 +201,12 @@ const std::map<std::string, std::string> kFamilies = {
     {"galley_descriptors_open", "gauge"},
     {"galley_descriptors_limit", "gauge"},
     {"galley_descriptor_exhaustion_total", "counter"},
+    {"galley_s3_gets_total", "counter"},
+    {"galley_s3_heads_total", "counter"},
+    {"galley_s3_bytes_total", "counter"},
+    {"galley_s3_retries_total", "counter"},
+    {"galley_s3_failures_total", "counter"},
+    {"galley_s3_in_flight", "gauge"},
     {"galley_shard_descriptors_open", "gauge"},
     {"galley_shard_descriptors_limit", "gauge"},
     {"galley_shard_descriptors_evicted_total", "counter"},
@@ -281,6 +288,12 @@ TEST(PrometheusTextTest, EveryMetricWithItsLabelsAndValue) {
       "galley_batches_unread_total 32",
       "galley_descriptors_open 1201",
       "galley_descriptors_limit 1202",
+      "galley_s3_gets_total 1301",
+      "galley_s3_heads_total 1302",
+      "galley_s3_bytes_total 1304",
+      "galley_s3_retries_total 1305",
+      "galley_s3_failures_total 1306",
+      "galley_s3_in_flight 1307",
       "galley_shard_descriptors_open 1203",
       "galley_shard_descriptors_limit 1204",
       "galley_shard_descriptors_evicted_total 1205",
@@ -369,6 +382,12 @@ TEST(PrometheusTextTest, WithoutJobsOrCacheEveryFamilyIsStillDeclared) {
       "galley_batches_unread_total 0",
       "galley_descriptors_open -1",
       "galley_descriptors_limit 0",
+      "galley_s3_gets_total 0",
+      "galley_s3_heads_total 0",
+      "galley_s3_bytes_total 0",
+      "galley_s3_retries_total 0",
+      "galley_s3_failures_total 0",
+      "galley_s3_in_flight 0",
       "galley_shard_descriptors_open 0",
       "galley_shard_descriptors_limit 0",
       "galley_shard_descriptors_evicted_total 0",
@@ -432,6 +451,8 @@ TEST(SnapshotJsonTest, Status) {
                "max_connections_per_uid": 32},
     "descriptors": {"open": 1201, "limit": 1202, "shards_open": 1203, "shards_limit": 1204,
                     "shards_evicted": 1205, "shards_released": 1206, "exhausted": 1207},
+    "object_store": {"gets": 1301, "heads": 1302, "lists": 1303, "bytes": 1304, "retries": 1305,
+                     "failures": 1306, "in_flight": 1307, "full_bodies": 1308},
     "pipeline": )" + std::string(kPipelineJson) +
                                R"(,
     "samplers": [

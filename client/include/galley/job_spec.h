@@ -16,6 +16,26 @@
 
 namespace galley {
 
+// A job's access to S3-compatible object storage, for shards named by
+// s3:// URLs: resolved in the job as the AWS CLI resolves it (environment,
+// shared credentials and config files; the Python package's
+// galley/s3_access.py) and sent with the OpenJob request. galleyd keeps it
+// with the job only (never its own environment or instance credentials),
+// signs that job's requests with it, and never logs or shows it.
+struct ObjectStoreAccess {
+  // Scheme and authority, e.g. "http://127.0.0.1:9000"; "" = AWS's
+  // regional endpoint for `region`. Must be one of galleyd's
+  // allowed_s3_endpoints.
+  std::string endpoint_url;
+  std::string region = "us-east-1";
+  // The bucket as the first path segment (addressing_style = path) rather
+  // than a host name label.
+  bool path_style = false;
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;  // "" unless temporary
+};
+
 struct JobSpec {
   // An ImageFolder root (root/<class>/<file>) or a manifest file
   // (`relative/path<TAB>label` per line). Must lie under the daemon's allowed
@@ -168,6 +188,10 @@ struct JobSpec {
   // (every image at its own size, torchvision's exact path); otherwise from
   // kMinMaxResolution to kMaxMaxResolution.
   uint32_t max_resolution = 0;
+
+  // The job's access to object storage; required when `shards` are s3://
+  // URLs, and only then.
+  std::optional<ObjectStoreAccess> s3;
 };
 
 // The bounds of JobSpec::max_resolution when it is set: below 16 no crop of

@@ -146,6 +146,16 @@ struct DaemonOptions {
   // RLIMIT_NOFILE (soft, as galleyd starts), from 16 to 4096.
   std::string tar_index_dir;
   uint64_t tar_index_max_bytes = uint64_t{1} << 30;
+  // Tar shards kept as objects in S3-compatible storage (docs/datasets.md,
+  // "Datasets in object storage"): the endpoints jobs may name (scheme and
+  // authority; "aws" for AWS's own), none by default, so an admin decides
+  // where galleyd connects; the ranged GETs of prefetched members each such
+  // dataset keeps in flight (1 to 4096, default 64), and the bytes those
+  // and the fetched members not yet read may hold (default 256 MiB, at
+  // least 1 MiB).
+  std::vector<std::string> allowed_s3_endpoints;
+  uint32_t s3_requests_in_flight = 64;
+  uint64_t s3_prefetch_bytes = uint64_t{256} << 20;
   uint32_t max_open_shards = 128;
   uint32_t max_open_shards_total = 0;
   // Manifests (docs/datasets.md): the longest line galleyd reads, the header

@@ -24,7 +24,11 @@
 // listed) and every item its job is served, and to search every directory
 // leading to them (server/dataset/access.h); otherwise PermissionDenied
 // names the path. The check runs for every job, also when the items are in
-// a cache tier.
+// a cache tier. Shards kept as objects (s3:// URLs) are read with the job's
+// own credentials (JobSpec::s3) at an endpoint of allowed_s3_endpoints: the
+// job that lists them HEADs and streams each with its credentials, and a
+// later job sharing the listing first HEADs every shard with its own
+// (Dataset::VerifyObjects); refused, it is refused (PermissionDenied).
 //
 // Memory: a listing is charged (UserMemory) to the user whose job asked for
 // it first, for as long as the registry or any job keeps it; when a new
@@ -46,6 +50,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +86,11 @@ struct DatasetRegistryOptions {
   // max_manifest_columns); each job names its own header and image column.
   uint64_t max_manifest_line_bytes = ManifestOptions::kDefaultMaxLineBytes;
   uint32_t max_manifest_columns = ManifestOptions::kDefaultMaxColumns;
+  // Where shards kept as objects are read; null: s3:// shards are refused.
+  std::shared_ptr<objectstore::ObjectStore> object_store;
+  // The endpoints (scheme and authority) jobs may name for their objects;
+  // "aws" stands for AWS's regional endpoints. Empty: none.
+  std::vector<std::string> allowed_s3_endpoints;
 
   static DatasetRegistryOptions From(const DaemonOptions& options);
 };
@@ -129,6 +139,9 @@ class DatasetRegistry {
   // Every listed dataset, with its shard figures for a shard set.
   std::vector<DatasetSnapshot> Snapshot() const;
   size_t size() const;
+  // The counts of the object store s3:// datasets are read through; zeros
+  // when there is none.
+  ObjectStoreSnapshot ObjectStoreCounts() const;
   // The shard descriptors of every listing together.
   ShardDescriptorCounts ShardDescriptors() const { return shard_descriptors_->Counts(); }
 
@@ -149,6 +162,11 @@ class DatasetRegistry {
   Status CheckRoots(const JobSpec& spec, AccessChecker& checker) const;
   // Lists the dataset anew.
   Result<std::shared_ptr<const Dataset>> List(const JobSpec& spec, ListingStop* stop) const;
+  // For shards kept as objects: the job's access, checked against
+  // allowed_s3_endpoints. InvalidArgument for a list mixing objects and
+  // files or lacking the job's access; PermissionDenied for an endpoint
+  // outside the list. nullopt for files.
+  Result<std::optional<objectstore::Access>> ObjectAccessOf(const JobSpec& spec) const;
   // Installs `dataset` under `key` unless `replacing` is no longer the one
   // there (another job listed it first); returns the entry now in force.
   Entry Install(const std::string& key, std::shared_ptr<const Dataset> dataset,
@@ -165,6 +183,8 @@ class DatasetRegistry {
   const uint64_t max_manifest_line_bytes_;
   const uint32_t max_manifest_columns_;
   const std::shared_ptr<ShardDescriptorCache> shard_descriptors_;
+  const std::shared_ptr<objectstore::ObjectStore> object_store_;
+  const std::vector<std::string> allowed_s3_endpoints_;
 
   mutable Mutex mu_;
   std::vector<std::filesystem::path> allowed_roots_ GUARDED_BY(mu_);

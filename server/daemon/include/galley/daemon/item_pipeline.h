@@ -199,6 +199,8 @@ class ItemPipeline {
   ~ItemPipeline();
 
   // Prepares every task; failures are recorded per position in the plans.
+  // The items that must come from a dataset of objects are prefetched first
+  // (Dataset::Prefetch), so their requests are in flight together.
   void Run(std::span<ItemTask> tasks);
 
   const PipelineCounters& counters() const { return counters_; }
@@ -207,6 +209,9 @@ class ItemPipeline {
 
  private:
   // RunOne inside a boundary that turns any exception into a failed sample.
+  // Starts the storage reads of the wave's items that must come from a
+  // dataset of objects (Dataset::Prefetch).
+  void PrefetchFromStorage(std::span<const ItemTask> tasks);
   void RunOneGuarded(ItemTask& task);
   void RunOne(ItemTask& task);
   // What Prepare made of an item. Its pixels are in exactly one of

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "galley/dataset/dataset.h"
@@ -20,6 +21,14 @@ namespace galley {
 // The daemon's shard options (DatasetRegistryOptions::shards) with the
 // job's image_key, label_key and fields.
 ShardOptions ShardOptionsFor(const JobSpec& spec, const ShardOptions& daemon_wide);
+
+// The objectstore form of a job's S3 access.
+objectstore::Access ObjectAccessFor(const ObjectStoreAccess& access);
+
+// Whether `endpoint` (ObjectEndpointName's form) is one of `allowed`, each
+// compared in the same form; "aws" allows AWS's own endpoints
+// (https://s3.amazonaws.com and https://s3.REGION.amazonaws.com).
+bool EndpointAllowed(const std::string& endpoint, const std::vector<std::string>& allowed);
 
 // How a job's manifest is read: with a header row when the job names
 // fields, the images in the column image_key names.
@@ -38,6 +47,9 @@ Result<std::vector<uint32_t>> JobFieldMap(const Dataset& dataset, const JobSpec&
 // Shard counts, skipped members and samples, damage, index age and the
 // process-wide index counters; nothing for other datasets.
 std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset);
+
+// A snapshot of an object store's counts.
+ObjectStoreSnapshot SnapshotObjectStore(const objectstore::ObjectStoreCounters& counters);
 
 // Listings under way now (shard sets, ImageFolder trees, manifests): path,
 // kind, unit (shards, files, lines), done, total (unknown while a folder is

@@ -60,10 +60,22 @@ class Dataset {
       const std::vector<std::string>& shards, const ShardOptions& options,
       const std::vector<std::filesystem::path>& allowed_roots);
 
+  // Opens a list of tar shards kept as objects (s3://bucket/key URLs) in
+  // the store `access.endpoint` names (ShardSource::OpenObjects), listed
+  // and read with `access`. Refuses compressed tars by name. Errors as
+  // ShardSource::OpenObjects.
+  static Result<std::shared_ptr<const Dataset>> OpenObjectShards(
+      const std::vector<std::string>& urls, std::shared_ptr<objectstore::ObjectStore> store,
+      const objectstore::Access& access, const ShardOptions& options);
+  // Whether `shard` names an object (s3://...) rather than a file.
+  static bool IsObjectUrl(const std::string& shard);
+
   // The key under which jobs share a shard dataset: the canonical shard
-  // paths and the keys, so a glob and a list naming the same files agree.
+  // paths and the keys, so a glob and a list naming the same files agree;
+  // for objects (`endpoint` their store's canonical URL, else ""), the
+  // endpoint and the URLs.
   static std::string ShardSetKey(const std::vector<std::string>& shards,
-                                 const ShardOptions& options);
+                                 const ShardOptions& options, const std::string& endpoint = "");
 
   // The canonical root: the ImageFolder directory, the manifest file, or the
   // first shard.
@@ -93,6 +105,20 @@ class Dataset {
   const ResumeKey& resume_key() const { return source_->resume_key(); }
   // Whether the storage changed since the listing (a shard was replaced).
   bool stale() const { return source_->stale(); }
+  // See DatasetSource::VerifyObjects: whether `access` may read every
+  // object of the listing, each the listed version.
+  Status VerifyObjects(const objectstore::Access& access, bool* changed) const {
+    return source_->VerifyObjects(access, changed);
+  }
+  // See DatasetSource::Prefetch.
+  void Prefetch(std::span<const ItemId> ids) const { source_->Prefetch(ids); }
+  // Whether the items are objects in S3-compatible storage, whose reads
+  // are worth prefetching.
+  bool reads_objects() const { return object_counters() != nullptr; }
+  // The store's counts for a dataset of objects, else null.
+  const objectstore::ObjectStoreCounters* object_counters() const {
+    return shards_ != nullptr ? shards_->object_counters() : nullptr;
+  }
   // See DatasetSource::Verify: whether the storage still matches the
   // listing, and whether `checker`'s user may read the `served` items.
   Status Verify(AccessChecker* checker, std::span<const ItemId> served, bool* changed) const {

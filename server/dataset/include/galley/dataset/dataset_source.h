@@ -19,6 +19,7 @@
 #include "galley/dataset/access.h"
 #include "galley/dataset/content_fingerprint.h"
 #include "galley/ids.h"
+#include "galley/objectstore/object_store.h"
 #include "galley/status.h"
 
 namespace galley {
@@ -104,6 +105,20 @@ class DatasetSource {
   // `*changed` is set whatever is returned.
   virtual Status Verify(AccessChecker* checker, std::span<const ItemId> served,
                         bool* changed) const = 0;
+  // For a source in object storage: whether `access` (a job's own
+  // credentials) may read every object of the listing, each HEADed once,
+  // and `*changed` when one is no longer the listed version. Only then may
+  // the job be served what another job's credentials fetched. Nothing for
+  // other sources.
+  virtual Status VerifyObjects(const objectstore::Access& /*access*/, bool* changed) const {
+    *changed = false;
+    return Status::Ok();
+  }
+  // The items of a wave that will be read from storage next: a source whose
+  // reads wait on the network (objects) starts fetching them all now, and
+  // Read then waits for its item's bytes; items not named here are read on
+  // demand. Nothing for sources read from local storage.
+  virtual void Prefetch(std::span<const ItemId> /*ids*/) const {}
 };
 
 }  // namespace galley

@@ -1,5 +1,6 @@
 // ShardSource: the samples of a list of tar shards in the WebDataset layout,
-// read by byte range.
+// read by byte range: files (Open), or objects in S3-compatible storage
+// (OpenObjects; docs/datasets.md, "Datasets in object storage").
 //
 // Each shard is listed once from its headers (ListTar), in parallel across
 // shards; the listing is kept in an on-disk index cache keyed by the shard's
@@ -28,6 +29,17 @@
 // shard's size, mtime and inode are compared with the listing: a replaced or
 // truncated shard fails its reads with DataLoss and marks the source stale.
 //
+// Objects: each shard is HEADed (size, ETag) and listed by one streaming
+// GET of the whole object (TarStreamLister), the label payloads taken from
+// the stream as it passes; the listing is cached under (endpoint, URL, size,
+// ETag). Members are then read by ranged GETs naming the listed ETag
+// (If-Match): another version of the object fails its reads with DataLoss
+// and marks the source stale, as a changed file does. Prefetch starts the
+// GETs of a wave's items ahead of their reads, a bounded number in flight
+// (ShardOptions::object_requests_in_flight, object_prefetch_bytes), members
+// close together in one shard fetched by one GET. Every request carries the
+// Access of a job whose credentials HEADed every shard (VerifyObjects).
+//
 // Member names are never used as file-system paths.
 //
 // Thread-safety: every method may be called from any thread; the descriptor
@@ -42,6 +54,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -51,8 +64,18 @@
 #include "galley/dataset/dataset_source.h"
 #include "galley/dataset/listing_stop.h"
 #include "galley/dataset/shard_descriptors.h"
+#include "galley/objectstore/object_store.h"
 
 namespace galley {
+
+struct ShardListing;  // shard_storage.h
+struct ShardOrigin;
+
+// How a set of shards kept as objects served its reads.
+struct ObjectReadCounts {
+  uint64_t prefetched = 0;  // served from a GET Prefetch started
+  uint64_t on_demand = 0;   // each a GET of its own
+};
 
 struct ShardOptions {
   // Extension of the image member; "" picks the first of jpg, jpeg, png,
@@ -82,6 +105,11 @@ struct ShardOptions {
   unsigned index_threads = 0;
   // Asked before each shard is listed; null: the listing runs to its end.
   ListingStop* stop = nullptr;
+  // Objects only (OpenObjects): the GETs of prefetched members a set keeps
+  // in flight at most (1..4096), and the bytes those and the fetched ones
+  // not yet read may hold (at least one request's worth is always allowed).
+  uint32_t object_requests_in_flight = 64;
+  uint64_t object_prefetch_bytes = uint64_t{256} << 20;
 };
 
 // What indexing found, for galleyctl and error messages.
@@ -120,6 +148,12 @@ inline constexpr size_t kMaxExtensionsNamed = 64;
 // the samples do have) and the first sample left out. "" when none.
 std::string DescribeLeftOut(const ShardStats& stats);
 
+// What names the object store `endpoint` points at, the same however it
+// was spelled (no trailing '/'; AWS's regional endpoint when its URL is
+// empty): part of the index cache's key, the fingerprint and the key under
+// which jobs share a set of objects.
+std::string ObjectEndpointName(const objectstore::Endpoint& endpoint);
+
 // Process-wide counts of shard listings, for tests and galleyctl.
 struct ShardIndexCounters {
   std::atomic<uint64_t> scanned{0};         // shards listed header by header
@@ -139,6 +173,15 @@ class ShardSource final : public DatasetSource {
   // NotFound / PermissionDenied when a shard cannot be opened.
   static Result<std::unique_ptr<ShardSource>> Open(const std::vector<std::filesystem::path>& shards,
                                                    const ShardOptions& options);
+  // Lists the objects `urls` (s3://bucket/key) of the store at
+  // `access.endpoint` with `access`, which the source keeps for its reads
+  // until VerifyObjects admits other credentials. Errors: InvalidArgument
+  // for a malformed URL, a compressed or non-tar object, or bad options;
+  // the store's errors (NotFound, PermissionDenied, Unavailable, ...)
+  // naming the object.
+  static Result<std::unique_ptr<ShardSource>> OpenObjects(
+      const std::vector<std::string>& urls, std::shared_ptr<objectstore::ObjectStore> store,
+      const objectstore::Access& access, const ShardOptions& options);
   ~ShardSource() override;
 
   size_t size() const override { return items_.size(); }
@@ -167,21 +210,35 @@ class ShardSource final : public DatasetSource {
   // Each shard's file name and size and each item's shard, byte range, key
   // and label; the shards' modification times apart.
   const ResumeKey& resume_key() const override { return resume_key_; }
-  bool stale() const override { return stale_.load(); }
+  bool stale() const override;
   // Closes the set's open descriptors; later reads open them again.
   void ReleaseDescriptors() const override;
   // Compares each shard's identity with the listing; checks the shards that
   // hold served items.
   Status Verify(AccessChecker* checker, std::span<const ItemId> served,
                 bool* changed) const override;
+  // Objects: HEADs every shard with `access`; PermissionDenied (or the
+  // store's error) naming the first it may not read. `*changed` when one is
+  // no longer the listed version (size or ETag). Once every HEAD agrees,
+  // `access` is the one later reads carry (the latest admitted). Files:
+  // nothing.
+  Status VerifyObjects(const objectstore::Access& access, bool* changed) const override;
+  // Objects: starts the GETs of `ids`' members (DatasetSource::Prefetch).
+  void Prefetch(std::span<const ItemId> ids) const override;
+  // The object store's counts, or null for files.
+  const objectstore::ObjectStoreCounters* object_counters() const;
+  // Objects: how the reads were served; zeros for files.
+  ObjectReadCounts object_reads() const;
 
   const ShardStats& stats() const { return stats_; }
   // Seconds since the listing was made (or loaded from the cache).
   double index_age_seconds() const;
   const std::vector<std::filesystem::path>& shards() const;
 
+  // Where the shards are kept (shard_storage.h).
+  class Storage;
+
  private:
-  class OpenShards;
   struct Item {
     uint32_t shard;
     uint64_t offset;
@@ -194,6 +251,17 @@ class ShardSource final : public DatasetSource {
   };
 
   ShardSource() = default;
+
+  // Lists shards[i] with `list_shard(i, idx_stats)` (in parallel), groups
+  // the samples and builds the source; `make_storage` makes its storage
+  // from the shards as listed.
+  static Result<std::unique_ptr<ShardSource>> Build(
+      const std::vector<std::string>& shards, const ShardOptions& options,
+      const std::function<Result<ShardListing>(size_t, ShardStats*)>& list_shard,
+      const std::function<std::unique_ptr<Storage>(std::vector<ShardOrigin>)>& make_storage);
+  // The one range ReadWithFields reads item `id`'s image and fields in,
+  // when they lie close enough together; nullopt: read one by one.
+  std::optional<Extent> JointExtent(ItemId id) const;
 
   // Fills `out` with the bytes at `offset` of shard `shard`, checked to
   // come from the listed version of the shard. The caller bounds `out` by
@@ -224,8 +292,8 @@ class ShardSource final : public DatasetSource {
   ResumeKey resume_key_;
   ShardStats stats_;
   std::chrono::steady_clock::time_point listed_at_;
-  std::unique_ptr<OpenShards> files_;
-  mutable std::atomic<bool> stale_{false};
+  std::vector<std::filesystem::path> paths_;  // each shard's path or URL
+  std::unique_ptr<Storage> storage_;
 };
 
 }  // namespace galley

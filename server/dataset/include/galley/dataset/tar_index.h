@@ -31,6 +31,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "galley/status.h"
@@ -58,6 +59,77 @@ using TarReader = std::function<Status(uint64_t offset, std::span<uint8_t> out)>
 
 // Largest GNU long-name or PAX extended header payload accepted.
 inline constexpr uint64_t kMaxTarExtendedHeaderBytes = uint64_t{1} << 20;
+
+// ListTar's walk, fed the archive's bytes in order: Want() names the next
+// bytes the listing needs, always past those given before (the first block,
+// then each header and each GNU long-name or PAX payload), and Give() hands
+// them over. ListTar drives it with reads; TarStreamLister with the chunks
+// of one pass over an object. Used by one thread at a time.
+class TarWalker {
+ public:
+  struct Need {
+    uint64_t offset = 0;
+    uint64_t size = 0;  // never 0
+  };
+
+  explicit TarWalker(uint64_t file_size);
+  // nullopt once the listing is complete (Finish).
+  std::optional<Need> Want() const;
+  // Exactly Want()->size bytes from Want()->offset. InvalidArgument as
+  // ListTar's; damage ends the walk and is kept in the listing.
+  Status Give(std::span<const uint8_t> bytes);
+  // The members listed so far.
+  const TarListing& listing() const { return listing_; }
+  Result<TarListing> Finish() && { return std::move(listing_); }
+
+ private:
+  enum class State { kStart, kHeader, kExtended, kDone };
+  Status Header(std::span<const uint8_t> block);
+  void Extended(std::string_view payload);
+  void NextHeader();
+  void Stop(std::string why);
+
+  const uint64_t file_size_;
+  State state_ = State::kStart;
+  Need want_;
+  uint64_t offset_ = 0;       // the header being walked
+  uint64_t next_offset_ = 0;  // the header after an extended one
+  char extended_type_ = 0;
+  std::optional<std::string> next_name_;  // from a GNU 'L' or PAX 'x' record
+  // From a PAX 'x' record (a plain pair: GCC's -Wmaybe-uninitialized
+  // misreads an optional here).
+  uint64_t next_size_ = 0;
+  bool has_next_size_ = false;
+  TarListing listing_;
+};
+
+// Lists a tar object from one pass over its bytes, as they arrive in chunks
+// of any size, holding no more than one header or extended header besides
+// the payloads it keeps: those of the members `keep_payload` picks (labels,
+// for the listing's cache), taken from the stream as it passes. Used by one
+// thread at a time.
+class TarStreamLister {
+ public:
+  TarStreamLister(uint64_t object_size, std::function<bool(const TarMember&)> keep_payload);
+  // The next chunk. Errors as ListTar's.
+  Status Feed(std::span<const uint8_t> chunk);
+  // Whether the listing needs nothing more of the stream (the rest may be
+  // left unread).
+  bool done() const;
+  // The listing, and the kept payloads, one per member (empty if not kept).
+  // DataLoss when the stream ended before the listing did.
+  Result<TarListing> Finish(std::vector<std::string>* payloads) &&;
+
+ private:
+  Status Deliver(bool capturing);
+
+  TarWalker walker_;
+  const std::function<bool(const TarMember&)> keep_payload_;
+  uint64_t position_ = 0;         // bytes of the object seen
+  std::vector<uint8_t> pending_;  // the bytes of the current need, so far
+  size_t capture_ = SIZE_MAX;     // the member whose payload is being kept
+  std::unordered_map<size_t, std::string> payloads_;
+};
 
 // Lists a tar archive of `file_size` bytes. InvalidArgument when the file is
 // compressed (gzip, bzip2, xz, zstd magic) or does not start with a valid tar

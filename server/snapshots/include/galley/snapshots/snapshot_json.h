@@ -21,6 +21,7 @@ void to_json(nlohmann::json& out, const PipelineSnapshot& s);
 void to_json(nlohmann::json& out, const SamplerGroupSnapshot& s);
 void to_json(nlohmann::json& out, const BatchTotalsSnapshot& s);
 void to_json(nlohmann::json& out, const JobSnapshot& s);
+void to_json(nlohmann::json& out, const ObjectStoreSnapshot& s);
 void to_json(nlohmann::json& out, const ShardSetSnapshot& s);
 void to_json(nlohmann::json& out, const IndexingSnapshot& s);
 void to_json(nlohmann::json& out, const DatasetSnapshot& s);

@@ -179,6 +179,20 @@ struct JobSnapshot {
   uint64_t shard_seed = 0;  // the split's seed: JobSpec::shard_seed, else seed
 };
 
+// The counts of the object store a set of shards kept as objects is read
+// from, since galleyd started (objectstore::ObjectStoreCounters): one store
+// serves every such set, so these are the node's.
+struct ObjectStoreSnapshot {
+  uint64_t gets = 0;  // GET requests sent, retries included
+  uint64_t heads = 0;
+  uint64_t lists = 0;
+  uint64_t bytes = 0;  // body bytes the GETs received
+  uint64_t retries = 0;
+  uint64_t failures = 0;  // requests that failed after their retries
+  uint64_t in_flight = 0;
+  uint64_t full_bodies = 0;  // ranged GETs answered with the whole object
+};
+
 // A tar shard set's listing (server/dataset/shard_source.h) and the
 // process-wide index counters.
 struct ShardSetSnapshot {
@@ -199,6 +213,12 @@ struct ShardSetSnapshot {
   uint64_t daemon_idx_hints_used = 0;
   uint64_t daemon_index_cache_hits = 0;
   uint64_t daemon_stale_idx = 0;
+  // Shards kept as objects: the store's counts; absent for files.
+  std::optional<ObjectStoreSnapshot> object_store;
+  // Shards kept as objects: this set's reads served by a prefetch, and
+  // those that made a GET of their own.
+  uint64_t prefetched_reads = 0;
+  uint64_t on_demand_reads = 0;
 };
 
 // A listing under way now: a shard set, an ImageFolder tree or a manifest.
@@ -278,6 +298,8 @@ struct DaemonStatusSnapshot {
   DescriptorsSnapshot descriptors;
   PipelineSnapshot pipeline;
   std::vector<SamplerGroupSnapshot> samplers;  // those the asking user may see
+  // The node's object store (s3:// datasets); zeros when galleyd has none.
+  ObjectStoreSnapshot object_store;
 };
 
 // The reply to "datasets": what the asking user may see.

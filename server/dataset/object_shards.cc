@@ -1,0 +1,380 @@
+#include "object_shards.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "galley/dataset/tar_index.h"
+
+namespace galley {
+
+namespace os = objectstore;
+
+std::string ObjectEndpointName(const os::Endpoint& endpoint) {
+  if (endpoint.url.empty()) return "https://s3." + endpoint.region + ".amazonaws.com";
+  std::string url = endpoint.url;
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  return url;
+}
+
+namespace {
+
+// `status` with `url` in front, unless the message names it already.
+Status Naming(const os::S3Url& url, const Status& status) {
+  const std::string name = url.ToString();
+  if (status.message().find(url.key) != std::string::npos) return status;
+  return Status(status.code(), name + " " + status.message());
+}
+
+}  // namespace
+
+Result<ShardListing> ListObjectShard(os::ObjectStore& store, const os::Access& access,
+                                     const os::S3Url& url, const ShardOptions& options,
+                                     bool use_cache) {
+  auto info = store.Head(access, url.bucket, url.key);
+  if (!info.ok()) return Naming(url, info.status());
+  ShardListing listing;
+  ShardOrigin& origin = listing.origin;
+  origin.name = url.ToString();
+  origin.identity.size = info->size;
+  origin.etag = info->etag;
+  // The ETag names the version: another one is another cache file.
+  origin.cache_key =
+      ObjectEndpointName(access.endpoint) + "\n" + origin.name + "\netag " + info->etag;
+  if (use_cache && LoadCachedListing(options.index_cache_dir, origin, &listing)) {
+    listing.from_cache = true;
+    GlobalShardIndexCounters().cache_hits++;
+    return listing;
+  }
+  // One pass over the object; the labels' payloads are taken as they pass,
+  // so the listing needs no GET after it.
+  TarStreamLister lister(info->size, KeepsInlinePayload);
+  Status feed_error = Status::Ok();
+  bool complete = false;
+  const Status streamed =
+      store.Stream(access, url.bucket, url.key, info->etag, [&](std::span<const uint8_t> chunk) {
+        feed_error = lister.Feed(chunk);
+        if (!feed_error.ok()) return feed_error;
+        if (lister.done()) {
+          // The rest (padding after the end-of-archive marker, or what
+          // follows damage) is not needed.
+          complete = true;
+          return Status::Cancelled("the listing is complete");
+        }
+        return Status::Ok();
+      });
+  if (!feed_error.ok()) return Naming(url, feed_error);
+  if (!streamed.ok() && !complete) return Naming(url, streamed);
+  auto tar = std::move(lister).Finish(&listing.inline_payloads);
+  if (!tar.ok()) return Naming(url, tar.status());
+  listing.tar = std::move(*tar);
+  GlobalShardIndexCounters().scanned++;
+  if (use_cache)
+    StoreCachedListing(options.index_cache_dir, listing, options.index_cache_max_bytes);
+  return listing;
+}
+
+Result<std::unique_ptr<ShardSource>> ShardSource::OpenObjects(
+    const std::vector<std::string>& urls, std::shared_ptr<os::ObjectStore> store,
+    const os::Access& access, const ShardOptions& options) {
+  if (urls.empty()) return Status::InvalidArgument("the shard list is empty");
+  if (store == nullptr) return Status::InvalidArgument("this galleyd reads no object storage");
+  if (options.object_requests_in_flight < 1 || options.object_requests_in_flight > 4096) {
+    return Status::InvalidArgument("object_requests_in_flight must be 1 to 4096, not " +
+                                   std::to_string(options.object_requests_in_flight));
+  }
+  std::vector<os::S3Url> parsed;
+  std::vector<std::string> names;
+  parsed.reserve(urls.size());
+  for (const std::string& url : urls) {
+    GALLEY_ASSIGN_OR_RETURN(os::S3Url shard, os::S3Url::Parse(url));
+    if (shard.key.empty() || shard.key.back() == '/') {
+      return Status::InvalidArgument(url + " names no object (a shard is s3://BUCKET/KEY.tar)");
+    }
+    names.push_back(shard.ToString());
+    parsed.push_back(std::move(shard));
+  }
+  const bool use_cache =
+      !options.index_cache_dir.empty() && PrepareIndexCacheDir(options.index_cache_dir);
+  return Build(
+      names, options,
+      [&](size_t i, ShardStats*) {
+        return ListObjectShard(*store, access, parsed[i], options, use_cache);
+      },
+      [&](std::vector<ShardOrigin> origins) -> std::unique_ptr<Storage> {
+        std::vector<ObjectShards::Shard> shards;
+        shards.reserve(origins.size());
+        for (size_t s = 0; s < origins.size(); ++s) {
+          shards.push_back({parsed[s], origins[s].identity.size, origins[s].etag});
+        }
+        return std::make_unique<ObjectShards>(store, access, std::move(shards), options);
+      });
+}
+
+ObjectShards::ObjectShards(std::shared_ptr<os::ObjectStore> store, const os::Access& access,
+                           std::vector<Shard> shards, const ShardOptions& options)
+    : store_(std::move(store)),
+      endpoint_(ObjectEndpointName(access.endpoint)),
+      shards_(std::move(shards)),
+      max_in_flight_(options.object_requests_in_flight),
+      max_bytes_(options.object_prefetch_bytes),
+      access_(access) {}
+
+ObjectShards::~ObjectShards() {
+  // The store calls back exactly once per GET: wait for those in flight,
+  // whose callbacks use this object.
+  MutexLock lock(&mu_);
+  queued_.clear();
+  while (in_flight_ > 0) fetched_.Wait(&mu_);
+}
+
+os::Access ObjectShards::CurrentAccess() const {
+  MutexLock lock(&mu_);
+  return access_;
+}
+
+Status ObjectShards::ReadError(uint32_t shard, const Status& status) {
+  const Shard& s = shards_[shard];
+  if (status.code() == StatusCode::kDataLoss) {
+    changed_ = true;
+    return Status::DataLoss(s.url.ToString() + " changed since it was listed (ETag " + s.etag +
+                            " is no longer its version); its items fail until a job opens the "
+                            "dataset again, which lists it again (" +
+                            status.message() + ")");
+  }
+  return Naming(s.url, status);
+}
+
+Status ObjectShards::ReadInto(uint32_t shard, uint64_t offset, std::span<uint8_t> out) {
+  FetchPtr fetch;
+  bool start_now = false;
+  os::Access access;
+  {
+    MutexLock lock(&mu_);
+    access = access_;
+    auto it = claims_.find(ShardExtent{shard, offset, out.size()});
+    if (it != claims_.end()) {
+      fetch = it->second;
+      claims_.erase(it);
+      if (!fetch->started) {
+        // Its turn has not come: the read needs it now.
+        queued_.erase(std::find(queued_.begin(), queued_.end(), fetch));
+        fetch->started = true;
+        in_flight_++;
+        max_in_flight_seen_ = std::max(max_in_flight_seen_, in_flight_);
+        held_bytes_ += fetch->end - fetch->begin;
+        start_now = true;
+      }
+    }
+  }
+  if (fetch == nullptr) {
+    // Not prefetched: one GET of its own.
+    on_demand_reads_++;
+    const Shard& s = shards_[shard];
+    auto bytes = store_->Get(access, s.url.bucket, s.url.key, offset, out.size(), s.etag);
+    if (!bytes.ok()) return ReadError(shard, bytes.status());
+    if (bytes->size() != out.size()) {
+      return ReadError(shard, Status::DataLoss("the store sent " + std::to_string(bytes->size()) +
+                                               " bytes of " + std::to_string(out.size())));
+    }
+    std::memcpy(out.data(), bytes->data(), out.size());
+    return Status::Ok();
+  }
+  if (start_now) Start(fetch, access);
+  prefetched_reads_++;
+  Status status = Status::Ok();
+  {
+    MutexLock lock(&mu_);
+    while (!fetch->done) fetched_.Wait(&mu_);
+  }
+  // The claim keeps the fetched bytes until it is given up below.
+  if (!fetch->bytes.ok()) {
+    status = ReadError(shard, fetch->bytes.status());
+  } else if (fetch->bytes->size() != fetch->end - fetch->begin) {
+    status = ReadError(shard,
+                       Status::DataLoss("the store sent " + std::to_string(fetch->bytes->size()) +
+                                        " bytes of " + std::to_string(fetch->end - fetch->begin)));
+  } else {
+    std::memcpy(out.data(), fetch->bytes->data() + (offset - fetch->begin), out.size());
+  }
+  std::vector<FetchPtr> startable;
+  {
+    MutexLock lock(&mu_);
+    Unclaim(fetch);
+    startable = TakeStartable();
+    access = access_;
+  }
+  for (const FetchPtr& f : startable) Start(f, access);
+  return status;
+}
+
+Status ObjectShards::Verify(AccessChecker* /*checker*/, const std::vector<bool>& /*holds_served*/,
+                            bool* changed) {
+  // Whether an object changed is seen by VerifyObjects (HEAD) and by the
+  // reads (If-Match); a local user's permissions do not apply to it.
+  *changed = changed_.load();
+  return Status::Ok();
+}
+
+Status ObjectShards::VerifyObjects(const os::Access& access, bool* changed) {
+  // HEADs in parallel: a set of a thousand shards is admitted in the time
+  // of a few dozen round trips.
+  constexpr size_t kParallelHeads = 16;
+  std::vector<Status> denied(shards_.size(), Status::Ok());
+  std::atomic<bool> differs{false};
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < shards_.size(); i = next++) {
+      const Shard& s = shards_[i];
+      auto info = store_->Head(access, s.url.bucket, s.url.key);
+      if (info.ok()) {
+        if (info->size != s.size || info->etag != s.etag) differs = true;
+      } else if (info.status().code() == StatusCode::kNotFound) {
+        differs = true;  // deleted: the next listing says so
+      } else {
+        denied[i] = Naming(s.url, info.status());
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min(kParallelHeads, shards_.size()); ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  *changed = differs.load();
+  if (*changed) changed_ = true;
+  for (const Status& status : denied) {
+    if (!status.ok()) return status;
+  }
+  if (!*changed) {
+    // Every shard HEADed with these credentials: later reads may carry them
+    // (the newest admitted, so refreshed temporary credentials take over).
+    MutexLock lock(&mu_);
+    access_ = access;
+  }
+  return Status::Ok();
+}
+
+void ObjectShards::Prefetch(std::span<const ShardExtent> extents) {
+  std::vector<ShardExtent> sorted(extents.begin(), extents.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<FetchPtr> startable;
+  os::Access access;
+  {
+    MutexLock lock(&mu_);
+    ++wave_;
+    // Ranges registered kWavesKept waves ago and never read are dropped.
+    for (auto it = claims_.begin(); it != claims_.end();) {
+      if (it->second->wave + kWavesKept < wave_) {
+        FetchPtr fetch = it->second;
+        it = claims_.erase(it);
+        Unclaim(fetch);
+      } else {
+        ++it;
+      }
+    }
+    FetchPtr current;
+    for (const ShardExtent& e : sorted) {
+      if (e.size == 0 || e.shard >= shards_.size()) continue;
+      const uint64_t end = e.offset + e.size;
+      if (current == nullptr || current->shard != e.shard ||
+          e.offset > current->end + kCoalesceGap ||
+          std::max(current->end, end) - current->begin > kMaxCoalescedBytes) {
+        current = std::make_shared<Fetch>();
+        current->shard = e.shard;
+        current->begin = e.offset;
+        current->end = end;
+        current->wave = wave_;
+        queued_.push_back(current);
+      }
+      current->end = std::max(current->end, end);
+      current->claims++;
+      claims_.emplace(e, current);
+    }
+    startable = TakeStartable();
+    access = access_;
+  }
+  for (const FetchPtr& f : startable) Start(f, access);
+}
+
+std::vector<ObjectShards::FetchPtr> ObjectShards::TakeStartable() {
+  std::vector<FetchPtr> startable;
+  while (!queued_.empty() && in_flight_ < max_in_flight_) {
+    const FetchPtr fetch = queued_.front();
+    const uint64_t size = fetch->end - fetch->begin;
+    if (fetch->claims == 0) {  // every range dropped before it started
+      queued_.pop_front();
+      continue;
+    }
+    if (held_bytes_ != 0 && held_bytes_ + size > max_bytes_) break;
+    queued_.pop_front();
+    fetch->started = true;
+    in_flight_++;
+    max_in_flight_seen_ = std::max(max_in_flight_seen_, in_flight_);
+    held_bytes_ += size;
+    startable.push_back(fetch);
+  }
+  return startable;
+}
+
+void ObjectShards::Unclaim(const FetchPtr& fetch) {
+  if (--fetch->claims > 0 || !fetch->done) return;
+  held_bytes_ -= fetch->end - fetch->begin;
+  fetch->bytes = Status::Cancelled("released");
+}
+
+void ObjectShards::Start(const FetchPtr& fetch, const os::Access& access) {
+  const Shard& s = shards_[fetch->shard];
+  store_->GetAsync(
+      access, s.url.bucket, s.url.key, fetch->begin, fetch->end - fetch->begin, s.etag,
+      [this, fetch](Result<std::vector<uint8_t>> bytes) { Finished(fetch, std::move(bytes)); });
+}
+
+void ObjectShards::Finished(const FetchPtr& fetch, Result<std::vector<uint8_t>> bytes) {
+  std::vector<FetchPtr> startable;
+  os::Access access;
+  {
+    MutexLock lock(&mu_);
+    fetch->done = true;
+    fetch->bytes = std::move(bytes);
+    in_flight_--;
+    if (fetch->claims == 0) {  // every range was dropped while it was fetched
+      held_bytes_ -= fetch->end - fetch->begin;
+      fetch->bytes = Status::Cancelled("released");
+    }
+    startable = TakeStartable();
+    access = access_;
+  }
+  fetched_.SignalAll();
+  for (const FetchPtr& f : startable) Start(f, access);
+}
+
+void ObjectShards::AddFingerprint(uint32_t shard, ContentFingerprintBuilder& fingerprint) const {
+  const Shard& s = shards_[shard];
+  fingerprint.AddString(endpoint_);
+  fingerprint.AddString(s.url.bucket);
+  fingerprint.AddString(s.url.key);
+  fingerprint.AddInteger(s.size);
+  fingerprint.AddString(s.etag);
+}
+
+void ObjectShards::AddResumeKey(uint32_t shard, ContentFingerprintBuilder& copy,
+                                ContentFingerprintBuilder& versions) const {
+  const Shard& s = shards_[shard];
+  const size_t slash = s.url.key.rfind('/');
+  copy.AddString(slash == std::string::npos ? s.url.key : s.url.key.substr(slash + 1));
+  copy.AddInteger(s.size);
+  versions.AddString(s.etag);
+}
+
+uint64_t ObjectShards::prefetches_in_flight() const {
+  MutexLock lock(&mu_);
+  return in_flight_;
+}
+
+uint64_t ObjectShards::max_prefetches_in_flight() const {
+  MutexLock lock(&mu_);
+  return max_in_flight_seen_;
+}
+
+}  // namespace galley

@@ -1,0 +1,140 @@
+// ObjectShards: the ShardSource::Storage of tar shards kept as objects in
+// S3-compatible storage (ShardSource::OpenObjects), and how one such shard
+// is listed. Internal to galley_dataset.
+//
+// Reads are ranged GETs naming the listed ETag (If-Match); a 412 (another
+// version of the object) is DataLoss and marks the storage changed.
+// Prefetch registers the ranges a wave's reads will ask for and fetches
+// them ahead: ranges of one shard closer than kCoalesceGap are fetched by
+// one GET of at most kMaxCoalescedBytes; at most
+// ShardOptions::object_requests_in_flight GETs are in flight, and the
+// fetches in flight or fetched and not yet read hold at most
+// ShardOptions::object_prefetch_bytes (one fetch is always allowed). A read
+// of a registered range waits for its fetch (and starts it at once if it
+// still waits its turn); any other read is one GET of its own. Ranges
+// registered and never read (an item a job no longer wants) are dropped
+// kWavesKept waves later, freeing what they hold.
+//
+// Access: every request carries the Access most recently admitted
+// (VerifyObjects: every shard HEADed with it, each the listed version).
+//
+// Thread-safety: every method may be called from any thread; the store's
+// callbacks take the internal mutex only briefly and never start a request
+// under it. The destructor waits for the GETs in flight.
+#ifndef GALLEY_SERVER_DATASET_OBJECT_SHARDS_H_
+#define GALLEY_SERVER_DATASET_OBJECT_SHARDS_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "galley/mutex.h"
+#include "galley/objectstore/object_store.h"
+#include "shard_storage.h"
+
+namespace galley {
+
+// HEADs `url` with `access` and lists it: from the index cache (keyed by
+// endpoint, URL, size and ETag) when it holds this version, else by one
+// streaming GET, storing the result. Errors name the URL.
+Result<ShardListing> ListObjectShard(objectstore::ObjectStore& store,
+                                     const objectstore::Access& access,
+                                     const objectstore::S3Url& url, const ShardOptions& options,
+                                     bool use_cache);
+
+class ObjectShards final : public ShardSource::Storage {
+ public:
+  // Ranges closer than this in one shard are fetched by one GET.
+  static constexpr uint64_t kCoalesceGap = 4 << 10;
+  static constexpr uint64_t kMaxCoalescedBytes = 8 << 20;
+  // Waves after which a registered range not read is dropped.
+  static constexpr uint64_t kWavesKept = 4;
+
+  struct Shard {
+    objectstore::S3Url url;
+    uint64_t size = 0;
+    std::string etag;
+  };
+
+  ObjectShards(std::shared_ptr<objectstore::ObjectStore> store, const objectstore::Access& access,
+               std::vector<Shard> shards, const ShardOptions& options);
+  ~ObjectShards() override;
+  ObjectShards(const ObjectShards&) = delete;
+  ObjectShards& operator=(const ObjectShards&) = delete;
+
+  Status ReadInto(uint32_t shard, uint64_t offset, std::span<uint8_t> out) override;
+  bool changed() const override { return changed_.load(); }
+  // Files only: nothing to check against a local user.
+  Status Verify(AccessChecker* checker, const std::vector<bool>& holds_served,
+                bool* changed) override;
+  Status VerifyObjects(const objectstore::Access& access, bool* changed) override;
+  void Prefetch(std::span<const ShardExtent> extents) override;
+  // Endpoint, bucket, key, size and ETag: never the credentials.
+  void AddFingerprint(uint32_t shard, ContentFingerprintBuilder& fingerprint) const override;
+  // The key's last segment and the size; the ETag apart.
+  void AddResumeKey(uint32_t shard, ContentFingerprintBuilder& copy,
+                    ContentFingerprintBuilder& versions) const override;
+  const objectstore::ObjectStoreCounters* object_counters() const override {
+    return &store_->counters();
+  }
+  ObjectReadCounts object_reads() const override {
+    return {prefetched_reads_.load(), on_demand_reads_.load()};
+  }
+
+  // For tests: prefetch GETs now in flight, and the most ever in flight.
+  uint64_t prefetches_in_flight() const;
+  uint64_t max_prefetches_in_flight() const;
+
+ private:
+  // One GET of [begin, end) of a shard, serving the registered ranges in it.
+  struct Fetch {
+    uint32_t shard = 0;
+    uint64_t begin = 0;
+    uint64_t end = 0;
+    uint64_t wave = 0;
+    uint32_t claims = 0;  // registered ranges not yet read
+    bool started = false;
+    bool done = false;
+    Result<std::vector<uint8_t>> bytes = Status::Internal("not fetched");
+  };
+  using FetchPtr = std::shared_ptr<Fetch>;
+
+  objectstore::Access CurrentAccess() const;
+  // Starts `fetch`'s GET (its callback calls Finished).
+  void Start(const FetchPtr& fetch, const objectstore::Access& access);
+  void Finished(const FetchPtr& fetch, Result<std::vector<uint8_t>> bytes);
+  // Queued fetches the bounds now allow, marked started.
+  std::vector<FetchPtr> TakeStartable() REQUIRES(mu_);
+  // One claim of `fetch` is given up (read or dropped).
+  void Unclaim(const FetchPtr& fetch) REQUIRES(mu_);
+  // The error of a GET of `shard`, in the source's words; marks the storage
+  // changed on DataLoss.
+  Status ReadError(uint32_t shard, const Status& status);
+
+  const std::shared_ptr<objectstore::ObjectStore> store_;
+  const std::string endpoint_;
+  const std::vector<Shard> shards_;
+  const uint32_t max_in_flight_;
+  const uint64_t max_bytes_;
+  std::atomic<bool> changed_{false};
+  std::atomic<uint64_t> prefetched_reads_{0};
+  std::atomic<uint64_t> on_demand_reads_{0};
+
+  mutable Mutex mu_;
+  CondVar fetched_;
+  objectstore::Access access_ GUARDED_BY(mu_);
+  // Registered ranges (one entry per claim) and the fetch serving each.
+  std::multimap<ShardExtent, FetchPtr> claims_ GUARDED_BY(mu_);
+  std::deque<FetchPtr> queued_ GUARDED_BY(mu_);
+  uint64_t wave_ GUARDED_BY(mu_) = 0;
+  uint64_t in_flight_ GUARDED_BY(mu_) = 0;
+  uint64_t max_in_flight_seen_ GUARDED_BY(mu_) = 0;
+  uint64_t held_bytes_ GUARDED_BY(mu_) = 0;  // fetches started and not released
+};
+
+}  // namespace galley
+
+#endif  // GALLEY_SERVER_DATASET_OBJECT_SHARDS_H_

