@@ -1,5 +1,6 @@
-// Per-user access against a real galleyd running as root, as a node's
-// service would: jobs of a second user (uid 65534, in a forked child that
+// Per-user access against a daemon run by root, as a node's service would
+// (built in the test's process; the drain, which ends the process, against
+// the real galleyd): jobs of a second user (uid 65534, in a forked child that
 // drops to it) are served only what that user could read themselves, also
 // when the items sit in a cache tier; users see and cancel only their own
 // jobs; a dataset changed on disk is seen by the next job and never served
@@ -492,7 +493,7 @@ TEST_F(AccessTest, TheOwnerOfTheDatasetsRootMayForgetIt) {
 }
 
 TEST_F(AccessTest, DrainRefusesNewJobsAndExitsWhenTheLastEnds) {
-  Start();
+  StartProcess();
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
   auto job = client->OpenJob(Spec());
@@ -513,13 +514,13 @@ TEST_F(AccessTest, DrainRefusesNewJobsAndExitsWhenTheLastEnds) {
   const auto give_up = std::chrono::steady_clock::now() + 60s;  // bounds a hang only
   while (std::chrono::steady_clock::now() < give_up) {
     exited.si_pid = 0;
-    if (::waitid(P_PID, daemon_->pid(), &exited, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-        exited.si_pid == daemon_->pid()) {
+    if (::waitid(P_PID, process_->pid(), &exited, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        exited.si_pid == process_->pid()) {
       break;
     }
     std::this_thread::sleep_for(50ms);
   }
-  EXPECT_EQ(exited.si_pid, daemon_->pid()) << "galleyd still runs after the drain";
+  EXPECT_EQ(exited.si_pid, process_->pid()) << "galleyd still runs after the drain";
   EXPECT_EQ(exited.si_code, CLD_EXITED);
   EXPECT_EQ(exited.si_status, 0);
 }

@@ -1,9 +1,10 @@
-// Each user's share of galleyd's own memory, against a real galleyd run by
-// root: the item lists a second user's jobs send (a listed epoch of a
-// million items each) and the listings they ask for are charged to them
-// (max_memory_per_uid); a job that would take them over is refused naming
-// the limit, galleyd's memory stays within the share, and root's jobs are
-// served meanwhile. A closed job gives its share back.
+// Each user's share of galleyd's own memory, against a daemon run by root
+// (the real galleyd where the test reads its resident memory; else built in
+// the test's process): the item lists a second user's jobs send (a listed
+// epoch of a million items each) and the listings they ask for are charged
+// to them (max_memory_per_uid); a job that would take them over is refused
+// naming the limit, galleyd's memory stays within the share, and root's
+// jobs are served meanwhile. A closed job gives its share back.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -51,8 +52,8 @@ class UserMemoryTest : public testing::TwoUserDaemonTest {
 };
 
 TEST_F(UserMemoryTest, ItemListsAreChargedToTheirUserAndAJobOverTheShareIsRefused) {
-  Start({"--max-memory-per-uid", std::to_string(kShare)});
-  [[maybe_unused]] const uint64_t before = testing::ProcStatusKilobytes(daemon_->pid(), "VmRSS");
+  StartProcess({"--max-memory-per-uid", std::to_string(kShare)});
+  [[maybe_unused]] const uint64_t before = testing::ProcStatusKilobytes(process_->pid(), "VmRSS");
   // The other user opens jobs of a million listed items each and keeps
   // them open: two fit in 64 MiB (with the listing), the third does not.
   const JobSpec listed = Listed();
@@ -87,7 +88,7 @@ TEST_F(UserMemoryTest, ItemListsAreChargedToTheirUserAndAJobOverTheShareIsRefuse
 #if !defined(GALLEY_TEST_UNDER_ASAN)
   // galleyd holds about what was charged, and not what was refused (not
   // under ASan, whose allocator keeps freed request bodies in quarantine).
-  const uint64_t grown = (testing::ProcStatusKilobytes(daemon_->pid(), "VmRSS") - before) * 1024;
+  const uint64_t grown = (testing::ProcStatusKilobytes(process_->pid(), "VmRSS") - before) * 1024;
   EXPECT_LT(grown, 2 * kShare) << grown << " bytes";
 #endif
 
