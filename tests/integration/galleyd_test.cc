@@ -1,8 +1,8 @@
 // Integration tests: galleyd's daemon, real JPEG files, the real C++
 // client, and raw sockets for misbehaving peers. The daemon is built in the
 // test's process (in_process_daemon.h); tests of the process itself (a kill,
-// SIGTERM and a restart, SIGSTOP, how a service start measures the node)
-// run the real galleyd (GalleydProcessTest).
+// SIGTERM and a restart, SIGSTOP, how a service start measures the node) and
+// tests that fork a client run the real galleyd (GalleydProcessTest).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -85,8 +85,10 @@ class GalleydTest : public ::testing::Test {
   ClientOptions options_;
 };
 
-// The same with the real galleyd, for tests of the process: what its
-// clients see when it is killed, stopped or restarted.
+// The same with the real galleyd, for tests of the process (what its
+// clients see when it is killed, stopped or restarted) and for tests that
+// fork a client: a child forked while the daemon's threads run in this
+// process may inherit a lock one of them held, held for ever in the child.
 class GalleydProcessTest : public GalleydTest {
  protected:
   void StartDaemon() override {
@@ -240,7 +242,7 @@ TEST_F(GalleydTest, AClientOfThePreviousProtocolGetsTheVersionErrorNotAJob) {
   }
 }
 
-TEST_F(GalleydTest, AKilledClientsJobIsRemovedAndOthersContinue) {
+TEST_F(GalleydProcessTest, AKilledClientsJobIsRemovedAndOthersContinue) {
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
   auto survivor = client->OpenJob(Spec(4));

@@ -5,12 +5,13 @@
 // by destroying it.
 //
 // For every test whose subject is not the process: what the daemon serves
-// and decides (jobs, access, admission, limits, hostile peers, the
-// configuration and its reload). Tests of the process itself (signals,
-// --detach, exit codes, a crash or a kill, its descriptors and resident
-// memory read from /proc, a daemon run as another user) start the real
-// galleyd (galleyd_process.h). A client of another user runs in a child
-// forked from the test (other_user.h) while the daemon's threads run here.
+// and decides (jobs, admission, limits, hostile peers, the configuration
+// and its reload). Tests of the process itself (signals, --detach, exit
+// codes, a crash or a kill, its descriptors and resident memory read from
+// /proc, a daemon run as another user) start the real galleyd
+// (galleyd_process.h), and so do tests that fork a client (another user's,
+// other_user.h, or one they kill): a child forked while the daemon's
+// threads run here may inherit a lock one of them held, held for ever.
 #ifndef GALLEY_TESTS_INTEGRATION_IN_PROCESS_DAEMON_H_
 #define GALLEY_TESTS_INTEGRATION_IN_PROCESS_DAEMON_H_
 

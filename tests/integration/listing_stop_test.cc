@@ -1,6 +1,5 @@
 // A listing a hostile or departed client started never holds galleyd: a
-// daemon (the real galleyd for SIGTERM and its peak memory, else built in
-// the test's process), a manifest of 2 million lines (seconds of listing on any
+// real galleyd, a manifest of 2 million lines (seconds of listing on any
 // machine), and a client that waits for its job to open. SIGTERM while the
 // listing runs ends galleyd cleanly, the listing stopped; a client killed
 // while its listing runs frees the listing thread, and galleyd serves on.
@@ -20,7 +19,6 @@
 
 #include "galley/client.h"
 #include "tests/integration/galleyd_process.h"
-#include "tests/integration/in_process_daemon.h"
 #include "tests/integration/other_user.h"
 
 namespace galley {
@@ -48,30 +46,18 @@ class ListingStopTest : public ::testing::Test {
     fs::permissions(tmp_.path() / "data" / "class0" / "000.jpg", fs::perms(0644));
   }
 
-  std::vector<std::string> Flags() const {
-    return {"--allowed-root", tmp_.path().string(), "--socket-mode", "0666"};
-  }
-
-  // The real galleyd, its log in a file.
   void Start() {
     GalleydProcess::Launch launch;
     launch.log = tmp_.path() / "galleyd.log";
     launch.quiet = false;  // the test reads the stopped listing's line
-    daemon_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", Flags(), launch);
+    daemon_ = std::make_unique<GalleydProcess>(
+        tmp_.path() / "galleyd.sock",
+        std::vector<std::string>{"--allowed-root", tmp_.path().string(), "--socket-mode", "0666"},
+        launch);
     ASSERT_TRUE(daemon_->started());
-    socket_ = daemon_->socket();
-  }
-
-  // A daemon in this process, its log captured.
-  void StartInProcess() {
-    in_process_ = std::make_unique<testing::InProcessGalleyd>(tmp_.path() / "galleyd.sock", Flags(),
-                                                              /*quiet=*/false);
-    ASSERT_TRUE(in_process_->started()) << in_process_->start_status().ToString();
-    socket_ = in_process_->socket();
   }
 
   std::string Log() const {
-    if (in_process_ != nullptr) return captured_.Text();
     std::ifstream in(tmp_.path() / "galleyd.log");
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
@@ -79,7 +65,7 @@ class ListingStopTest : public ::testing::Test {
   // The listings galleyd has under way (the "datasets" query's "indexing").
   nlohmann::json Indexing() const {
     ClientOptions options;
-    options.socket_path = socket_;
+    options.socket_path = daemon_->socket();
     auto client = Client::Connect(options);
     if (!client.ok()) return nlohmann::json::array();
     auto text = client->Query("datasets");
@@ -102,7 +88,7 @@ class ListingStopTest : public ::testing::Test {
   // A job on the manifest opened by a child as uid 65534; the child waits
   // for galleyd's answer.
   std::unique_ptr<testing::ChildAs> OpenInChild() const {
-    const std::string socket = socket_;
+    const std::string socket = daemon_->socket();
     const std::string manifest = manifest_.string();
     return std::make_unique<testing::ChildAs>(
         testing::kNobodyUid, testing::kNobodyGid, std::vector<gid_t>{}, [socket, manifest]() {
@@ -120,13 +106,9 @@ class ListingStopTest : public ::testing::Test {
   }
 
   static constexpr int kLines = 2 << 20;
-  // Before any daemon, so that it outlives them.
-  testing::CapturedLog captured_;
   testing::TempDir tmp_;
   fs::path manifest_;
-  std::string socket_;
   std::unique_ptr<GalleydProcess> daemon_;
-  std::unique_ptr<testing::InProcessGalleyd> in_process_;
 };
 
 TEST_F(ListingStopTest, SigtermWhileAListingRunsEndsGalleydAndStopsTheListing) {
@@ -147,7 +129,7 @@ TEST_F(ListingStopTest, SigtermWhileAListingRunsEndsGalleydAndStopsTheListing) {
 
 TEST_F(ListingStopTest, AClientThatLeavesStopsItsListingAndGalleydServesOn) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as a second user";
-  StartInProcess();
+  Start();
   auto child = OpenInChild();
   ASSERT_TRUE(WaitForListing()) << Log();
   child->Kill();
@@ -164,13 +146,13 @@ TEST_F(ListingStopTest, AClientThatLeavesStopsItsListingAndGalleydServesOn) {
       << Log();
   // Nothing was listed on the departed client's behalf, and galleyd serves.
   ClientOptions options;
-  options.socket_path = socket_;
+  options.socket_path = daemon_->socket();
   auto client = Client::Connect(options);
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   auto datasets = client->Query("datasets");
   ASSERT_TRUE(datasets.ok());
   EXPECT_TRUE(nlohmann::json::parse(*datasets)["datasets"].empty()) << *datasets;
-  EXPECT_TRUE(in_process_->Stop()) << Log();
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
 }
 
 TEST_F(ListingStopTest, AOneLineManifestFarOverTheLimitIsRefusedWithoutGalleydHoldingIt) {

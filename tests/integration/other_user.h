@@ -28,12 +28,12 @@ struct Outcome {
 // A child running as `uid`, `gid` and exactly the supplementary `groups`:
 // it runs `body`, reports the Status `body` returned, and keeps what `body`
 // left open (jobs, connections) until Release, so that a test can act as
-// root while the other user holds them. A lock another thread held at the
-// fork stays held for ever in the child, so `body` must take none that the
-// test's other threads take: a daemon built in the test's process
-// (in_process_daemon.h) may run meanwhile, since `body` runs client code,
-// which shares no lock with the daemon's (glibc's allocator and stdio are
-// made consistent across fork).
+// root while the other user holds them. Fork only while this process runs
+// no other thread: a lock another thread held at the fork stays held for
+// ever in the child. So never beside a daemon built in the test's process
+// (in_process_daemon.h): under AddressSanitizer, whose allocator clang 14
+// does not make safe across fork, such a child once hung on its first
+// allocations.
 class ChildAs {
  public:
   ChildAs(uid_t uid, gid_t gid, std::vector<gid_t> groups, const std::function<Status()>& body);

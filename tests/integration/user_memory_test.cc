@@ -1,10 +1,9 @@
-// Each user's share of galleyd's own memory, against a daemon run by root
-// (the real galleyd where the test reads its resident memory; else built in
-// the test's process): the item lists a second user's jobs send (a listed
-// epoch of a million items each) and the listings they ask for are charged
-// to them (max_memory_per_uid); a job that would take them over is refused
-// naming the limit, galleyd's memory stays within the share, and root's
-// jobs are served meanwhile. A closed job gives its share back.
+// Each user's share of galleyd's own memory, against a real galleyd run by
+// root: the item lists a second user's jobs send (a listed epoch of a
+// million items each) and the listings they ask for are charged to them
+// (max_memory_per_uid); a job that would take them over is refused naming
+// the limit, galleyd's memory stays within the share, and root's jobs are
+// served meanwhile. A closed job gives its share back.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -116,7 +115,7 @@ TEST_F(UserMemoryTest, AListingOverTheAskingUsersShareIsRefusedAndNotKept) {
     for (int i = 0; i < 200000; ++i) out << "class0/000.jpg\t0\n";
   }
   std::filesystem::permissions(manifest, std::filesystem::perms(0644));
-  Start({"--max-memory-per-uid", "4MiB"});
+  StartProcess({"--max-memory-per-uid", "4MiB"});
   JobSpec spec = Spec();
   spec.dataset = manifest.string();
   const Outcome outcome = testing::RunAs(testing::kNobodyUid, testing::kNobodyGid, {}, [&]() {
