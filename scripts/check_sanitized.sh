@@ -49,7 +49,7 @@ cmake --build "$BUILD_DIR" --parallel "$(nproc)"
 # compares two measured speeds over 30 ms windows: instrumentation slows
 # galley's code, not the uninstrumented libjpeg-turbo, so the ratio it
 # checks does not hold under ASan on a loaded machine.
-# HostilePeerTest.MemoryOfLargeRequestsIsGivenBack measures galleyd's RSS
+# HostilePeerProcessTest.MemoryOfLargeRequestsIsGivenBack measures galleyd's RSS
 # after freeing large requests, which ASan's quarantine holds on purpose.
 echo "== ctest -L 'unit|integration' under ASan + UBSan (uniformity statistics, node probe, RSS test left out)"
 export ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}"

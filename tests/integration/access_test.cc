@@ -101,14 +101,14 @@ class AccessTest : public testing::TwoUserDaemonTest {
 };
 
 TEST_F(AccessTest, AReadableDatasetIsServedToTheOtherUser) {
-  Start();
+  StartProcess();
   const Outcome outcome = ReadEpochAs({}, Spec());
   EXPECT_EQ(outcome.code, 0) << outcome.message;
 }
 
 TEST_F(AccessTest, AClosedDatasetIsRefusedDirectlyAndThroughAWarmCache) {
   fs::permissions(data_, fs::perms(0700));
-  Start();
+  StartProcess();
   Outcome outcome = ReadEpochAs({}, Spec());
   EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
   EXPECT_NE(outcome.message.find(data_.string()), std::string::npos) << outcome.message;
@@ -124,7 +124,7 @@ TEST_F(AccessTest, OneClosedFileRefusesTheJobNamingItWhileASubsetWithoutItIsServ
   const fs::path closed = data_ / "class1" / "002.jpg";
   ASSERT_TRUE(fs::exists(closed));
   fs::permissions(closed, fs::perms(0600));
-  Start();
+  StartProcess();
   // Root warms the cache with the closed file in it.
   ASSERT_TRUE(ReadEpoch(Spec()).ok());
   Outcome outcome = ReadEpochAs({}, Spec());
@@ -141,7 +141,7 @@ TEST_F(AccessTest, OneClosedFileRefusesTheJobNamingItWhileASubsetWithoutItIsServ
 // user learns no name of a file they may not read, nor is served one in a
 // later epoch's list.
 TEST_F(AccessTest, TheListingAndListedEpochsAreCheckedForTheWholeDataset) {
-  Start();
+  StartProcess();
   auto listing_as_other = [&]() {
     Outcome outcome = RunAs(kOther, kOtherGroup, {}, [&]() -> Status {
       auto client = Client::Connect(options_);
@@ -177,7 +177,7 @@ TEST_F(AccessTest, TheListingAndListedEpochsAreCheckedForTheWholeDataset) {
 
 TEST_F(AccessTest, AClosedDirectoryAboveTheFilesRefuses) {
   fs::permissions(data_ / "class0", fs::perms(0700));
-  Start();
+  StartProcess();
   const Outcome outcome = ReadEpochAs({}, Spec());
   EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
   EXPECT_NE(outcome.message.find("class0"), std::string::npos) << outcome.message;
@@ -191,7 +191,7 @@ TEST_F(AccessTest, TheUsersSupplementaryGroupsCount) {
   }
   ASSERT_EQ(::chown(data_.c_str(), 0, kDataGroup), 0);
   fs::permissions(data_, fs::perms(0750));
-  Start();
+  StartProcess();
   Outcome outcome = ReadEpochAs({}, Spec());
   EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
   outcome = ReadEpochAs({kDataGroup}, Spec());
@@ -205,7 +205,7 @@ TEST_F(AccessTest, AnAclThatDeniesTheUserIsHonoured) {
   const int set = acl_set_file(denied.c_str(), ACL_TYPE_ACCESS, acl);
   acl_free(acl);
   ASSERT_EQ(set, 0) << "the temp dir's file system refuses ACLs: " << std::strerror(errno);
-  Start();
+  StartProcess();
   Outcome outcome = ReadEpochAs({}, Spec());
   EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
   EXPECT_NE(outcome.message.find(denied.string()), std::string::npos) << outcome.message;
@@ -233,7 +233,7 @@ TEST_F(AccessTest, TarShardsAreCheckedShardByShard) {
     fs::permissions(tar, fs::perms(shard == 0 ? 0644 : 0600));
     shards.push_back(tar.string());
   }
-  Start();
+  StartProcess();
   JobSpec spec = Spec();
   spec.dataset = (tmp_.path() / "train-*.tar").string();  // the set's name in messages
   spec.shards = shards;
@@ -255,7 +255,7 @@ TEST_F(AccessTest, TarShardsAreCheckedShardByShard) {
 }
 
 TEST_F(AccessTest, UsersSeeAndCancelOnlyTheirOwnJobs) {
-  Start();
+  StartProcess();
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
   auto root_job = client->OpenJob(Spec());
@@ -312,7 +312,7 @@ TEST_F(AccessTest, UsersSeeAndCancelOnlyTheirOwnJobs) {
 
 TEST_F(AccessTest, UsersSeeOnlyTheDatasetsAndSamplersTheyMayRead) {
   fs::permissions(data_, fs::perms(0700));
-  Start();
+  StartProcess();
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
   auto root_job = client->OpenJob(Spec());
@@ -350,7 +350,7 @@ TEST_F(AccessTest, UsersSeeOnlyTheDatasetsAndSamplersTheyMayRead) {
 TEST_F(AccessTest, ANewOrRewrittenFileIsSeenByTheNextJobAndNeverServedStale) {
   const fs::path rewritten = data_ / "class0" / "000.jpg";
   WriteSolid(rewritten, 250, 0, 0);
-  Start();
+  StartProcess();
   JobSpec spec = Spec();
   spec.shuffle = false;
   spec.batch_size = 1;
@@ -400,7 +400,7 @@ TEST_F(AccessTest, ANewOrRewrittenFileIsSeenByTheNextJobAndNeverServedStale) {
 }
 
 TEST_F(AccessTest, ForgetMakesTheNextJobListAgain) {
-  Start();
+  StartProcess();
   ASSERT_TRUE(ReadEpoch(Spec()).ok());
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
@@ -418,7 +418,7 @@ TEST_F(AccessTest, AReaderWithNoJobOnTheDatasetMayNotForgetIt) {
   const fs::path closed = tmp_.path() / "closed";
   testing::WriteJpegFolder(closed, 1, 2);
   fs::permissions(closed, fs::perms(0700));
-  Start();
+  StartProcess();
   ASSERT_TRUE(ReadEpoch(Spec()).ok());
   JobSpec closed_spec = Spec();
   closed_spec.dataset = closed.string();
@@ -460,7 +460,7 @@ TEST_F(AccessTest, AReaderWithNoJobOnTheDatasetMayNotForgetIt) {
 }
 
 TEST_F(AccessTest, AUserWithAJobOpenOnTheDatasetMayForgetIt) {
-  Start();
+  StartProcess();
   ASSERT_TRUE(ReadEpoch(Spec()).ok());
   const Outcome outcome = RunAs(kOther, kOtherGroup, {}, [&]() -> Status {
     GALLEY_ASSIGN_OR_RETURN(auto other, Client::Connect(options_));
@@ -479,7 +479,7 @@ TEST_F(AccessTest, TheOwnerOfTheDatasetsRootMayForgetIt) {
     ASSERT_EQ(::chown(entry.path().c_str(), kOther, kOtherGroup), 0);
   }
   ASSERT_EQ(::chown(theirs.c_str(), kOther, kOtherGroup), 0);
-  Start();
+  StartProcess();
   JobSpec spec = Spec();
   spec.dataset = theirs.string();
   ASSERT_TRUE(ReadEpoch(spec).ok());  // root's job lists it
@@ -492,7 +492,7 @@ TEST_F(AccessTest, TheOwnerOfTheDatasetsRootMayForgetIt) {
 }
 
 TEST_F(AccessTest, DrainRefusesNewJobsAndExitsWhenTheLastEnds) {
-  Start();
+  StartProcess();
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
   auto job = client->OpenJob(Spec());
@@ -513,13 +513,13 @@ TEST_F(AccessTest, DrainRefusesNewJobsAndExitsWhenTheLastEnds) {
   const auto give_up = std::chrono::steady_clock::now() + 60s;  // bounds a hang only
   while (std::chrono::steady_clock::now() < give_up) {
     exited.si_pid = 0;
-    if (::waitid(P_PID, daemon_->pid(), &exited, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-        exited.si_pid == daemon_->pid()) {
+    if (::waitid(P_PID, process_->pid(), &exited, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        exited.si_pid == process_->pid()) {
       break;
     }
     std::this_thread::sleep_for(50ms);
   }
-  EXPECT_EQ(exited.si_pid, daemon_->pid()) << "galleyd still runs after the drain";
+  EXPECT_EQ(exited.si_pid, process_->pid()) << "galleyd still runs after the drain";
   EXPECT_EQ(exited.si_code, CLD_EXITED);
   EXPECT_EQ(exited.si_status, 0);
 }

@@ -1,7 +1,9 @@
 // Admission and fairness, against a daemon built in the test's process:
 // every limit refuses with ResourceExhausted naming it, checks and counts
 // never race, and one user cannot take every slot. A second user is uid
-// 65534 in a forked child (those tests need root, as CI runs them).
+// 65534 in a forked child (those tests need root, as CI runs them), against
+// the real galleyd, since a child is never forked beside a daemon in this
+// process (other_user.h).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -216,9 +218,14 @@ class AdmissionAcrossUsersTest : public AdmissionTest {
     fs::permissions(data_, fs::perms(0755));
   }
 
+  // The real galleyd: the other user's client runs in a forked child,
+  // which must not be forked beside a daemon in this process (other_user.h).
   void Start(std::vector<std::string> flags) {
-    flags.insert(flags.end(), {"--socket-mode", "0666"});
-    AdmissionTest::Start(std::move(flags));
+    flags.insert(flags.end(), {"--allowed-root", tmp_.path().string(), "--socket-mode", "0666"});
+    process_ = std::make_unique<testing::GalleydProcess>(tmp_.path() / "galleyd.sock", flags);
+    ASSERT_TRUE(process_->started()) << "galleyd did not start";
+    options_.socket_path = process_->socket();
+    options_.request_timeout = 20s;
   }
 
   JobSpec Spec() const {
@@ -239,6 +246,8 @@ class AdmissionAcrossUsersTest : public AdmissionTest {
     for (auto batch = job->Next(30s); batch.ok(); batch = job->Next(30s)) items += batch->size();
     return items;
   }
+
+  std::unique_ptr<testing::GalleydProcess> process_;
 };
 
 TEST_F(AdmissionAcrossUsersTest, AUserAtItsJobShareIsRefusedWhileAnotherUsersJobIsServed) {

@@ -182,24 +182,35 @@ const std::vector<std::pair<std::string, std::string>> GalleydProcess::kQuickSta
     {"--cache-prefault", "false"},
 };
 
-GalleydProcess::GalleydProcess(const std::filesystem::path& socket,
-                               std::vector<std::string> extra_args, const Launch& launch)
-    : socket_(socket.string()) {
-  std::vector<std::string> args = {GALLEYD_PATH, "--socket", socket_};
-  if (launch.quiet) args.insert(args.end(), {"--log-level", "warn"});
-  // galleyd refuses a flag given twice: the test's own flags win.
+std::vector<std::string> TestDaemonFlags(const std::filesystem::path& socket,
+                                         const std::vector<std::string>& extra_args, bool quiet,
+                                         bool probe_and_prefault) {
+  std::vector<std::string> flags = {"--socket", socket.string()};
+  if (quiet) flags.insert(flags.end(), {"--log-level", "warn"});
   const auto given = [&](const std::string& flag) {
     return std::find(extra_args.begin(), extra_args.end(), flag) != extra_args.end();
   };
   std::vector<std::pair<std::string, std::string>> defaults = {
       {"--tar-index-dir", (socket.parent_path() / "tar-index").string()}};
-  if (!launch.probe_and_prefault) {
-    defaults.insert(defaults.end(), kQuickStartArgs.begin(), kQuickStartArgs.end());
+  if (!probe_and_prefault) {
+    defaults.insert(defaults.end(), GalleydProcess::kQuickStartArgs.begin(),
+                    GalleydProcess::kQuickStartArgs.end());
   }
   for (const auto& [flag, value] : defaults) {
-    if (!given(flag)) args.insert(args.end(), {flag, value});
+    if (!given(flag)) flags.insert(flags.end(), {flag, value});
   }
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  flags.insert(flags.end(), extra_args.begin(), extra_args.end());
+  return flags;
+}
+
+GalleydProcess::GalleydProcess(const std::filesystem::path& socket,
+                               std::vector<std::string> extra_args, const Launch& launch)
+    : socket_(socket.string()) {
+  std::vector<std::string> args = {GALLEYD_PATH};
+  for (std::string& flag :
+       TestDaemonFlags(socket, extra_args, launch.quiet, launch.probe_and_prefault)) {
+    args.push_back(std::move(flag));
+  }
   pid_ = ::fork();
   if (pid_ == 0) ExecGalleyd(args, launch.env, "", launch.log.string(), launch.uid, launch.gid);
   // The deadline only bounds a hang: a start under a sanitizer on a loaded

@@ -55,6 +55,17 @@ struct GalleydOutput {
 };
 GalleydOutput RunGalleydForOutput(std::vector<std::string> args);
 
+// galleyd's flags (argv[0] not included) for a test's daemon on `socket`:
+// --log-level warn when `quiet`, shard indexes in a folder beside the
+// socket (never the user's own cache), and unless `probe_and_prefault`,
+// GalleydProcess::kQuickStartArgs; then `extra_args`. A flag `extra_args`
+// names itself keeps the test's value (galleyd refuses a flag given twice).
+// The real process and the in-process daemon (in_process_daemon.h) start
+// from the same flags.
+std::vector<std::string> TestDaemonFlags(const std::filesystem::path& socket,
+                                         const std::vector<std::string>& extra_args,
+                                         bool quiet = true, bool probe_and_prefault = false);
+
 class GalleydProcess {
  public:
   // How the process is started besides its flags.

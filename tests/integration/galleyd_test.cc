@@ -1,5 +1,8 @@
-// Integration tests: the real galleyd process, real JPEG files, the real
-// C++ client, and raw sockets for misbehaving peers.
+// Integration tests: galleyd's daemon, real JPEG files, the real C++
+// client, and raw sockets for misbehaving peers. The daemon is built in the
+// test's process (in_process_daemon.h); tests of the process itself (a kill,
+// SIGTERM and a restart, SIGSTOP, how a service start measures the node) and
+// tests that fork a client run the real galleyd (GalleydProcessTest).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -17,6 +20,7 @@
 
 #include "galley/client.h"
 #include "tests/integration/galleyd_process.h"
+#include "tests/integration/in_process_daemon.h"
 #include "wire/connection.h"
 #include "wire/messages.h"
 
@@ -25,6 +29,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::GalleydProcess;
+using testing::InProcessGalleyd;
 using testing::TempDir;
 
 constexpr const char* kSmallTransform = R"({"ops":[{"op":"Resize","size":[32,32]}]})";
@@ -34,8 +39,11 @@ class GalleydTest : public ::testing::Test {
   void SetUp() override {
     data_ = tmp_.path() / "data";
     files_ = testing::WriteJpegFolder(data_, 3, 10);
-    daemon_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", ExtraArgs());
-    ASSERT_TRUE(daemon_->started()) << "galleyd did not start";
+    StartDaemon();
+  }
+  virtual void StartDaemon() {
+    daemon_ = std::make_unique<InProcessGalleyd>(tmp_.path() / "galleyd.sock", ExtraArgs());
+    ASSERT_TRUE(daemon_->started()) << daemon_->start_status().ToString();
     options_.socket_path = daemon_->socket();
     options_.request_timeout = 5s;
   }
@@ -72,8 +80,23 @@ class GalleydTest : public ::testing::Test {
   TempDir tmp_;
   std::filesystem::path data_;
   std::vector<std::filesystem::path> files_;
-  std::unique_ptr<GalleydProcess> daemon_;
+  std::unique_ptr<InProcessGalleyd> daemon_;
+  std::unique_ptr<GalleydProcess> process_;  // GalleydProcessTest's
   ClientOptions options_;
+};
+
+// The same with the real galleyd, for tests of the process (what its
+// clients see when it is killed, stopped or restarted) and for tests that
+// fork a client: a child forked while the daemon's threads run in this
+// process may inherit a lock one of them held, held for ever in the child.
+class GalleydProcessTest : public GalleydTest {
+ protected:
+  void StartDaemon() override {
+    process_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", ExtraArgs());
+    ASSERT_TRUE(process_->started()) << "galleyd did not start";
+    options_.socket_path = process_->socket();
+    options_.request_timeout = 5s;
+  }
 };
 
 TEST_F(GalleydTest, ServesEveryItemOncePerEpochWithImageFolderLabels) {
@@ -219,7 +242,7 @@ TEST_F(GalleydTest, AClientOfThePreviousProtocolGetsTheVersionErrorNotAJob) {
   }
 }
 
-TEST_F(GalleydTest, AKilledClientsJobIsRemovedAndOthersContinue) {
+TEST_F(GalleydProcessTest, AKilledClientsJobIsRemovedAndOthersContinue) {
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
   auto survivor = client->OpenJob(Spec(4));
@@ -247,7 +270,7 @@ TEST_F(GalleydTest, AKilledClientsJobIsRemovedAndOthersContinue) {
   }
 }
 
-TEST_F(GalleydTest, ClientsLearnQuicklyThatTheDaemonDied) {
+TEST_F(GalleydProcessTest, ClientsLearnQuicklyThatTheDaemonDied) {
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
   JobSpec spec = Spec(4);
@@ -258,7 +281,7 @@ TEST_F(GalleydTest, ClientsLearnQuicklyThatTheDaemonDied) {
     auto batch = job->Next(10s);
     ASSERT_TRUE(batch.ok());
   }
-  daemon_->Stop(SIGKILL);
+  process_->Stop(SIGKILL);
   // The closed connection says so at once: a client that had to wait for
   // its timeout would get DeadlineExceeded instead.
   Status status = Status::Ok();
@@ -266,19 +289,19 @@ TEST_F(GalleydTest, ClientsLearnQuicklyThatTheDaemonDied) {
   EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
 }
 
-TEST_F(GalleydTest, SigtermEndsJobsWithAClearErrorAndARestartServesAgain) {
+TEST_F(GalleydProcessTest, SigtermEndsJobsWithAClearErrorAndARestartServesAgain) {
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
   auto job = client->OpenJob(Spec(4));
   ASSERT_TRUE(job.ok());
-  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+  EXPECT_EQ(process_->Stop(SIGTERM), 0);
   Status status = Status::Ok();
   for (int i = 0; i < 100 && status.ok(); ++i) status = job->Next(10s).status();
   EXPECT_TRUE(status.code() == StatusCode::kCancelled || status.code() == StatusCode::kUnavailable)
       << status.ToString();
 
-  daemon_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", ExtraArgs());
-  ASSERT_TRUE(daemon_->started());
+  process_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", ExtraArgs());
+  ASSERT_TRUE(process_->started());
   auto again = Client::Connect(options_);
   ASSERT_TRUE(again.ok());
   auto job2 = again->OpenJob(Spec(4));
@@ -289,7 +312,7 @@ TEST_F(GalleydTest, SigtermEndsJobsWithAClearErrorAndARestartServesAgain) {
 // The tests' galleyd is given the node probe's figures and commits its
 // cache's memory on first use; a node's service measures the node and
 // commits the memory ahead of the first job. The planner says which it got.
-TEST_F(GalleydTest, GivenNodeRatesSkipTheProbeWhileAServiceStartMeasuresAndPrefaults) {
+TEST_F(GalleydProcessTest, GivenNodeRatesSkipTheProbeWhileAServiceStartMeasuresAndPrefaults) {
   const nlohmann::json given = Query("plan");
   EXPECT_EQ(given["probe_seconds"], 0) << given.dump();
   for (const char* input :
@@ -299,11 +322,11 @@ TEST_F(GalleydTest, GivenNodeRatesSkipTheProbeWhileAServiceStartMeasuresAndPrefa
   // No prefault thread runs, so nothing commits memory before a job.
   EXPECT_EQ(Query("cache")["decoded_arena"]["populated_bytes"], 0);
 
-  ASSERT_EQ(daemon_->Stop(SIGTERM), 0);
+  ASSERT_EQ(process_->Stop(SIGTERM), 0);
   GalleydProcess::Launch service;
   service.probe_and_prefault = true;
-  daemon_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", ExtraArgs(), service);
-  ASSERT_TRUE(daemon_->started());
+  process_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", ExtraArgs(), service);
+  ASSERT_TRUE(process_->started());
   const nlohmann::json measured = Query("plan");
   EXPECT_GT(measured["probe_seconds"].get<double>(), 0) << measured.dump();
   for (const char* input :
@@ -405,13 +428,13 @@ bool InPoll(pid_t tid) {
 #endif
 }
 
-TEST_F(GalleydTest, CloseFromAnotherThreadEndsAWaitingNext) {
+TEST_F(GalleydProcessTest, CloseFromAnotherThreadEndsAWaitingNext) {
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
   auto job = client->OpenJob(Spec(8));
   ASSERT_TRUE(job.ok());
   // A stopped daemon sends nothing: Next() waits until the job is closed.
-  ASSERT_EQ(::kill(daemon_->pid(), SIGSTOP), 0);
+  ASSERT_EQ(::kill(process_->pid(), SIGSTOP), 0);
   std::atomic<pid_t> consumer_tid{0};
   std::atomic<bool> returned{false};
   Status waited;
@@ -424,7 +447,7 @@ TEST_F(GalleydTest, CloseFromAnotherThreadEndsAWaitingNext) {
   EXPECT_FALSE(returned) << "Next() returned before Close: " << waited.ToString();
   job->Close();
   consumer.join();
-  ::kill(daemon_->pid(), SIGCONT);
+  ::kill(process_->pid(), SIGCONT);
   EXPECT_EQ(waited.code(), StatusCode::kCancelled) << waited.ToString();
   EXPECT_EQ(job->Next(1s).status().code(), StatusCode::kCancelled);
   EXPECT_EQ(job->info().batches_per_epoch, 4u);  // the channel outlives Close
@@ -480,7 +503,7 @@ TEST_F(GalleydMetricsAddressTest, ServesOnEveryInterfaceWhenAskedAndStopsCleanly
   EXPECT_NE(metrics.find("200 OK"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("galley_jobs 0"), std::string::npos) << metrics;
   // Bound to every interface, galleyd still wakes its own accept to stop.
-  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+  EXPECT_TRUE(daemon_->Stop()) << "the daemon did not stop";
 }
 
 TEST_F(GalleydMetricsTest, ASlowSenderCannotHoldTheEndpoint) {

@@ -1,7 +1,9 @@
 // Regression tests for peers that misbehave on purpose: each test replays an
-// input that once crashed or wedged galleyd (issue 13) against the real
-// daemon, then checks that the daemon still serves others and still shuts
-// down on SIGTERM.
+// input that once crashed or wedged galleyd (issue 13) against the daemon,
+// then checks that the daemon still serves others and still shuts down as
+// on SIGTERM. The daemon is built in the test's process; tests of the
+// process (SIGTERM itself, its resident memory) run the real galleyd
+// (HostilePeerProcessTest).
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
@@ -27,6 +29,7 @@
 
 #include "galley/client.h"
 #include "tests/integration/galleyd_process.h"
+#include "tests/integration/in_process_daemon.h"
 #include "tests/sanitizers.h"
 #include "wire/connection.h"
 #include "wire/messages.h"
@@ -37,6 +40,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::GalleydProcess;
+using testing::InProcessGalleyd;
 using testing::TempDir;
 
 constexpr const char* kSmallTransform = R"({"ops":[{"op":"Resize","size":[32,32]}]})";
@@ -85,13 +89,18 @@ class HostilePeerTest : public ::testing::Test {
   void SetUp() override {
     data_ = tmp_.path() / "data";
     testing::WriteJpegFolder(data_, 2, 6);
-    // No prefault: committing the cache's memory in the background would
-    // count in MemoryOfLargeRequestsIsGivenBack's resident memory.
-    daemon_ = std::make_unique<GalleydProcess>(
-        tmp_.path() / "galleyd.sock",
-        std::vector<std::string>{"--allowed-root", tmp_.path(), "--cache-prefault", "false"});
-    ASSERT_TRUE(daemon_->started()) << "galleyd did not start";
-    options_.socket_path = daemon_->socket();
+    StartDaemon();
+  }
+  // No prefault: committing the cache's memory in the background would
+  // count in MemoryOfLargeRequestsIsGivenBack's resident memory.
+  std::vector<std::string> Flags() const {
+    return {"--allowed-root", tmp_.path(), "--cache-prefault", "false"};
+  }
+  virtual void StartDaemon() {
+    daemon_ = std::make_unique<InProcessGalleyd>(tmp_.path() / "galleyd.sock", Flags());
+    ASSERT_TRUE(daemon_->started()) << daemon_->start_status().ToString();
+    socket_ = daemon_->socket();
+    options_.socket_path = socket_;
     options_.request_timeout = 5s;
   }
 
@@ -106,7 +115,7 @@ class HostilePeerTest : public ::testing::Test {
 
   // A raw connection that has completed the handshake.
   std::unique_ptr<wire::Connection> Handshaken() {
-    auto fd = wire::Connection::ConnectUnix(daemon_->socket());
+    auto fd = wire::Connection::ConnectUnix(socket_);
     EXPECT_TRUE(fd.ok()) << fd.status().ToString();
     if (!fd.ok()) return nullptr;
     auto connection = std::make_unique<wire::Connection>(std::move(fd).value());
@@ -149,8 +158,23 @@ class HostilePeerTest : public ::testing::Test {
 
   TempDir tmp_;
   std::filesystem::path data_;
-  std::unique_ptr<GalleydProcess> daemon_;
+  std::string socket_;
+  std::unique_ptr<InProcessGalleyd> daemon_;
+  std::unique_ptr<GalleydProcess> process_;  // HostilePeerProcessTest's
   ClientOptions options_;
+};
+
+// The same with the real galleyd, for tests of the process: SIGTERM and
+// its resident memory.
+class HostilePeerProcessTest : public HostilePeerTest {
+ protected:
+  void StartDaemon() override {
+    process_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", Flags());
+    ASSERT_TRUE(process_->started()) << "galleyd did not start";
+    socket_ = process_->socket();
+    options_.socket_path = socket_;
+    options_.request_timeout = 5s;
+  }
 };
 
 TEST_F(HostilePeerTest, TruncatingTheRingDescriptorIsRefusedAndCannotFaultTheDaemon) {
@@ -183,7 +207,7 @@ TEST_F(HostilePeerTest, TruncatingTheRingDescriptorIsRefusedAndCannotFaultTheDae
       << "galleyd did not fill the ring's " << geometry->slot_count << " slots";
   ::munmap(base, info->segment_bytes);
   ExpectDaemonServes();
-  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+  EXPECT_TRUE(daemon_->Stop()) << "the daemon did not stop";
 }
 
 TEST_F(HostilePeerTest, ScribblingOverTheWholeSegmentHurtsOnlyThatJob) {
@@ -221,7 +245,7 @@ TEST_F(HostilePeerTest, ScribblingOverTheWholeSegmentHurtsOnlyThatJob) {
   ASSERT_TRUE(AwaitReadByPeer(connection->fd(), 60s));
   ::munmap(base, bytes);
   ExpectDaemonServes();
-  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+  EXPECT_TRUE(daemon_->Stop()) << "the daemon did not stop";
 }
 
 // A seek the job's connection cannot parse, or one its job refuses, is
@@ -263,7 +287,7 @@ TEST_F(HostilePeerTest, AMalformedSeekIsAnsweredAndTheJobGoesOn) {
   EXPECT_EQ((*body)["epoch"], 1);
   EXPECT_EQ((*body)["generation"], 1) << "a refused seek takes no generation";
   ExpectDaemonServes();
-  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+  EXPECT_TRUE(daemon_->Stop()) << "the daemon did not stop";
 }
 
 TEST_F(HostilePeerTest, AnUnknownPolicyIsRefusedAndTheDaemonStaysResponsive) {
@@ -278,7 +302,7 @@ TEST_F(HostilePeerTest, AnUnknownPolicyIsRefusedAndTheDaemonStaysResponsive) {
   ASSERT_FALSE(job.ok());
   EXPECT_NE(job.status().message().find("DSA"), std::string::npos) << job.status().ToString();
   ExpectDaemonServes();
-  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+  EXPECT_TRUE(daemon_->Stop()) << "the daemon did not stop";
 }
 
 TEST_F(HostilePeerTest, DeeplyNestedJsonIsRefusedWithoutRecursion) {
@@ -347,10 +371,10 @@ TEST_F(HostilePeerTest, TextThatIsNotUtf8NeverReachesTheEncoderUnescaped) {
   EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(job.status().message().find("UTF-8"), std::string::npos);
   ExpectDaemonServes();
-  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+  EXPECT_TRUE(daemon_->Stop()) << "the daemon did not stop";
 }
 
-TEST_F(HostilePeerTest, SigtermCompletesWhilePeersLeaveRepliesUnread) {
+TEST_F(HostilePeerProcessTest, SigtermCompletesWhilePeersLeaveRepliesUnread) {
   std::vector<std::unique_ptr<wire::Connection>> flooders;
   for (int i = 0; i < 3; ++i) {
     auto connection = Handshaken();
@@ -384,7 +408,7 @@ TEST_F(HostilePeerTest, SigtermCompletesWhilePeersLeaveRepliesUnread) {
   ASSERT_TRUE(std::all_of(flooders.begin(), flooders.end(), answering))
       << "galleyd answered no request of a flooder";
   // Stop() gives the daemon 10 s before it resorts to SIGKILL.
-  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+  EXPECT_EQ(process_->Stop(SIGTERM), 0);
 }
 
 TEST_F(HostilePeerTest, ATrickledFrameIsDroppedAtItsWholeFrameDeadline) {
@@ -473,7 +497,7 @@ TEST_F(HostilePeerTest, LargeFramesFromManyPeersAreBoundedDaemonWide) {
   ExpectDaemonServes();
 }
 
-TEST_F(HostilePeerTest, MemoryOfLargeRequestsIsGivenBack) {
+TEST_F(HostilePeerProcessTest, MemoryOfLargeRequestsIsGivenBack) {
 #ifdef GALLEY_TEST_UNDER_ASAN
   // galleyd is built like this test: ASan's allocator keeps freed memory in
   // its quarantine by design, so resident memory says nothing here. The
@@ -481,7 +505,7 @@ TEST_F(HostilePeerTest, MemoryOfLargeRequestsIsGivenBack) {
   GTEST_SKIP() << "resident memory is not meaningful under AddressSanitizer";
 #endif
   ExpectDaemonServes();
-  const uint64_t before = RssBytes(daemon_->pid());
+  const uint64_t before = RssBytes(process_->pid());
   // Eight OpenJob requests of 15 MiB each (a long name), refused after
   // parsing; what they cost must not stay resident.
   std::string body = OpenJobBody(data_.string()).dump();
@@ -496,7 +520,7 @@ TEST_F(HostilePeerTest, MemoryOfLargeRequestsIsGivenBack) {
     auto end = connection->ReadFrame(std::chrono::steady_clock::now() + 60s);
     ASSERT_EQ(end.status().code(), StatusCode::kUnavailable) << end.status().ToString();
   }
-  const uint64_t after = RssBytes(daemon_->pid());
+  const uint64_t after = RssBytes(process_->pid());
   EXPECT_LT(after, before + (uint64_t{48} << 20))
       << "galleyd kept " << (after - before) / (1 << 20) << " MiB after eight 15 MiB requests";
   ExpectDaemonServes();
@@ -587,7 +611,7 @@ TEST_F(HostilePeerTest, PunchingHolesInTheRingCostsGalleydOnlyFreshPages) {
   EXPECT_EQ(refilled, kRounds) << "galleyd stopped filling a hole-punched ring";
   ::munmap(base, info->segment_bytes);
   ExpectDaemonServes();
-  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+  EXPECT_TRUE(daemon_->Stop()) << "the daemon did not stop";
 }
 
 std::string ErrorText(const wire::Frame& frame) {
@@ -661,18 +685,18 @@ struct AttackLog {
   ::_exit(0);
 }
 
-TEST_F(HostilePeerTest, AClientTurningItsWakeupSocketAgainstGalleydStopsNoOtherJob) {
+TEST_F(HostilePeerProcessTest, AClientTurningItsWakeupSocketAgainstGalleydStopsNoOtherJob) {
   // A daemon every user can reach, so that the attacker is another uid.
   const bool as_root = ::geteuid() == 0;
   const uid_t attacker_uid = as_root ? 65534 : ::geteuid();  // nobody
-  daemon_->Stop(SIGTERM);
+  process_->Stop(SIGTERM);
   std::filesystem::permissions(tmp_.path(), std::filesystem::perms(0755));
-  daemon_ = std::make_unique<GalleydProcess>(
+  process_ = std::make_unique<GalleydProcess>(
       tmp_.path() / "open.sock",
       std::vector<std::string>{"--allowed-root", tmp_.path(), "--cache-prefault", "false",
                                "--socket-mode", "0666"});
-  ASSERT_TRUE(daemon_->started()) << "galleyd did not start";
-  options_.socket_path = daemon_->socket();
+  ASSERT_TRUE(process_->started()) << "galleyd did not start";
+  options_.socket_path = process_->socket();
 
   void* shared =
       ::mmap(nullptr, sizeof(AttackLog), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -681,7 +705,7 @@ TEST_F(HostilePeerTest, AClientTurningItsWakeupSocketAgainstGalleydStopsNoOtherJ
   const std::string body = OpenJobBody(data_.string()).dump();
   const pid_t attacker = ::fork();
   ASSERT_GE(attacker, 0);
-  if (attacker == 0) AttackWakeups(daemon_->socket(), body, attacker_uid, log);
+  if (attacker == 0) AttackWakeups(process_->socket(), body, attacker_uid, log);
   // However the test ends, the attacker ends with it.
   struct Reaper {
     pid_t pid;
@@ -732,10 +756,10 @@ TEST_F(HostilePeerTest, AClientTurningItsWakeupSocketAgainstGalleydStopsNoOtherJ
       static_cast<unsigned long long>(log->rounds.load()));
 
   // SIGTERM with the attack still going: galleyd must exit by itself.
-  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, daemon_->pid(), 0));
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, process_->pid(), 0));
   ASSERT_GE(pidfd, 0) << std::strerror(errno);
   const auto sent = std::chrono::steady_clock::now();
-  ASSERT_EQ(::kill(daemon_->pid(), SIGTERM), 0);
+  ASSERT_EQ(::kill(process_->pid(), SIGTERM), 0);
   pollfd exited{pidfd, POLLIN, 0};
   const int ready = ::poll(&exited, 1, 30'000);  // bounds a hang only
   const auto took = std::chrono::steady_clock::now() - sent;
@@ -746,7 +770,7 @@ TEST_F(HostilePeerTest, AClientTurningItsWakeupSocketAgainstGalleydStopsNoOtherJ
               static_cast<long long>(took_ms));
   RecordProperty("sigterm_exit_ms", static_cast<int>(took_ms));
   RecordProperty("honest_batches", static_cast<int>(honest_batches));
-  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+  EXPECT_EQ(process_->Stop(SIGTERM), 0);
 }
 
 }  // namespace

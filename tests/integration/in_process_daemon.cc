@@ -3,15 +3,21 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
 #include <mutex>
+#include <thread>
+#include <utility>
+
+#include "tests/integration/galleyd_process.h"
 
 namespace galley::testing {
 
 std::vector<std::string> DaemonCommandLine(const std::filesystem::path& socket,
                                            const std::vector<std::string>& flags, bool quiet) {
-  std::vector<std::string> command_line = {"galleyd", "--socket", socket.string()};
-  if (quiet) command_line.insert(command_line.end(), {"--log-level", "warn"});
-  command_line.insert(command_line.end(), flags.begin(), flags.end());
+  std::vector<std::string> command_line = {"galleyd"};
+  for (std::string& flag : TestDaemonFlags(socket, flags, quiet)) {
+    command_line.push_back(std::move(flag));
+  }
   return command_line;
 }
 
@@ -21,6 +27,50 @@ Result<std::unique_ptr<Daemon>> StartDaemon(const std::vector<std::string>& comm
   GALLEY_ASSIGN_OR_RETURN(std::unique_ptr<Daemon> daemon, Daemon::Create(loaded.options));
   GALLEY_RETURN_IF_ERROR(daemon->Start());
   return daemon;
+}
+
+InProcessGalleyd::InProcessGalleyd(const std::filesystem::path& socket,
+                                   std::vector<std::string> extra_args, bool quiet)
+    : socket_(socket.string()) {
+  auto started = StartDaemon(DaemonCommandLine(socket, extra_args, quiet));
+  if (!started.ok()) {
+    start_status_ = started.status();
+    return;
+  }
+  daemon_ = std::move(started).value();
+  started_ = true;
+}
+
+InProcessGalleyd::~InProcessGalleyd() { Stop(); }
+
+bool InProcessGalleyd::Stop() {
+  if (daemon_ == nullptr) return !hung_;
+  // The stop runs on a thread of its own so that a hang is reported rather
+  // than waited out; the state it reports through outlives either side.
+  struct Done {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto done = std::make_shared<Done>();
+  std::thread stopper([daemon = daemon_.get(), done] {
+    daemon->Stop(Status::Cancelled("galleyd is shutting down"));
+    std::lock_guard lock(done->mu);
+    done->done = true;
+    done->cv.notify_all();
+  });
+  std::unique_lock lock(done->mu);
+  if (!done->cv.wait_for(lock, kStopBound, [&] { return done->done; })) {
+    lock.unlock();
+    stopper.detach();
+    (void)daemon_.release();  // still in use by the stopper
+    hung_ = true;
+    return false;
+  }
+  lock.unlock();
+  stopper.join();
+  daemon_.reset();
+  return true;
 }
 
 // Appends each formatted line to a string, under the sink's own mutex.

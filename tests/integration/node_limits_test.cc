@@ -1,13 +1,16 @@
-// What one local user can take from the node's daemon, against a real
-// galleyd run by root: its file descriptors (shard sets kept open, and what
-// happens when none is left), its memory through frames that cost far more
-// parsed than sent, its metrics endpoint (clients that connect and stall),
-// and labels a shard makes up. A second user is uid 65534 in a forked
+// What one local user can take from the node's daemon, run by root: its
+// file descriptors (shard sets kept open, and what happens when none is
+// left), its memory through frames that cost far more parsed than sent, its
+// metrics endpoint (clients that connect and stall), and labels a shard
+// makes up. A second user is uid 65534 in a forked
 // child. (Each user's share of the job slots and ring memory is
 // admission_test.cc's.)
 //
 // Every figure is read from galleyd (/proc/<pid>/fd, /proc/<pid>/status,
-// its status query and /metrics); nothing is inferred from time.
+// its status query and /metrics); nothing is inferred from time. A test
+// that reads or sets the process's own figures (its descriptors, their
+// limit, its resident memory) runs the real galleyd (StartProcess); the
+// others a daemon in the test's process.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -226,10 +229,10 @@ class NodeLimitsTest : public testing::TwoUserDaemonTest {
   // just closed are closed by galleyd's threads a moment later), or as it
   // is after a minute.
   int SettledDescriptorCount(int target) const {
-    int count = DescriptorCount(daemon_->pid());
+    int count = DescriptorCount(process_->pid());
     for (int i = 0; i < 600 && count > target; ++i) {
       std::this_thread::sleep_for(100ms);
-      count = DescriptorCount(daemon_->pid());
+      count = DescriptorCount(process_->pid());
     }
     return count;
   }
@@ -260,11 +263,11 @@ TEST_F(NodeLimitsTest, ThreeHundredShardSetsOpenedAndClosedKeepDescriptorsBounde
       shards.push_back(tar.string());
     }
   }
-  Start({"--tar-index-dir", "none", "--cache-bytes", "0"});
-  ASSERT_TRUE(SetDescriptorLimit(daemon_->pid(), 256));
+  StartProcess({"--tar-index-dir", "none", "--cache-bytes", "0"});
+  ASSERT_TRUE(SetDescriptorLimit(process_->pid(), 256));
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok()) << client.status().ToString();
-  const int baseline = DescriptorCount(daemon_->pid());
+  const int baseline = DescriptorCount(process_->pid());
   int most = baseline;
   for (int set = 0; set < kSets; ++set) {
     JobSpec spec = Spec();
@@ -275,7 +278,7 @@ TEST_F(NodeLimitsTest, ThreeHundredShardSetsOpenedAndClosedKeepDescriptorsBounde
     ASSERT_TRUE(epoch.ok()) << "set " << set << ": " << epoch.status().ToString();
     ASSERT_EQ(epoch->items, uint64_t{kShards * kSamples})
         << "set " << set << ": " << epoch->first_error;
-    most = std::max(most, DescriptorCount(daemon_->pid()));
+    most = std::max(most, DescriptorCount(process_->pid()));
   }
   // Each set's descriptors are closed when its job ends; the last ones as
   // soon as galleyd has seen that job close.
@@ -368,7 +371,7 @@ TEST_F(NodeLimitsTest, RunningOutOfDescriptorsIsASampleErrorAndACounterNotAQuiet
   GTEST_SKIP() << "the sanitizers' runtime needs file descriptors of its own";
 #endif
   const uint16_t port = FreePort();
-  Start({"--cache-bytes", "0", "--metrics-port", std::to_string(port)});
+  StartProcess({"--cache-bytes", "0", "--metrics-port", std::to_string(port)});
   // Warm up: the pipeline's threads and decoders exist before the limit bites.
   ASSERT_TRUE(ReadEpoch(Spec()).ok());
   auto client = Client::Connect(options_);
@@ -387,13 +390,13 @@ TEST_F(NodeLimitsTest, RunningOutOfDescriptorsIsASampleErrorAndACounterNotAQuiet
   // read-ahead, so some batch is prepared with no descriptor free. The bound
   // of 1,000 batches is a bound on a missing error, not a figure the daemon
   // is expected to approach.
-  const rlimit saved = DescriptorLimit(daemon_->pid());
+  const rlimit saved = DescriptorLimit(process_->pid());
   rlim_t limit = saved.rlim_cur;
   const auto follow_lowest_free = [&] {
-    const rlim_t lowest_free = LowestFreeDescriptor(daemon_->pid());
+    const rlim_t lowest_free = LowestFreeDescriptor(process_->pid());
     ASSERT_GE(lowest_free, 3u);
     if (lowest_free < limit) {
-      ASSERT_TRUE(SetDescriptorLimit(daemon_->pid(), lowest_free));
+      ASSERT_TRUE(SetDescriptorLimit(process_->pid(), lowest_free));
       limit = lowest_free;
     }
   };
@@ -419,7 +422,7 @@ TEST_F(NodeLimitsTest, RunningOutOfDescriptorsIsASampleErrorAndACounterNotAQuiet
       error = batch->first_error();
     }
   }
-  ASSERT_TRUE(SetDescriptorLimit(daemon_->pid(), saved.rlim_cur));
+  ASSERT_TRUE(SetDescriptorLimit(process_->pid(), saved.rlim_cur));
   ASSERT_FALSE(error.empty()) << "all " << read << " batches were whole with no descriptor free";
   job->Close();
   EXPECT_NE(error.find("out of file descriptors (EMFILE)"), std::string::npos) << error;
@@ -459,7 +462,7 @@ TEST_F(NodeLimitsTest, AmplifyingFramesLeaveResidentMemoryBounded) {
 #ifdef GALLEY_TEST_UNDER_ASAN
   GTEST_SKIP() << "resident memory is not meaningful under AddressSanitizer";
 #endif
-  Start({"--cache-prefault", "false"});
+  StartProcess({"--cache-prefault", "false"});
   ASSERT_TRUE(ReadEpoch(Spec()).ok());
   // An OpenJob of 16 MiB that is almost all empty arrays: about 300 MB once
   // parsed into a document.
@@ -467,12 +470,12 @@ TEST_F(NodeLimitsTest, AmplifyingFramesLeaveResidentMemoryBounded) {
   body.reserve(wire::kMaxPayloadBytes);
   while (body.size() + 5 < wire::kMaxPayloadBytes) body += ",[]";
   body += "]}";
-  const pid_t pid = daemon_->pid();
+  const pid_t pid = process_->pid();
   ASSERT_TRUE(ResetPeakMemory(pid));
   const uint64_t before = ResidentBytes(pid);
 
   auto send_one = [&]() -> Status {
-    auto connection = Handshaken(daemon_->socket());
+    auto connection = Handshaken(process_->socket());
     if (connection == nullptr) return Status::Unavailable("no handshake");
     GALLEY_RETURN_IF_ERROR(connection->SendFrame(wire::MessageType::kOpenJob, 1, body));
     GALLEY_ASSIGN_OR_RETURN(auto reply,
@@ -507,7 +510,7 @@ TEST_F(NodeLimitsTest, AmplifyingFramesLeaveResidentMemoryBounded) {
   EXPECT_LT(after, before + (uint64_t{32} << 20));
 
   // A query may not be large at all: refused on its header, never read.
-  auto query = Handshaken(daemon_->socket());
+  auto query = Handshaken(process_->socket());
   ASSERT_NE(query, nullptr);
   wire::FrameHeader h;
   h.type = wire::MessageType::kQuery;
@@ -526,7 +529,7 @@ TEST_F(NodeLimitsTest, AmplifyingFramesLeaveResidentMemoryBounded) {
 
 TEST_F(NodeLimitsTest, FiftyStalledClientsDoNotDelayAScrape) {
   const uint16_t port = FreePort();
-  Start({"--metrics-port", std::to_string(port)});
+  StartProcess({"--metrics-port", std::to_string(port)});
   // Each sends the start of a request head and never the rest.
   std::vector<int> stalled;
   for (int i = 0; i < 50; ++i) {

@@ -30,7 +30,10 @@ struct Outcome {
 // left open (jobs, connections) until Release, so that a test can act as
 // root while the other user holds them. Fork only while this process runs
 // no other thread: a lock another thread held at the fork stays held for
-// ever in the child.
+// ever in the child. So never beside a daemon built in the test's process
+// (in_process_daemon.h): under AddressSanitizer, whose allocator clang 14
+// does not make safe across fork, such a child once hung on its first
+// allocations.
 class ChildAs {
  public:
   ChildAs(uid_t uid, gid_t gid, std::vector<gid_t> groups, const std::function<Status()>& body);

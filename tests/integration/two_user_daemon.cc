@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <utility>
 
 namespace galley::testing {
 
@@ -17,13 +18,30 @@ void TwoUserDaemonTest::SetUp() {
   MakeReadableByAll(data_);
 }
 
+namespace {
+
+// Every user reaches this socket (the node-wide default is 0660).
+std::vector<std::string> SharedNodeFlags(std::vector<std::string> flags, const fs::path& root) {
+  flags.insert(flags.end(), {"--allowed-root", root.string(), "--socket-mode", "0666"});
+  return flags;
+}
+
+}  // namespace
+
 void TwoUserDaemonTest::Start(std::vector<std::string> flags) {
-  // Every user reaches this socket (the node-wide default is 0660).
-  flags.insert(flags.end(), {"--allowed-root", tmp_.path().string(), "--socket-mode", "0666"});
-  daemon_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock", flags);
-  ASSERT_TRUE(daemon_->started()) << "galleyd did not start";
+  daemon_ = std::make_unique<InProcessGalleyd>(tmp_.path() / "galleyd.sock",
+                                               SharedNodeFlags(std::move(flags), tmp_.path()));
+  ASSERT_TRUE(daemon_->started()) << daemon_->start_status().ToString();
   options_.socket_path = daemon_->socket();
   // A bound on a hang on a busy machine, not a measurement.
+  options_.request_timeout = std::chrono::seconds(30);
+}
+
+void TwoUserDaemonTest::StartProcess(std::vector<std::string> flags) {
+  process_ = std::make_unique<GalleydProcess>(tmp_.path() / "galleyd.sock",
+                                              SharedNodeFlags(std::move(flags), tmp_.path()));
+  ASSERT_TRUE(process_->started()) << "galleyd did not start";
+  options_.socket_path = process_->socket();
   options_.request_timeout = std::chrono::seconds(30);
 }
 

@@ -51,8 +51,8 @@ class UserMemoryTest : public testing::TwoUserDaemonTest {
 };
 
 TEST_F(UserMemoryTest, ItemListsAreChargedToTheirUserAndAJobOverTheShareIsRefused) {
-  Start({"--max-memory-per-uid", std::to_string(kShare)});
-  [[maybe_unused]] const uint64_t before = testing::ProcStatusKilobytes(daemon_->pid(), "VmRSS");
+  StartProcess({"--max-memory-per-uid", std::to_string(kShare)});
+  [[maybe_unused]] const uint64_t before = testing::ProcStatusKilobytes(process_->pid(), "VmRSS");
   // The other user opens jobs of a million listed items each and keeps
   // them open: two fit in 64 MiB (with the listing), the third does not.
   const JobSpec listed = Listed();
@@ -87,7 +87,7 @@ TEST_F(UserMemoryTest, ItemListsAreChargedToTheirUserAndAJobOverTheShareIsRefuse
 #if !defined(GALLEY_TEST_UNDER_ASAN)
   // galleyd holds about what was charged, and not what was refused (not
   // under ASan, whose allocator keeps freed request bodies in quarantine).
-  const uint64_t grown = (testing::ProcStatusKilobytes(daemon_->pid(), "VmRSS") - before) * 1024;
+  const uint64_t grown = (testing::ProcStatusKilobytes(process_->pid(), "VmRSS") - before) * 1024;
   EXPECT_LT(grown, 2 * kShare) << grown << " bytes";
 #endif
 
@@ -115,7 +115,7 @@ TEST_F(UserMemoryTest, AListingOverTheAskingUsersShareIsRefusedAndNotKept) {
     for (int i = 0; i < 200000; ++i) out << "class0/000.jpg\t0\n";
   }
   std::filesystem::permissions(manifest, std::filesystem::perms(0644));
-  Start({"--max-memory-per-uid", "4MiB"});
+  StartProcess({"--max-memory-per-uid", "4MiB"});
   JobSpec spec = Spec();
   spec.dataset = manifest.string();
   const Outcome outcome = testing::RunAs(testing::kNobodyUid, testing::kNobodyGid, {}, [&]() {
