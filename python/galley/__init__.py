@@ -22,7 +22,7 @@ from ._galley import (AccessDenied, DatasetNotFound, EndOfStream, GalleyError,  
                       InvalidRequest, JobCancelled, ProtocolError, ResourceLimit, SampleError,
                       ServerUnavailable, Timeout, default_socket_path, system_socket_path,
                       user_socket_path)
-from .loader import DataLoader  # noqa: E402
+from .loader import DataLoader, FixedAttributeError  # noqa: E402
 from .s3_access import S3CredentialsNotFound  # noqa: E402
 
 __version__ = _galley.__version__
@@ -47,8 +47,8 @@ def query(what="status", socket=None, autostart=None):
 
 
 __all__ = [
-    "DataLoader", "transforms", "query", "default_socket_path", "user_socket_path",
-    "system_socket_path", "GalleyError",
+    "DataLoader", "FixedAttributeError", "transforms", "query", "default_socket_path",
+    "user_socket_path", "system_socket_path", "GalleyError",
     "ServerUnavailable", "InvalidRequest", "DatasetNotFound", "AccessDenied", "ResourceLimit",
     "Timeout", "SampleError", "JobCancelled", "ProtocolError", "EndOfStream", "__version__",
     "protocol_version", "sampling_policies", "S3CredentialsNotFound",

@@ -32,6 +32,12 @@ if TYPE_CHECKING:  # torch is imported lazily: importing galley must not need it
 __all__ = ["DataLoader"]
 
 
+class FixedAttributeError(AttributeError, ValueError):
+    """Raised on assigning an argument attribute of a built DataLoader. A
+    ValueError as well, as torch's DataLoader raises for `batch_size`,
+    `sampler`, `drop_last` and the others it fixes."""
+
+
 class _Fixed:
     """A DataLoader attribute of its arguments, read from its config. It is
     fixed once the loader is built: assigning it raises, saying to build
@@ -44,8 +50,12 @@ class _Fixed:
         return self if loader is None else getattr(loader._config, self.name)
 
     def __set__(self, loader: Any, value: Any) -> None:
-        raise AttributeError(f"galley.DataLoader.{self.name} is fixed when the loader is built; "
-                             f"build another DataLoader with {self.name}={value!r}")
+        _refuse_assignment(self.name, value)
+
+
+def _refuse_assignment(name: str, value: Any) -> None:
+    raise FixedAttributeError(f"galley.DataLoader.{name} is fixed when the loader is built; "
+                              f"build another DataLoader with {name}={value!r}")
 
 
 class DataLoader:
@@ -464,3 +474,11 @@ class DataLoader:
     def _spec(self) -> Dict[str, Any]:
         """The OpenJob body the loader's jobs start from."""
         return self._session.spec
+
+
+# The argument attributes read from the job (the dataset, the sampler) are
+# fixed as the others are.
+for _name in ("dataset", "sampler", "batch_sampler"):
+    setattr(DataLoader, _name, getattr(DataLoader, _name).setter(
+        lambda loader, value, _name=_name: _refuse_assignment(_name, value)))
+del _name

@@ -176,6 +176,11 @@ def test_a_loaders_arguments_cannot_be_reassigned(tiny_folder):
                                              r"batch_size=4"):
         loader.batch_size = 4
     assert loader.batch_size == 2
+    # torch raises ValueError for the attributes it fixes; code that catches
+    # it catches galley's too.
+    for name, value in (("batch_size", 4), ("drop_last", True), ("sampler", None)):
+        with pytest.raises(ValueError, match=f"galley.DataLoader.{name} is fixed"):
+            setattr(loader, name, value)
 
 
 def test_bounds_galleyd_defines_come_from_the_extension():
