@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "galley/errno_text.h"
+
 namespace galley::cache {
 namespace {
 
@@ -72,8 +74,6 @@ uint64_t Checksum(const uint8_t* header, std::span<const uint8_t> payload,
   XXH3_64bits_update(&state, record.data(), record.size());
   return XXH3_64bits_digest(&state);
 }
-
-std::string ErrnoText(int error) { return std::strerror(error); }
 
 // Whether `name` is "<32 hex>-<8 hex>" (an entry), filling *key.
 bool ParseEntryName(std::string_view name, DiskKey* key) {

@@ -419,7 +419,7 @@ void ItemPipeline::WriteBack(const ItemTask& task, RemoteWrite write,
   if (*encoded != nullptr) remote_->Put(dataset, task.item, RemoteForm::kEncoded, *encoded);
 }
 
-void ItemPipeline::OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> decoded,
+void ItemPipeline::OfferToCache(cache::Key key, const std::shared_ptr<cache::Blob>& decoded,
                                 cache::BlobPtr encoded, bool pack) {
   if (decoded != nullptr && cache_->decoded().Put(key, decoded)) {
     // `encoded` is null without `pack` exactly when the bytes came from the
@@ -613,7 +613,7 @@ void ItemPipeline::RunOne(ItemTask& task) {
     WriteToDisk(task, key, encoded_to_offer, decoded_to_offer);
   }
   if (cache_ != nullptr && (decoded_to_offer != nullptr || encoded_to_offer != nullptr)) {
-    OfferToCache(key, std::move(decoded_to_offer), std::move(encoded_to_offer), pack);
+    OfferToCache(key, decoded_to_offer, std::move(encoded_to_offer), pack);
   }
 }
 

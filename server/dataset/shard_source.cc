@@ -817,6 +817,7 @@ Result<std::unique_ptr<ShardSource>> ShardSource::Open(const std::vector<fs::pat
   const bool use_cache =
       !options.index_cache_dir.empty() && PrepareIndexCacheDir(options.index_cache_dir);
   std::vector<std::string> names;
+  names.reserve(shards.size());
   for (const fs::path& shard : shards) names.push_back(shard.string());
   return Build(
       names, options,

@@ -77,7 +77,8 @@ struct ShardExtent {
   uint32_t shard = 0;
   uint64_t offset = 0;
   uint64_t size = 0;
-  auto operator<=>(const ShardExtent&) const = default;
+  // clang-tidy 14 mistakes the defaulted comparison for a literal 0.
+  auto operator<=>(const ShardExtent&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 
 class ShardSource::Storage {

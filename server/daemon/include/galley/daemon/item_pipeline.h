@@ -268,8 +268,8 @@ class ItemPipeline {
                        std::optional<image::ImageRegion>* region, Status* failure);
   // With `pack`, the encoded form offered when the decoded tier refuses the
   // pixels is `decoded` packed (or `encoded`, when already packed).
-  void OfferToCache(cache::Key key, std::shared_ptr<cache::Blob> decoded, cache::BlobPtr encoded,
-                    bool pack);
+  void OfferToCache(cache::Key key, const std::shared_ptr<cache::Blob>& decoded,
+                    cache::BlobPtr encoded, bool pack);
   // Queues what was read from storage for `task` to the disk tier: `encoded`
   // when set, else `decoded` packed by the writer.
   void WriteToDisk(const ItemTask& task, cache::Key key, const cache::BlobPtr& encoded,
