@@ -26,7 +26,7 @@ if(GALLEY_OBJECT_STORE)
   # Tar shards kept as objects, through the S3 client, from rclone.
   galley_add_test(object_shards_rclone_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/unit/object_shards_rclone_test.cc
-            ${CMAKE_CURRENT_LIST_DIR}/unit/s3_test_servers.cc
+            ${CMAKE_CURRENT_LIST_DIR}/unit/rclone_s3_server.cc
     LIBS galley_dataset galley_objectstore)
   galley_add_fuzzer(s3_reply_fuzzer SOURCES fuzz/s3_reply_fuzzer.cc LIBS galley_objectstore
                     CORPUS s3_reply)

@@ -1,5 +1,5 @@
 // Tar shards kept as objects, read through the S3 client from a real
-// `rclone serve s3` (tests/unit/s3_test_servers.h): each shard listed by one
+// `rclone serve s3` (tests/unit/rclone_s3_server.h): each shard listed by one
 // streaming GET, members read by ranged GETs, a prefetched wave served from
 // GETs in flight together, the same bytes as the shards on disk.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 
 #include "galley/dataset/shard_source.h"
 #include "galley/objectstore/s3_client.h"
-#include "tests/unit/s3_test_servers.h"
+#include "tests/unit/rclone_s3_server.h"
 #include "tests/unit/tar_writer.h"
 
 namespace galley {
@@ -33,7 +33,8 @@ TEST(ObjectShardsRcloneTest, ListsByStreamingAndReadsPrefetchedWavesThroughTheS3
     server.Put("data", key, std::string(shards.back().begin(), shards.back().end()));
     urls.push_back("s3://data/" + key);
   }
-  ASSERT_TRUE(server.Start());
+  const Status started = server.Start();
+  ASSERT_TRUE(started.ok()) << started.ToString();
   objectstore::S3ClientOptions client;
   client.allowed_endpoints = {server.url()};
   auto opened = objectstore::OpenS3Client(client);
