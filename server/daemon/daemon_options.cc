@@ -594,6 +594,11 @@ const std::vector<Key>& Keys() {
           return endpoint == "aws" || url ? std::string()
                                           : Got(endpoint) + ", not http(s)://HOST[:PORT] or aws";
         }));
+    k.push_back(TextKey("s3_ca_file", "--s3-ca-file",
+                        "PEM file of the CA certificates an https S3 endpoint's certificate "
+                        "must chain to (\"\" = the system's CA store)",
+                        &DaemonOptions::s3_ca_file, "a PEM file path, or \"\"",
+                        [](const std::string&) { return std::string(); }));
     k.push_back(IntegerKey("s3_requests_in_flight", "--s3-requests-in-flight",
                            "ranged GETs of prefetched members each S3 dataset keeps in flight",
                            &DaemonOptions::s3_requests_in_flight, 1, 4096, false));

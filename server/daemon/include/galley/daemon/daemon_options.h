@@ -154,6 +154,10 @@ struct DaemonOptions {
   // and the fetched members not yet read may hold (default 256 MiB, at
   // least 1 MiB).
   std::vector<std::string> allowed_s3_endpoints;
+  // The CA certificates (PEM) an https endpoint's certificate must chain
+  // to; "" (the default): the system's CA store. A certificate that does
+  // not is refused; there is no insecure fallback.
+  std::string s3_ca_file;
   uint32_t s3_requests_in_flight = 64;
   uint64_t s3_prefetch_bytes = uint64_t{256} << 20;
   uint32_t max_open_shards = 128;
