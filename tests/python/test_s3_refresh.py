@@ -150,10 +150,17 @@ def test_credentials_replaced_during_an_epoch_carry_it_on_exactly_once(tmp_path,
         assert secret not in log
 
 
+def await_refused(loader, count):
+    """Waits until galleyd has refused `count` of the job's refreshes."""
+    import time
+    deadline = time.monotonic() + 120  # bounds a hang only
+    while loader.stats()["job"]["credential_refreshes_refused"] < count:
+        assert time.monotonic() < deadline, "no refresh reached galleyd"
+        time.sleep(0.1)
+
+
 def test_credentials_the_store_refuses_are_not_taken_and_the_job_goes_on(tmp_path, store,
                                                                          monkeypatch):
-    import time
-
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", OLD[0])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", OLD[1])
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", store.url)
@@ -170,10 +177,12 @@ def test_credentials_the_store_refuses_are_not_taken_and_the_job_goes_on(tmp_pat
         # client sends it (the environment changed), galleyd's HEADs are
         # refused, and the job keeps signing with the key it had.
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "GALLEYUNKNOWNKEY")
-        deadline = time.monotonic() + 120  # bounds a hang only
-        while loader.stats()["job"]["credential_refreshes_refused"] == 0:
-            assert time.monotonic() < deadline, "no refresh reached galleyd"
-            time.sleep(0.1)
+        await_refused(loader, 1)
+        # Nor may a refresh name another endpoint: it is refused before any
+        # request, and galleyd's log says why.
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", OLD[0])
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:1")
+        await_refused(loader, 2)
         for _images, _labels, ids in batches:
             seen += ids.tolist()
         assert sorted(seen) == list(range(SHARDS * PER_SHARD))
@@ -181,4 +190,7 @@ def test_credentials_the_store_refuses_are_not_taken_and_the_job_goes_on(tmp_pat
         assert stats["credential_refreshes"] == 0 and stats["skipped"] == 0, stats
     finally:
         stop_daemon(daemon)
-    assert OLD[1] not in open(daemon.log.name).read()
+    log = open(daemon.log.name).read()
+    assert "refreshed S3 credentials refused, the job keeps its own: PermissionDenied" in log
+    assert "a refresh replaces the credentials only" in log
+    assert OLD[1] not in log and "GALLEYUNKNOWNKEY" not in log
