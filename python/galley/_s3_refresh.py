@@ -32,7 +32,7 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from . import _galley
 from . import s3_access as _s3_access
@@ -67,20 +67,16 @@ class CredentialRefresher:
     job was opened with; ``what`` names the dataset in errors."""
 
     def __init__(self, job: Any, access: Dict[str, object], expires: Optional[float],
-                 what: str, env: Optional[Mapping[str, str]] = None) -> None:
+                 what: str) -> None:
         self._job = weakref.ref(job)
         self._sent = dict(access)
         self._expires = expires
         self._what = what
         self._resolved_at = self._sent_at = time.time()
         self._sources = self._source_state()
-        self._stop = threading.Event()
         self._failure: Optional[str] = None
         self._thread = threading.Thread(target=self._run, name="galley-s3-refresh", daemon=True)
         self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
 
     def _source_state(self) -> Tuple[object, ...]:
         credentials, config = _s3_access.watched_files()
@@ -97,9 +93,7 @@ class CredentialRefresher:
 
     def _run(self) -> None:
         while True:
-            wait = min(MIN_INTERVAL_SECONDS, max(0.0, self._due() - time.time()))
-            if self._stop.wait(wait):
-                return
+            time.sleep(min(MIN_INTERVAL_SECONDS, max(0.0, self._due() - time.time())))
             if self._job() is None:
                 return
             sources = self._source_state()
