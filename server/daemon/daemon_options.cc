@@ -599,6 +599,10 @@ const std::vector<Key>& Keys() {
                         "must chain to (\"\" = the system's CA store)",
                         &DaemonOptions::s3_ca_file, "a PEM file path, or \"\"",
                         [](const std::string&) { return std::string(); }));
+    k.push_back(IntegerKey("s3_refresh_wait_ms", "--s3-refresh-wait-ms",
+                           "how long a read whose S3 credentials all expired waits for a job's "
+                           "refreshed ones",
+                           &DaemonOptions::s3_refresh_wait_ms, 0, 3600000, false));
     k.push_back(IntegerKey("s3_requests_in_flight", "--s3-requests-in-flight",
                            "ranged GETs of prefetched members each S3 dataset keeps in flight",
                            &DaemonOptions::s3_requests_in_flight, 1, 4096, false));

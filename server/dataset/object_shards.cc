@@ -192,10 +192,12 @@ Status ObjectShards::ReadAfterRefusal(uint32_t shard, uint64_t offset, std::span
       }
     }
     if (!next) {
-      const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(refresh_wait_);
+      const int64_t ms = refresh_wait_.count();
+      const std::string wait =
+          ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
       return ReadError(
-          shard, Status(failure.code(), failure.message() + "; no fresh credentials came within " +
-                                            std::to_string(seconds.count()) + " s"));
+          shard,
+          Status(failure.code(), failure.message() + "; no fresh credentials came within " + wait));
     }
     failure = ReadDirect(shard, offset, out, next->access);
     generation = next->generation;
