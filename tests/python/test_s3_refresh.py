@@ -6,7 +6,8 @@ credentials come from a credential_process whose output the test changes.
 The job's client resolves them again before they expire and sends them
 over the job's connection; galleyd HEADs every shard with them and signs
 the rest of the epoch's reads with them: no item lost or repeated, the
-refresh counted, and neither secret in galleyd's log or galleyctl's output.
+refresh counted, and neither secret in galleyd's log, galleyctl's output or
+the metrics.
 """
 
 import json
@@ -108,8 +109,13 @@ def epoch_loader(daemon, seed):
 
 def test_credentials_replaced_during_an_epoch_carry_it_on_exactly_once(tmp_path, store,
                                                                       process_env, monkeypatch):
+    import urllib.request
     monkeypatch.setenv("GALLEY_TEST_LOG_LEVEL", "info")  # the refresh is logged at info
-    daemon = start_daemon(tmp_path, "--allowed-s3-endpoint", store.url)
+    with socketlib.socket() as probe:  # a port for the metrics endpoint
+        probe.bind(("127.0.0.1", 0))
+        metrics_port = probe.getsockname()[1]
+    daemon = start_daemon(tmp_path, "--allowed-s3-endpoint", store.url,
+                          "--metrics-address", f"127.0.0.1:{metrics_port}")
     try:
         loader = epoch_loader(daemon, seed=9)
         batches = loader.iter_with_ids()
@@ -142,6 +148,12 @@ def test_credentials_replaced_during_an_epoch_carry_it_on_exactly_once(tmp_path,
                                    capture_output=True, text=True, check=True).stdout
             for secret in (OLD[1], NEW[1], "token-of-"):
                 assert secret not in shown, what
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                    timeout=30) as reply:
+            metrics = reply.read().decode()
+        assert "galley_" in metrics
+        for secret in (OLD[1], NEW[1], "token-of-"):
+            assert secret not in metrics
     finally:
         stop_daemon(daemon)
     log = open(daemon.log.name).read()
