@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "galley/cache/tiered_cache.h"
 #include "galley/daemon/scheduler.h"
@@ -237,8 +238,10 @@ Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
     }
     ++waves;
     uint64_t requests = 0, misses = 0;
+    std::vector<ItemId>& wave_items = outcome.wave_items.emplace_back();
     for (const ItemTask& task : tasks) {
       requests += task.deliveries.size();
+      wave_items.push_back(task.item);
       const cache::Key key = cache::MakeKey(task.job_plan->dataset_index, task.item);
       if (cache != nullptr && cache->decoded().Get(key) != nullptr) continue;
       ++misses;
@@ -349,6 +352,56 @@ uint64_t SharedOrderBound(const DriftScenario& scenario, const DriftOutcome& out
     }
   }
   return requests - free_reuses - kept;
+}
+
+uint64_t MinMisses(const std::vector<std::vector<ItemId>>& waves, size_t held) {
+  constexpr uint64_t kNever = UINT64_MAX;
+  // Each wave's distinct items, and for each of them the wave that requests
+  // it next (kNever: none), from one pass backwards.
+  std::vector<std::vector<ItemId>> distinct(waves.size());
+  std::vector<std::vector<uint64_t>> next(waves.size());
+  std::unordered_map<ItemId, uint64_t> seen_at;
+  for (size_t w = waves.size(); w-- > 0;) {
+    distinct[w] = waves[w];
+    std::sort(distinct[w].begin(), distinct[w].end());
+    distinct[w].erase(std::unique(distinct[w].begin(), distinct[w].end()), distinct[w].end());
+    next[w].reserve(distinct[w].size());
+    for (ItemId item : distinct[w]) {
+      auto [it, first] = seen_at.try_emplace(item, w);
+      next[w].push_back(first ? kNever : it->second);
+      it->second = w;
+    }
+  }
+  // The cache: each held item with the wave that requests it next, largest
+  // (furthest) last.
+  std::set<std::pair<uint64_t, ItemId>> by_next;
+  std::unordered_map<ItemId, uint64_t> next_of;
+  uint64_t misses = 0;
+  for (size_t w = 0; w < waves.size(); ++w) {
+    // The wave's items leave the cache (a hit) or were not in it (a miss)
+    // before any choice is made, then come back as candidates.
+    for (ItemId item : distinct[w]) {
+      auto it = next_of.find(item);
+      if (it == next_of.end()) {
+        ++misses;
+        continue;
+      }
+      by_next.erase({it->second, item});
+      next_of.erase(it);
+    }
+    for (size_t i = 0; i < distinct[w].size(); ++i) {
+      const ItemId item = distinct[w][i];
+      if (next[w][i] == kNever || held == 0) continue;
+      by_next.emplace(next[w][i], item);
+      next_of.emplace(item, next[w][i]);
+      if (by_next.size() > held) {
+        auto furthest = std::prev(by_next.end());
+        next_of.erase(furthest->second);
+        by_next.erase(furthest);
+      }
+    }
+  }
+  return misses;
 }
 
 }  // namespace galley::testing

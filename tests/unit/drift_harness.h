@@ -114,6 +114,10 @@ struct DriftOutcome {
   uint64_t misses = 0;    // loads the decoded tier did not hold
   std::vector<DriftJobOutcome> jobs;
   std::vector<DriftBatch> batches;  // in the order they were planned
+  // The items each wave loaded or took from the decoded tier (one per
+  // ItemTask, in the order the wave holds them), wave by wave: the request
+  // sequence the tier saw, from which MinMisses is computed.
+  std::vector<std::vector<ItemId>> wave_items;
   // The most items any job held drawn ahead at the end of a wave.
   uint64_t max_drawn_ahead = 0;
 
@@ -144,6 +148,22 @@ double CouplingBound(const DriftScenario& scenario, const DriftOutcome& outcome)
 // With `held` at least the most ever in flight this is the number of
 // distinct positions: every load reused.
 uint64_t SharedOrderBound(const DriftScenario& scenario, const DriftOutcome& outcome, size_t held);
+
+// MinMisses: the fewest misses any cache of `held` items can have on the
+// request sequence `waves` (the items of one wave are requested at once; an
+// item named twice in one wave is one request), starting empty: Belady's
+// MIN. After each wave the cache keeps, of what it held and what the wave
+// brought, the `held` items whose next request comes soonest (an item never
+// requested again is not kept); a miss need not be admitted. Serving a
+// wave's requests one after the other, hits first, turns any cache's choices
+// into such a choice after the wave, so the furthest-next-request rule's
+// exchange argument applies wave by wave. O(n log held) over the n requests,
+// with the next request of each found by one backward pass.
+//
+// For a drift run it bounds the eviction policy for the requests galleyd's
+// scheduler produced (its orders, its waves, who received what when), not
+// the orders: another coupling of the jobs' orders gives another sequence.
+uint64_t MinMisses(const std::vector<std::vector<ItemId>>& waves, size_t held);
 
 // `items` empty .jpg files in one class folder under `root` (created), for
 // a Dataset whose listing is real and whose files are never read.
