@@ -81,6 +81,15 @@ struct DriftScenario {
   uint32_t draw_ahead_batches = 64;  // SchedulerOptions::draw_ahead_batches
   bool draw_across_epochs = true;    // SchedulerOptions::draw_across_epochs
   MachineLoad load;
+  // How the decoded tier chooses what to keep: "demand" (galleyd's
+  // RefCountEviction on the number of jobs still needing the item this
+  // epoch), or a rule by the item's next request as galleyd could predict
+  // it (NextRequestRule): "expected-next" (kFirstExpected), "expected-min"
+  // (kExpectedFirst), "request-rate" (kRequestRate).
+  std::string decoded_eviction = "demand";
+  // A rule by next request also knows each job's drawn-ahead queue, whose
+  // order is drawn already (Scheduler::DrawnAhead).
+  bool next_request_sees_drawn_ahead = false;
   std::vector<DriftJob> jobs;
   // Stops there even if a job has not finished (a stalled one never does).
   double horizon_ms = 600'000;
@@ -96,6 +105,32 @@ struct DriftJobOutcome {
   uint64_t drawn_ahead_peak = 0;  // JobCounters::drawn_ahead_peak at the end
   uint64_t lag_peak = 0;          // JobCounters::lag_peak at the end
 };
+
+// When an item is next asked for, as galleyd could predict it from what it
+// knows of each job (the items its batches have not taken this epoch, its
+// epochs left, its items per second; optionally its drawn-ahead queue): a
+// job that still needs the item takes it at a uniformly random place among
+// its remaining items, which puts its request uniformly in a window of
+// time; one that took it this epoch, in a window of its next epoch; one
+// that drew it ahead, at a known time. The eviction rules tried in the
+// simulator (DriftScenario::decoded_eviction) keep the items asked for
+// soonest by:
+enum class NextRequestRule {
+  kFirstExpected,  // the earliest of the jobs' expected requests
+  kExpectedFirst,  // the expected earliest request (windows independent)
+  kRequestRate,    // the sum of the rates at which jobs may ask for it now
+};
+
+// A job's request for an item falls uniformly in [from, to] seconds from
+// now (from == to: at a known time).
+struct RequestWindow {
+  double from = 0;
+  double to = 0;
+};
+
+// The expectation of the earliest of independent requests, one uniform in
+// each window; infinity when there is none.
+double ExpectedFirstRequest(const std::vector<RequestWindow>& windows);
 
 // One batch as galleyd planned it: what the bounds of drift_bounds.h are
 // computed from.
@@ -120,6 +155,11 @@ struct DriftOutcome {
   std::vector<std::vector<ItemId>> wave_items;
   // The most items any job held drawn ahead at the end of a wave.
   uint64_t max_drawn_ahead = 0;
+  // With next_request_sees_drawn_ahead: items a wave's batches took from a
+  // drawn-ahead queue as Scheduler::DrawnAhead gave it after the wave
+  // before, and how many of them were not the queue's next item.
+  uint64_t drawn_ahead_checked = 0;
+  uint64_t drawn_ahead_out_of_order = 0;
 
   double LoadsPerRequest() const { return requests ? double(loads) / double(requests) : 0; }
   double MissesPerRequest() const { return requests ? double(misses) / double(requests) : 0; }

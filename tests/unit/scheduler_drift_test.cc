@@ -236,27 +236,70 @@ TEST(MinMissesTest, EqualsTheBestOfEveryPossibleCache) {
 // galleyd's decoded tier never misses less than MIN on the requests its
 // scheduler made (a bound any cache of that size obeys, so a run below it
 // would mean the trace or the count is wrong); in step it misses exactly
-// MIN. The trace holds every load the scheduler counted.
+// MIN. The trace holds every load the scheduler counted. The same holds for
+// the rules by next request tried beside it (docs/sampling.md §3.5).
 TEST_F(SchedulerDriftTest, TierNeverMissesLessThanMin) {
   for (bool mixed : {false, true}) {
     for (uint64_t seed = 1; seed <= 4; ++seed) {
-      DriftScenario s = mixed ? MixedSpeeds(Scenario(4)) : Scenario(4);
-      s.epochs = 4;
-      s.cache_items = kItems / 4;
-      const DriftOutcome o = Run(s, seed);
-      uint64_t traced = 0;
-      for (const auto& wave : o.wave_items) traced += wave.size();
-      EXPECT_EQ(traced, o.loads);
-      const uint64_t min = testing::MinMisses(o.wave_items, s.cache_items);
-      EXPECT_GE(o.misses, min) << (mixed ? "mixed speeds" : "in step") << ", seed " << seed;
-      EXPECT_EQ(testing::MinMisses(o.wave_items, 0), o.loads);
-      if (mixed) {
-        EXPECT_LT(min, o.misses) << "seed " << seed;
-      } else {
-        EXPECT_EQ(o.misses, min) << "in step, seed " << seed;
+      for (const char* rule : {"demand", "expected-next", "expected-min", "request-rate"}) {
+        if (seed > 2 && std::string(rule) != "demand") continue;
+        SCOPED_TRACE(std::string(mixed ? "mixed speeds" : "in step") + ", seed " +
+                     std::to_string(seed) + ", " + rule);
+        DriftScenario s = mixed ? MixedSpeeds(Scenario(4)) : Scenario(4);
+        s.epochs = 4;
+        s.cache_items = kItems / 4;
+        s.decoded_eviction = rule;
+        const DriftOutcome o = Run(s, seed);
+        uint64_t traced = 0;
+        for (const auto& wave : o.wave_items) traced += wave.size();
+        EXPECT_EQ(traced, o.loads);
+        const uint64_t min = testing::MinMisses(o.wave_items, s.cache_items);
+        EXPECT_GE(o.misses, min);
+        EXPECT_EQ(testing::MinMisses(o.wave_items, 0), o.loads);
+        if (mixed) {
+          EXPECT_LT(min, o.misses);
+        } else {
+          EXPECT_EQ(o.misses, min);
+        }
       }
     }
   }
+}
+
+// The expected earliest of independent uniform requests, against closed
+// forms: E[min(U(0,a), U(0,b))] = a/2 - a^2/(6b) for a <= b; a request at
+// a known t before U(0,a): t - t^2/(2a); a window of the next epoch alone:
+// its middle.
+TEST(ExpectedFirstRequestTest, MatchesClosedForms) {
+  using testing::ExpectedFirstRequest;
+  EXPECT_TRUE(std::isinf(ExpectedFirstRequest({})));
+  EXPECT_NEAR(ExpectedFirstRequest({{0, 3}}), 1.5, 1e-9);
+  EXPECT_NEAR(ExpectedFirstRequest({{0, 2}, {0, 4}}), 1 - 4.0 / 24, 1e-9);
+  EXPECT_NEAR(ExpectedFirstRequest({{0, 4}, {1, 1}}), 1 - 1.0 / 8, 1e-9);
+  EXPECT_NEAR(ExpectedFirstRequest({{3, 5}}), 4, 1e-9);
+  // A window that starts after another ends never comes first.
+  EXPECT_NEAR(ExpectedFirstRequest({{0, 2}, {2, 6}}), 1, 1e-9);
+  // Three equal windows: the minimum of three uniforms, a/4.
+  EXPECT_NEAR(ExpectedFirstRequest({{0, 8}, {0, 8}, {0, 8}}), 2, 1e-9);
+}
+
+// Scheduler::DrawnAhead gives each job's queue in the order its batches
+// take it, which the rule by next request relies on when it sees the
+// queues; an unknown rule is refused.
+TEST_F(SchedulerDriftTest, DrawnAheadQueueIsTheOrderBatchesTake) {
+  DriftScenario s = MixedSpeeds(Scenario(4));
+  s.epochs = 3;
+  s.cache_items = kItems / 4;
+  s.decoded_eviction = "expected-min";
+  s.next_request_sees_drawn_ahead = true;
+  const DriftOutcome o = Run(s, 1);
+  EXPECT_GT(o.drawn_ahead_checked, 1000u);
+  EXPECT_EQ(o.drawn_ahead_out_of_order, 0u);
+  EXPECT_GE(o.misses, testing::MinMisses(o.wave_items, s.cache_items));
+  s.decoded_eviction = "furthest";
+  auto refused = testing::RunDrift(folder_.dataset(), s, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("want demand, expected-next"), std::string::npos);
 }
 
 // Eight jobs on a loaded machine: every consumer is descheduled again and
