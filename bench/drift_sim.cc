@@ -6,7 +6,8 @@
 //
 //   galley_drift_sim [--seed N] [--epochs N] [--draw-ahead BATCHES] [--within-epochs]
 //                    [--out-of-step] [--out-of-step-epochs N] [--load-ms MS]
-//                    [--next-request-rule RULE] [--sees-drawn-ahead] [--csv FILE]
+//                    [--next-request-rule RULE] [--sees-drawn-ahead] [--lookahead]
+//                    [--lookups-interleaved] [--region-decodes] [--csv FILE]
 //
 // --draw-ahead sets SchedulerOptions::draw_ahead_batches (default 64; 0: a
 // job with no free slot is masked, as before drawing ahead existed);
@@ -15,7 +16,14 @@
 // (expected-min by default; expected-next, request-rate) is the rule by next
 // request the first table compares with galleyd's decoded tier
 // (DriftScenario::decoded_eviction), --sees-drawn-ahead lets it know the
-// jobs' drawn-ahead queues.
+// jobs' drawn-ahead queues. --lookahead adds a table: the demand rule
+// replayed on the mixed-speed runs' requests knowing those of the next H
+// waves, from none to all (MIN). --lookups-interleaved offers the decoded
+// tier each miss right after its own lookup, as galleyd did before it
+// looked up a whole wave first (ItemPipeline::Run). --region-decodes: the
+// jobs' transforms start with a crop, so galleyd offers a full decoded tier
+// nothing (it decodes only the crops' region of a miss) and the tier keeps
+// what filled it.
 //
 // First table: jobs in step and jobs at truly different speeds (4 and 8;
 // --out-of-step-epochs each, default 10), with no cache and with a decoded
@@ -83,8 +91,18 @@ std::vector<Drift> Drifts() {
 // galleyd's time per load on one core (--load-ms).
 double load_ms = 1.0;
 
+// The wave's tier lookups before its misses are offered, as galleyd does;
+// --lookups-interleaved: each miss offered right after its own lookup, as
+// galleyd did before.
+bool lookups_first = true;
+// The jobs' transforms start with a crop, so a full decoded tier is offered
+// nothing (--region-decodes).
+bool region_decodes = false;
+
 DriftScenario Base(uint32_t epochs, size_t cache_items, uint32_t draw_ahead, bool across = true) {
   DriftScenario s;
+  s.region_decodes_when_full = region_decodes;
+  s.lookups_before_offers = lookups_first;
   s.draw_ahead_batches = draw_ahead;
   s.draw_across_epochs = across;
   s.items = kItems;
@@ -182,6 +200,7 @@ int Run(int argc, char** argv) {
   bool within_epochs = false;
   std::string next_request_rule = "expected-min";
   bool sees_drawn_ahead = false;
+  bool lookahead = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--seed" && i + 1 < argc) {
@@ -196,6 +215,12 @@ int Run(int argc, char** argv) {
       load_ms = std::strtod(argv[++i], nullptr);
     } else if (arg == "--next-request-rule" && i + 1 < argc) {
       next_request_rule = argv[++i];
+    } else if (arg == "--region-decodes") {
+      region_decodes = true;
+    } else if (arg == "--lookups-interleaved") {
+      lookups_first = false;
+    } else if (arg == "--lookahead") {
+      lookahead = true;
     } else if (arg == "--sees-drawn-ahead") {
       sees_drawn_ahead = true;
     } else if (arg == "--within-epochs") {
@@ -208,7 +233,8 @@ int Run(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--seed N] [--epochs N] [--draw-ahead BATCHES] [--out-of-step] "
                    "[--out-of-step-epochs N] [--within-epochs] [--load-ms MS] "
-                   "[--next-request-rule RULE] [--sees-drawn-ahead] [--csv FILE]\n",
+                   "[--next-request-rule RULE] [--sees-drawn-ahead] [--lookahead] "
+                   "[--lookups-interleaved] [--region-decodes] [--csv FILE]\n",
                    argv[0]);
       return 2;
     }
@@ -336,6 +362,43 @@ int Run(int argc, char** argv) {
             << o->MissesPerRequest() << ',' << coupling << ",,," << min << ',' << by_rule << ','
             << by_rule_min << '\n';
       }
+    }
+  }
+  if (lookahead) {
+    // How much of MIN's lead over the demand rule is knowing the next few
+    // waves: the demand rule replayed on each run's requests with every
+    // request within `horizon` waves known (drift_harness.h,
+    // LookaheadMisses).
+    const std::vector<uint64_t> horizons = {0, 1, 4, 16, 64, 256, 1024, 4096, UINT64_MAX};
+    std::printf(
+        "\nmisses per request of the demand rule knowing the requests of the next H waves\n");
+    std::printf("%-12s %4s %9s %9s", "mix", "jobs", "galleyd", "waves");
+    for (uint64_t h : horizons) {
+      if (h == UINT64_MAX) {
+        std::printf(" %9s", "MIN");
+      } else {
+        std::printf(" %9s", ("H=" + std::to_string(h)).c_str());
+      }
+    }
+    std::printf("\n");
+    for (size_t jobs : {size_t{4}, size_t{8}}) {
+      DriftScenario s = Base(out_of_step_epochs, kItems / 4, draw_ahead, !within_epochs);
+      s.load.seed += seed;
+      s.jobs = MixedSpeeds(jobs / 4);
+      auto o = testing::RunDrift(*dataset, s, seed);
+      if (!o.ok()) {
+        std::fprintf(stderr, "%s\n", o.status().ToString().c_str());
+        return 1;
+      }
+      const double requests = static_cast<double>(o->requests);
+      std::printf("%-12s %4zu %9.4f %9zu", "mixed-speeds", jobs, o->MissesPerRequest(),
+                  o->wave_items.size());
+      for (uint64_t h : horizons) {
+        std::printf(
+            " %9.4f",
+            static_cast<double>(testing::LookaheadMisses(s, *o, s.cache_items, h)) / requests);
+      }
+      std::printf("\n");
     }
   }
   if (out_of_step_only) return 0;

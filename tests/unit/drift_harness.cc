@@ -422,22 +422,44 @@ Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
     }
     uint64_t requests = 0, misses = 0;
     std::vector<ItemId>& wave_items = outcome.wave_items.emplace_back();
+    // Offers the decoded tier what `items` holds, as the pipeline does after
+    // a read and a decode, and empties it.
+    auto offer = [&](std::vector<ItemId>& items) {
+      for (ItemId item : items) {
+        const cache::Key key = cache::MakeKey(0, item);
+        if (by_next_tier != nullptr) {
+          if (by_next_tier->Put(key, item_blob, oracle->Urgency(item))) resident.insert(item);
+        } else if (cache != nullptr) {
+          // A job whose transforms start with a crop gets only the crop's
+          // region decoded once the tier is full, and nothing is offered
+          // (ItemPipeline::TryRegionDecode).
+          const cache::TierStats decoded = cache->decoded().Stats();
+          if (scenario.region_decodes_when_full &&
+              decoded.bytes + cache::ChargedBytes(*item_blob) > decoded.budget_bytes) {
+            continue;
+          }
+          cache->decoded().Put(key, item_blob);
+        }
+      }
+      items.clear();
+    };
+    // The items the tier did not hold, offered to it after the wave's
+    // lookups when lookups_before_offers is set, else each right after its
+    // own lookup.
+    std::vector<ItemId> missed;
     for (const ItemTask& task : tasks) {
       requests += task.deliveries.size();
       wave_items.push_back(task.item);
       const cache::Key key = cache::MakeKey(task.job_plan->dataset_index, task.item);
-      if (by_next_tier != nullptr) {
-        if (by_next_tier->Get(key) != nullptr) continue;
-        ++misses;
-        if (by_next_tier->Put(key, item_blob, oracle->Urgency(task.item))) {
-          resident.insert(task.item);
-        }
-        continue;
-      }
-      if (cache != nullptr && cache->decoded().Get(key) != nullptr) continue;
+      cache::Tier* tier = by_next_tier != nullptr ? by_next_tier.get()
+                          : cache != nullptr      ? &cache->decoded()
+                                                  : nullptr;
+      if (tier != nullptr && tier->Get(key) != nullptr) continue;
       ++misses;
-      if (cache != nullptr) cache->decoded().Put(key, item_blob);
+      missed.push_back(task.item);
+      if (!scenario.lookups_before_offers) offer(missed);
     }
+    offer(missed);
     outcome.misses += misses;
     const double busy_ms =
         (misses * scenario.load_ms + requests * scenario.request_ms) / scenario.cores;
@@ -627,6 +649,101 @@ uint64_t MinMisses(const std::vector<std::vector<ItemId>>& waves, size_t held) {
         next_of.erase(furthest->second);
         by_next.erase(furthest);
       }
+    }
+  }
+  return misses;
+}
+
+uint64_t LookaheadMisses(const DriftScenario& scenario, const DriftOutcome& outcome, size_t held,
+                         uint64_t horizon) {
+  constexpr uint64_t kNever = UINT64_MAX;
+  const std::vector<std::vector<ItemId>>& waves = outcome.wave_items;
+  // Each wave's distinct items with the wave that asks for each next.
+  std::vector<std::vector<std::pair<ItemId, uint64_t>>> requests(waves.size());
+  std::unordered_map<ItemId, uint64_t> seen_at;
+  for (size_t w = waves.size(); w-- > 0;) {
+    std::vector<ItemId> distinct = waves[w];
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    for (ItemId item : distinct) {
+      auto [it, first] = seen_at.try_emplace(item, w);
+      requests[w].emplace_back(item, first ? kNever : it->second);
+      it->second = w;
+    }
+  }
+  // Each job's needs as its batches took items, wave by wave.
+  struct Need {
+    std::vector<bool> in_subset, needs;
+    uint64_t epoch = 0;
+  };
+  std::vector<Need> jobs(scenario.jobs.size());
+  std::vector<uint32_t> demand(scenario.items, 0);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    jobs[j].in_subset.assign(scenario.items, scenario.jobs[j].subset.empty());
+    for (ItemId item : scenario.jobs[j].subset) jobs[j].in_subset[item] = true;
+    jobs[j].needs = jobs[j].in_subset;
+    for (ItemId item = 0; item < scenario.items; ++item) demand[item] += jobs[j].needs[item];
+  }
+  struct Held {
+    uint64_t next;      // the wave asking for it next
+    uint64_t admitted;  // the wave it came in
+  };
+  std::unordered_map<ItemId, Held> cache;
+  uint64_t misses = 0;
+  size_t batch = 0;
+  for (size_t w = 0; w < waves.size(); ++w) {
+    for (; batch < outcome.batches.size() && outcome.batches[batch].wave == w; ++batch) {
+      const DriftBatch& b = outcome.batches[batch];
+      Need& job = jobs[b.job];
+      if (b.epoch != job.epoch) {
+        for (ItemId item = 0; item < scenario.items; ++item) {
+          demand[item] += uint32_t{job.in_subset[item]} - uint32_t{job.needs[item]};
+        }
+        job.needs = job.in_subset;
+        job.epoch = b.epoch;
+      }
+      const std::vector<ItemId>& order = outcome.jobs[b.job].epochs[b.epoch];
+      for (uint64_t k = b.first; k < b.first + b.size && k < order.size(); ++k) {
+        if (!job.needs[order[k]]) continue;
+        job.needs[order[k]] = false;
+        demand[order[k]]--;
+      }
+    }
+    // The candidates: what the tier held and what the wave brought, ranked
+    // (known soon first, by next request; then by demand, residents first,
+    // the younger first).
+    struct Candidate {
+      ItemId item;
+      Held held;
+      bool resident;
+    };
+    std::vector<Candidate> candidates;
+    for (const auto& [item, next] : requests[w]) {
+      auto it = cache.find(item);
+      if (it == cache.end()) {
+        ++misses;
+        candidates.push_back({item, {next, w}, false});
+      } else {
+        candidates.push_back({item, {next, it->second.admitted}, true});
+        cache.erase(it);
+      }
+    }
+    for (const auto& [item, h] : cache) candidates.push_back({item, h, true});
+    auto known = [&](const Candidate& c) {
+      return c.held.next != kNever && c.held.next - w <= horizon;
+    };
+    std::sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
+      const bool ka = known(a), kb = known(b);
+      if (ka != kb) return ka;
+      if (ka) return a.held.next < b.held.next;
+      if (demand[a.item] != demand[b.item]) return demand[a.item] > demand[b.item];
+      if (a.resident != b.resident) return a.resident;
+      if (a.held.admitted != b.held.admitted) return a.held.admitted > b.held.admitted;
+      return a.item < b.item;
+    });
+    cache.clear();
+    for (size_t k = 0; k < candidates.size() && k < held; ++k) {
+      cache.emplace(candidates[k].item, candidates[k].held);
     }
   }
   return misses;

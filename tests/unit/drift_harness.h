@@ -90,6 +90,17 @@ struct DriftScenario {
   // A rule by next request also knows each job's drawn-ahead queue, whose
   // order is drawn already (Scheduler::DrawnAhead).
   bool next_request_sees_drawn_ahead = false;
+  // The wave's items are all looked up in the decoded tier before any miss
+  // is offered to it, as ItemPipeline::Run does, so that a miss admitted
+  // early in the wave cannot push out an item the same wave is about to
+  // take from the tier; false: each item is offered right after its own
+  // lookup, as galleyd did before.
+  bool lookups_before_offers = true;
+  // The jobs' transforms start with a crop (RandomResizedCrop, CenterCrop):
+  // once the decoded tier is full, galleyd decodes only the region a miss's
+  // crops read and offers the tier nothing (ItemPipeline::TryRegionDecode),
+  // so the tier keeps what filled it. Demand rule only.
+  bool region_decodes_when_full = false;
   std::vector<DriftJob> jobs;
   // Stops there even if a job has not finished (a stalled one never does).
   double horizon_ms = 600'000;
@@ -204,6 +215,21 @@ uint64_t SharedOrderBound(const DriftScenario& scenario, const DriftOutcome& out
 // scheduler produced (its orders, its waves, who received what when), not
 // the orders: another coupling of the jobs' orders gives another sequence.
 uint64_t MinMisses(const std::vector<std::vector<ItemId>>& waves, size_t held);
+
+// LookaheadMisses: the misses of a tier of `held` items on the run's requests
+// (outcome.wave_items) that knows each item's next request when it comes
+// within `horizon` waves and ranks every other item as galleyd's demand rule
+// does (jobs that have not received it in their current epoch, by the
+// batches placed so far; residents before newcomers among equals, the
+// younger resident first): after each wave it keeps the `held` best of what
+// it held and what the wave brought, the items known to come soon first,
+// soonest first. Replayed offline on the requests of one run (its timing
+// does not follow the tier, as galleyd's would). Horizon 0 is the demand
+// rule replayed (without the demand a job drawing its next epoch early
+// adds); a horizon past the last wave is MIN. How fast the misses fall with
+// the horizon says how much of MIN's lead is knowing the next few waves.
+uint64_t LookaheadMisses(const DriftScenario& scenario, const DriftOutcome& outcome, size_t held,
+                         uint64_t horizon);
 
 // `items` empty .jpg files in one class folder under `root` (created), for
 // a Dataset whose listing is real and whose files are never read.

@@ -266,6 +266,29 @@ TEST_F(SchedulerDriftTest, TierNeverMissesLessThanMin) {
   }
 }
 
+// Looking a wave's items up in the decoded tier before offering any of its
+// misses (ItemPipeline::Run) keeps the hits an early miss's offer used to
+// push out: jobs at different speeds miss less over four seeds, and jobs in
+// step exactly as much.
+TEST_F(SchedulerDriftTest, LookingUpAWaveFirstMissesLess) {
+  for (bool mixed : {false, true}) {
+    uint64_t first = 0, interleaved = 0;
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      DriftScenario s = mixed ? MixedSpeeds(Scenario(4)) : Scenario(4);
+      s.epochs = 4;
+      s.cache_items = kItems / 4;
+      first += Run(s, seed).misses;
+      s.lookups_before_offers = false;
+      interleaved += Run(s, seed).misses;
+    }
+    if (mixed) {
+      EXPECT_LT(double(first), 0.97 * double(interleaved));
+    } else {
+      EXPECT_EQ(first, interleaved);
+    }
+  }
+}
+
 // The expected earliest of independent uniform requests, against closed
 // forms: E[min(U(0,a), U(0,b))] = a/2 - a^2/(6b) for a <= b; a request at
 // a known t before U(0,a): t - t^2/(2a); a window of the next epoch alone:
