@@ -294,6 +294,18 @@ int Run(int argc, char** argv) {
     s.load.seed += seed;
     return testing::RunDrift(*dataset, s, seed);
   };
+  // The out-of-step set of `jobs` jobs, in step at `period` ms a batch or
+  // at mixed speeds (period < 0), with a decoded tier of `cache_items`.
+  auto out_of_step = [&](size_t jobs, double period, size_t cache_items) {
+    DriftScenario s = Base(out_of_step_epochs, cache_items, draw_ahead, !within_epochs);
+    s.load.seed += seed;
+    if (period > 0) {
+      s.jobs.assign(jobs, DriftJob{.period_ms = period});
+    } else {
+      s.jobs = MixedSpeeds(jobs / 4);
+    }
+    return s;
+  };
   // Out of step: loads per request beside what no scheduler can go below
   // (drift_harness.h): with the cache off, the maximal coupling of the
   // remaining sets wave by wave; with a tier of C items, Belady's MIN on the
@@ -308,13 +320,7 @@ int Run(int argc, char** argv) {
        {std::tuple{"in-step", size_t{4}, kPeriodMs}, std::tuple{"in-step", size_t{8}, kPeriodMs},
         std::tuple{"mixed-speeds", size_t{4}, -1.0}, std::tuple{"mixed-speeds", size_t{8}, -1.0}}) {
     for (size_t cache_items : {size_t{0}, size_t{kItems / 4}}) {
-      DriftScenario s = Base(out_of_step_epochs, cache_items, draw_ahead, !within_epochs);
-      s.load.seed += seed;
-      if (period > 0) {
-        s.jobs.assign(jobs, DriftJob{.period_ms = period});
-      } else {
-        s.jobs = MixedSpeeds(jobs / 4);
-      }
+      const DriftScenario s = out_of_step(jobs, period, cache_items);
       auto o = testing::RunDrift(*dataset, s, seed);
       if (!o.ok()) {
         std::fprintf(stderr, "%s\n", o.status().ToString().c_str());
@@ -382,9 +388,7 @@ int Run(int argc, char** argv) {
     }
     std::printf("\n");
     for (size_t jobs : {size_t{4}, size_t{8}}) {
-      DriftScenario s = Base(out_of_step_epochs, kItems / 4, draw_ahead, !within_epochs);
-      s.load.seed += seed;
-      s.jobs = MixedSpeeds(jobs / 4);
+      const DriftScenario s = out_of_step(jobs, -1, kItems / 4);
       auto o = testing::RunDrift(*dataset, s, seed);
       if (!o.ok()) {
         std::fprintf(stderr, "%s\n", o.status().ToString().c_str());
