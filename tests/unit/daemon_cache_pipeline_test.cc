@@ -243,6 +243,54 @@ TEST_F(DaemonCacheTest, AWavesHitsAreServedBeforeItsMissesAreOffered) {
   EXPECT_FALSE(cache->decoded().Contains(cache::MakeKey(0, 0)));
 }
 
+// A job whose transforms start with a crop gets only the crop's rectangle
+// decoded when the decoded tier would not keep the whole image; when the
+// tier is full but would make room for the item (it is worth more than what
+// it would push out), the image is decoded whole and kept. The tier has room
+// for one image: item 0 fills it, no job needs it any more; item 1, still
+// needed by another job, displaces it; item 2, needed by no job, does not
+// displace item 1 and is decoded over the crop's rectangle only.
+TEST_F(DaemonCacheTest, AFullTierStillGetsTheItemsItWouldKeep) {
+  cache::CacheOptions options;
+  options.cache_bytes = 20'000;  // one decoded 80 x 60 or 80 x 67 image (14-16 kB), not two
+  options.split = {0, 100, 0};
+  auto cache = cache::TieredCache::Create(options).value();
+  ItemPipeline pipeline(PipelineOptions{.worker_threads = 1}, cache.get());
+  auto job = MakeJob(1, 5, 1, 1);  // RandomResizedCrop(32) + flip
+  auto run = [&](ItemId item) {
+    auto slot = job->ring->Claim();
+    ASSERT_TRUE(slot.has_value());
+    SlotPlan plan;
+    plan.job = job;
+    plan.slot = *slot;
+    plan.items = {item};
+    std::vector<ItemTask> tasks = {ItemTask{job->plan.get(), item, {{&plan, 0}}}};
+    plan.ResetOutcomes();
+    pipeline.Run(tasks);
+    EXPECT_EQ(plan.errors[0], "");
+    job->ring->Unclaim(*slot);
+  };
+  auto region_decodes = [&] { return pipeline.counters().region_decodes.load(); };
+  run(0);
+  EXPECT_EQ(region_decodes(), 0u);  // room: decoded whole and kept
+  ASSERT_TRUE(cache->decoded().Contains(cache::MakeKey(0, 0)));
+
+  const std::vector<cache::Key> still_needed = {cache::MakeKey(0, 1)};
+  cache->demand().AddDemand(still_needed);
+  EXPECT_TRUE(cache->decoded().WouldAdmit(cache::MakeKey(0, 1), 15'000));
+  run(1);
+  EXPECT_EQ(region_decodes(), 0u);
+  EXPECT_TRUE(cache->decoded().Contains(cache::MakeKey(0, 1)));
+  EXPECT_FALSE(cache->decoded().Contains(cache::MakeKey(0, 0)));
+
+  EXPECT_FALSE(cache->decoded().WouldAdmit(cache::MakeKey(0, 2), 15'000));
+  run(2);
+  EXPECT_EQ(region_decodes(), 1u);
+  EXPECT_TRUE(cache->decoded().Contains(cache::MakeKey(0, 1)));
+  EXPECT_FALSE(cache->decoded().Contains(cache::MakeKey(0, 2)));
+  EXPECT_EQ(pipeline.counters().decodes.load(), 3u);
+}
+
 TEST_F(DaemonCacheTest, EncodedTierSkipsOnlyTheRead) {
   auto cache = MakeCache({100, 0, 0});
   ItemPipeline pipeline(PipelineOptions{.worker_threads = 2}, cache.get());
