@@ -21,9 +21,9 @@
 // waves, from none to all (MIN). --lookups-interleaved offers the decoded
 // tier each miss right after its own lookup, as galleyd did before it
 // looked up a whole wave first (ItemPipeline::Run). --region-decodes: the
-// jobs' transforms start with a crop, so galleyd offers a full decoded tier
-// nothing (it decodes only the crops' region of a miss) and the tier keeps
-// what filled it.
+// jobs' transforms start with a crop and a full decoded tier is offered
+// nothing, as galleyd did before it asked whether the tier would keep the
+// item (Tier::WouldAdmit).
 //
 // First table: jobs in step and jobs at truly different speeds (4 and 8;
 // --out-of-step-epochs each, default 10), with no cache and with a decoded
@@ -95,8 +95,8 @@ double load_ms = 1.0;
 // --lookups-interleaved: each miss offered right after its own lookup, as
 // galleyd did before.
 bool lookups_first = true;
-// The jobs' transforms start with a crop, so a full decoded tier is offered
-// nothing (--region-decodes).
+// A full decoded tier is offered nothing, as for crop-first jobs before
+// Tier::WouldAdmit (--region-decodes).
 bool region_decodes = false;
 
 DriftScenario Base(uint32_t epochs, size_t cache_items, uint32_t draw_ahead, bool across = true) {

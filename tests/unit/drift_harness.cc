@@ -430,9 +430,8 @@ Result<DriftOutcome> RunDrift(const std::shared_ptr<const Dataset>& dataset,
         if (by_next_tier != nullptr) {
           if (by_next_tier->Put(key, item_blob, oracle->Urgency(item))) resident.insert(item);
         } else if (cache != nullptr) {
-          // A job whose transforms start with a crop gets only the crop's
-          // region decoded once the tier is full, and nothing is offered
-          // (ItemPipeline::TryRegionDecode).
+          // As galleyd before Tier::WouldAdmit, for crop-first jobs: a full
+          // tier is offered nothing.
           const cache::TierStats decoded = cache->decoded().Stats();
           if (scenario.region_decodes_when_full &&
               decoded.bytes + cache::ChargedBytes(*item_blob) > decoded.budget_bytes) {

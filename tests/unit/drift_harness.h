@@ -96,10 +96,11 @@ struct DriftScenario {
   // take from the tier; false: each item is offered right after its own
   // lookup, as galleyd did before.
   bool lookups_before_offers = true;
-  // The jobs' transforms start with a crop (RandomResizedCrop, CenterCrop):
-  // once the decoded tier is full, galleyd decodes only the region a miss's
-  // crops read and offers the tier nothing (ItemPipeline::TryRegionDecode),
-  // so the tier keeps what filled it. Demand rule only.
+  // The jobs' transforms start with a crop (RandomResizedCrop, CenterCrop)
+  // and a full decoded tier is offered nothing, as galleyd did before it
+  // asked the tier whether it would keep the item (Tier::WouldAdmit): it
+  // decoded only the region a miss's crops read once the tier was full, so
+  // the tier kept what filled it. Demand rule only.
   bool region_decodes_when_full = false;
   std::vector<DriftJob> jobs;
   // Stops there even if a job has not finished (a stalled one never does).
