@@ -15,7 +15,11 @@
 // The decoded tier, when on, is a real cache::TieredCache whose decoded tier
 // holds `cache_items` items: the scheduler's DemandLedger keeps its demand
 // counts, a wave's item is a miss (a read and a decode) unless the tier has
-// it, and a miss is offered to the tier afterwards, as ItemPipeline does.
+// it, and the wave's misses are offered to the tier after all of its items
+// were looked up, as ItemPipeline does (DriftScenario::lookups_before_offers
+// and region_decodes_when_full model galleyd before two changes to that).
+// DriftScenario::decoded_eviction swaps the demand rule for rules by
+// predicted next request, in a tier of the harness's own.
 //
 // Used by the scheduler's unit tests (tests/unit/scheduler_drift_test.cc) and
 // by galley_drift_sim (bench/drift_sim.cc). Not thread-safe.
