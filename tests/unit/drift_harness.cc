@@ -7,8 +7,8 @@
 #include <set>
 
 #include "galley/cache/tiered_cache.h"
-#include "galley/daemon/scheduler.h"
 #include "galley/random.h"
+#include "galley/scheduling/scheduler.h"
 
 namespace galley::testing {
 namespace {

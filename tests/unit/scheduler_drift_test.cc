@@ -12,8 +12,8 @@
 #include <string>
 
 #include "galley/daemon/daemon_options.h"
-#include "galley/daemon/scheduler.h"
 #include "galley/sampler/uniformity_statistics.h"
+#include "galley/scheduling/scheduler.h"
 #include "tests/unit/drift_harness.h"
 #include "tests/unit/empty_image_folder.h"
 

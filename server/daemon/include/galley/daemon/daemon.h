@@ -38,9 +38,9 @@
 #include "galley/daemon/job_manager.h"
 #include "galley/daemon/memory_setup.h"
 #include "galley/daemon/metrics_server.h"
-#include "galley/daemon/scheduler.h"
 #include "galley/daemon/storage_throttle.h"
 #include "galley/remote/remote_cache.h"
+#include "galley/scheduling/scheduler.h"
 #include "galley/snapshots/snapshots.h"
 #include "galley/status.h"
 

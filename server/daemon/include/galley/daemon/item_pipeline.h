@@ -70,13 +70,13 @@
 #include "galley/cache/disk_tier.h"
 #include "galley/cache/tiered_cache.h"
 #include "galley/daemon/daemon_options.h"
-#include "galley/daemon/served_job.h"
 #include "galley/daemon/storage_throttle.h"
 #include "galley/dataset/content_fingerprint.h"
 #include "galley/image/decoder.h"
 #include "galley/image/region_decoder.h"
 #include "galley/logging/log_throttle.h"
 #include "galley/remote/remote_cache.h"
+#include "galley/scheduling/served_job.h"
 #include "galley/snapshots/snapshots.h"
 
 namespace galley {

@@ -1,11 +1,11 @@
-#include "galley/daemon/scheduler.h"
+#include "galley/scheduling/scheduler.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <unordered_map>
 
-#include "galley/daemon/restarting_loop.h"
+#include "galley/logging/restarting_loop.h"
 #include "galley/random.h"
 
 namespace galley {

@@ -69,8 +69,8 @@
 // The JobLifecycleObserver calls, Snapshot and Totals may be called from any
 // thread; they take mu_. Production state is changed
 // only under mu_, by the scheduler thread or by those calls.
-#ifndef GALLEY_SERVER_DAEMON_SCHEDULER_H_
-#define GALLEY_SERVER_DAEMON_SCHEDULER_H_
+#ifndef GALLEY_SERVER_SCHEDULING_SCHEDULER_H_
+#define GALLEY_SERVER_SCHEDULING_SCHEDULER_H_
 
 #include <chrono>
 #include <deque>
@@ -84,13 +84,13 @@
 
 #include "galley/cache/tiered_cache.h"
 #include "galley/daemon/daemon_options.h"
-#include "galley/daemon/demand_ledger.h"
 #include "galley/daemon/item_pipeline.h"
-#include "galley/daemon/job_lifecycle_observer.h"
-#include "galley/daemon/production_gate.h"
-#include "galley/daemon/served_job.h"
 #include "galley/mutex.h"
 #include "galley/sampler/sampling_policy.h"
+#include "galley/scheduling/demand_ledger.h"
+#include "galley/scheduling/job_lifecycle_observer.h"
+#include "galley/scheduling/production_gate.h"
+#include "galley/scheduling/served_job.h"
 #include "galley/snapshots/snapshots.h"
 
 namespace galley {
@@ -350,4 +350,4 @@ class Scheduler final : public JobLifecycleObserver {
 
 }  // namespace galley
 
-#endif  // GALLEY_SERVER_DAEMON_SCHEDULER_H_
+#endif  // GALLEY_SERVER_SCHEDULING_SCHEDULER_H_
