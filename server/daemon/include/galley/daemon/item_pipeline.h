@@ -128,7 +128,7 @@ class ItemPipeline final : public ItemPreparer {
   explicit ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache = nullptr,
                         RemoteCache* remote = nullptr, StorageThrottle* throttle = nullptr,
                         cache::DiskTier* disk = nullptr);
-  ~ItemPipeline();
+  ~ItemPipeline() override;
 
   // Prepares every task; failures are recorded per position in the plans.
   // The items that must come from a dataset of objects are prefetched first
