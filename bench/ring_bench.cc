@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "client/src/job_channel.h"
-#include "galley/daemon/batch_ring.h"
+#include "galley/scheduling/batch_ring.h"
 
 namespace galley {
 namespace {

@@ -12,5 +12,5 @@ target_link_libraries(galley_sampler_bench PRIVATE galley_sampler benchmark::ben
 # decoded tier under scripted drift, in simulated time.
 add_executable(galley_drift_sim ${CMAKE_CURRENT_LIST_DIR}/drift_sim.cc
                                 ${PROJECT_SOURCE_DIR}/tests/unit/drift_harness.cc)
-target_link_libraries(galley_drift_sim PRIVATE galley_daemon galley_cache)
+target_link_libraries(galley_drift_sim PRIVATE galley_scheduling galley_cache)
 target_include_directories(galley_drift_sim PRIVATE ${PROJECT_SOURCE_DIR})

@@ -25,6 +25,8 @@ ALLOWED = {
     "server/snapshots": {"snapshots"},
     "server/logging": {"logging"},
     "server/remote": {"remote", "cache", "dataset", "snapshots", "logging"},
+    "server/scheduling": {"scheduling", "cache", "dataset", "image", "sampler", "snapshots",
+                          "logging"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"galley/([a-z_]+)/')

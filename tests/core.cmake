@@ -13,8 +13,14 @@ galley_add_test(galleyd_test
           integration/two_user_daemon.cc
   LIBS galley_client galley_daemon galley_opencv acl
   LABEL integration)
-target_compile_definitions(galleyd_test PRIVATE GALLEYD_PATH="$<TARGET_FILE:galleyd>")
-add_dependencies(galleyd_test galleyd)
+target_compile_definitions(galleyd_test PRIVATE GALLEYD_PATH="$<TARGET_FILE:galleyd>"
+  GALLEY_CLIENT_AS_PATH="$<TARGET_FILE:galley_client_as>")
+add_dependencies(galleyd_test galleyd galley_client_as)
+# A client run as another user, spawned by tests whose daemon is in their
+# own process (other_user.h).
+add_executable(galley_client_as integration/client_as_main.cc)
+target_link_libraries(galley_client_as PRIVATE galley_client nlohmann_json::nlohmann_json)
+target_include_directories(galley_client_as PRIVATE ${PROJECT_SOURCE_DIR})
 
 # The remote cache tier: real memcached servers (SASL) and two galleyd
 # processes standing for nodes.

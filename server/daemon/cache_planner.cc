@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "galley/daemon/memory_setup.h"
-#include "galley/daemon/restarting_loop.h"
+#include "galley/logging/restarting_loop.h"
 
 namespace galley {
 namespace {

@@ -160,6 +160,17 @@ NodeMeasurements MeasureNodeForPlanner(const DaemonOptions& options) {
 
 }  // namespace
 
+SchedulerOptions SchedulerOptionsFor(const DaemonOptions& options) {
+  SchedulerOptions o;
+  o.sampler_seed = options.sampler_seed;
+  o.gate.hold_budget_per_epoch = std::chrono::milliseconds(options.hold_budget_ms);
+  o.gate.thin_hold = std::chrono::milliseconds(options.thin_hold_ms);
+  o.gate.peer_stall = std::chrono::milliseconds(options.peer_stall_ms);
+  o.draw_ahead_batches = options.draw_ahead_batches;
+  o.draw_across_epochs = options.draw_across_epochs;
+  return o;
+}
+
 Result<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options,
                                                DrainedCallback drained) {
   std::unique_ptr<Daemon> daemon(new Daemon(options));
@@ -213,7 +224,7 @@ Status Daemon::Build(DrainedCallback drained) {
                                               static_cast<int>(pipeline_->threads()),
                                               PlannerOverrides::From(options_), remote_.get());
   }
-  SchedulerOptions scheduler_options = SchedulerOptions::From(options_);
+  SchedulerOptions scheduler_options = SchedulerOptionsFor(options_);
   // Sampler groups' shared streams differ on every node (docs/sampling.md
   // §1.1): the ranks of a DDP job on two daemons must not repeat each
   // other's orders.

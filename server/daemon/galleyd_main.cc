@@ -22,7 +22,6 @@
 #include <string>
 #include <vector>
 
-#include "galley/daemon/batch_ring.h"
 #include "galley/daemon/daemon.h"
 #include "galley/daemon/daemon_options.h"
 #include "galley/daemon/log_file.h"
@@ -30,6 +29,7 @@
 #include "galley/daemon/systemd_notify.h"
 #include "galley/dataset/descriptor_exhaustion.h"
 #include "galley/errno_text.h"
+#include "galley/scheduling/batch_ring.h"
 #include "galley/unique_fd.h"
 
 namespace {

@@ -4,13 +4,7 @@ namespace galley {
 
 using nlohmann::json;
 
-void to_json(json& out, const RemoteServerSnapshot& s) {
-  out = {{"address", s.address},
-         {"reachable", s.reachable},
-         {"failures", s.failures},
-         {"last_error", s.last_error}};
-}
-
+// Adds what the fields give: all hits, and the hit rate.
 void to_json(json& out, const RemoteTierSnapshot& s) {
   const uint64_t hits = s.encoded_hits + s.decoded_hits;
   out = {{"engine", s.engine},
@@ -34,6 +28,7 @@ void to_json(json& out, const RemoteTierSnapshot& s) {
          {"servers", s.servers}};
 }
 
+// Adds the hit rate.
 void to_json(json& out, const DiskTierSnapshot& s) {
   const uint64_t lookups = s.hits + s.misses;
   out = {{"dir", s.dir},
@@ -54,6 +49,8 @@ void to_json(json& out, const DiskTierSnapshot& s) {
          {"index_seconds", s.index_seconds}};
 }
 
+// A tier that is not configured is null (this nlohmann has no std::optional
+// conversion, so no macro).
 void to_json(json& out, const PipelineSnapshot& s) {
   out = {{"threads", s.threads},
          {"file_reads", s.file_reads},
@@ -79,73 +76,8 @@ void to_json(json& out, const PipelineSnapshot& s) {
          {"disk", s.disk ? json(*s.disk) : json(nullptr)}};
 }
 
-void to_json(json& out, const SamplerGroupSnapshot& s) {
-  out = {{"dataset", s.dataset},
-         {"policy", s.policy},
-         {"jobs", s.jobs},
-         {"requests", s.requests},
-         {"loads", s.loads},
-         {"loads_per_request", s.loads_per_request},
-         {"file_reads", s.file_reads},
-         {"decodes", s.decodes},
-         {"cache_hits", s.cache_hits},
-         {"file_reads_per_request", s.file_reads_per_request},
-         {"decodes_per_request", s.decodes_per_request},
-         {"cache_hits_per_request", s.cache_hits_per_request},
-         {"substitutions", s.substitutions},
-         {"job_seeds", s.job_seeds},
-         {"orders_follow_seeds", s.orders_follow_seeds}};
-}
-
-void to_json(json& out, const BatchTotalsSnapshot& s) {
-  out = {{"prepared", s.prepared}, {"unread", s.unread}};
-}
-
-void to_json(json& out, const JobSnapshot& s) {
-  out = {{"job_id", s.job_id},
-         {"name", s.name},
-         {"dataset", s.dataset},
-         {"owner_uid", s.owner_uid},
-         {"owner_pid", s.owner_pid},
-         {"policy", s.policy},
-         {"batch_size", s.batch_size},
-         {"epoch_size", s.epoch_size},
-         {"batches_per_epoch", s.batches_per_epoch},
-         {"prefetch", s.prefetch},
-         {"segment_bytes", s.segment_bytes},
-         {"batches", s.batches},
-         {"batches_unread", s.batches_unread},
-         {"samples", s.samples},
-         {"skipped", s.skipped},
-         {"epochs_completed", s.epochs_completed},
-         {"produce_seconds", s.produce_seconds},
-         {"ring_full_seconds", s.ring_full_seconds},
-         {"peer_hold_seconds", s.peer_hold_seconds},
-         {"peer_holds", s.peer_holds},
-         {"drawn_ahead", s.drawn_ahead},
-         {"drawn_ahead_peak", s.drawn_ahead_peak},
-         {"lag", s.lag},
-         {"lag_peak", s.lag_peak},
-         {"consumer_wait_seconds", s.consumer_wait_seconds},
-         {"consumer_waits", s.consumer_waits},
-         {"uptime_seconds", s.uptime_seconds},
-         {"samples_per_second", s.samples_per_second},
-         {"rank", s.rank},
-         {"world_size", s.world_size},
-         {"nodes", s.nodes},
-         {"node_rank", s.node_rank},
-         {"shard_seed", s.shard_seed},
-         {"credential_refreshes", s.credential_refreshes},
-         {"credential_refreshes_refused", s.credential_refreshes_refused}};
-}
-
-void to_json(json& out, const ObjectStoreSnapshot& o) {
-  out = {{"gets", o.gets},           {"heads", o.heads},
-         {"lists", o.lists},         {"bytes", o.bytes},
-         {"retries", o.retries},     {"failures", o.failures},
-         {"in_flight", o.in_flight}, {"full_bodies", o.full_bodies}};
-}
-
+// The object store's counts and this set's reads only for shards kept as
+// objects.
 void to_json(json& out, const ShardSetSnapshot& s) {
   out = {{"shards", s.shards},
          {"samples", s.samples},
@@ -171,6 +103,7 @@ void to_json(json& out, const ShardSetSnapshot& s) {
   }
 }
 
+// An unknown total is null, and each kind adds its own keys.
 void to_json(json& out, const IndexingSnapshot& s) {
   out = {{"path", s.path},
          {"kind", s.kind},
@@ -189,6 +122,7 @@ void to_json(json& out, const IndexingSnapshot& s) {
   }
 }
 
+// A dataset that is not a shard set has null shards.
 void to_json(json& out, const DatasetSnapshot& s) {
   out = {{"root", s.root},
          {"key", s.key},
@@ -202,26 +136,8 @@ void to_json(json& out, const DatasetSnapshot& s) {
          {"shards", s.shards ? json(*s.shards) : json(nullptr)}};
 }
 
-void to_json(json& out, const LimitsSnapshot& s) {
-  out = {{"max_jobs", s.max_jobs},
-         {"max_shm_per_job", s.max_shm_per_job},
-         {"max_shm_total", s.max_shm_total},
-         {"max_jobs_per_uid", s.max_jobs_per_uid},
-         {"max_shm_per_uid", s.max_shm_per_uid},
-         {"max_connections_per_uid", s.max_connections_per_uid},
-         {"max_memory_per_uid", s.max_memory_per_uid}};
-}
-
-void to_json(json& out, const DescriptorsSnapshot& s) {
-  out = {{"open", s.open},
-         {"limit", s.limit},
-         {"shards_open", s.shards_open},
-         {"shards_limit", s.shards_limit},
-         {"shards_evicted", s.shards_evicted},
-         {"shards_released", s.shards_released},
-         {"exhausted", s.exhausted}};
-}
-
+// Its keys are its fields, but the macro also writes from_json, which needs
+// one for every member, and the pipeline's JSON is written by hand.
 void to_json(json& out, const DaemonStatusSnapshot& s) {
   out = {{"version", s.version},
          {"protocol_version", s.protocol_version},
@@ -248,34 +164,18 @@ void to_json(json& out, const DaemonStatusSnapshot& s) {
          {"samplers", s.samplers}};
 }
 
+// As for DaemonStatusSnapshot: its datasets' and listings' JSON is written
+// by hand, so the macro's from_json would not build.
 void to_json(json& out, const DatasetsSnapshot& s) {
   out = {{"datasets", s.datasets}, {"indexing", s.indexing}, {"samplers", s.samplers}};
 }
 
-void to_json(json& out, const JobsSnapshot& s) { out = {{"jobs", s.jobs}}; }
-
+// As for DaemonStatusSnapshot: the pipeline's JSON is written by hand.
 void to_json(json& out, const JobStatsSnapshot& s) {
   out = {{"job", s.job}, {"samplers", s.samplers}, {"pipeline", s.pipeline}};
 }
 
-void to_json(json& out, const SplitSnapshot& s) {
-  out = {{"encoded_pct", s.encoded_pct},
-         {"decoded_pct", s.decoded_pct},
-         {"augmented_pct", s.augmented_pct}};
-}
-
-void to_json(json& out, const TierSnapshot& s) {
-  out = {{"budget_bytes", s.budget_bytes},
-         {"bytes", s.bytes},
-         {"entries", s.entries},
-         {"hits", s.hits},
-         {"misses", s.misses},
-         {"hit_rate", s.hit_rate},
-         {"inserts", s.inserts},
-         {"rejects", s.rejects},
-         {"evictions", s.evictions}};
-}
-
+// The tier's keys, with the augmented tier's own beside them.
 void to_json(json& out, const AugmentedTierSnapshot& s) {
   out = s.tier;
   out["retired"] = s.retired;
@@ -283,10 +183,7 @@ void to_json(json& out, const AugmentedTierSnapshot& s) {
   out["reuse_limit"] = s.reuse_limit;
 }
 
-void to_json(json& out, const PlanInputSnapshot& s) {
-  out = {{"value", s.value}, {"source", s.source}};
-}
-
+// The remote tier's inputs only when there is one.
 void to_json(json& out, const PlannerInputsSnapshot& s) {
   out = {{"storage_bytes_per_s", s.storage_bytes_per_s},
          {"decode_augment_per_core_per_s", s.decode_augment_per_core_per_s},
@@ -306,15 +203,8 @@ void to_json(json& out, const PlannerInputsSnapshot& s) {
   if (s.nic_bytes_per_s) out["nic_bytes_per_s"] = *s.nic_bytes_per_s;
 }
 
-void to_json(json& out, const ArenaSnapshot& s) {
-  out = {{"capacity_bytes", s.capacity_bytes},
-         {"populated_bytes", s.populated_bytes},
-         {"prefault_target_bytes", s.prefault_target_bytes},
-         {"allocated_bytes", s.allocated_bytes},
-         {"blocks", s.blocks},
-         {"refused", s.refused}};
-}
-
+// Groups fields under "tiers" and "demand", adds "enabled", and shows only
+// the pipeline's work and hit counters.
 void to_json(json& out, const CacheSnapshot& s) {
   const PipelineSnapshot& p = s.pipeline;
   out = {{"enabled", true},
@@ -339,6 +229,7 @@ void to_json(json& out, const CacheSnapshot& s) {
          {"remote", p.remote ? json(*p.remote) : json(nullptr)}};
 }
 
+// The sample's keys when sampled, else the error alone.
 void to_json(json& out, const PlanDatasetSnapshot& s) {
   out = {{"root", s.root}};
   if (s.sampled) {
@@ -352,14 +243,8 @@ void to_json(json& out, const PlanDatasetSnapshot& s) {
   }
 }
 
-void to_json(json& out, const PerSourceSnapshot& s) {
-  out = {{"augmented", s.augmented},
-         {"decoded", s.decoded},
-         {"encoded", s.encoded},
-         {"storage", s.storage},
-         {"remote", s.remote}};
-}
-
+// The remote form only with a remote tier, the applied plan's keys flattened
+// into the reply, or a note before the first plan.
 void to_json(json& out, const PlanSnapshot& s) {
   out = {{"planner", s.planner},   {"inputs", s.inputs},         {"probe_seconds", s.probe_seconds},
          {"datasets", s.datasets}, {"plans_made", s.plans_made}, {"split", s.split}};

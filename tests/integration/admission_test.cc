@@ -1,9 +1,10 @@
 // Admission and fairness, against a daemon built in the test's process:
 // every limit refuses with ResourceExhausted naming it, checks and counts
 // never race, and one user cannot take every slot. A second user is uid
-// 65534 in a forked child (those tests need root, as CI runs them), against
-// the real galleyd, since a child is never forked beside a daemon in this
-// process (other_user.h).
+// 65534 (those tests need root, as CI runs them): a galley_client_as
+// program the test spawns, which drops to that uid and runs the client
+// steps named on its command line, since a child is never forked beside a
+// daemon in this process (other_user.h).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "tests/integration/in_process_daemon.h"
 #include "tests/integration/other_user.h"
 #include "wire/connection.h"
+#include "wire/messages.h"
 #include "wire/segment_layout.h"
 
 namespace galley {
@@ -218,14 +220,20 @@ class AdmissionAcrossUsersTest : public AdmissionTest {
     fs::permissions(data_, fs::perms(0755));
   }
 
-  // The real galleyd: the other user's client runs in a forked child,
-  // which must not be forked beside a daemon in this process (other_user.h).
+  // The daemon in this process, on a socket the other user reaches: the
+  // other user's client is a spawned galley_client_as, never a fork of this
+  // process (other_user.h).
   void Start(std::vector<std::string> flags) {
-    flags.insert(flags.end(), {"--allowed-root", tmp_.path().string(), "--socket-mode", "0666"});
-    process_ = std::make_unique<testing::GalleydProcess>(tmp_.path() / "galleyd.sock", flags);
-    ASSERT_TRUE(process_->started()) << "galleyd did not start";
-    options_.socket_path = process_->socket();
-    options_.request_timeout = 20s;
+    flags.insert(flags.end(), {"--socket-mode", "0666"});
+    AdmissionTest::Start(std::move(flags));
+  }
+
+  // The other user's client, running `steps` (other_user.h).
+  testing::ClientSteps Other(std::vector<std::string> steps) const {
+    return {GALLEY_CLIENT_AS_PATH, options_.socket_path, std::move(steps)};
+  }
+  static std::string Open(const JobSpec& spec) {
+    return "open=" + wire::JobSpecToJson(spec).dump();
   }
 
   JobSpec Spec() const {
@@ -246,30 +254,19 @@ class AdmissionAcrossUsersTest : public AdmissionTest {
     for (auto batch = job->Next(30s); batch.ok(); batch = job->Next(30s)) items += batch->size();
     return items;
   }
-
-  std::unique_ptr<testing::GalleydProcess> process_;
 };
 
 TEST_F(AdmissionAcrossUsersTest, AUserAtItsJobShareIsRefusedWhileAnotherUsersJobIsServed) {
   Start({"--max-jobs", "4"});  // a share of 2 jobs per user, derived
   EXPECT_EQ(Query("status")["limits"]["max_jobs_per_uid"], 2);
-  std::vector<Job> held;
-  ChildAs other(kNobodyUid, kNobodyGid, {}, [&]() -> Status {
-    auto client = Client::Connect(options_);
-    if (!client.ok()) return client.status();
-    JobSpec spec = Spec();
-    spec.epochs = 0;
-    for (int i = 0; i < 2; ++i) {
-      auto job = client->OpenJob(spec);
-      if (!job.ok())
-        return Status::Internal("job " + std::to_string(i) + ": " + job.status().ToString());
-      held.push_back(std::move(job).value());
-    }
-    auto third = client->OpenJob(spec);
-    return third.ok() ? Status::Internal("a third job was admitted") : third.status();
-  });
+  // The other user opens two endless jobs and holds them; its third open
+  // is refused.
+  JobSpec endless = Spec();
+  endless.epochs = 0;
+  ChildAs other(kNobodyUid, kNobodyGid, {}, Other({Open(endless), Open(endless), Open(endless)}));
   const Outcome refused = other.Report();
   EXPECT_EQ(refused.code, static_cast<int>(StatusCode::kResourceExhausted)) << refused.message;
+  EXPECT_NE(refused.message.find("\nstep 3: "), std::string::npos) << refused.message;
   EXPECT_NE(refused.message.find("uid 65534 already has 2 jobs, the limit max_jobs_per_uid (2)"),
             std::string::npos)
       << refused.message;
@@ -289,24 +286,14 @@ TEST_F(AdmissionAcrossUsersTest, AUserAtItsMemoryShareIsRefusedWhileAnotherUsers
   EXPECT_EQ(Query("status")["limits"]["max_shm_per_uid"], 5 * ring / 2);
   JobSpec spec = Spec();
   spec.batch_size = 1;
-  std::vector<Job> held;
-  ChildAs other(kNobodyUid, kNobodyGid, {}, [&]() -> Status {
-    auto client = Client::Connect(options_);
-    if (!client.ok()) return client.status();
-    JobSpec endless = spec;
-    endless.epochs = 0;
-    for (int i = 0; i < 2; ++i) {
-      auto job = client->OpenJob(endless);
-      if (!job.ok())
-        return Status::Internal("job " + std::to_string(i) + ": " + job.status().ToString());
-      if (job->info().segment_bytes != ring) return Status::Internal("another ring size");
-      held.push_back(std::move(job).value());
-    }
-    auto third = client->OpenJob(endless);
-    return third.ok() ? Status::Internal("a third ring was admitted") : third.status();
-  });
+  // The other user's two jobs have one ring each; its third is refused.
+  JobSpec endless = spec;
+  endless.epochs = 0;
+  ChildAs other(kNobodyUid, kNobodyGid, {}, Other({Open(endless), Open(endless), Open(endless)}));
   const Outcome refused = other.Report();
   EXPECT_EQ(refused.code, static_cast<int>(StatusCode::kResourceExhausted)) << refused.message;
+  const std::string opened = "opened: segment_bytes " + std::to_string(ring) + "\n";
+  EXPECT_EQ(refused.message.rfind(opened + opened + "step 3: ", 0), 0u) << refused.message;
   EXPECT_NE(refused.message.find("uid 65534 would hold " + std::to_string(3 * ring) +
                                  " bytes of shared memory, over the limit max_shm_per_uid"),
             std::string::npos)

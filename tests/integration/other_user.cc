@@ -1,13 +1,16 @@
 #include "tests/integration/other_user.h"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <string>
 
 namespace galley::testing {
 
@@ -31,6 +34,34 @@ ChildAs::ChildAs(uid_t uid, gid_t gid, std::vector<gid_t> groups,
     (void)!::read(release_[0], &byte, 1);  // returns at Release, or when the parent ends
     ::_exit(0);
   }
+  ::close(report_[1]);
+  ::close(release_[0]);
+}
+
+ChildAs::ChildAs(uid_t uid, gid_t gid, const std::vector<gid_t>& groups,
+                 const ClientSteps& client) {
+  // Close-on-exec here, so that no other child this process starts holds
+  // them; the child's copies are its stdin and stdout.
+  if (::pipe2(report_, O_CLOEXEC) != 0 || ::pipe2(release_, O_CLOEXEC) != 0) return;
+  std::string group_list;
+  for (const gid_t group : groups) {
+    group_list += (group_list.empty() ? "" : ",") + std::to_string(group);
+  }
+  std::vector<std::string> args = {client.program, std::to_string(uid), std::to_string(gid),
+                                   group_list.empty() ? "-" : group_list, client.socket};
+  args.insert(args.end(), client.steps.begin(), client.steps.end());
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_adddup2(&actions, release_[0], STDIN_FILENO);
+  ::posix_spawn_file_actions_adddup2(&actions, report_[1], STDOUT_FILENO);
+  pid_t pid = -1;
+  if (::posix_spawn(&pid, client.program.c_str(), &actions, nullptr, argv.data(), environ) == 0) {
+    child_ = pid;
+  }
+  ::posix_spawn_file_actions_destroy(&actions);
   ::close(report_[1]);
   ::close(release_[0]);
 }
@@ -85,6 +116,11 @@ void ChildAs::Release() {
 Outcome RunAs(uid_t uid, gid_t gid, std::vector<gid_t> groups,
               const std::function<Status()>& body) {
   ChildAs child(uid, gid, std::move(groups), body);
+  return child.Report();
+}
+
+Outcome RunAs(uid_t uid, gid_t gid, const std::vector<gid_t>& groups, const ClientSteps& client) {
+  ChildAs child(uid, gid, groups, client);
   return child.Report();
 }
 

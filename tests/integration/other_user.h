@@ -1,6 +1,8 @@
-// Test support: work done as another user, in a forked child that drops to
-// that user's ids before it runs anything (the test must run as root, as
-// CI does). The child reports back the Status its work returned.
+// Test support: work done as another user, in a child that drops to that
+// user's ids before it runs anything (the test must run as root, as CI
+// does): a forked child that runs a function of the test, or the
+// galley_client_as program, spawned, that runs client steps named on its
+// command line. The child reports back the Status its work returned.
 #ifndef GALLEY_TESTS_INTEGRATION_OTHER_USER_H_
 #define GALLEY_TESTS_INTEGRATION_OTHER_USER_H_
 
@@ -19,6 +21,15 @@ namespace galley::testing {
 inline constexpr uid_t kNobodyUid = 65534;
 inline constexpr gid_t kNobodyGid = 65534;
 
+// A client's work for galley_client_as (client_as_main.cc): the program,
+// the daemon's socket, and the steps ("open=<OpenJob body>",
+// "query=<name>"), run in order until one fails.
+struct ClientSteps {
+  std::string program;
+  std::string socket;
+  std::vector<std::string> steps;
+};
+
 // What a child running as another user reported.
 struct Outcome {
   int code = -1;  // StatusCode, or -1 when the child died without a report
@@ -34,9 +45,15 @@ struct Outcome {
 // (in_process_daemon.h): under AddressSanitizer, whose allocator clang 14
 // does not make safe across fork, such a child once hung on its first
 // allocations.
+//
+// Or a child that runs `client`'s steps: spawned (posix_spawn), so nothing
+// of this process runs in it before it execs galley_client_as, and so safe
+// beside an in-process daemon. It holds the jobs its steps opened until
+// Release.
 class ChildAs {
  public:
   ChildAs(uid_t uid, gid_t gid, std::vector<gid_t> groups, const std::function<Status()>& body);
+  ChildAs(uid_t uid, gid_t gid, const std::vector<gid_t>& groups, const ClientSteps& client);
   ~ChildAs();
   ChildAs(const ChildAs&) = delete;
   ChildAs& operator=(const ChildAs&) = delete;
@@ -61,6 +78,8 @@ class ChildAs {
 
 // Runs `body` as the user and returns its report once the child has exited.
 Outcome RunAs(uid_t uid, gid_t gid, std::vector<gid_t> groups, const std::function<Status()>& body);
+// The same for `client`'s steps, in a spawned galley_client_as.
+Outcome RunAs(uid_t uid, gid_t gid, const std::vector<gid_t>& groups, const ClientSteps& client);
 
 }  // namespace galley::testing
 

@@ -2,7 +2,7 @@
 // mapped in the daemon before the job's first batch, so no page fault lands
 // in the pipeline threads' writes of samples. And its descriptors: nothing a
 // client does to those it receives makes a wake-up block or adds a seal.
-#include "galley/daemon/batch_ring.h"
+#include "galley/scheduling/batch_ring.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

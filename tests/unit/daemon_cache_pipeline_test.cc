@@ -22,11 +22,11 @@
 
 #include "galley/cache/tiered_cache.h"
 #include "galley/daemon/item_pipeline.h"
-#include "galley/daemon/scheduler.h"
-#include "galley/daemon/served_job.h"
 #include "galley/image/max_resolution.h"
 #include "galley/image/pixel_codec.h"
 #include "galley/remote/remote_cache.h"
+#include "galley/scheduling/scheduler.h"
+#include "galley/scheduling/served_job.h"
 #include "wire/segment_layout.h"
 
 namespace galley {

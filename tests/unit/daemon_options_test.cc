@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "galley/daemon/daemon.h"
 #include "galley/daemon/job_manager.h"
 
 namespace galley {
@@ -503,6 +504,32 @@ TEST_F(DaemonOptionsTest, ANodeWideDaemonGivesEachUserHalfOfTheJobsAndRings) {
   auto one = Load({"--max-jobs", "1"});
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(JobLimits::From(one->options).max_jobs_per_uid, 1u);  // never 0
+}
+
+// galleyd's options set the scheduler's seed, gate times, drawing-ahead
+// bound and rule (--draw-ahead-batches, --draw-across-epochs); its defaults
+// are the scheduler's own, which the drift simulations use.
+TEST(SchedulerOptionsForTest, TheSchedulerFollowsTheDaemonOptions) {
+  const SchedulerOptions defaults = SchedulerOptionsFor(DaemonOptions{});
+  EXPECT_EQ(defaults.draw_ahead_batches, SchedulerOptions{}.draw_ahead_batches);
+  EXPECT_EQ(defaults.draw_across_epochs, SchedulerOptions{}.draw_across_epochs);
+  EXPECT_EQ(defaults.draw_ahead_batches, 64u);
+  EXPECT_TRUE(defaults.draw_across_epochs);
+  EXPECT_EQ(defaults.stream_salt, 0u);
+  DaemonOptions set;
+  set.sampler_seed = 17;
+  set.hold_budget_ms = 250;
+  set.thin_hold_ms = 20;
+  set.peer_stall_ms = 3000;
+  set.draw_ahead_batches = 0;
+  set.draw_across_epochs = false;
+  const SchedulerOptions o = SchedulerOptionsFor(set);
+  EXPECT_EQ(o.sampler_seed, 17u);
+  EXPECT_EQ(o.gate.hold_budget_per_epoch, std::chrono::milliseconds(250));
+  EXPECT_EQ(o.gate.thin_hold, std::chrono::milliseconds(20));
+  EXPECT_EQ(o.gate.peer_stall, std::chrono::milliseconds(3000));
+  EXPECT_EQ(o.draw_ahead_batches, 0u);
+  EXPECT_FALSE(o.draw_across_epochs);
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // each delivery takes one copy, leaving drops exactly what is left (copies
 // of a repeated item included), and nothing a job had no demand for ever
 // changes the tracker.
-#include "galley/daemon/demand_ledger.h"
+#include "galley/scheduling/demand_ledger.h"
 
 #include <gtest/gtest.h>
 

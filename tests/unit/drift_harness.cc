@@ -12,8 +12,8 @@
 
 #include "galley/cache/eviction_policy.h"
 #include "galley/cache/tiered_cache.h"
-#include "galley/daemon/scheduler.h"
 #include "galley/random.h"
+#include "galley/scheduling/scheduler.h"
 
 namespace galley::testing {
 namespace {

@@ -32,9 +32,9 @@
 #include <string>
 #include <vector>
 
-#include "galley/daemon/production_gate.h"
 #include "galley/dataset/dataset.h"
 #include "galley/ids.h"
+#include "galley/scheduling/production_gate.h"
 #include "galley/status.h"
 
 namespace galley::testing {

@@ -13,8 +13,8 @@
 #include <memory>
 #include <string>
 
-#include "galley/daemon/served_job.h"
 #include "galley/dataset/dataset.h"
+#include "galley/scheduling/served_job.h"
 
 namespace galley::testing {
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "galley/daemon/dataset_registry.h"
-#include "galley/daemon/job_lifecycle_observer.h"
 #include "galley/daemon/job_manager.h"
+#include "galley/scheduling/job_lifecycle_observer.h"
 #include "tests/unit/empty_image_folder.h"
 
 namespace galley {

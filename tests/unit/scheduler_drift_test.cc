@@ -13,9 +13,8 @@
 #include <random>
 #include <string>
 
-#include "galley/daemon/daemon_options.h"
-#include "galley/daemon/scheduler.h"
 #include "galley/sampler/uniformity_statistics.h"
+#include "galley/scheduling/scheduler.h"
 #include "tests/unit/drift_harness.h"
 #include "tests/unit/empty_image_folder.h"
 
@@ -520,20 +519,13 @@ TEST_F(SchedulerDriftTest, OrdersStayUniformAcrossAnEpochsEnd) {
   }
 }
 
-// galleyd's options set the bound and the rule (--draw-ahead-batches,
-// --draw-across-epochs), with the defaults the simulations above use.
-TEST(SchedulerOptionsTest, DrawingAheadFollowsTheDaemonOptions) {
-  const SchedulerOptions defaults = SchedulerOptions::From(DaemonOptions{});
+// The simulations above use the scheduler's defaults for the bound and the
+// rule (galleyd's options give the same: SchedulerOptionsForTest in
+// daemon_options_test.cc).
+TEST(SchedulerOptionsTest, TheSimulationsDrawAheadAsTheDefaultsDo) {
+  const SchedulerOptions defaults;
   EXPECT_EQ(defaults.draw_ahead_batches, DriftScenario{}.draw_ahead_batches);
   EXPECT_EQ(defaults.draw_across_epochs, DriftScenario{}.draw_across_epochs);
-  EXPECT_EQ(defaults.draw_ahead_batches, 64u);
-  EXPECT_TRUE(defaults.draw_across_epochs);
-  DaemonOptions off;
-  off.draw_ahead_batches = 0;
-  off.draw_across_epochs = false;
-  const SchedulerOptions o = SchedulerOptions::From(off);
-  EXPECT_EQ(o.draw_ahead_batches, 0u);
-  EXPECT_FALSE(o.draw_across_epochs);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <vector>
 
-#include "galley/daemon/production_gate.h"
+#include "galley/scheduling/production_gate.h"
 
 namespace galley {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
-#include "galley/daemon/scheduler.h"
+#include "galley/scheduling/scheduler.h"
 #include "tests/unit/empty_image_folder.h"
 
 namespace galley {

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "galley/daemon/scheduler.h"
+#include "galley/scheduling/scheduler.h"
 #include "tests/unit/empty_image_folder.h"
 
 namespace galley {

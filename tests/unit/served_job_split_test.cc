@@ -10,7 +10,7 @@
 #include <numeric>
 #include <vector>
 
-#include "galley/daemon/served_job.h"
+#include "galley/scheduling/served_job.h"
 
 namespace galley {
 namespace {

@@ -43,12 +43,12 @@
 #include "galley/cache/partition_planner.h"
 #include "galley/cache/tiered_cache.h"
 #include "galley/daemon/daemon_options.h"
-#include "galley/daemon/job_lifecycle_observer.h"
-#include "galley/daemon/job_plan.h"
 #include "galley/daemon/node_probe.h"
 #include "galley/dataset/dataset.h"
 #include "galley/mutex.h"
 #include "galley/remote/remote_cache.h"
+#include "galley/scheduling/job_lifecycle_observer.h"
+#include "galley/scheduling/job_plan.h"
 #include "galley/snapshots/snapshots.h"
 
 namespace galley {

@@ -10,8 +10,9 @@
 // and the metrics endpoint.
 // Each component takes an options struct of its own, translated from
 // DaemonOptions next to that component (ControlServerOptions::From,
-// JobManagerOptions::From, SchedulerOptions::From, ...): an option is
-// declared in daemon_options.* and read where it is used.
+// JobManagerOptions::From, ...), or here for a library below the daemon
+// (SchedulerOptionsFor, the remote tier's options): an option is declared
+// in daemon_options.* and read where it is used.
 //
 // The process around it is galleyd_main.cc's: flags, signals, --detach, the
 // log's sinks, shared-memory leftovers of a crashed daemon, systemd
@@ -38,9 +39,9 @@
 #include "galley/daemon/job_manager.h"
 #include "galley/daemon/memory_setup.h"
 #include "galley/daemon/metrics_server.h"
-#include "galley/daemon/scheduler.h"
 #include "galley/daemon/storage_throttle.h"
 #include "galley/remote/remote_cache.h"
+#include "galley/scheduling/scheduler.h"
 #include "galley/snapshots/snapshots.h"
 #include "galley/status.h"
 
@@ -121,6 +122,12 @@ class Daemon {
   std::unique_ptr<ControlServer> server_;
   std::unique_ptr<MetricsServer> metrics_;
 };
+
+// The scheduler's options from galleyd's: the seed, the gate's hold times
+// and drawing ahead; stream_salt stays 0 (Create draws it at start). Here,
+// not beside SchedulerOptions, because the scheduling library sits below
+// the daemon and never sees DaemonOptions.
+SchedulerOptions SchedulerOptionsFor(const DaemonOptions& options);
 
 // What SIGHUP does: reads the configuration again from `command_line` (the
 // flags galleyd was started with, argv[0] first, which keep their

@@ -70,90 +70,16 @@
 #include "galley/cache/disk_tier.h"
 #include "galley/cache/tiered_cache.h"
 #include "galley/daemon/daemon_options.h"
-#include "galley/daemon/served_job.h"
 #include "galley/daemon/storage_throttle.h"
 #include "galley/dataset/content_fingerprint.h"
 #include "galley/image/decoder.h"
 #include "galley/image/region_decoder.h"
 #include "galley/logging/log_throttle.h"
 #include "galley/remote/remote_cache.h"
+#include "galley/scheduling/item_task.h"
 #include "galley/snapshots/snapshots.h"
 
 namespace galley {
-
-// One slot being filled in this wave.
-struct SlotPlan {
-  std::shared_ptr<ServedJob> job;
-  uint32_t slot = 0;
-  uint64_t epoch = 0;
-  uint64_t batch_index = 0;
-  uint64_t generation = 0;
-  uint32_t flags = 0;
-  std::vector<ItemId> items;        // position -> item
-  std::vector<std::string> errors;  // position -> failure ("" = prepared)
-  // position -> 1 when its failure was the dataset changing under the job
-  // (its file is gone, or its shard is no longer the one listed), not a bad
-  // file: a sample that no substitute should stand in for.
-  std::vector<uint8_t> dataset_changed;
-  // position -> the sample's field record as the job named its fields
-  // (null for a job without fields).
-  std::vector<cache::FieldRecord> fields;
-  // Samples that failed and were replaced by a substitute, and the first
-  // failure's message (reported with the batch).
-  uint32_t substituted = 0;
-  std::string first_failure;
-  // Why the batch cannot go out as its position promises, so the job ends
-  // instead (set by the scheduler); "" while it can.
-  std::string unservable;
-
-  // Clears every position's outcome before the pipeline runs.
-  void ResetOutcomes() {
-    errors.assign(items.size(), std::string());
-    dataset_changed.assign(items.size(), 0);
-    fields.assign(items.size(), nullptr);
-  }
-};
-
-struct SlotPosition {
-  SlotPlan* plan;
-  uint32_t position;
-};
-
-// What preparing a sampler group's items cost, as the pipeline found it,
-// one count per item prepared for its requests: with the requests, what
-// tells whether jobs share their reads and decodes (docs/operations.md).
-struct PreparationCosts {
-  std::atomic<uint64_t> file_reads{0};  // items read from storage
-  std::atomic<uint64_t> decodes{0};     // items decoded (an encoded-tier hit included)
-  std::atomic<uint64_t> cache_hits{0};  // items neither read nor decoded: a tier had them
-};
-
-struct ItemTask {
-  // The plan of a job the item is prepared for (one of the receivers').
-  // What preparing the item reads of it, the dataset, its number (with
-  // `item`, the cache key) and what makes a dataset instance
-  // (max_resolution), is the same for every job the item is delivered to:
-  // they read one instance (DatasetRegistry). The wave's SlotPlans keep it
-  // alive.
-  const JobPlan* job_plan = nullptr;
-  ItemId item = 0;
-  std::vector<SlotPosition> deliveries;
-  // Where the pipeline counts what the item cost; null: nowhere (a
-  // substitute for a failed sample).
-  std::shared_ptr<PreparationCosts> costs;
-  // The decoded tier's entry for the item, looked up by Run for every task
-  // of the wave before any is prepared (null: the tier did not hold it), so
-  // that what another task of the wave offers the tier cannot push it out
-  // before this task takes it.
-  cache::BlobPtr decoded_entry;
-  bool decoded_looked_up = false;
-  // Set by the pipeline while it prepares the item.
-  bool read_from_storage = false;
-  bool decoded = false;
-  bool from_cache = false;
-
-  const Dataset& dataset() const { return *job_plan->dataset; }
-};
 
 struct PipelineCounters {
   std::atomic<uint64_t> file_reads{0};
@@ -194,7 +120,7 @@ enum class RemoteWrite {
   kPixelsOnly,   // an encoded remote hit: the pixels when decoded is the write form
 };
 
-class ItemPipeline {
+class ItemPipeline final : public ItemPreparer {
  public:
   // `cache` may be null (caching disabled), and so may `remote` (no shared
   // tier), `throttle` (storage at its own speed) and `disk` (no disk tier);
@@ -202,7 +128,7 @@ class ItemPipeline {
   explicit ItemPipeline(const PipelineOptions& options, cache::TieredCache* cache = nullptr,
                         RemoteCache* remote = nullptr, StorageThrottle* throttle = nullptr,
                         cache::DiskTier* disk = nullptr);
-  ~ItemPipeline();
+  ~ItemPipeline() override;
 
   // Prepares every task; failures are recorded per position in the plans.
   // Every item is looked up in the decoded tier first, so that the wave's
@@ -211,7 +137,7 @@ class ItemPipeline {
   // consumed when the wave was planned, which makes it the first victim).
   // The items that must come from a dataset of objects are prefetched then
   // (Dataset::Prefetch), so their requests are in flight together.
-  void Run(std::span<ItemTask> tasks);
+  void Run(std::span<ItemTask> tasks) override;
 
   const PipelineCounters& counters() const { return counters_; }
   PipelineSnapshot Snapshot() const;

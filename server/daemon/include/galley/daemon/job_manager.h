@@ -42,10 +42,10 @@
 
 #include "galley/daemon/daemon_options.h"
 #include "galley/daemon/dataset_registry.h"
-#include "galley/daemon/job_lifecycle_observer.h"
-#include "galley/daemon/served_job.h"
 #include "galley/job_spec.h"
 #include "galley/mutex.h"
+#include "galley/scheduling/job_lifecycle_observer.h"
+#include "galley/scheduling/served_job.h"
 #include "galley/status.h"
 #include "wire/connection.h"
 

@@ -5,7 +5,7 @@
 // Scheduler::Snapshot, ServedJob::Snapshot, CachePlanner::Snapshot and
 // CacheSnapshot, DatasetRegistry::Snapshot); the ControlServer assembles
 // them into the replies to queries, filtered for the asking user. They are
-// rendered in exactly two places: snapshot_json.cc (the replies galleyctl
+// rendered in exactly two places: snapshot_json.{h,cc} (the replies galleyctl
 // and the Python module read) and prometheus_text.cc (the /metrics page).
 // Both read the same fields, so renaming or dropping one is a compile error
 // in each renderer rather than a key or metric that silently disappears.

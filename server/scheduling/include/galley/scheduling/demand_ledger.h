@@ -18,8 +18,8 @@
 // Not thread-safe: one owner calls it, the Scheduler, under its mutex
 // (Scheduler::ledger_ is GUARDED_BY it). The DemandTracker it writes to is
 // thread-safe; the tiers read it from the pipeline's threads.
-#ifndef GALLEY_SERVER_DAEMON_DEMAND_LEDGER_H_
-#define GALLEY_SERVER_DAEMON_DEMAND_LEDGER_H_
+#ifndef GALLEY_SERVER_SCHEDULING_DEMAND_LEDGER_H_
+#define GALLEY_SERVER_SCHEDULING_DEMAND_LEDGER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -72,4 +72,4 @@ class DemandLedger {
 
 }  // namespace galley
 
-#endif  // GALLEY_SERVER_DAEMON_DEMAND_LEDGER_H_
+#endif  // GALLEY_SERVER_SCHEDULING_DEMAND_LEDGER_H_

@@ -1,11 +1,11 @@
-#include "galley/daemon/scheduler.h"
+#include "galley/scheduling/scheduler.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <unordered_map>
 
-#include "galley/daemon/restarting_loop.h"
+#include "galley/logging/restarting_loop.h"
 #include "galley/random.h"
 
 namespace galley {
@@ -76,18 +76,7 @@ RingView* RingView::Shared() {
   return &rings;
 }
 
-SchedulerOptions SchedulerOptions::From(const DaemonOptions& options) {
-  SchedulerOptions o;
-  o.sampler_seed = options.sampler_seed;
-  o.gate.hold_budget_per_epoch = std::chrono::milliseconds(options.hold_budget_ms);
-  o.gate.thin_hold = std::chrono::milliseconds(options.thin_hold_ms);
-  o.gate.peer_stall = std::chrono::milliseconds(options.peer_stall_ms);
-  o.draw_ahead_batches = options.draw_ahead_batches;
-  o.draw_across_epochs = options.draw_across_epochs;
-  return o;
-}
-
-Scheduler::Scheduler(SchedulerOptions options, ItemPipeline* pipeline, cache::TieredCache* cache,
+Scheduler::Scheduler(SchedulerOptions options, ItemPreparer* pipeline, cache::TieredCache* cache,
                      SchedulerHooks hooks)
     : options_(options),
       pipeline_(pipeline),

@@ -35,8 +35,8 @@
 // holds that time was made of.
 //
 // Not thread-safe: owned and called by the scheduler under its mutex.
-#ifndef GALLEY_SERVER_DAEMON_PRODUCTION_GATE_H_
-#define GALLEY_SERVER_DAEMON_PRODUCTION_GATE_H_
+#ifndef GALLEY_SERVER_SCHEDULING_PRODUCTION_GATE_H_
+#define GALLEY_SERVER_SCHEDULING_PRODUCTION_GATE_H_
 
 #include <chrono>
 #include <cstdint>
@@ -186,4 +186,4 @@ class ProductionGate {
 
 }  // namespace galley
 
-#endif  // GALLEY_SERVER_DAEMON_PRODUCTION_GATE_H_
+#endif  // GALLEY_SERVER_SCHEDULING_PRODUCTION_GATE_H_

@@ -1,4 +1,4 @@
-#include "galley/daemon/batch_ring.h"
+#include "galley/scheduling/batch_ring.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -23,8 +23,8 @@
 // threads between Claim and Publish, each to its own sample position. The
 // client's descriptors are handed out and dropped by the job's connection
 // thread, before the job's first batch.
-#ifndef GALLEY_SERVER_DAEMON_BATCH_RING_H_
-#define GALLEY_SERVER_DAEMON_BATCH_RING_H_
+#ifndef GALLEY_SERVER_SCHEDULING_BATCH_RING_H_
+#define GALLEY_SERVER_SCHEDULING_BATCH_RING_H_
 
 #include <sys/types.h>
 
@@ -126,4 +126,4 @@ class BatchRing {
 
 }  // namespace galley
 
-#endif  // GALLEY_SERVER_DAEMON_BATCH_RING_H_
+#endif  // GALLEY_SERVER_SCHEDULING_BATCH_RING_H_

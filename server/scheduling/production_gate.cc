@@ -1,4 +1,4 @@
-#include "galley/daemon/production_gate.h"
+#include "galley/scheduling/production_gate.h"
 
 #include <algorithm>
 #include <cmath>

@@ -18,8 +18,8 @@
 // Thread-safety: immutable once shared, so any thread may read it without a
 // lock. The job's changing state (ring, counters, a listed job's latest
 // list) is ServedJob's.
-#ifndef GALLEY_SERVER_DAEMON_JOB_PLAN_H_
-#define GALLEY_SERVER_DAEMON_JOB_PLAN_H_
+#ifndef GALLEY_SERVER_SCHEDULING_JOB_PLAN_H_
+#define GALLEY_SERVER_SCHEDULING_JOB_PLAN_H_
 
 #include <sys/types.h>
 
@@ -30,10 +30,10 @@
 #include <string>
 #include <vector>
 
-#include "galley/daemon/batch_ring.h"
 #include "galley/dataset/dataset.h"
 #include "galley/image/transforms.h"
 #include "galley/job_spec.h"
+#include "galley/scheduling/batch_ring.h"
 #include "galley/status.h"
 #include "wire/segment_layout.h"
 
@@ -97,4 +97,4 @@ std::string AugmentationSignature(const image::TransformPipeline& pipeline, uint
 
 }  // namespace galley
 
-#endif  // GALLEY_SERVER_DAEMON_JOB_PLAN_H_
+#endif  // GALLEY_SERVER_SCHEDULING_JOB_PLAN_H_

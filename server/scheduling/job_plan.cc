@@ -1,4 +1,4 @@
-#include "galley/daemon/job_plan.h"
+#include "galley/scheduling/job_plan.h"
 
 #include <algorithm>
 

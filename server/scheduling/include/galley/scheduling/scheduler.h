@@ -3,9 +3,9 @@
 // One thread. Each wave it claims a free ring slot for every job that has
 // one, asks each dataset's SamplingPolicy for rounds until those slots'
 // batches are full (a job without a free slot is masked), runs the wave's
-// items through the ItemPipeline (read + decode once per item, one transform
-// per receiving job) and publishes the slots. It sleeps on a condition
-// variable when no job can take a batch.
+// items through its ItemPreparer, the daemon's ItemPipeline (read + decode
+// once per item, one transform per receiving job) and publishes the slots.
+// It sleeps on a condition variable when no job can take a batch.
 //
 // The Scheduler hears of jobs from their owner, the JobManager, as a
 // JobLifecycleObserver: a job opened (OnJobOpened: it joins its dataset's
@@ -69,8 +69,8 @@
 // The JobLifecycleObserver calls, Snapshot and Totals may be called from any
 // thread; they take mu_. Production state is changed
 // only under mu_, by the scheduler thread or by those calls.
-#ifndef GALLEY_SERVER_DAEMON_SCHEDULER_H_
-#define GALLEY_SERVER_DAEMON_SCHEDULER_H_
+#ifndef GALLEY_SERVER_SCHEDULING_SCHEDULER_H_
+#define GALLEY_SERVER_SCHEDULING_SCHEDULER_H_
 
 #include <chrono>
 #include <deque>
@@ -83,14 +83,13 @@
 #include <vector>
 
 #include "galley/cache/tiered_cache.h"
-#include "galley/daemon/daemon_options.h"
-#include "galley/daemon/demand_ledger.h"
-#include "galley/daemon/item_pipeline.h"
-#include "galley/daemon/job_lifecycle_observer.h"
-#include "galley/daemon/production_gate.h"
-#include "galley/daemon/served_job.h"
 #include "galley/mutex.h"
 #include "galley/sampler/sampling_policy.h"
+#include "galley/scheduling/demand_ledger.h"
+#include "galley/scheduling/item_task.h"
+#include "galley/scheduling/job_lifecycle_observer.h"
+#include "galley/scheduling/production_gate.h"
+#include "galley/scheduling/served_job.h"
 #include "galley/snapshots/snapshots.h"
 
 namespace galley {
@@ -139,9 +138,7 @@ struct SchedulerOptions {
   // the difference.
   bool draw_across_epochs = true;
 
-  // The seed, the gate's hold times and drawing ahead; stream_salt stays 0
-  // (the daemon draws it at start).
-  static SchedulerOptions From(const DaemonOptions& options);
+  // galleyd fills these from its options (SchedulerOptionsFor, daemon.h).
 };
 
 // A group's sampler stream is seeded with
@@ -170,8 +167,10 @@ struct SchedulerHooks {
 
 class Scheduler final : public JobLifecycleObserver {
  public:
+  // `pipeline` prepares the waves' items (the daemon's ItemPipeline); it
+  // may be null only for a scheduler that is never started (PlanOneWave).
   // `cache` may be null; when set it must outlive the scheduler.
-  Scheduler(SchedulerOptions options, ItemPipeline* pipeline, cache::TieredCache* cache = nullptr,
+  Scheduler(SchedulerOptions options, ItemPreparer* pipeline, cache::TieredCache* cache = nullptr,
             SchedulerHooks hooks = {});
   ~Scheduler() override;  // stops the thread
 
@@ -330,7 +329,7 @@ class Scheduler final : public JobLifecycleObserver {
   void CountLags() REQUIRES(mu_);
 
   const SchedulerOptions options_;
-  ItemPipeline* const pipeline_;
+  ItemPreparer* const pipeline_;
   cache::TieredCache* const cache_;
   const SchedulerClock* const clock_;
   RingView* const rings_;
@@ -354,4 +353,4 @@ class Scheduler final : public JobLifecycleObserver {
 
 }  // namespace galley
 
-#endif  // GALLEY_SERVER_DAEMON_SCHEDULER_H_
+#endif  // GALLEY_SERVER_SCHEDULING_SCHEDULER_H_

@@ -1,4 +1,4 @@
-#include "galley/daemon/demand_ledger.h"
+#include "galley/scheduling/demand_ledger.h"
 
 #include "galley/cache/blob.h"
 

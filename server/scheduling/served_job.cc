@@ -1,4 +1,4 @@
-#include "galley/daemon/served_job.h"
+#include "galley/scheduling/served_job.h"
 
 #include "galley/random.h"
 #include "galley/sampler/distributed_split.h"

@@ -8,8 +8,8 @@
 // counters and a listed job's latest list. Production state (epoch, batch
 // position) is the scheduler's. Counters are atomics readable from any
 // thread for stats and metrics.
-#ifndef GALLEY_SERVER_DAEMON_SERVED_JOB_H_
-#define GALLEY_SERVER_DAEMON_SERVED_JOB_H_
+#ifndef GALLEY_SERVER_SCHEDULING_SERVED_JOB_H_
+#define GALLEY_SERVER_SCHEDULING_SERVED_JOB_H_
 
 #include <sys/types.h>
 
@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "galley/daemon/batch_ring.h"
-#include "galley/daemon/job_plan.h"
 #include "galley/mutex.h"
+#include "galley/scheduling/batch_ring.h"
+#include "galley/scheduling/job_plan.h"
 #include "galley/snapshots/snapshots.h"
 
 namespace galley {
@@ -105,4 +105,4 @@ struct ServedJob {
 
 }  // namespace galley
 
-#endif  // GALLEY_SERVER_DAEMON_SERVED_JOB_H_
+#endif  // GALLEY_SERVER_SCHEDULING_SERVED_JOB_H_

@@ -4,8 +4,8 @@
 // std::terminate and taking every job on the node down with it.
 //
 // Called on the worker thread itself; returns when `loop` returns normally.
-#ifndef GALLEY_SERVER_DAEMON_RESTARTING_LOOP_H_
-#define GALLEY_SERVER_DAEMON_RESTARTING_LOOP_H_
+#ifndef GALLEY_SERVER_LOGGING_RESTARTING_LOOP_H_
+#define GALLEY_SERVER_LOGGING_RESTARTING_LOOP_H_
 
 #include <spdlog/spdlog.h>
 
@@ -33,4 +33,4 @@ void RunRestartingLoop(const char* name, Loop&& loop) {
 
 }  // namespace galley
 
-#endif  // GALLEY_SERVER_DAEMON_RESTARTING_LOOP_H_
+#endif  // GALLEY_SERVER_LOGGING_RESTARTING_LOOP_H_

@@ -16,15 +16,15 @@
 // connection), then closed, once. A close from another thread (a cancel,
 // shutdown) may overtake an event in flight: an observer answers a seek of
 // a job it no longer has with NotFound, and ignores the others.
-#ifndef GALLEY_SERVER_DAEMON_JOB_LIFECYCLE_OBSERVER_H_
-#define GALLEY_SERVER_DAEMON_JOB_LIFECYCLE_OBSERVER_H_
+#ifndef GALLEY_SERVER_SCHEDULING_JOB_LIFECYCLE_OBSERVER_H_
+#define GALLEY_SERVER_SCHEDULING_JOB_LIFECYCLE_OBSERVER_H_
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "galley/daemon/served_job.h"
 #include "galley/ids.h"
+#include "galley/scheduling/served_job.h"
 #include "galley/status.h"
 
 namespace galley {
@@ -70,4 +70,4 @@ class JobLifecycleObserver {
 
 }  // namespace galley
 
-#endif  // GALLEY_SERVER_DAEMON_JOB_LIFECYCLE_OBSERVER_H_
+#endif  // GALLEY_SERVER_SCHEDULING_JOB_LIFECYCLE_OBSERVER_H_
