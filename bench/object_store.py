@@ -316,6 +316,16 @@ class Galleyd:
         import galley
         return galley.query("status", socket=self.socket)
 
+    def reads(self):
+        """The S3 shard set's own reads: served by a prefetch, or by a GET
+        of their own (the cache planner's sample, substitutes)."""
+        import galley
+        for entry in galley.query("datasets", socket=self.socket)["datasets"]:
+            if entry["root"].startswith("s3://") and entry.get("shards"):
+                return {k: entry["shards"].get(k) for k in ("prefetched_reads",
+                                                             "on_demand_reads")}
+        return {}
+
     def cpu(self):
         return process_cpu_seconds(self.proc.pid)
 
@@ -484,6 +494,7 @@ class Bench:
         try:
             row = self.epochs("galley", jobs, daemon)
             status = daemon.status()
+            row.update(daemon.reads())
             row["galleyd_store"] = status.get("object_store", {})
             row["galleyd_pipeline"] = {k: status["pipeline"].get(k) for k in
                                        ("file_reads", "decodes", "cache_hits")
@@ -550,6 +561,7 @@ class Bench:
                 time.sleep(0.1)
             row = self.epochs("galley", 1, daemon, seed0=11)
             status = daemon.status()
+            row.update(daemon.reads())
             row.update(side="galley disk tier, epoch 2 (restarted)",
                        disk_hits=status["pipeline"]["disk"]["hits"],
                        galleyd_store=status.get("object_store", {}))
@@ -649,7 +661,7 @@ def main():
     p.add_argument("--sides", default="galley,webdataset,mosaic")
     p.add_argument("--no-disk-tier", action="store_true")
     p.add_argument("--quick", action="store_true",
-                   help="a smoke run: 400 images in 8 shards")
+                   help="a smoke run: 256 images in 4 shards")
     p.add_argument("--galleyd", default=str(ROOT / "build/server/daemon/galleyd"))
     p.add_argument("--json", type=Path, default=None, help="also write the rows here")
     p.add_argument("--keep", action="store_true", help="keep the work folder (logs)")
@@ -658,7 +670,7 @@ def main():
     if args.job:
         return job_main(json.loads(args.job))
     if args.quick:
-        args.images, args.shards = 400, 8
+        args.images, args.shards = 256, 4
     sides = args.sides.split(",")
     check_peers(sides)
     work = Path(tempfile.mkdtemp(prefix="galley-object-store-"))
