@@ -407,12 +407,15 @@ def start_job(args, side, spec, env, log):
                             env=env, text=True, preexec_fn=die_with_parent)
 
 
-def wait_line(proc, prefix, what):
+def wait_line(proc, prefix, what, log):
     for line in proc.stdout:
         if line.startswith(prefix):
             return line[len(prefix):].strip()
     proc.wait()
-    raise RuntimeError(f"{what} ended (exit {proc.returncode}) before saying {prefix!r}")
+    log.flush()
+    tail = Path(log.name).read_text()[-1500:]
+    raise RuntimeError(f"{what} ended (exit {proc.returncode}) before saying {prefix!r}; "
+                       f"the jobs' log ends:\n{tail}")
 
 
 # -- one run ----------------------------------------------------------------------------------
@@ -449,18 +452,24 @@ class Bench:
                 shutil.rmtree(local, ignore_errors=True)
                 spec.update(remote=f"s3://{BUCKET}/mds", local=str(local))
             specs.append(spec)
-        procs = [start_job(self.args, side, spec, self.env, self.log) for spec in specs]
+        before = self.proxy.counts()
+        procs = []
         try:
+            for spec in specs:
+                procs.append(start_job(self.args, side, spec, self.env, self.log))
+                if side == "mosaic":  # its datasets are built one at a time
+                    wait_line(procs[-1], "ready", f"a {side} job", self.log)
             for p in procs:
-                wait_line(p, "ready", f"a {side} job")
-            before = self.proxy.counts()
+                if side != "mosaic":
+                    wait_line(p, "ready", f"a {side} job", self.log)
             store_cpu0 = process_cpu_seconds(self.rclone.pid) + own_cpu_seconds()
             daemon_cpu0 = daemon.cpu() if daemon else 0.0
             load0 = os.getloadavg()[0]
             for p in procs:
                 p.stdin.write("go\n")
                 p.stdin.flush()
-            results = [json.loads(wait_line(p, "result ", f"a {side} job")) for p in procs]
+            results = [json.loads(wait_line(p, "result ", f"a {side} job", self.log))
+                       for p in procs]
             daemon_cpu = (daemon.cpu() - daemon_cpu0) if daemon else 0.0
             store_cpu = process_cpu_seconds(self.rclone.pid) + own_cpu_seconds() - store_cpu0
             after = self.proxy.counts()
@@ -609,6 +618,9 @@ def print_table(rows, set_bytes):
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     peers = {(r["jobs"], r["latency_ms"]): r for r in rows if r["side"] == "webdataset"}
     for r in rows:
+        if "error" in r:
+            print(f"| {r['side']} | {r['jobs']} | {r['latency_ms']} ms | failed: "
+                  f"{r['error'].splitlines()[0]} |")
         if "images_per_s" not in r:
             continue
         peer = peers.get((r["jobs"], r["latency_ms"]))
@@ -625,7 +637,8 @@ def print_table(rows, set_bytes):
 def check_goals(rows):
     def find(side, jobs, latency):
         for r in rows:
-            if (r["side"], r["jobs"], r["latency_ms"]) == (side, jobs, latency):
+            if (r["side"], r["jobs"], r["latency_ms"]) == (side, jobs, latency) and \
+                    "images_per_s" in r:
                 return r
         return None
     lines = []
@@ -704,8 +717,14 @@ def main():
             proxy.set_delay(latency / 1000)
             for jobs in [int(j) for j in args.jobs.split(",")]:
                 for side in order:
-                    row = (bench.galley_run(jobs) if side == "galley"
-                           else bench.epochs(side, jobs))
+                    try:
+                        row = (bench.galley_run(jobs) if side == "galley"
+                               else bench.epochs(side, jobs))
+                    except Exception as e:  # noqa: BLE001  (the others still run)
+                        print(f"{side:10s} jobs={jobs} {latency:2d} ms  FAILED: {e}", flush=True)
+                        rows.append({"side": side, "jobs": jobs, "latency_ms": latency,
+                                     "error": str(e)})
+                        continue
                     rows.append(row)
                     print(f"{side:10s} jobs={jobs} {latency:2d} ms  {row['images_per_s']:7.1f} "
                           f"img/s  GETs {row['gets']:5d}  fetched {fmt_bytes(row['body_bytes'])}"

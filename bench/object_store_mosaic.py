@@ -122,12 +122,17 @@ def cpu_seconds():
 def job(spec):
     import torch
     torch.set_num_threads(1)
+    # Built before "ready", one job after the other (the bench waits for
+    # each job's "ready" before it starts the next): jobs that build theirs
+    # at the same moment can pick the same shared-memory prefix, and one
+    # fails (FileExistsError: '/0000NN_locals'). It fetches index.json;
+    # the bench counts requests from before the jobs start.
+    dataset = Samples(remote=spec["remote"], local=spec["local"], shuffle=True,
+                      shuffle_seed=spec["seed"], batch_size=BATCH)
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":
         return
     t0, cpu0 = time.monotonic(), cpu_seconds()
-    dataset = Samples(remote=spec["remote"], local=spec["local"], shuffle=True,
-                      shuffle_seed=spec["seed"], batch_size=BATCH)
     # The dataset fetched index.json with a boto3 client that keeps its
     # connection alive; forked workers inherit both and read that one
     # connection at once (shards arrived shifted by 8 KiB, downloads timed
