@@ -187,8 +187,10 @@ def test_an_endpoint_galleyd_may_not_read_is_refused_naming_the_option(daemon, a
                                                                       monkeypatch):
     import galley
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:1")
-    with pytest.raises(galley.AccessDenied, match="the node's admin must add it to "
-                                                  "allowed_s3_endpoints"):
+    # The flag it names is one galleyd takes (galleyd --help).
+    with pytest.raises(galley.AccessDenied, match=r"the node's admin must add it to "
+                                                  r"allowed_s3_endpoints \(galleyd.conf, or "
+                                                  r"--allowed-s3-endpoint, repeatable\)"):
         next(iter(loader(daemon)))
 
 
