@@ -57,8 +57,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "tests" / "python"))
+sys.path.insert(0, str(ROOT / "bench"))
 
-BATCH = 64
+from shard_sets import (BATCH, key_to_id, tv_transform, webdataset_loader,  # noqa: E402
+                        write_tar_shards)
 
 
 def caption_members(i):
@@ -87,26 +89,9 @@ def make_corpus(directory, images, shards, captions=False):
     for label in range(10):
         for f in sorted((folder / f"c{label}").iterdir()):
             samples.append((f.read_bytes(), label))
-    shard_dir = directory / "shards"
-    shard_dir.mkdir()
-    per = -(-len(samples) // shards)
-    urls = []
-    for s in range(shards):
-        path = shard_dir / f"train-{s:06d}.tar"
-        with tarfile.open(path, "w") as tar:
-            for i in range(s * per, min(len(samples), (s + 1) * per)):
-                members = (("jpg", samples[i][0]), ("cls", str(samples[i][1]).encode()))
-                for ext, data in members + (caption_members(i) if captions else ()):
-                    info = tarfile.TarInfo(f"s{i:06d}.{ext}")
-                    info.size = len(data)
-                    tar.addfile(info, io.BytesIO(data))
-        urls.append(str(path))
-    return folder, urls, len(samples)
-
-
-def tv_transform():
-    from torchvision import transforms as TV
-    return TV.Compose([TV.RandomResizedCrop(224), TV.RandomHorizontalFlip(), TV.PILToTensor()])
+    paths = write_tar_shards(samples, directory / "shards", shards,
+                             caption_members if captions else None)
+    return folder, [str(p) for p in paths], len(samples)
 
 
 def run_galley(kind, dataset, socket, seed, out):
@@ -119,10 +104,6 @@ def run_galley(kind, dataset, socket, seed, out):
     for _images, _labels, ids in loader.iter_with_ids():
         order.extend(ids.tolist())
     out.put((kind, seed, time.time() - start, order))
-
-
-def key_to_id(key):
-    return int(key.rsplit("/", 1)[-1][1:])
 
 
 def tokenize(text):
@@ -170,13 +151,7 @@ def run_webdataset_clip(urls, seed, out):
 
 
 def run_webdataset(urls, seed, out):
-    import torch
-    import webdataset as wds
-    transform = tv_transform()
-    dataset = (wds.WebDataset(urls, shardshuffle=len(urls), nodesplitter=None, seed=seed)
-               .shuffle(1000).decode("pil").to_tuple("__key__", "jpg", "cls")
-               .map_tuple(key_to_id, transform, int))
-    loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH, num_workers=2)
+    loader = webdataset_loader(urls, seed)
     start, order = time.time(), []
     for ids, _images, _labels in loader:
         order.extend(ids.tolist())

@@ -254,6 +254,13 @@ std::filesystem::path DiskTier::EntryPath(const DiskKey& key) const {
   return entries_dir_ / Subfolder(key) / FileName(key);
 }
 
+bool DiskTier::MayHold(const DiskKey& key) const {
+  // By name, as Get opens it: the start-up index may not list it yet.
+  struct stat info {};
+  return ::lstat(EntryPath(key).c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+         info.st_uid == ::geteuid();
+}
+
 uint64_t DiskTier::IndexKeyLocked(const DiskKey& key) {
   // Few datasets, many items: the index keeps a dataset's number, not its
   // 16-byte fingerprint, per entry.

@@ -150,7 +150,7 @@ Result<std::optional<objectstore::Access>> DatasetRegistry::ObjectAccessOf(
     return Status::PermissionDenied(
         "the S3 endpoint " + endpoint +
         " is not one this galleyd may read from; the node's admin must add it to "
-        "allowed_s3_endpoints (galleyd.conf, or --allowed-s3-endpoints)");
+        "allowed_s3_endpoints (galleyd.conf, or --allowed-s3-endpoint, repeatable)");
   }
   if (object_store_ == nullptr) {
     return Status::InvalidArgument("this galleyd was built without S3 support");

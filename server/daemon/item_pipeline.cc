@@ -111,7 +111,9 @@ ItemPipeline::~ItemPipeline() = default;
 void ItemPipeline::PrefetchFromStorage(std::span<const ItemTask> tasks) {
   // One thread per core would otherwise wait on one object request at a
   // time: a dataset of objects starts fetching every item of the wave that
-  // no cache tier holds, and each task's read then waits for its own.
+  // no cache tier holds, and each task's read then waits for its own. The
+  // disk tier counts: after a restart it holds what the memory tiers lost,
+  // and a GET started for such an item would be bytes fetched for nothing.
   std::map<const Dataset*, std::vector<ItemId>> wanted;
   for (const ItemTask& task : tasks) {
     const Dataset& dataset = task.dataset();
@@ -119,6 +121,10 @@ void ItemPipeline::PrefetchFromStorage(std::span<const ItemTask> tasks) {
     if (cache_ != nullptr) {
       const cache::Key key = cache::MakeKey(task.job_plan->dataset_index, task.item);
       if (task.decoded_entry != nullptr || cache_->encoded().Contains(key)) continue;
+    }
+    if (disk_ != nullptr &&
+        disk_->MayHold(DiskKeyFor(dataset, task.job_plan->spec.max_resolution, task.item))) {
+      continue;
     }
     wanted[&dataset].push_back(task.item);
   }

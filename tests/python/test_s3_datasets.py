@@ -14,6 +14,7 @@ import shutil
 import socket as socketlib
 import subprocess
 import tarfile
+import time
 
 import numpy as np
 import pytest
@@ -186,8 +187,10 @@ def test_an_endpoint_galleyd_may_not_read_is_refused_naming_the_option(daemon, a
                                                                       monkeypatch):
     import galley
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:1")
-    with pytest.raises(galley.AccessDenied, match="the node's admin must add it to "
-                                                  "allowed_s3_endpoints"):
+    # The flag it names is one galleyd takes (galleyd --help).
+    with pytest.raises(galley.AccessDenied, match=r"the node's admin must add it to "
+                                                  r"allowed_s3_endpoints \(galleyd.conf, or "
+                                                  r"--allowed-s3-endpoint, repeatable\)"):
         next(iter(loader(daemon)))
 
 
@@ -247,5 +250,41 @@ def test_a_restarted_galleyd_lists_the_shards_from_its_index_cache(tmp_path, s3,
         store = again.query("status")["object_store"]
         assert (store["gets"], store["heads"]) == (0, SHARDS)  # HEADs only
         assert shard_set(again)["shards"]["from_index_cache"] == SHARDS
+    finally:
+        stop_daemon(again)
+
+
+def test_a_restarted_galleyd_serves_an_epoch_from_its_disk_tier_without_a_get(tmp_path, s3,
+                                                                              aws_env):
+    # The wave's prefetch asks the disk tier too: after a restart the memory
+    # tiers are empty, and a GET started for an item the disk holds would
+    # fetch its bytes for nothing.
+    flags = ("--allowed-s3-endpoint", s3["url"], "--disk-cache", str(tmp_path / "disk"))
+    first = start_daemon(tmp_path, *flags)
+    try:
+        assert sum(len(b[0]) for b in loader(first, epochs=1)) == SHARDS * PER_SHARD
+        while True:  # every item written before the restart
+            disk = first.query("status")["pipeline"]["disk"]
+            if disk["writes"] >= SHARDS * PER_SHARD and disk["write_queue_bytes"] == 0:
+                break
+            time.sleep(0.01)
+    finally:
+        stop_daemon(first)
+    again = start_daemon(tmp_path, *flags)
+    try:
+        assert sum(len(b[0]) for b in loader(again, epochs=1)) == SHARDS * PER_SHARD
+        status = again.query("status")
+        store, disk = status["object_store"], status["pipeline"]["disk"]
+        reads = shard_set(again)["shards"]
+        print(f"after a restart: {store}; disk tier {disk}; reads {reads}")
+        # Every item came from the disk tier and no wave prefetched one. What
+        # the store still sees: the job's open HEADs each shard (its access),
+        # and the cache planner samples the new galleyd's dataset once, by a
+        # GET of each of at most 16 items' heads.
+        assert disk["hits"] >= SHARDS * PER_SHARD, disk
+        assert reads["prefetched_reads"] == 0, reads
+        assert store["heads"] == SHARDS, store
+        assert store["gets"] == reads["on_demand_reads"] <= 16, (store, reads)
+        assert store["bytes"] < s3["bytes"] / 4, store  # 16 of 120 items' heads at most
     finally:
         stop_daemon(again)

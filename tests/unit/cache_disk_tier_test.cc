@@ -175,6 +175,27 @@ TEST_F(DiskTierTest, ARestartKeepsEveryEntry) {
   EXPECT_EQ(tier->Stats().hits, 2u);
 }
 
+TEST_F(DiskTierTest, MayHoldSaysWhetherAnEntryFileIsThereWithoutCountingALookup) {
+  {
+    auto tier = Open();
+    EXPECT_FALSE(tier->MayHold(kA));
+    Write(*tier, kA, MakeBlob(1));
+    EXPECT_TRUE(tier->MayHold(kA));
+    EXPECT_FALSE(tier->MayHold(kB));
+    const DiskTierStats stats = tier->Stats();
+    EXPECT_EQ(stats.hits + stats.misses, 0u);  // a stat, not a read
+  }
+  // After a restart, by name: what a caller deciding on a slow read asks.
+  auto tier = Open();
+  EXPECT_TRUE(tier->MayHold(kA));
+  fs::remove(tier->EntryPath(kA));
+  EXPECT_FALSE(tier->MayHold(kA));
+  // A symlink under an entry's name is not galleyd's entry.
+  Write(*tier, kB, MakeBlob(2));
+  fs::create_symlink(tier->EntryPath(kB), tier->EntryPath(kA));
+  EXPECT_FALSE(tier->MayHold(kA));
+}
+
 TEST_F(DiskTierTest, TheBudgetEvictsTheLeastRecentlyUsed) {
   auto tier = Open(3 * kEntry);
   Write(*tier, kA, MakeBlob(1));

@@ -123,6 +123,11 @@ class DiskTier {
   // item's key in this run's memory tiers, which eviction asks the demand of.
   std::shared_ptr<Blob> Get(const DiskKey& key, Key cache_key) EXCLUDES(mu_);
 
+  // Whether an entry file for `key` is there: a stat, no read and no count.
+  // Get may still find it damaged (a miss). For a caller deciding whether
+  // to start a slow read from storage before it asks Get.
+  bool MayHold(const DiskKey& key) const;
+
   // Queues `blob` (or encode(*blob), made by the writer) as the entry for
   // `key`, unless there is one. False when the write was dropped: the queue
   // was full, or the entry is larger than the budget.
