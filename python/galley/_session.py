@@ -171,7 +171,7 @@ class JobSession:
         # its default.
         spec = {key: value for key, value in self.spec.items() if value is not None}
         if "s3" in spec:  # resolved afresh: temporary credentials may have been renewed
-            spec["s3"] = _s3_access.resolve(what=spec["shards"][0])
+            spec["s3"] = _s3_access.resolve(what=(spec.get("shards") or [spec["dataset"]])[0])
         spec["start_epoch"] = start_epoch
         spec["epochs"] = epochs
         if resume is not None:

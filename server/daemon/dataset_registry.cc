@@ -118,9 +118,17 @@ std::string DatasetRegistry::KeyOf(const JobSpec& spec) const {
     const size_t first_shard = key.find('\n', key.find('\n', key.find('\n') + 1) + 1);
     return key.insert(first_shard, shrunk);
   }
-  std::error_code error;
-  const std::string canonical = fs::weakly_canonical(spec.dataset, error).string();
-  std::string key = error ? spec.dataset : canonical;
+  std::string key;
+  if (Dataset::IsObjectUrl(spec.dataset)) {
+    key = spec.dataset;
+  } else {
+    std::error_code error;
+    const std::string canonical = fs::weakly_canonical(spec.dataset, error).string();
+    key = error ? spec.dataset : canonical;
+  }
+  // Objects (a prefix, a manifest object, or a local manifest naming
+  // objects): the endpoint is part of the key, as for shards.
+  if (spec.s3) key += "\tendpoint:" + ObjectEndpointName(ObjectAccessFor(*spec.s3).endpoint);
   // A manifest read with a header row, or with another image column, is
   // another listing of the same file.
   const ManifestOptions manifest = ManifestOptionsFor(spec);
@@ -133,14 +141,17 @@ Result<std::optional<objectstore::Access>> DatasetRegistry::ObjectAccessOf(
     const JobSpec& spec) const {
   const size_t objects =
       std::count_if(spec.shards.begin(), spec.shards.end(), Dataset::IsObjectUrl);
-  if (objects == 0) return std::optional<objectstore::Access>();
+  // A prefix or manifest object; or a local manifest sent with the job's
+  // S3 access, whose cells name objects.
+  const bool folder = spec.shards.empty() && (Dataset::IsObjectUrl(spec.dataset) || spec.s3);
+  if (objects == 0 && !folder) return std::optional<objectstore::Access>();
   if (objects != spec.shards.size()) {
     return Status::InvalidArgument(
         "the shard list mixes s3:// objects and files; a dataset is kept in one place");
   }
   if (!spec.s3) {
     return Status::InvalidArgument(
-        "shards kept as s3:// objects need the job's S3 access (endpoint and credentials), "
+        "datasets kept as s3:// objects need the job's S3 access (endpoint and credentials), "
         "which the galley client resolves and sends as the AWS CLI would");
   }
   objectstore::Access access = ObjectAccessFor(*spec.s3);
@@ -178,7 +189,17 @@ Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec
     manifest.max_line_bytes = max_manifest_line_bytes_;
     manifest.max_columns = max_manifest_columns_;
     manifest.stop = stop;
-    listed = Dataset::Open(spec.dataset, roots, manifest);
+    auto access = ObjectAccessOf(spec);
+    if (!access.ok()) return access.status();
+    if (!access->has_value()) {
+      listed = Dataset::Open(spec.dataset, roots, manifest);
+    } else if (Dataset::IsObjectUrl(spec.dataset)) {
+      listed = Dataset::OpenObjectFolder(spec.dataset, object_store_, **access, shard_options_,
+                                         manifest);
+    } else {
+      listed = Dataset::OpenObjectManifest(spec.dataset, roots, object_store_, **access,
+                                           shard_options_, manifest);
+    }
   } else {
     ShardOptions shard = ShardOptionsFor(spec, shard_options_);
     shard.descriptors = shard_descriptors_;
@@ -252,15 +273,38 @@ DatasetRegistry::Entry DatasetRegistry::Install(const std::string& key,
   return entry;
 }
 
-Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& spec, const Credentials& peer,
+Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& given, const Credentials& peer,
                                             const Selector& select, ListingStop* stop) {
-  const std::string key = KeyOf(spec);
   AccessChecker checker(peer);
   GALLEY_ASSIGN_OR_RETURN(const std::optional<objectstore::Access> object_access,
-                          ObjectAccessOf(spec));
+                          ObjectAccessOf(given));
+  // Globs over s3:// keys are expanded here, by the job's own LIST: the
+  // listing shared is the one of the keys they match now.
+  const JobSpec* expanded = &given;
+  JobSpec with_shards;
+  if (object_access && std::any_of(given.shards.begin(), given.shards.end(),
+                                   [](const std::string& s) { return Dataset::IsObjectGlob(s); })) {
+    with_shards = given;
+    with_shards.shards.clear();
+    for (const std::string& shard : given.shards) {
+      if (!Dataset::IsObjectGlob(shard)) {
+        with_shards.shards.push_back(shard);
+        continue;
+      }
+      GALLEY_ASSIGN_OR_RETURN(auto matched,
+                              Dataset::ExpandObjectGlob(shard, *object_store_, *object_access));
+      with_shards.shards.insert(with_shards.shards.end(), matched.begin(), matched.end());
+    }
+    expanded = &with_shards;
+  }
+  const JobSpec& spec = *expanded;
+  const std::string key = KeyOf(spec);
   // The same check whether or not another job listed the dataset first.
-  // (Objects are checked by the store, with the job's own credentials.)
-  if (!object_access) GALLEY_RETURN_IF_ERROR(CheckRoots(spec, checker));
+  // (Objects are checked by the store, with the job's own credentials; a
+  // local manifest naming objects is a file the user must be able to read.)
+  if (!object_access || (spec.shards.empty() && !Dataset::IsObjectUrl(spec.dataset))) {
+    GALLEY_RETURN_IF_ERROR(CheckRoots(spec, checker));
+  }
   Entry entry;
   {
     MutexLock lock(&mu_);
@@ -311,7 +355,8 @@ Status DatasetRegistry::Forget(const std::string& name, const Forgetter& by) {
   std::string refused_root;
   for (auto it = entries_.begin(); it != entries_.end();) {
     const fs::path& root = it->second.dataset->root();
-    const bool named = it->first == name || it->first == canonical || root.string() == canonical;
+    const bool named = it->first == name || it->first == canonical || root.string() == canonical ||
+                       root.string() == name;
     bool allowed = named;
     if (named && by.checker != nullptr) {
       struct stat info {};

@@ -59,8 +59,13 @@ class ObjectShards final : public ShardSource::Storage {
     std::string etag;
   };
 
+  // HEADs VerifyObjects keeps in flight by default.
+  static constexpr uint32_t kDefaultHeadsInFlight = 16;
+
+  // `heads_in_flight`: the HEADs VerifyObjects keeps in flight at most.
   ObjectShards(std::shared_ptr<objectstore::ObjectStore> store, const objectstore::Access& access,
-               std::vector<Shard> shards, const ShardOptions& options);
+               std::vector<Shard> shards, const ShardOptions& options,
+               uint32_t heads_in_flight = kDefaultHeadsInFlight);
   ~ObjectShards() override;
   ObjectShards(const ObjectShards&) = delete;
   ObjectShards& operator=(const ObjectShards&) = delete;
@@ -72,6 +77,11 @@ class ObjectShards final : public ShardSource::Storage {
                 bool* changed) override;
   Status VerifyObjects(const objectstore::Access& access, bool* changed) override;
   void Prefetch(std::span<const ShardExtent> extents) override;
+  // Later requests carry `access`, admitted by the caller's own rule (a
+  // listing made with the same access key).
+  void Admit(const objectstore::Access& access);
+  size_t count() const { return shards_.size(); }
+  const Shard& shard(uint32_t index) const { return shards_[index]; }
   // Endpoint, bucket, key, size and ETag: never the credentials.
   void AddFingerprint(uint32_t shard, ContentFingerprintBuilder& fingerprint) const override;
   // The key's last segment and the size; the ETag apart.
@@ -119,6 +129,7 @@ class ObjectShards final : public ShardSource::Storage {
   const std::vector<Shard> shards_;
   const uint32_t max_in_flight_;
   const uint64_t max_bytes_;
+  const uint32_t heads_in_flight_;
   std::atomic<bool> changed_{false};
   std::atomic<uint64_t> prefetched_reads_{0};
   std::atomic<uint64_t> on_demand_reads_{0};
