@@ -297,6 +297,20 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& given, const Credenti
     }
     expanded = &with_shards;
   }
+  if (object_access && given.shards.empty() && Dataset::IsObjectUrl(given.dataset) &&
+      given.dataset.back() != '/') {
+    // s3://bucket/name is a manifest object if one has that name, else the
+    // prefix name/: one listing under one key, however it was spelt.
+    auto url = objectstore::S3Url::Parse(given.dataset);
+    if (url.ok() && !url->key.empty()) {
+      auto info = object_store_->Head(*object_access, url->bucket, url->key);
+      if (!info.ok() && info.status().code() == StatusCode::kNotFound) {
+        with_shards = given;
+        with_shards.dataset += '/';
+        expanded = &with_shards;
+      }
+    }
+  }
   const JobSpec& spec = *expanded;
   const std::string key = KeyOf(spec);
   // The same check whether or not another job listed the dataset first.
