@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
+#include <random>
 #include <system_error>
 
 #include "galley/daemon/node_probe.h"
@@ -63,6 +65,7 @@ DatasetRegistryOptions DatasetRegistryOptions::From(const DaemonOptions& options
   o.max_manifest_line_bytes = options.max_manifest_line_bytes;
   o.max_manifest_columns = options.max_manifest_columns;
   o.allowed_s3_endpoints = options.allowed_s3_endpoints;
+  o.share_object_folders_across_keys = options.s3_folder_sharing != "per_key";
   o.shards.object_requests_in_flight = options.s3_requests_in_flight;
   o.shards.object_prefetch_bytes = options.s3_prefetch_bytes;
   // tar_index_dir "" is the user's cache folder, "none" no index cache.
@@ -84,7 +87,9 @@ DatasetRegistry::DatasetRegistry(const DatasetRegistryOptions& options, UserMemo
       max_manifest_columns_(options.max_manifest_columns),
       shard_descriptors_(std::make_shared<ShardDescriptorCache>(options.max_open_shards_total)),
       object_store_(options.object_store),
-      allowed_s3_endpoints_(options.allowed_s3_endpoints) {
+      allowed_s3_endpoints_(options.allowed_s3_endpoints),
+      share_object_folders_across_keys_(options.share_object_folders_across_keys),
+      key_salt_(std::random_device()() * 0x100000001b3ULL ^ std::random_device()()) {
   SetAllowedRoots(options.allowed_roots);
 }
 
@@ -128,7 +133,15 @@ std::string DatasetRegistry::KeyOf(const JobSpec& spec) const {
   }
   // Objects (a prefix, a manifest object, or a local manifest naming
   // objects): the endpoint is part of the key, as for shards.
-  if (spec.s3) key += "\tendpoint:" + ObjectEndpointName(ObjectAccessFor(*spec.s3).endpoint);
+  if (spec.s3) {
+    key += "\tendpoint:" + ObjectEndpointName(ObjectAccessFor(*spec.s3).endpoint);
+    if (!share_object_folders_across_keys_) {
+      // A listing per access key, named by a salted hash of it.
+      const uint64_t principal =
+          std::hash<std::string>()(std::to_string(key_salt_) + "\n" + spec.s3->access_key_id);
+      key += "\tprincipal:" + std::to_string(principal);
+    }
+  }
   // A manifest read with a header row, or with another image column, is
   // another listing of the same file.
   const ManifestOptions manifest = ManifestOptionsFor(spec);

@@ -187,6 +187,40 @@ TEST_F(ObjectDatasetsTest, APrefixFolderIsSharedByTheSameKeyOnItsListAndByAnothe
   EXPECT_EQ(Open(elsewhere).status().code(), StatusCode::kPermissionDenied);  // not allowed
 }
 
+TEST_F(ObjectDatasetsTest, WithPerKeySharingAnotherAccessKeyListsAFolderOfItsOwnWithoutHeads) {
+  for (int i = 0; i < 6; ++i) {
+    store_->Put("data", "pk/c" + std::to_string(i % 2) + "/" + std::to_string(i) + ".png", {1});
+  }
+  DaemonOptions daemon;
+  daemon.tar_index_dir = "none";
+  daemon.allowed_s3_endpoints = {"http://127.0.0.1:9000"};
+  daemon.s3_folder_sharing = "per_key";
+  DatasetRegistryOptions options = DatasetRegistryOptions::From(daemon);
+  options.object_store = store_;
+  registry_ = std::make_unique<DatasetRegistry>(options);
+  auto spec_of = [&](const std::string& key_id) {
+    JobSpec spec = Spec(key_id);
+    spec.shards.clear();
+    spec.dataset = "s3://data/pk/";
+    return spec;
+  };
+  auto alice = Open(spec_of("alice"));
+  ASSERT_TRUE(alice.ok()) << alice.status().ToString();
+  auto alice_again = Open(spec_of("alice"));
+  ASSERT_TRUE(alice_again.ok());
+  EXPECT_EQ(alice_again->dataset.get(), alice->dataset.get());
+  const uint64_t heads = store_->counters().heads.load();
+  auto bob = Open(spec_of("bob"));
+  ASSERT_TRUE(bob.ok());
+  EXPECT_NE(bob->dataset.get(), alice->dataset.get());  // a listing of its own
+  EXPECT_EQ(store_->counters().heads.load(), heads);    // and no HEAD per object
+  EXPECT_EQ(registry_->size(), 2u);
+  for (const DatasetSnapshot& listed : registry_->Snapshot()) {
+    EXPECT_EQ(listed.key.find("alice"), std::string::npos) << listed.key;
+    EXPECT_EQ(listed.key.find("bob"), std::string::npos) << listed.key;
+  }
+}
+
 TEST_F(ObjectDatasetsTest, AGlobOverShardsIsExpandedByTheJobsListAndSharedWithTheSameList) {
   JobSpec spec = Spec("alice");
   spec.shards = {"s3://data/in/train-*.tar"};

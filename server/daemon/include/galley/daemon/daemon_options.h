@@ -154,6 +154,12 @@ struct DaemonOptions {
   // and the fetched members not yet read may hold (default 256 MiB, at
   // least 1 MiB).
   std::vector<std::string> allowed_s3_endpoints;
+  // How a listing of images kept one per object (an s3:// prefix or a
+  // manifest naming objects) is shared with a job signing with another
+  // access key (docs/access.md): "verify" (default), after that job's own
+  // LIST and a HEAD of every object; "per_key", never: each access key gets
+  // a listing, fetches and cache entries of its own.
+  std::string s3_folder_sharing = "verify";
   uint32_t s3_requests_in_flight = 64;
   uint64_t s3_prefetch_bytes = uint64_t{256} << 20;
   uint32_t max_open_shards = 128;
