@@ -23,6 +23,8 @@ from conftest import GALLEYD, start_daemon, stop_daemon
 
 ACCESS_KEY = "GALLEYS3DATASETKEY"
 SECRET = "galley-s3-dataset-secret"
+OTHER_KEY = "GALLEYS3OTHERUSERKEY"  # a second principal, as another user's key
+OTHER_SECRET = "galley-s3-other-secret"
 SHARDS = 3
 PER_SHARD = 40
 
@@ -107,6 +109,7 @@ def s3(tmp_path):
     proc = subprocess.Popen(
         ["sh", "-c", 'LISTEN_PID=$$ LISTEN_FDS=1 exec "$@" 3<&0 0</dev/null', "sh",
          find_rclone(), "serve", "s3", "--auth-key", f"{ACCESS_KEY},{SECRET}",
+         "--auth-key", f"{OTHER_KEY},{OTHER_SECRET}",
          "--config", str(root / "rclone.conf"), str(root / "data")],
         stdin=listener.fileno(), stdout=log, stderr=subprocess.STDOUT)
     listener.close()
@@ -364,3 +367,23 @@ def test_a_prefix_the_credentials_may_not_list_gets_access_denied(daemon, aws_en
         next(iter(folder_loader(daemon, "s3://galley/imgs/")))
     assert "s3://galley/imgs" in str(raised.value)
     assert "not-the-secret" not in str(raised.value) and ACCESS_KEY not in str(raised.value)
+
+
+def test_a_job_with_another_access_key_heads_each_object_then_shares_the_listing(
+        daemon, aws_env, monkeypatch):
+    first = folder_loader(daemon, "s3://galley/imgs/", epochs=1)
+    assert sum(len(y) for _x, y in first) == FOLDER_IMAGES
+    before = daemon.query("status")["object_store"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", OTHER_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", OTHER_SECRET)
+    second = folder_loader(daemon, "s3://galley/imgs/", epochs=1)
+    assert sum(len(y) for _x, y in second) == FOLDER_IMAGES
+    store = daemon.query("status")["object_store"]
+    # Its own LIST, then a HEAD per object; one listing for both.
+    assert store["heads"] - before["heads"] == FOLDER_IMAGES, store
+    assert store["lists"] - before["lists"] == 1, store
+    roots = [d["root"] for d in daemon.query("datasets")["datasets"]]
+    assert roots.count("s3://galley/imgs/") == 1, roots
+    log = open(daemon.log.name).read()
+    assert OTHER_SECRET not in log and OTHER_KEY not in log and ACCESS_KEY not in log
+
