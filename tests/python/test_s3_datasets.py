@@ -82,7 +82,7 @@ def write_image_folder(root):
     for folder, count in FOLDER.items():
         (root / folder).mkdir(parents=True, exist_ok=True)
         for i in range(count):
-            pixels = rng.integers(0, 256, size=(12, 16, 3), dtype=np.uint8)
+            pixels = rng.integers(0, 256, size=(18, 24, 3), dtype=np.uint8)
             Image.fromarray(pixels).save(root / folder / f"{i:02d}.png")
             rows.append(f"{folder}/{i:02d}.png,{folder.split('/')[0]}")
     (root / "cat" / "notes.txt").write_text("not an image")
@@ -300,6 +300,35 @@ def test_a_prefix_folder_gives_the_labels_and_pixels_of_the_same_folder_read_loc
     assert labels == [0] * 5 + [1] * 7 + [2] * 10  # Ant, cat, dog (with dog/puppies)
     entry = [d for d in daemon.query("datasets")["datasets"] if d["root"] == "s3://galley/imgs/"]
     assert len(entry) == 1 and entry[0]["items"] == FOLDER_IMAGES and entry[0]["classes"] == 3
+    samples = remote.dataset.samples
+    assert samples[0] == ("s3://galley/imgs/Ant/00.png", 0)
+    assert samples[-1] == ("s3://galley/imgs/dog/puppies/03.png", 2)
+    assert [label for _path, label in samples] == [label for _path, label in local.dataset.samples]
+
+
+def test_a_saved_state_resumes_an_epoch_over_a_prefix_exactly_once_at_max_resolution(
+        daemon, aws_env):
+    import galley
+    from galley import transforms as T
+
+    def make():
+        return galley.DataLoader("s3://galley/imgs/", batch_size=4, shuffle=True, seed=5,
+                                 epochs=1, max_resolution=16, transform=T.CenterCrop(8),
+                                 socket=daemon.socket)
+
+    first, seen = make(), []
+    for images, _labels, ids in first.iter_with_ids():
+        assert images.shape[1:] == (3, 8, 8)
+        seen += ids.tolist()
+        if len(seen) == 8:
+            state = first.state_dict()
+            break
+    first.close()
+    second = make()
+    second.load_state_dict(state)
+    rest = [i for _x, _y, ids in second.iter_with_ids() for i in ids.tolist()]
+    second.close()
+    assert sorted(seen + rest) == list(range(FOLDER_IMAGES))  # the epoch, once
 
 
 def test_an_epoch_over_a_prefix_is_exactly_once_and_two_jobs_share_the_gets(daemon, aws_env):
