@@ -154,13 +154,15 @@ Result<std::shared_ptr<const Dataset>> Dataset::OpenObjectManifest(
   const fs::path canonical = fs::canonical(path, error);
   if (error) return Status::NotFound("dataset root " + path.string() + ": " + error.message());
   GALLEY_RETURN_IF_ERROR(CheckAllowed(canonical, allowed_roots, "dataset root"));
+  // Its identity before it is read: a change while it is read shows later.
+  const std::optional<FileIdentity> identity = LocalFileIdentity(canonical.string());
   std::ifstream in(canonical, std::ios::binary);
   if (!in) return Status::NotFound("cannot read manifest " + canonical.string());
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::shared_ptr<Dataset> dataset(new Dataset());
   GALLEY_ASSIGN_OR_RETURN(
       auto source, ObjectFolderSource::OpenManifest(canonical.string(), text, "", std::move(store),
-                                                    access, options, manifest));
+                                                    access, options, manifest, identity));
   dataset->root_ = canonical;
   dataset->source_ = std::move(source);
   return std::shared_ptr<const Dataset>(std::move(dataset));

@@ -1,6 +1,7 @@
 #include "object_folder.h"
 
 #include <fnmatch.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <map>
@@ -158,7 +159,7 @@ Status ObjectFolderSource::ListFolder(const os::Access& access, const os::S3Url&
 Result<std::unique_ptr<ObjectFolderSource>> ObjectFolderSource::OpenManifest(
     const std::string& name, const std::string& text, const std::string& base,
     std::shared_ptr<os::ObjectStore> store, const os::Access& access, const ShardOptions& options,
-    const ManifestOptions& manifest) {
+    const ManifestOptions& manifest, std::optional<FileIdentity> file) {
   if (store == nullptr) return Status::InvalidArgument("this galleyd reads no object storage");
   std::optional<os::S3Url> base_url;
   if (!base.empty()) {
@@ -192,6 +193,7 @@ Result<std::unique_ptr<ObjectFolderSource>> ObjectFolderSource::OpenManifest(
   };
   std::unique_ptr<ObjectFolderSource> source(new ObjectFolderSource(store, access));
   source->manifest_name_ = name;
+  source->manifest_file_ = file;
   GALLEY_ASSIGN_OR_RETURN(source->table_,
                           FileSource::OpenManifestText(name, text, manifest, check));
   const FileSource& table = *source->table_;
@@ -385,8 +387,17 @@ Status ObjectFolderSource::VerifyObjects(const os::Access& access, bool* changed
   return Status::Ok();
 }
 
+std::optional<FileIdentity> LocalFileIdentity(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return std::nullopt;
+  return FileIdentity{static_cast<uint64_t>(info.st_size),
+                      static_cast<int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec,
+                      static_cast<uint64_t>(info.st_ino), static_cast<uint64_t>(info.st_dev)};
+}
+
 Status ObjectFolderSource::Verify(AccessChecker* /*checker*/, std::span<const ItemId> /*served*/,
                                   bool* changed) const {
+  if (manifest_file_ && LocalFileIdentity(manifest_name_) != manifest_file_) stale_ = true;
   *changed = stale();
   return Status::Ok();
 }

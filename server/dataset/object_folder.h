@@ -48,6 +48,10 @@
 
 namespace galley {
 
+// What a local file is now (size, mtime, inode, device); none when it
+// cannot be stat'ed.
+std::optional<FileIdentity> LocalFileIdentity(const std::string& path);
+
 class ObjectFolderSource final : public DatasetSource {
  public:
   // Largest object Read() returns; larger ones are ResourceExhausted.
@@ -69,10 +73,13 @@ class ObjectFolderSource final : public DatasetSource {
   // Lists manifest `text`, named `name` (a local file's path), whose image
   // cells are s3:// URLs or keys relative to `base` (an s3:// prefix; ""
   // when only full URLs are allowed).
+  // With `file`, the manifest is that local file as it was read, and
+  // Verify tells when it changed.
   static Result<std::unique_ptr<ObjectFolderSource>> OpenManifest(
       const std::string& name, const std::string& text, const std::string& base,
       std::shared_ptr<objectstore::ObjectStore> store, const objectstore::Access& access,
-      const ShardOptions& options, const ManifestOptions& manifest);
+      const ShardOptions& options, const ManifestOptions& manifest,
+      std::optional<FileIdentity> file = std::nullopt);
 
   size_t size() const override { return labels_.size(); }
   int64_t label(ItemId id) const override { return labels_[id]; }
@@ -92,7 +99,8 @@ class ObjectFolderSource final : public DatasetSource {
   // Names relative to the prefix, sizes and labels; the ETags apart.
   const ResumeKey& resume_key() const override { return resume_key_; }
   bool stale() const override { return stale_.load() || storage_->changed(); }
-  // A local user's permissions do not apply: `*changed` is stale().
+  // A local user's permissions do not apply: `*changed` is stale(), or a
+  // local manifest's file changed.
   Status Verify(AccessChecker* checker, std::span<const ItemId> served,
                 bool* changed) const override;
   Status VerifyObjects(const objectstore::Access& access, bool* changed) const override;
@@ -145,6 +153,9 @@ class ObjectFolderSource final : public DatasetSource {
   std::string manifest_etag_;
   // A manifest's name for messages (its URL or path).
   std::string manifest_name_;
+  // A local manifest: what its file was when listed (size, mtime, inode),
+  // compared by Verify.
+  std::optional<FileIdentity> manifest_file_;
   // A manifest's names, labels and fields.
   std::unique_ptr<FileSource> table_;
   // What the listing's objects fold to (keys, sizes, ETags, in the order

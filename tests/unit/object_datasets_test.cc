@@ -262,6 +262,16 @@ TEST_F(ObjectDatasetsTest, ALocalManifestNamingObjectsIsReadWithTheJobsAccess) {
     return s;
   }());
   EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  // The manifest rewritten: the next job gets the new listing.
+  {
+    std::ofstream out(manifest);
+    out << "image,label\ns3://data/pics/b.jpg,7\n";
+  }
+  auto rewritten = Open(spec);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+  EXPECT_NE(rewritten->dataset.get(), opened->dataset.get());
+  ASSERT_EQ(rewritten->dataset->size(), 1u);
+  EXPECT_EQ(rewritten->dataset->label(0), 7);
   std::filesystem::remove_all(dir);
 }
 
