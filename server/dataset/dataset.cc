@@ -132,12 +132,12 @@ Result<std::shared_ptr<const Dataset>> Dataset::OpenObjectShards(
 }
 
 Result<std::shared_ptr<const Dataset>> Dataset::OpenObjectFolder(
-    const std::string& url, std::shared_ptr<objectstore::ObjectStore> store,
+    const std::string& url, const std::shared_ptr<objectstore::ObjectStore>& store,
     const objectstore::Access& access, const ShardOptions& options,
     const ManifestOptions& manifest) {
   std::shared_ptr<Dataset> dataset(new Dataset());
-  GALLEY_ASSIGN_OR_RETURN(
-      auto source, ObjectFolderSource::Open(url, std::move(store), access, options, manifest));
+  GALLEY_ASSIGN_OR_RETURN(auto source,
+                          ObjectFolderSource::Open(url, store, access, options, manifest));
   dataset->root_ = url;
   dataset->source_ = std::move(source);
   if (dataset->size() > std::numeric_limits<ItemId>::max()) {
@@ -148,7 +148,7 @@ Result<std::shared_ptr<const Dataset>> Dataset::OpenObjectFolder(
 
 Result<std::shared_ptr<const Dataset>> Dataset::OpenObjectManifest(
     const fs::path& path, const std::vector<fs::path>& allowed_roots,
-    std::shared_ptr<objectstore::ObjectStore> store, const objectstore::Access& access,
+    const std::shared_ptr<objectstore::ObjectStore>& store, const objectstore::Access& access,
     const ShardOptions& options, const ManifestOptions& manifest) {
   std::error_code error;
   const fs::path canonical = fs::canonical(path, error);
@@ -161,8 +161,8 @@ Result<std::shared_ptr<const Dataset>> Dataset::OpenObjectManifest(
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::shared_ptr<Dataset> dataset(new Dataset());
   GALLEY_ASSIGN_OR_RETURN(
-      auto source, ObjectFolderSource::OpenManifest(canonical.string(), text, "", std::move(store),
-                                                    access, options, manifest, identity));
+      auto source, ObjectFolderSource::OpenManifest(canonical.string(), text, "", store, access,
+                                                    options, manifest, identity));
   dataset->root_ = canonical;
   dataset->source_ = std::move(source);
   return std::shared_ptr<const Dataset>(std::move(dataset));

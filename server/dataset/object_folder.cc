@@ -68,7 +68,7 @@ std::string PrefixUrl(const os::S3Url& prefix) { return prefix.ToString(); }
 }  // namespace
 
 Result<std::unique_ptr<ObjectFolderSource>> ObjectFolderSource::Open(
-    const std::string& url, std::shared_ptr<os::ObjectStore> store, const os::Access& access,
+    const std::string& url, const std::shared_ptr<os::ObjectStore>& store, const os::Access& access,
     const ShardOptions& options, const ManifestOptions& manifest) {
   if (store == nullptr) return Status::InvalidArgument("this galleyd reads no object storage");
   GALLEY_ASSIGN_OR_RETURN(os::S3Url parsed, os::S3Url::Parse(url));
@@ -158,8 +158,9 @@ Status ObjectFolderSource::ListFolder(const os::Access& access, const os::S3Url&
 
 Result<std::unique_ptr<ObjectFolderSource>> ObjectFolderSource::OpenManifest(
     const std::string& name, const std::string& text, const std::string& base,
-    std::shared_ptr<os::ObjectStore> store, const os::Access& access, const ShardOptions& options,
-    const ManifestOptions& manifest, std::optional<FileIdentity> file) {
+    const std::shared_ptr<os::ObjectStore>& store, const os::Access& access,
+    const ShardOptions& options, const ManifestOptions& manifest,
+    std::optional<FileIdentity> file) {
   if (store == nullptr) return Status::InvalidArgument("this galleyd reads no object storage");
   std::optional<os::S3Url> base_url;
   if (!base.empty()) {
@@ -313,7 +314,7 @@ void ObjectFolderSource::Keep(std::vector<Listed> items, const os::Access& acces
     held_bytes_ += sizeof(object) + object.url.bucket.capacity() + object.url.key.capacity() +
                    object.etag.capacity();
   }
-  for (const std::string& name : classes_) held_bytes_ += sizeof(name) + name.capacity();
+  for (const std::string& name : classes_) held_bytes_ += sizeof(std::string) + name.capacity();
   storage_ = std::make_unique<ObjectShards>(store_, access, std::move(objects), options,
                                             options.object_requests_in_flight);
   MutexLock lock(&mu_);

@@ -67,7 +67,7 @@ class ObjectFolderSource final : public DatasetSource {
   // the object or prefix; NotFound for a prefix holding no object;
   // InvalidArgument as a local ImageFolder or manifest refuses.
   static Result<std::unique_ptr<ObjectFolderSource>> Open(
-      const std::string& url, std::shared_ptr<objectstore::ObjectStore> store,
+      const std::string& url, const std::shared_ptr<objectstore::ObjectStore>& store,
       const objectstore::Access& access, const ShardOptions& options,
       const ManifestOptions& manifest);
   // Lists manifest `text`, named `name` (a local file's path), whose image
@@ -77,7 +77,7 @@ class ObjectFolderSource final : public DatasetSource {
   // Verify tells when it changed.
   static Result<std::unique_ptr<ObjectFolderSource>> OpenManifest(
       const std::string& name, const std::string& text, const std::string& base,
-      std::shared_ptr<objectstore::ObjectStore> store, const objectstore::Access& access,
+      const std::shared_ptr<objectstore::ObjectStore>& store, const objectstore::Access& access,
       const ShardOptions& options, const ManifestOptions& manifest,
       std::optional<FileIdentity> file = std::nullopt);
 

@@ -72,14 +72,14 @@ class Dataset {
   // read with `access`. Errors: the store's, naming the object or prefix;
   // those of an ImageFolder or manifest.
   static Result<std::shared_ptr<const Dataset>> OpenObjectFolder(
-      const std::string& url, std::shared_ptr<objectstore::ObjectStore> store,
+      const std::string& url, const std::shared_ptr<objectstore::ObjectStore>& store,
       const objectstore::Access& access, const ShardOptions& options,
       const ManifestOptions& manifest);
   // Opens a local manifest (`path`, canonical, under `allowed_roots`) whose
   // image cells are s3:// URLs, the objects read with `access`.
   static Result<std::shared_ptr<const Dataset>> OpenObjectManifest(
       const std::filesystem::path& path, const std::vector<std::filesystem::path>& allowed_roots,
-      std::shared_ptr<objectstore::ObjectStore> store, const objectstore::Access& access,
+      const std::shared_ptr<objectstore::ObjectStore>& store, const objectstore::Access& access,
       const ShardOptions& options, const ManifestOptions& manifest);
   // Whether an s3:// URL holds a glob's magic (*, ? or [).
   static bool IsObjectGlob(const std::string& url);
