@@ -1,5 +1,7 @@
 // Micro-benchmarks of the cache library: tier hits and misses, puts that
-// evict, demand updates that re-rank resident entries, and a planner run.
+// evict, one eviction decision and the re-ranking a rule by predicted next
+// request would add, demand updates that re-rank resident entries, and a
+// planner run.
 // Items/s is the figure to read; absolute numbers drift on shared machines.
 #include <benchmark/benchmark.h>
 #include <malloc.h>
@@ -12,6 +14,7 @@
 
 #include "galley/cache/blob_arena.h"
 #include "galley/cache/partition_planner.h"
+#include "galley/cache/refcount_eviction.h"
 #include "galley/cache/tiered_cache.h"
 
 namespace galley::cache {
@@ -70,6 +73,51 @@ void BM_TierPutWithEviction(benchmark::State& state) {
   state.counters["evictions"] = static_cast<double>(tier->Stats().evictions);
 }
 BENCHMARK(BM_TierPutWithEviction)->ArgName("refcount")->Arg(0)->Arg(1);
+
+// One eviction decision of the decoded tier's policy (RefCountEviction) on
+// a full tier of `entries` entries of demand 0..3: ChooseVictims for one
+// entry's room against a newcomer of higher demand, then the victim out and
+// the newcomer in, as a Put that evicts does. O(log n).
+void BM_RefCountDecision(benchmark::State& state) {
+  const auto entries = static_cast<Key>(state.range(0));
+  RefCountEviction policy;
+  for (Key key = 0; key < entries; ++key) policy.Add(key, 1, static_cast<uint32_t>(key % 4));
+  std::vector<Key> victims;
+  Key next = entries;
+  for (auto _ : state) {
+    victims.clear();
+    benchmark::DoNotOptimize(policy.ChooseVictims(1, 4, &victims));
+    policy.Remove(victims.front());
+    policy.Add(next, 1, static_cast<uint32_t>(next % 4));
+    ++next;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RefCountDecision)->ArgName("entries")->Arg(4096)->Arg(131'072)->Arg(1'048'576);
+
+// What a rule by predicted next request (docs/sampling.md §3.5) would pay on
+// top: its ranks move as the jobs advance, so the simulator's version gives
+// every resident entry a new rank before each wave (one DemandChanged per
+// entry; the prediction itself, a few windows per job, is not counted).
+// Items/s is entries re-ranked; a wave costs `entries` of them.
+void BM_RerankEveryEntry(benchmark::State& state) {
+  const auto entries = static_cast<Key>(state.range(0));
+  RefCountEviction policy;
+  for (Key key = 0; key < entries; ++key) policy.Add(key, 1, static_cast<uint32_t>(key));
+  uint32_t shift = 0;
+  for (auto _ : state) {
+    ++shift;
+    for (Key key = 0; key < entries; ++key) {
+      policy.DemandChanged(key, static_cast<uint32_t>(key * 2654435761u) + shift);
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_RerankEveryEntry)
+    ->ArgName("entries")
+    ->Arg(4096)
+    ->Arg(131'072)
+    ->Unit(benchmark::kMillisecond);
 
 // A decoded tier filling up: each item is a 500 x 375 image copied into a new
 // entry that stays resident, as in a first epoch. memory: 0 = a heap vector

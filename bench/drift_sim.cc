@@ -5,17 +5,31 @@
 // table on any machine, however loaded.
 //
 //   galley_drift_sim [--seed N] [--epochs N] [--draw-ahead BATCHES] [--within-epochs]
-//                    [--out-of-step] [--out-of-step-epochs N] [--load-ms MS] [--csv FILE]
+//                    [--out-of-step] [--out-of-step-epochs N] [--load-ms MS]
+//                    [--next-request-rule RULE] [--sees-drawn-ahead] [--lookahead]
+//                    [--lookups-interleaved] [--region-decodes] [--csv FILE]
 //
 // --draw-ahead sets SchedulerOptions::draw_ahead_batches (default 64; 0: a
 // job with no free slot is masked, as before drawing ahead existed);
 // --within-epochs turns SchedulerOptions::draw_across_epochs off; --load-ms
-// sets galleyd's time per load on one core (default 1).
+// sets galleyd's time per load on one core (default 1). --next-request-rule
+// (expected-min by default; expected-next, request-rate) is the rule by next
+// request the first table compares with galleyd's decoded tier
+// (DriftScenario::decoded_eviction), --sees-drawn-ahead lets it know the
+// jobs' drawn-ahead queues. --lookahead adds a table: the demand rule
+// replayed on the mixed-speed runs' requests knowing those of the next H
+// waves, from none to all (MIN). --lookups-interleaved offers the decoded
+// tier each miss right after its own lookup, as galleyd did before it
+// looked up a whole wave first (ItemPipeline::Run). --region-decodes: the
+// jobs' transforms start with a crop and a full decoded tier is offered
+// nothing, as galleyd did before it asked whether the tier would keep the
+// item (Tier::WouldAdmit).
 //
 // First table: jobs in step and jobs at truly different speeds (4 and 8;
 // --out-of-step-epochs each, default 10), with no cache and with a decoded
 // tier of a quarter of the items, beside the bounds of drift_harness.h
-// (docs/sampling.md §3.5); --out-of-step prints it alone. Second table: 1,
+// (Belady's MIN among them) and a rule by next request (docs/sampling.md
+// §3.5); --out-of-step prints it alone. Second table: 1,
 // 2, 4, 8 and 16 jobs over the same 2,048 items under each drift, with no
 // cache and with a decoded tier of 256 items (1/8 of the dataset). Third
 // table: overlapping subsets beside the coupling tree's in-step figure
@@ -77,8 +91,18 @@ std::vector<Drift> Drifts() {
 // galleyd's time per load on one core (--load-ms).
 double load_ms = 1.0;
 
+// The wave's tier lookups before its misses are offered, as galleyd does;
+// --lookups-interleaved: each miss offered right after its own lookup, as
+// galleyd did before.
+bool lookups_first = true;
+// A full decoded tier is offered nothing, as for crop-first jobs before
+// Tier::WouldAdmit (--region-decodes).
+bool region_decodes = false;
+
 DriftScenario Base(uint32_t epochs, size_t cache_items, uint32_t draw_ahead, bool across = true) {
   DriftScenario s;
+  s.region_decodes_when_full = region_decodes;
+  s.lookups_before_offers = lookups_first;
   s.draw_ahead_batches = draw_ahead;
   s.draw_across_epochs = across;
   s.items = kItems;
@@ -174,6 +198,9 @@ int Run(int argc, char** argv) {
   uint32_t out_of_step_epochs = 10;
   bool out_of_step_only = false;
   bool within_epochs = false;
+  std::string next_request_rule = "expected-min";
+  bool sees_drawn_ahead = false;
+  bool lookahead = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--seed" && i + 1 < argc) {
@@ -186,6 +213,16 @@ int Run(int argc, char** argv) {
       out_of_step_epochs = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
     } else if (arg == "--load-ms" && i + 1 < argc) {
       load_ms = std::strtod(argv[++i], nullptr);
+    } else if (arg == "--next-request-rule" && i + 1 < argc) {
+      next_request_rule = argv[++i];
+    } else if (arg == "--region-decodes") {
+      region_decodes = true;
+    } else if (arg == "--lookups-interleaved") {
+      lookups_first = false;
+    } else if (arg == "--lookahead") {
+      lookahead = true;
+    } else if (arg == "--sees-drawn-ahead") {
+      sees_drawn_ahead = true;
     } else if (arg == "--within-epochs") {
       within_epochs = true;
     } else if (arg == "--out-of-step") {
@@ -195,7 +232,9 @@ int Run(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--seed N] [--epochs N] [--draw-ahead BATCHES] [--out-of-step] "
-                   "[--out-of-step-epochs N] [--within-epochs] [--load-ms MS] [--csv FILE]\n",
+                   "[--out-of-step-epochs N] [--within-epochs] [--load-ms MS] "
+                   "[--next-request-rule RULE] [--sees-drawn-ahead] [--lookahead] "
+                   "[--lookups-interleaved] [--region-decodes] [--csv FILE]\n",
                    argv[0]);
       return 2;
     }
@@ -223,7 +262,8 @@ int Run(int argc, char** argv) {
   if (!csv_path.empty()) {
     csv.open(csv_path);
     csv << "table,mix,drift,jobs,cache_items,requests,loads,loads_per_request,misses,"
-           "misses_per_request,bound,max_wait_ms,max_held_ms\n";
+           "misses_per_request,bound,max_wait_ms,max_held_ms,min_misses_per_request,"
+           "next_rule_misses_per_request,next_rule_min_misses_per_request\n";
   }
   auto report = [&](const char* table, const std::string& mix, const std::string& drift,
                     size_t jobs, size_t cache_items, const testing::DriftOutcome& o, double bound) {
@@ -241,7 +281,7 @@ int Run(int argc, char** argv) {
     if (csv.is_open()) {
       csv << table << ',' << mix << ',' << drift << ',' << jobs << ',' << cache_items << ','
           << o.requests << ',' << o.loads << ',' << o.LoadsPerRequest() << ',' << o.misses << ','
-          << o.MissesPerRequest() << ',' << bound << ',' << max_wait << ',' << max_held << '\n';
+          << o.MissesPerRequest() << ',' << bound << ',' << max_wait << ',' << max_held << ",,,\n";
     }
   };
 
@@ -254,24 +294,33 @@ int Run(int argc, char** argv) {
     s.load.seed += seed;
     return testing::RunDrift(*dataset, s, seed);
   };
+  // The out-of-step set of `jobs` jobs, in step at `period` ms a batch or
+  // at mixed speeds (period < 0), with a decoded tier of `cache_items`.
+  auto out_of_step = [&](size_t jobs, double period, size_t cache_items) {
+    DriftScenario s = Base(out_of_step_epochs, cache_items, draw_ahead, !within_epochs);
+    s.load.seed += seed;
+    if (period > 0) {
+      s.jobs.assign(jobs, DriftJob{.period_ms = period});
+    } else {
+      s.jobs = MixedSpeeds(jobs / 4);
+    }
+    return s;
+  };
   // Out of step: loads per request beside what no scheduler can go below
   // (drift_harness.h): with the cache off, the maximal coupling of the
-  // remaining sets wave by wave; with a tier of C items, one common order
-  // with C items kept between waves; and every load reused.
-  std::printf("%-12s %4s %6s %9s %9s %9s %9s %9s %9s %8s %8s\n", "mix", "jobs", "cache", "requests",
-              "loads/req", "coupling", "miss/req", "one-order", "all-reuse", "lag peak",
-              "ahead pk");
+  // remaining sets wave by wave; with a tier of C items, Belady's MIN on the
+  // requests galleyd made, and one common order with C items kept between
+  // waves; and every load reused. With a tier, the same run again with the
+  // decoded tier choosing by the items' next requests (--next-request-rule),
+  // beside the MIN of its own requests.
+  std::printf("%-12s %4s %6s %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s %8s\n", "mix", "jobs", "cache",
+              "requests", "loads/req", "coupling", "miss/req", "MIN", "next-rule", "its MIN",
+              "one-order", "all-reuse", "lag peak", "ahead pk");
   for (const auto& [name, jobs, period] :
        {std::tuple{"in-step", size_t{4}, kPeriodMs}, std::tuple{"in-step", size_t{8}, kPeriodMs},
         std::tuple{"mixed-speeds", size_t{4}, -1.0}, std::tuple{"mixed-speeds", size_t{8}, -1.0}}) {
     for (size_t cache_items : {size_t{0}, size_t{kItems / 4}}) {
-      DriftScenario s = Base(out_of_step_epochs, cache_items, draw_ahead, !within_epochs);
-      s.load.seed += seed;
-      if (period > 0) {
-        s.jobs.assign(jobs, DriftJob{.period_ms = period});
-      } else {
-        s.jobs = MixedSpeeds(jobs / 4);
-      }
+      const DriftScenario s = out_of_step(jobs, period, cache_items);
       auto o = testing::RunDrift(*dataset, s, seed);
       if (!o.ok()) {
         std::fprintf(stderr, "%s\n", o.status().ToString().c_str());
@@ -283,18 +332,77 @@ int Run(int argc, char** argv) {
           static_cast<double>(testing::SharedOrderBound(s, *o, cache_items)) / requests;
       const double all_reuse =
           static_cast<double>(testing::SharedOrderBound(s, *o, SIZE_MAX / 2)) / requests;
+      const double min =
+          static_cast<double>(testing::MinMisses(o->wave_items, cache_items)) / requests;
+      double by_rule = -1, by_rule_min = -1;
+      if (cache_items > 0) {
+        DriftScenario r = s;
+        r.decoded_eviction = next_request_rule;
+        r.next_request_sees_drawn_ahead = sees_drawn_ahead;
+        auto ro = testing::RunDrift(*dataset, r, seed);
+        if (!ro.ok()) {
+          std::fprintf(stderr, "%s\n", ro.status().ToString().c_str());
+          return 1;
+        }
+        by_rule = ro->MissesPerRequest();
+        by_rule_min = static_cast<double>(testing::MinMisses(ro->wave_items, cache_items)) /
+                      static_cast<double>(ro->requests);
+      }
       uint64_t lag_peak = 0;
       for (const auto& job : o->jobs) lag_peak = std::max(lag_peak, job.lag_peak);
-      std::printf("%-12s %4zu %6zu %9llu %9.4f %9.4f %9.4f %9.4f %9.4f %8llu %8llu\n", name, jobs,
-                  cache_items, static_cast<unsigned long long>(o->requests), o->LoadsPerRequest(),
-                  coupling, o->MissesPerRequest(), one_order, all_reuse,
+      // "-" where there is no tier to compare.
+      auto cell = [](double value) {
+        char text[16] = "-";
+        if (value >= 0) std::snprintf(text, sizeof text, "%.4f", value);
+        return std::string(text);
+      };
+      std::printf("%-12s %4zu %6zu %9llu %9.4f %9.4f %9.4f %9.4f %9s %9s %9.4f %9.4f %8llu %8llu\n",
+                  name, jobs, cache_items, static_cast<unsigned long long>(o->requests),
+                  o->LoadsPerRequest(), coupling, o->MissesPerRequest(), min, cell(by_rule).c_str(),
+                  cell(by_rule_min).c_str(), one_order, all_reuse,
                   static_cast<unsigned long long>(lag_peak),
                   static_cast<unsigned long long>(o->max_drawn_ahead));
       if (csv.is_open()) {
         csv << "out-of-step," << name << ",-," << jobs << ',' << cache_items << ',' << o->requests
             << ',' << o->loads << ',' << o->LoadsPerRequest() << ',' << o->misses << ','
-            << o->MissesPerRequest() << ',' << coupling << ",,\n";
+            << o->MissesPerRequest() << ',' << coupling << ",,," << min << ',' << by_rule << ','
+            << by_rule_min << '\n';
       }
+    }
+  }
+  if (lookahead) {
+    // How much of MIN's lead over the demand rule is knowing the next few
+    // waves: the demand rule replayed on each run's requests with every
+    // request within `horizon` waves known (drift_harness.h,
+    // LookaheadMisses).
+    const std::vector<uint64_t> horizons = {0, 1, 4, 16, 64, 256, 1024, 4096, UINT64_MAX};
+    std::printf(
+        "\nmisses per request of the demand rule knowing the requests of the next H waves\n");
+    std::printf("%-12s %4s %9s %9s", "mix", "jobs", "galleyd", "waves");
+    for (uint64_t h : horizons) {
+      if (h == UINT64_MAX) {
+        std::printf(" %9s", "MIN");
+      } else {
+        std::printf(" %9s", ("H=" + std::to_string(h)).c_str());
+      }
+    }
+    std::printf("\n");
+    for (size_t jobs : {size_t{4}, size_t{8}}) {
+      const DriftScenario s = out_of_step(jobs, -1, kItems / 4);
+      auto o = testing::RunDrift(*dataset, s, seed);
+      if (!o.ok()) {
+        std::fprintf(stderr, "%s\n", o.status().ToString().c_str());
+        return 1;
+      }
+      const double requests = static_cast<double>(o->requests);
+      std::printf("%-12s %4zu %9.4f %9zu", "mixed-speeds", jobs, o->MissesPerRequest(),
+                  o->wave_items.size());
+      for (uint64_t h : horizons) {
+        std::printf(
+            " %9.4f",
+            static_cast<double>(testing::LookaheadMisses(s, *o, s.cache_items, h)) / requests);
+      }
+      std::printf("\n");
     }
   }
   if (out_of_step_only) return 0;

@@ -346,6 +346,19 @@ PYBIND11_MODULE(_galley, m) {
              auto text = Unwrap(WithoutGil([&] { return job.Stats(); }));
              return py::module_::import("json").attr("loads")(text);
            })
+      .def("refresh_credentials",
+           [](galley::Job& job, const py::dict& s3) {
+             // The dict galley/s3_access.py resolves, as OpenJob's `s3`.
+             galley::ObjectStoreAccess access;
+             access.endpoint_url = s3["endpoint_url"].cast<std::string>();
+             access.region = s3["region"].cast<std::string>();
+             access.path_style = s3["path_style"].cast<bool>();
+             access.access_key_id = s3["access_key_id"].cast<std::string>();
+             access.secret_access_key = s3["secret_access_key"].cast<std::string>();
+             access.session_token = s3["session_token"].cast<std::string>();
+             const galley::Status s = WithoutGil([&] { return job.RefreshCredentials(access); });
+             if (!s.ok()) Raise(s);
+           })
       .def("close", &galley::Job::Close);
 
   py::class_<galley::Client>(m, "Client")

@@ -68,6 +68,19 @@ bool Tier::PutLocked(Key key, BlobPtr blob, uint32_t demand) {
   return true;
 }
 
+bool Tier::WouldAdmit(Key key, uint64_t charged_bytes) const {
+  auto decide = [&](uint32_t demand) {
+    MutexLock lock(&mu_);
+    if (entries_.contains(key) || charged_bytes > budget_bytes_) return false;
+    const uint64_t free_bytes = budget_bytes_ >= bytes_ ? budget_bytes_ - bytes_ : 0;
+    if (charged_bytes <= free_bytes) return true;
+    std::vector<Key> victims;
+    return policy_->ChooseVictims(charged_bytes - free_bytes, demand, &victims);
+  };
+  // Under the key's demand lock, as Put reads it.
+  return demand_ != nullptr ? demand_->WithDemand(key, decide) : decide(0);
+}
+
 bool Tier::MakeRoomLocked(uint64_t bytes_needed, std::optional<uint32_t> newcomer_demand) {
   const uint64_t free_bytes = budget_bytes_ >= bytes_ ? budget_bytes_ - bytes_ : 0;
   if (bytes_needed <= free_bytes) return true;

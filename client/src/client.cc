@@ -283,6 +283,11 @@ Result<std::string> Job::Stats() {
   return stats.dump(2);
 }
 
+Status Job::RefreshCredentials(const ObjectStoreAccess& access) {
+  if (!channel_) return Status::Cancelled("the job is closed");
+  return channel_->RefreshCredentials(access);
+}
+
 void Job::Close() {
   // The channel stays until the Job goes: a Next() another thread is in
   // returns Cancelled instead of running on a freed channel.

@@ -245,6 +245,13 @@ Result<nlohmann::json> JobChannel::Stats() {
                  wire::MessageType::kStats);
 }
 
+Status JobChannel::RefreshCredentials(const ObjectStoreAccess& access) {
+  if (closed_.load(std::memory_order_acquire)) return Closed();
+  GALLEY_ASSIGN_OR_RETURN(auto text,
+                          wire::EncodeJson({{"s3", wire::ObjectStoreAccessToJson(access)}}));
+  return connection_->SendFrame(wire::MessageType::kRefreshCredentials, 0, text);
+}
+
 void JobChannel::Close() {
   if (closed_.exchange(true, std::memory_order_acq_rel)) return;
   (void)connection_->SendFrame(wire::MessageType::kCloseJob, 0, "");

@@ -3,8 +3,8 @@
 //
 // Shared (shared_ptr) by the Job and every Batch leased from it, so the
 // mapping outlives the last batch. WaitNext/Request are called by the job's
-// consuming thread (guarded by consume_mu_); ReleaseSlot may be called from
-// any thread.
+// consuming thread (guarded by consume_mu_); ReleaseSlot and
+// RefreshCredentials may be called from any thread.
 #ifndef GALLEY_CLIENT_JOB_CHANNEL_H_
 #define GALLEY_CLIENT_JOB_CHANNEL_H_
 
@@ -44,6 +44,9 @@ class JobChannel {
   // `items`, when given, is the epoch's list (JobSpec::epoch_items).
   Status Seek(uint64_t epoch, const std::vector<uint64_t>* items) EXCLUDES(consume_mu_);
   Result<nlohmann::json> Stats() EXCLUDES(consume_mu_);
+  // Sends the job's re-resolved S3 access (RefreshCredentials, no reply).
+  // Any thread: it neither waits for the consumer nor reads the connection.
+  Status RefreshCredentials(const ObjectStoreAccess& access);
   // Ends the job; any thread, any number of times. A WaitNext in progress
   // returns Cancelled, as do the calls that follow.
   void Close();

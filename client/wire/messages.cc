@@ -421,47 +421,12 @@ Status ReadConsumed(FieldReader&, const json& body, const JobSpecField& field, J
 
 // The job's object storage access, an object of strings (and path_style).
 void WriteS3(const JobSpec& spec, const JobSpecField& field, json& body) {
-  if (!spec.s3) return;
-  const ObjectStoreAccess& a = *spec.s3;
-  body[field.name] = {{"endpoint_url", a.endpoint_url},
-                      {"region", a.region},
-                      {"path_style", a.path_style},
-                      {"access_key_id", a.access_key_id},
-                      {"secret_access_key", a.secret_access_key},
-                      {"session_token", a.session_token}};
+  if (spec.s3) body[field.name] = ObjectStoreAccessToJson(*spec.s3);
 }
 Status ReadS3(FieldReader&, const json& body, const JobSpecField& field, JobSpec& spec) {
   auto it = body.find(field.name);
   if (it == body.end()) return Status::Ok();
-  if (!it->is_object()) {
-    return Status::InvalidArgument(std::string("field '") + field.name + "' must be an object");
-  }
-  ObjectStoreAccess access;
-  const std::pair<const char*, std::string*> strings[] = {
-      {"endpoint_url", &access.endpoint_url},
-      {"region", &access.region},
-      {"access_key_id", &access.access_key_id},
-      {"secret_access_key", &access.secret_access_key},
-      {"session_token", &access.session_token}};
-  for (const auto& [key, value] : it->items()) {
-    bool known = key == "path_style";
-    for (const auto& [name, target] : strings) {
-      if (key != name) continue;
-      if (!value.is_string() || value.get_ref<const std::string&>().size() > 4096) {
-        return Status::InvalidArgument("field 's3." + key +
-                                       "' must be a string of at most 4096 bytes");
-      }
-      *target = value.get<std::string>();
-      known = true;
-    }
-    if (!known) return Status::InvalidArgument("unknown field 's3." + EscapeBytes(key) + "'");
-    if (key == "path_style") {
-      if (!value.is_boolean())
-        return Status::InvalidArgument("field 's3.path_style' must be a boolean");
-      access.path_style = value.get<bool>();
-    }
-  }
-  spec.s3 = std::move(access);
+  GALLEY_ASSIGN_OR_RETURN(spec.s3, ObjectStoreAccessFromJson(*it, field.name));
   return Status::Ok();
 }
 
@@ -727,6 +692,49 @@ Status StatusFromErrorJson(const json& body) {
     return Status::Internal("galleyd: " + message->get<std::string>());
   }
   return Status(static_cast<StatusCode>(value), message->get<std::string>());
+}
+
+json ObjectStoreAccessToJson(const ObjectStoreAccess& a) {
+  return {{"endpoint_url", a.endpoint_url},
+          {"region", a.region},
+          {"path_style", a.path_style},
+          {"access_key_id", a.access_key_id},
+          {"secret_access_key", a.secret_access_key},
+          {"session_token", a.session_token}};
+}
+
+Result<ObjectStoreAccess> ObjectStoreAccessFromJson(const json& value, std::string_view field) {
+  const std::string prefix = std::string(field) + ".";
+  if (!value.is_object()) {
+    return Status::InvalidArgument("field '" + std::string(field) + "' must be an object");
+  }
+  ObjectStoreAccess access;
+  const std::pair<const char*, std::string*> strings[] = {
+      {"endpoint_url", &access.endpoint_url},
+      {"region", &access.region},
+      {"access_key_id", &access.access_key_id},
+      {"secret_access_key", &access.secret_access_key},
+      {"session_token", &access.session_token}};
+  for (const auto& [key, item] : value.items()) {
+    bool known = key == "path_style";
+    for (const auto& [name, target] : strings) {
+      if (key != name) continue;
+      if (!item.is_string() || item.get_ref<const std::string&>().size() > 4096) {
+        return Status::InvalidArgument("field '" + prefix + key +
+                                       "' must be a string of at most 4096 bytes");
+      }
+      *target = item.get<std::string>();
+      known = true;
+    }
+    if (!known) return Status::InvalidArgument("unknown field '" + prefix + EscapeBytes(key) + "'");
+    if (key == "path_style") {
+      if (!item.is_boolean()) {
+        return Status::InvalidArgument("field '" + prefix + "path_style' must be a boolean");
+      }
+      access.path_style = item.get<bool>();
+    }
+  }
+  return access;
 }
 
 }  // namespace galley::wire

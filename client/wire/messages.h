@@ -58,6 +58,12 @@ std::string EscapeBytes(std::string_view text);
 // The OpenJob body (docs/protocol.md §1.4). JobSpecFromJson refuses a field
 // it does not know, naming it: both sides speak one protocol version.
 nlohmann::json JobSpecToJson(const JobSpec& spec);
+// The `s3` object of OpenJob, the listing request and RefreshCredentials.
+nlohmann::json ObjectStoreAccessToJson(const ObjectStoreAccess& access);
+// InvalidArgument, naming `field`, for anything but an object of the known
+// fields (strings of at most 4096 bytes, path_style a boolean).
+Result<ObjectStoreAccess> ObjectStoreAccessFromJson(const nlohmann::json& value,
+                                                    std::string_view field);
 Result<JobSpec> JobSpecFromJson(const nlohmann::json& body);
 // The body's field names in protocol order: the one list of them.
 std::vector<std::string> JobSpecFieldNames();

@@ -47,6 +47,8 @@ std::string_view MessageTypeName(MessageType type) {
       return "CloseJob";
     case MessageType::kConsumerReady:
       return "ConsumerReady";
+    case MessageType::kRefreshCredentials:
+      return "RefreshCredentials";
   }
   return "Unknown";
 }
@@ -68,6 +70,7 @@ uint32_t MaxPayloadBytes(MessageType type) {
     case MessageType::kQuery:
     case MessageType::kCloseJob:
     case MessageType::kConsumerReady:
+    case MessageType::kRefreshCredentials:
       return kMaxControlPayloadBytes;
   }
   return kMaxControlPayloadBytes;

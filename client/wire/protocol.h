@@ -33,22 +33,23 @@ inline constexpr uint32_t kMaxPayloadBytes = galley::kMaxRequestBytes;
 inline constexpr uint32_t kMaxControlPayloadBytes = 64u << 10;
 
 enum class MessageType : uint16_t {
-  kHello = 1,           // client -> daemon: {protocol_version, client, pid}
-  kWelcome = 2,         // daemon -> client: {protocol_version, server_version, pid}
-  kError = 3,           // daemon -> client: {code, message}
-  kOpenJob = 4,         // client -> daemon: the job spec (docs/protocol.md)
-  kJobOpened = 5,       // daemon -> client: segment geometry; carries the segment fd
-  kSlotReleased = 6,    // client -> daemon: {} a batch slot became free
-  kSeekEpoch = 7,       // client -> daemon: {epoch}
-  kEpochSought = 8,     // daemon -> client: {epoch, generation}
-  kStatsRequest = 9,    // client -> daemon: {}
-  kStats = 10,          // daemon -> client: job and daemon counters
-  kQuery = 11,          // galleyctl -> daemon: {what: status|datasets|jobs|cache|plan}
-  kQueryReply = 12,     // daemon -> galleyctl: JSON document
-  kCloseJob = 13,       // client -> daemon: {} end the job now
-  kConsumerReady = 14,  // client -> daemon: {} the consumer waits for its first batch
+  kHello = 1,                // client -> daemon: {protocol_version, client, pid}
+  kWelcome = 2,              // daemon -> client: {protocol_version, server_version, pid}
+  kError = 3,                // daemon -> client: {code, message}
+  kOpenJob = 4,              // client -> daemon: the job spec (docs/protocol.md)
+  kJobOpened = 5,            // daemon -> client: segment geometry; carries the segment fd
+  kSlotReleased = 6,         // client -> daemon: {} a batch slot became free
+  kSeekEpoch = 7,            // client -> daemon: {epoch}
+  kEpochSought = 8,          // daemon -> client: {epoch, generation}
+  kStatsRequest = 9,         // client -> daemon: {}
+  kStats = 10,               // daemon -> client: job and daemon counters
+  kQuery = 11,               // galleyctl -> daemon: {what: status|datasets|jobs|cache|plan}
+  kQueryReply = 12,          // daemon -> galleyctl: JSON document
+  kCloseJob = 13,            // client -> daemon: {} end the job now
+  kConsumerReady = 14,       // client -> daemon: {} the consumer waits for its first batch
+  kRefreshCredentials = 15,  // client -> daemon: {s3} the job's re-resolved access; no reply
 };
-inline constexpr uint16_t kMaxMessageType = 14;
+inline constexpr uint16_t kMaxMessageType = 15;
 
 std::string_view MessageTypeName(MessageType type);
 

@@ -23,7 +23,7 @@ from ._galley import (AccessDenied, DatasetNotFound, EndOfStream, GalleyError,  
                       ServerUnavailable, Timeout, default_socket_path, system_socket_path,
                       user_socket_path)
 from .loader import DataLoader, FixedAttributeError  # noqa: E402
-from .s3_access import S3CredentialsNotFound  # noqa: E402
+from .s3_access import S3CredentialProcessError, S3CredentialsNotFound  # noqa: E402
 
 __version__ = _galley.__version__
 # The wire protocol this client speaks; galleyd reports its own in
@@ -51,5 +51,5 @@ __all__ = [
     "user_socket_path", "system_socket_path", "GalleyError",
     "ServerUnavailable", "InvalidRequest", "DatasetNotFound", "AccessDenied", "ResourceLimit",
     "Timeout", "SampleError", "JobCancelled", "ProtocolError", "EndOfStream", "__version__",
-    "protocol_version", "sampling_policies", "S3CredentialsNotFound",
+    "protocol_version", "sampling_policies", "S3CredentialsNotFound", "S3CredentialProcessError",
 ]

@@ -24,6 +24,7 @@ from . import _autostart
 from . import _galley
 from . import datasets as _datasets
 from . import dataset_objects
+from . import _s3_refresh
 from . import s3_access as _s3_access
 from . import shards as _shards
 from ._config import LoaderConfig
@@ -170,8 +171,10 @@ class JobSession:
         # The OpenJob body (docs/protocol.md), where an absent field takes
         # its default.
         spec = {key: value for key, value in self.spec.items() if value is not None}
+        expires = None
         if "s3" in spec:  # resolved afresh: temporary credentials may have been renewed
-            spec["s3"] = _s3_access.resolve(what=(spec.get("shards") or [spec["dataset"]])[0])
+            spec["s3"], expires = _s3_access.resolve_timed(
+                what=(spec.get("shards") or [spec["dataset"]])[0])
         spec["start_epoch"] = start_epoch
         spec["epochs"] = epochs
         if resume is not None:
@@ -194,6 +197,11 @@ class JobSession:
             self.client = _autostart.client(config.socket, config.autostart,
                                             config.request_seconds)
             job = self.client.open_job(spec)
+        if "s3" in spec:
+            # Resolved again while the job runs and sent to galleyd, so that
+            # credentials that expire do not end an epoch (docs/access.md).
+            _s3_refresh.CredentialRefresher(job, spec["s3"], expires,
+                                            (spec.get("shards") or [spec["dataset"]])[0])
         info = job.info
         self.dataset_size = int(info["dataset_size"])
         self.dataset_seen = {

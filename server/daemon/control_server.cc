@@ -508,7 +508,7 @@ Result<std::shared_ptr<ServedJob>> ControlServer::OpenJob(wire::Connection& conn
   return jobs_->Open(*spec, peer, cancel, &stop);
 }
 
-Status ControlServer::ServeJobRequests(wire::Connection& connection, const ServedJob& job) {
+Status ControlServer::ServeJobRequests(wire::Connection& connection, ServedJob& job) {
   MessagePacer releases(kReleaseRate, kReleaseBurst), requests(kRequestRate, kRequestBurst);
   while (true) {
     auto frame = connection.ReadFrame();
@@ -540,11 +540,50 @@ Status ControlServer::ServeJobRequests(wire::Connection& connection, const Serve
         break;
       case wire::MessageType::kCloseJob:
         return Status::Cancelled("the job was closed");
+      case wire::MessageType::kRefreshCredentials:
+        RefreshCredentials(job, *req);
+        break;
       default:
         return Status::ProtocolError("unexpected " +
                                      std::string(wire::MessageTypeName(frame->header.type)) +
                                      " on a job connection");
     }
+  }
+}
+
+void ControlServer::RefreshCredentials(ServedJob& job, const json& body) {
+  const JobSpec& spec = job.plan->spec;
+  Status refused = Status::Ok();
+  auto field = body.find("s3");
+  Result<ObjectStoreAccess> access = Status::InvalidArgument("RefreshCredentials needs 's3'");
+  if (field != body.end()) access = wire::ObjectStoreAccessFromJson(*field, "s3");
+  if (!access.ok()) {
+    refused = access.status();
+  } else if (!spec.s3) {
+    refused = Status::InvalidArgument("the job reads no object storage");
+  } else if (access->endpoint_url != spec.s3->endpoint_url || access->region != spec.s3->region ||
+             access->path_style != spec.s3->path_style) {
+    refused = Status::InvalidArgument(
+        "a refresh replaces the credentials only; the endpoint, region and addressing are "
+        "the job's (open a new job to read from another)");
+  } else {
+    // The same check as a job's open: every shard HEADed with them, each
+    // the listed version. Only then may the set's reads carry them.
+    bool changed = false;
+    refused = job.plan->dataset->VerifyObjects(ObjectAccessFor(*access), &changed);
+    if (refused.ok() && changed) {
+      refused = Status::DataLoss(
+          "the dataset's objects changed since it was listed; the job keeps its credentials, "
+          "and the next job lists the set again");
+    }
+  }
+  if (refused.ok()) {
+    job.counters.credential_refreshes.fetch_add(1, std::memory_order_relaxed);
+    spdlog::info("job {}: S3 credentials refreshed", job.id);
+  } else {
+    job.counters.credential_refreshes_refused.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("job {}: refreshed S3 credentials refused, the job keeps its own: {}", job.id,
+                 refused.ToString());
   }
 }
 

@@ -28,6 +28,7 @@ Result<std::shared_ptr<objectstore::ObjectStore>> OpenObjectStore(const DaemonOp
   if (allowed.empty()) return std::shared_ptr<objectstore::ObjectStore>();
   objectstore::S3ClientOptions s3;
   s3.max_in_flight = options.s3_requests_in_flight;
+  s3.ca_file = options.s3_ca_file;
   for (const std::string& endpoint : allowed) {
     if (endpoint != "aws") s3.allowed_endpoints.push_back(endpoint);
   }

@@ -598,6 +598,15 @@ const std::vector<Key>& Keys() {
                           "how jobs with other access keys share an s3:// folder or manifest of "
                           "objects: verify (a HEAD per object, default) or per_key (never)",
                           &DaemonOptions::s3_folder_sharing, {"verify", "per_key"}, false));
+    k.push_back(TextKey("s3_ca_file", "--s3-ca-file",
+                        "PEM file of the CA certificates an https S3 endpoint's certificate "
+                        "must chain to (\"\" = the system's CA store)",
+                        &DaemonOptions::s3_ca_file, "a PEM file path, or \"\"",
+                        [](const std::string&) { return std::string(); }));
+    k.push_back(IntegerKey("s3_refresh_wait_ms", "--s3-refresh-wait-ms",
+                           "how long a read whose S3 credentials all expired waits for a job's "
+                           "refreshed ones",
+                           &DaemonOptions::s3_refresh_wait_ms, 0, 3600000, false));
     k.push_back(IntegerKey("s3_requests_in_flight", "--s3-requests-in-flight",
                            "ranged GETs of prefetched members each S3 dataset keeps in flight",
                            &DaemonOptions::s3_requests_in_flight, 1, 4096, false));

@@ -118,7 +118,7 @@ void ItemPipeline::PrefetchFromStorage(std::span<const ItemTask> tasks) {
     if (!dataset.reads_objects()) continue;
     if (cache_ != nullptr) {
       const cache::Key key = cache::MakeKey(task.job_plan->dataset_index, task.item);
-      if (cache_->decoded().Contains(key) || cache_->encoded().Contains(key)) continue;
+      if (task.decoded_entry != nullptr || cache_->encoded().Contains(key)) continue;
     }
     wanted[&dataset].push_back(task.item);
   }
@@ -126,6 +126,19 @@ void ItemPipeline::PrefetchFromStorage(std::span<const ItemTask> tasks) {
 }
 
 void ItemPipeline::Run(std::span<ItemTask> tasks) {
+  if (cache_ != nullptr) {
+    // The wave's hits first: the entries are held by the tasks (a Get hands
+    // out a reference), so an offer from a task that missed may evict them
+    // but not take them from this wave. Without this, an item the wave's
+    // jobs no longer need after it (demand 0, the first victim) was pushed
+    // out by an earlier task's miss before its own task looked it up: 7% of
+    // the misses of jobs at different speeds (docs/sampling.md §3.5).
+    for (ItemTask& task : tasks) {
+      task.decoded_entry =
+          cache_->decoded().Get(cache::MakeKey(task.job_plan->dataset_index, task.item));
+      task.decoded_looked_up = true;
+    }
+  }
   PrefetchFromStorage(tasks);
   // A static tag: the tasks acquire before reading anything their caller
   // wrote, even the lambda's captures.
@@ -166,11 +179,17 @@ bool ItemPipeline::TryRegionDecode(const ItemTask& task, const cache::Blob& enco
     return false;
   }
   if (cache_ != nullptr) {
-    // The full image is worth decoding while the decoded tier has room for
-    // it: the next epoch then skips the decode altogether.
-    const cache::TierStats decoded = cache_->decoded().Stats();
+    // The full image is worth decoding when the decoded tier would keep it:
+    // it has room, or its policy would make room (the item is worth more
+    // than what it would push out); the item's next request then skips the
+    // decode. Asking only for free room froze a full tier with the items
+    // that filled it (docs/sampling.md §3.5: 11-29% more misses for jobs
+    // out of step).
     const uint64_t size = uint64_t{3} * header->width * header->height + cache::kEntryOverheadBytes;
-    if (decoded.budget_bytes > 0 && decoded.bytes + size <= decoded.budget_bytes) return false;
+    if (cache_->decoded().WouldAdmit(cache::MakeKey(task.job_plan->dataset_index, task.item),
+                                     size)) {
+      return false;
+    }
   }
   // The remote tier's decoded form needs the whole image: a region would
   // leave it only the file's bytes to write. Pixels larger than its entries
@@ -256,7 +275,9 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
   };
   PreparedItem prepared;
   if (cache_ != nullptr) {
-    if (cache::BlobPtr decoded = cache_->decoded().Get(key)) {
+    cache::BlobPtr decoded =
+        task.decoded_looked_up ? std::move(task.decoded_entry) : cache_->decoded().Get(key);
+    if (decoded != nullptr) {
       counters_.decoded_hits++;
       task.from_cache = true;
       prepared.cached = std::move(decoded);  // the transforms read the entry's pixels in place

@@ -827,6 +827,15 @@ BatchTotalsSnapshot Scheduler::Totals() const {
   return totals_;
 }
 
+std::vector<ItemId> Scheduler::DrawnAhead(JobId job_id) const {
+  MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return {};
+  std::vector<ItemId> items(it->second.drawn_ahead.begin(), it->second.drawn_ahead.end());
+  items.insert(items.end(), it->second.drawn_next.begin(), it->second.drawn_next.end());
+  return items;
+}
+
 std::vector<SamplerGroupSnapshot> Scheduler::Snapshot() const {
   MutexLock lock(&mu_);
   // Substitutions of the epochs in progress are still held by the policies.

@@ -107,6 +107,8 @@ JobSnapshot ServedJob::Snapshot() const {
   s.nodes = split.Nodes();
   s.node_rank = split.NodeOf(spec.rank);
   s.shard_seed = split.seed;
+  s.credential_refreshes = counters.credential_refreshes.load();
+  s.credential_refreshes_refused = counters.credential_refreshes_refused.load();
   return s;
 }
 

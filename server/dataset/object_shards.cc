@@ -121,12 +121,8 @@ ObjectShards::ObjectShards(std::shared_ptr<os::ObjectStore> store, const os::Acc
       max_in_flight_(options.object_requests_in_flight),
       max_bytes_(options.object_prefetch_bytes),
       heads_in_flight_(std::max<uint32_t>(1, heads_in_flight)),
-      access_(access) {}
-
-void ObjectShards::Admit(const os::Access& access) {
-  MutexLock lock(&mu_);
-  access_ = access;
-}
+      refresh_wait_(options.object_refresh_wait),
+      admitted_{Admitted{0, access, false}} {}
 
 ObjectShards::~ObjectShards() {
   // The store calls back exactly once per GET: wait for those in flight,
@@ -136,9 +132,79 @@ ObjectShards::~ObjectShards() {
   while (in_flight_ > 0) fetched_.Wait(&mu_);
 }
 
-os::Access ObjectShards::CurrentAccess() const {
-  MutexLock lock(&mu_);
-  return access_;
+std::optional<ObjectShards::Signed> ObjectShards::CurrentLocked() const {
+  for (auto it = admitted_.rbegin(); it != admitted_.rend(); ++it) {
+    if (!it->refused) return Signed{it->generation, it->access};
+  }
+  return std::nullopt;
+}
+
+ObjectShards::Signed ObjectShards::SigningLocked() const {
+  if (std::optional<Signed> current = CurrentLocked()) return *current;
+  return Signed{admitted_.back().generation, admitted_.back().access};
+}
+
+void ObjectShards::Admit(const os::Access& access) {
+  {
+    MutexLock lock(&mu_);
+    const os::Credentials& c = access.credentials;
+    std::erase_if(admitted_, [&](const Admitted& a) {
+      const os::Credentials& old = a.access.credentials;
+      return old.access_key_id == c.access_key_id && old.secret_access_key == c.secret_access_key &&
+             old.session_token == c.session_token;
+    });
+    admitted_.push_back(Admitted{next_generation_++, access, false});
+    if (admitted_.size() > kMaxAdmitted) admitted_.erase(admitted_.begin());
+  }
+  admitted_cv_.SignalAll();
+}
+
+Status ObjectShards::ReadDirect(uint32_t shard, uint64_t offset, std::span<uint8_t> out,
+                                const os::Access& access) {
+  const Shard& s = shards_[shard];
+  auto bytes = store_->Get(access, s.url.bucket, s.url.key, offset, out.size(), s.etag);
+  if (!bytes.ok()) return bytes.status();
+  if (bytes->size() != out.size()) {
+    return Status::DataLoss("the store sent " + std::to_string(bytes->size()) + " bytes of " +
+                            std::to_string(out.size()));
+  }
+  std::memcpy(out.data(), bytes->data(), out.size());
+  return Status::Ok();
+}
+
+Status ObjectShards::ReadAfterRefusal(uint32_t shard, uint64_t offset, std::span<uint8_t> out,
+                                      Status failure, uint64_t generation) {
+  const auto deadline = std::chrono::steady_clock::now() + refresh_wait_;
+  bool waited_out = false;
+  while (os::IsCredentialRefusal(failure)) {
+    std::optional<Signed> next;
+    {
+      MutexLock lock(&mu_);
+      for (Admitted& a : admitted_) {
+        if (a.generation == generation) a.refused = true;
+      }
+      next = CurrentLocked();
+      // Credentials are admitted only by a job's open or refresh, whose
+      // HEADs the store answered: wait for those, not for the clock.
+      while (!next && !waited_out) {
+        if (!admitted_cv_.WaitUntil(&mu_, deadline)) {
+          waited_out = std::chrono::steady_clock::now() >= deadline;
+        }
+        next = CurrentLocked();
+      }
+    }
+    if (!next) {
+      const int64_t ms = refresh_wait_.count();
+      const std::string wait =
+          ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
+      return ReadError(
+          shard,
+          Status(failure.code(), failure.message() + "; no fresh credentials came within " + wait));
+    }
+    failure = ReadDirect(shard, offset, out, next->access);
+    generation = next->generation;
+  }
+  return failure.ok() ? failure : ReadError(shard, failure);
 }
 
 Status ObjectShards::ReadError(uint32_t shard, const Status& status) {
@@ -156,10 +222,10 @@ Status ObjectShards::ReadError(uint32_t shard, const Status& status) {
 Status ObjectShards::ReadInto(uint32_t shard, uint64_t offset, std::span<uint8_t> out) {
   FetchPtr fetch;
   bool start_now = false;
-  os::Access access;
+  Signed signing;
   {
     MutexLock lock(&mu_);
-    access = access_;
+    signing = SigningLocked();
     auto it = claims_.find(ShardExtent{shard, offset, out.size()});
     if (it != claims_.end()) {
       fetch = it->second;
@@ -178,17 +244,11 @@ Status ObjectShards::ReadInto(uint32_t shard, uint64_t offset, std::span<uint8_t
   if (fetch == nullptr) {
     // Not prefetched: one GET of its own.
     on_demand_reads_++;
-    const Shard& s = shards_[shard];
-    auto bytes = store_->Get(access, s.url.bucket, s.url.key, offset, out.size(), s.etag);
-    if (!bytes.ok()) return ReadError(shard, bytes.status());
-    if (bytes->size() != out.size()) {
-      return ReadError(shard, Status::DataLoss("the store sent " + std::to_string(bytes->size()) +
-                                               " bytes of " + std::to_string(out.size())));
-    }
-    std::memcpy(out.data(), bytes->data(), out.size());
-    return Status::Ok();
+    const Status read = ReadDirect(shard, offset, out, signing.access);
+    if (read.ok()) return read;
+    return ReadAfterRefusal(shard, offset, out, read, signing.generation);
   }
-  if (start_now) Start(fetch, access);
+  if (start_now) Start(fetch, signing);
   prefetched_reads_++;
   Status status = Status::Ok();
   {
@@ -196,8 +256,10 @@ Status ObjectShards::ReadInto(uint32_t shard, uint64_t offset, std::span<uint8_t
     while (!fetch->done) fetched_.Wait(&mu_);
   }
   // The claim keeps the fetched bytes until it is given up below.
+  bool refused = false;
   if (!fetch->bytes.ok()) {
-    status = ReadError(shard, fetch->bytes.status());
+    refused = os::IsCredentialRefusal(fetch->bytes.status());
+    status = refused ? fetch->bytes.status() : ReadError(shard, fetch->bytes.status());
   } else if (fetch->bytes->size() != fetch->end - fetch->begin) {
     status = ReadError(shard,
                        Status::DataLoss("the store sent " + std::to_string(fetch->bytes->size()) +
@@ -210,9 +272,12 @@ Status ObjectShards::ReadInto(uint32_t shard, uint64_t offset, std::span<uint8_t
     MutexLock lock(&mu_);
     Unclaim(fetch);
     startable = TakeStartable();
-    access = access_;
+    signing = SigningLocked();
   }
-  for (const FetchPtr& f : startable) Start(f, access);
+  for (const FetchPtr& f : startable) Start(f, signing);
+  // Outside the lock and with the claim given up: the wait for a refresh
+  // holds no fetched bytes.
+  if (refused) return ReadAfterRefusal(shard, offset, out, status, fetch->generation);
   return status;
 }
 
@@ -253,11 +318,9 @@ Status ObjectShards::VerifyObjects(const os::Access& access, bool* changed) {
   for (const Status& status : denied) {
     if (!status.ok()) return status;
   }
-  if (!*changed) {
-    // Every shard HEADed with these credentials: later reads may carry them
-    // (the newest admitted, so refreshed temporary credentials take over).
-    Admit(access);
-  }
+  // Every shard HEADed with these credentials: later reads may carry them
+  // (the newest admitted, so refreshed temporary credentials take over).
+  if (!*changed) Admit(access);
   return Status::Ok();
 }
 
@@ -265,7 +328,7 @@ void ObjectShards::Prefetch(std::span<const ShardExtent> extents) {
   std::vector<ShardExtent> sorted(extents.begin(), extents.end());
   std::sort(sorted.begin(), sorted.end());
   std::vector<FetchPtr> startable;
-  os::Access access;
+  Signed signing;
   {
     MutexLock lock(&mu_);
     ++wave_;
@@ -298,9 +361,9 @@ void ObjectShards::Prefetch(std::span<const ShardExtent> extents) {
       claims_.emplace(e, current);
     }
     startable = TakeStartable();
-    access = access_;
+    signing = SigningLocked();
   }
-  for (const FetchPtr& f : startable) Start(f, access);
+  for (const FetchPtr& f : startable) Start(f, signing);
 }
 
 std::vector<ObjectShards::FetchPtr> ObjectShards::TakeStartable() {
@@ -329,16 +392,17 @@ void ObjectShards::Unclaim(const FetchPtr& fetch) {
   fetch->bytes = Status::Cancelled("released");
 }
 
-void ObjectShards::Start(const FetchPtr& fetch, const os::Access& access) {
+void ObjectShards::Start(const FetchPtr& fetch, const Signed& credentials) {
   const Shard& s = shards_[fetch->shard];
+  fetch->generation = credentials.generation;
   store_->GetAsync(
-      access, s.url.bucket, s.url.key, fetch->begin, fetch->end - fetch->begin, s.etag,
+      credentials.access, s.url.bucket, s.url.key, fetch->begin, fetch->end - fetch->begin, s.etag,
       [this, fetch](Result<std::vector<uint8_t>> bytes) { Finished(fetch, std::move(bytes)); });
 }
 
 void ObjectShards::Finished(const FetchPtr& fetch, Result<std::vector<uint8_t>> bytes) {
   std::vector<FetchPtr> startable;
-  os::Access access;
+  Signed signing;
   {
     MutexLock lock(&mu_);
     fetch->done = true;
@@ -349,10 +413,10 @@ void ObjectShards::Finished(const FetchPtr& fetch, Result<std::vector<uint8_t>> 
       fetch->bytes = Status::Cancelled("released");
     }
     startable = TakeStartable();
-    access = access_;
+    signing = SigningLocked();
   }
   fetched_.SignalAll();
-  for (const FetchPtr& f : startable) Start(f, access);
+  for (const FetchPtr& f : startable) Start(f, signing);
 }
 
 void ObjectShards::AddFingerprint(uint32_t shard, ContentFingerprintBuilder& fingerprint) const {

@@ -15,8 +15,17 @@
 // registered and never read (an item a job no longer wants) are dropped
 // kWavesKept waves later, freeing what they hold.
 //
-// Access: every request carries the Access most recently admitted
-// (VerifyObjects: every shard HEADed with it, each the listed version).
+// Access: the set keeps the credentials admitted for it, the lister's and
+// those of every later VerifyObjects (a job's open, or its refresh: every
+// shard HEADed with them, each the listed version), at most kMaxAdmitted,
+// newest last. Every request carries the newest the store has not refused.
+// A read the store refuses because of its credentials (IsCredentialRefusal:
+// expired, revoked) strikes those off and is sent again with the next
+// newest; when none is left it waits, up to ShardOptions::
+// object_refresh_wait, for credentials a job's refresh admits, and fails
+// with the store's refusal if none come. So one job's expired token does
+// not stop the reads of the others, and a job that refreshes its own goes
+// on. A refusal of the object (AccessDenied) fails at once, as before.
 //
 // Thread-safety: every method may be called from any thread; the store's
 // callbacks take the internal mutex only briefly and never start a request
@@ -24,10 +33,13 @@
 #ifndef GALLEY_SERVER_DATASET_OBJECT_SHARDS_H_
 #define GALLEY_SERVER_DATASET_OBJECT_SHARDS_H_
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +59,8 @@ Result<ShardListing> ListObjectShard(objectstore::ObjectStore& store,
 
 class ObjectShards final : public ShardSource::Storage {
  public:
+  // Credentials a set keeps at most; admitting more drops the oldest.
+  static constexpr size_t kMaxAdmitted = 16;
   // Ranges closer than this in one shard are fetched by one GET.
   static constexpr uint64_t kCoalesceGap = 4 << 10;
   static constexpr uint64_t kMaxCoalescedBytes = 8 << 20;
@@ -77,9 +91,11 @@ class ObjectShards final : public ShardSource::Storage {
                 bool* changed) override;
   Status VerifyObjects(const objectstore::Access& access, bool* changed) override;
   void Prefetch(std::span<const ShardExtent> extents) override;
-  // Later requests carry `access`, admitted by the caller's own rule (a
-  // listing made with the same access key).
-  void Admit(const objectstore::Access& access);
+  // Adds `access` as the newest (the same credentials admitted before are
+  // moved up) and wakes the reads waiting for credentials: VerifyObjects
+  // after its HEADs, or a caller by its own rule (a listing made with the
+  // same access key).
+  void Admit(const objectstore::Access& access) EXCLUDES(mu_);
   size_t count() const { return shards_.size(); }
   const Shard& shard(uint32_t index) const { return shards_[index]; }
   // Endpoint, bucket, key, size and ETag: never the credentials.
@@ -100,8 +116,21 @@ class ObjectShards final : public ShardSource::Storage {
 
  private:
   // One GET of [begin, end) of a shard, serving the registered ranges in it.
+  // Credentials admitted for the set; `generation` counts admissions.
+  struct Admitted {
+    uint64_t generation = 0;
+    objectstore::Access access;
+    bool refused = false;  // the store refused them (IsCredentialRefusal)
+  };
+  // What a request was signed with.
+  struct Signed {
+    uint64_t generation = 0;
+    objectstore::Access access;
+  };
+
   struct Fetch {
     uint32_t shard = 0;
+    uint64_t generation = 0;  // of the credentials its GET was signed with
     uint64_t begin = 0;
     uint64_t end = 0;
     uint64_t wave = 0;
@@ -112,9 +141,23 @@ class ObjectShards final : public ShardSource::Storage {
   };
   using FetchPtr = std::shared_ptr<Fetch>;
 
-  objectstore::Access CurrentAccess() const;
+  // The newest credentials not refused; none when every one was.
+  std::optional<Signed> CurrentLocked() const REQUIRES(mu_);
+  // What a request is signed with now: CurrentLocked(), else the newest
+  // (refused: its read then waits for a refresh in ReadAfterRefusal).
+  Signed SigningLocked() const REQUIRES(mu_);
+  // A read of `shard` whose request signed with `generation` failed with
+  // `failure`: after a credential refusal, strikes those credentials off
+  // and reads again with the newest left, waiting for a refresh when none
+  // is (at most object_refresh_wait); the read's final status.
+  Status ReadAfterRefusal(uint32_t shard, uint64_t offset, std::span<uint8_t> out, Status failure,
+                          uint64_t generation);
+  // One GET of [offset, offset + out.size()) of `shard` into `out`.
+  Status ReadDirect(uint32_t shard, uint64_t offset, std::span<uint8_t> out,
+                    const objectstore::Access& access);
   // Starts `fetch`'s GET (its callback calls Finished).
-  void Start(const FetchPtr& fetch, const objectstore::Access& access);
+  void Start(const FetchPtr& fetch, const Signed& credentials);
+
   void Finished(const FetchPtr& fetch, Result<std::vector<uint8_t>> bytes);
   // Queued fetches the bounds now allow, marked started.
   std::vector<FetchPtr> TakeStartable() REQUIRES(mu_);
@@ -133,10 +176,13 @@ class ObjectShards final : public ShardSource::Storage {
   std::atomic<bool> changed_{false};
   std::atomic<uint64_t> prefetched_reads_{0};
   std::atomic<uint64_t> on_demand_reads_{0};
+  const std::chrono::milliseconds refresh_wait_;
 
   mutable Mutex mu_;
   CondVar fetched_;
-  objectstore::Access access_ GUARDED_BY(mu_);
+  CondVar admitted_cv_;                             // credentials were admitted
+  std::vector<Admitted> admitted_ GUARDED_BY(mu_);  // oldest first
+  uint64_t next_generation_ GUARDED_BY(mu_) = 1;
   // Registered ranges (one entry per claim) and the fetch serving each.
   std::multimap<ShardExtent, FetchPtr> claims_ GUARDED_BY(mu_);
   std::deque<FetchPtr> queued_ GUARDED_BY(mu_);

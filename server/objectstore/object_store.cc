@@ -40,6 +40,11 @@ Result<S3Url> S3Url::Parse(std::string_view url) {
   return parsed;
 }
 
+bool IsCredentialRefusal(const Status& status) {
+  return status.code() == StatusCode::kPermissionDenied &&
+         status.message().find(kCredentialRefusalWords) != std::string::npos;
+}
+
 Result<std::vector<uint8_t>> ObjectStore::Get(const Access& access, const std::string& bucket,
                                               const std::string& key, uint64_t offset,
                                               uint64_t length, const std::string& etag) {

@@ -3,6 +3,9 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <ctime>
 #include <deque>
 #include <future>
 #include <map>
@@ -13,6 +16,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "galley/errno_text.h"
 #include "galley/mutex.h"
 #include "galley/objectstore/s3_protocol.h"
 #include "galley/version.h"
@@ -186,9 +190,10 @@ TryOutcome Evaluate(Request& request, CURLcode code) {
                                                          : std::string(curl_easy_strerror(code));
     if (IsRetryableCurlCode(code)) return {Status::Unavailable(what + ": " + detail), true};
     if (code == CURLE_PEER_FAILED_VERIFICATION) {
-      return {Status::Unavailable(what + ": the endpoint's TLS certificate is not trusted (" +
-                                  detail + ")"),
-              false};
+      return {
+          Status::Unavailable(what + ": the endpoint's TLS certificate is not trusted (" + detail +
+                              "); a private CA's certificates go in galleyd's s3_ca_file"),
+          false};
     }
     return {Status::ProtocolError(what + ": " + detail), false};
   }
@@ -264,6 +269,9 @@ void BeginTry(CURL* easy, Request& request, const S3ClientOptions& options) {
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(options.low_speed_bytes));
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, static_cast<long>(options.low_speed_time.count()));
   curl_easy_setopt(easy, CURLOPT_USERAGENT, "galley/" GALLEY_VERSION_STRING);
+  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (!options.ca_file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, options.ca_file.c_str());
   if (!request.user.empty()) {
     curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, request.sigv4.c_str());
     curl_easy_setopt(easy, CURLOPT_USERNAME, request.user.c_str());
@@ -295,6 +303,10 @@ void BeginTry(CURL* easy, Request& request, const S3ClientOptions& options) {
       break;
   }
   ++request.tries;
+}
+
+int64_t ParseHttpDate(const std::string& text) {
+  return static_cast<int64_t>(curl_getdate(text.c_str(), nullptr));
 }
 
 std::string GaveUp(const Status& status, uint32_t tries) {
@@ -448,12 +460,7 @@ class S3Client final : public ObjectStore {
         return Status(outcome.status.code(), GaveUp(outcome.status, request->tries));
       }
       counters_.retries.fetch_add(1, std::memory_order_relaxed);
-      std::chrono::microseconds delay;
-      {
-        MutexLock lock(&mu_);
-        delay = BackoffLocked(request->tries - 1);
-      }
-      std::this_thread::sleep_for(delay);
+      std::this_thread::sleep_for(RetryDelay(*request));
     }
   }
 
@@ -517,6 +524,20 @@ class S3Client final : public ObjectStore {
       return;
     }
     curl_multi_wakeup(multi_.get());
+  }
+
+  // The wait before `request`'s next try: the backoff, or longer when the
+  // store's reply said how long with Retry-After (503 SlowDown, 429), at
+  // most backoff_cap.
+  std::chrono::microseconds RetryDelay(const Request& request) {
+    std::chrono::microseconds delay;
+    {
+      MutexLock lock(&mu_);
+      delay = BackoffLocked(request.tries - 1);
+    }
+    const std::chrono::microseconds asked = RetryAfterDelay(
+        request.reply_headers.retry_after(), static_cast<int64_t>(time(nullptr)), ParseHttpDate);
+    return std::max(delay, std::min<std::chrono::microseconds>(asked, options_.backoff_cap));
   }
 
   // Backoff before retry `n` (from 0): full jitter.
@@ -665,11 +686,7 @@ void S3Client::OnTryDone(CURL* easy, CURLcode code) {
   }
   if (outcome.retry && request->tries <= options_.max_retries) {
     counters_.retries.fetch_add(1, std::memory_order_relaxed);
-    std::chrono::microseconds delay;
-    {
-      MutexLock lock(&mu_);
-      delay = BackoffLocked(request->tries - 1);
-    }
+    const std::chrono::microseconds delay = RetryDelay(*request);
     backing_off_.emplace(std::chrono::steady_clock::now() + delay, std::move(request));
     return;
   }
@@ -708,6 +725,16 @@ Status CheckOptions(const S3ClientOptions& options) {
   }
   if (options.max_listing_page_bytes < 4096) {
     return out_of_range("max_listing_page_bytes must be at least 4096");
+  }
+  if (!options.ca_file.empty()) {
+    // Read now, so that a wrong path is an error at start, not a refusal
+    // of every https request.
+    std::FILE* file = std::fopen(options.ca_file.c_str(), "r");
+    if (file == nullptr) {
+      return Status::InvalidArgument("s3_ca_file " + options.ca_file +
+                                     " cannot be read: " + ErrnoText(errno));
+    }
+    std::fclose(file);
   }
   return Status::Ok();
 }

@@ -306,7 +306,23 @@ void ReplyHeaders::AddLine(std::string_view line) {
     etag_ = StripEtag(value);
   } else if (EqualsNoCase(name, "location")) {
     location_ = std::string(value);
+  } else if (EqualsNoCase(name, "retry-after")) {
+    retry_after_ = std::string(value.substr(0, 64));
   }
+}
+
+std::chrono::seconds RetryAfterDelay(std::string_view value, int64_t now,
+                                     int64_t (*parse_date)(const std::string&)) {
+  constexpr int64_t kMostSeconds = 24 * 3600;
+  value = Trim(value);
+  if (value.empty()) return std::chrono::seconds(0);
+  int64_t seconds = 0;
+  if (std::optional<uint64_t> delay = ParseDecimal(value)) {
+    seconds = static_cast<int64_t>(std::min<uint64_t>(*delay, kMostSeconds));
+  } else if (const int64_t when = parse_date(std::string(value)); when >= 0) {
+    seconds = when - now;
+  }
+  return std::chrono::seconds(std::clamp<int64_t>(seconds, 0, kMostSeconds));
 }
 
 std::optional<ContentRange> ParseContentRange(std::string_view value) {
@@ -494,6 +510,14 @@ Status StatusForHttpReply(long http_status, const ReplyHeaders& headers, std::st
     return Status::InvalidArgument(where + ": the store redirects " + answer + target +
                                    ", and galleyd follows no redirects: set the endpoint and "
                                    "region the bucket is served from");
+  }
+  if ((http_status == 400 || http_status == 401 || http_status == 403) &&
+      (code == "ExpiredToken" || code == "TokenRefreshRequired" || code == "InvalidToken" ||
+       code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch")) {
+    return Status::PermissionDenied(
+        where + ": " + std::string(kCredentialRefusalWords) + " " + answer +
+        ": they expired or were revoked, and no job reading this dataset has sent galleyd "
+        "fresh ones (the galley client re-resolves them while a job runs: docs/access.md)");
   }
   if (http_status == 401 || http_status == 403) {
     return Status::PermissionDenied(where + ": access denied " + answer +

@@ -134,7 +134,9 @@ void to_json(json& out, const JobSnapshot& s) {
          {"world_size", s.world_size},
          {"nodes", s.nodes},
          {"node_rank", s.node_rank},
-         {"shard_seed", s.shard_seed}};
+         {"shard_seed", s.shard_seed},
+         {"credential_refreshes", s.credential_refreshes},
+         {"credential_refreshes_refused", s.credential_refreshes_refused}};
 }
 
 void to_json(json& out, const ObjectStoreSnapshot& o) {

@@ -290,6 +290,39 @@ TEST_F(HostilePeerTest, AMalformedSeekIsAnsweredAndTheJobGoesOn) {
   EXPECT_TRUE(daemon_->Stop()) << "the daemon did not stop";
 }
 
+TEST_F(HostilePeerTest, AMalformedCredentialRefreshIsCountedAsRefusedAndTheJobGoesOn) {
+  auto connection = Handshaken();
+  ASSERT_NE(connection, nullptr);
+  auto opened = OpenRaw(*connection, OpenJobBody(data_.string()).dump());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ASSERT_EQ(opened->header.type, wire::MessageType::kJobOpened) << ErrorOf(*opened).ToString();
+  // Not answered, whatever they hold: none may end the job or the daemon.
+  const std::vector<std::string> refreshes = {
+      R"({})",
+      R"({"s3": 5})",
+      R"({"s3": {"bogus": 1}})",
+      R"({"s3": {"path_style": "yes"}})",
+      // Well formed, for a job that reads no object storage.
+      R"({"s3": {"endpoint_url": "http://127.0.0.1:9", "region": "us-east-1",
+                 "path_style": true, "access_key_id": "K", "secret_access_key": "S",
+                 "session_token": ""}})",
+  };
+  for (const std::string& body : refreshes) {
+    ASSERT_TRUE(connection->SendFrame(wire::MessageType::kRefreshCredentials, 0, body).ok());
+  }
+  // Frames are read in order: the stats come after every refresh was seen.
+  ASSERT_TRUE(connection->SendFrame(wire::MessageType::kStatsRequest, 77, "{}").ok());
+  auto stats = connection->ReadFrame(std::chrono::steady_clock::now() + 10s);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  ASSERT_EQ(stats->header.type, wire::MessageType::kStats) << ErrorOf(*stats).ToString();
+  auto body = wire::ParseObject(stats->payload);
+  ASSERT_TRUE(body.ok()) << body.status().ToString();
+  EXPECT_EQ((*body)["job"]["credential_refreshes_refused"], refreshes.size());
+  EXPECT_EQ((*body)["job"]["credential_refreshes"], 0);
+  ExpectDaemonServes();
+  EXPECT_TRUE(daemon_->Stop()) << "the daemon did not stop";
+}
+
 TEST_F(HostilePeerTest, AnUnknownPolicyIsRefusedAndTheDaemonStaysResponsive) {
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());

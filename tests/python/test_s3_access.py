@@ -1,13 +1,18 @@
 """The job's S3 access, resolved as the AWS CLI resolves it (galley/s3_access.py):
 the environment, profiles in the shared credentials and config files, their
-precedence, region and endpoint settings, and the error that names every
+precedence, region and endpoint settings, a profile's credential_process
+(its JSON, its Expiration, its errors), and the error that names every
 place looked in. Temporary files and a given environment: nothing of the
 machine's own AWS setup is read."""
+
+import datetime
+import json
+import sys
 
 import pytest
 
 from galley import s3_access
-from galley.s3_access import S3CredentialsNotFound
+from galley.s3_access import S3CredentialProcessError, S3CredentialsNotFound
 
 
 def write(path, text):
@@ -176,3 +181,80 @@ def test_s3_datasets_expand_as_urls():
     # A prefix (an ImageFolder) or a manifest object: no shards.
     assert shards.resolve_dataset("s3://bucket/images/") == ("s3://bucket/images/", None)
     assert shards.resolve_dataset("s3://bucket/train.csv") == ("s3://bucket/train.csv", None)
+
+
+def process_profile(home, tmp_path, printed, status=0, section="default", extra=""):
+    """A config file whose [section] runs a script that prints `printed`
+    and exits with `status`."""
+    script = write(tmp_path / "bin" / "creds.py",
+                   f"import sys\nsys.stdout.write({printed!r})\nsys.exit({status})\n")
+    name = "default" if section == "default" else f"profile {section}"
+    write(home / ".aws" / "config",
+          f"[{name}]\ncredential_process = {sys.executable} {script}\n{extra}")
+    return f"{sys.executable} {script}"
+
+
+def test_credential_process_gives_the_credentials_and_when_they_expire(home, tmp_path):
+    process_profile(home, tmp_path, json.dumps({
+        "Version": 1, "AccessKeyId": "PROCKEY", "SecretAccessKey": "PROCSECRET",
+        "SessionToken": "PROCTOKEN", "Expiration": "2030-01-02T03:04:05Z"}))
+    access, expires = s3_access.resolve_timed({}, str(home))
+    assert (access["access_key_id"], access["secret_access_key"], access["session_token"]) == (
+        "PROCKEY", "PROCSECRET", "PROCTOKEN")
+    assert expires == datetime.datetime(2030, 1, 2, 3, 4, 5,
+                                        tzinfo=datetime.timezone.utc).timestamp()
+    # An offset is read too; no Expiration: credentials that do not expire.
+    process_profile(home, tmp_path, json.dumps({
+        "Version": 1, "AccessKeyId": "K", "SecretAccessKey": "S",
+        "Expiration": "2030-01-02T05:04:05+02:00"}))
+    assert s3_access.resolve_timed({}, str(home))[1] == expires
+    process_profile(home, tmp_path, json.dumps({"Version": 1, "AccessKeyId": "K",
+                                                "SecretAccessKey": "S"}))
+    access, expires = s3_access.resolve_timed({}, str(home))
+    assert (access["session_token"], expires) == ("", None)
+
+
+def test_credential_process_comes_after_the_environment_and_the_credentials_file(home,
+                                                                                tmp_path):
+    # botocore's order: env, the credentials file, credential_process, the
+    # config file's own keys.
+    process_profile(home, tmp_path, json.dumps({"Version": 1, "AccessKeyId": "PROC",
+                                                "SecretAccessKey": "PS"}),
+                    extra="aws_access_key_id = CONF\naws_secret_access_key = CS\n")
+    assert s3_access.resolve({}, str(home))["access_key_id"] == "PROC"
+    env = {"AWS_ACCESS_KEY_ID": "ENV", "AWS_SECRET_ACCESS_KEY": "ES"}
+    assert s3_access.resolve(env, str(home))["access_key_id"] == "ENV"
+    write(home / ".aws" / "credentials",
+          "[default]\naws_access_key_id = FILE\naws_secret_access_key = FS\n")
+    assert s3_access.resolve({}, str(home))["access_key_id"] == "FILE"
+
+
+def test_a_failing_credential_process_is_named_without_its_output(home, tmp_path):
+    command = process_profile(home, tmp_path, "SECRETOUTPUT", status=3, section="lab")
+    with pytest.raises(S3CredentialProcessError) as raised:
+        s3_access.resolve({"AWS_PROFILE": "lab"}, str(home))
+    message = str(raised.value)
+    assert f"credential_process of {home / '.aws' / 'config'} [profile lab]" in message
+    assert f"`{command}` exited with status 3" in message
+    assert "SECRETOUTPUT" not in message
+    write(home / ".aws" / "config", "[default]\ncredential_process = /no/such/command --x\n")
+    with pytest.raises(S3CredentialProcessError, match="`/no/such/command --x` cannot be run"):
+        s3_access.resolve({}, str(home))
+
+
+@pytest.mark.parametrize("printed, expected", [
+    ("AKIA... not json", "printed no JSON; it must print the AWS CLI's credential JSON"),
+    ("[1, 2]", "printed no JSON object"),
+    (json.dumps({"Version": 2, "AccessKeyId": "K", "SecretAccessKey": "SECRETVALUE"}),
+     "printed Version '2'; galley reads Version 1"),
+    (json.dumps({"Version": 1, "AccessKeyId": "K"}),
+     "printed no AccessKeyId and SecretAccessKey strings"),
+    (json.dumps({"Version": 1, "AccessKeyId": "K", "SecretAccessKey": "SECRETVALUE",
+                 "Expiration": "tomorrow"}), "Expiration 'tomorrow' is no ISO 8601 time"),
+])
+def test_what_a_credential_process_must_print(home, tmp_path, printed, expected):
+    process_profile(home, tmp_path, printed)
+    with pytest.raises(S3CredentialProcessError) as raised:
+        s3_access.resolve({}, str(home))
+    assert expected in str(raised.value)
+    assert "SECRETVALUE" not in str(raised.value)

@@ -59,6 +59,43 @@ TEST(TierTest, RefusesAnEntryLargerThanTheBudget) {
   EXPECT_EQ(tier.Stats().rejects, 2u);
 }
 
+// WouldAdmit answers as Put would, and changes nothing: room admits; a full
+// tier admits a newcomer only if its policy would make room for it; a
+// resident key or an entry over the budget is never "admitted".
+TEST(TierTest, WouldAdmitAnswersAsPutWouldWithoutEvicting) {
+  const uint64_t entry = ChargedBytes(*BlobOfPayload(100));
+  Tier tier("decoded", 2 * entry, std::make_unique<RefCountEviction>());
+  EXPECT_TRUE(tier.WouldAdmit(1, entry));
+  EXPECT_FALSE(tier.WouldAdmit(1, 3 * entry));
+  ASSERT_TRUE(tier.Put(1, BlobOfPayload(100), 1));
+  ASSERT_TRUE(tier.Put(2, BlobOfPayload(100), 2));
+  EXPECT_FALSE(tier.WouldAdmit(1, entry));  // resident
+  // Full: no tracker, so a newcomer's demand is 0, which displaces nothing.
+  EXPECT_FALSE(tier.WouldAdmit(3, entry));
+  EXPECT_FALSE(tier.Put(3, BlobOfPayload(100), 0));
+  tier.SetDemand(1, 0);
+  EXPECT_FALSE(tier.WouldAdmit(3, entry));  // an equal does not displace
+  EXPECT_EQ(tier.Stats().evictions, 0u);
+  Tier lru("decoded", 2 * entry, std::make_unique<LruEviction>());
+  ASSERT_TRUE(lru.Put(1, BlobOfPayload(100)));
+  ASSERT_TRUE(lru.Put(2, BlobOfPayload(100)));
+  EXPECT_TRUE(lru.WouldAdmit(3, entry));  // LRU admits every newcomer
+  EXPECT_EQ(lru.Stats().entries, 2u);
+  EXPECT_EQ(lru.Stats().evictions, 0u);
+}
+
+TEST(TierTest, WouldAdmitReadsTheTrackersDemand) {
+  const uint64_t entry = ChargedBytes(*BlobOfPayload(100));
+  DemandTracker demand;
+  Tier tier("decoded", entry, std::make_unique<RefCountEviction>(), &demand);
+  ASSERT_TRUE(tier.Put(1, BlobOfPayload(100)));  // demand 0
+  EXPECT_FALSE(tier.WouldAdmit(2, entry));
+  const std::vector<Key> needed = {2};
+  demand.AddDemand(needed);
+  EXPECT_TRUE(tier.WouldAdmit(2, entry));
+  EXPECT_TRUE(tier.Contains(1));
+}
+
 TEST(TierTest, EvictedValueStaysValidForItsReader) {
   Tier tier("encoded", 2 * (kEntryOverheadBytes + 100), std::make_unique<LruEviction>());
   ASSERT_TRUE(tier.Put(1, BlobOfPayload(100, 7)));

@@ -71,10 +71,11 @@ class DaemonCacheTest : public ::testing::Test {
     fs::remove_all(root_, ec);
   }
 
-  // A job over the whole dataset with a RandomResizedCrop(32) + flip pipeline,
-  // its images kept at `max_resolution` (0: their own size).
+  // A job over the whole dataset with a RandomResizedCrop(32) + flip pipeline
+  // (or `ops`), its images kept at `max_resolution` (0: their own size).
   std::shared_ptr<ServedJob> MakeJob(uint64_t id, uint64_t seed, uint32_t batch_size,
-                                     uint32_t prefetch, uint32_t max_resolution = 0) {
+                                     uint32_t prefetch, uint32_t max_resolution = 0,
+                                     const char* ops = nullptr) {
     auto plan = std::make_shared<JobPlan>();
     plan->spec.dataset = root_.string();
     plan->spec.batch_size = batch_size;
@@ -86,7 +87,9 @@ class DaemonCacheTest : public ::testing::Test {
     for (ItemId i = 0; i < kItems; ++i) plan->subset.push_back(i);
     plan->epoch_size = kItems;
     auto pipeline = image::TransformPipeline::FromJson(nlohmann::json::parse(
-        R"({"ops": [{"op": "RandomResizedCrop", "size": 32}, {"op": "RandomHorizontalFlip"}]})"));
+        ops != nullptr
+            ? ops
+            : R"({"ops": [{"op": "RandomResizedCrop", "size": 32}, {"op": "RandomHorizontalFlip"}]})"));
     EXPECT_TRUE(pipeline.ok()) << pipeline.status().ToString();
     plan->pipeline = std::make_shared<const image::TransformPipeline>(std::move(pipeline).value());
     plan->augmentation_signature = AugmentationSignature(*plan->pipeline, seed);
@@ -188,6 +191,104 @@ TEST_F(DaemonCacheTest, DecodedTierSkipsReadAndDecodeInTheSecondEpoch) {
   // Cached pixels give exactly the samples a fresh read and decode gives.
   ItemPipeline uncached(PipelineOptions{.worker_threads = 2}, nullptr);
   EXPECT_EQ(RunPass(uncached, job, 1), cached);
+}
+
+// A wave's decoded-tier hits are served even when a miss of the same wave,
+// offered first, pushes their entries out: the pipeline looks up every item
+// of the wave before it prepares any. Here the tier has room for one image;
+// item 0 is resident and no job needs it any more, item 1 is still needed
+// by another job, so item 1's offer evicts item 0. One worker prepares the
+// wave's items in order, item 1 first: item 0 must still be a hit. (The
+// pipeline starts with a Resize: one that starts with a crop would decode
+// only the crop's region of item 1 while the tier is full, and offer
+// nothing.)
+TEST_F(DaemonCacheTest, AWavesHitsAreServedBeforeItsMissesAreOffered) {
+  cache::CacheOptions options;
+  options.cache_bytes = 20'000;  // one decoded 80 x 60 or 80 x 67 image (14-16 kB), not two
+  options.split = {0, 100, 0};
+  auto cache = cache::TieredCache::Create(options).value();
+  ItemPipeline pipeline(PipelineOptions{.worker_threads = 1}, cache.get());
+  auto job =
+      MakeJob(1, 5, 2, 1, 0,
+              R"({"ops": [{"op": "Resize", "size": 32}, {"op": "CenterCrop", "size": 32}]})");
+  auto run = [&](std::vector<ItemId> items) {
+    auto slot = job->ring->Claim();
+    ASSERT_TRUE(slot.has_value());
+    SlotPlan plan;
+    plan.job = job;
+    plan.slot = *slot;
+    std::vector<ItemTask> tasks;
+    for (uint32_t position = 0; position < items.size(); ++position) {
+      tasks.push_back(ItemTask{job->plan.get(), items[position], {{&plan, position}}});
+      plan.items.push_back(items[position]);
+    }
+    plan.ResetOutcomes();
+    pipeline.Run(tasks);
+    for (const std::string& error : plan.errors) EXPECT_EQ(error, "");
+    job->ring->Unclaim(*slot);
+  };
+  run({0});
+  ASSERT_TRUE(cache->decoded().Contains(cache::MakeKey(0, 0)));
+  const std::vector<cache::Key> still_needed = {cache::MakeKey(0, 1)};
+  cache->demand().AddDemand(still_needed);
+
+  const Counts before = Snapshot(pipeline);
+  run({1, 0});
+  const Counts after = Snapshot(pipeline);
+  EXPECT_EQ(after.decoded_hits - before.decoded_hits, 1u);
+  EXPECT_EQ(after.reads - before.reads, 1u);
+  EXPECT_EQ(after.decodes - before.decodes, 1u);
+  // The newcomer took the room: the tier holds item 1 now.
+  EXPECT_TRUE(cache->decoded().Contains(cache::MakeKey(0, 1)));
+  EXPECT_FALSE(cache->decoded().Contains(cache::MakeKey(0, 0)));
+}
+
+// A job whose transforms start with a crop gets only the crop's rectangle
+// decoded when the decoded tier would not keep the whole image; when the
+// tier is full but would make room for the item (it is worth more than what
+// it would push out), the image is decoded whole and kept. The tier has room
+// for one image: item 0 fills it, no job needs it any more; item 1, still
+// needed by another job, displaces it; item 2, needed by no job, does not
+// displace item 1 and is decoded over the crop's rectangle only.
+TEST_F(DaemonCacheTest, AFullTierStillGetsTheItemsItWouldKeep) {
+  cache::CacheOptions options;
+  options.cache_bytes = 20'000;  // one decoded 80 x 60 or 80 x 67 image (14-16 kB), not two
+  options.split = {0, 100, 0};
+  auto cache = cache::TieredCache::Create(options).value();
+  ItemPipeline pipeline(PipelineOptions{.worker_threads = 1}, cache.get());
+  auto job = MakeJob(1, 5, 1, 1);  // RandomResizedCrop(32) + flip
+  auto run = [&](ItemId item) {
+    auto slot = job->ring->Claim();
+    ASSERT_TRUE(slot.has_value());
+    SlotPlan plan;
+    plan.job = job;
+    plan.slot = *slot;
+    plan.items = {item};
+    std::vector<ItemTask> tasks = {ItemTask{job->plan.get(), item, {{&plan, 0}}}};
+    plan.ResetOutcomes();
+    pipeline.Run(tasks);
+    EXPECT_EQ(plan.errors[0], "");
+    job->ring->Unclaim(*slot);
+  };
+  auto region_decodes = [&] { return pipeline.counters().region_decodes.load(); };
+  run(0);
+  EXPECT_EQ(region_decodes(), 0u);  // room: decoded whole and kept
+  ASSERT_TRUE(cache->decoded().Contains(cache::MakeKey(0, 0)));
+
+  const std::vector<cache::Key> still_needed = {cache::MakeKey(0, 1)};
+  cache->demand().AddDemand(still_needed);
+  EXPECT_TRUE(cache->decoded().WouldAdmit(cache::MakeKey(0, 1), 15'000));
+  run(1);
+  EXPECT_EQ(region_decodes(), 0u);
+  EXPECT_TRUE(cache->decoded().Contains(cache::MakeKey(0, 1)));
+  EXPECT_FALSE(cache->decoded().Contains(cache::MakeKey(0, 0)));
+
+  EXPECT_FALSE(cache->decoded().WouldAdmit(cache::MakeKey(0, 2), 15'000));
+  run(2);
+  EXPECT_EQ(region_decodes(), 1u);
+  EXPECT_TRUE(cache->decoded().Contains(cache::MakeKey(0, 1)));
+  EXPECT_FALSE(cache->decoded().Contains(cache::MakeKey(0, 2)));
+  EXPECT_EQ(pipeline.counters().decodes.load(), 3u);
 }
 
 TEST_F(DaemonCacheTest, EncodedTierSkipsOnlyTheRead) {

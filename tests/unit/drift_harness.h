@@ -15,7 +15,11 @@
 // The decoded tier, when on, is a real cache::TieredCache whose decoded tier
 // holds `cache_items` items: the scheduler's DemandLedger keeps its demand
 // counts, a wave's item is a miss (a read and a decode) unless the tier has
-// it, and a miss is offered to the tier afterwards, as ItemPipeline does.
+// it, and the wave's misses are offered to the tier after all of its items
+// were looked up, as ItemPipeline does (DriftScenario::lookups_before_offers
+// and region_decodes_when_full model galleyd before two changes to that).
+// DriftScenario::decoded_eviction swaps the demand rule for rules by
+// predicted next request, in a tier of the harness's own.
 //
 // Used by the scheduler's unit tests (tests/unit/scheduler_drift_test.cc) and
 // by galley_drift_sim (bench/drift_sim.cc). Not thread-safe.
@@ -81,6 +85,27 @@ struct DriftScenario {
   uint32_t draw_ahead_batches = 64;  // SchedulerOptions::draw_ahead_batches
   bool draw_across_epochs = true;    // SchedulerOptions::draw_across_epochs
   MachineLoad load;
+  // How the decoded tier chooses what to keep: "demand" (galleyd's
+  // RefCountEviction on the number of jobs still needing the item this
+  // epoch), or a rule by the item's next request as galleyd could predict
+  // it (NextRequestRule): "expected-next" (kFirstExpected), "expected-min"
+  // (kExpectedFirst), "request-rate" (kRequestRate).
+  std::string decoded_eviction = "demand";
+  // A rule by next request also knows each job's drawn-ahead queue, whose
+  // order is drawn already (Scheduler::DrawnAhead).
+  bool next_request_sees_drawn_ahead = false;
+  // The wave's items are all looked up in the decoded tier before any miss
+  // is offered to it, as ItemPipeline::Run does, so that a miss admitted
+  // early in the wave cannot push out an item the same wave is about to
+  // take from the tier; false: each item is offered right after its own
+  // lookup, as galleyd did before.
+  bool lookups_before_offers = true;
+  // The jobs' transforms start with a crop (RandomResizedCrop, CenterCrop)
+  // and a full decoded tier is offered nothing, as galleyd did before it
+  // asked the tier whether it would keep the item (Tier::WouldAdmit): it
+  // decoded only the region a miss's crops read once the tier was full, so
+  // the tier kept what filled it. Demand rule only.
+  bool region_decodes_when_full = false;
   std::vector<DriftJob> jobs;
   // Stops there even if a job has not finished (a stalled one never does).
   double horizon_ms = 600'000;
@@ -96,6 +121,32 @@ struct DriftJobOutcome {
   uint64_t drawn_ahead_peak = 0;  // JobCounters::drawn_ahead_peak at the end
   uint64_t lag_peak = 0;          // JobCounters::lag_peak at the end
 };
+
+// When an item is next asked for, as galleyd could predict it from what it
+// knows of each job (the items its batches have not taken this epoch, its
+// epochs left, its items per second; optionally its drawn-ahead queue): a
+// job that still needs the item takes it at a uniformly random place among
+// its remaining items, which puts its request uniformly in a window of
+// time; one that took it this epoch, in a window of its next epoch; one
+// that drew it ahead, at a known time. The eviction rules tried in the
+// simulator (DriftScenario::decoded_eviction) keep the items asked for
+// soonest by:
+enum class NextRequestRule {
+  kFirstExpected,  // the earliest of the jobs' expected requests
+  kExpectedFirst,  // the expected earliest request (windows independent)
+  kRequestRate,    // the sum of the rates at which jobs may ask for it now
+};
+
+// A job's request for an item falls uniformly in [from, to] seconds from
+// now (from == to: at a known time).
+struct RequestWindow {
+  double from = 0;
+  double to = 0;
+};
+
+// The expectation of the earliest of independent requests, one uniform in
+// each window; infinity when there is none.
+double ExpectedFirstRequest(const std::vector<RequestWindow>& windows);
 
 // One batch as galleyd planned it: what the bounds of drift_bounds.h are
 // computed from.
@@ -114,8 +165,17 @@ struct DriftOutcome {
   uint64_t misses = 0;    // loads the decoded tier did not hold
   std::vector<DriftJobOutcome> jobs;
   std::vector<DriftBatch> batches;  // in the order they were planned
+  // The items each wave loaded or took from the decoded tier (one per
+  // ItemTask, in the order the wave holds them), wave by wave: the request
+  // sequence the tier saw, from which MinMisses is computed.
+  std::vector<std::vector<ItemId>> wave_items;
   // The most items any job held drawn ahead at the end of a wave.
   uint64_t max_drawn_ahead = 0;
+  // With next_request_sees_drawn_ahead: items a wave's batches took from a
+  // drawn-ahead queue as Scheduler::DrawnAhead gave it after the wave
+  // before, and how many of them were not the queue's next item.
+  uint64_t drawn_ahead_checked = 0;
+  uint64_t drawn_ahead_out_of_order = 0;
 
   double LoadsPerRequest() const { return requests ? double(loads) / double(requests) : 0; }
   double MissesPerRequest() const { return requests ? double(misses) / double(requests) : 0; }
@@ -144,6 +204,37 @@ double CouplingBound(const DriftScenario& scenario, const DriftOutcome& outcome)
 // With `held` at least the most ever in flight this is the number of
 // distinct positions: every load reused.
 uint64_t SharedOrderBound(const DriftScenario& scenario, const DriftOutcome& outcome, size_t held);
+
+// MinMisses: the fewest misses any cache of `held` items can have on the
+// request sequence `waves` (the items of one wave are requested at once; an
+// item named twice in one wave is one request), starting empty: Belady's
+// MIN. After each wave the cache keeps, of what it held and what the wave
+// brought, the `held` items whose next request comes soonest (an item never
+// requested again is not kept); a miss need not be admitted. Serving a
+// wave's requests one after the other, hits first, turns any cache's choices
+// into such a choice after the wave, so the furthest-next-request rule's
+// exchange argument applies wave by wave. O(n log held) over the n requests,
+// with the next request of each found by one backward pass.
+//
+// For a drift run it bounds the eviction policy for the requests galleyd's
+// scheduler produced (its orders, its waves, who received what when), not
+// the orders: another coupling of the jobs' orders gives another sequence.
+uint64_t MinMisses(const std::vector<std::vector<ItemId>>& waves, size_t held);
+
+// LookaheadMisses: the misses of a tier of `held` items on the run's requests
+// (outcome.wave_items) that knows each item's next request when it comes
+// within `horizon` waves and ranks every other item as galleyd's demand rule
+// does (jobs that have not received it in their current epoch, by the
+// batches placed so far; residents before newcomers among equals, the
+// younger resident first): after each wave it keeps the `held` best of what
+// it held and what the wave brought, the items known to come soon first,
+// soonest first. Replayed offline on the requests of one run (its timing
+// does not follow the tier, as galleyd's would). Horizon 0 is the demand
+// rule replayed (without the demand a job drawing its next epoch early
+// adds); a horizon past the last wave is MIN. How fast the misses fall with
+// the horizon says how much of MIN's lead is knowing the next few waves.
+uint64_t LookaheadMisses(const DriftScenario& scenario, const DriftOutcome& outcome, size_t held,
+                         uint64_t horizon);
 
 // `items` empty .jpg files in one class folder under `root` (created), for
 // a Dataset whose listing is real and whose files are never read.

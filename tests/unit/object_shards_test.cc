@@ -4,7 +4,8 @@
 // ranged GETs naming the listed ETag, a changed object is DataLoss;
 // prefetched waves keep a bounded number of GETs in flight and coalesce
 // neighbouring members; refused credentials get nothing, and a job with
-// other credentials HEADs every shard before it is served.
+// other credentials HEADs every shard before it is served; expired
+// credentials give way to others admitted, or to a refresh a read waits for.
 #include "server/dataset/object_shards.h"
 
 #include <gtest/gtest.h>
@@ -269,6 +270,100 @@ TEST_F(ObjectShardsTest, ASecondJobsCredentialsHeadEveryShardBeforeItIsServed) {
   ASSERT_TRUE((*source)->VerifyObjects(AccessFor("bob"), &changed).ok());
   EXPECT_TRUE(changed);
   EXPECT_TRUE((*source)->stale());
+}
+
+TEST_F(ObjectShardsTest, AnExpiredTokenFallsBackToTheNewestCredentialsNotRefused) {
+  auto source = Open("alice");
+  ASSERT_TRUE(source.ok());
+  store_->Allow("bucket", "bob");
+  bool changed = true;
+  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("bob"), &changed).ok());
+  ASSERT_TRUE((*source)->Read(0).ok());
+  EXPECT_EQ(store_->last_get_key_id(), "bob");
+  // Bob's token expires: his read is sent again with alice's, the newest
+  // left, and later reads start with hers (one refusal in all).
+  store_->Expire("bob");
+  auto read = (*source)->Read(1);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(std::string(read->begin(), read->begin() + 13), "image of s0_1");
+  EXPECT_EQ(store_->last_get_key_id(), "alice");
+  ASSERT_TRUE((*source)->Read(2).ok());
+  EXPECT_EQ(store_->refusals(), 1u);
+  // Prefetched reads fall back the same way.
+  store_->Allow("bucket", "carol");
+  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("carol"), &changed).ok());
+  store_->Expire("carol");
+  const std::vector<ItemId> wave = {3, 4, 25};
+  (*source)->Prefetch(wave);
+  for (ItemId id : wave) {
+    auto bytes = (*source)->Read(id);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  }
+  EXPECT_EQ(store_->last_get_key_id(), "alice");
+}
+
+TEST_F(ObjectShardsTest, WhenEveryCredentialExpiredAReadWaitsForARefresh) {
+  auto source = Open("alice");
+  ASSERT_TRUE(source.ok());
+  store_->Expire("alice");
+  Result<std::vector<uint8_t>> read = Status::Internal("not read");
+  std::thread reader([&] { read = (*source)->Read(5); });
+  // The read was refused and waits: a refresh (a VerifyObjects with the
+  // job's new credentials, HEADed shard by shard) lets it go on.
+  store_->WaitForRefusals(1);
+  store_->Allow("bucket", "alice-refreshed");
+  bool changed = true;
+  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("alice-refreshed"), &changed).ok());
+  EXPECT_FALSE(changed);
+  reader.join();
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(std::string(read->begin(), read->begin() + 13), "image of s0_5");
+  EXPECT_EQ(store_->last_get_key_id(), "alice-refreshed");
+}
+
+TEST_F(ObjectShardsTest, RefreshedCredentialsThatCannotReadEveryShardAreNotUsed) {
+  auto source = Open("alice");
+  ASSERT_TRUE(source.ok());
+  bool changed = true;
+  // Mallory's refresh is refused (PermissionDenied from a HEAD); alice's
+  // credentials still sign the reads.
+  EXPECT_EQ((*source)->VerifyObjects(AccessFor("mallory"), &changed).code(),
+            StatusCode::kPermissionDenied);
+  ASSERT_TRUE((*source)->Read(0).ok());
+  EXPECT_EQ(store_->last_get_key_id(), "alice");
+}
+
+TEST_F(ObjectShardsTest, WithNoRefreshARefusedReadFailsAfterTheWaitWithTheStoresReason) {
+  options_.object_refresh_wait = std::chrono::milliseconds(0);
+  auto source = Open("alice");
+  ASSERT_TRUE(source.ok());
+  store_->Expire("alice");
+  auto read = (*source)->Read(5);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), StatusCode::kPermissionDenied);
+  const std::string message = read.status().message();
+  EXPECT_NE(message.find("s3://bucket/train/shard-0.tar"), std::string::npos) << message;
+  EXPECT_NE(message.find("ExpiredToken"), std::string::npos) << message;
+  EXPECT_NE(message.find("no fresh credentials came within 0 s"), std::string::npos) << message;
+  EXPECT_EQ(message.find("secret-of-alice"), std::string::npos) << message;
+}
+
+TEST_F(ObjectShardsTest, AnObjectRefusedToValidCredentialsFailsAtOnceWithoutFallingBack) {
+  auto source = Open("alice");
+  ASSERT_TRUE(source.ok());
+  store_->Allow("bucket", "bob");
+  bool changed = true;
+  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("bob"), &changed).ok());
+  // AccessDenied is about the object, not the credentials: no other
+  // credentials are tried, and bob's still sign the next read.
+  store_->Revoke("bucket", "bob");
+  auto read = (*source)->Read(5);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(store_->refusals(), 0u);
+  store_->Allow("bucket", "bob");
+  ASSERT_TRUE((*source)->Read(6).ok());
+  EXPECT_EQ(store_->last_get_key_id(), "bob");
 }
 
 TEST_F(ObjectShardsTest, AStoreErrorDuringAPrefetchIsTheReadsError) {

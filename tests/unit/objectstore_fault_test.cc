@@ -1,11 +1,14 @@
 // S3Client when the store misbehaves: a FaultProxy in front of a real
 // `rclone serve s3` answers chosen requests with a 503 SlowDown, a reset in
 // the middle of a body, a whole object for a range, a redirect, a wrong
-// Content-Range, silence; a port where nothing listens stays down. Each
+// Content-Range, silence; a port where nothing listens stays down; a 503
+// or 429 with Retry-After waits as long as it asks, up to the cap. Each
 // failure is retried or refused as docs/datasets.md says, counted, and
 // never hangs.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -90,6 +93,36 @@ TEST_F(FaultTest, SlowDownIsRetriedAndCounted) {
                   .ok());
   EXPECT_EQ(listed, 1u);
   EXPECT_EQ(store_->counters().retries.load(), 4u);
+}
+
+TEST_F(FaultTest, SlowDownWithRetryAfterIsTriedAgainNoSoonerThanItAsks) {
+  // The backoff alone would wait at most 5 ms; the store asks for 1 s, and
+  // the cap (2 s) allows it.
+  options_.backoff_cap = std::chrono::milliseconds(2000);
+  Open();
+  for (const char* status : {"503 Slow Down", "429 Too Many Requests"}) {
+    const int code = std::atoi(status);
+    proxy_->Push(FaultProxy::Reply(FaultProxy::HttpReply(
+        code, status + 4, {"Content-Type: application/xml", "Retry-After: 1"}, kSlowDown)));
+    const uint64_t retries = store_->counters().retries.load();
+    const auto sent = std::chrono::steady_clock::now();
+    Result<std::vector<uint8_t>> got = store_->Get(access_, "data", "shard.tar", 0, 100, "");
+    // A lower bound only: a loaded machine makes it later, never sooner.
+    const auto waited = std::chrono::steady_clock::now() - sent;
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(AsString(*got), object_.substr(0, 100));
+    EXPECT_GE(waited, std::chrono::seconds(1)) << status;
+    EXPECT_EQ(store_->counters().retries.load() - retries, 1u) << status;
+  }
+  // Asked for more than the cap, it is tried again at the cap: a HEAD the
+  // store asks to wait a day for still succeeds, after one retry.
+  options_.backoff_cap = std::chrono::milliseconds(50);
+  Open();
+  proxy_->Push(FaultProxy::Reply(FaultProxy::HttpReply(
+      503, "Slow Down", {"Content-Type: application/xml", "Retry-After: 86400"}, kSlowDown)));
+  Result<ObjectInfo> head = store_->Head(access_, "data", "shard.tar");
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  EXPECT_EQ(store_->counters().retries.load(), 1u);
 }
 
 TEST_F(FaultTest, ResetInTheMiddleOfABodyIsRetried) {

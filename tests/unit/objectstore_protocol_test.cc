@@ -277,6 +277,53 @@ TEST(ErrorMappingTest, StatusesMapAsDocumented) {
   EXPECT_EQ(S3ErrorCode("not xml"), "");
 }
 
+TEST(ErrorMappingTest, ARefusalOfTheCredentialsIsToldFromOneOfTheObject) {
+  ReplyHeaders none;
+  const char* what = "s3://b/k at http://h";
+  const auto refusal = [&](long status, const std::string& code) {
+    return StatusForHttpReply(status, none, "<Error><Code>" + code + "</Code></Error>", what);
+  };
+  // S3 answers an expired session token with 400 ExpiredToken.
+  for (const auto& [status, code] :
+       std::vector<std::pair<long, std::string>>{{400, "ExpiredToken"},
+                                                 {400, "TokenRefreshRequired"},
+                                                 {400, "InvalidToken"},
+                                                 {403, "InvalidAccessKeyId"},
+                                                 {403, "SignatureDoesNotMatch"},
+                                                 {403, "ExpiredToken"}}) {
+    const Status s = refusal(status, code);
+    EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << code;
+    EXPECT_TRUE(IsCredentialRefusal(s)) << s.ToString();
+    EXPECT_NE(s.message().find("(" + std::to_string(status) + " " + code + ")"), std::string::npos)
+        << s.message();
+  }
+  EXPECT_FALSE(IsCredentialRefusal(refusal(403, "AccessDenied")));
+  EXPECT_EQ(refusal(403, "AccessDenied").code(), StatusCode::kPermissionDenied);
+  EXPECT_FALSE(IsCredentialRefusal(StatusForHttpReply(403, none, "", what)));
+  EXPECT_FALSE(IsCredentialRefusal(refusal(400, "InvalidRequest")));
+}
+
+TEST(RetryAfterTest, ReadsSecondsOrAnHttpDate) {
+  // A stand-in for curl_getdate: the one date it knows is 1000 s after 0.
+  const auto date = [](const std::string& text) -> int64_t {
+    return text == "Wed, 21 Oct 2015 07:28:00 GMT" ? 1000 : -1;
+  };
+  EXPECT_EQ(RetryAfterDelay("3", 0, date), std::chrono::seconds(3));
+  EXPECT_EQ(RetryAfterDelay(" 120 ", 0, date), std::chrono::seconds(120));
+  EXPECT_EQ(RetryAfterDelay("Wed, 21 Oct 2015 07:28:00 GMT", 990, date), std::chrono::seconds(10));
+  EXPECT_EQ(RetryAfterDelay("Wed, 21 Oct 2015 07:28:00 GMT", 2000, date), std::chrono::seconds(0));
+  EXPECT_EQ(RetryAfterDelay("", 0, date), std::chrono::seconds(0));
+  EXPECT_EQ(RetryAfterDelay("soon", 0, date), std::chrono::seconds(0));
+  EXPECT_EQ(RetryAfterDelay("-5", 0, date), std::chrono::seconds(0));
+  EXPECT_EQ(RetryAfterDelay("9999999999", 0, date), std::chrono::seconds(24 * 3600));
+  ReplyHeaders headers;
+  headers.AddLine("HTTP/1.1 503 Slow Down\r\n");
+  headers.AddLine("Retry-After: 2\r\n");
+  EXPECT_EQ(headers.retry_after(), "2");
+  headers.AddLine("HTTP/1.1 200 OK\r\n");  // a new reply forgets it
+  EXPECT_EQ(headers.retry_after(), "");
+}
+
 TEST(ListingTest, ParsesAPage) {
   Result<ListingPage> page = ParseListingPage(
       "<?xml version=\"1.0\"?><ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"

@@ -1,10 +1,14 @@
 // S3Client against a real S3 server: `rclone serve s3` over a temporary
 // folder (tests/unit/rclone_s3_server.h). Whole and ranged GETs, HEAD, paged
-// listings, versions, credentials, the allowlist and many GETs in flight.
+// listings, versions, credentials, the allowlist and many GETs in flight;
+// https with a certificate made at run time, trusted only through the CA
+// file.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -366,6 +370,72 @@ TEST(RcloneVirtualHostTest, BucketAsHostNameLabel) {
                          })
                   .ok());
   EXPECT_EQ(keys, std::vector<std::string>{"dir/key.bin"});
+}
+
+// A certificate for 127.0.0.1 and its key, made at run time by openssl
+// under `folder`: cert.pem (self-signed, so it is its own CA) and key.pem.
+Status MakeCertificate(const std::filesystem::path& folder) {
+  std::filesystem::create_directories(folder);
+  const std::string command =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 "
+      "-addext subjectAltName=IP:127.0.0.1 -keyout '" +
+      (folder / "key.pem").string() + "' -out '" + (folder / "cert.pem").string() + "' >'" +
+      (folder / "openssl.log").string() + "' 2>&1";
+  if (std::system(command.c_str()) != 0) {
+    return Status::Unavailable("openssl could not make a test certificate: " + command);
+  }
+  return Status::Ok();
+}
+
+TEST(RcloneHttpsTest, AnEndpointWhoseCertificateChainsToTheCaFileIsRead) {
+  RcloneS3Server server;
+  server.Put("data", "shard.tar", "over tls");
+  const std::filesystem::path tls = server.root() / "tls";
+  const Status made = MakeCertificate(tls);
+  ASSERT_TRUE(made.ok()) << made.ToString();
+  const Status started =
+      server.Start({"--cert", (tls / "cert.pem").string(), "--key", (tls / "key.pem").string()});
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  const std::string endpoint = "https://127.0.0.1:" + std::to_string(server.port());
+  Access access = server.access();
+  access.endpoint.url = endpoint;
+  S3ClientOptions options;
+  options.allowed_endpoints = {endpoint};
+  options.backoff_base = std::chrono::milliseconds(1);
+  options.backoff_cap = std::chrono::milliseconds(10);
+
+  // Trusted through the CA file: read, HEADed and listed.
+  options.ca_file = (tls / "cert.pem").string();
+  std::unique_ptr<ObjectStore> trusting = OpenStore(options);
+  ASSERT_NE(trusting, nullptr);
+  Result<std::vector<uint8_t>> got = trusting->Get(access, "data", "shard.tar", 0, 0, "");
+  ASSERT_TRUE(got.ok()) << got.status().ToString() << "\n" << server.Log();
+  EXPECT_EQ(AsString(*got), "over tls");
+  ASSERT_TRUE(trusting->Head(access, "data", "shard.tar").ok());
+
+  // The system's CA store does not know it: refused, never read without
+  // verification, and not retried.
+  options.ca_file = "";
+  std::unique_ptr<ObjectStore> system_store = OpenStore(options);
+  ASSERT_NE(system_store, nullptr);
+  Result<std::vector<uint8_t>> refused = system_store->Get(access, "data", "shard.tar", 0, 0, "");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("the endpoint's TLS certificate is not trusted"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("s3://data/shard.tar"), std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(system_store->counters().retries.load(), 0u);
+  EXPECT_EQ(system_store->counters().bytes.load(), 0u);
+
+  // A CA file that cannot be read stops the store from opening at all.
+  options.ca_file = (tls / "missing.pem").string();
+  const Status unreadable = OpenS3Client(options).status();
+  EXPECT_EQ(unreadable.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unreadable.message().find("s3_ca_file " + options.ca_file + " cannot be read"),
+            std::string::npos)
+      << unreadable.message();
 }
 
 }  // namespace

@@ -212,6 +212,22 @@ TEST(Messages, JobSpecRoundTrips) {
   odd["s3"]["secret_access_key"] = 7;
   EXPECT_NE(JobSpecFromJson(odd).status().message().find("'s3.secret_access_key' must be a string"),
             std::string::npos);
+  // RefreshCredentials carries the same object, checked the same way.
+  Result<ObjectStoreAccess> refreshed =
+      ObjectStoreAccessFromJson(ObjectStoreAccessToJson(*spec.s3), "s3");
+  ASSERT_TRUE(refreshed.ok()) << refreshed.status().ToString();
+  EXPECT_EQ(refreshed->session_token, "token");
+  EXPECT_TRUE(refreshed->path_style);
+  EXPECT_NE(ObjectStoreAccessFromJson(nlohmann::json::array(), "s3")
+                .status()
+                .message()
+                .find("field 's3' must be an object"),
+            std::string::npos);
+  EXPECT_NE(ObjectStoreAccessFromJson({{"path_style", "yes"}}, "s3")
+                .status()
+                .message()
+                .find("'s3.path_style' must be a boolean"),
+            std::string::npos);
   // Unset, the split's seed stays absent from the body and unset.
   spec.epoch_items.reset();
   spec.shard_seed.reset();
@@ -606,9 +622,10 @@ TEST(Json, TheParsedSizeIsMeasuredBeforeAnythingIsBuilt) {
 }
 
 TEST(FrameHeader, ControlMessagesHaveASmallerPayloadLimit) {
-  for (MessageType type : {MessageType::kHello, MessageType::kQuery, MessageType::kSlotReleased,
-                           MessageType::kSeekEpoch, MessageType::kStatsRequest,
-                           MessageType::kCloseJob, MessageType::kConsumerReady}) {
+  for (MessageType type :
+       {MessageType::kHello, MessageType::kQuery, MessageType::kSlotReleased,
+        MessageType::kSeekEpoch, MessageType::kStatsRequest, MessageType::kCloseJob,
+        MessageType::kConsumerReady, MessageType::kRefreshCredentials}) {
     FrameHeader h;
     h.type = type;
     h.payload_length = kMaxControlPayloadBytes;

@@ -99,6 +99,8 @@ JobSnapshot Job(uint64_t id, const std::string& name, uint64_t base) {
   j.nodes = uint32_t(base) + 11;
   j.node_rank = uint32_t(base) + 12;
   j.shard_seed = base + 13;
+  j.credential_refreshes = base + 30;
+  j.credential_refreshes_refused = base + 31;
   return j;
 }
 
@@ -479,7 +481,8 @@ constexpr const char* kJobJson = R"({
   "lag": 38, "lag_peak": 39, "consumer_wait_seconds": 10.5,
   "consumer_waits": 18,
   "uptime_seconds": 10.625, "samples_per_second": 10.75, "rank": 19, "world_size": 20,
-  "nodes": 21, "node_rank": 22, "shard_seed": 23})";
+  "nodes": 21, "node_rank": 22, "shard_seed": 23, "credential_refreshes": 40,
+  "credential_refreshes_refused": 41})";
 
 TEST(SnapshotJsonTest, JobsAndAJobsStats) {
   ExpectJson(JobsSnapshot{{Job(1, "train", 10)}},

@@ -138,6 +138,14 @@ class Job {
   // The daemon's counters for this job (JSON text).
   Result<std::string> Stats();
 
+  // Sends galleyd the job's re-resolved S3 access (temporary credentials
+  // renewed while the job runs). galleyd HEADs every shard of the job's set
+  // with them, as at a job's open, and only then signs the set's reads with
+  // them; refused, the job keeps the ones it had. Nothing is answered: the
+  // job's `credential_refreshes` and `credential_refreshes_refused` counters
+  // (Stats) say which. Any thread, without waiting for a Next() in another.
+  Status RefreshCredentials(const ObjectStoreAccess& access);
+
   // Ends the job now. Batches still held stay readable until released. May
   // be called from any thread: a Next() waiting in another returns Cancelled,
   // as does every call after it.

@@ -5,7 +5,8 @@
 // streams and per-key GETs). GetAsync is served on the store's own thread,
 // so callers really wait; Hold() keeps requests in flight until Release(),
 // and WaitForInFlight(n) waits (on a condition, not a clock) until n are.
-// Failures can be injected for the next requests. set_latency() answers
+// Credentials can be expired (their requests refused as S3 refuses an
+// expired session token). Failures can be injected for the next requests. set_latency() answers
 // each GET that long after it was sent, however many are in flight (a
 // network round trip), for measurements; tests of behaviour use Hold().
 //
@@ -75,6 +76,22 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
   void set_list_page_keys(size_t keys) {
     std::lock_guard<std::mutex> lock(mu_);
     list_page_keys_ = keys;
+  }
+  // Requests signed with `access_key_id` are refused from now on as S3
+  // refuses expired credentials (400 ExpiredToken), whatever they may read.
+  void Expire(const std::string& access_key_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    expired_.insert(access_key_id);
+  }
+  // Requests refused for their credentials so far; WaitForRefusals(n)
+  // waits (on a condition) until there have been n.
+  uint64_t refusals() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return refusals_;
+  }
+  void WaitForRefusals(uint64_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock, [&] { return refusals_ >= n; });
   }
   // The next `count` GETs (async or streamed) fail with `status`.
   void FailNextGets(int count, Status status) {
@@ -210,7 +227,14 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
   };
 
   Status CheckAccess(const objectstore::Access& access, const std::string& bucket,
-                     const std::string& key) const {
+                     const std::string& key) {
+    if (expired_.contains(access.credentials.access_key_id)) {
+      refusals_++;
+      changed_.notify_all();
+      return Status::PermissionDenied("s3://" + bucket + "/" + key + ": " +
+                                      std::string(objectstore::kCredentialRefusalWords) +
+                                      " (400 ExpiredToken)");
+    }
     if (!allowed_.contains({bucket, access.credentials.access_key_id}))
       return Status::PermissionDenied("s3://" + bucket + "/" + key + ": AccessDenied (403)");
     return Status::Ok();
@@ -277,6 +301,8 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
   std::set<std::pair<std::string, std::string>> allowed_;         // bucket, access key id
   std::set<std::pair<std::string, std::string>> denied_objects_;  // bucket/key, access key id
   size_t list_page_keys_ = 0;                                     // 0: one page
+  std::set<std::string> expired_;                                 // access key ids
+  uint64_t refusals_ = 0;
   std::deque<Request> queue_;
   bool held_ = false;
   bool stop_ = false;

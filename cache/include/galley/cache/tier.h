@@ -65,6 +65,13 @@ class Tier final : public DemandListener {
   // As above with an explicit demand; for tiers built without a tracker.
   bool Put(Key key, BlobPtr blob, uint32_t demand);
 
+  // Whether a Put of an entry charged `charged_bytes` for `key` would be
+  // admitted now: it fits the free room, or the policy would make room for
+  // it given the item's current demand (from the tracker; 0 without one).
+  // False for a key already resident. Evicts nothing; a Put afterwards may
+  // still decide otherwise if the tier changed in between.
+  bool WouldAdmit(Key key, uint64_t charged_bytes) const;
+
   // Removes `key`; returns whether it was resident.
   bool Erase(Key key);
 

@@ -108,7 +108,12 @@ class ControlServer {
   // closed it or left, or sent what a job connection does not take (a
   // ProtocolError). Seeks, the consumer's first wait and released slots go
   // to the JobManager.
-  Status ServeJobRequests(wire::Connection& connection, const ServedJob& job);
+  Status ServeJobRequests(wire::Connection& connection, ServedJob& job);
+  // RefreshCredentials: the job's re-resolved S3 access replaces its
+  // credentials once every shard of its set is HEADed with them (as at a
+  // job's open); refused, the job keeps signing with what it had. No reply:
+  // the job's counters and galleyd's log say which, never the credentials.
+  void RefreshCredentials(ServedJob& job, const nlohmann::json& body);
   void AnswerSeekEpoch(wire::Connection& connection, uint32_t request_id, const ServedJob& job,
                        const nlohmann::json& body);
   void AnswerStats(wire::Connection& connection, uint32_t request_id, const ServedJob& job) const;

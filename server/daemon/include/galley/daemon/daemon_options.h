@@ -160,6 +160,14 @@ struct DaemonOptions {
   // LIST and a HEAD of every object; "per_key", never: each access key gets
   // a listing, fetches and cache entries of its own.
   std::string s3_folder_sharing = "verify";
+  // The CA certificates (PEM) an https endpoint's certificate must chain
+  // to; "" (the default): the system's CA store. A certificate that does
+  // not is refused; there is no insecure fallback.
+  std::string s3_ca_file;
+  // How long a read whose every admitted credential the store refused
+  // (expired) waits for a job's refreshed ones before it fails (0 to
+  // 3,600,000 ms; default 60 s; docs/access.md, "Temporary credentials").
+  uint32_t s3_refresh_wait_ms = 60000;
   uint32_t s3_requests_in_flight = 64;
   uint64_t s3_prefetch_bytes = uint64_t{256} << 20;
   uint32_t max_open_shards = 128;

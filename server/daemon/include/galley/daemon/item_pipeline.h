@@ -141,6 +141,12 @@ struct ItemTask {
   // Where the pipeline counts what the item cost; null: nowhere (a
   // substitute for a failed sample).
   std::shared_ptr<PreparationCosts> costs;
+  // The decoded tier's entry for the item, looked up by Run for every task
+  // of the wave before any is prepared (null: the tier did not hold it), so
+  // that what another task of the wave offers the tier cannot push it out
+  // before this task takes it.
+  cache::BlobPtr decoded_entry;
+  bool decoded_looked_up = false;
   // Set by the pipeline while it prepares the item.
   bool read_from_storage = false;
   bool decoded = false;
@@ -199,7 +205,11 @@ class ItemPipeline {
   ~ItemPipeline();
 
   // Prepares every task; failures are recorded per position in the plans.
-  // The items that must come from a dataset of objects are prefetched first
+  // Every item is looked up in the decoded tier first, so that the wave's
+  // hits are taken before any of its misses is offered to the tier (an
+  // offer may evict an entry the same wave is about to take: its demand was
+  // consumed when the wave was planned, which makes it the first victim).
+  // The items that must come from a dataset of objects are prefetched then
   // (Dataset::Prefetch), so their requests are in flight together.
   void Run(std::span<ItemTask> tasks);
 

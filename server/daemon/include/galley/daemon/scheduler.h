@@ -198,6 +198,10 @@ class Scheduler final : public JobLifecycleObserver {
   std::vector<SamplerGroupSnapshot> Snapshot() const EXCLUDES(mu_);
   // Batches prepared and left unread since start, every job's, closed or open.
   BatchTotalsSnapshot Totals() const EXCLUDES(mu_);
+  // The items `job_id` drew ahead that its batches have not taken yet, in
+  // the order they will take them (its current epoch's, then its next
+  // epoch's); empty for a job it does not know.
+  std::vector<ItemId> DrawnAhead(JobId job_id) const EXCLUDES(mu_);
 
   // Plans one wave as the scheduler thread does each turn (slots claimed
   // through the RingView, rounds decided, nothing prepared or published);

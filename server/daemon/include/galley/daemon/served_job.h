@@ -56,6 +56,10 @@ struct JobCounters {
   // the most it has been.
   std::atomic<uint64_t> lag{0};
   std::atomic<uint64_t> lag_peak{0};
+  // RefreshCredentials requests whose credentials were admitted, and those
+  // refused (the job kept signing with the ones it had).
+  std::atomic<uint64_t> credential_refreshes{0};
+  std::atomic<uint64_t> credential_refreshes_refused{0};
 };
 
 struct ServedJob {

@@ -110,6 +110,10 @@ struct ShardOptions {
   // not yet read may hold (at least one request's worth is always allowed).
   uint32_t object_requests_in_flight = 64;
   uint64_t object_prefetch_bytes = uint64_t{256} << 20;
+  // Objects only: how long a read the store refused because its
+  // credentials expired (IsCredentialRefusal) waits for credentials no
+  // refusal has struck yet, admitted by a job's open or refresh.
+  std::chrono::milliseconds object_refresh_wait{60000};
 };
 
 // What indexing found, for galleyctl and error messages.

@@ -14,7 +14,9 @@
 // store stayed unreachable or kept answering 5xx/503 SlowDown after the
 // retries), InvalidArgument (an endpoint outside the allowlist, a malformed
 // URL or key), ProtocolError (a reply that breaks HTTP or S3's XML). Messages
-// name the bucket, key and endpoint, never a credential.
+// name the bucket, key and endpoint, never a credential. A refusal of the
+// credentials themselves (expired, revoked or unknown; IsCredentialRefusal)
+// is PermissionDenied too, told apart from a refusal of the object.
 //
 // Thread-safety: implementations allow every method from any thread;
 // callbacks run on the store's own thread and must not block.
@@ -68,6 +70,15 @@ struct S3Url {
   static Result<S3Url> Parse(std::string_view url);
   std::string ToString() const { return "s3://" + bucket + "/" + key; }
 };
+
+// Whether `status` is the store's refusal of the credentials a request was
+// signed with, not of the object: ExpiredToken, TokenRefreshRequired,
+// InvalidToken, InvalidAccessKeyId or SignatureDoesNotMatch (S3 answers an
+// expired session token with 400 ExpiredToken). Other credentials, or the
+// same job's refreshed ones, may read what these could not.
+bool IsCredentialRefusal(const Status& status);
+// The words such a refusal's message carries (StatusForHttpReply).
+inline constexpr std::string_view kCredentialRefusalWords = "the job's credentials were refused";
 
 // What HEAD or a listing says of an object.
 struct ObjectInfo {

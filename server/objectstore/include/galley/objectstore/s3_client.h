@@ -13,7 +13,9 @@
 // SlowDown, 408, 429, a timeout, a connection refused or reset, a stalled
 // transfer) is sent again after a delay drawn uniformly from [0, min(cap,
 // base * 2^try)) ("full jitter"), at most `max_retries` times; then it is
-// Unavailable. Nothing else is retried.
+// Unavailable. A reply with Retry-After (a 503 SlowDown, a 429) is tried
+// again no sooner than it asks, and no later than `backoff_cap` (a store
+// asking for more is asked again at the cap). Nothing else is retried.
 //
 // Stream() runs its transfer on the caller's thread, so a slow `chunk`
 // (writing a shard to disk) holds no other request up; after a broken
@@ -41,6 +43,10 @@ namespace galley::objectstore {
 struct S3ClientOptions {
   // Requests on the wire at once (1..4096). More wait their turn.
   uint32_t max_in_flight = 64;
+  // PEM file of the CA certificates an https endpoint's certificate must
+  // chain to; "" = libcurl's default, the system's CA store. Peer and host
+  // name are always verified.
+  std::string ca_file;
   // Tries after the first for a retryable failure (0..20).
   uint32_t max_retries = 5;
   // Backoff before retry n (n from 0): uniform in [0, min(cap, base * 2^n)).

@@ -9,6 +9,7 @@
 #ifndef GALLEY_SERVER_OBJECTSTORE_S3_PROTOCOL_H_
 #define GALLEY_SERVER_OBJECTSTORE_S3_PROTOCOL_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -88,13 +89,22 @@ class ReplyHeaders {
   // Quotes removed.
   const std::string& etag() const { return etag_; }
   const std::string& location() const { return location_; }
+  // Retry-After as sent: delay-seconds or an HTTP date ("" when absent).
+  const std::string& retry_after() const { return retry_after_; }
 
  private:
   std::string content_range_;
   std::optional<uint64_t> content_length_;
   std::string etag_;
   std::string location_;
+  std::string retry_after_;
 };
+
+// How long a Retry-After value asks to wait: delay-seconds, or an HTTP date
+// (read by `parse_date`, seconds since the epoch or -1, against `now`, the
+// same). Absent, unparsable or in the past: zero. At most a day.
+std::chrono::seconds RetryAfterDelay(std::string_view value, int64_t now,
+                                     int64_t (*parse_date)(const std::string&));
 
 // "bytes FIRST-LAST/TOTAL" (TOTAL may be '*').
 struct ContentRange {
@@ -158,7 +168,8 @@ std::string S3ErrorCode(std::string_view body);
 
 // The Status for a reply with a non-2xx `http_status` to the request
 // `what` (DescribeRequest's text): 3xx InvalidArgument (never followed),
-// 401/403 PermissionDenied, 404 NotFound, 412/416 DataLoss, 408/429/5xx
+// 401/403 PermissionDenied (and a 400 that refuses the credentials:
+// IsCredentialRefusal), 404 NotFound, 412/416 DataLoss, 408/429/5xx
 // Unavailable, other 4xx InvalidArgument, anything else ProtocolError.
 Status StatusForHttpReply(long http_status, const ReplyHeaders& headers, std::string_view body,
                           std::string_view what);

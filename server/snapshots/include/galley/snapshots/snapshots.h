@@ -177,6 +177,9 @@ struct JobSnapshot {
   uint32_t nodes = 1;  // 1 when the node layout is not known
   uint32_t node_rank = 0;
   uint64_t shard_seed = 0;  // the split's seed: JobSpec::shard_seed, else seed
+  // S3 jobs: credential refreshes admitted, and refused (docs/access.md).
+  uint64_t credential_refreshes = 0;
+  uint64_t credential_refreshes_refused = 0;
 };
 
 // The counts of the object store a set of shards kept as objects is read
