@@ -27,3 +27,9 @@ galley_add_test(listing_memory_test
 galley_add_test(object_shards_test
   SOURCES unit/object_shards_test.cc
   LIBS galley_dataset galley_wire)
+
+# Images kept one per object (a prefix as an ImageFolder, a manifest
+# object, globs over s3://), over an in-memory object store.
+galley_add_test(object_folder_test
+  SOURCES unit/object_folder_test.cc
+  LIBS galley_dataset galley_wire)

@@ -28,6 +28,11 @@ if(GALLEY_OBJECT_STORE)
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/unit/object_shards_rclone_test.cc
             ${CMAKE_CURRENT_LIST_DIR}/unit/rclone_s3_server.cc
     LIBS galley_dataset galley_objectstore)
+  # A prefix read as an ImageFolder, through the S3 client, from rclone.
+  galley_add_test(object_folder_rclone_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/unit/object_folder_rclone_test.cc
+            ${CMAKE_CURRENT_LIST_DIR}/unit/rclone_s3_server.cc
+    LIBS galley_dataset galley_objectstore)
   galley_add_fuzzer(s3_reply_fuzzer SOURCES fuzz/s3_reply_fuzzer.cc LIBS galley_objectstore
                     CORPUS s3_reply)
 endif()

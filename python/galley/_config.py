@@ -228,6 +228,9 @@ def _dataset(dataset: Any) -> Tuple[str, Optional[List[str]],
         shard_name, shards = _shards.resolve_dataset(dataset)
         if shards is not None:
             return shard_name, shards, None
+        if _shards.is_object_url(shard_name):
+            # A prefix (an ImageFolder) or a manifest object: galleyd lists it.
+            return shard_name, None, None
     root, folder = _dataset_root(dataset)
     return root, None, folder
 
@@ -379,6 +382,10 @@ def _job_spec(a: types.SimpleNamespace, root: str, shards: Optional[List[str]], 
             # AWS CLI resolves it (and again at each job open, _session.py,
             # so refreshed temporary credentials reach galleyd).
             spec["s3"] = _s3_access.resolve(what=shards[0])
+    elif _shards.is_object_url(root) or _shards.names_objects(root):
+        # Images kept one per object: a prefix, a manifest object, or a local
+        # manifest naming objects.
+        spec["s3"] = _s3_access.resolve(what=root)
     if field_spec:
         spec.update(field_spec)
     elif shards is None and (a.image_key is not None or a.label_key != "cls"):

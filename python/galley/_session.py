@@ -173,7 +173,8 @@ class JobSession:
         spec = {key: value for key, value in self.spec.items() if value is not None}
         expires = None
         if "s3" in spec:  # resolved afresh: temporary credentials may have been renewed
-            spec["s3"], expires = _s3_access.resolve_timed(what=spec["shards"][0])
+            spec["s3"], expires = _s3_access.resolve_timed(
+                what=(spec.get("shards") or [spec["dataset"]])[0])
         spec["start_epoch"] = start_epoch
         spec["epochs"] = epochs
         if resume is not None:
@@ -199,7 +200,8 @@ class JobSession:
         if "s3" in spec:
             # Resolved again while the job runs and sent to galleyd, so that
             # credentials that expire do not end an epoch (docs/access.md).
-            _s3_refresh.CredentialRefresher(job, spec["s3"], expires, spec["shards"][0])
+            _s3_refresh.CredentialRefresher(job, spec["s3"], expires,
+                                            (spec.get("shards") or [spec["dataset"]])[0])
         info = job.info
         self.dataset_size = int(info["dataset_size"])
         self.dataset_seen = {

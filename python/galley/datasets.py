@@ -98,6 +98,12 @@ class ListedDataset:
                            f"read; read loader.dataset.samples again once it is still")
 
     def _path_of(self, kind: str, name: str) -> str:
+        if name.startswith("s3://"):  # a manifest naming objects by URL
+            return name
+        if kind == "folder" and self.root.startswith("s3://"):
+            return self.root.rstrip("/") + "/" + name
+        if kind == "manifest" and self.root.startswith("s3://"):
+            return self.root.rsplit("/", 1)[0] + "/" + name
         if kind == "folder":
             return os.path.join(self.root, name)
         if kind == "manifest":

@@ -17,9 +17,12 @@ same files share work however they were spelled. Compressed tars and URLs
 are refused here, with what to do instead.
 
 Shards kept in S3-compatible storage are named ``s3://bucket/key.tar``: a
-list of such URLs, one URL, or a brace pattern over them
-(``s3://bucket/train-{000000..000099}.tar``). A glob is not expanded (it
-would need a listing of the bucket): list the shards or use a brace pattern.
+list of such URLs, one URL, a brace pattern over them
+(``s3://bucket/train-{000000..000099}.tar``), or a glob
+(``s3://bucket/train-*.tar``), which galleyd expands by listing the bucket
+with the job's own credentials (the client has no listing of its own), as
+Python's glob matches a path. Any other ``s3://`` URL is not shards: a
+prefix read as an ImageFolder, or a manifest object.
 """
 
 import glob
@@ -92,7 +95,8 @@ def resolve_dataset(dataset):
     path = os.fspath(dataset)
     _check_name(path)
     if is_object_url(path):
-        return path, _object_shards(path)
+        shards = _object_shards(path)
+        return path, shards
     if _BRACE.search(path):
         shards = [os.path.abspath(p) for p in expand_braces(path)]
         for p in shards:
@@ -128,14 +132,24 @@ def _object_shards(url):
             _check_name(shard)
         return shards
     if glob.has_magic(url):
-        raise ValueError(f"dataset {url!r}: a glob of s3:// keys is not expanded (it would list "
-                         "the bucket); list the shards, or name them with a brace pattern such "
-                         "as s3://bucket/train-{000000..000099}.tar")
-    if url.endswith("/") or not url.endswith(".tar"):
-        raise ValueError(f"dataset {url!r}: galley reads tar shards from S3 (s3://bucket/"
-                         "key.tar, a list of them, or a brace pattern); a prefix read as an "
-                         "ImageFolder is not supported: pack the images into tar shards")
-    return [url]
+        if url.endswith("/"):
+            raise ValueError(f"dataset {url!r}: a glob over s3:// matches objects (tar shards, "
+                             "s3://bucket/train-*.tar); name one prefix, s3://bucket/prefix/, "
+                             "for a folder of images")
+        return [url]  # galleyd lists the bucket with the job's credentials
+    if url.endswith(".tar"):
+        return [url]
+    return None  # a prefix read as an ImageFolder, or a manifest object
+
+
+def names_objects(path):
+    """Whether ``path`` is a local manifest whose image cells name ``s3://``
+    objects (its first 64 KiB say so): the job then sends its S3 access."""
+    try:
+        with open(path, "rb") as f:
+            return b"s3://" in f.read(1 << 16)
+    except OSError:
+        return False
 
 
 def _clock(seconds):
@@ -168,6 +182,14 @@ def format_progress(entry):
     return text + "]"
 
 
+def _where(path):
+    """What names a dataset's listing in galleyd's progress: a path
+    resolved, or an s3:// URL without its trailing '/'."""
+    if is_object_url(path):
+        return path.rstrip("/")
+    return os.path.realpath(path)
+
+
 class IndexingProgress:
     """While a job waits for galleyd to list its dataset (index tar shards,
     walk an ImageFolder, read a manifest), prints the daemon's progress on a
@@ -184,7 +206,7 @@ class IndexingProgress:
         if isinstance(path, (list, tuple)):
             path = path[0] if path else None
         self._active = isinstance(path, (str, os.PathLike)) and wanted
-        self._path = os.path.realpath(path) if self._active else None
+        self._path = _where(path) if self._active else None
         self._delay, self._interval = delay, interval
         self._thread = None
         self._printed = False
@@ -220,7 +242,7 @@ class IndexingProgress:
                 return
             for entry in entries:
                 path = entry.get("path") or entry.get("first_shard", "")
-                if os.path.realpath(path) == self._path:
+                if _where(path) == self._path:
                     self._stream.write("\r" + format_progress(entry))
                     self._stream.flush()
                     self._printed = True

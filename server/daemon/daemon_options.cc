@@ -594,6 +594,10 @@ const std::vector<Key>& Keys() {
           return endpoint == "aws" || url ? std::string()
                                           : Got(endpoint) + ", not http(s)://HOST[:PORT] or aws";
         }));
+    k.push_back(ChoiceKey("s3_folder_sharing", "--s3-folder-sharing",
+                          "how jobs with other access keys share an s3:// folder or manifest of "
+                          "objects: verify (a HEAD per object, default) or per_key (never)",
+                          &DaemonOptions::s3_folder_sharing, {"verify", "per_key"}, false));
     k.push_back(TextKey("s3_ca_file", "--s3-ca-file",
                         "PEM file of the CA certificates an https S3 endpoint's certificate "
                         "must chain to (\"\" = the system's CA store)",

@@ -23,9 +23,11 @@ size_t JsonStringBound(const std::string& text) {
 nlohmann::json ListingPage(const Dataset& dataset, uint64_t begin, uint64_t count,
                            size_t max_bytes) {
   std::error_code error;
-  const char* kind = dataset.shard_source() != nullptr                      ? "shards"
-                     : std::filesystem::is_directory(dataset.root(), error) ? "folder"
-                                                                            : "manifest";
+  // An s3:// prefix (its root ends in '/') is a folder too.
+  const std::string& root = dataset.root().native();
+  const bool folder =
+      Dataset::IsObjectUrl(root) ? root.back() == '/' : std::filesystem::is_directory(root, error);
+  const char* kind = dataset.shard_source() != nullptr ? "shards" : folder ? "folder" : "manifest";
   // The classes travel in the first page only, inside its budget.
   std::vector<std::string> classes;
   size_t bytes = 0;

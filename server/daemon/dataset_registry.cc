@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
+#include <random>
 #include <system_error>
 
 #include "galley/daemon/node_probe.h"
@@ -63,6 +65,7 @@ DatasetRegistryOptions DatasetRegistryOptions::From(const DaemonOptions& options
   o.max_manifest_line_bytes = options.max_manifest_line_bytes;
   o.max_manifest_columns = options.max_manifest_columns;
   o.allowed_s3_endpoints = options.allowed_s3_endpoints;
+  o.share_object_folders_across_keys = options.s3_folder_sharing != "per_key";
   o.shards.object_requests_in_flight = options.s3_requests_in_flight;
   o.shards.object_prefetch_bytes = options.s3_prefetch_bytes;
   o.shards.object_refresh_wait = std::chrono::milliseconds(options.s3_refresh_wait_ms);
@@ -85,7 +88,9 @@ DatasetRegistry::DatasetRegistry(const DatasetRegistryOptions& options, UserMemo
       max_manifest_columns_(options.max_manifest_columns),
       shard_descriptors_(std::make_shared<ShardDescriptorCache>(options.max_open_shards_total)),
       object_store_(options.object_store),
-      allowed_s3_endpoints_(options.allowed_s3_endpoints) {
+      allowed_s3_endpoints_(options.allowed_s3_endpoints),
+      share_object_folders_across_keys_(options.share_object_folders_across_keys),
+      key_salt_(std::random_device()() * 0x100000001b3ULL ^ std::random_device()()) {
   SetAllowedRoots(options.allowed_roots);
 }
 
@@ -119,9 +124,25 @@ std::string DatasetRegistry::KeyOf(const JobSpec& spec) const {
     const size_t first_shard = key.find('\n', key.find('\n', key.find('\n') + 1) + 1);
     return key.insert(first_shard, shrunk);
   }
-  std::error_code error;
-  const std::string canonical = fs::weakly_canonical(spec.dataset, error).string();
-  std::string key = error ? spec.dataset : canonical;
+  std::string key;
+  if (Dataset::IsObjectUrl(spec.dataset)) {
+    key = spec.dataset;
+  } else {
+    std::error_code error;
+    const std::string canonical = fs::weakly_canonical(spec.dataset, error).string();
+    key = error ? spec.dataset : canonical;
+  }
+  // Objects (a prefix, a manifest object, or a local manifest naming
+  // objects): the endpoint is part of the key, as for shards.
+  if (spec.s3) {
+    key += "\tendpoint:" + ObjectEndpointName(ObjectAccessFor(*spec.s3).endpoint);
+    if (!share_object_folders_across_keys_) {
+      // A listing per access key, named by a salted hash of it.
+      const uint64_t principal =
+          std::hash<std::string>()(std::to_string(key_salt_) + "\n" + spec.s3->access_key_id);
+      key += "\tprincipal:" + std::to_string(principal);
+    }
+  }
   // A manifest read with a header row, or with another image column, is
   // another listing of the same file.
   const ManifestOptions manifest = ManifestOptionsFor(spec);
@@ -134,14 +155,17 @@ Result<std::optional<objectstore::Access>> DatasetRegistry::ObjectAccessOf(
     const JobSpec& spec) const {
   const size_t objects =
       std::count_if(spec.shards.begin(), spec.shards.end(), Dataset::IsObjectUrl);
-  if (objects == 0) return std::optional<objectstore::Access>();
+  // A prefix or manifest object; or a local manifest sent with the job's
+  // S3 access, whose cells name objects.
+  const bool folder = spec.shards.empty() && (Dataset::IsObjectUrl(spec.dataset) || spec.s3);
+  if (objects == 0 && !folder) return std::optional<objectstore::Access>();
   if (objects != spec.shards.size()) {
     return Status::InvalidArgument(
         "the shard list mixes s3:// objects and files; a dataset is kept in one place");
   }
   if (!spec.s3) {
     return Status::InvalidArgument(
-        "shards kept as s3:// objects need the job's S3 access (endpoint and credentials), "
+        "datasets kept as s3:// objects need the job's S3 access (endpoint and credentials), "
         "which the galley client resolves and sends as the AWS CLI would");
   }
   objectstore::Access access = ObjectAccessFor(*spec.s3);
@@ -179,7 +203,17 @@ Result<std::shared_ptr<const Dataset>> DatasetRegistry::List(const JobSpec& spec
     manifest.max_line_bytes = max_manifest_line_bytes_;
     manifest.max_columns = max_manifest_columns_;
     manifest.stop = stop;
-    listed = Dataset::Open(spec.dataset, roots, manifest);
+    auto access = ObjectAccessOf(spec);
+    if (!access.ok()) return access.status();
+    if (!access->has_value()) {
+      listed = Dataset::Open(spec.dataset, roots, manifest);
+    } else if (Dataset::IsObjectUrl(spec.dataset)) {
+      listed = Dataset::OpenObjectFolder(spec.dataset, object_store_, **access, shard_options_,
+                                         manifest);
+    } else {
+      listed = Dataset::OpenObjectManifest(spec.dataset, roots, object_store_, **access,
+                                           shard_options_, manifest);
+    }
   } else {
     ShardOptions shard = ShardOptionsFor(spec, shard_options_);
     shard.descriptors = shard_descriptors_;
@@ -253,15 +287,52 @@ DatasetRegistry::Entry DatasetRegistry::Install(const std::string& key,
   return entry;
 }
 
-Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& spec, const Credentials& peer,
+Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& given, const Credentials& peer,
                                             const Selector& select, ListingStop* stop) {
-  const std::string key = KeyOf(spec);
   AccessChecker checker(peer);
   GALLEY_ASSIGN_OR_RETURN(const std::optional<objectstore::Access> object_access,
-                          ObjectAccessOf(spec));
+                          ObjectAccessOf(given));
+  // Globs over s3:// keys are expanded here, by the job's own LIST: the
+  // listing shared is the one of the keys they match now.
+  const JobSpec* expanded = &given;
+  JobSpec with_shards;
+  if (object_access && std::any_of(given.shards.begin(), given.shards.end(),
+                                   [](const std::string& s) { return Dataset::IsObjectGlob(s); })) {
+    with_shards = given;
+    with_shards.shards.clear();
+    for (const std::string& shard : given.shards) {
+      if (!Dataset::IsObjectGlob(shard)) {
+        with_shards.shards.push_back(shard);
+        continue;
+      }
+      GALLEY_ASSIGN_OR_RETURN(auto matched,
+                              Dataset::ExpandObjectGlob(shard, *object_store_, *object_access));
+      with_shards.shards.insert(with_shards.shards.end(), matched.begin(), matched.end());
+    }
+    expanded = &with_shards;
+  }
+  if (object_access && given.shards.empty() && Dataset::IsObjectUrl(given.dataset) &&
+      given.dataset.back() != '/') {
+    // s3://bucket/name is a manifest object if one has that name, else the
+    // prefix name/: one listing under one key, however it was spelt.
+    auto url = objectstore::S3Url::Parse(given.dataset);
+    if (url.ok() && !url->key.empty()) {
+      auto info = object_store_->Head(*object_access, url->bucket, url->key);
+      if (!info.ok() && info.status().code() == StatusCode::kNotFound) {
+        with_shards = given;
+        with_shards.dataset += '/';
+        expanded = &with_shards;
+      }
+    }
+  }
+  const JobSpec& spec = *expanded;
+  const std::string key = KeyOf(spec);
   // The same check whether or not another job listed the dataset first.
-  // (Objects are checked by the store, with the job's own credentials.)
-  if (!object_access) GALLEY_RETURN_IF_ERROR(CheckRoots(spec, checker));
+  // (Objects are checked by the store, with the job's own credentials; a
+  // local manifest naming objects is a file the user must be able to read.)
+  if (!object_access || (spec.shards.empty() && !Dataset::IsObjectUrl(spec.dataset))) {
+    GALLEY_RETURN_IF_ERROR(CheckRoots(spec, checker));
+  }
   Entry entry;
   {
     MutexLock lock(&mu_);
@@ -312,7 +383,8 @@ Status DatasetRegistry::Forget(const std::string& name, const Forgetter& by) {
   std::string refused_root;
   for (auto it = entries_.begin(); it != entries_.end();) {
     const fs::path& root = it->second.dataset->root();
-    const bool named = it->first == name || it->first == canonical || root.string() == canonical;
+    const bool named = it->first == name || it->first == canonical || root.string() == canonical ||
+                       root.string() == name;
     bool allowed = named;
     if (named && by.checker != nullptr) {
       struct stat info {};

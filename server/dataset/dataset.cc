@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <set>
 
 #include "galley/dataset/file_source.h"
+#include "object_folder.h"
 
 namespace galley {
 namespace {
@@ -125,6 +128,43 @@ Result<std::shared_ptr<const Dataset>> Dataset::OpenObjectShards(
   dataset->shards_ = source.get();
   dataset->source_ = std::move(source);
   if (dataset->size() == 0) return NoUsableSamples(*dataset->shards_, urls.size());
+  return std::shared_ptr<const Dataset>(std::move(dataset));
+}
+
+Result<std::shared_ptr<const Dataset>> Dataset::OpenObjectFolder(
+    const std::string& url, const std::shared_ptr<objectstore::ObjectStore>& store,
+    const objectstore::Access& access, const ShardOptions& options,
+    const ManifestOptions& manifest) {
+  std::shared_ptr<Dataset> dataset(new Dataset());
+  GALLEY_ASSIGN_OR_RETURN(auto source,
+                          ObjectFolderSource::Open(url, store, access, options, manifest));
+  dataset->root_ = url;
+  dataset->source_ = std::move(source);
+  if (dataset->size() > std::numeric_limits<ItemId>::max()) {
+    return Status::ResourceExhausted("dataset " + url + " has too many items");
+  }
+  return std::shared_ptr<const Dataset>(std::move(dataset));
+}
+
+Result<std::shared_ptr<const Dataset>> Dataset::OpenObjectManifest(
+    const fs::path& path, const std::vector<fs::path>& allowed_roots,
+    const std::shared_ptr<objectstore::ObjectStore>& store, const objectstore::Access& access,
+    const ShardOptions& options, const ManifestOptions& manifest) {
+  std::error_code error;
+  const fs::path canonical = fs::canonical(path, error);
+  if (error) return Status::NotFound("dataset root " + path.string() + ": " + error.message());
+  GALLEY_RETURN_IF_ERROR(CheckAllowed(canonical, allowed_roots, "dataset root"));
+  // Its identity before it is read: a change while it is read shows later.
+  const std::optional<FileIdentity> identity = LocalFileIdentity(canonical.string());
+  std::ifstream in(canonical, std::ios::binary);
+  if (!in) return Status::NotFound("cannot read manifest " + canonical.string());
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::shared_ptr<Dataset> dataset(new Dataset());
+  GALLEY_ASSIGN_OR_RETURN(
+      auto source, ObjectFolderSource::OpenManifest(canonical.string(), text, "", store, access,
+                                                    options, manifest, identity));
+  dataset->root_ = canonical;
+  dataset->source_ = std::move(source);
   return std::shared_ptr<const Dataset>(std::move(dataset));
 }
 

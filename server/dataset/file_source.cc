@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <system_error>
 
 #include "galley/dataset/descriptor_exhaustion.h"
@@ -32,17 +33,6 @@ namespace fs = std::filesystem;
 // torchvision.datasets.folder.IMG_EXTENSIONS, matched case-insensitively.
 constexpr const char* kImageExtensions[] = {".jpg", ".jpeg", ".png",  ".ppm", ".bmp",
                                             ".pgm", ".tif",  ".tiff", ".webp"};
-
-bool HasImageExtension(const std::string& name) {
-  std::string lower = name;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const char* extension : kImageExtensions) {
-    const size_t n = std::strlen(extension);
-    if (lower.size() >= n && lower.compare(lower.size() - n, n, extension) == 0) return true;
-  }
-  return false;
-}
 
 bool IsWithin(const fs::path& path, const fs::path& dir) { return IsWithinDirectory(path, dir); }
 
@@ -150,7 +140,7 @@ bool ParseInteger(std::string_view text, int64_t& value) {
 
 // The lines of `in` (a last one without a newline counts), leaving it
 // rewound to the start; 0 when `stop` asked to give up.
-uint64_t CountLines(std::ifstream& in, ListingStop* stop) {
+uint64_t CountLines(std::istream& in, ListingStop* stop) {
   uint64_t lines = 0;
   char last = '\n';
   std::vector<char> chunk(1 << 20);
@@ -167,6 +157,29 @@ uint64_t CountLines(std::ifstream& in, ListingStop* stop) {
 }
 
 }  // namespace
+
+bool HasImageExtension(std::string_view name) {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* extension : kImageExtensions) {
+    const size_t n = std::strlen(extension);
+    if (lower.size() >= n && lower.compare(lower.size() - n, n, extension) == 0) return true;
+  }
+  return false;
+}
+
+Status NoClassFolders(const std::string& root) {
+  return Status::InvalidArgument("no class folders in " + root);
+}
+
+Status EmptyClassFolder(const std::string& name) {
+  // torchvision's make_dataset raises for an empty class too: a silently
+  // missing class would shift no labels but would surprise a user.
+  return Status::InvalidArgument("class folder '" + name +
+                                 "' has no image files (extensions: .jpg .jpeg .png .ppm "
+                                 ".bmp .pgm .tif .tiff .webp)");
+}
 
 bool IsWithinDirectory(const fs::path& path, const fs::path& dir) {
   auto p = path.begin();
@@ -201,7 +214,9 @@ Result<std::unique_ptr<FileSource>> FileSource::Open(const fs::path& canonical,
     source->stop_ = options.stop;
     source->base_dir_ = canonical.parent_path();
     source->directories_.push_back(canonical.filename().string());
-    const Status read = source->ReadManifest(options);
+    std::ifstream in(canonical);
+    if (!in) return Status::NotFound("cannot read manifest " + canonical.string());
+    const Status read = source->ReadManifest(in, options);
     source->progress_ = nullptr;
     source->stop_ = nullptr;
     GALLEY_RETURN_IF_ERROR(read);
@@ -230,6 +245,35 @@ Result<std::unique_ptr<FileSource>> FileSource::Open(const fs::path& canonical,
   source->labels_.shrink_to_fit();
   source->record_pool_.shrink_to_fit();
   source->record_offsets_.shrink_to_fit();
+  return source;
+}
+
+Result<std::unique_ptr<FileSource>> FileSource::OpenManifestText(const std::string& name,
+                                                                 const std::string& text,
+                                                                 const ManifestOptions& options,
+                                                                 PathCheck check) {
+  std::unique_ptr<FileSource> source(new FileSource());
+  // The name stands for the path in messages and says the table format by
+  // its extension; nothing is looked up on the local file system.
+  source->root_ = name;
+  source->path_check_ = std::move(check);
+  source->fingerprint_ = std::make_unique<ContentFingerprintBuilder>("files");
+  source->copy_fingerprint_ = std::make_unique<ContentFingerprintBuilder>("files-copy");
+  source->mtimes_fingerprint_ = std::make_unique<ContentFingerprintBuilder>("files-mtimes");
+  ListingRegistration registration(name, "manifest", "lines", 0);
+  source->progress_ = &registration.progress();
+  source->stop_ = options.stop;
+  std::istringstream in(text);
+  const Status read = source->ReadManifest(in, options);
+  source->progress_ = nullptr;
+  source->stop_ = nullptr;
+  GALLEY_RETURN_IF_ERROR(read);
+  source->content_fingerprint_ = source->fingerprint_->Finish();
+  source->fingerprint_.reset();
+  source->resume_key_ = {source->copy_fingerprint_->Finish(),
+                         source->mtimes_fingerprint_->Finish()};
+  source->copy_fingerprint_.reset();
+  source->mtimes_fingerprint_.reset();
   return source;
 }
 
@@ -319,9 +363,7 @@ Status FileSource::ScanImageFolder() {
     if (it->is_directory(type_error)) classes_.push_back(it->path().filename().string());
   }
   if (error) return Status::NotFound("cannot list " + root_.string() + ": " + error.message());
-  if (classes_.empty()) {
-    return Status::InvalidArgument("no class folders in " + root_.string());
-  }
+  if (classes_.empty()) return NoClassFolders(root_.string());
   std::sort(classes_.begin(), classes_.end());
   progress_->classes = classes_.size();
   // make_dataset: for each class, sorted(os.walk(class_dir)) (directories in
@@ -364,19 +406,14 @@ Status FileSource::ScanImageFolder() {
       }
     }
     progress_->classes_done++;
-    if (size() == before) {
-      // torchvision's make_dataset raises for an empty class too: a silently
-      // missing class would shift no labels but would surprise a user.
-      return Status::InvalidArgument("class folder '" + classes_[label] +
-                                     "' has no image files (extensions: .jpg .jpeg .png .ppm "
-                                     ".bmp .pgm .tif .tiff .webp)");
-    }
+    if (size() == before) return EmptyClassFolder(classes_[label]);
   }
   return Status::Ok();
 }
 
 Result<std::string> FileSource::CheckListedPath(const std::string& path,
                                                 const std::string& where) const {
+  if (path_check_) return path_check_(path, where);
   const fs::path relative(path);
   if (relative.is_absolute()) {
     return Status::PermissionDenied(where + "absolute path '" + path + "' refused");
@@ -420,7 +457,8 @@ Status FileSource::AddListedItems(const std::vector<ListedLine>& lines, Labels l
       label = class_index.at(line.label);
     }
     struct stat info {};
-    const bool found = ::stat((base_dir_ / line.path).c_str(), &info) == 0;
+    // Items named through path_check_ are not local files.
+    const bool found = !path_check_ && ::stat((base_dir_ / line.path).c_str(), &info) == 0;
     AddItem(line.path, label, found ? &info : nullptr);
   }
   return Status::Ok();
@@ -547,9 +585,7 @@ class FileSource::LineReader {
   bool spanning_ = false;  // the record being read goes on past its first line
 };
 
-Status FileSource::ReadManifest(const ManifestOptions& options) {
-  std::ifstream in(root_);
-  if (!in) return Status::NotFound("cannot read manifest " + root_.string());
+Status FileSource::ReadManifest(std::istream& in, const ManifestOptions& options) {
   progress_->total = CountLines(in, options.stop);
   if (options.header_row || HasHeaderByName(root_)) return ReadTable(in, options);
   std::vector<ListedLine> lines;
@@ -573,7 +609,7 @@ Status FileSource::ReadManifest(const ManifestOptions& options) {
   return AddListedItems(lines, Labels::kIntegersOrNames);
 }
 
-Status FileSource::ReadTable(std::ifstream& in, const ManifestOptions& options) {
+Status FileSource::ReadTable(std::istream& in, const ManifestOptions& options) {
   ManifestTable table(TableFormatOf(root_), options.image_column, options.max_columns);
   const bool csv = TableFormatOf(root_) == TableFormat::kCsv;
   std::vector<ListedLine> lines;

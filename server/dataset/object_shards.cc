@@ -113,12 +113,14 @@ Result<std::unique_ptr<ShardSource>> ShardSource::OpenObjects(
 }
 
 ObjectShards::ObjectShards(std::shared_ptr<os::ObjectStore> store, const os::Access& access,
-                           std::vector<Shard> shards, const ShardOptions& options)
+                           std::vector<Shard> shards, const ShardOptions& options,
+                           uint32_t heads_in_flight)
     : store_(std::move(store)),
       endpoint_(ObjectEndpointName(access.endpoint)),
       shards_(std::move(shards)),
       max_in_flight_(options.object_requests_in_flight),
       max_bytes_(options.object_prefetch_bytes),
+      heads_in_flight_(std::max<uint32_t>(1, heads_in_flight)),
       refresh_wait_(options.object_refresh_wait),
       admitted_{Admitted{0, access, false}} {}
 
@@ -290,7 +292,7 @@ Status ObjectShards::Verify(AccessChecker* /*checker*/, const std::vector<bool>&
 Status ObjectShards::VerifyObjects(const os::Access& access, bool* changed) {
   // HEADs in parallel: a set of a thousand shards is admitted in the time
   // of a few dozen round trips.
-  constexpr size_t kParallelHeads = 16;
+  const size_t parallel_heads = heads_in_flight_;
   std::vector<Status> denied(shards_.size(), Status::Ok());
   std::atomic<bool> differs{false};
   std::atomic<size_t> next{0};
@@ -308,7 +310,7 @@ Status ObjectShards::VerifyObjects(const os::Access& access, bool* changed) {
     }
   };
   std::vector<std::thread> pool;
-  for (size_t t = 1; t < std::min(kParallelHeads, shards_.size()); ++t) pool.emplace_back(work);
+  for (size_t t = 1; t < std::min(parallel_heads, shards_.size()); ++t) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
   *changed = differs.load();

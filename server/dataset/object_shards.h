@@ -73,8 +73,13 @@ class ObjectShards final : public ShardSource::Storage {
     std::string etag;
   };
 
+  // HEADs VerifyObjects keeps in flight by default.
+  static constexpr uint32_t kDefaultHeadsInFlight = 16;
+
+  // `heads_in_flight`: the HEADs VerifyObjects keeps in flight at most.
   ObjectShards(std::shared_ptr<objectstore::ObjectStore> store, const objectstore::Access& access,
-               std::vector<Shard> shards, const ShardOptions& options);
+               std::vector<Shard> shards, const ShardOptions& options,
+               uint32_t heads_in_flight = kDefaultHeadsInFlight);
   ~ObjectShards() override;
   ObjectShards(const ObjectShards&) = delete;
   ObjectShards& operator=(const ObjectShards&) = delete;
@@ -86,6 +91,13 @@ class ObjectShards final : public ShardSource::Storage {
                 bool* changed) override;
   Status VerifyObjects(const objectstore::Access& access, bool* changed) override;
   void Prefetch(std::span<const ShardExtent> extents) override;
+  // Adds `access` as the newest (the same credentials admitted before are
+  // moved up) and wakes the reads waiting for credentials: VerifyObjects
+  // after its HEADs, or a caller by its own rule (a listing made with the
+  // same access key).
+  void Admit(const objectstore::Access& access) EXCLUDES(mu_);
+  size_t count() const { return shards_.size(); }
+  const Shard& shard(uint32_t index) const { return shards_[index]; }
   // Endpoint, bucket, key, size and ETag: never the credentials.
   void AddFingerprint(uint32_t shard, ContentFingerprintBuilder& fingerprint) const override;
   // The key's last segment and the size; the ETag apart.
@@ -134,9 +146,6 @@ class ObjectShards final : public ShardSource::Storage {
   // What a request is signed with now: CurrentLocked(), else the newest
   // (refused: its read then waits for a refresh in ReadAfterRefusal).
   Signed SigningLocked() const REQUIRES(mu_);
-  // Adds `access` as the newest (the same credentials admitted before are
-  // moved up) and wakes the reads waiting for credentials.
-  void Admit(const objectstore::Access& access) EXCLUDES(mu_);
   // A read of `shard` whose request signed with `generation` failed with
   // `failure`: after a credential refusal, strikes those credentials off
   // and reads again with the newest left, waiting for a refresh when none
@@ -163,6 +172,7 @@ class ObjectShards final : public ShardSource::Storage {
   const std::vector<Shard> shards_;
   const uint32_t max_in_flight_;
   const uint64_t max_bytes_;
+  const uint32_t heads_in_flight_;
   std::atomic<bool> changed_{false};
   std::atomic<uint64_t> prefetched_reads_{0};
   std::atomic<uint64_t> on_demand_reads_{0};

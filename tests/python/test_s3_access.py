@@ -169,14 +169,18 @@ def test_s3_datasets_expand_as_urls():
                     "s3://bucket/train-002.tar"]
     assert shards.resolve_dataset(["s3://b/x.tar", "s3://b/y.tar"])[1] == ["s3://b/x.tar",
                                                                            "s3://b/y.tar"]
-    with pytest.raises(ValueError, match="a glob of s3:// keys is not expanded"):
-        shards.resolve_dataset("s3://bucket/train-*.tar")
+    # A glob goes to galleyd, which lists the bucket with the job's access.
+    assert shards.resolve_dataset("s3://bucket/train-*.tar") == ("s3://bucket/train-*.tar",
+                                                                 ["s3://bucket/train-*.tar"])
+    with pytest.raises(ValueError, match="a glob over s3:// matches objects"):
+        shards.resolve_dataset("s3://bucket/imgs/*/")
     with pytest.raises(ValueError, match="mixes s3:// objects and files"):
         shards.resolve_dataset(["s3://b/x.tar", "/data/y.tar"])
     with pytest.raises(ValueError, match="compressed"):
         shards.resolve_dataset("s3://bucket/train.tar.gz")
-    with pytest.raises(ValueError, match="a prefix read as an ImageFolder is not supported"):
-        shards.resolve_dataset("s3://bucket/images/")
+    # A prefix (an ImageFolder) or a manifest object: no shards.
+    assert shards.resolve_dataset("s3://bucket/images/") == ("s3://bucket/images/", None)
+    assert shards.resolve_dataset("s3://bucket/train.csv") == ("s3://bucket/train.csv", None)
 
 
 def process_profile(home, tmp_path, printed, status=0, section="default", extra=""):

@@ -24,6 +24,8 @@ from conftest import GALLEYD, start_daemon, stop_daemon
 
 ACCESS_KEY = "GALLEYS3DATASETKEY"
 SECRET = "galley-s3-dataset-secret"
+OTHER_KEY = "GALLEYS3OTHERUSERKEY"  # a second principal, as another user's key
+OTHER_SECRET = "galley-s3-other-secret"
 SHARDS = 3
 PER_SHARD = 40
 
@@ -66,6 +68,29 @@ def write_shards(bucket_dir):
     return total
 
 
+# An ImageFolder's awkward cases: classes sorted by byte ("Ant" first), a
+# nested folder, a file that is no image, a file beside the class folders.
+FOLDER = {"Ant": 5, "cat": 7, "dog": 6, "dog/puppies": 4}
+FOLDER_IMAGES = sum(FOLDER.values())
+
+
+def write_image_folder(root):
+    """FOLDER's images as PNGs (lossless: pixels compare exactly), the same
+    bytes wherever written, and a manifest of them, train.csv, naming them
+    by keys relative to itself."""
+    rng = np.random.default_rng(11)
+    rows = ["image,label"]
+    for folder, count in FOLDER.items():
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            pixels = rng.integers(0, 256, size=(18, 24, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / folder / f"{i:02d}.png")
+            rows.append(f"{folder}/{i:02d}.png,{folder.split('/')[0]}")
+    (root / "cat" / "notes.txt").write_text("not an image")
+    (root / "README.txt").write_text("beside the class folders")
+    (root / "train.csv").write_text("\n".join(rows) + "\n")
+
+
 @pytest.fixture
 def s3(tmp_path):
     """rclone serving tmp_path/s3/data (bucket "galley") on a socket made
@@ -73,6 +98,9 @@ def s3(tmp_path):
     rclone starts; and the shards' total bytes."""
     root = tmp_path / "s3"
     total = write_shards(root / "data" / "galley" / "in")
+    # rclone lists the folder once: everything is written before it starts.
+    write_image_folder(root / "data" / "galley" / "imgs")
+    write_image_folder(tmp_path / "local-imgs")
     listener = socketlib.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(256)
@@ -82,6 +110,7 @@ def s3(tmp_path):
     proc = subprocess.Popen(
         ["sh", "-c", 'LISTEN_PID=$$ LISTEN_FDS=1 exec "$@" 3<&0 0</dev/null', "sh",
          find_rclone(), "serve", "s3", "--auth-key", f"{ACCESS_KEY},{SECRET}",
+         "--auth-key", f"{OTHER_KEY},{OTHER_SECRET}",
          "--config", str(root / "rclone.conf"), str(root / "data")],
         stdin=listener.fileno(), stdout=log, stderr=subprocess.STDOUT)
     listener.close()
@@ -288,3 +317,141 @@ def test_a_restarted_galleyd_serves_an_epoch_from_its_disk_tier_without_a_get(tm
         assert store["bytes"] < s3["bytes"] / 4, store  # 16 of 120 items' heads at most
     finally:
         stop_daemon(again)
+
+
+def folder_loader(daemon, dataset, **kwargs):
+    import galley
+    return galley.DataLoader(dataset, batch_size=8, socket=daemon.socket, **kwargs)
+
+
+def test_a_prefix_folder_gives_the_labels_and_pixels_of_the_same_folder_read_locally(
+        daemon, aws_env, tmp_path):
+    local = folder_loader(daemon, str(tmp_path / "local-imgs"))
+    remote = folder_loader(daemon, "s3://galley/imgs/")
+    local_batches = [(x.clone(), y.clone()) for x, y in local]
+    remote_batches = [(x.clone(), y.clone()) for x, y in remote]
+    assert sum(len(y) for _x, y in remote_batches) == FOLDER_IMAGES
+    assert len(local_batches) == len(remote_batches)
+    for (lx, ly), (rx, ry) in zip(local_batches, remote_batches):
+        assert ly.tolist() == ry.tolist()
+        assert lx.shape == rx.shape and bool((lx == rx).all())  # pixel-exact
+    labels = [int(v) for _x, y in remote_batches for v in y]
+    assert labels == [0] * 5 + [1] * 7 + [2] * 10  # Ant, cat, dog (with dog/puppies)
+    entry = [d for d in daemon.query("datasets")["datasets"] if d["root"] == "s3://galley/imgs/"]
+    assert len(entry) == 1 and entry[0]["items"] == FOLDER_IMAGES and entry[0]["classes"] == 3
+    samples = remote.dataset.samples
+    assert samples[0] == ("s3://galley/imgs/Ant/00.png", 0)
+    assert samples[-1] == ("s3://galley/imgs/dog/puppies/03.png", 2)
+    assert [label for _path, label in samples] == [label for _path, label in local.dataset.samples]
+
+
+def test_a_saved_state_resumes_an_epoch_over_a_prefix_exactly_once_at_max_resolution(
+        daemon, aws_env):
+    import galley
+    from galley import transforms as T
+
+    def make():
+        return galley.DataLoader("s3://galley/imgs/", batch_size=4, shuffle=True, seed=5,
+                                 epochs=1, max_resolution=16, transform=T.CenterCrop(8),
+                                 socket=daemon.socket)
+
+    first, seen = make(), []
+    for images, _labels, ids in first.iter_with_ids():
+        assert images.shape[1:] == (3, 8, 8)
+        seen += ids.tolist()
+        if len(seen) == 8:
+            state = first.state_dict()
+            break
+    first.close()
+    second = make()
+    second.load_state_dict(state)
+    rest = [i for _x, _y, ids in second.iter_with_ids() for i in ids.tolist()]
+    second.close()
+    assert sorted(seen + rest) == list(range(FOLDER_IMAGES))  # the epoch, once
+
+
+def test_an_epoch_over_a_prefix_is_exactly_once_and_two_jobs_share_the_gets(daemon, aws_env):
+    before = daemon.query("status")["object_store"]
+    first = iter(folder_loader(daemon, "s3://galley/imgs/", shuffle=True, seed=1, epochs=1)
+                 .iter_with_ids())
+    second = iter(folder_loader(daemon, "s3://galley/imgs", shuffle=True, seed=1, epochs=1)
+                  .iter_with_ids())
+    ids_a, ids_b = next(first)[2].tolist(), next(second)[2].tolist()
+    ids_a += [i for _x, _y, ids in first for i in ids.tolist()]
+    ids_b += [i for _x, _y, ids in second for i in ids.tolist()]
+    assert sorted(ids_a) == list(range(FOLDER_IMAGES))  # each image once
+    assert sorted(ids_b) == list(range(FOLDER_IMAGES))
+    store = daemon.query("status")["object_store"]
+    gets = store["gets"] - before["gets"]
+    print(f"two jobs over a prefix of {FOLDER_IMAGES} images: {gets} GETs, "
+          f"{store['lists'] - before['lists']} LIST pages, {store['heads'] - before['heads']} HEADs")
+    # About one GET per image for both jobs (the cache planner's sample of at
+    # most 16 heads aside), and no HEAD: the second job signs with the same
+    # access key, so its own LIST admits it.
+    assert FOLDER_IMAGES <= gets <= FOLDER_IMAGES + 16 + FOLDER_IMAGES // 4, store
+    assert store["heads"] - before["heads"] == 1  # "s3://galley/imgs": is it an object?
+    # Both spellings are one listing.
+    assert [d["root"] for d in daemon.query("datasets")["datasets"]].count("s3://galley/imgs/") == 1
+
+
+def test_a_manifest_object_names_its_images_relative_to_itself(daemon, aws_env, tmp_path):
+    local = folder_loader(daemon, str(tmp_path / "local-imgs" / "train.csv"))
+    remote = folder_loader(daemon, "s3://galley/imgs/train.csv")
+    local_batches = [(x.clone(), y.clone()) for x, y in local]
+    remote_batches = [(x.clone(), y.clone()) for x, y in remote]
+    assert sum(len(y) for _x, y in remote_batches) == FOLDER_IMAGES
+    for (lx, ly), (rx, ry) in zip(local_batches, remote_batches):
+        assert ly.tolist() == ry.tolist() and bool((lx == rx).all())
+
+
+def test_a_local_manifest_may_name_s3_objects(daemon, aws_env, tmp_path):
+    rows = (tmp_path / "local-imgs" / "train.csv").read_text().splitlines()
+    lines = [rows[0]] + ["s3://galley/imgs/" + row for row in rows[1:]]
+    manifest = tmp_path / "objects.csv"
+    manifest.write_text("\n".join(lines) + "\n")
+    local = [(x.clone(), y.clone()) for x, y in
+             folder_loader(daemon, str(tmp_path / "local-imgs" / "train.csv"))]
+    remote = [(x.clone(), y.clone()) for x, y in folder_loader(daemon, str(manifest))]
+    assert len(local) == len(remote)
+    for (lx, ly), (rx, ry) in zip(local, remote):
+        assert ly.tolist() == ry.tolist() and bool((lx == rx).all())
+
+
+def test_a_glob_over_s3_shards_is_expanded_by_galleyd(daemon, aws_env):
+    import galley
+    from galley import transforms as T
+    globbed = galley.DataLoader("s3://galley/in/train-*.tar", batch_size=16, epochs=1,
+                                socket=daemon.socket, transform=T.CenterCrop(32))
+    assert sum(len(y) for _x, y in globbed) == SHARDS * PER_SHARD
+    with pytest.raises(FileNotFoundError, match="no object matches 's3://galley/in/val-"):
+        next(iter(galley.DataLoader("s3://galley/in/val-*.tar", batch_size=16,
+                                    socket=daemon.socket)))
+
+
+def test_a_prefix_the_credentials_may_not_list_gets_access_denied(daemon, aws_env, monkeypatch):
+    import galley
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    with pytest.raises(galley.AccessDenied) as raised:
+        next(iter(folder_loader(daemon, "s3://galley/imgs/")))
+    assert "s3://galley/imgs" in str(raised.value)
+    assert "not-the-secret" not in str(raised.value) and ACCESS_KEY not in str(raised.value)
+
+
+def test_a_job_with_another_access_key_heads_each_object_then_shares_the_listing(
+        daemon, aws_env, monkeypatch):
+    first = folder_loader(daemon, "s3://galley/imgs/", epochs=1)
+    assert sum(len(y) for _x, y in first) == FOLDER_IMAGES
+    before = daemon.query("status")["object_store"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", OTHER_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", OTHER_SECRET)
+    second = folder_loader(daemon, "s3://galley/imgs/", epochs=1)
+    assert sum(len(y) for _x, y in second) == FOLDER_IMAGES
+    store = daemon.query("status")["object_store"]
+    # Its own LIST, then a HEAD per object; one listing for both.
+    assert store["heads"] - before["heads"] == FOLDER_IMAGES, store
+    assert store["lists"] - before["lists"] == 1, store
+    roots = [d["root"] for d in daemon.query("datasets")["datasets"]]
+    assert roots.count("s3://galley/imgs/") == 1, roots
+    log = open(daemon.log.name).read()
+    assert OTHER_SECRET not in log and OTHER_KEY not in log and ACCESS_KEY not in log
+

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -139,6 +141,138 @@ TEST_F(ObjectDatasetsTest, TheEndpointIsPartOfTheSharingKeyAndTheCredentialsAreN
   const std::string a = Dataset::ShardSetKey(shards_, {}, "http://127.0.0.1:9000");
   const std::string b = Dataset::ShardSetKey(shards_, {}, "http://127.0.0.2:9000");
   EXPECT_NE(a, b);
+}
+
+// A prefix read as an ImageFolder: one listing per endpoint and prefix,
+// shared by a second job of the same access key on its own LIST, and by a
+// job of another key once it HEADed every object.
+TEST_F(ObjectDatasetsTest, APrefixFolderIsSharedByTheSameKeyOnItsListAndByAnotherAfterHeads) {
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < 4; ++i) {
+      const std::string key = "folder/c" + std::to_string(c) + "/" + std::to_string(i) + ".jpg";
+      store_->Put("data", key, std::vector<uint8_t>(10 + i, static_cast<uint8_t>(c)));
+    }
+  }
+  auto spec_of = [&](const std::string& key_id) {
+    JobSpec spec = Spec(key_id);
+    spec.shards.clear();
+    spec.dataset = "s3://data/folder/";
+    return spec;
+  };
+  auto first = Open(spec_of("alice"));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->dataset->size(), 12u);
+  EXPECT_EQ(first->dataset->classes(), (std::vector<std::string>{"c0", "c1", "c2"}));
+  const uint64_t heads = store_->counters().heads.load();
+  const uint64_t lists = store_->counters().lists.load();
+
+  auto again = Open(spec_of("alice"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->dataset.get(), first->dataset.get());
+  EXPECT_EQ(store_->counters().lists.load() - lists, 1u);
+  EXPECT_EQ(store_->counters().heads.load(), heads);
+
+  auto other = Open(spec_of("bob"));
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_EQ(other->dataset.get(), first->dataset.get());
+  EXPECT_EQ(store_->counters().heads.load() - heads, 12u);
+
+  auto refused = Open(spec_of("mallory"));
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(refused.status().message().find("mallory"), std::string::npos);
+
+  // Another endpoint is another dataset.
+  JobSpec elsewhere = spec_of("alice");
+  elsewhere.s3->endpoint_url = "http://127.0.0.2:9000";
+  EXPECT_EQ(Open(elsewhere).status().code(), StatusCode::kPermissionDenied);  // not allowed
+}
+
+TEST_F(ObjectDatasetsTest, WithPerKeySharingAnotherAccessKeyListsAFolderOfItsOwnWithoutHeads) {
+  for (int i = 0; i < 6; ++i) {
+    store_->Put("data", "pk/c" + std::to_string(i % 2) + "/" + std::to_string(i) + ".png", {1});
+  }
+  DaemonOptions daemon;
+  daemon.tar_index_dir = "none";
+  daemon.allowed_s3_endpoints = {"http://127.0.0.1:9000"};
+  daemon.s3_folder_sharing = "per_key";
+  DatasetRegistryOptions options = DatasetRegistryOptions::From(daemon);
+  options.object_store = store_;
+  registry_ = std::make_unique<DatasetRegistry>(options);
+  auto spec_of = [&](const std::string& key_id) {
+    JobSpec spec = Spec(key_id);
+    spec.shards.clear();
+    spec.dataset = "s3://data/pk/";
+    return spec;
+  };
+  auto alice = Open(spec_of("alice"));
+  ASSERT_TRUE(alice.ok()) << alice.status().ToString();
+  auto alice_again = Open(spec_of("alice"));
+  ASSERT_TRUE(alice_again.ok());
+  EXPECT_EQ(alice_again->dataset.get(), alice->dataset.get());
+  const uint64_t heads = store_->counters().heads.load();
+  auto bob = Open(spec_of("bob"));
+  ASSERT_TRUE(bob.ok());
+  EXPECT_NE(bob->dataset.get(), alice->dataset.get());  // a listing of its own
+  EXPECT_EQ(store_->counters().heads.load(), heads);    // and no HEAD per object
+  EXPECT_EQ(registry_->size(), 2u);
+  for (const DatasetSnapshot& listed : registry_->Snapshot()) {
+    EXPECT_EQ(listed.key.find("alice"), std::string::npos) << listed.key;
+    EXPECT_EQ(listed.key.find("bob"), std::string::npos) << listed.key;
+  }
+}
+
+TEST_F(ObjectDatasetsTest, AGlobOverShardsIsExpandedByTheJobsListAndSharedWithTheSameList) {
+  JobSpec spec = Spec("alice");
+  spec.shards = {"s3://data/in/train-*.tar"};
+  auto globbed = Open(spec);
+  ASSERT_TRUE(globbed.ok()) << globbed.status().ToString();
+  EXPECT_EQ(globbed->dataset->size(), 20u);
+  auto listed = Open(Spec("alice"));  // the four URLs spelt out
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->dataset.get(), globbed->dataset.get());
+
+  spec.shards = {"s3://data/in/val-*.tar"};
+  auto none = Open(spec);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(none.status().message(), "no object matches 's3://data/in/val-*.tar'");
+}
+
+TEST_F(ObjectDatasetsTest, ALocalManifestNamingObjectsIsReadWithTheJobsAccess) {
+  char pattern[] = "/tmp/galley-object-manifest-XXXXXX";
+  const std::string dir = ::mkdtemp(pattern);
+  store_->Put("data", "pics/a.jpg", {1, 2, 3});
+  store_->Put("data", "pics/b.jpg", {4, 5});
+  const std::string manifest = dir + "/train.csv";
+  {
+    std::ofstream out(manifest);
+    out << "image,label\ns3://data/pics/a.jpg,3\ns3://data/pics/b.jpg,1\n";
+  }
+  JobSpec spec = Spec("alice");
+  spec.shards.clear();
+  spec.dataset = manifest;
+  auto opened = Open(spec);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ASSERT_EQ(opened->dataset->size(), 2u);
+  EXPECT_EQ(opened->dataset->label(0), 3);
+  EXPECT_EQ(*opened->dataset->Read(1), (std::vector<uint8_t>{4, 5}));
+  auto refused = Open([&] {
+    JobSpec s = spec;
+    s.s3->access_key_id = "mallory";
+    return s;
+  }());
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  // The manifest rewritten: the next job gets the new listing.
+  {
+    std::ofstream out(manifest);
+    out << "image,label\ns3://data/pics/b.jpg,7\n";
+  }
+  auto rewritten = Open(spec);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+  EXPECT_NE(rewritten->dataset.get(), opened->dataset.get());
+  ASSERT_EQ(rewritten->dataset->size(), 1u);
+  EXPECT_EQ(rewritten->dataset->label(0), 7);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -190,7 +190,8 @@ struct JobSpec {
   uint32_t max_resolution = 0;
 
   // The job's access to object storage; required when `shards` are s3://
-  // URLs, and only then.
+  // URLs or globs, when `dataset` is an s3:// prefix or manifest object, or
+  // when a local manifest names s3:// objects; only then.
   std::optional<ObjectStoreAccess> s3;
 };
 

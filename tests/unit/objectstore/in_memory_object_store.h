@@ -65,6 +65,18 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
     std::lock_guard<std::mutex> lock(mu_);
     allowed_.erase({bucket, access_key_id});
   }
+  // Refuses `access_key_id` the object bucket/key (HEAD and GET), as an
+  // object's own policy or ACL may, while it may still list the bucket.
+  void DenyObject(const std::string& bucket, const std::string& key,
+                  const std::string& access_key_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    denied_objects_.insert({bucket + "/" + key, access_key_id});
+  }
+  // Listings answer pages of at most `keys` keys, each counted in lists.
+  void set_list_page_keys(size_t keys) {
+    std::lock_guard<std::mutex> lock(mu_);
+    list_page_keys_ = keys;
+  }
   // Requests signed with `access_key_id` are refused from now on as S3
   // refuses expired credentials (400 ExpiredToken), whatever they may read.
   void Expire(const std::string& access_key_id) {
@@ -150,6 +162,7 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
     std::lock_guard<std::mutex> lock(mu_);
     counters_.heads++;
     GALLEY_RETURN_IF_ERROR(CheckAccess(access, bucket, key));
+    GALLEY_RETURN_IF_ERROR(CheckObject(access, bucket, key));
     auto it = objects_.find({bucket, key});
     if (it == objects_.end()) return Status::NotFound("s3://" + bucket + "/" + key + ": NoSuchKey");
     return objectstore::ObjectInfo{key, it->second.bytes.size(), it->second.etag};
@@ -167,6 +180,9 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
         if (name.first == bucket && name.second.compare(0, prefix.size(), prefix) == 0)
           found.push_back({name.second, object.bytes.size(), object.etag});
       }
+      // One page is counted already; each further page is another request.
+      if (list_page_keys_ > 0 && found.size() > list_page_keys_)
+        counters_.lists += (found.size() - 1) / list_page_keys_;
     }
     for (const auto& info : found) GALLEY_RETURN_IF_ERROR(each(info));
     return Status::Ok();
@@ -224,6 +240,13 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
     return Status::Ok();
   }
 
+  Status CheckObject(const objectstore::Access& access, const std::string& bucket,
+                     const std::string& key) const {
+    if (denied_objects_.contains({bucket + "/" + key, access.credentials.access_key_id}))
+      return Status::PermissionDenied("s3://" + bucket + "/" + key + ": AccessDenied (403)");
+    return Status::Ok();
+  }
+
   // The bytes a GET returns; mu_ held.
   Result<std::vector<uint8_t>> Fetch(const objectstore::Access& access, const std::string& bucket,
                                      const std::string& key, uint64_t offset, uint64_t length,
@@ -234,6 +257,7 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
       return fail_status_;
     }
     GALLEY_RETURN_IF_ERROR(CheckAccess(access, bucket, key));
+    GALLEY_RETURN_IF_ERROR(CheckObject(access, bucket, key));
     auto it = objects_.find({bucket, key});
     if (it == objects_.end()) return Status::NotFound("s3://" + bucket + "/" + key + ": NoSuchKey");
     if (!etag.empty() && etag != it->second.etag)
@@ -274,8 +298,10 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::map<std::pair<std::string, std::string>, Object> objects_;
-  std::set<std::pair<std::string, std::string>> allowed_;  // bucket, access key id
-  std::set<std::string> expired_;                          // access key ids
+  std::set<std::pair<std::string, std::string>> allowed_;         // bucket, access key id
+  std::set<std::pair<std::string, std::string>> denied_objects_;  // bucket/key, access key id
+  size_t list_page_keys_ = 0;                                     // 0: one page
+  std::set<std::string> expired_;                                 // access key ids
   uint64_t refusals_ = 0;
   std::deque<Request> queue_;
   bool held_ = false;

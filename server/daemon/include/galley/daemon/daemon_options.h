@@ -154,6 +154,12 @@ struct DaemonOptions {
   // and the fetched members not yet read may hold (default 256 MiB, at
   // least 1 MiB).
   std::vector<std::string> allowed_s3_endpoints;
+  // How a listing of images kept one per object (an s3:// prefix or a
+  // manifest naming objects) is shared with a job signing with another
+  // access key (docs/access.md): "verify" (default), after that job's own
+  // LIST and a HEAD of every object; "per_key", never: each access key gets
+  // a listing, fetches and cache entries of its own.
+  std::string s3_folder_sharing = "verify";
   // The CA certificates (PEM) an https endpoint's certificate must chain
   // to; "" (the default): the system's CA store. A certificate that does
   // not is refused; there is no insecure fallback.

@@ -91,6 +91,10 @@ struct DatasetRegistryOptions {
   // The endpoints (scheme and authority) jobs may name for their objects;
   // "aws" stands for AWS's regional endpoints. Empty: none.
   std::vector<std::string> allowed_s3_endpoints;
+  // Images kept one per object: whether jobs with other access keys share
+  // a listing once each HEADed every object (false: DaemonOptions::
+  // s3_folder_sharing "per_key", a listing per access key).
+  bool share_object_folders_across_keys = true;
 
   static DatasetRegistryOptions From(const DaemonOptions& options);
 };
@@ -185,6 +189,10 @@ class DatasetRegistry {
   const std::shared_ptr<ShardDescriptorCache> shard_descriptors_;
   const std::shared_ptr<objectstore::ObjectStore> object_store_;
   const std::vector<std::string> allowed_s3_endpoints_;
+  const bool share_object_folders_across_keys_;
+  // Salts what names an access key in a listing's key ("per_key"), so the
+  // key shows no credential, nor one comparable across daemons.
+  const uint64_t key_salt_;
 
   mutable Mutex mu_;
   std::vector<std::filesystem::path> allowed_roots_ GUARDED_BY(mu_);

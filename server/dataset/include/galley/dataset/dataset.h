@@ -67,6 +67,30 @@ class Dataset {
   static Result<std::shared_ptr<const Dataset>> OpenObjectShards(
       const std::vector<std::string>& urls, std::shared_ptr<objectstore::ObjectStore> store,
       const objectstore::Access& access, const ShardOptions& options);
+  // Opens images kept one per object (ObjectFolderSource, internal): `url`
+  // an s3:// prefix read as an ImageFolder, or a manifest object; listed and
+  // read with `access`. Errors: the store's, naming the object or prefix;
+  // those of an ImageFolder or manifest.
+  static Result<std::shared_ptr<const Dataset>> OpenObjectFolder(
+      const std::string& url, const std::shared_ptr<objectstore::ObjectStore>& store,
+      const objectstore::Access& access, const ShardOptions& options,
+      const ManifestOptions& manifest);
+  // Opens a local manifest (`path`, canonical, under `allowed_roots`) whose
+  // image cells are s3:// URLs, the objects read with `access`.
+  static Result<std::shared_ptr<const Dataset>> OpenObjectManifest(
+      const std::filesystem::path& path, const std::vector<std::filesystem::path>& allowed_roots,
+      const std::shared_ptr<objectstore::ObjectStore>& store, const objectstore::Access& access,
+      const ShardOptions& options, const ManifestOptions& manifest);
+  // Whether an s3:// URL holds a glob's magic (*, ? or [).
+  static bool IsObjectGlob(const std::string& url);
+  // The keys an s3:// glob matches, as Python's glob matches a path (a `*`
+  // or `?` does not cross '/', nor match a leading '.' of a segment; `[...]`
+  // classes), found by listing the glob's longest literal prefix with
+  // `access`; sorted. NotFound "no object matches 's3://...'" for none; the
+  // store's errors naming the prefix.
+  static Result<std::vector<std::string>> ExpandObjectGlob(const std::string& pattern,
+                                                           objectstore::ObjectStore& store,
+                                                           const objectstore::Access& access);
   // Whether `shard` names an object (s3://...) rather than a file.
   static bool IsObjectUrl(const std::string& shard);
 
@@ -117,7 +141,7 @@ class Dataset {
   bool reads_objects() const { return object_counters() != nullptr; }
   // The store's counts for a dataset of objects, else null.
   const objectstore::ObjectStoreCounters* object_counters() const {
-    return shards_ != nullptr ? shards_->object_counters() : nullptr;
+    return source_->object_counters();
   }
   // See DatasetSource::Verify: whether the storage still matches the
   // listing, and whether `checker`'s user may read the `served` items.

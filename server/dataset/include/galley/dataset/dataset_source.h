@@ -119,6 +119,9 @@ class DatasetSource {
   // Read then waits for its item's bytes; items not named here are read on
   // demand. Nothing for sources read from local storage.
   virtual void Prefetch(std::span<const ItemId> /*ids*/) const {}
+  // The counts of the store a source of objects reads from; null for
+  // others.
+  virtual const objectstore::ObjectStoreCounters* object_counters() const { return nullptr; }
 };
 
 }  // namespace galley

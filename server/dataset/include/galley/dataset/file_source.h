@@ -30,6 +30,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,20 @@ class FileSource final : public DatasetSource {
   // a manifest. Errors as Dataset::Open describes.
   static Result<std::unique_ptr<FileSource>> Open(const std::filesystem::path& root,
                                                   const ManifestOptions& options = {});
+
+  // What a listed image cell names, as the listing keeps it, or the error
+  // (`where` prefixes messages: "manifest:line: ").
+  using PathCheck =
+      std::function<Result<std::string>(const std::string& path, const std::string& where)>;
+  // Lists a manifest held in memory (`text`; `name`, for messages and the
+  // table format by its extension), its image cells passed through `check`
+  // instead of being looked up under a folder: the names and labels of an
+  // object-storage manifest (ObjectFolderSource). Its items are not files:
+  // Read, Verify and the fingerprints' sizes mean nothing for it.
+  static Result<std::unique_ptr<FileSource>> OpenManifestText(const std::string& name,
+                                                              const std::string& text,
+                                                              const ManifestOptions& options,
+                                                              PathCheck check);
 
   size_t size() const override { return labels_.size(); }
   int64_t label(ItemId id) const override { return labels_[id]; }
@@ -115,8 +130,8 @@ class FileSource final : public DatasetSource {
     std::string path;  // relative to base_dir_, checked
     std::string label;
   };
-  Status ReadManifest(const ManifestOptions& options);
-  Status ReadTable(std::ifstream& in, const ManifestOptions& options);
+  Status ReadManifest(std::istream& in, const ManifestOptions& options);
+  Status ReadTable(std::istream& in, const ManifestOptions& options);
   // The manifest's next line into `line` ('\r' and '\n' taken off), or its
   // next CSV record (lines joined while a quoted cell spans them): false at
   // its end. Holds at most the line or record and one chunk of the file; a
@@ -153,6 +168,8 @@ class FileSource final : public DatasetSource {
   ResumeKey resume_key_;
 
   std::filesystem::path root_;
+  // Set for a manifest whose cells are not files (OpenManifestText).
+  PathCheck path_check_;
   // Directory every item must stay inside: root_ itself, or the manifest's.
   std::filesystem::path base_dir_;
   std::vector<std::string> classes_;
@@ -174,6 +191,14 @@ class FileSource final : public DatasetSource {
   std::vector<uint8_t> record_pool_;
   std::vector<uint64_t> record_offsets_{0};
 };
+
+// Whether `name` ends in one of torchvision's image extensions (IMG_EXTENSIONS,
+// any case): the files an ImageFolder lists.
+bool HasImageExtension(std::string_view name);
+// What listing an ImageFolder with no class folder, or a class folder
+// (`name`) holding no image, says: InvalidArgument, as torchvision raises.
+Status NoClassFolders(const std::string& root);
+Status EmptyClassFolder(const std::string& name);
 
 // Whether canonical path `path` is `dir` or lies below it (both canonical).
 bool IsWithinDirectory(const std::filesystem::path& path, const std::filesystem::path& dir);

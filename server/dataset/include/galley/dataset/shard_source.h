@@ -230,7 +230,7 @@ class ShardSource final : public DatasetSource {
   // Objects: starts the GETs of `ids`' members (DatasetSource::Prefetch).
   void Prefetch(std::span<const ItemId> ids) const override;
   // The object store's counts, or null for files.
-  const objectstore::ObjectStoreCounters* object_counters() const;
+  const objectstore::ObjectStoreCounters* object_counters() const override;
   // Objects: how the reads were served; zeros for files.
   ObjectReadCounts object_reads() const;
 
