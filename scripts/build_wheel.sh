@@ -12,7 +12,8 @@
 # The paths of the wheels made are printed on stdout, one a line; everything
 # else goes to stderr. Per architecture the libraries (cached in
 # ~/.cache/galley/zig-deps), galleyd and galleyctl are built once; per Python
-# only the extension. Each CPython comes from pyenv (~/.pyenv/versions/3.X.*)
+# only the extension. Each CPython comes from pyenv ($PYENV_ROOT, default
+# ~/.pyenv: versions/3.X.*)
 # or python3.X on PATH. The build tools (Zig, scikit-build-core, pybind11,
 # auditwheel) go into venvs outside the clone (~/.cache/galley/).
 set -euo pipefail
@@ -44,8 +45,13 @@ ZIG="$("$TOOLS/bin/python" -c 'import os, ziglang; print(os.path.dirname(ziglang
 # python_for 3.X: that CPython's interpreter.
 python_for() {
   local found
-  found="$(ls -d "$HOME"/.pyenv/versions/"$1".*/bin/python3 2>/dev/null | sort -V | tail -1)"
-  if [[ -z "$found" ]]; then found="$(command -v "python$1" || true)"; fi
+  found="$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$1".*/bin/python3 2>/dev/null |
+    sort -V | tail -1)"
+  # A pyenv shim on PATH answers only for the versions pyenv selects: ask it.
+  if [[ -z "$found" ]] && command -v "python$1" > /dev/null &&
+    "python$1" -c '' 2> /dev/null; then
+    found="$(command -v "python$1")"
+  fi
   if [[ -z "$found" ]]; then
     echo "build_wheel: no CPython $1 (pyenv install $1, or put python$1 on PATH)" >&2
     exit 1
