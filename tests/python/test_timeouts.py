@@ -178,12 +178,18 @@ def test_a_stopped_galleyd_times_out_with_torchs_words(tmp_path, workers):
         next(batches)
         os.kill(own.proc.pid, signal.SIGSTOP)
         stopped = True
+        # Counted, so that a loop that ends without the timeout says how far
+        # it got (a short epoch would be a lost batch, not a slow daemon).
+        received = []
         with pytest.raises(RuntimeError, match=rf"^DataLoader timed out after 2 seconds: galleyd "
                                                rf"\(pid {own.proc.pid}\) prepared no batch for "
                                                rf"this loop within it \(epoch 0, batch \d+ of "
                                                rf"15\)\.") as raised:
-            for _ in batches:
-                pass
+            for batch in batches:
+                received.append(batch[1].tolist())
+            pytest.fail(f"with galleyd stopped the loop ended after {len(received)} more "
+                        f"batches ({received}) without timing out; state "
+                        f"{open(f'/proc/{own.proc.pid}/stat').read().split()[2]}")
         assert isinstance(raised.value, galley.Timeout)
         os.kill(own.proc.pid, signal.SIGCONT)
         stopped = False
