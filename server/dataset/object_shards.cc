@@ -244,7 +244,7 @@ Status ObjectShards::ReadInto(uint32_t shard, uint64_t offset, std::span<uint8_t
   if (fetch == nullptr) {
     // Not prefetched: one GET of its own.
     on_demand_reads_++;
-    const Status read = ReadDirect(shard, offset, out, signing.access);
+    Status read = ReadDirect(shard, offset, out, signing.access);
     if (read.ok()) return read;
     return ReadAfterRefusal(shard, offset, out, read, signing.generation);
   }
