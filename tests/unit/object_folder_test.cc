@@ -19,33 +19,14 @@
 #include "galley/dataset/dataset.h"
 #include "galley/dataset/file_source.h"
 #include "tests/unit/objectstore/in_memory_object_store.h"
+#include "tests/unit/objectstore/object_test_support.h"
 
 namespace galley {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::AccessFor;
 using testing::InMemoryObjectStore;
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/galley-object-folder-XXXXXX";
-    path_ = ::mkdtemp(pattern);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-objectstore::Access AccessFor(const std::string& key_id) {
-  objectstore::Access access;
-  access.endpoint.url = "http://127.0.0.1:9000";
-  access.endpoint.path_style = true;
-  access.credentials = {key_id, "secret-of-" + key_id, ""};
-  return access;
-}
 
 std::vector<uint8_t> BytesOf(const std::string& text) {
   return std::vector<uint8_t>(text.begin(), text.end());
@@ -74,7 +55,7 @@ class ObjectFolderTest : public ::testing::Test {
     return Dataset::OpenObjectFolder(url, store_, AccessFor(key_id), options_, {});
   }
 
-  TempDir dir_;
+  testing::ScratchDir dir_{"galley-object-folder"};
   std::shared_ptr<InMemoryObjectStore> store_;
   ShardOptions options_;
 };

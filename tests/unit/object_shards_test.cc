@@ -22,35 +22,16 @@
 #include "galley/dataset/dataset.h"
 #include "galley/dataset/shard_source.h"
 #include "tests/unit/objectstore/in_memory_object_store.h"
+#include "tests/unit/objectstore/object_test_support.h"
 #include "tests/unit/tar_writer.h"
 
 namespace galley {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::AccessFor;
 using testing::InMemoryObjectStore;
 using testing::TarWriter;
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/galley-object-shards-XXXXXX";
-    path_ = ::mkdtemp(pattern);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-objectstore::Access AccessFor(const std::string& key_id) {
-  objectstore::Access access;
-  access.endpoint.url = "http://127.0.0.1:9000";
-  access.endpoint.path_style = true;
-  access.credentials = {key_id, "secret-of-" + key_id, ""};
-  return access;
-}
 
 // Shard s: `samples` samples "s<shard>_<i>" with a .jpg of `image_bytes`
 // (its bytes name the sample), a .cls and a .txt.
@@ -83,7 +64,7 @@ class ObjectShardsTest : public ::testing::Test {
     return ShardSource::OpenObjects(urls_, store_, AccessFor(key_id), options_);
   }
 
-  TempDir dir_;
+  testing::ScratchDir dir_{"galley-object-shards"};
   std::shared_ptr<InMemoryObjectStore> store_;
   std::vector<std::string> urls_;
   std::vector<std::string> etags_;
