@@ -1,15 +1,20 @@
-// Per-user access against a real galleyd running as root, as a node's
-// service would: jobs of a second user (uid 65534, in a forked child that
-// drops to it) are served only what that user could read themselves, also
-// when the items sit in a cache tier; users see and cancel only their own
-// jobs; a dataset changed on disk is seen by the next job and never served
-// stale; drain and forget.
+// Per-user access against a daemon run by root, as a node's service would
+// be: jobs of a second user (uid 65534) are served only what that user
+// could read themselves, also when the items sit in a cache tier; users see
+// and cancel only their own jobs; a dataset changed on disk is seen by the
+// next job and never served stale; drain and forget.
 //
-// Needs root (to drop to another uid); CI runs as root.
+// The daemon is built in the test's process; the second user's client is
+// galley_client_as, spawned, which drops to that user and runs the client
+// steps the test names (other_user.h). The drain's exit is the galleyd
+// process's own, so that test runs the real galleyd.
+//
+// Needs root (to act as another uid); CI runs as root.
 #include <acl/libacl.h>
 #include <gtest/gtest.h>
 #include <sys/acl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -28,6 +33,7 @@
 #include "tests/integration/galleyd_process.h"
 #include "tests/integration/other_user.h"
 #include "tests/integration/two_user_daemon.h"
+#include "wire/messages.h"
 
 namespace galley {
 namespace {
@@ -64,8 +70,8 @@ void RewriteSolid(const fs::path& path, uint8_t red, uint8_t green, uint8_t blue
 
 class AccessTest : public testing::TwoUserDaemonTest {
  protected:
-  // Opens `spec` and reads one whole epoch; the items received, or the
-  // first error.
+  // Opens `spec` as root (this process) and reads one whole epoch; the
+  // items received, or the first error.
   Result<uint64_t> ReadEpoch(const JobSpec& spec) const {
     GALLEY_ASSIGN_OR_RETURN(auto client, Client::Connect(options_));
     GALLEY_ASSIGN_OR_RETURN(auto job, client.OpenJob(spec));
@@ -77,38 +83,46 @@ class AccessTest : public testing::TwoUserDaemonTest {
     }
   }
 
-  // The same, as the other user; Ok when the epoch was whole.
-  Outcome ReadEpochAs(std::vector<gid_t> groups, const JobSpec& spec) const {
-    return RunAs(kOther, kOtherGroup, std::move(groups), [&]() -> Status {
-      auto items = ReadEpoch(spec);
-      if (!items.ok()) return items.status();
-      return Status::Ok();
-    });
+  // A client of another user that runs `steps` (client_as_main.cc).
+  testing::ClientSteps OtherClient(std::vector<std::string> steps) const {
+    return {GALLEY_CLIENT_AS_PATH, options_.socket_path, std::move(steps)};
+  }
+  // A step that takes a job body: "<name>=<spec's OpenJob JSON>".
+  static std::string Step(const std::string& name, const JobSpec& spec) {
+    return name + "=" + wire::JobSpecToJson(spec).dump();
+  }
+  // `steps` run by the other user with the supplementary `groups`.
+  Outcome RunAsOther(std::vector<std::string> steps, const std::vector<gid_t>& groups = {}) const {
+    return RunAs(kOther, kOtherGroup, groups, OtherClient(std::move(steps)));
   }
 
-  nlohmann::json QueryAs(uid_t uid, const std::string& what) const {
-    std::string text;
-    const Outcome outcome = RunAs(uid, uid == 0 ? 0 : kOtherGroup, {}, [&]() -> Status {
-      auto client = Client::Connect(options_);
-      if (!client.ok()) return client.status();
-      auto reply = client->Query(what);
-      if (!reply.ok()) return reply.status();
-      // Carried back in the message of an Ok-coded status.
-      return Status(StatusCode::kOk, *reply);
-    });
+  // The other user reads one epoch of `spec`; Ok when it was whole.
+  Outcome ReadEpochAs(const std::vector<gid_t>& groups, const JobSpec& spec) const {
+    return RunAsOther({Step("epoch", spec)}, groups);
+  }
+
+  // The query's reply to root (this process), or to the other user.
+  nlohmann::json Query(const std::string& what) const {
+    auto client = Client::Connect(options_);
+    if (!client.ok()) return {};
+    auto reply = client->Query(what);
+    return reply.ok() ? nlohmann::json::parse(*reply) : nlohmann::json();
+  }
+  nlohmann::json QueryAsOther(const std::string& what) const {
+    const Outcome outcome = RunAsOther({"query=" + what});
     return outcome.code == 0 ? nlohmann::json::parse(outcome.message) : nlohmann::json();
   }
 };
 
 TEST_F(AccessTest, AReadableDatasetIsServedToTheOtherUser) {
-  StartProcess();
+  Start();
   const Outcome outcome = ReadEpochAs({}, Spec());
   EXPECT_EQ(outcome.code, 0) << outcome.message;
 }
 
 TEST_F(AccessTest, AClosedDatasetIsRefusedDirectlyAndThroughAWarmCache) {
   fs::permissions(data_, fs::perms(0700));
-  StartProcess();
+  Start();
   Outcome outcome = ReadEpochAs({}, Spec());
   EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
   EXPECT_NE(outcome.message.find(data_.string()), std::string::npos) << outcome.message;
@@ -124,7 +138,7 @@ TEST_F(AccessTest, OneClosedFileRefusesTheJobNamingItWhileASubsetWithoutItIsServ
   const fs::path closed = data_ / "class1" / "002.jpg";
   ASSERT_TRUE(fs::exists(closed));
   fs::permissions(closed, fs::perms(0600));
-  StartProcess();
+  Start();
   // Root warms the cache with the closed file in it.
   ASSERT_TRUE(ReadEpoch(Spec()).ok());
   Outcome outcome = ReadEpochAs({}, Spec());
@@ -141,17 +155,8 @@ TEST_F(AccessTest, OneClosedFileRefusesTheJobNamingItWhileASubsetWithoutItIsServ
 // user learns no name of a file they may not read, nor is served one in a
 // later epoch's list.
 TEST_F(AccessTest, TheListingAndListedEpochsAreCheckedForTheWholeDataset) {
-  StartProcess();
-  auto listing_as_other = [&]() {
-    Outcome outcome = RunAs(kOther, kOtherGroup, {}, [&]() -> Status {
-      auto client = Client::Connect(options_);
-      if (!client.ok()) return client.status();
-      auto page = client->Listing(Spec(), 0);
-      if (!page.ok()) return page.status();
-      return Status(StatusCode::kOk, *page);
-    });
-    return outcome;
-  };
+  Start();
+  auto listing_as_other = [&]() { return RunAsOther({Step("listing", Spec())}); };
   Outcome outcome = listing_as_other();
   ASSERT_EQ(outcome.code, 0) << outcome.message;
   EXPECT_EQ(nlohmann::json::parse(outcome.message)["names"].size(), 6u);
@@ -177,7 +182,7 @@ TEST_F(AccessTest, TheListingAndListedEpochsAreCheckedForTheWholeDataset) {
 
 TEST_F(AccessTest, AClosedDirectoryAboveTheFilesRefuses) {
   fs::permissions(data_ / "class0", fs::perms(0700));
-  StartProcess();
+  Start();
   const Outcome outcome = ReadEpochAs({}, Spec());
   EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
   EXPECT_NE(outcome.message.find("class0"), std::string::npos) << outcome.message;
@@ -191,7 +196,7 @@ TEST_F(AccessTest, TheUsersSupplementaryGroupsCount) {
   }
   ASSERT_EQ(::chown(data_.c_str(), 0, kDataGroup), 0);
   fs::permissions(data_, fs::perms(0750));
-  StartProcess();
+  Start();
   Outcome outcome = ReadEpochAs({}, Spec());
   EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
   outcome = ReadEpochAs({kDataGroup}, Spec());
@@ -205,12 +210,12 @@ TEST_F(AccessTest, AnAclThatDeniesTheUserIsHonoured) {
   const int set = acl_set_file(denied.c_str(), ACL_TYPE_ACCESS, acl);
   acl_free(acl);
   ASSERT_EQ(set, 0) << "the temp dir's file system refuses ACLs: " << std::strerror(errno);
-  StartProcess();
+  Start();
   Outcome outcome = ReadEpochAs({}, Spec());
   EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kPermissionDenied)) << outcome.message;
   EXPECT_NE(outcome.message.find(denied.string()), std::string::npos) << outcome.message;
   // The same ACL does not stop a third user: "other" still reads.
-  outcome = RunAs(65533, 65533, {}, [&]() -> Status { return ReadEpoch(Spec()).status(); });
+  outcome = RunAs(65533, 65533, {}, OtherClient({Step("epoch", Spec())}));
   EXPECT_EQ(outcome.code, 0) << outcome.message;
 }
 
@@ -233,7 +238,7 @@ TEST_F(AccessTest, TarShardsAreCheckedShardByShard) {
     fs::permissions(tar, fs::perms(shard == 0 ? 0644 : 0600));
     shards.push_back(tar.string());
   }
-  StartProcess();
+  Start();
   JobSpec spec = Spec();
   spec.dataset = (tmp_.path() / "train-*.tar").string();  // the set's name in messages
   spec.shards = shards;
@@ -255,40 +260,27 @@ TEST_F(AccessTest, TarShardsAreCheckedShardByShard) {
 }
 
 TEST_F(AccessTest, UsersSeeAndCancelOnlyTheirOwnJobs) {
-  StartProcess();
+  Start();
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
   auto root_job = client->OpenJob(Spec());
   ASSERT_TRUE(root_job.ok()) << root_job.status().ToString();
   const uint64_t root_job_id = root_job->info().job_id;
 
-  const nlohmann::json theirs = QueryAs(kOther, "jobs");
+  const nlohmann::json theirs = QueryAsOther("jobs");
   ASSERT_TRUE(theirs.contains("jobs")) << theirs.dump();
   EXPECT_TRUE(theirs["jobs"].empty()) << theirs.dump();
-  const nlohmann::json mine = QueryAs(0, "jobs");
+  const nlohmann::json mine = Query("jobs");
   ASSERT_EQ(mine["jobs"].size(), 1u) << mine.dump();
 
   // The other user may not cancel root's job: it does not exist for them.
-  Outcome outcome = RunAs(kOther, kOtherGroup, {}, [&]() -> Status {
-    auto other = Client::Connect(options_);
-    return other.ok() ? other->Cancel(root_job_id) : other.status();
-  });
+  Outcome outcome = RunAsOther({"cancel=" + std::to_string(root_job_id)});
   EXPECT_EQ(outcome.code, static_cast<int>(StatusCode::kNotFound)) << outcome.message;
   ASSERT_TRUE(root_job->Next(20s).ok());
 
-  // Root cancels a job of the other user, which hears why. The child is
-  // forked before this process does anything else in parallel, and root
-  // looks for its job from this thread.
-  ChildAs other(kOther, kOtherGroup, {}, [&]() -> Status {
-    auto connected = Client::Connect(options_);
-    if (!connected.ok()) return connected.status();
-    auto job = connected->OpenJob(Spec());
-    if (!job.ok()) return job.status();
-    while (true) {
-      auto batch = job->Next(20s);
-      if (!batch.ok()) return batch.status();
-    }
-  });
+  // Root cancels a job of the other user, which reads it until it ends and
+  // reports why.
+  ChildAs other(kOther, kOtherGroup, {}, OtherClient({Step("open", Spec()), "read_until_error"}));
   bool cancelled = false;
   // A bound on a missing job, not on a slow start: the child's job shows up
   // within a second on an idle machine.
@@ -312,45 +304,45 @@ TEST_F(AccessTest, UsersSeeAndCancelOnlyTheirOwnJobs) {
 
 TEST_F(AccessTest, UsersSeeOnlyTheDatasetsAndSamplersTheyMayRead) {
   fs::permissions(data_, fs::perms(0700));
-  StartProcess();
+  Start();
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
   auto root_job = client->OpenJob(Spec());
   ASSERT_TRUE(root_job.ok()) << root_job.status().ToString();
   ASSERT_TRUE(root_job->Next(20s).ok());
 
-  const nlohmann::json root_status = QueryAs(0, "status");
+  const nlohmann::json root_status = Query("status");
   EXPECT_TRUE(root_status.value("admin", false)) << root_status.dump();
   EXPECT_EQ(root_status.value("your_jobs", 0), 1) << root_status.dump();
   EXPECT_EQ(root_status["samplers"].size(), 1u) << root_status.dump();
-  const nlohmann::json root_datasets = QueryAs(0, "datasets");
+  const nlohmann::json root_datasets = Query("datasets");
   EXPECT_EQ(root_datasets["datasets"].size(), 1u) << root_datasets.dump();
   EXPECT_EQ(root_datasets["samplers"].size(), 1u) << root_datasets.dump();
 
   // The other user learns that a job runs, not on what.
-  const nlohmann::json status = QueryAs(kOther, "status");
+  const nlohmann::json status = QueryAsOther("status");
   EXPECT_FALSE(status.value("admin", true)) << status.dump();
   EXPECT_EQ(status.value("jobs", 0), 1) << status.dump();
   EXPECT_EQ(status.value("your_jobs", 1), 0) << status.dump();
   ASSERT_TRUE(status.contains("samplers")) << status.dump();
   EXPECT_TRUE(status["samplers"].empty()) << status.dump();
-  const nlohmann::json datasets = QueryAs(kOther, "datasets");
+  const nlohmann::json datasets = QueryAsOther("datasets");
   ASSERT_TRUE(datasets.contains("datasets")) << datasets.dump();
   EXPECT_TRUE(datasets["datasets"].empty()) << datasets.dump();
   EXPECT_TRUE(datasets["samplers"].empty()) << datasets.dump();
 
   // Once they may read it, they see it.
   MakeReadableByAll(data_);
-  const nlohmann::json readable = QueryAs(kOther, "datasets");
+  const nlohmann::json readable = QueryAsOther("datasets");
   EXPECT_EQ(readable["datasets"].size(), 1u) << readable.dump();
   EXPECT_EQ(readable["samplers"].size(), 1u) << readable.dump();
-  EXPECT_EQ(QueryAs(kOther, "status")["samplers"].size(), 1u);
+  EXPECT_EQ(QueryAsOther("status")["samplers"].size(), 1u);
 }
 
 TEST_F(AccessTest, ANewOrRewrittenFileIsSeenByTheNextJobAndNeverServedStale) {
   const fs::path rewritten = data_ / "class0" / "000.jpg";
   WriteSolid(rewritten, 250, 0, 0);
-  StartProcess();
+  Start();
   JobSpec spec = Spec();
   spec.shuffle = false;
   spec.batch_size = 1;
@@ -385,7 +377,7 @@ TEST_F(AccessTest, ANewOrRewrittenFileIsSeenByTheNextJobAndNeverServedStale) {
   EXPECT_LT(blue[0], 50);
   EXPECT_GT(blue[2], 200);
   auto listings = [&] {
-    const nlohmann::json datasets = QueryAs(0, "datasets");
+    const nlohmann::json datasets = Query("datasets");
     return datasets["datasets"].size() == 1 ? datasets["datasets"][0].value("listings", 0) : -1;
   };
   EXPECT_EQ(listings(), 2);
@@ -400,16 +392,16 @@ TEST_F(AccessTest, ANewOrRewrittenFileIsSeenByTheNextJobAndNeverServedStale) {
 }
 
 TEST_F(AccessTest, ForgetMakesTheNextJobListAgain) {
-  StartProcess();
+  Start();
   ASSERT_TRUE(ReadEpoch(Spec()).ok());
   auto client = Client::Connect(options_);
   ASSERT_TRUE(client.ok());
   EXPECT_EQ(client->Forget(tmp_.path() / "elsewhere").code(), StatusCode::kNotFound);
   // Root, an admin, may forget any listing.
   ASSERT_TRUE(client->Forget(data_.string()).ok());
-  EXPECT_TRUE(QueryAs(0, "datasets")["datasets"].empty());
+  EXPECT_TRUE(Query("datasets")["datasets"].empty());
   ASSERT_TRUE(ReadEpoch(Spec()).ok());
-  EXPECT_EQ(QueryAs(0, "datasets")["datasets"].size(), 1u);
+  EXPECT_EQ(Query("datasets")["datasets"].size(), 1u);
 }
 
 // A listing costs a walk of the whole dataset to make again: a user who may
@@ -418,13 +410,13 @@ TEST_F(AccessTest, AReaderWithNoJobOnTheDatasetMayNotForgetIt) {
   const fs::path closed = tmp_.path() / "closed";
   testing::WriteJpegFolder(closed, 1, 2);
   fs::permissions(closed, fs::perms(0700));
-  StartProcess();
+  Start();
   ASSERT_TRUE(ReadEpoch(Spec()).ok());
   JobSpec closed_spec = Spec();
   closed_spec.dataset = closed.string();
   ASSERT_TRUE(ReadEpoch(closed_spec).ok());
   auto listing_of = [&](const fs::path& root) {
-    const nlohmann::json datasets = QueryAs(0, "datasets");
+    const nlohmann::json datasets = Query("datasets");
     for (const auto& d : datasets["datasets"]) {
       if (d.value("root", "") == root.string()) return d;
     }
@@ -434,10 +426,7 @@ TEST_F(AccessTest, AReaderWithNoJobOnTheDatasetMayNotForgetIt) {
   ASSERT_EQ(before.value("listings", 0), 1) << before.dump();
 
   auto forget_as_other = [&](const fs::path& root) {
-    return RunAs(kOther, kOtherGroup, {}, [&]() -> Status {
-      auto other = Client::Connect(options_);
-      return other.ok() ? other->Forget(root.string()) : other.status();
-    });
+    return RunAsOther({"forget=" + root.string()});
   };
   const Outcome refused = forget_as_other(data_);
   EXPECT_EQ(refused.code, static_cast<int>(StatusCode::kPermissionDenied)) << refused.message;
@@ -460,15 +449,12 @@ TEST_F(AccessTest, AReaderWithNoJobOnTheDatasetMayNotForgetIt) {
 }
 
 TEST_F(AccessTest, AUserWithAJobOpenOnTheDatasetMayForgetIt) {
-  StartProcess();
+  Start();
   ASSERT_TRUE(ReadEpoch(Spec()).ok());
-  const Outcome outcome = RunAs(kOther, kOtherGroup, {}, [&]() -> Status {
-    GALLEY_ASSIGN_OR_RETURN(auto other, Client::Connect(options_));
-    GALLEY_ASSIGN_OR_RETURN(auto job, other.OpenJob(Spec()));
-    return other.Forget(data_.string());
-  });
+  // The job stays open while the same user forgets the dataset.
+  const Outcome outcome = RunAsOther({Step("open", Spec()), "forget=" + data_.string()});
   EXPECT_EQ(outcome.code, 0) << outcome.message;
-  EXPECT_TRUE(QueryAs(0, "datasets")["datasets"].empty());
+  EXPECT_TRUE(Query("datasets")["datasets"].empty());
 }
 
 TEST_F(AccessTest, TheOwnerOfTheDatasetsRootMayForgetIt) {
@@ -479,18 +465,17 @@ TEST_F(AccessTest, TheOwnerOfTheDatasetsRootMayForgetIt) {
     ASSERT_EQ(::chown(entry.path().c_str(), kOther, kOtherGroup), 0);
   }
   ASSERT_EQ(::chown(theirs.c_str(), kOther, kOtherGroup), 0);
-  StartProcess();
+  Start();
   JobSpec spec = Spec();
   spec.dataset = theirs.string();
   ASSERT_TRUE(ReadEpoch(spec).ok());  // root's job lists it
-  const Outcome outcome = RunAs(kOther, kOtherGroup, {}, [&]() -> Status {
-    GALLEY_ASSIGN_OR_RETURN(auto other, Client::Connect(options_));
-    return other.Forget(theirs.string());
-  });
+  const Outcome outcome = RunAsOther({"forget=" + theirs.string()});
   EXPECT_EQ(outcome.code, 0) << outcome.message;
-  EXPECT_TRUE(QueryAs(0, "datasets")["datasets"].empty());
+  EXPECT_TRUE(Query("datasets")["datasets"].empty());
 }
 
+// The real galleyd: what is checked last is the process, which exits 0 once
+// the drain ends (an in-process daemon only stops serving).
 TEST_F(AccessTest, DrainRefusesNewJobsAndExitsWhenTheLastEnds) {
   StartProcess();
   auto client = Client::Connect(options_);
@@ -498,8 +483,7 @@ TEST_F(AccessTest, DrainRefusesNewJobsAndExitsWhenTheLastEnds) {
   auto job = client->OpenJob(Spec());
   ASSERT_TRUE(job.ok());
   // Only an admin drains.
-  const Outcome refused = RunAs(kOther, kOtherGroup, {},
-                                [&]() -> Status { return Client::Connect(options_)->Drain(); });
+  const Outcome refused = RunAsOther({"drain"});
   EXPECT_EQ(refused.code, static_cast<int>(StatusCode::kPermissionDenied)) << refused.message;
   ASSERT_TRUE(client->Drain().ok());
   auto late = client->OpenJob(Spec());

@@ -9,10 +9,22 @@
 //
 // It drops to UID, GID and the supplementary GROUPS (comma-separated, "-"
 // for none) before anything else, connects to SOCKET and runs the steps in
-// order, stopping at the first that fails:
-//   open=<OpenJob body>  opens a job (the JSON of wire::JobSpecToJson) and
-//                        holds it; its output is "opened: segment_bytes N"
+// order, stopping at the first that fails. A <job body> is the JSON of
+// wire::JobSpecToJson, as an OpenJob request carries it.
+//   open=<job body>      opens a job and holds it; its output is
+//                        "opened: segment_bytes N"
+//   epoch=<job body>     opens a job, reads its first epoch whole and
+//                        closes it; its output is "epoch: N items"
+//   read_until_error     reads the batches of the job the last open step
+//                        holds until one fails: that failure is the
+//                        step's (a job that is never ended is a hang,
+//                        which ChildAs's report bound ends)
+//   listing=<job body>   asks for the dataset's listing, every item from
+//                        the first on; its output is the reply
 //   query=<name>         asks the query; its output is the reply
+//   cancel=<job id>      cancels that job; its output is "cancelled"
+//   forget=<dataset>     forgets that dataset's listing; output "forgotten"
+//   drain                asks the daemon to drain; its output is "draining"
 // On stdout it writes one report in ChildAs's form, "<code>\n<message>":
 // the failing step's StatusCode, or 0, and as the message each finished
 // step's output on a line of its own, then "step N: <its message>" for the
@@ -21,8 +33,11 @@
 #include <grp.h>
 #include <unistd.h>
 
+#include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -64,18 +79,78 @@ struct Held {
   std::vector<Job> jobs;
 };
 
+// How long one batch may take: a bound on a hang (a loaded machine, a
+// sanitized build), not a measurement.
+constexpr std::chrono::seconds kBatchBound{60};
+
+// The job a step's "<name>=<job body>" names.
+Result<JobSpec> SpecOf(std::string_view body_text) {
+  const auto body = nlohmann::json::parse(body_text, nullptr, false);
+  if (body.is_discarded()) return Status::InvalidArgument("the step's job body is not JSON");
+  return wire::JobSpecFromJson(body);
+}
+
+// The text after "<name>=" when `step` is one, else nullopt.
+std::optional<std::string_view> ArgumentOf(std::string_view step, std::string_view name) {
+  if (step.size() <= name.size() || !step.starts_with(name) || step[name.size()] != '=') {
+    return std::nullopt;
+  }
+  return step.substr(name.size() + 1);
+}
+
+Result<uint64_t> ReadEpoch(Job& job) {
+  uint64_t items = 0;
+  while (true) {
+    GALLEY_ASSIGN_OR_RETURN(Batch batch, job.Next(kBatchBound));
+    items += batch.size();
+    if (batch.last_in_epoch()) return items;
+  }
+}
+
 // Runs one step; its output on success.
 Result<std::string> RunStep(Client& client, std::string_view step, Held* held) {
-  if (step.starts_with("open=")) {
-    const auto body = nlohmann::json::parse(step.substr(5), nullptr, false);
-    if (body.is_discarded()) return Status::InvalidArgument("the open step's body is not JSON");
-    GALLEY_ASSIGN_OR_RETURN(JobSpec spec, wire::JobSpecFromJson(body));
+  if (auto body = ArgumentOf(step, "open")) {
+    GALLEY_ASSIGN_OR_RETURN(JobSpec spec, SpecOf(*body));
     GALLEY_ASSIGN_OR_RETURN(Job job, client.OpenJob(spec));
     const std::string output = "opened: segment_bytes " + std::to_string(job.info().segment_bytes);
     held->jobs.push_back(std::move(job));
     return output;
   }
-  if (step.starts_with("query=")) return client.Query(std::string(step.substr(6)));
+  if (auto body = ArgumentOf(step, "epoch")) {
+    GALLEY_ASSIGN_OR_RETURN(JobSpec spec, SpecOf(*body));
+    GALLEY_ASSIGN_OR_RETURN(Job job, client.OpenJob(spec));
+    GALLEY_ASSIGN_OR_RETURN(uint64_t items, ReadEpoch(job));
+    return "epoch: " + std::to_string(items) + " items";
+  }
+  if (step == "read_until_error") {
+    if (held->jobs.empty()) return Status::InvalidArgument("read_until_error: no job is open");
+    while (true) {
+      auto batch = held->jobs.back().Next(kBatchBound);
+      if (!batch.ok()) return batch.status();
+    }
+  }
+  if (auto body = ArgumentOf(step, "listing")) {
+    GALLEY_ASSIGN_OR_RETURN(JobSpec spec, SpecOf(*body));
+    return client.Listing(spec, 0);
+  }
+  if (auto name = ArgumentOf(step, "query")) return client.Query(std::string(*name));
+  if (auto id = ArgumentOf(step, "cancel")) {
+    uint64_t job_id = 0;
+    const auto [end, error] = std::from_chars(id->data(), id->data() + id->size(), job_id);
+    if (error != std::errc() || end != id->data() + id->size()) {
+      return Status::InvalidArgument("cancel: '" + std::string(*id) + "' is not a job id");
+    }
+    GALLEY_RETURN_IF_ERROR(client.Cancel(job_id));
+    return std::string("cancelled");
+  }
+  if (auto dataset = ArgumentOf(step, "forget")) {
+    GALLEY_RETURN_IF_ERROR(client.Forget(std::string(*dataset)));
+    return std::string("forgotten");
+  }
+  if (step == "drain") {
+    GALLEY_RETURN_IF_ERROR(client.Drain());
+    return std::string("draining");
+  }
   return Status::InvalidArgument("unknown step " + std::string(step));
 }
 
@@ -83,6 +158,9 @@ Result<std::string> RunStep(Client& client, std::string_view step, Held* held) {
 Status RunSteps(const std::string& socket, const std::vector<std::string>& steps, Held* held) {
   ClientOptions options;
   options.socket_path = socket;
+  // A bound on a hang on a busy machine, as the tests give their own
+  // clients.
+  options.request_timeout = std::chrono::seconds(30);
   GALLEY_ASSIGN_OR_RETURN(Client client, Client::Connect(options));
   std::string outputs;
   for (size_t i = 0; i < steps.size(); ++i) {

@@ -5,8 +5,9 @@
 // by destroying it.
 //
 // For every test whose subject is not the process: what the daemon serves
-// and decides (jobs, admission, limits, hostile peers, the configuration
-// and its reload). Tests of the process itself (signals, --detach, exit
+// and decides (jobs, admission, limits, per-user access, hostile peers,
+// the configuration and its reload); another user's client is then a
+// spawned galley_client_as (other_user.h). Tests of the process itself (signals, --detach, exit
 // codes, a crash or a kill, its descriptors and resident memory read from
 // /proc, a daemon run as another user) start the real galleyd
 // (galleyd_process.h), and so do tests that fork a client (another user's,

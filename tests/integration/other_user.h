@@ -23,7 +23,8 @@ inline constexpr gid_t kNobodyGid = 65534;
 
 // A client's work for galley_client_as (client_as_main.cc): the program,
 // the daemon's socket, and the steps ("open=<OpenJob body>",
-// "query=<name>"), run in order until one fails.
+// "epoch=<OpenJob body>", "query=<name>", "cancel=<job id>", ...; the
+// program's header lists them), run in order until one fails.
 struct ClientSteps {
   std::string program;
   std::string socket;

@@ -1,10 +1,11 @@
 // Test support: a daemon run by root that a second user can reach, as on a
 // node that several users share. It holds a temporary folder other users
 // may enter, a small JPEG dataset in it that every user may read, and the
-// daemon on a socket every user may connect to: the real galleyd, which a
-// test needs as soon as it forks a child as the second user or reads the
-// process itself (its descriptors, memory or exit), or for a test of one
-// user, built in the test's process (in_process_daemon.h). Tests derived from it
+// daemon on a socket every user may connect to: built in the test's process
+// (in_process_daemon.h) when the second user's client is a spawned
+// galley_client_as (other_user.h's ClientSteps), or the real galleyd, which
+// a test needs as soon as it forks a child as the second user or reads the
+// process itself (its descriptors, memory or exit). Tests derived from it
 // are skipped unless they run as root (CI runs as root), since acting as the
 // second user needs root (other_user.h).
 #ifndef GALLEY_TESTS_INTEGRATION_TWO_USER_DAEMON_H_
@@ -29,7 +30,7 @@ class TwoUserDaemonTest : public ::testing::Test {
 
   // Starts a daemon in this process with `flags`, confined to the
   // temporary folder, on a socket every user may reach; options_ then
-  // connects to it. Fork no child beside it (other_user.h).
+  // connects to it. Fork no child beside it; spawn one (other_user.h).
   void Start(std::vector<std::string> flags = {});
   // The same with the real galleyd, in process_.
   void StartProcess(std::vector<std::string> flags = {});
