@@ -44,8 +44,8 @@ using testing::ChildAs;
 using testing::Outcome;
 using testing::RunAs;
 
-constexpr uid_t kOther = 65534;  // nobody
-constexpr gid_t kOtherGroup = 65534;
+constexpr uid_t kOther = testing::kNobodyUid;
+constexpr gid_t kOtherGroup = testing::kNobodyGid;
 constexpr gid_t kDataGroup = 4242;  // a group only some tests give the other user
 
 void WriteSolid(const fs::path& path, uint8_t red, uint8_t green, uint8_t blue) {
