@@ -238,6 +238,7 @@ void to_json(json& out, const PlanDatasetSnapshot& s) {
     out["inflation"] = s.inflation;
     out["files_sampled"] = s.files_sampled;
     out["storage_bytes_per_s"] = s.storage_bytes_per_s;
+    out["sample_source"] = s.sample_source;
   } else {
     out["error"] = s.error;
   }

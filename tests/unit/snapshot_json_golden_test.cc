@@ -320,6 +320,9 @@ PlanDatasetSnapshot PlanDataset(Numbers& n, bool sampled) {
   d.files_sampled = n.U32();
   d.storage_bytes_per_s = n.D();
   d.error = n.S("error");
+  // One of the two values, not a number of its own: the numbers of the
+  // replies that follow stay those recorded before the field was added.
+  d.sample_source = "disk cache";
   return d;
 }
 

@@ -604,7 +604,7 @@ TEST(SnapshotJsonTest, PlanBeforeAndAfterTheFirstPlan) {
   plan.planner = "model-driven";
   plan.inputs = Inputs();
   plan.probe_seconds = 0.5;
-  PlanDatasetSnapshot sampled{"/data/a", true, 100, 2048.5, 5.25, 64, 3e8, ""};
+  PlanDatasetSnapshot sampled{"/data/a", true, 100, 2048.5, 5.25, 64, 3e8, "", "storage"};
   PlanDatasetSnapshot failed{"/data/b", false, 0, 0, 0, 0, 0, "not sampled yet"};
   plan.datasets = {sampled, failed};
   plan.plans_made = 0;
@@ -612,7 +612,8 @@ TEST(SnapshotJsonTest, PlanBeforeAndAfterTheFirstPlan) {
   const std::string common = std::string(R"("planner": "model-driven", "inputs": )") + kInputsJson +
                              R"(, "probe_seconds": 0.5,
     "datasets": [{"root": "/data/a", "items": 100, "mean_encoded_bytes": 2048.5,
-                  "inflation": 5.25, "files_sampled": 64, "storage_bytes_per_s": 3e8},
+                  "inflation": 5.25, "files_sampled": 64, "storage_bytes_per_s": 3e8,
+                  "sample_source": "storage"},
                  {"root": "/data/b", "error": "not sampled yet"}],
     "split": {"encoded_pct": 50, "decoded_pct": 50, "augmented_pct": 0}, )";
   ExpectJson(plan, ("{" + common +

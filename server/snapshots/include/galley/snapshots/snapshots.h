@@ -421,6 +421,10 @@ struct PlanDatasetSnapshot {
   double storage_bytes_per_s = 0;
   // When not:
   std::string error;
+  // When sampled: "storage" (read now), or "disk cache" (a dataset of
+  // objects whose sample a galleyd before this one kept in the disk tier's
+  // folder; its storage rate is the store's as measured then).
+  std::string sample_source;
 };
 
 // Per source of items: augmented tier, decoded tier, encoded tier, storage,
