@@ -242,6 +242,88 @@ def test_galleyctl_shows_the_store_counts_and_never_the_credentials(daemon, aws_
     assert SECRET not in open(daemon.log.name).read()
 
 
+def galleyctl_datasets(daemon):
+    """`galleyctl datasets` as text, and as JSON."""
+    galleyctl = pathlib.Path(GALLEYD).parent / "galleyctl"
+    text = subprocess.run([str(galleyctl), "--socket", daemon.socket, "datasets"],
+                          capture_output=True, text=True, check=True).stdout
+    listed = json.loads(subprocess.run(
+        [str(galleyctl), "--socket", daemon.socket, "datasets", "--json"],
+        capture_output=True, text=True, check=True).stdout)
+    return text, {d["root"]: d for d in listed["datasets"]}
+
+
+def test_galleyctl_shows_what_a_prefix_and_a_manifest_asked_the_store_for(
+        tmp_path, s3, aws_env, monkeypatch):
+    # No cache, so no cache planner: every epoch reads every image from the
+    # store, and nothing reads it after the epochs end.
+    daemon = start_daemon(tmp_path, "--allowed-s3-endpoint", s3["url"], "--cache-bytes", "0")
+    try:
+        check_the_folder_counts(daemon, s3, monkeypatch)
+    finally:
+        stop_daemon(daemon)
+
+
+def check_the_folder_counts(daemon, s3, monkeypatch):
+    folder = s3["root"] / "data" / "galley" / "imgs"
+    images = sum(p.stat().st_size for p in folder.rglob("*.png"))
+    first = (folder / "Ant" / "00.png").stat().st_size  # a job's open reads it: its size
+    def epoch(dataset):
+        return sum(len(y) for _x, y in folder_loader(daemon, dataset, epochs=1))
+
+    assert epoch("s3://galley/imgs/") == FOLDER_IMAGES
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", OTHER_KEY)  # another key: a HEAD per object
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", OTHER_SECRET)
+    assert epoch("s3://galley/imgs/") == FOLDER_IMAGES
+    text, datasets = galleyctl_datasets(daemon)
+    prefix = datasets["s3://galley/imgs/"]["objects"]
+    store = prefix["object_store"]
+    print(text)
+    assert prefix["kind"] == "prefix" and prefix["prefixes"] == 1, prefix
+    # Two jobs: each open reads the first image (transform=None: the
+    # sample's size), each epoch every image; each read is one GET this
+    # prefix started, prefetched by its wave or on demand. Nothing else has
+    # read the store, so its counts are the node's.
+    reads = prefix["prefetched_reads"] + prefix["on_demand_reads"]
+    assert prefix["prefetched_reads"] > 0 and reads == 2 * FOLDER_IMAGES + 2, prefix
+    assert prefix["gets"] == reads and prefix["bytes"] == 2 * (images + first), (prefix, images)
+    assert (prefix["gets"], prefix["bytes"]) == (store["gets"], store["bytes"]), prefix
+    # The open's listing and the second key's own, one page each; then that
+    # key's HEAD of every object: the store's HEADs and LIST pages.
+    assert prefix["listings"] == 2 == store["lists"], prefix
+    assert prefix["verify_heads"] == FOLDER_IMAGES == store["heads"], prefix
+    assert prefix["manifest_heads"] == 0, prefix
+    assert (f"this prefix's reads: {prefix['prefetched_reads']} prefetched, "
+            f"{prefix['on_demand_reads']} on demand, by {reads} GETs") in text, text
+    assert f"2 listing(s) of 1 prefix(es), {FOLDER_IMAGES} HEADs to admit other" in text, text
+    assert (f"object store (the node's): {reads} GETs, " in text
+            and " 0 retries, 2 LIST pages, " in text), text
+
+    assert epoch("s3://galley/imgs/train.csv") == FOLDER_IMAGES
+    text, datasets = galleyctl_datasets(daemon)
+    manifest = datasets["s3://galley/imgs/train.csv"]["objects"]
+    print(text)
+    assert manifest["kind"] == "manifest", manifest
+    # Its objects lie under 3 prefixes, each listed once (Ant/, cat/ and dog/,
+    # whose listing holds dog/puppies/ too); the manifest HEADed at its open.
+    assert manifest["prefixes"] == 3 and manifest["listings"] == 3, manifest
+    assert manifest["manifest_heads"] == 1 and manifest["verify_heads"] == 0, manifest
+    reads = manifest["prefetched_reads"] + manifest["on_demand_reads"]
+    assert reads == FOLDER_IMAGES + 1 == manifest["gets"], manifest
+    assert manifest["bytes"] == images + first, (manifest, images)
+    assert (f"this manifest's reads: {manifest['prefetched_reads']} prefetched, "
+            f"{manifest['on_demand_reads']} on demand, by {reads} GETs") in text, text
+    assert "3 listing(s) of 3 prefix(es), 0 HEADs to admit other access keys, 1 of the " \
+        "manifest\n" in text, text
+    # Each its own counts: the prefix's are as they were; the node's grew.
+    again = dict(datasets["s3://galley/imgs/"]["objects"])
+    assert again.pop("object_store")["gets"] > store["gets"], again
+    assert again == {k: v for k, v in prefix.items() if k != "object_store"}
+    shown = text + json.dumps(datasets) + open(daemon.log.name).read()
+    for secret in (SECRET, OTHER_SECRET, ACCESS_KEY, OTHER_KEY):
+        assert secret not in shown
+
+
 def test_a_saved_state_resumes_the_epoch_exactly_once_at_max_resolution(daemon, aws_env):
     import galley
     from galley import transforms as T
