@@ -33,6 +33,11 @@ if(GALLEY_OBJECT_STORE)
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/unit/object_folder_rclone_test.cc
             ${CMAKE_CURRENT_LIST_DIR}/unit/rclone_s3_server.cc
     LIBS galley_dataset galley_objectstore)
+  # The planner's samples of a prefix kept in the disk tier's folder.
+  galley_add_test(planner_sample_store_rclone_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/unit/planner_sample_store_rclone_test.cc
+            ${CMAKE_CURRENT_LIST_DIR}/unit/rclone_s3_server.cc
+    LIBS galley_daemon galley_objectstore galley_opencv)
   galley_add_fuzzer(s3_reply_fuzzer SOURCES fuzz/s3_reply_fuzzer.cc LIBS galley_objectstore
                     CORPUS s3_reply)
 endif()

@@ -36,6 +36,7 @@ constexpr uint8_t kHasRecord = 1;
 constexpr uint64_t kBlockBytes = 4096;
 constexpr int kFanout = 256;
 constexpr const char* kEntriesFolder = "entries-v1";
+constexpr const char* kRecordsFolder = "records-v1";
 // A file being written is "<entry>.tmp-<pid>": the start-up scan removes
 // the ones another process left (a crash; only one galleyd uses a folder at
 // a time) and never one this process's writer is writing.
@@ -204,6 +205,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options,
         (uint64_t{space.f_bavail} * space.f_frsize) >> 20);
   }
   GALLEY_RETURN_IF_ERROR(PrepareFolder(tier->entries_dir_));
+  GALLEY_RETURN_IF_ERROR(PrepareFolder(tier->records_dir()));
   for (int i = 0; i < kFanout; ++i) {
     char name[3];
     std::snprintf(name, sizeof(name), "%02x", i);
@@ -253,6 +255,8 @@ std::string DiskTier::Subfolder(const DiskKey& key) const {
 std::filesystem::path DiskTier::EntryPath(const DiskKey& key) const {
   return entries_dir_ / Subfolder(key) / FileName(key);
 }
+
+std::filesystem::path DiskTier::records_dir() const { return options_.dir / kRecordsFolder; }
 
 bool DiskTier::MayHold(const DiskKey& key) const {
   // By name, as Get opens it: the start-up index may not list it yet.

@@ -78,16 +78,17 @@ cache::CacheOptions CacheOptionsFrom(const DaemonOptions& options) {
 
 CachePlanner::CachePlanner(cache::TieredCache* cache, const NodeMeasurements& node,
                            int worker_threads, const PlannerOverrides& overrides,
-                           RemoteCache* remote, PipelineTimer time_pipeline)
+                           RemoteCache* remote, PipelineTimer time_pipeline,
+                           DatasetSampleStore* samples)
     : cache_(cache),
       remote_(remote),
       node_(node),
       worker_threads_(std::max(1, worker_threads)),
       overrides_(overrides),
       time_pipeline_(time_pipeline ? std::move(time_pipeline)
-                                   : [](const image::TransformPipeline& pipeline) {
-                                       return MeasureAugmentRate(pipeline);
-                                     }) {
+                                   : [](const image::TransformPipeline&
+                                            pipeline) { return MeasureAugmentRate(pipeline); }),
+      samples_(samples) {
   if (overrides_.split) {
     // The options accept only splits that add up, so the cache takes it.
     const Status applied = cache_->SetSplit(*overrides_.split);
@@ -200,29 +201,32 @@ cache::Plan CachePlanner::ReplanNow() {
     pipeline_rates_.insert(rates.begin(), rates.end());
   }
   // Sampling reads files: done without mu_, so RecordJob never waits on disk.
-  std::vector<std::pair<const Dataset*, Result<DatasetSample>>> samples;
+  std::vector<std::pair<const Dataset*, TakenSample>> samples;
   samples.reserve(to_sample.size());
   for (const std::shared_ptr<const JobPlan>& reader : to_sample) {
     samples.emplace_back(reader->dataset.get(),
-                         SampleDataset(*reader->dataset, reader->spec.max_resolution));
+                         Sample(*reader->dataset, reader->spec.max_resolution));
   }
 
   cache::PlannerInputs inputs;
   bool have_data = false;
   {
     MutexLock lock(&mu_);
-    for (auto& [key, sample] : samples) {
+    for (auto& [key, taken] : samples) {
       auto found = datasets_.find(key);
       if (found == datasets_.end()) continue;  // its last job closed meanwhile
       DatasetInfo& info = found->second;
+      const Result<DatasetSample>& sample = taken.sample;
       if (sample.ok()) {
         info.sample = *sample;
+        info.sample_source = taken.kept ? "disk cache" : "storage";
         spdlog::info(
             "cache planner: dataset {}: {} items, {:.0f} B mean, inflation {:.2f}, read {:.3g} "
-            "MB/s",
+            "MB/s{}",
             info.reader->dataset->root().string(), sample->items, sample->mean_encoded_bytes,
             sample->inflation,
-            sample->read_seconds > 0 ? sample->bytes_read / sample->read_seconds / 1e6 : 0.0);
+            sample->read_seconds > 0 ? sample->bytes_read / sample->read_seconds / 1e6 : 0.0,
+            taken.kept ? " (its sample kept in the disk cache, nothing read)" : "");
       } else {
         info.sample_error = sample.status().ToString();
         spdlog::warn("cache planner: cannot sample {}: {}", info.reader->dataset->root().string(),
@@ -267,6 +271,33 @@ cache::Plan CachePlanner::ReplanNow() {
                                   : "",
                plan.predicted_items_per_s, overrides_.split ? " (admin's split)" : "");
   return plan;
+}
+
+CachePlanner::TakenSample CachePlanner::Sample(const Dataset& dataset,
+                                               uint32_t max_resolution) const {
+  // Only a dataset of objects: its sample costs GETs of the store, while a
+  // local one's costs a few reads of files that sampling again keeps current.
+  if (samples_ == nullptr || !dataset.reads_objects()) {
+    return {SampleDataset(dataset, max_resolution)};
+  }
+  const ContentFingerprint& fingerprint = dataset.content_fingerprint();
+  if (std::optional<DatasetSample> kept = samples_->Load(fingerprint, max_resolution)) {
+    kept->items = dataset.size();
+    kept->mean_encoded_bytes =
+        dataset.size() > 0 ? double(dataset.total_bytes()) / double(dataset.size()) : 0.0;
+    return {*kept, true};
+  }
+  TakenSample taken{SampleDataset(dataset, max_resolution)};
+  if (taken.sample.ok()) {
+    if (const Status saved = samples_->Save(fingerprint, max_resolution, *taken.sample);
+        !saved.ok()) {
+      spdlog::warn(
+          "cache planner: cannot keep the sample of {}: {}; a restarted galleyd "
+          "samples it again",
+          dataset.root().string(), saved.message());
+    }
+  }
+  return taken;
 }
 
 cache::PlannerInputs CachePlanner::CurrentInputs() const {
@@ -412,6 +443,7 @@ PlanSnapshot CachePlanner::Snapshot() const {
       d.files_sampled = info.sample->files_sampled;
       d.storage_bytes_per_s =
           info.sample->read_seconds > 0 ? info.sample->bytes_read / info.sample->read_seconds : 0.0;
+      d.sample_source = info.sample_source;
     } else {
       d.error = info.sample_error.empty() ? "not sampled yet" : info.sample_error;
     }

@@ -207,6 +207,7 @@ Status Daemon::Build(DrainedCallback drained) {
         cache::DiskTier::Open(disk_options, cache_ != nullptr ? &cache_->demand() : nullptr);
     if (!opened.ok()) return About("disk_cache", opened.status());
     disk_ = std::move(opened).value();
+    samples_ = std::make_unique<DatasetSampleStore>(disk_->records_dir());
   }
   pipeline_ = std::make_unique<ItemPipeline>(PipelineOptions::From(options_), cache_.get(),
                                              remote_.get(), throttle_.get(), disk_.get());
@@ -220,9 +221,9 @@ Status Daemon::Build(DrainedCallback drained) {
     measured.remote_bytes_per_s = remote.bytes_per_s;
     measured.remote_capacity_bytes = remote.capacity_bytes;
     measured.nic_bytes_per_s = remote.nic_bytes_per_s;
-    planner_ = std::make_unique<CachePlanner>(cache_.get(), measured,
-                                              static_cast<int>(pipeline_->threads()),
-                                              PlannerOverrides::From(options_), remote_.get());
+    planner_ = std::make_unique<CachePlanner>(
+        cache_.get(), measured, static_cast<int>(pipeline_->threads()),
+        PlannerOverrides::From(options_), remote_.get(), PipelineTimer(), samples_.get());
   }
   SchedulerOptions scheduler_options = SchedulerOptionsFor(options_);
   // Sampler groups' shared streams differ on every node (docs/sampling.md

@@ -424,11 +424,14 @@ std::vector<DatasetSnapshot> DatasetRegistry::Snapshot() const {
       const Dataset& d = *entry.dataset;
       out.push_back({key, d.root().string(), entry.index, d.size(), d.classes().size(),
                      d.total_bytes(), std::chrono::duration<double>(now - entry.listed_at).count(),
-                     entry.listings, d.content_fingerprint().Hex(), std::nullopt});
+                     entry.listings, d.content_fingerprint().Hex(), std::nullopt, std::nullopt});
       datasets.push_back(entry.dataset);
     }
   }
-  for (size_t i = 0; i < out.size(); ++i) out[i].shards = SnapshotShards(*datasets[i]);
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].shards = SnapshotShards(*datasets[i]);
+    out[i].objects = SnapshotObjectFolder(*datasets[i]);
+  }
   return out;
 }
 

@@ -114,6 +114,24 @@ std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset) {
   return s;
 }
 
+std::optional<ObjectFolderSnapshot> SnapshotObjectFolder(const Dataset& dataset) {
+  const std::optional<ObjectFolderCounts> counts = dataset.object_folder_counts();
+  const objectstore::ObjectStoreCounters* store = dataset.object_counters();
+  if (!counts || store == nullptr) return std::nullopt;
+  ObjectFolderSnapshot s;
+  s.kind = counts->manifest ? "manifest" : "prefix";
+  s.prefixes = counts->prefixes;
+  s.prefetched_reads = counts->reads.prefetched;
+  s.on_demand_reads = counts->reads.on_demand;
+  s.gets = counts->reads.gets;
+  s.bytes = counts->reads.bytes;
+  s.verify_heads = counts->reads.verify_heads;
+  s.manifest_heads = counts->manifest_heads;
+  s.listings = counts->listings;
+  s.object_store = SnapshotObjectStore(*store);
+  return s;
+}
+
 ObjectStoreSnapshot SnapshotObjectStore(const objectstore::ObjectStoreCounters& c) {
   return {c.gets.load(),    c.heads.load(),    c.lists.load(),     c.bytes.load(),
           c.retries.load(), c.failures.load(), c.in_flight.load(), c.full_bodies.load()};

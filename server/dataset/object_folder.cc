@@ -91,6 +91,7 @@ Result<std::unique_ptr<ObjectFolderSource>> ObjectFolderSource::Open(
                                     store, access, options, manifest));
       source->manifest_url_ = parsed;
       source->manifest_etag_ = info->etag;
+      source->manifest_heads_ = 1;  // the HEAD above
       return source;
     }
     if (info.status().code() != StatusCode::kNotFound) return Naming(url, info.status());
@@ -113,6 +114,7 @@ Status ObjectFolderSource::ListFolder(const os::Access& access, const os::S3Url&
   std::map<std::string, uint64_t> class_images;  // sorted as torchvision sorts them
   ContentFingerprintBuilder digest("object-listing");
   bool any = false;
+  listings_++;
   const Status listed =
       store_->List(access, prefix.bucket, prefix.key, [&](const os::ObjectInfo& info) -> Status {
         if (StopRequested(stop)) return stop->Why();
@@ -250,6 +252,7 @@ Status ObjectFolderSource::FindObjects(const os::Access& access, ListingStop* st
   ContentFingerprintBuilder digest("object-listing");
   ListingRegistration registration(manifest_name_, "manifest", "objects", items->size());
   for (const os::S3Url& prefix : prefixes_) {
+    listings_++;
     const Status listed =
         store_->List(access, prefix.bucket, prefix.key, [&](const os::ObjectInfo& info) -> Status {
           if (StopRequested(stop)) return stop->Why();
@@ -331,6 +334,7 @@ Result<bool> ObjectFolderSource::ListsTheSame(const os::Access& access) const {
     }
   }
   for (const os::S3Url& prefix : prefixes_) {
+    listings_++;
     const Status listed =
         store_->List(access, prefix.bucket, prefix.key, [&](const os::ObjectInfo& info) -> Status {
           const bool kept =
@@ -349,6 +353,7 @@ Status ObjectFolderSource::VerifyObjects(const os::Access& access, bool* changed
   *changed = false;
   if (manifest_url_) {
     // The manifest itself: this job's own HEAD, the listed version.
+    manifest_heads_++;
     auto info = store_->Head(access, manifest_url_->bucket, manifest_url_->key);
     if (!info.ok() && info.status().code() != StatusCode::kNotFound) {
       return Naming(manifest_url_->ToString(), info.status());
@@ -401,6 +406,16 @@ Status ObjectFolderSource::Verify(AccessChecker* /*checker*/, std::span<const It
   if (manifest_file_ && LocalFileIdentity(manifest_name_) != manifest_file_) stale_ = true;
   *changed = stale();
   return Status::Ok();
+}
+
+std::optional<ObjectFolderCounts> ObjectFolderSource::object_folder_counts() const {
+  ObjectFolderCounts counts;
+  counts.manifest = !folder_;
+  counts.prefixes = prefixes_.size();
+  counts.reads = storage_->object_reads();
+  counts.listings = listings_.load();
+  counts.manifest_heads = manifest_heads_.load();
+  return counts;
 }
 
 std::string ObjectFolderSource::Locate(ItemId id) const {

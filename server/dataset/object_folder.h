@@ -108,6 +108,9 @@ class ObjectFolderSource final : public DatasetSource {
   const objectstore::ObjectStoreCounters* object_counters() const override {
     return &store_->counters();
   }
+  // Prefix or manifest, the prefixes listed, the reads (storage_'s), the
+  // listings and manifest HEADs this source sent.
+  std::optional<ObjectFolderCounts> object_folder_counts() const override;
 
   // The prefixes a LIST proves: the folder's, or the folders holding a
   // manifest's objects.
@@ -172,6 +175,10 @@ class ObjectFolderSource final : public DatasetSource {
   ContentFingerprint content_fingerprint_;
   ResumeKey resume_key_;
   mutable std::atomic<bool> stale_{false};
+  // Prefix listings sent (each every page): the open's, VerifyObjects'.
+  mutable std::atomic<uint64_t> listings_{0};
+  // HEADs of the manifest object: the open's, VerifyObjects'.
+  mutable std::atomic<uint64_t> manifest_heads_{0};
 
   mutable Mutex mu_;
   // Access key ids whose requests were admitted to the listing: its own

@@ -162,8 +162,10 @@ void ObjectShards::Admit(const os::Access& access) {
 Status ObjectShards::ReadDirect(uint32_t shard, uint64_t offset, std::span<uint8_t> out,
                                 const os::Access& access) {
   const Shard& s = shards_[shard];
+  gets_++;
   auto bytes = store_->Get(access, s.url.bucket, s.url.key, offset, out.size(), s.etag);
   if (!bytes.ok()) return bytes.status();
+  bytes_ += bytes->size();
   if (bytes->size() != out.size()) {
     return Status::DataLoss("the store sent " + std::to_string(bytes->size()) + " bytes of " +
                             std::to_string(out.size()));
@@ -299,6 +301,7 @@ Status ObjectShards::VerifyObjects(const os::Access& access, bool* changed) {
   auto work = [&] {
     for (size_t i = next++; i < shards_.size(); i = next++) {
       const Shard& s = shards_[i];
+      verify_heads_++;
       auto info = store_->Head(access, s.url.bucket, s.url.key);
       if (info.ok()) {
         if (info->size != s.size || info->etag != s.etag) differs = true;
@@ -395,12 +398,14 @@ void ObjectShards::Unclaim(const FetchPtr& fetch) {
 void ObjectShards::Start(const FetchPtr& fetch, const Signed& credentials) {
   const Shard& s = shards_[fetch->shard];
   fetch->generation = credentials.generation;
+  gets_++;
   store_->GetAsync(
       credentials.access, s.url.bucket, s.url.key, fetch->begin, fetch->end - fetch->begin, s.etag,
       [this, fetch](Result<std::vector<uint8_t>> bytes) { Finished(fetch, std::move(bytes)); });
 }
 
 void ObjectShards::Finished(const FetchPtr& fetch, Result<std::vector<uint8_t>> bytes) {
+  if (bytes.ok()) bytes_ += bytes->size();
   std::vector<FetchPtr> startable;
   Signed signing;
   {

@@ -107,7 +107,8 @@ class ObjectShards final : public ShardSource::Storage {
     return &store_->counters();
   }
   ObjectReadCounts object_reads() const override {
-    return {prefetched_reads_.load(), on_demand_reads_.load()};
+    return {prefetched_reads_.load(), on_demand_reads_.load(), gets_.load(), bytes_.load(),
+            verify_heads_.load()};
   }
 
   // For tests: prefetch GETs now in flight, and the most ever in flight.
@@ -176,6 +177,9 @@ class ObjectShards final : public ShardSource::Storage {
   std::atomic<bool> changed_{false};
   std::atomic<uint64_t> prefetched_reads_{0};
   std::atomic<uint64_t> on_demand_reads_{0};
+  std::atomic<uint64_t> gets_{0};
+  std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> verify_heads_{0};
   const std::chrono::milliseconds refresh_wait_;
 
   mutable Mutex mu_;

@@ -100,10 +100,49 @@ std::string DatasetName(const json& dataset) {
   return first + " .. " + (same_folder ? last.substr(slash + 1) : last);
 }
 
+// "object store (the node's): ..." of a shard set's or a folder of
+// objects' `store` counts.
+std::string NodeStoreText(const json& store) {
+  return "object store (the node's): " + std::to_string(Count(store, "gets")) + " GETs, " +
+         ByteSizeText(Count(store, "bytes")) + ", " + std::to_string(Count(store, "retries")) +
+         " retries, " + std::to_string(Count(store, "lists")) + " LIST pages, " +
+         std::to_string(Count(store, "in_flight")) + " in flight";
+}
+
+// The lines of a prefix folder's or a manifest of objects' own counts.
+std::string ObjectFolderLines(const json& objects) {
+  const bool manifest = Text(objects, "kind") == "manifest";
+  std::string line =
+      "    this " + std::string(manifest ? "manifest" : "prefix") +
+      "'s reads: " + std::to_string(Count(objects, "prefetched_reads")) + " prefetched, " +
+      std::to_string(Count(objects, "on_demand_reads")) + " on demand, by " +
+      std::to_string(Count(objects, "gets")) + " GETs of " + ByteSizeText(Count(objects, "bytes")) +
+      "; " + std::to_string(Count(objects, "listings")) + " listing(s) of " +
+      std::to_string(Count(objects, "prefixes")) + " prefix(es), " +
+      std::to_string(Count(objects, "verify_heads")) + " HEADs to admit other access keys";
+  if (manifest)
+    line += ", " + std::to_string(Count(objects, "manifest_heads")) + " of the manifest";
+  line += "\n";
+  if (auto store = objects.find("object_store"); store != objects.end() && store->is_object()) {
+    line += "    " + NodeStoreText(*store) + "\n";
+  }
+  return line;
+}
+
 std::string DatasetLine(const json& dataset) {
   std::string line = "  " + DatasetName(dataset) + ":";
   const json* shards = nullptr;
   if (auto it = dataset.find("shards"); it != dataset.end() && it->is_object()) shards = &*it;
+  if (auto it = dataset.find("objects"); it != dataset.end() && it->is_object()) {
+    std::vector<std::string> parts{std::to_string(Count(dataset, "items")) + " objects"};
+    if (const uint64_t classes = Count(dataset, "classes")) {
+      parts.push_back(std::to_string(classes) + " classes");
+    }
+    parts.push_back(ByteSizeText(Count(dataset, "bytes")));
+    parts.push_back("listed " + SecondsText(Number(dataset, "listed_seconds_ago")) + " ago");
+    for (size_t i = 0; i < parts.size(); ++i) line += (i == 0 ? " " : ", ") + parts[i];
+    return line + "\n" + ObjectFolderLines(*it);
+  }
   std::vector<std::string> parts;
   if (shards != nullptr) parts.push_back(std::to_string(Count(*shards, "shards")) + " shards");
   parts.push_back(std::to_string(Count(dataset, "items")) + " items");
@@ -130,10 +169,8 @@ std::string DatasetLine(const json& dataset) {
   }
   for (const std::string& fault : faults) line += "    " + fault + "\n";
   if (auto store = shards->find("object_store"); store != shards->end() && store->is_object()) {
-    line += "    object store (the node's): " + std::to_string(Count(*store, "gets")) + " GETs, " +
-            ByteSizeText(Count(*store, "bytes")) + ", " + std::to_string(Count(*store, "retries")) +
-            " retries, " + std::to_string(Count(*store, "in_flight")) +
-            " in flight; this set's reads: " + std::to_string(Count(*shards, "prefetched_reads")) +
+    line += "    " + NodeStoreText(*store) +
+            "; this set's reads: " + std::to_string(Count(*shards, "prefetched_reads")) +
             " prefetched, " + std::to_string(Count(*shards, "on_demand_reads")) + " on demand\n";
   }
   return line;

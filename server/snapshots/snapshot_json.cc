@@ -103,6 +103,19 @@ void to_json(json& out, const ShardSetSnapshot& s) {
   }
 }
 
+void to_json(json& out, const ObjectFolderSnapshot& s) {
+  out = {{"kind", s.kind},
+         {"prefixes", s.prefixes},
+         {"prefetched_reads", s.prefetched_reads},
+         {"on_demand_reads", s.on_demand_reads},
+         {"gets", s.gets},
+         {"bytes", s.bytes},
+         {"verify_heads", s.verify_heads},
+         {"manifest_heads", s.manifest_heads},
+         {"listings", s.listings},
+         {"object_store", s.object_store}};
+}
+
 // An unknown total is null, and each kind adds its own keys.
 void to_json(json& out, const IndexingSnapshot& s) {
   out = {{"path", s.path},
@@ -122,7 +135,8 @@ void to_json(json& out, const IndexingSnapshot& s) {
   }
 }
 
-// A dataset that is not a shard set has null shards.
+// A dataset that is not a shard set has null shards, and one that is not
+// a folder or manifest of objects null objects.
 void to_json(json& out, const DatasetSnapshot& s) {
   out = {{"root", s.root},
          {"key", s.key},
@@ -133,7 +147,8 @@ void to_json(json& out, const DatasetSnapshot& s) {
          {"listings", s.listings},
          {"fingerprint", s.fingerprint},
          {"listed_seconds_ago", s.listed_seconds_ago},
-         {"shards", s.shards ? json(*s.shards) : json(nullptr)}};
+         {"shards", s.shards ? json(*s.shards) : json(nullptr)},
+         {"objects", s.objects ? json(*s.objects) : json(nullptr)}};
 }
 
 // Its keys are its fields, but the macro also writes from_json, which needs
@@ -238,6 +253,7 @@ void to_json(json& out, const PlanDatasetSnapshot& s) {
     out["inflation"] = s.inflation;
     out["files_sampled"] = s.files_sampled;
     out["storage_bytes_per_s"] = s.storage_bytes_per_s;
+    out["sample_source"] = s.sample_source;
   } else {
     out["error"] = s.error;
   }

@@ -169,6 +169,24 @@ TEST_F(ObjectFolderTest, APrefetchedWaveKeepsTheBoundOfGetsInFlightAndServesEach
   // One GET per object, none twice; never more than the bound at once.
   EXPECT_EQ(store_->counters().gets.load(), 40u);
   EXPECT_EQ(store_->max_in_flight(), 8u);
+  // The folder's own counts: every read prefetched, by the store's GETs and
+  // bytes, after the one listing of its one prefix.
+  std::optional<ObjectFolderCounts> counts = o.object_folder_counts();
+  ASSERT_TRUE(counts.has_value());
+  EXPECT_FALSE(counts->manifest);
+  EXPECT_EQ(counts->prefixes, 1u);
+  EXPECT_EQ(counts->listings, 1u);
+  EXPECT_EQ(counts->reads.prefetched, 40u);
+  EXPECT_EQ(counts->reads.on_demand, 0u);
+  EXPECT_EQ(counts->reads.gets, 40u);
+  EXPECT_EQ(counts->reads.bytes, store_->counters().bytes.load());
+  EXPECT_EQ(counts->reads.bytes, o.total_bytes());
+  // A read no wave named: a GET of its own.
+  ASSERT_TRUE(o.Read(3).ok());
+  counts = o.object_folder_counts();
+  EXPECT_EQ(counts->reads.on_demand, 1u);
+  EXPECT_EQ(counts->reads.gets, 41u);
+  EXPECT_EQ(counts->reads.bytes, store_->counters().bytes.load());
 }
 
 TEST_F(ObjectFolderTest, AManifestObjectNamesItsImagesByRelativeKeysAndUrls) {
@@ -195,6 +213,17 @@ TEST_F(ObjectFolderTest, AManifestObjectNamesItsImagesByRelativeKeysAndUrls) {
   // per object.
   EXPECT_EQ(store_->counters().heads.load(), 1u);
   EXPECT_EQ(store_->counters().lists.load(), 3u);
+  // As the manifest counts them: the manifest's GET at open is not a read.
+  const std::optional<ObjectFolderCounts> counts = o.object_folder_counts();
+  ASSERT_TRUE(counts.has_value());
+  EXPECT_TRUE(counts->manifest);
+  EXPECT_EQ(counts->prefixes, 3u);
+  EXPECT_EQ(counts->listings, 3u);
+  EXPECT_EQ(counts->manifest_heads, 1u);
+  EXPECT_EQ(counts->reads.on_demand, 2u);
+  EXPECT_EQ(counts->reads.gets, 2u);
+  EXPECT_EQ(counts->reads.bytes, far->size() + near->size());
+  EXPECT_EQ(store_->counters().gets.load(), 3u);
 
   store_->Put("data", "imgs/bad.csv", BytesOf("image,label\n../up.jpg,cat\n"));
   auto leaving = Open("s3://data/imgs/bad.csv");
@@ -280,6 +309,16 @@ TEST_F(ObjectFolderTest, TheSameKeySharesByItsListAnotherHeadsEachObjectOneObjec
   Status unlisted = o.VerifyObjects(AccessFor("mallory"), &changed);
   EXPECT_EQ(unlisted.code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(requests().second - before.second, 0u);
+
+  // What the folder counts of it: the open's LIST and each VerifyObjects',
+  // and the HEADs of every key but the lister's (bob's, carol's twice).
+  const std::optional<ObjectFolderCounts> counts = o.object_folder_counts();
+  ASSERT_TRUE(counts.has_value());
+  EXPECT_EQ(counts->listings, 7u);
+  EXPECT_EQ(counts->reads.verify_heads, 3 * images);
+  EXPECT_EQ(counts->manifest_heads, 0u);
+  EXPECT_EQ(counts->reads.verify_heads, store_->counters().heads.load());
+  EXPECT_EQ(counts->listings, store_->counters().lists.load());
 
   // A key added under the prefix: the listing is no longer what it lists.
   store_->Put("data", "imgs/a/new.jpg", BytesOf("new"));

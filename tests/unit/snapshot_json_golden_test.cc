@@ -25,6 +25,9 @@ using nlohmann::json;
 // Hands out a different number (or string) for every field it fills.
 class Numbers {
  public:
+  // A reply added later draws from a range of its own, so that the numbers
+  // of those recorded before it stay as they were.
+  explicit Numbers(uint64_t first = 1) : next_(first) {}
   uint64_t U() { return next_++; }
   uint32_t U32() { return uint32_t(next_++); }
   int32_t I32() { return int32_t(next_++); }
@@ -34,7 +37,7 @@ class Numbers {
   std::string S(const std::string& what) { return what + "-" + std::to_string(next_++); }
 
  private:
-  uint64_t next_ = 1;
+  uint64_t next_;
 };
 
 RemoteTierSnapshot Remote(Numbers& n) {
@@ -232,6 +235,24 @@ DatasetSnapshot Dataset(Numbers& n, std::optional<bool> shards_as_objects) {
   return d;
 }
 
+// A prefix folder or a manifest of objects.
+DatasetSnapshot ObjectFolderDataset(Numbers& n, const std::string& kind) {
+  DatasetSnapshot d = Dataset(n, std::nullopt);
+  ObjectFolderSnapshot o;
+  o.kind = kind;
+  o.prefixes = n.U();
+  o.prefetched_reads = n.U();
+  o.on_demand_reads = n.U();
+  o.gets = n.U();
+  o.bytes = n.U();
+  o.verify_heads = n.U();
+  o.manifest_heads = n.U();
+  o.listings = n.U();
+  o.object_store = ObjectStore(n);
+  d.objects = o;
+  return d;
+}
+
 DaemonStatusSnapshot Status(Numbers& n) {
   DaemonStatusSnapshot s;
   s.version = n.S("version");
@@ -320,6 +341,9 @@ PlanDatasetSnapshot PlanDataset(Numbers& n, bool sampled) {
   d.files_sampled = n.U32();
   d.storage_bytes_per_s = n.D();
   d.error = n.S("error");
+  // One of the two values, not a number of its own: the numbers of the
+  // replies that follow stay those recorded before the field was added.
+  d.sample_source = "disk cache";
   return d;
 }
 
@@ -355,6 +379,11 @@ json Replies() {
   datasets.samplers = {Group(n)};
   replies["datasets"] = datasets;
   replies["datasets_default"] = DatasetsSnapshot();
+  Numbers from_100k(100000);
+  DatasetsSnapshot object_folders;
+  object_folders.datasets = {ObjectFolderDataset(from_100k, "prefix"),
+                             ObjectFolderDataset(from_100k, "manifest")};
+  replies["datasets_of_objects"] = object_folders;
   replies["dataset_default"] = DatasetSnapshot();
   replies["jobs"] = JobsSnapshot{{Job(n), Job(n)}};
   replies["jobs_default"] = JobsSnapshot{{JobSnapshot()}};

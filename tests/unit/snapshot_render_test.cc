@@ -529,7 +529,7 @@ TEST(SnapshotJsonTest, Datasets) {
     "datasets": [
       {"root": "/data/a", "key": "/data/a", "items": 100, "classes": 10, "bytes": 123456,
        "index": 1, "listings": 1, "fingerprint": "00ff00ff00ff00ff0123456789abcdef",
-       "listed_seconds_ago": 2.5, "shards": null},
+       "listed_seconds_ago": 2.5, "shards": null, "objects": null},
       {"root": "/data/s-0.tar", "key": "shards:/data/s-0.tar", "items": 400, "classes": 4,
        "bytes": 99, "index": 2, "listings": 3, "fingerprint": "ab", "listed_seconds_ago": 0.5,
        "shards": {"shards": 4, "samples": 400, "skipped_members": 2, "skipped_samples": 1,
@@ -538,7 +538,7 @@ TEST(SnapshotJsonTest, Datasets) {
                   "stale_idx": 1, "from_idx": 5, "index_seconds": 0.75, "index_age_seconds": 60.5,
                   "stale": true, "daemon_shards_scanned": 41, "daemon_idx_hints_used": 44,
                   "daemon_index_cache_hits": 42,
-                  "daemon_stale_idx": 43}}],
+                  "daemon_stale_idx": 43}, "objects": null}],
     "indexing": [{"path": "/data/t-0.tar", "kind": "shards", "unit": "shards", "done": 4,
                   "total": 10, "seconds": 2.0, "rate": 2.0, "seconds_left": 3.0,
                   "first_shard": "/data/t-0.tar", "shards": 10},
@@ -604,7 +604,7 @@ TEST(SnapshotJsonTest, PlanBeforeAndAfterTheFirstPlan) {
   plan.planner = "model-driven";
   plan.inputs = Inputs();
   plan.probe_seconds = 0.5;
-  PlanDatasetSnapshot sampled{"/data/a", true, 100, 2048.5, 5.25, 64, 3e8, ""};
+  PlanDatasetSnapshot sampled{"/data/a", true, 100, 2048.5, 5.25, 64, 3e8, "", "storage"};
   PlanDatasetSnapshot failed{"/data/b", false, 0, 0, 0, 0, 0, "not sampled yet"};
   plan.datasets = {sampled, failed};
   plan.plans_made = 0;
@@ -612,7 +612,8 @@ TEST(SnapshotJsonTest, PlanBeforeAndAfterTheFirstPlan) {
   const std::string common = std::string(R"("planner": "model-driven", "inputs": )") + kInputsJson +
                              R"(, "probe_seconds": 0.5,
     "datasets": [{"root": "/data/a", "items": 100, "mean_encoded_bytes": 2048.5,
-                  "inflation": 5.25, "files_sampled": 64, "storage_bytes_per_s": 3e8},
+                  "inflation": 5.25, "files_sampled": 64, "storage_bytes_per_s": 3e8,
+                  "sample_source": "storage"},
                  {"root": "/data/b", "error": "not sampled yet"}],
     "split": {"encoded_pct": 50, "decoded_pct": 50, "augmented_pct": 0}, )";
   ExpectJson(plan, ("{" + common +
@@ -820,6 +821,51 @@ TEST(QueryTextTest, DatasetsSummaryGivesEachDatasetOneLine) {
   }
   EXPECT_GT(std::count(full.begin(), full.end(), '\n'), 1024);
   EXPECT_NE(full.find("\n    fingerprint: ab\n"), std::string::npos);
+}
+
+// A prefix folder and a manifest of objects: their own reads and requests on
+// a line, then the node's store counts; the JSON carries every count and no
+// credential.
+TEST(QueryTextTest, DatasetsSummaryShowsWhatAFolderOfObjectsAskedTheStoreFor) {
+  ObjectFolderSnapshot prefix;
+  prefix.kind = "prefix";
+  prefix.prefixes = 1;
+  prefix.prefetched_reads = 20;
+  prefix.on_demand_reads = 2;
+  prefix.gets = 22;
+  prefix.bytes = 3 << 20;
+  prefix.verify_heads = 22;
+  prefix.listings = 3;
+  prefix.object_store = {40, 25, 4, 5 << 20, 1, 0, 0, 0};
+  ObjectFolderSnapshot manifest = prefix;
+  manifest.kind = "manifest";
+  manifest.prefixes = 2;
+  manifest.verify_heads = 0;
+  manifest.manifest_heads = 2;
+  DatasetsSnapshot s;
+  s.datasets.push_back({"s3://galley/imgs/", "s3://galley/imgs/", 1, 22, 3, 3 << 20, 5.0, 1, "cd",
+                        std::nullopt, prefix});
+  s.datasets.push_back({"s3://galley/train.csv", "s3://galley/train.csv", 2, 22, 3, 3 << 20, 5.0, 1,
+                        "ef", std::nullopt, manifest});
+  const json reply = s;
+  EXPECT_EQ(DatasetsSummary(reply),
+            "datasets: 2\n"
+            "  s3://galley/imgs/: 22 objects, 3 classes, 3.0 MiB, listed 5 s ago\n"
+            "    this prefix's reads: 20 prefetched, 2 on demand, by 22 GETs of 3.0 MiB; 3 "
+            "listing(s) of 1 prefix(es), 22 HEADs to admit other access keys\n"
+            "    object store (the node's): 40 GETs, 5.0 MiB, 1 retries, 4 LIST pages, 0 in "
+            "flight\n"
+            "  s3://galley/train.csv: 22 objects, 3 classes, 3.0 MiB, listed 5 s ago\n"
+            "    this manifest's reads: 20 prefetched, 2 on demand, by 22 GETs of 3.0 MiB; 3 "
+            "listing(s) of 2 prefix(es), 0 HEADs to admit other access keys, 2 of the manifest\n"
+            "    object store (the node's): 40 GETs, 5.0 MiB, 1 retries, 4 LIST pages, 0 in "
+            "flight\n"
+            "sampler groups: 0\n");
+  const json& objects = reply["datasets"][0]["objects"];
+  EXPECT_EQ(objects["kind"], "prefix");
+  EXPECT_EQ(objects["gets"], 22);
+  EXPECT_EQ(objects["object_store"]["lists"], 4);
+  EXPECT_TRUE(reply["datasets"][0]["shards"].is_null());
 }
 
 // A reply without the keys a summary reads (an older daemon's) prints what

@@ -36,6 +36,11 @@
 //
 // One galleyd per directory: Open takes an exclusive lock on DIR/lock.
 //
+// Beside the entries, `DIR/records-v1` holds small files galleyd keeps
+// across restarts for itself (the cache planner's dataset samples,
+// dataset_sample_store.h); the tier makes the folder and neither indexes,
+// charges nor trims it.
+//
 // Thread-safety: every public method may be called from any thread. `mu_`
 // guards the index, the queue and the counters; file reads run outside it.
 #ifndef GALLEY_CACHE_DISK_TIER_H_
@@ -143,6 +148,8 @@ class DiskTier {
 
   DiskTierStats Stats() const EXCLUDES(mu_);
   const std::filesystem::path& dir() const { return options_.dir; }
+  // DIR/records-v1, made (0700, galleyd's own) by Open.
+  std::filesystem::path records_dir() const;
   // Where the entry for `key` is (or would be) kept.
   std::filesystem::path EntryPath(const DiskKey& key) const;
 

@@ -6,7 +6,10 @@
 //   * the node, measured once at start (MeasureNode): decode+augment and
 //     augment-only rates per core, memory copy bandwidth;
 //   * the datasets, sampled the first time a job opens one (SampleDataset):
-//     storage read rate, item count, mean encoded size, inflation;
+//     storage read rate, item count, mean encoded size, inflation. With a
+//     disk tier, a dataset of objects is sampled once per content: its
+//     sample is kept in the tier's folder (DatasetSampleStore) and a
+//     restarted galleyd takes it from there, reading nothing from the store;
 //   * the remote tier, when there is one: B_cache and its capacity probed at
 //     start, B_NIC from the link speed; the plan also chooses the form it
 //     holds and sets it as the tier's write form;
@@ -43,6 +46,7 @@
 #include "galley/cache/partition_planner.h"
 #include "galley/cache/tiered_cache.h"
 #include "galley/daemon/daemon_options.h"
+#include "galley/daemon/dataset_sample_store.h"
 #include "galley/daemon/node_probe.h"
 #include "galley/dataset/dataset.h"
 #include "galley/mutex.h"
@@ -91,9 +95,11 @@ class CachePlanner final : public JobLifecycleObserver {
   // shared tier, whose write form the plan sets). `worker_threads` is the
   // pipeline's thread count: the cores that prepare items, unless overridden.
   // `time_pipeline` (default MeasureAugmentRate) times the jobs' pipelines.
+  // `samples`, when set (galleyd's with a disk tier), keeps the samples of
+  // datasets of objects across restarts and must outlive the planner.
   CachePlanner(cache::TieredCache* cache, const NodeMeasurements& node, int worker_threads,
                const PlannerOverrides& overrides, RemoteCache* remote = nullptr,
-               PipelineTimer time_pipeline = {});
+               PipelineTimer time_pipeline = {}, DatasetSampleStore* samples = nullptr);
   ~CachePlanner() override;  // stops the thread
   CachePlanner(const CachePlanner&) = delete;
   CachePlanner& operator=(const CachePlanner&) = delete;
@@ -138,7 +144,18 @@ class CachePlanner final : public JobLifecycleObserver {
     std::shared_ptr<const JobPlan> reader;
     std::optional<DatasetSample> sample;  // empty until sampled, or when sampling failed
     std::string sample_error;
+    std::string sample_source;  // "storage", or "disk cache" for a kept sample
   };
+  struct TakenSample {
+    Result<DatasetSample> sample;
+    bool kept = false;  // from the sample store, not read from storage
+  };
+
+  // The sample of `dataset` at `max_resolution`: the one the sample store
+  // keeps for a dataset of objects, with the dataset's own item count and
+  // mean size, else SampleDataset's, which the store then keeps. Reads
+  // files; called without mu_.
+  TakenSample Sample(const Dataset& dataset, uint32_t max_resolution) const;
 
   void Loop() EXCLUDES(mu_);
   cache::PlannerInputs InputsLocked() const REQUIRES(mu_);
@@ -151,6 +168,7 @@ class CachePlanner final : public JobLifecycleObserver {
   const int worker_threads_;
   const PlannerOverrides overrides_;
   const PipelineTimer time_pipeline_;
+  DatasetSampleStore* const samples_;  // null: every sample reads storage
 
   Mutex plan_mu_ ACQUIRED_BEFORE(mu_);  // serialises ReplanNow
 

@@ -35,6 +35,7 @@
 #include "galley/daemon/control_server.h"
 #include "galley/daemon/daemon_options.h"
 #include "galley/daemon/dataset_registry.h"
+#include "galley/daemon/dataset_sample_store.h"
 #include "galley/daemon/item_pipeline.h"
 #include "galley/daemon/job_manager.h"
 #include "galley/daemon/memory_setup.h"
@@ -112,6 +113,8 @@ class Daemon {
   std::unique_ptr<RemoteCache> remote_;
   // After cache_: its writer asks cache_'s demand, so it stops first.
   std::unique_ptr<cache::DiskTier> disk_;
+  // In the disk tier's folder: the planner's samples of datasets of objects.
+  std::unique_ptr<DatasetSampleStore> samples_;
   std::unique_ptr<ItemPipeline> pipeline_;
   std::unique_ptr<CachePrefaulter> prefaulter_;
   std::unique_ptr<CachePlanner> planner_;

@@ -48,6 +48,10 @@ Result<std::vector<uint32_t>> JobFieldMap(const Dataset& dataset, const JobSpec&
 // process-wide index counters; nothing for other datasets.
 std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset);
 
+// A prefix folder's or a manifest of objects' own counts with the node's
+// store counts; nothing for other datasets.
+std::optional<ObjectFolderSnapshot> SnapshotObjectFolder(const Dataset& dataset);
+
 // A snapshot of an object store's counts.
 ObjectStoreSnapshot SnapshotObjectStore(const objectstore::ObjectStoreCounters& counters);
 

@@ -143,6 +143,10 @@ class Dataset {
   const objectstore::ObjectStoreCounters* object_counters() const {
     return source_->object_counters();
   }
+  // A prefix folder's or a manifest of objects' own counts; none for others.
+  std::optional<ObjectFolderCounts> object_folder_counts() const {
+    return source_->object_folder_counts();
+  }
   // See DatasetSource::Verify: whether the storage still matches the
   // listing, and whether `checker`'s user may read the `served` items.
   Status Verify(AccessChecker* checker, std::span<const ItemId> served, bool* changed) const {

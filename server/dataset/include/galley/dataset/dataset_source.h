@@ -12,6 +12,7 @@
 #define GALLEY_SERVER_DATASET_DATASET_SOURCE_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,6 +24,32 @@
 #include "galley/status.h"
 
 namespace galley {
+
+// How a set of objects (tar shards, or one image per object) served its
+// reads, counted by the set itself: what it asked its store for, not what
+// the store did to answer (its retries and LIST pages are the store's
+// counts, ObjectStoreCounters, node-wide).
+struct ObjectReadCounts {
+  uint64_t prefetched = 0;    // reads served from a GET Prefetch started
+  uint64_t on_demand = 0;     // reads that each made a GET of their own
+  uint64_t gets = 0;          // GETs the set started (prefetches and reads on demand)
+  uint64_t bytes = 0;         // body bytes those GETs received
+  uint64_t verify_heads = 0;  // HEADs VerifyObjects sent to admit other credentials
+};
+
+// A dataset of one image per object (an s3:// prefix read as an
+// ImageFolder, or a manifest whose cells name objects): what it is and
+// what it asked the store for.
+struct ObjectFolderCounts {
+  bool manifest = false;  // a manifest of objects; else a prefix folder
+  uint64_t prefixes = 0;  // the prefixes its listings cover
+  ObjectReadCounts reads;
+  // Listings of a prefix it asked for (each every page of the prefix): at
+  // its open, and each job's own at VerifyObjects.
+  uint64_t listings = 0;
+  // HEADs of a manifest object: at its open, and at each VerifyObjects.
+  uint64_t manifest_heads = 0;
+};
 
 class DatasetSource {
  public:
@@ -122,6 +149,8 @@ class DatasetSource {
   // The counts of the store a source of objects reads from; null for
   // others.
   virtual const objectstore::ObjectStoreCounters* object_counters() const { return nullptr; }
+  // A dataset of one image per object: its own counts; none for others.
+  virtual std::optional<ObjectFolderCounts> object_folder_counts() const { return std::nullopt; }
 };
 
 }  // namespace galley

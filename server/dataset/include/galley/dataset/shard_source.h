@@ -71,12 +71,6 @@ namespace galley {
 struct ShardListing;  // shard_storage.h
 struct ShardOrigin;
 
-// How a set of shards kept as objects served its reads.
-struct ObjectReadCounts {
-  uint64_t prefetched = 0;  // served from a GET Prefetch started
-  uint64_t on_demand = 0;   // each a GET of its own
-};
-
 struct ShardOptions {
   // Extension of the image member; "" picks the first of jpg, jpeg, png,
   // webp present in each sample.

@@ -224,6 +224,24 @@ struct ShardSetSnapshot {
   uint64_t on_demand_reads = 0;
 };
 
+// A dataset of one image per object (an s3:// prefix read as an
+// ImageFolder, or a manifest whose cells name objects): what it asked the
+// store for, and the node's store counts (shared with every dataset of
+// objects: the retries and LIST pages are counted there). Never a
+// credential.
+struct ObjectFolderSnapshot {
+  std::string kind;  // "prefix" or "manifest"
+  uint64_t prefixes = 0;
+  uint64_t prefetched_reads = 0;  // reads served by a prefetch
+  uint64_t on_demand_reads = 0;   // reads that made a GET of their own
+  uint64_t gets = 0;              // GETs this dataset started
+  uint64_t bytes = 0;             // body bytes they received
+  uint64_t verify_heads = 0;      // objects HEADed to admit another access key
+  uint64_t manifest_heads = 0;    // HEADs of a manifest object
+  uint64_t listings = 0;          // prefix listings (each every page)
+  ObjectStoreSnapshot object_store;
+};
+
 // A listing under way now: a shard set, an ImageFolder tree or a manifest.
 struct IndexingSnapshot {
   std::string path;  // the first shard, the folder or the manifest
@@ -250,6 +268,8 @@ struct DatasetSnapshot {
   uint64_t listings = 0;                   // how often this key was listed (1 + re-listings)
   std::string fingerprint;                 // the content fingerprint: the remote tier's key
   std::optional<ShardSetSnapshot> shards;  // tar shard sets only
+  // A prefix folder or a manifest of objects only.
+  std::optional<ObjectFolderSnapshot> objects;
 };
 
 // The job limits in force (JobLimits), as status shows them.
@@ -421,6 +441,10 @@ struct PlanDatasetSnapshot {
   double storage_bytes_per_s = 0;
   // When not:
   std::string error;
+  // When sampled: "storage" (read now), or "disk cache" (a dataset of
+  // objects whose sample a galleyd before this one kept in the disk tier's
+  // folder; its storage rate is the store's as measured then).
+  std::string sample_source;
 };
 
 // Per source of items: augmented tier, decoded tier, encoded tier, storage,
