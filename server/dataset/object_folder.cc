@@ -426,6 +426,10 @@ const std::vector<std::string>& ObjectFolderSource::field_names() const {
   return table_ != nullptr ? table_->field_names() : DatasetSource::field_names();
 }
 
+const std::string& ObjectFolderSource::image_column() const {
+  return table_ != nullptr ? table_->image_column() : DatasetSource::image_column();
+}
+
 const std::vector<std::string>& ObjectFolderSource::field_collations() const {
   return table_ != nullptr ? table_->field_collations() : DatasetSource::field_collations();
 }

@@ -90,6 +90,7 @@ class ObjectFolderSource final : public DatasetSource {
   std::string Name(ItemId id) const override;
   Result<std::vector<uint8_t>> Read(ItemId id) const override;
   const std::vector<std::string>& field_names() const override;
+  const std::string& image_column() const override;
   const std::vector<std::string>& field_collations() const override;
   Result<std::vector<uint8_t>> ReadFields(ItemId id) const override;
   uint64_t total_bytes() const override { return total_bytes_; }

@@ -164,6 +164,8 @@ class Dataset {
   // The fields each item carries (DatasetSource::field_names); empty for
   // a dataset listed without them.
   const std::vector<std::string>& field_names() const { return source_->field_names(); }
+  // A header-row manifest's image column (DatasetSource::image_column).
+  const std::string& image_column() const { return source_->image_column(); }
   // What a batch of each field collates to (DatasetSource::field_collations).
   const std::vector<std::string>& field_collations() const { return source_->field_collations(); }
   bool has_fields() const { return !field_names().empty(); }

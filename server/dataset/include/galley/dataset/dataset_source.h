@@ -58,6 +58,13 @@ class DatasetSource {
     static const std::vector<std::string> none;
     return none;
   }
+  // The manifest column that names the images, as its header row spells
+  // it; "" for a source without a header row (a folder, shards, a
+  // headerless manifest).
+  virtual const std::string& image_column() const {
+    static const std::string none;
+    return none;
+  }
   // Per field, what a batch of its values collates to in the job, decided
   // over the whole dataset: "int", "float", "bool", or "" (the job decides
   // by the values, a shard member by its extension). Empty when every one
