@@ -115,7 +115,7 @@ Status ObjectFolderSource::ListFolder(const os::Access& access, const os::S3Url&
   bool any = false;
   const Status listed =
       store_->List(access, prefix.bucket, prefix.key, [&](const os::ObjectInfo& info) -> Status {
-        if (StopRequested(stop)) return stop->Why();
+        if (StopRequestedNow(stop)) return stop->Why();
         any = true;
         const std::string_view relative = std::string_view(info.key).substr(prefix.key.size());
         const FolderKey key = ClassifyFolderKey(relative);
@@ -252,7 +252,7 @@ Status ObjectFolderSource::FindObjects(const os::Access& access, ListingStop* st
   for (const os::S3Url& prefix : prefixes_) {
     const Status listed =
         store_->List(access, prefix.bucket, prefix.key, [&](const os::ObjectInfo& info) -> Status {
-          if (StopRequested(stop)) return stop->Why();
+          if (StopRequestedNow(stop)) return stop->Why();
           auto it = wanted.find(ObjectId(prefix.bucket, info.key));
           if (it == wanted.end()) return Status::Ok();
           FoldListed(digest, info);
@@ -321,7 +321,7 @@ void ObjectFolderSource::Keep(std::vector<Listed> items, const os::Access& acces
   admitted_.insert(access.credentials.access_key_id);
 }
 
-Result<bool> ObjectFolderSource::ListsTheSame(const os::Access& access) const {
+Result<bool> ObjectFolderSource::ListsTheSame(const os::Access& access, ListingStop* stop) const {
   ContentFingerprintBuilder digest("object-listing");
   std::unordered_map<std::string, bool> wanted;
   if (!folder_) {
@@ -333,6 +333,7 @@ Result<bool> ObjectFolderSource::ListsTheSame(const os::Access& access) const {
   for (const os::S3Url& prefix : prefixes_) {
     const Status listed =
         store_->List(access, prefix.bucket, prefix.key, [&](const os::ObjectInfo& info) -> Status {
+          if (StopRequestedNow(stop)) return stop->Why();
           const bool kept =
               folder_
                   ? ClassifyFolderKey(std::string_view(info.key).substr(prefix.key.size())).image
@@ -345,7 +346,8 @@ Result<bool> ObjectFolderSource::ListsTheSame(const os::Access& access) const {
   return digest.Finish() == digest_;
 }
 
-Status ObjectFolderSource::VerifyObjects(const os::Access& access, bool* changed) const {
+Status ObjectFolderSource::VerifyObjects(const os::Access& access, bool* changed,
+                                         ListingStop* stop) const {
   *changed = false;
   if (manifest_url_) {
     // The manifest itself: this job's own HEAD, the listed version.
@@ -361,7 +363,7 @@ Status ObjectFolderSource::VerifyObjects(const os::Access& access, bool* changed
   }
   // This job's own LIST: it may list the prefixes, and sees the keys, sizes
   // and ETags the listing holds.
-  GALLEY_ASSIGN_OR_RETURN(const bool same, ListsTheSame(access));
+  GALLEY_ASSIGN_OR_RETURN(const bool same, ListsTheSame(access, stop));
   if (!same) {
     *changed = true;
     stale_ = true;
@@ -378,7 +380,7 @@ Status ObjectFolderSource::VerifyObjects(const os::Access& access, bool* changed
   }
   // Other credentials: every object HEADed with them, each the listed
   // version, before anything fetched for another job is served.
-  GALLEY_RETURN_IF_ERROR(storage_->VerifyObjects(access, changed));
+  GALLEY_RETURN_IF_ERROR(storage_->VerifyObjects(access, changed, stop));
   if (*changed) {
     stale_ = true;
     return Status::Ok();

@@ -131,8 +131,9 @@ class Dataset {
   bool stale() const { return source_->stale(); }
   // See DatasetSource::VerifyObjects: whether `access` may read every
   // object of the listing, each the listed version.
-  Status VerifyObjects(const objectstore::Access& access, bool* changed) const {
-    return source_->VerifyObjects(access, changed);
+  Status VerifyObjects(const objectstore::Access& access, bool* changed,
+                       ListingStop* stop = nullptr) const {
+    return source_->VerifyObjects(access, changed, stop);
   }
   // See DatasetSource::Prefetch.
   void Prefetch(std::span<const ItemId> ids) const { source_->Prefetch(ids); }

@@ -18,6 +18,7 @@
 
 #include "galley/dataset/access.h"
 #include "galley/dataset/content_fingerprint.h"
+#include "galley/dataset/listing_stop.h"
 #include "galley/ids.h"
 #include "galley/objectstore/object_store.h"
 #include "galley/status.h"
@@ -116,8 +117,10 @@ class DatasetSource {
   // credentials) may read every object of the listing, each HEADed once,
   // and `*changed` when one is no longer the listed version. Only then may
   // the job be served what another job's credentials fetched. Nothing for
-  // other sources.
-  virtual Status VerifyObjects(const objectstore::Access& /*access*/, bool* changed) const {
+  // other sources. `stop` (may be null) ends the LISTs and HEADs early,
+  // Cancelled, admitting nothing: the asking client has gone.
+  virtual Status VerifyObjects(const objectstore::Access& /*access*/, bool* changed,
+                               ListingStop* /*stop*/) const {
     *changed = false;
     return Status::Ok();
   }
