@@ -317,8 +317,8 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& given, const Credenti
         with_shards.shards.push_back(shard);
         continue;
       }
-      GALLEY_ASSIGN_OR_RETURN(auto matched,
-                              Dataset::ExpandObjectGlob(shard, *object_store_, *object_access));
+      GALLEY_ASSIGN_OR_RETURN(
+          auto matched, Dataset::ExpandObjectGlob(shard, *object_store_, *object_access, stop));
       with_shards.shards.insert(with_shards.shards.end(), matched.begin(), matched.end());
     }
     expanded = &with_shards;

@@ -460,7 +460,8 @@ bool Dataset::IsObjectGlob(const std::string& url) {
 
 Result<std::vector<std::string>> Dataset::ExpandObjectGlob(const std::string& pattern,
                                                            os::ObjectStore& store,
-                                                           const os::Access& access) {
+                                                           const os::Access& access,
+                                                           ListingStop* stop) {
   const size_t magic = pattern.find_first_of("*?[");
   const size_t bucket_end = pattern.find('/', 5);
   if (magic == std::string::npos || bucket_end == std::string::npos || magic < bucket_end) {
@@ -478,6 +479,7 @@ Result<std::vector<std::string>> Dataset::ExpandObjectGlob(const std::string& pa
   std::vector<std::string> matched;
   const Status listed =
       store.List(access, literal.bucket, literal.key, [&](const os::ObjectInfo& info) -> Status {
+        if (StopRequestedNow(stop)) return stop->Why();
         // FNM_PATHNAME: a wildcard does not cross '/'; FNM_PERIOD: nor does
         // it match a leading '.', as Python's glob hides dot files.
         if (::fnmatch(key_pattern.c_str(), info.key.c_str(), FNM_PATHNAME | FNM_PERIOD) == 0) {

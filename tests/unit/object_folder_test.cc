@@ -375,5 +375,18 @@ TEST_F(ObjectFolderTest, AClientGoneDuringItsAdmissionHeadsStopsThemAndAdmitsNot
   EXPECT_EQ(store_->last_get_key_id(), "bob");
 }
 
+TEST_F(ObjectFolderTest, AGlobsListingStopsWhenItsClientHasGone) {
+  PutMany(*store_);
+  Connection connection;
+  ListingStop stop(nullptr, connection.fds[0]);
+  store_->set_on_list_page([&](uint64_t pages) {
+    if (pages == 2) connection.CloseClient();
+  });
+  auto cancelled =
+      Dataset::ExpandObjectGlob("s3://data/many/c/1*.jpg", *store_, AccessFor("alice"), &stop);
+  EXPECT_EQ(cancelled.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(store_->counters().lists.load(), 2u);  // of 20 pages
+}
+
 }  // namespace
 }  // namespace galley

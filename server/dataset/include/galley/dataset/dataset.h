@@ -87,10 +87,12 @@ class Dataset {
   // or `?` does not cross '/', nor match a leading '.' of a segment; `[...]`
   // classes), found by listing the glob's longest literal prefix with
   // `access`; sorted. NotFound "no object matches 's3://...'" for none; the
-  // store's errors naming the prefix.
+  // store's errors naming the prefix; Cancelled once `stop` (may be null)
+  // asks, before the next page is asked for.
   static Result<std::vector<std::string>> ExpandObjectGlob(const std::string& pattern,
                                                            objectstore::ObjectStore& store,
-                                                           const objectstore::Access& access);
+                                                           const objectstore::Access& access,
+                                                           ListingStop* stop = nullptr);
   // Whether `shard` names an object (s3://...) rather than a file.
   static bool IsObjectUrl(const std::string& shard);
 
