@@ -313,6 +313,12 @@ struct Connection {
     ::close(fds[1]);
     fds[1] = -1;
   }
+  // The client closes its end as `store` is asked for LIST page `page`.
+  void CloseClientAtListPage(InMemoryObjectStore& store, uint64_t page) {
+    store.set_on_list_page([this, page](uint64_t pages) {
+      if (pages == page) CloseClient();
+    });
+  }
   int fds[2] = {-1, -1};
 };
 
@@ -322,9 +328,7 @@ TEST_F(ObjectFolderTest, AClientGoneDuringTheListingStopsItsListPagesAndANewJobL
   ListingStop stop(nullptr, connection.fds[0]);
   // The client goes away while the second page is asked for, the first
   // page's keys taken.
-  store_->set_on_list_page([&](uint64_t pages) {
-    if (pages == 2) connection.CloseClient();
-  });
+  connection.CloseClientAtListPage(*store_, 2);
   ManifestOptions manifest;
   manifest.stop = &stop;
   auto cancelled =
@@ -379,9 +383,7 @@ TEST_F(ObjectFolderTest, AGlobsListingStopsWhenItsClientHasGone) {
   PutMany(*store_);
   Connection connection;
   ListingStop stop(nullptr, connection.fds[0]);
-  store_->set_on_list_page([&](uint64_t pages) {
-    if (pages == 2) connection.CloseClient();
-  });
+  connection.CloseClientAtListPage(*store_, 2);
   auto cancelled =
       Dataset::ExpandObjectGlob("s3://data/many/c/1*.jpg", *store_, AccessFor("alice"), &stop);
   EXPECT_EQ(cancelled.status().code(), StatusCode::kCancelled);
