@@ -145,6 +145,7 @@ py::dict InfoToDict(const galley::JobInfo& info) {
   d["left_out"] = info.left_out;
   d["left_out_samples"] = info.left_out_samples;
   d["field_collations"] = info.field_collations;
+  d["image_key"] = info.image_key;
   return d;
 }
 

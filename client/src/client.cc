@@ -197,6 +197,10 @@ Result<Job> Client::OpenJob(const JobSpec& spec) const {
                             wire::MessageType::kJobOpened, &frame, &connection));
   GALLEY_ASSIGN_OR_RETURN(JobInfo info, wire::JobInfoFromJson(reply));
   info.fields = spec.fields;
+  if (spec.image_in_fields) {
+    // The images travel as the batch's images, not as a field.
+    std::erase(info.fields, info.image_key);
+  }
   if (!frame.passed_fd.valid() || !frame.second_fd.valid()) {
     return Status::ProtocolError(
         "JobOpened arrived without the segment and wake-up socket descriptors");

@@ -465,6 +465,7 @@ const JobSpecField kJobSpecFields[] = {
     Plain<&JobSpec::field_batch_bytes>("field_batch_bytes"),
     Plain<&JobSpec::max_resolution>("max_resolution"),
     {"s3", false, WriteS3, ReadS3},
+    Plain<&JobSpec::image_in_fields>("image_in_fields"),
 };
 
 const JobSpecField* FindJobSpecField(std::string_view name) {
@@ -634,7 +635,8 @@ json JobInfoToJson(const JobInfo& info) {
           {"dataset_bytes", info.dataset_bytes},
           {"left_out", info.left_out},
           {"left_out_samples", info.left_out_samples},
-          {"field_collations", info.field_collations}};
+          {"field_collations", info.field_collations},
+          {"image_key", info.image_key}};
 }
 
 Result<JobInfo> JobInfoFromJson(const json& body) {
@@ -657,6 +659,7 @@ Result<JobInfo> JobInfoFromJson(const json& body) {
   GALLEY_RETURN_IF_ERROR(r.Unsigned("left_out", &info.left_out));
   GALLEY_RETURN_IF_ERROR(r.StringList("left_out_samples", &info.left_out_samples));
   GALLEY_RETURN_IF_ERROR(r.StringList("field_collations", &info.field_collations));
+  GALLEY_RETURN_IF_ERROR(r.String("image_key", &info.image_key));
   auto shape = body.find("sample_shape");
   if (shape == body.end() || !shape->is_array() || shape->size() != 3) {
     return Status::ProtocolError("JobOpened lacks a 3-dimensional sample_shape");

@@ -211,6 +211,7 @@ class JobSession:
         self._notice_shared_order(job)
         self._notice_left_out(info)
         if config.fields is not None:
+            config.fields.place_image(info.get("image_key", ""))
             config.fields.set_collations(info.get("field_collations", []))
         return job, self.daemon_pid(self.client)
 

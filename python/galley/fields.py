@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 
 from . import _galley
 from . import python_stage
+from . import shards as _shards
 
 if TYPE_CHECKING:  # torch is imported lazily: importing galley must not need it
     import torch
@@ -119,16 +120,29 @@ class FieldPlan:
     """Which fields a loader's batches carry, where the images go in them,
     and how each field is decoded and collated."""
 
-    def __init__(self, names: Sequence[str], image_index: int,
+    def __init__(self, names: Sequence[str], image_index: Optional[int],
                  decoders: Sequence[Callable[[bytes], Any]],
                  collations: Sequence[str] = ()) -> None:
         self.names = list(names)          # as the user gave them, images included
-        self.image_index = image_index    # where the images go in a batch
+        # Where the images go in a batch; None until galleyd names the image
+        # column of a manifest only it reads (place_image).
+        self.image_index = image_index
         self._decoders = list(decoders)   # one per field sent to galleyd
         # One per field: "int", "float", "bool" or "" (by the values: stacked
         # tensors or arrays, else a list).
         self._collations = list(collations) or [""] * len(self._decoders)
         self._decoding = bool(decoders) and all(d is not bytes for d in decoders)
+
+    def place_image(self, column: str) -> None:
+        """Puts the images where ``fields=`` names ``column``: the image
+        column galleyd found reading a manifest object's header (JobOpened's
+        ``image_key``), having checked that ``fields=`` names it."""
+        if self.image_index is None:
+            if column not in self.names:
+                raise _galley.ProtocolError(
+                    f"galleyd named {column!r} as the manifest's image column, which "
+                    f"fields={tuple(self.names)} does not name")
+            self.image_index = self.names.index(column)
 
     def set_collations(self, collations: Sequence[str]) -> None:
         """How galleyd, having read the whole dataset, says each field
@@ -225,7 +239,15 @@ def plan(fields: Optional[Sequence[str]], *, shards: bool, manifest: Optional[st
          batch_transform: Any) -> Tuple[Optional[FieldPlan], Dict[str, Any]]:
     """The FieldPlan of a loader's ``fields=`` and what its job spec gets;
     (None, {}) without ``fields=``. Raises ValueError for a combination that
-    does not say what a batch holds."""
+    does not say what a batch holds.
+
+    A local manifest's header is read here. A manifest object (s3://) only
+    galleyd reads, with the job's access: unless ``image_key=`` names the
+    image column, ``fields=`` goes to galleyd whole (``image_in_fields``);
+    galleyd checks it against the header as this function would (the same
+    messages, raised as InvalidRequest by the loader's first iteration) and
+    names the image column in JobOpened, where ``FieldPlan.place_image``
+    puts the images."""
     if fields is None:
         return None, {}
     if isinstance(fields, str):
@@ -249,6 +271,14 @@ def plan(fields: Optional[Sequence[str]], *, shards: bool, manifest: Optional[st
         if not columns:
             raise ValueError(f"{manifest} has no header row")
         image = image_key or columns[0]
+        where = "manifest column"
+        updates = {}
+    elif manifest is not None and _shards.is_object_url(manifest):
+        if image_key is None:  # the first column, which only galleyd reads
+            decoders = [(json.loads if decode else bytes) for _ in names[1:]]
+            return FieldPlan(names, None, decoders, [""] * len(decoders)), {
+                "image_in_fields": True, "fields": names, "image_key": ""}
+        image = image_key
         where = "manifest column"
         updates = {}
     else:

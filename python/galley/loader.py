@@ -247,8 +247,10 @@ class DataLoader:
         fields: what each batch carries, in order, instead of ``(images,
             labels)``: shard member extensions (``"jpg"``, ``"txt"``,
             ``"json"``...), ``"__key__"``, ``"__url__"``, or a header-row
-            manifest's column names; the image member takes its place
-            (docs/datasets.md, "Every member of a sample"; galley/fields.py).
+            manifest's column names (a local file or an ``s3://`` object,
+            whose header galleyd checks them against when the job opens);
+            the image member takes its place (docs/datasets.md, "Every
+            member of a sample"; galley/fields.py).
             With ``collate_fn``, it receives a list of per-sample tuples in
             that order, as torch's would.
         decode_fields: False passes every field value as ``bytes``.

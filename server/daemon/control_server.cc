@@ -139,6 +139,7 @@ JobInfo JobInfoOf(const ServedJob& job) {
   if (const auto& collations = plan.dataset->field_collations(); !collations.empty()) {
     for (const uint32_t f : plan.field_map) info.field_collations.push_back(collations[f]);
   }
+  if (!plan.spec.fields.empty()) info.image_key = plan.dataset->image_column();
   if (const ShardSource* shards = plan.dataset->shard_source()) {
     info.left_out = shards->stats().skipped_samples;
     info.left_out_samples = shards->stats().left_out;

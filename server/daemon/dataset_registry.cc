@@ -53,6 +53,18 @@ Status CheckRoot(const std::string& given, AccessChecker& checker) {
   return Status::Ok();
 }
 
+// A job's admission to a listing of objects another job made (its LIST and
+// HEADs, Dataset::VerifyObjects); one stopped by `stop` is logged as a
+// stopped listing is.
+Status AdmitToObjects(const Dataset& dataset, const objectstore::Access& access, bool* changed,
+                      ListingStop* stop) {
+  Status admitted = dataset.VerifyObjects(access, changed, stop);
+  if (admitted.code() == StatusCode::kCancelled) {
+    spdlog::info("dataset {}: {}", dataset.root().string(), admitted.message());
+  }
+  return admitted;
+}
+
 }  // namespace
 
 DatasetRegistryOptions DatasetRegistryOptions::From(const DaemonOptions& options) {
@@ -305,8 +317,8 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& given, const Credenti
         with_shards.shards.push_back(shard);
         continue;
       }
-      GALLEY_ASSIGN_OR_RETURN(auto matched,
-                              Dataset::ExpandObjectGlob(shard, *object_store_, *object_access));
+      GALLEY_ASSIGN_OR_RETURN(
+          auto matched, Dataset::ExpandObjectGlob(shard, *object_store_, *object_access, stop));
       with_shards.shards.insert(with_shards.shards.end(), matched.begin(), matched.end());
     }
     expanded = &with_shards;
@@ -342,7 +354,7 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& given, const Credenti
     // Listed with another job's credentials: served to this job only once
     // its own have HEADed every shard, each the listed version.
     bool changed = false;
-    GALLEY_RETURN_IF_ERROR(entry.dataset->VerifyObjects(*object_access, &changed));
+    GALLEY_RETURN_IF_ERROR(AdmitToObjects(*entry.dataset, *object_access, &changed, stop));
     if (changed) {
       GALLEY_ASSIGN_OR_RETURN(auto listed, List(spec, stop));
       GALLEY_ASSIGN_OR_RETURN(listed, Charged(std::move(listed), peer.uid));
@@ -350,7 +362,7 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& given, const Credenti
       entry = Install(key, std::move(listed), entry.dataset.get(), peer.uid);
       if (entry.dataset.get() != ours) {
         // Another job's listing came first: its shards, HEADed with ours.
-        GALLEY_RETURN_IF_ERROR(entry.dataset->VerifyObjects(*object_access, &changed));
+        GALLEY_RETURN_IF_ERROR(AdmitToObjects(*entry.dataset, *object_access, &changed, stop));
       }
     }
   }

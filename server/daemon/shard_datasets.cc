@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "galley/dataset/listing_progress.h"
+#include "wire/messages.h"
 
 namespace galley {
 
@@ -60,6 +61,23 @@ Status CheckShardJob(const Dataset& dataset, const JobSpec& spec) {
   return Status::Ok();
 }
 
+namespace {
+
+// `names` as the job's Python code writes them, fields=('image', 'label'),
+// so that a refusal reads as the client's own for a manifest it can read.
+std::string FieldsText(const std::vector<std::string>& names) {
+  std::string text = "fields=(";
+  for (size_t i = 0; i < names.size(); ++i) {
+    // Python quotes with ' unless the text holds a ' and no ".
+    const bool has_single = names[i].find('\'') != std::string::npos;
+    const char quote = has_single && names[i].find('"') == std::string::npos ? '"' : '\'';
+    text += (i == 0 ? "" : ", ") + std::string(1, quote) + wire::EscapeBytes(names[i]) + quote;
+  }
+  return text + (names.size() == 1 ? ",)" : ")");
+}
+
+}  // namespace
+
 Result<std::vector<uint32_t>> JobFieldMap(const Dataset& dataset, const JobSpec& spec) {
   std::vector<uint32_t> map;
   if (spec.fields.empty()) return map;
@@ -69,7 +87,27 @@ Result<std::vector<uint32_t>> JobFieldMap(const Dataset& dataset, const JobSpec&
         "'fields' needs tar shards or a manifest with a header row (.csv, .tsv or .jsonl); " +
         dataset.root().string() + " has neither");
   }
-  for (const std::string& field : spec.fields) {
+  std::vector<std::string> fields = spec.fields;
+  if (spec.image_in_fields) {
+    const std::string& image = dataset.image_column();
+    if (image.empty()) {
+      return Status::InvalidArgument("'image_in_fields' applies to a manifest with a header row; " +
+                                     dataset.root().string() + " is none");
+    }
+    if (std::erase(fields, image) == 0) {
+      return Status::InvalidArgument(
+          FieldsText(spec.fields) + " does not name the image manifest column '" +
+          wire::EscapeBytes(image) + "'" +
+          (spec.image_key.empty() ? " (the first column, or the one image_key= names)"
+                                  : " (image_key= names it; with fields= the two must agree)"));
+    }
+    if (fields.empty()) {
+      return Status::InvalidArgument(FieldsText(spec.fields) +
+                                     " names only the image; leave fields= out for (images, "
+                                     "labels) batches");
+    }
+  }
+  for (const std::string& field : fields) {
     auto it = std::find(names.begin(), names.end(), field);
     if (it == names.end()) {
       std::string known;

@@ -640,6 +640,7 @@ Status FileSource::ReadTable(std::istream& in, const ManifestOptions& options) {
   }
   if (!header) return Status::InvalidArgument(root_.string() + " has no header row");
   field_names_ = table.field_names();
+  image_column_ = table.image_column();
   field_types_ = table.column_types();
   field_collations_ = table.collations();
   // Labels follow the first field column's type: an integer column's

@@ -10,6 +10,16 @@ bool ListingStop::Requested() {
   if (peer_fd_ < 0 || calls_.fetch_add(1, std::memory_order_relaxed) % kPollEvery != 0) {
     return false;
   }
+  return PeerGone();
+}
+
+bool ListingStop::RequestedNow() {
+  if (stopping_ != nullptr && stopping_->load(std::memory_order_relaxed)) return true;
+  if (peer_gone_.load(std::memory_order_relaxed)) return true;
+  return peer_fd_ >= 0 && PeerGone();
+}
+
+bool ListingStop::PeerGone() {
   // The peer sends nothing while it waits for its reply, so any of these
   // means it closed the connection (or it broke).
   struct pollfd watched = {peer_fd_, POLLRDHUP, 0};

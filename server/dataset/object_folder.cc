@@ -117,7 +117,7 @@ Status ObjectFolderSource::ListFolder(const os::Access& access, const os::S3Url&
   listings_++;
   const Status listed =
       store_->List(access, prefix.bucket, prefix.key, [&](const os::ObjectInfo& info) -> Status {
-        if (StopRequested(stop)) return stop->Why();
+        if (StopRequestedNow(stop)) return stop->Why();
         any = true;
         const std::string_view relative = std::string_view(info.key).substr(prefix.key.size());
         const FolderKey key = ClassifyFolderKey(relative);
@@ -255,7 +255,7 @@ Status ObjectFolderSource::FindObjects(const os::Access& access, ListingStop* st
     listings_++;
     const Status listed =
         store_->List(access, prefix.bucket, prefix.key, [&](const os::ObjectInfo& info) -> Status {
-          if (StopRequested(stop)) return stop->Why();
+          if (StopRequestedNow(stop)) return stop->Why();
           auto it = wanted.find(ObjectId(prefix.bucket, info.key));
           if (it == wanted.end()) return Status::Ok();
           FoldListed(digest, info);
@@ -324,7 +324,7 @@ void ObjectFolderSource::Keep(std::vector<Listed> items, const os::Access& acces
   admitted_.insert(access.credentials.access_key_id);
 }
 
-Result<bool> ObjectFolderSource::ListsTheSame(const os::Access& access) const {
+Result<bool> ObjectFolderSource::ListsTheSame(const os::Access& access, ListingStop* stop) const {
   ContentFingerprintBuilder digest("object-listing");
   std::unordered_map<std::string, bool> wanted;
   if (!folder_) {
@@ -337,6 +337,7 @@ Result<bool> ObjectFolderSource::ListsTheSame(const os::Access& access) const {
     listings_++;
     const Status listed =
         store_->List(access, prefix.bucket, prefix.key, [&](const os::ObjectInfo& info) -> Status {
+          if (StopRequestedNow(stop)) return stop->Why();
           const bool kept =
               folder_
                   ? ClassifyFolderKey(std::string_view(info.key).substr(prefix.key.size())).image
@@ -349,7 +350,8 @@ Result<bool> ObjectFolderSource::ListsTheSame(const os::Access& access) const {
   return digest.Finish() == digest_;
 }
 
-Status ObjectFolderSource::VerifyObjects(const os::Access& access, bool* changed) const {
+Status ObjectFolderSource::VerifyObjects(const os::Access& access, bool* changed,
+                                         ListingStop* stop) const {
   *changed = false;
   if (manifest_url_) {
     // The manifest itself: this job's own HEAD, the listed version.
@@ -366,7 +368,7 @@ Status ObjectFolderSource::VerifyObjects(const os::Access& access, bool* changed
   }
   // This job's own LIST: it may list the prefixes, and sees the keys, sizes
   // and ETags the listing holds.
-  GALLEY_ASSIGN_OR_RETURN(const bool same, ListsTheSame(access));
+  GALLEY_ASSIGN_OR_RETURN(const bool same, ListsTheSame(access, stop));
   if (!same) {
     *changed = true;
     stale_ = true;
@@ -383,7 +385,7 @@ Status ObjectFolderSource::VerifyObjects(const os::Access& access, bool* changed
   }
   // Other credentials: every object HEADed with them, each the listed
   // version, before anything fetched for another job is served.
-  GALLEY_RETURN_IF_ERROR(storage_->VerifyObjects(access, changed));
+  GALLEY_RETURN_IF_ERROR(storage_->VerifyObjects(access, changed, stop));
   if (*changed) {
     stale_ = true;
     return Status::Ok();
@@ -441,6 +443,10 @@ const std::vector<std::string>& ObjectFolderSource::field_names() const {
   return table_ != nullptr ? table_->field_names() : DatasetSource::field_names();
 }
 
+const std::string& ObjectFolderSource::image_column() const {
+  return table_ != nullptr ? table_->image_column() : DatasetSource::image_column();
+}
+
 const std::vector<std::string>& ObjectFolderSource::field_collations() const {
   return table_ != nullptr ? table_->field_collations() : DatasetSource::field_collations();
 }
@@ -469,7 +475,8 @@ bool Dataset::IsObjectGlob(const std::string& url) {
 
 Result<std::vector<std::string>> Dataset::ExpandObjectGlob(const std::string& pattern,
                                                            os::ObjectStore& store,
-                                                           const os::Access& access) {
+                                                           const os::Access& access,
+                                                           ListingStop* stop) {
   const size_t magic = pattern.find_first_of("*?[");
   const size_t bucket_end = pattern.find('/', 5);
   if (magic == std::string::npos || bucket_end == std::string::npos || magic < bucket_end) {
@@ -487,6 +494,7 @@ Result<std::vector<std::string>> Dataset::ExpandObjectGlob(const std::string& pa
   std::vector<std::string> matched;
   const Status listed =
       store.List(access, literal.bucket, literal.key, [&](const os::ObjectInfo& info) -> Status {
+        if (StopRequestedNow(stop)) return stop->Why();
         // FNM_PATHNAME: a wildcard does not cross '/'; FNM_PERIOD: nor does
         // it match a leading '.', as Python's glob hides dot files.
         if (::fnmatch(key_pattern.c_str(), info.key.c_str(), FNM_PATHNAME | FNM_PERIOD) == 0) {

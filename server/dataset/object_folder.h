@@ -90,6 +90,7 @@ class ObjectFolderSource final : public DatasetSource {
   std::string Name(ItemId id) const override;
   Result<std::vector<uint8_t>> Read(ItemId id) const override;
   const std::vector<std::string>& field_names() const override;
+  const std::string& image_column() const override;
   const std::vector<std::string>& field_collations() const override;
   Result<std::vector<uint8_t>> ReadFields(ItemId id) const override;
   uint64_t total_bytes() const override { return total_bytes_; }
@@ -103,7 +104,8 @@ class ObjectFolderSource final : public DatasetSource {
   // local manifest's file changed.
   Status Verify(AccessChecker* checker, std::span<const ItemId> served,
                 bool* changed) const override;
-  Status VerifyObjects(const objectstore::Access& access, bool* changed) const override;
+  Status VerifyObjects(const objectstore::Access& access, bool* changed,
+                       ListingStop* stop) const override;
   void Prefetch(std::span<const ItemId> ids) const override;
   const objectstore::ObjectStoreCounters* object_counters() const override {
     return &store_->counters();
@@ -143,7 +145,7 @@ class ObjectFolderSource final : public DatasetSource {
             const ShardOptions& options);
   // What the prefixes list now, with `access`, folded as the listing was:
   // whether it matches.
-  Result<bool> ListsTheSame(const objectstore::Access& access) const;
+  Result<bool> ListsTheSame(const objectstore::Access& access, ListingStop* stop) const;
 
   const std::shared_ptr<objectstore::ObjectStore> store_;
   const std::string endpoint_;

@@ -291,15 +291,22 @@ Status ObjectShards::Verify(AccessChecker* /*checker*/, const std::vector<bool>&
   return Status::Ok();
 }
 
-Status ObjectShards::VerifyObjects(const os::Access& access, bool* changed) {
+Status ObjectShards::VerifyObjects(const os::Access& access, bool* changed, ListingStop* stop) {
   // HEADs in parallel: a set of a thousand shards is admitted in the time
   // of a few dozen round trips.
   const size_t parallel_heads = heads_in_flight_;
   std::vector<Status> denied(shards_.size(), Status::Ok());
   std::atomic<bool> differs{false};
+  std::atomic<bool> stopped{false};
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < shards_.size(); i = next++) {
+      // The client that asked has gone (or galleyd stops): no more HEADs;
+      // those in flight on the other threads end on their own.
+      if (stopped.load() || StopRequestedNow(stop)) {
+        stopped = true;
+        return;
+      }
       const Shard& s = shards_[i];
       verify_heads_++;
       auto info = store_->Head(access, s.url.bucket, s.url.key);
@@ -316,6 +323,10 @@ Status ObjectShards::VerifyObjects(const os::Access& access, bool* changed) {
   for (size_t t = 1; t < std::min(parallel_heads, shards_.size()); ++t) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
+  if (stopped.load()) {
+    *changed = false;  // not all HEADed: the next job's HEADs tell
+    return stop->Why();
+  }
   *changed = differs.load();
   if (*changed) changed_ = true;
   for (const Status& status : denied) {

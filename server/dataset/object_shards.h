@@ -89,7 +89,10 @@ class ObjectShards final : public ShardSource::Storage {
   // Files only: nothing to check against a local user.
   Status Verify(AccessChecker* checker, const std::vector<bool>& holds_served,
                 bool* changed) override;
-  Status VerifyObjects(const objectstore::Access& access, bool* changed) override;
+  // Stops sending HEADs once `stop` (may be null) asks, Cancelled; the
+  // HEADs in flight end, and nothing is admitted.
+  Status VerifyObjects(const objectstore::Access& access, bool* changed,
+                       ListingStop* stop) override;
   void Prefetch(std::span<const ShardExtent> extents) override;
   // Adds `access` as the newest (the same credentials admitted before are
   // moved up) and wakes the reads waiting for credentials: VerifyObjects

@@ -1023,8 +1023,9 @@ Status ShardSource::Verify(AccessChecker* checker, std::span<const ItemId> serve
   return storage_->Verify(checker, holds_served, changed);
 }
 
-Status ShardSource::VerifyObjects(const objectstore::Access& access, bool* changed) const {
-  return storage_->VerifyObjects(access, changed);
+Status ShardSource::VerifyObjects(const objectstore::Access& access, bool* changed,
+                                  ListingStop* stop) const {
+  return storage_->VerifyObjects(access, changed, stop);
 }
 
 const objectstore::ObjectStoreCounters* ShardSource::object_counters() const {

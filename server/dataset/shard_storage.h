@@ -96,7 +96,8 @@ class ShardSource::Storage {
   virtual Status Verify(AccessChecker* checker, const std::vector<bool>& holds_served,
                         bool* changed) = 0;
   // ShardSource::VerifyObjects.
-  virtual Status VerifyObjects(const objectstore::Access& /*access*/, bool* changed) {
+  virtual Status VerifyObjects(const objectstore::Access& /*access*/, bool* changed,
+                               ListingStop* /*stop*/) {
     *changed = false;
     return Status::Ok();
   }

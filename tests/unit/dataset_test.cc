@@ -401,6 +401,7 @@ TEST_F(DatasetTest, HeaderRowManifestsNameTheImageColumnAndTheLabel) {
   auto jsonl = Dataset::Open(root_ / "list.jsonl", {}, {.image_column = "file"});
   ASSERT_TRUE(jsonl.ok()) << jsonl.status().ToString();
   EXPECT_EQ((*jsonl)->field_names(), (std::vector<std::string>{"cls", "meta"}));
+  EXPECT_EQ((*jsonl)->image_column(), "file");
   EXPECT_EQ((*jsonl)->classes(), (std::vector<std::string>{"cat", "dog"}));
   EXPECT_EQ((*jsonl)->label(0), 1);
   auto record = (*jsonl)->ReadFields(0);
@@ -412,6 +413,7 @@ TEST_F(DatasetTest, HeaderRowManifestsNameTheImageColumnAndTheLabel) {
   ASSERT_TRUE(headed.ok()) << headed.status().ToString();
   EXPECT_EQ((*headed)->size(), 2u);
   EXPECT_EQ((*headed)->label(1), 5);
+  EXPECT_EQ((*headed)->image_column(), "path");  // the first column, image_column not given
   EXPECT_EQ(Dataset::Open(root_ / "list.tsv", {}).status().code(), StatusCode::kNotFound);
 }
 

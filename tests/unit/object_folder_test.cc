@@ -5,10 +5,12 @@
 // s3:// matches as Python's glob, a changed object is DataLoss, refused
 // credentials get nothing, a prefetched wave keeps many GETs in flight, and
 // the rule for sharing with other credentials: the job's own LIST always,
-// no HEAD for an access key already admitted, a HEAD per object for another.
+// no HEAD for an access key already admitted, a HEAD per object for another;
+// a client gone during its listing or admission stops their requests.
 #include "server/dataset/object_folder.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -18,6 +20,8 @@
 
 #include "galley/dataset/dataset.h"
 #include "galley/dataset/file_source.h"
+#include "galley/dataset/listing_stop.h"
+#include "server/dataset/object_shards.h"
 #include "tests/unit/objectstore/in_memory_object_store.h"
 #include "tests/unit/objectstore/object_test_support.h"
 
@@ -275,19 +279,19 @@ TEST_F(ObjectFolderTest, TheSameKeySharesByItsListAnotherHeadsEachObjectOneObjec
 
   // The access key that listed it: its own LIST, no HEAD.
   auto before = requests();
-  ASSERT_TRUE(o.VerifyObjects(AccessFor("alice"), &changed).ok());
+  ASSERT_TRUE(o.VerifyObjects(AccessFor("alice"), &changed, nullptr).ok());
   EXPECT_FALSE(changed);
   EXPECT_EQ(requests().first - before.first, 1u);
   EXPECT_EQ(requests().second - before.second, 0u);
 
   // Another key: its LIST and a HEAD per object; admitted after.
   before = requests();
-  ASSERT_TRUE(o.VerifyObjects(AccessFor("bob"), &changed).ok());
+  ASSERT_TRUE(o.VerifyObjects(AccessFor("bob"), &changed, nullptr).ok());
   EXPECT_FALSE(changed);
   EXPECT_EQ(requests().first - before.first, 1u);
   EXPECT_EQ(requests().second - before.second, images);
   before = requests();
-  ASSERT_TRUE(o.VerifyObjects(AccessFor("bob"), &changed).ok());
+  ASSERT_TRUE(o.VerifyObjects(AccessFor("bob"), &changed, nullptr).ok());
   EXPECT_EQ(requests().second - before.second, 0u);
   // Later reads are signed with the newest admitted key.
   ASSERT_TRUE(o.Read(0).ok());
@@ -296,17 +300,17 @@ TEST_F(ObjectFolderTest, TheSameKeySharesByItsListAnotherHeadsEachObjectOneObjec
   // A key that may list the bucket but not read one object: refused,
   // naming the object, and not admitted.
   store_->DenyObject("data", "imgs/b/x10.png", "carol");
-  Status denied = o.VerifyObjects(AccessFor("carol"), &changed);
+  Status denied = o.VerifyObjects(AccessFor("carol"), &changed, nullptr);
   EXPECT_EQ(denied.code(), StatusCode::kPermissionDenied);
   EXPECT_NE(denied.message().find("s3://data/imgs/b/x10.png"), std::string::npos)
       << denied.message();
   before = requests();
-  EXPECT_FALSE(o.VerifyObjects(AccessFor("carol"), &changed).ok());
+  EXPECT_FALSE(o.VerifyObjects(AccessFor("carol"), &changed, nullptr).ok());
   EXPECT_EQ(requests().second - before.second, images);
 
   // A key that may not list: refused at its LIST, before any HEAD.
   before = requests();
-  Status unlisted = o.VerifyObjects(AccessFor("mallory"), &changed);
+  Status unlisted = o.VerifyObjects(AccessFor("mallory"), &changed, nullptr);
   EXPECT_EQ(unlisted.code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(requests().second - before.second, 0u);
 
@@ -322,9 +326,107 @@ TEST_F(ObjectFolderTest, TheSameKeySharesByItsListAnotherHeadsEachObjectOneObjec
 
   // A key added under the prefix: the listing is no longer what it lists.
   store_->Put("data", "imgs/a/new.jpg", BytesOf("new"));
-  ASSERT_TRUE(o.VerifyObjects(AccessFor("alice"), &changed).ok());
+  ASSERT_TRUE(o.VerifyObjects(AccessFor("alice"), &changed, nullptr).ok());
   EXPECT_TRUE(changed);
   EXPECT_TRUE(o.stale());
+}
+
+// 200 images under s3://data/many/, listed 10 keys a page.
+void PutMany(InMemoryObjectStore& store) {
+  for (int i = 0; i < 200; ++i) {
+    store.Put("data", "many/c/" + std::to_string(1000 + i) + ".jpg", BytesOf("px"));
+  }
+  store.set_list_page_keys(10);
+}
+
+// The two ends of a job's control connection: galleyd's, which a
+// ListingStop watches, and the client's, which the test closes.
+struct Connection {
+  Connection() { EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0); }
+  ~Connection() {
+    for (int fd : fds) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  void CloseClient() {
+    ::close(fds[1]);
+    fds[1] = -1;
+  }
+  // The client closes its end as `store` is asked for LIST page `page`.
+  void CloseClientAtListPage(InMemoryObjectStore& store, uint64_t page) {
+    store.set_on_list_page([this, page](uint64_t pages) {
+      if (pages == page) CloseClient();
+    });
+  }
+  int fds[2] = {-1, -1};
+};
+
+TEST_F(ObjectFolderTest, AClientGoneDuringTheListingStopsItsListPagesAndANewJobListsAfresh) {
+  PutMany(*store_);
+  Connection connection;
+  ListingStop stop(nullptr, connection.fds[0]);
+  // The client goes away while the second page is asked for, the first
+  // page's keys taken.
+  connection.CloseClientAtListPage(*store_, 2);
+  ManifestOptions manifest;
+  manifest.stop = &stop;
+  auto cancelled =
+      Dataset::OpenObjectFolder("s3://data/many/", store_, AccessFor("alice"), options_, manifest);
+  ASSERT_FALSE(cancelled.ok());
+  EXPECT_EQ(cancelled.status().code(), StatusCode::kCancelled);
+  EXPECT_NE(cancelled.status().message().find("the client that asked for it has gone"),
+            std::string::npos)
+      << cancelled.status().message();
+  EXPECT_EQ(store_->counters().lists.load(), 2u);  // no page after the one in flight
+  store_->set_on_list_page(nullptr);
+  // Nothing was kept of it: the next job lists the prefix, all 20 pages.
+  auto listed = Open("s3://data/many/");
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ((*listed)->size(), 200u);
+  EXPECT_EQ(store_->counters().lists.load(), 2u + 20u);
+}
+
+TEST_F(ObjectFolderTest, AClientGoneDuringItsAdmissionHeadsStopsThemAndAdmitsNothing) {
+  PutMany(*store_);
+  auto objects = Open("s3://data/many/");
+  ASSERT_TRUE(objects.ok());
+  const Dataset& o = **objects;
+  Connection connection;
+  ListingStop stop(nullptr, connection.fds[0]);
+  const uint64_t heads = store_->counters().heads.load();
+  // Bob's job goes away as its first HEAD is sent.
+  store_->set_on_head([&](uint64_t sent) {
+    if (sent == heads + 1) connection.CloseClient();
+  });
+  bool changed = true;
+  Status cancelled = o.VerifyObjects(AccessFor("bob"), &changed, &stop);
+  EXPECT_EQ(cancelled.code(), StatusCode::kCancelled) << cancelled.ToString();
+  EXPECT_FALSE(changed);
+  // Each HEAD thread sends at most the one it had started: far from 200.
+  EXPECT_LE(store_->counters().heads.load() - heads, ObjectShards::kDefaultHeadsInFlight);
+  store_->set_on_head(nullptr);
+  // Alice's job is served as before, with her credentials.
+  ASSERT_TRUE(o.Read(0).ok());
+  EXPECT_EQ(store_->last_get_key_id(), "alice");
+  EXPECT_FALSE(o.stale());
+  // Bob was not admitted: his next job HEADs every object, and is.
+  const uint64_t before = store_->counters().heads.load();
+  ASSERT_TRUE(o.VerifyObjects(AccessFor("bob"), &changed, nullptr).ok());
+  EXPECT_FALSE(changed);
+  EXPECT_EQ(store_->counters().heads.load() - before, 200u);
+  ASSERT_TRUE(o.Read(1).ok());
+  EXPECT_EQ(store_->last_get_key_id(), "bob");
+}
+
+TEST_F(ObjectFolderTest, AGlobsListingStopsWhenItsClientHasGone) {
+  PutMany(*store_);
+  Connection connection;
+  ListingStop stop(nullptr, connection.fds[0]);
+  connection.CloseClientAtListPage(*store_, 2);
+  auto cancelled =
+      Dataset::ExpandObjectGlob("s3://data/many/c/1*.jpg", *store_, AccessFor("alice"), &stop);
+  EXPECT_EQ(cancelled.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(store_->counters().lists.load(), 2u);  // of 20 pages
 }
 
 }  // namespace

@@ -233,7 +233,7 @@ TEST_F(ObjectShardsTest, ASecondJobsCredentialsHeadEveryShardBeforeItIsServed) {
   const uint64_t heads = store_->counters().heads.load();
   bool changed = true;
   // Mallory may read nothing: refused, and the source keeps alice's access.
-  Status refused = (*source)->VerifyObjects(AccessFor("mallory"), &changed);
+  Status refused = (*source)->VerifyObjects(AccessFor("mallory"), &changed, nullptr);
   EXPECT_EQ(refused.code(), StatusCode::kPermissionDenied);
   EXPECT_FALSE(changed);
   EXPECT_EQ(store_->counters().heads.load() - heads, 3u);  // one HEAD per shard
@@ -241,14 +241,14 @@ TEST_F(ObjectShardsTest, ASecondJobsCredentialsHeadEveryShardBeforeItIsServed) {
   EXPECT_EQ(store_->last_get_key_id(), "alice");
   // Bob may: admitted, and later reads carry his (newest) credentials.
   store_->Allow("bucket", "bob");
-  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("bob"), &changed).ok());
+  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("bob"), &changed, nullptr).ok());
   EXPECT_FALSE(changed);
   EXPECT_EQ(store_->counters().heads.load() - heads, 6u);
   ASSERT_TRUE((*source)->Read(1).ok());
   EXPECT_EQ(store_->last_get_key_id(), "bob");
   // A changed object is seen by the HEADs: the dataset is to be listed again.
   store_->Put("bucket", "train/shard-2.tar", Shard(2, 3));
-  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("bob"), &changed).ok());
+  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("bob"), &changed, nullptr).ok());
   EXPECT_TRUE(changed);
   EXPECT_TRUE((*source)->stale());
 }
@@ -258,7 +258,7 @@ TEST_F(ObjectShardsTest, AnExpiredTokenFallsBackToTheNewestCredentialsNotRefused
   ASSERT_TRUE(source.ok());
   store_->Allow("bucket", "bob");
   bool changed = true;
-  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("bob"), &changed).ok());
+  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("bob"), &changed, nullptr).ok());
   ASSERT_TRUE((*source)->Read(0).ok());
   EXPECT_EQ(store_->last_get_key_id(), "bob");
   // Bob's token expires: his read is sent again with alice's, the newest
@@ -272,7 +272,7 @@ TEST_F(ObjectShardsTest, AnExpiredTokenFallsBackToTheNewestCredentialsNotRefused
   EXPECT_EQ(store_->refusals(), 1u);
   // Prefetched reads fall back the same way.
   store_->Allow("bucket", "carol");
-  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("carol"), &changed).ok());
+  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("carol"), &changed, nullptr).ok());
   store_->Expire("carol");
   const std::vector<ItemId> wave = {3, 4, 25};
   (*source)->Prefetch(wave);
@@ -294,7 +294,7 @@ TEST_F(ObjectShardsTest, WhenEveryCredentialExpiredAReadWaitsForARefresh) {
   store_->WaitForRefusals(1);
   store_->Allow("bucket", "alice-refreshed");
   bool changed = true;
-  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("alice-refreshed"), &changed).ok());
+  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("alice-refreshed"), &changed, nullptr).ok());
   EXPECT_FALSE(changed);
   reader.join();
   ASSERT_TRUE(read.ok()) << read.status().ToString();
@@ -308,7 +308,7 @@ TEST_F(ObjectShardsTest, RefreshedCredentialsThatCannotReadEveryShardAreNotUsed)
   bool changed = true;
   // Mallory's refresh is refused (PermissionDenied from a HEAD); alice's
   // credentials still sign the reads.
-  EXPECT_EQ((*source)->VerifyObjects(AccessFor("mallory"), &changed).code(),
+  EXPECT_EQ((*source)->VerifyObjects(AccessFor("mallory"), &changed, nullptr).code(),
             StatusCode::kPermissionDenied);
   ASSERT_TRUE((*source)->Read(0).ok());
   EXPECT_EQ(store_->last_get_key_id(), "alice");
@@ -334,7 +334,7 @@ TEST_F(ObjectShardsTest, AnObjectRefusedToValidCredentialsFailsAtOnceWithoutFall
   ASSERT_TRUE(source.ok());
   store_->Allow("bucket", "bob");
   bool changed = true;
-  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("bob"), &changed).ok());
+  ASSERT_TRUE((*source)->VerifyObjects(AccessFor("bob"), &changed, nullptr).ok());
   // AccessDenied is about the object, not the credentials: no other
   // credentials are tried, and bob's still sign the next read.
   store_->Revoke("bucket", "bob");

@@ -153,6 +153,7 @@ TEST(Messages, JobSpecRoundTrips) {
   spec.shard_seed = 0;  // set, even to 0, is not unset
   spec.local_world_size = 2;
   spec.max_resolution = 256;
+  spec.image_in_fields = true;
   spec.s3 =
       ObjectStoreAccess{"http://127.0.0.1:9000", "eu-west-1", true, "AKID", "secret", "token"};
   spec.epoch_items = std::vector<uint64_t>{4, 4, 0};  // read back apart (JobSpecListsEpochs)
@@ -195,6 +196,7 @@ TEST(Messages, JobSpecRoundTrips) {
   EXPECT_EQ(parsed->shard_seed, std::optional<uint64_t>(0));
   EXPECT_EQ(parsed->local_world_size, 2u);
   EXPECT_EQ(parsed->max_resolution, 256u);
+  EXPECT_TRUE(parsed->image_in_fields);
   ASSERT_TRUE(parsed->s3.has_value());
   EXPECT_EQ(parsed->s3->endpoint_url, "http://127.0.0.1:9000");
   EXPECT_EQ(parsed->s3->region, "eu-west-1");

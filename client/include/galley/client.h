@@ -96,7 +96,8 @@ struct JobInfo {
   std::string content_key;
   std::string mtimes_key;
   uint64_t dataset_bytes = 0;  // the items' total size, as listed
-  // The fields each sample carries (JobSpec::fields), as the job asked.
+  // The fields each sample carries (JobSpec::fields), as the job asked,
+  // less the image column with JobSpec::image_in_fields.
   std::vector<std::string> fields;
   // Tar shards: the samples the listing left out (no image, no usable
   // label, a member `fields` names missing or twice), and the first
@@ -107,6 +108,9 @@ struct JobInfo {
   // the whole dataset: "int", "float", "bool" or "" (by its values). Empty
   // when every one is "".
   std::vector<std::string> field_collations;
+  // A manifest with a header row read for a job naming fields: the column
+  // naming the images (JobSpec::image_key, or the first); "" otherwise.
+  std::string image_key;
 };
 
 class Job {

@@ -63,6 +63,13 @@ struct JobSpec {
   // shard sample without one of the members is left out of the listing.
   // Empty: the batch carries the image and the label only.
   std::vector<std::string> fields;
+  // For a manifest with a header row: `fields` names the image column too,
+  // where the batch has its images, and galleyd finds which column that is
+  // (image_key, or the first) as it reads the manifest, for a client that
+  // cannot read the manifest itself (an s3:// object). galleyd refuses a job
+  // whose `fields` leaves the image column out or names nothing else, and
+  // tells the image column in JobOpened (JobInfo::image_key).
+  bool image_in_fields = false;
   // The largest field value a sample may carry; a larger one fails the
   // sample, naming the field.
   uint64_t max_member_bytes = uint64_t{1} << 20;

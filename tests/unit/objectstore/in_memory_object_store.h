@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -76,6 +77,18 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
   void set_list_page_keys(size_t keys) {
     std::lock_guard<std::mutex> lock(mu_);
     list_page_keys_ = keys;
+  }
+  // Called, outside the store's lock, as each LIST page is requested, with
+  // the pages requested so far (counters().lists).
+  void set_on_list_page(std::function<void(uint64_t)> hook) {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_list_page_ = std::move(hook);
+  }
+  // Called, outside the store's lock, as each HEAD is sent, with the HEADs
+  // sent so far (counters().heads).
+  void set_on_head(std::function<void(uint64_t)> hook) {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_head_ = std::move(hook);
   }
   // Requests signed with `access_key_id` are refused from now on as S3
   // refuses expired credentials (400 ExpiredToken), whatever they may read.
@@ -159,8 +172,14 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
 
   Result<objectstore::ObjectInfo> Head(const objectstore::Access& access, const std::string& bucket,
                                        const std::string& key) override {
+    std::function<void(uint64_t)> on_head;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      on_head = on_head_;
+    }
+    const uint64_t heads = ++counters_.heads;
+    if (on_head) on_head(heads);
     std::lock_guard<std::mutex> lock(mu_);
-    counters_.heads++;
     GALLEY_RETURN_IF_ERROR(CheckAccess(access, bucket, key));
     GALLEY_RETURN_IF_ERROR(CheckObject(access, bucket, key));
     auto it = objects_.find({bucket, key});
@@ -172,6 +191,8 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
               const std::string& prefix,
               const std::function<Status(const objectstore::ObjectInfo&)>& each) override {
     std::vector<objectstore::ObjectInfo> found;
+    size_t page_keys = 0;
+    std::function<void(uint64_t)> on_page;
     {
       std::lock_guard<std::mutex> lock(mu_);
       counters_.lists++;
@@ -180,12 +201,18 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
         if (name.first == bucket && name.second.compare(0, prefix.size(), prefix) == 0)
           found.push_back({name.second, object.bytes.size(), object.etag});
       }
-      // One page is counted already; each further page is another request.
-      if (list_page_keys_ > 0 && found.size() > list_page_keys_)
-        counters_.lists += (found.size() - 1) / list_page_keys_;
+      page_keys = list_page_keys_ > 0 ? list_page_keys_ : std::max<size_t>(found.size(), 1);
+      on_page = on_list_page_;
     }
-    for (const auto& info : found) GALLEY_RETURN_IF_ERROR(each(info));
-    return Status::Ok();
+    // Page by page, as S3 answers: the next page is requested (counted)
+    // only once the caller took every key of the one before.
+    for (size_t first = 0;; first += page_keys) {
+      const uint64_t pages = first == 0 ? counters_.lists.load() : ++counters_.lists;
+      if (on_page) on_page(pages);
+      const size_t end = std::min(first + page_keys, found.size());
+      for (size_t i = first; i < end; ++i) GALLEY_RETURN_IF_ERROR(each(found[i]));
+      if (end >= found.size()) return Status::Ok();
+    }
   }
 
   Status Stream(const objectstore::Access& access, const std::string& bucket,
@@ -301,6 +328,8 @@ class InMemoryObjectStore final : public objectstore::ObjectStore {
   std::set<std::pair<std::string, std::string>> allowed_;         // bucket, access key id
   std::set<std::pair<std::string, std::string>> denied_objects_;  // bucket/key, access key id
   size_t list_page_keys_ = 0;                                     // 0: one page
+  std::function<void(uint64_t)> on_list_page_;                    // see set_on_list_page
+  std::function<void(uint64_t)> on_head_;                         // see set_on_head
   std::set<std::string> expired_;                                 // access key ids
   uint64_t refusals_ = 0;
   std::deque<Request> queue_;

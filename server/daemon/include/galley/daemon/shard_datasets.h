@@ -41,7 +41,10 @@ Status CheckShardJob(const Dataset& dataset, const JobSpec& spec);
 
 // Where each of the job's fields is among the dataset's (JobPlan::
 // field_map); InvalidArgument naming a field the dataset lacks, or a
-// dataset without fields.
+// dataset without fields. With JobSpec::image_in_fields the dataset's image
+// column is taken out of the job's fields first; InvalidArgument, worded as
+// the Python client words it for a manifest it reads, when they leave that
+// column out or name nothing else.
 Result<std::vector<uint32_t>> JobFieldMap(const Dataset& dataset, const JobSpec& spec);
 
 // Shard counts, skipped members and samples, damage, index age and the

@@ -87,10 +87,12 @@ class Dataset {
   // or `?` does not cross '/', nor match a leading '.' of a segment; `[...]`
   // classes), found by listing the glob's longest literal prefix with
   // `access`; sorted. NotFound "no object matches 's3://...'" for none; the
-  // store's errors naming the prefix.
+  // store's errors naming the prefix; Cancelled once `stop` (may be null)
+  // asks, before the next page is asked for.
   static Result<std::vector<std::string>> ExpandObjectGlob(const std::string& pattern,
                                                            objectstore::ObjectStore& store,
-                                                           const objectstore::Access& access);
+                                                           const objectstore::Access& access,
+                                                           ListingStop* stop = nullptr);
   // Whether `shard` names an object (s3://...) rather than a file.
   static bool IsObjectUrl(const std::string& shard);
 
@@ -131,8 +133,9 @@ class Dataset {
   bool stale() const { return source_->stale(); }
   // See DatasetSource::VerifyObjects: whether `access` may read every
   // object of the listing, each the listed version.
-  Status VerifyObjects(const objectstore::Access& access, bool* changed) const {
-    return source_->VerifyObjects(access, changed);
+  Status VerifyObjects(const objectstore::Access& access, bool* changed,
+                       ListingStop* stop = nullptr) const {
+    return source_->VerifyObjects(access, changed, stop);
   }
   // See DatasetSource::Prefetch.
   void Prefetch(std::span<const ItemId> ids) const { source_->Prefetch(ids); }
@@ -168,6 +171,8 @@ class Dataset {
   // The fields each item carries (DatasetSource::field_names); empty for
   // a dataset listed without them.
   const std::vector<std::string>& field_names() const { return source_->field_names(); }
+  // A header-row manifest's image column (DatasetSource::image_column).
+  const std::string& image_column() const { return source_->image_column(); }
   // What a batch of each field collates to (DatasetSource::field_collations).
   const std::vector<std::string>& field_collations() const { return source_->field_collations(); }
   bool has_fields() const { return !field_names().empty(); }

@@ -19,6 +19,7 @@
 
 #include "galley/dataset/access.h"
 #include "galley/dataset/content_fingerprint.h"
+#include "galley/dataset/listing_stop.h"
 #include "galley/ids.h"
 #include "galley/objectstore/object_store.h"
 #include "galley/status.h"
@@ -85,6 +86,13 @@ class DatasetSource {
     static const std::vector<std::string> none;
     return none;
   }
+  // The manifest column that names the images, as its header row spells
+  // it; "" for a source without a header row (a folder, shards, a
+  // headerless manifest).
+  virtual const std::string& image_column() const {
+    static const std::string none;
+    return none;
+  }
   // Per field, what a batch of its values collates to in the job, decided
   // over the whole dataset: "int", "float", "bool", or "" (the job decides
   // by the values, a shard member by its extension). Empty when every one
@@ -136,8 +144,10 @@ class DatasetSource {
   // credentials) may read every object of the listing, each HEADed once,
   // and `*changed` when one is no longer the listed version. Only then may
   // the job be served what another job's credentials fetched. Nothing for
-  // other sources.
-  virtual Status VerifyObjects(const objectstore::Access& /*access*/, bool* changed) const {
+  // other sources. `stop` (may be null) ends the LISTs and HEADs early,
+  // Cancelled, admitting nothing: the asking client has gone.
+  virtual Status VerifyObjects(const objectstore::Access& /*access*/, bool* changed,
+                               ListingStop* /*stop*/) const {
     *changed = false;
     return Status::Ok();
   }

@@ -104,6 +104,9 @@ class FileSource final : public DatasetSource {
                                         uint64_t* item_bytes) const override;
   // A header-row manifest's other columns; none otherwise.
   const std::vector<std::string>& field_names() const override { return field_names_; }
+  // A header-row manifest's image column (ManifestOptions::image_column,
+  // or its first).
+  const std::string& image_column() const override { return image_column_; }
   // What a batch of each field column collates to (ManifestTable::collations).
   const std::vector<std::string>& field_collations() const override { return field_collations_; }
   Result<std::vector<uint8_t>> ReadFields(ItemId id) const override;
@@ -186,6 +189,7 @@ class FileSource final : public DatasetSource {
   // A header-row manifest's field columns, and each item's record:
   // [record_offsets_[i], record_offsets_[i+1]) of record_pool_.
   std::vector<std::string> field_names_;
+  std::string image_column_;
   std::vector<ManifestTable::ColumnType> field_types_;
   std::vector<std::string> field_collations_;
   std::vector<uint8_t> record_pool_;

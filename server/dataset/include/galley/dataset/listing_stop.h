@@ -36,12 +36,19 @@ class ListingStop {
   // peer's socket (one poll) once every kPollEvery calls, so that it costs
   // next to nothing per line of a manifest.
   bool Requested();
+  // Requested(), asking the peer's socket on every call: for a caller about
+  // to send a request to object storage (a LIST page, a HEAD), where one
+  // poll is nothing beside the round trip it may save.
+  bool RequestedNow();
   // Why the listing stopped: Cancelled, naming the reason.
   Status Why() const;
 
   static constexpr uint32_t kPollEvery = 1024;
 
  private:
+  // Polls the peer's socket; notes and returns whether it has gone.
+  bool PeerGone();
+
   const std::atomic<bool>* const stopping_;
   const int peer_fd_;
   std::atomic<uint32_t> calls_{0};
@@ -50,6 +57,7 @@ class ListingStop {
 
 // Whether `stop` (may be null: never) asks the listing to give up.
 inline bool StopRequested(ListingStop* stop) { return stop != nullptr && stop->Requested(); }
+inline bool StopRequestedNow(ListingStop* stop) { return stop != nullptr && stop->RequestedNow(); }
 
 }  // namespace galley
 

@@ -116,6 +116,8 @@ class ManifestTable {
   bool header_is_a_row() const { return format_ == TableFormat::kJsonLines; }
   // The field columns, in header order (the image column left out).
   const std::vector<std::string>& field_names() const { return field_names_; }
+  // After Header: the column naming the images.
+  const std::string& image_column() const { return columns_[image_index_]; }
 
   // After the last row: each field column's type, and what a batch of it
   // collates to: "int" (an int64 tensor), "float" (float64, null as NaN),

@@ -220,7 +220,8 @@ class ShardSource final : public DatasetSource {
   // no longer the listed version (size or ETag). Once every HEAD agrees,
   // `access` is the one later reads carry (the latest admitted). Files:
   // nothing.
-  Status VerifyObjects(const objectstore::Access& access, bool* changed) const override;
+  Status VerifyObjects(const objectstore::Access& access, bool* changed,
+                       ListingStop* stop) const override;
   // Objects: starts the GETs of `ids`' members (DatasetSource::Prefetch).
   void Prefetch(std::span<const ItemId> ids) const override;
   // The object store's counts, or null for files.
