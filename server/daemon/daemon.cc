@@ -29,6 +29,9 @@ Result<std::shared_ptr<objectstore::ObjectStore>> OpenObjectStore(const DaemonOp
   objectstore::S3ClientOptions s3;
   s3.max_in_flight = options.s3_requests_in_flight;
   s3.ca_file = options.s3_ca_file;
+  s3.max_retries = options.s3_retries;
+  s3.backoff_cap = std::chrono::milliseconds(options.s3_retry_cap_ms);
+  s3.backoff_base = std::min(s3.backoff_base, s3.backoff_cap);
   for (const std::string& endpoint : allowed) {
     if (endpoint != "aws") s3.allowed_endpoints.push_back(endpoint);
   }

@@ -607,6 +607,13 @@ const std::vector<Key>& Keys() {
                            "how long a read whose S3 credentials all expired waits for a job's "
                            "refreshed ones",
                            &DaemonOptions::s3_refresh_wait_ms, 0, 3600000, false));
+    k.push_back(IntegerKey("s3_retries", "--s3-retries",
+                           "times an S3 request that failed in a way another try may mend "
+                           "(unreachable, reset, 5xx) is sent again",
+                           &DaemonOptions::s3_retries, 0, 20, false));
+    k.push_back(IntegerKey("s3_retry_cap_ms", "--s3-retry-cap-ms",
+                           "the longest wait between two tries of an S3 request",
+                           &DaemonOptions::s3_retry_cap_ms, 1, 60000, false));
     k.push_back(IntegerKey("s3_requests_in_flight", "--s3-requests-in-flight",
                            "ranged GETs of prefetched members each S3 dataset keeps in flight",
                            &DaemonOptions::s3_requests_in_flight, 1, 4096, false));

@@ -346,10 +346,34 @@ Result<OpenedDataset> DatasetRegistry::Open(const JobSpec& given, const Credenti
     GALLEY_RETURN_IF_ERROR(CheckRoots(spec, checker));
   }
   Entry entry;
+  bool first_lister = false;
   {
     MutexLock lock(&mu_);
-    if (auto it = entries_.find(key); it != entries_.end()) entry = it->second;
+    // Another job's first listing of the dataset under way: this job takes
+    // it once made, as if it had come later. If that listing fails (its
+    // job's credentials refused, its client gone), this job lists.
+    while (first_listings_.contains(key) && !entries_.contains(key)) {
+      if (StopRequested(stop)) return stop->Why();
+      listed_.WaitFor(&mu_, std::chrono::milliseconds(100));
+    }
+    if (auto it = entries_.find(key); it != entries_.end()) {
+      entry = it->second;
+    } else {
+      first_listings_.insert(key);
+      first_lister = true;
+    }
   }
+  // However this job's listing ends, the jobs waiting for it go on.
+  struct FirstListingDone {
+    DatasetRegistry* registry;
+    const std::string* key;
+    ~FirstListingDone() {
+      if (key == nullptr) return;
+      MutexLock lock(&registry->mu_);
+      registry->first_listings_.erase(*key);
+      registry->listed_.SignalAll();
+    }
+  } done{this, first_lister ? &key : nullptr};
   if (entry.dataset != nullptr && object_access) {
     // Listed with another job's credentials: served to this job only once
     // its own have HEADed every shard, each the listed version.

@@ -56,15 +56,18 @@ uint64_t NsSince(Clock::time_point start) {
 
 }  // namespace
 
-void RecordFailure(ItemTask& task, const std::string& message, bool dataset_changed) {
+void RecordFailure(ItemTask& task, const std::string& message, uint8_t no_substitute) {
   for (auto& d : task.deliveries) {
     d.plan->errors[d.position] = message;
-    d.plan->dataset_changed[d.position] = dataset_changed ? 1 : 0;
+    d.plan->dataset_changed[d.position] = no_substitute;
   }
 }
 
-bool IsDatasetChange(const Dataset& dataset, const Status& read_failure) {
-  return read_failure.code() == StatusCode::kNotFound || dataset.stale();
+uint8_t NoSubstituteReason(const Dataset& dataset, const Status& read_failure) {
+  if (read_failure.code() == StatusCode::kNotFound || dataset.stale()) return kDatasetChanged;
+  // Only an object store's reads fail Unavailable (after their retries).
+  if (read_failure.code() == StatusCode::kUnavailable) return kStoreUnreachable;
+  return 0;
 }
 
 ContentFingerprint RemoteFingerprint(const Dataset& dataset, uint32_t max_resolution) {
@@ -263,7 +266,7 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
   // On failure nothing is offered: a file that does not decode is not worth
   // keeping.
   auto fail = [&](const std::string& why,
-                  bool dataset_changed = false) -> std::optional<PreparedItem> {
+                  uint8_t no_substitute = 0) -> std::optional<PreparedItem> {
     counters_.failures++;
     // Named once: a file's own errors already start with its path.
     const std::string path = task.dataset().path(task.item).string();
@@ -276,7 +279,7 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
       }
       spdlog::warn("sample {} skipped: {}", task.item, message);
     }
-    RecordFailure(task, message, dataset_changed);
+    RecordFailure(task, message, no_substitute);
     return std::nullopt;
   };
   PreparedItem prepared;
@@ -329,7 +332,7 @@ std::optional<ItemPipeline::PreparedItem> ItemPipeline::Prepare(
       fetched = Fetch(task, key, &prepared.cached, &from_storage, /*remote=*/false);
     }
     if (!fetched.ok()) {
-      return fail(fetched.status().message(), IsDatasetChange(task.dataset(), fetched.status()));
+      return fail(fetched.status().message(), NoSubstituteReason(task.dataset(), fetched.status()));
     }
     if (prepared.cached != nullptr) {  // decoded pixels from the remote tier
       task.from_cache = true;
@@ -659,7 +662,7 @@ bool ItemPipeline::DeliverFields(ItemTask& task, cache::FieldRecord* record) {
       const std::string path = dataset.path(task.item).string();
       const std::string why = read.status().message();
       RecordFailure(task, why.rfind(path, 0) == 0 ? why : path + ": " + why,
-                    IsDatasetChange(dataset, read.status()));
+                    NoSubstituteReason(dataset, read.status()));
       return false;
     }
     *record = std::make_shared<const std::vector<uint8_t>>(std::move(read).value());

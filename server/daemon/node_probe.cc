@@ -251,6 +251,7 @@ Result<DatasetSample> SampleDataset(const Dataset& dataset, uint32_t max_resolut
     uint64_t item_bytes = 0;
     auto bytes = dataset.ReadHead(id, kSampledHeadBytes, &item_bytes);
     sample.read_seconds += SecondsSince(start);
+    if (!bytes.ok() && bytes.status().code() == StatusCode::kUnavailable) break;
     if (!bytes.ok() || bytes->empty()) continue;
     sample.bytes_read += bytes->size();
     // The header gives the decoded size without decoding; formats without a

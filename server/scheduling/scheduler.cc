@@ -622,16 +622,20 @@ void Scheduler::FindUnservable(std::vector<std::unique_ptr<SlotPlan>>& plans,
                                bool substitutes_done) {
   for (auto& plan : plans) {
     if (!plan->unservable.empty()) continue;
-    uint32_t changed = 0, failed = 0;
+    uint32_t changed = 0, unreachable = 0, failed = 0;
     const std::string* first_changed = nullptr;
+    const std::string* first_unreachable = nullptr;
     const std::string* first_failed = nullptr;
     for (uint32_t pos = 0; pos < plan->items.size(); ++pos) {
       if (plan->errors[pos].empty()) continue;
       ++failed;
       if (first_failed == nullptr) first_failed = &plan->errors[pos];
-      if (plan->dataset_changed[pos] != 0) {
+      if (plan->dataset_changed[pos] == kDatasetChanged) {
         ++changed;
         if (first_changed == nullptr) first_changed = &plan->errors[pos];
+      } else if (plan->dataset_changed[pos] == kStoreUnreachable) {
+        ++unreachable;
+        if (first_unreachable == nullptr) first_unreachable = &plan->errors[pos];
       }
     }
     const std::string where = "epoch " + std::to_string(plan->epoch) + ", batch " +
@@ -650,6 +654,10 @@ void Scheduler::FindUnservable(std::vector<std::unique_ptr<SlotPlan>>& plans,
     } else if (changed > 0) {
       plan->unservable = "dataset changed under the job: " + Samples(changed) + " of " + where +
                          " unreadable; iterate again to re-list it. First: " + *first_changed;
+    } else if (unreachable > 0) {
+      plan->unservable = "the object store stayed unreachable: " + Samples(unreachable) + " of " +
+                         where +
+                         " unreadable; iterate again once it answers. First: " + *first_unreachable;
     } else if (substitutes_done && failed > 0) {
       plan->unservable = std::to_string(failed) + " of " + Samples(plan->items.size()) + " of " +
                          where + " failed and none could be replaced. First: " + *first_failed;

@@ -168,6 +168,13 @@ struct DaemonOptions {
   // (expired) waits for a job's refreshed ones before it fails (0 to
   // 3,600,000 ms; default 60 s; docs/access.md, "Temporary credentials").
   uint32_t s3_refresh_wait_ms = 60000;
+  // How many times a request the store failed in a way another try may mend
+  // (unreachable, reset, 5xx, a stall) is sent again, and the most a backoff
+  // between two tries waits (docs/datasets.md, "Retries and errors"). They
+  // bound how long a read waits for a store that went down before its item
+  // fails naming the store: about the sum of min(cap, 100 ms x 2^try).
+  uint32_t s3_retries = 5;
+  uint32_t s3_retry_cap_ms = 5000;
   uint32_t s3_requests_in_flight = 64;
   uint64_t s3_prefetch_bytes = uint64_t{256} << 20;
   uint32_t max_open_shards = 128;

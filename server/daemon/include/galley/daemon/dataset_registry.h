@@ -36,9 +36,14 @@
 // job holds are dropped first, and if that is not enough the open is
 // refused (ResourceExhausted) and the new listing freed.
 //
+// Jobs opening the same dataset together (DDP ranks) share one listing: the
+// first lists it, and the others wait for that listing and then take it as
+// a later job would (for objects, HEADing every shard with their own
+// credentials); if it fails, the next of them lists.
+//
 // Thread-safety: every method may be called from any thread; listings and
 // checks run without the registry's lock, so a slow listing never blocks
-// another job's open or a query.
+// another dataset's open or a query.
 #ifndef GALLEY_SERVER_DAEMON_DATASET_REGISTRY_H_
 #define GALLEY_SERVER_DAEMON_DATASET_REGISTRY_H_
 
@@ -51,6 +56,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -197,6 +203,12 @@ class DatasetRegistry {
   mutable Mutex mu_;
   std::vector<std::filesystem::path> allowed_roots_ GUARDED_BY(mu_);
   std::map<std::string, Entry> entries_ GUARDED_BY(mu_);
+  // Keys of datasets a job is listing for the first time. A job opening one
+  // waits for that listing (`listed_`) instead of making its own beside it:
+  // DDP ranks open together, and each listing of a shard set in object
+  // storage streams every shard whole.
+  std::set<std::string> first_listings_ GUARDED_BY(mu_);
+  CondVar listed_;
   uint32_t next_index_ GUARDED_BY(mu_) = 0;
 };
 

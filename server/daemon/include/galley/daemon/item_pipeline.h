@@ -53,8 +53,9 @@
 // the fingerprint does not cover.
 //
 // A failure is recorded per slot position; a read that failed because the
-// dataset changed under its listing (IsDatasetChange) is marked so, since
-// the scheduler ends the job for it instead of substituting.
+// dataset changed under its listing, or its object store stayed
+// unreachable (NoSubstituteReason), is marked so, since the scheduler ends
+// the job for it instead of substituting.
 #ifndef GALLEY_SERVER_DAEMON_ITEM_PIPELINE_H_
 #define GALLEY_SERVER_DAEMON_ITEM_PIPELINE_H_
 
@@ -239,14 +240,18 @@ ContentFingerprint RemoteFingerprint(const Dataset& dataset, uint32_t max_resolu
 // remote tier's fingerprint and the item.
 cache::DiskKey DiskKeyFor(const Dataset& dataset, uint32_t max_resolution, ItemId item);
 
-// Writes one failure per position of `task` into the plans; with
-// `dataset_changed`, marks it as the dataset changing (SlotPlan).
-void RecordFailure(ItemTask& task, const std::string& message, bool dataset_changed = false);
+// Writes one failure per position of `task` into the plans, with why no
+// substitute may stand in for it (SlotPlan::dataset_changed; 0: one may).
+void RecordFailure(ItemTask& task, const std::string& message, uint8_t no_substitute = 0);
 
-// Whether a read of the item failed because the dataset is no longer what
-// it was listed as: the file is gone (NotFound), or the source saw its
-// storage change (a truncated, rewritten or replaced shard).
-bool IsDatasetChange(const Dataset& dataset, const Status& read_failure);
+// Why a read of the item that failed may not be substituted:
+// kDatasetChanged when the dataset is no longer what it was listed as (the
+// file is gone, NotFound, or the source saw its storage change: a
+// truncated, rewritten or replaced shard); kStoreUnreachable when its object
+// store stayed unreachable through the retries (Unavailable): a store that
+// is down is no bad file, and substitutes from the cache would only hide it.
+// 0 otherwise.
+uint8_t NoSubstituteReason(const Dataset& dataset, const Status& read_failure);
 
 }  // namespace galley
 

@@ -99,7 +99,9 @@ double LinkBytesPerSecond(const std::string& host, uint16_t port);
 // (at most 1 MiB of each), whose images are kept at `max_resolution`
 // (JobSpec's; 0: their own size), which the inflation counts. Files that
 // cannot be read or whose size cannot be told are skipped; InvalidArgument
-// if none could be.
+// if none could be. A read that fails Unavailable (an object store that
+// stays unreachable after its retries) ends the sample there: each further
+// read would wait its own retries, and galleyd's shutdown waits for this.
 Result<DatasetSample> SampleDataset(const Dataset& dataset, uint32_t max_resolution,
                                     uint32_t max_files = 16,
                                     uint64_t max_bytes = uint64_t{8} << 20);

@@ -30,6 +30,10 @@
 
 namespace galley {
 
+// SlotPlan::dataset_changed's reasons for ending a job over a failed sample.
+inline constexpr uint8_t kDatasetChanged = 1;
+inline constexpr uint8_t kStoreUnreachable = 2;
+
 // One slot being filled in this wave.
 struct SlotPlan {
   std::shared_ptr<ServedJob> job;
@@ -40,9 +44,11 @@ struct SlotPlan {
   uint32_t flags = 0;
   std::vector<ItemId> items;        // position -> item
   std::vector<std::string> errors;  // position -> failure ("" = prepared)
-  // position -> 1 when its failure was the dataset changing under the job
-  // (its file is gone, or its shard is no longer the one listed), not a bad
-  // file: a sample that no substitute should stand in for.
+  // position -> why its failure is no bad file but one no substitute should
+  // stand in for, so the job ends: kDatasetChanged (its file is gone, or its
+  // shard is no longer the one listed) or kStoreUnreachable (the object
+  // store it is kept in stayed unreachable through its retries); 0 for
+  // none.
   std::vector<uint8_t> dataset_changed;
   // position -> the sample's field record as the job named its fields
   // (null for a job without fields).
