@@ -105,6 +105,7 @@ class ObjectFolderSource final : public DatasetSource {
                 bool* changed) const override;
   Status VerifyObjects(const objectstore::Access& access, bool* changed) const override;
   void Prefetch(std::span<const ItemId> ids) const override;
+  void PrefetchNextWave(std::span<const ItemId> ids) const override;
   const objectstore::ObjectStoreCounters* object_counters() const override {
     return &store_->counters();
   }
@@ -116,6 +117,9 @@ class ObjectFolderSource final : public DatasetSource {
   uint64_t max_prefetches_in_flight() const { return storage_->max_prefetches_in_flight(); }
 
  private:
+  // The one range of each of `ids`' objects a read asks for.
+  std::vector<ShardExtent> ReadExtents(std::span<const ItemId> ids) const;
+
   struct Listed {
     std::string relative;  // what Name() gives
     objectstore::S3Url url;

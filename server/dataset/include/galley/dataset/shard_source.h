@@ -70,6 +70,7 @@ namespace galley {
 
 struct ShardListing;  // shard_storage.h
 struct ShardOrigin;
+struct ShardExtent;  // shard_storage.h
 
 // How a set of shards kept as objects served its reads.
 struct ObjectReadCounts {
@@ -229,6 +230,8 @@ class ShardSource final : public DatasetSource {
   Status VerifyObjects(const objectstore::Access& access, bool* changed) const override;
   // Objects: starts the GETs of `ids`' members (DatasetSource::Prefetch).
   void Prefetch(std::span<const ItemId> ids) const override;
+  // Objects: the same for the next wave's (DatasetSource::PrefetchNextWave).
+  void PrefetchNextWave(std::span<const ItemId> ids) const override;
   // The object store's counts, or null for files.
   const objectstore::ObjectStoreCounters* object_counters() const override;
   // Objects: how the reads were served; zeros for files.
@@ -266,6 +269,9 @@ class ShardSource final : public DatasetSource {
   // The one range ReadWithFields reads item `id`'s image and fields in,
   // when they lie close enough together; nullopt: read one by one.
   std::optional<Extent> JointExtent(ItemId id) const;
+  // Exactly the ranges Read (without fields) or ReadWithFields will ask
+  // for `ids`, for Prefetch and PrefetchNextWave.
+  std::vector<ShardExtent> ReadExtents(std::span<const ItemId> ids) const;
 
   // Fills `out` with the bytes at `offset` of shard `shard`, checked to
   // come from the listed version of the shard. The caller bounds `out` by

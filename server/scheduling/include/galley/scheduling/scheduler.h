@@ -284,9 +284,12 @@ class Scheduler final : public JobLifecycleObserver {
   // epoch), out of the sampler and into the next epoch.
   void AdvancePast(Production& p, SlotPlan& plan) REQUIRES(mu_);
   void Publish(SlotPlan& plan) REQUIRES(mu_);
-  // Whether a prepared plan is still wanted: its job is open and has not
-  // sought since the plan was made.
+  // Whether a prepared plan is still wanted: its job is open, has not
+  // sought since the plan was made and can go on.
   bool Wanted(const SlotPlan& plan) const REQUIRES(mu_);
+  // Whether a wave's tasks read a dataset of objects: then the scheduler
+  // plans the next wave before preparing it (ItemPreparer::RunBeforeNext).
+  static bool ReadsObjects(std::span<const ItemTask> tasks);
   // Counts `batches` of `job` as prepared and never taken by its consumer.
   void CountUnread(ServedJob& job, uint64_t batches) REQUIRES(mu_);
   // Replaces the samples of `plans` that failed by substitutes and returns
