@@ -788,7 +788,7 @@ void Scheduler::Loop() {
       // the same steps in the same order, so what each job receives keeps
       // every property it had; only the gate sees the rings a wave sooner,
       // which local reads have no use for.
-      if (ReadsObjects(tasks)) PlanWave(&next_plans, &next_tasks);
+      if (options_.plan_next_wave && ReadsObjects(tasks)) PlanWave(&next_plans, &next_tasks);
     }
     const auto start = Clock::now();
     pipeline_->RunBeforeNext(tasks, next_tasks);

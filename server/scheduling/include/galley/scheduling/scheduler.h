@@ -137,6 +137,12 @@ struct SchedulerOptions {
   // drew ahead, and that lag returns every epoch). false only to measure
   // the difference.
   bool draw_across_epochs = true;
+  // Whether a wave that reads a dataset of objects is prepared with the
+  // next wave already planned, so that the pipeline fetches the next
+  // wave's objects while it prepares this one
+  // (ItemPreparer::RunBeforeNext). A wave of local datasets never is.
+  // false only to measure the difference.
+  bool plan_next_wave = true;
 
   // galleyd fills these from its options (SchedulerOptionsFor, daemon.h).
 };
