@@ -18,7 +18,8 @@
 // whole by one GET naming that ETag (If-Match): another version is
 // DataLoss and marks the source stale, so the next job lists it again.
 // Prefetch keeps the GETs of a wave's items in flight
-// (ShardOptions::object_requests_in_flight, object_prefetch_bytes).
+// (ShardOptions::object_requests_in_flight, object_prefetch_bytes), and
+// PrefetchNextWave the next wave's behind them, within half those bounds.
 //
 // Sharing with another job (VerifyObjects, docs/access.md): the job's own
 // LIST of every listed prefix must give the same keys with the same sizes

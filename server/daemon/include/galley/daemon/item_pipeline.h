@@ -52,6 +52,12 @@
 // field record is not kept there: its columns come from the listing, which
 // the fingerprint does not cover.
 //
+// Items that must come from a dataset of objects are prefetched before the
+// wave is prepared (Dataset::Prefetch), and, when the scheduler hands the
+// next wave over with it (RunBeforeNext), the next wave's behind them
+// (Dataset::PrefetchNextWave), so that their round trips pass while this
+// wave decodes.
+//
 // A failure is recorded per slot position; a read that failed because the
 // dataset changed under its listing (IsDatasetChange) is marked so, since
 // the scheduler ends the job for it instead of substituting.

@@ -37,7 +37,8 @@
 // and marks the source stale, as a changed file does. Prefetch starts the
 // GETs of a wave's items ahead of their reads, a bounded number in flight
 // (ShardOptions::object_requests_in_flight, object_prefetch_bytes), members
-// close together in one shard fetched by one GET. Every request carries the
+// close together in one shard fetched by one GET; PrefetchNextWave the next
+// wave's behind them, within half those bounds. Every request carries the
 // Access of a job whose credentials HEADed every shard (VerifyObjects).
 //
 // Member names are never used as file-system paths.

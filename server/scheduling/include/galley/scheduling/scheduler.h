@@ -5,7 +5,12 @@
 // batches are full (a job without a free slot is masked), runs the wave's
 // items through its ItemPreparer, the daemon's ItemPipeline (read + decode
 // once per item, one transform per receiving job) and publishes the slots.
-// It sleeps on a condition variable when no job can take a batch.
+// It sleeps on a condition variable when no job can take a batch. When a
+// wave reads a dataset of objects, the next wave is planned before it is
+// prepared and handed over with it (ItemPreparer::RunBeforeNext), so the
+// next wave's GETs are in flight while this one decodes
+// (SchedulerOptions::plan_next_wave); the waves are the same, in the same
+// order, only planned sooner.
 //
 // The Scheduler hears of jobs from their owner, the JobManager, as a
 // JobLifecycleObserver: a job opened (OnJobOpened: it joins its dataset's
