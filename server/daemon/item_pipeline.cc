@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "galley/daemon/node_probe.h"
@@ -111,30 +112,56 @@ ItemPipeline::ItemPipeline(const PipelineOptions& options, cache::TieredCache* c
 
 ItemPipeline::~ItemPipeline() = default;
 
+bool ItemPipeline::MustFetch(const ItemTask& task, bool decoded_held) const {
+  const Dataset& dataset = task.dataset();
+  if (!dataset.reads_objects()) return false;
+  if (cache_ != nullptr) {
+    const cache::Key key = cache::MakeKey(task.job_plan->dataset_index, task.item);
+    if (decoded_held || cache_->encoded().Contains(key)) return false;
+  }
+  // The disk tier counts: after a restart it holds what the memory tiers
+  // lost, and a GET started for such an item would be bytes fetched for
+  // nothing.
+  return disk_ == nullptr ||
+         !disk_->MayHold(DiskKeyFor(dataset, task.job_plan->spec.max_resolution, task.item));
+}
+
 void ItemPipeline::PrefetchFromStorage(std::span<const ItemTask> tasks) {
   // One thread per core would otherwise wait on one object request at a
   // time: a dataset of objects starts fetching every item of the wave that
-  // no cache tier holds, and each task's read then waits for its own. The
-  // disk tier counts: after a restart it holds what the memory tiers lost,
-  // and a GET started for such an item would be bytes fetched for nothing.
+  // no cache tier holds, and each task's read then waits for its own.
   std::map<const Dataset*, std::vector<ItemId>> wanted;
   for (const ItemTask& task : tasks) {
-    const Dataset& dataset = task.dataset();
-    if (!dataset.reads_objects()) continue;
-    if (cache_ != nullptr) {
-      const cache::Key key = cache::MakeKey(task.job_plan->dataset_index, task.item);
-      if (task.decoded_entry != nullptr || cache_->encoded().Contains(key)) continue;
-    }
-    if (disk_ != nullptr &&
-        disk_->MayHold(DiskKeyFor(dataset, task.job_plan->spec.max_resolution, task.item))) {
-      continue;
-    }
-    wanted[&dataset].push_back(task.item);
+    if (MustFetch(task, task.decoded_entry != nullptr))
+      wanted[&task.dataset()].push_back(task.item);
   }
   for (const auto& [dataset, ids] : wanted) dataset->Prefetch(ids);
 }
 
-void ItemPipeline::Run(std::span<ItemTask> tasks) {
+void ItemPipeline::PrefetchNextFromStorage(std::span<const ItemTask> tasks,
+                                           std::span<const ItemTask> next) {
+  // An item of this wave that the next one reads again is in a tier by
+  // then, or read on demand when no tier kept it: fetching it twice ahead
+  // would be bytes fetched for nothing.
+  std::set<std::pair<const Dataset*, ItemId>> this_wave;
+  if (cache_ != nullptr) {
+    for (const ItemTask& task : tasks) {
+      if (task.dataset().reads_objects()) this_wave.insert({&task.dataset(), task.item});
+    }
+  }
+  std::map<const Dataset*, std::vector<ItemId>> wanted;
+  for (const ItemTask& task : next) {
+    if (this_wave.contains({&task.dataset(), task.item})) continue;
+    const bool decoded_held = cache_ != nullptr && cache_->decoded().Contains(cache::MakeKey(
+                                                       task.job_plan->dataset_index, task.item));
+    if (MustFetch(task, decoded_held)) wanted[&task.dataset()].push_back(task.item);
+  }
+  for (const auto& [dataset, ids] : wanted) dataset->PrefetchNextWave(ids);
+}
+
+void ItemPipeline::Run(std::span<ItemTask> tasks) { RunBeforeNext(tasks, {}); }
+
+void ItemPipeline::RunBeforeNext(std::span<ItemTask> tasks, std::span<const ItemTask> next) {
   if (cache_ != nullptr) {
     // The wave's hits first: the entries are held by the tasks (a Get hands
     // out a reference), so an offer from a task that missed may evict them
@@ -149,6 +176,12 @@ void ItemPipeline::Run(std::span<ItemTask> tasks) {
     }
   }
   PrefetchFromStorage(tasks);
+  // After this wave's: its fetches start first.
+  if (!next.empty()) PrefetchNextFromStorage(tasks, next);
+  PrepareAll(tasks);
+}
+
+void ItemPipeline::PrepareAll(std::span<ItemTask> tasks) {
   // A static tag: the tasks acquire before reading anything their caller
   // wrote, even the lambda's captures.
   static const char tag = 0;

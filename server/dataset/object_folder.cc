@@ -460,13 +460,21 @@ uint64_t ObjectFolderSource::held_bytes() const {
   return held_bytes_ + (table_ != nullptr ? table_->held_bytes() : 0);
 }
 
-void ObjectFolderSource::Prefetch(std::span<const ItemId> ids) const {
+std::vector<ShardExtent> ObjectFolderSource::ReadExtents(std::span<const ItemId> ids) const {
   std::vector<ShardExtent> extents;
   extents.reserve(ids.size());
   for (ItemId id : ids) {
     if (id < size()) extents.push_back({id, 0, storage_->shard(id).size});
   }
-  storage_->Prefetch(extents);
+  return extents;
+}
+
+void ObjectFolderSource::Prefetch(std::span<const ItemId> ids) const {
+  storage_->Prefetch(ReadExtents(ids));
+}
+
+void ObjectFolderSource::PrefetchNextWave(std::span<const ItemId> ids) const {
+  storage_->PrefetchNextWave(ReadExtents(ids));
 }
 
 bool Dataset::IsObjectGlob(const std::string& url) {

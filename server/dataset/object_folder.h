@@ -18,7 +18,8 @@
 // whole by one GET naming that ETag (If-Match): another version is
 // DataLoss and marks the source stale, so the next job lists it again.
 // Prefetch keeps the GETs of a wave's items in flight
-// (ShardOptions::object_requests_in_flight, object_prefetch_bytes).
+// (ShardOptions::object_requests_in_flight, object_prefetch_bytes), and
+// PrefetchNextWave the next wave's behind them, within half those bounds.
 //
 // Sharing with another job (VerifyObjects, docs/access.md): the job's own
 // LIST of every listed prefix must give the same keys with the same sizes
@@ -107,6 +108,7 @@ class ObjectFolderSource final : public DatasetSource {
   Status VerifyObjects(const objectstore::Access& access, bool* changed,
                        ListingStop* stop) const override;
   void Prefetch(std::span<const ItemId> ids) const override;
+  void PrefetchNextWave(std::span<const ItemId> ids) const override;
   const objectstore::ObjectStoreCounters* object_counters() const override {
     return &store_->counters();
   }
@@ -121,6 +123,9 @@ class ObjectFolderSource final : public DatasetSource {
   uint64_t max_prefetches_in_flight() const { return storage_->max_prefetches_in_flight(); }
 
  private:
+  // The one range of each of `ids`' objects a read asks for.
+  std::vector<ShardExtent> ReadExtents(std::span<const ItemId> ids) const;
+
   struct Listed {
     std::string relative;  // what Name() gives
     objectstore::S3Url url;

@@ -129,6 +129,7 @@ ObjectShards::~ObjectShards() {
   // whose callbacks use this object.
   MutexLock lock(&mu_);
   queued_.clear();
+  queued_ahead_.clear();
   while (in_flight_ > 0) fetched_.Wait(&mu_);
 }
 
@@ -228,17 +229,19 @@ Status ObjectShards::ReadInto(uint32_t shard, uint64_t offset, std::span<uint8_t
   {
     MutexLock lock(&mu_);
     signing = SigningLocked();
-    auto it = claims_.find(ShardExtent{shard, offset, out.size()});
-    if (it != claims_.end()) {
-      fetch = it->second;
+    // The current wave's registration first: a next wave's one of the
+    // same range stays for that wave.
+    auto [first, last] = claims_.equal_range(ShardExtent{shard, offset, out.size()});
+    auto it = std::find_if(first, last, [](const auto& c) { return !c.second.ahead; });
+    if (it == last) it = first;
+    if (it != last) {
+      fetch = it->second.fetch;
       claims_.erase(it);
       if (!fetch->started) {
         // Its turn has not come: the read needs it now.
-        queued_.erase(std::find(queued_.begin(), queued_.end(), fetch));
-        fetch->started = true;
-        in_flight_++;
-        max_in_flight_seen_ = std::max(max_in_flight_seen_, in_flight_);
-        held_bytes_ += fetch->end - fetch->begin;
+        std::deque<FetchPtr>& queue = fetch->ahead ? queued_ahead_ : queued_;
+        queue.erase(std::find(queue.begin(), queue.end(), fetch));
+        MarkStartedLocked(fetch);
         start_now = true;
       }
     }
@@ -339,45 +342,92 @@ Status ObjectShards::VerifyObjects(const os::Access& access, bool* changed, List
 }
 
 void ObjectShards::Prefetch(std::span<const ShardExtent> extents) {
-  std::vector<ShardExtent> sorted(extents.begin(), extents.end());
-  std::sort(sorted.begin(), sorted.end());
   std::vector<FetchPtr> startable;
   Signed signing;
   {
     MutexLock lock(&mu_);
     ++wave_;
-    // Ranges registered kWavesKept waves ago and never read are dropped.
-    for (auto it = claims_.begin(); it != claims_.end();) {
-      if (it->second->wave + kWavesKept < wave_) {
-        FetchPtr fetch = it->second;
-        it = claims_.erase(it);
-        Unclaim(fetch);
-      } else {
-        ++it;
-      }
-    }
-    FetchPtr current;
-    for (const ShardExtent& e : sorted) {
-      if (e.size == 0 || e.shard >= shards_.size()) continue;
-      const uint64_t end = e.offset + e.size;
-      if (current == nullptr || current->shard != e.shard ||
-          e.offset > current->end + kCoalesceGap ||
-          std::max(current->end, end) - current->begin > kMaxCoalescedBytes) {
-        current = std::make_shared<Fetch>();
-        current->shard = e.shard;
-        current->begin = e.offset;
-        current->end = end;
-        current->wave = wave_;
-        queued_.push_back(current);
-      }
-      current->end = std::max(current->end, end);
-      current->claims++;
-      claims_.emplace(e, current);
-    }
+    DropStaleLocked();
+    RegisterLocked(extents, wave_, /*ahead=*/false);
     startable = TakeStartable();
     signing = SigningLocked();
   }
   for (const FetchPtr& f : startable) Start(f, signing);
+}
+
+void ObjectShards::PrefetchNextWave(std::span<const ShardExtent> extents) {
+  std::vector<FetchPtr> startable;
+  Signed signing;
+  {
+    MutexLock lock(&mu_);
+    RegisterLocked(extents, wave_ + 1, /*ahead=*/true);
+    startable = TakeStartable();
+    signing = SigningLocked();
+  }
+  for (const FetchPtr& f : startable) Start(f, signing);
+}
+
+void ObjectShards::DropStaleLocked() {
+  // Ranges registered for kWavesKept waves ago and never read are dropped.
+  for (auto it = claims_.begin(); it != claims_.end();) {
+    if (it->second.wave + kWavesKept < wave_) {
+      FetchPtr fetch = it->second.fetch;
+      it = claims_.erase(it);
+      Unclaim(fetch);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ObjectShards::RegisterLocked(std::span<const ShardExtent> extents, uint64_t wave, bool ahead) {
+  std::vector<ShardExtent> sorted(extents.begin(), extents.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::deque<FetchPtr>& queue = ahead ? queued_ahead_ : queued_;
+  FetchPtr current;
+  for (const ShardExtent& e : sorted) {
+    if (e.size == 0 || e.shard >= shards_.size()) continue;
+    if (!ahead) {
+      // Named by the last wave for this one: its fetch serves it, and
+      // moves up with this wave's if it still waits its turn.
+      auto [first, last] = claims_.equal_range(e);
+      auto hinted = std::find_if(first, last, [](const auto& c) { return c.second.ahead; });
+      if (hinted != last) {
+        hinted->second.ahead = false;
+        hinted->second.wave = wave;
+        const FetchPtr& fetch = hinted->second.fetch;
+        if (fetch->ahead) {
+          fetch->ahead = false;
+          if (!fetch->started) {
+            queued_ahead_.erase(std::find(queued_ahead_.begin(), queued_ahead_.end(), fetch));
+            queued_.push_back(fetch);
+          }
+        }
+        continue;
+      }
+    }
+    const uint64_t end = e.offset + e.size;
+    if (current == nullptr || current->shard != e.shard || e.offset > current->end + kCoalesceGap ||
+        std::max(current->end, end) - current->begin > kMaxCoalescedBytes) {
+      current = std::make_shared<Fetch>();
+      current->shard = e.shard;
+      current->begin = e.offset;
+      current->end = end;
+      current->ahead = ahead;
+      queue.push_back(current);
+    }
+    current->end = std::max(current->end, end);
+    current->claims++;
+    claims_.emplace(e, Claim{current, wave, ahead});
+  }
+}
+
+void ObjectShards::MarkStartedLocked(const FetchPtr& fetch) {
+  fetch->started = true;
+  in_flight_++;
+  max_in_flight_seen_ = std::max(max_in_flight_seen_, in_flight_);
+  held_bytes_ += fetch->end - fetch->begin;
+  if (fetch->ahead) ahead_fetches_++;
 }
 
 std::vector<ObjectShards::FetchPtr> ObjectShards::TakeStartable() {
@@ -391,10 +441,24 @@ std::vector<ObjectShards::FetchPtr> ObjectShards::TakeStartable() {
     }
     if (held_bytes_ != 0 && held_bytes_ + size > max_bytes_) break;
     queued_.pop_front();
-    fetch->started = true;
-    in_flight_++;
-    max_in_flight_seen_ = std::max(max_in_flight_seen_, in_flight_);
-    held_bytes_ += size;
+    MarkStartedLocked(fetch);
+    startable.push_back(fetch);
+  }
+  // The next wave's only behind every fetch of this one, and within half
+  // the bounds: what the current wave registers later (its substitutes, a
+  // wave the hint missed) finds the other half free.
+  if (!queued_.empty()) return startable;
+  const uint64_t ahead_requests = std::max<uint64_t>(1, max_in_flight_ / 2);
+  while (!queued_ahead_.empty() && in_flight_ < ahead_requests) {
+    const FetchPtr fetch = queued_ahead_.front();
+    const uint64_t size = fetch->end - fetch->begin;
+    if (fetch->claims == 0) {
+      queued_ahead_.pop_front();
+      continue;
+    }
+    if (held_bytes_ + size > max_bytes_ / 2) break;
+    queued_ahead_.pop_front();
+    MarkStartedLocked(fetch);
     startable.push_back(fetch);
   }
   return startable;
@@ -456,6 +520,11 @@ void ObjectShards::AddResumeKey(uint32_t shard, ContentFingerprintBuilder& copy,
 uint64_t ObjectShards::prefetches_in_flight() const {
   MutexLock lock(&mu_);
   return in_flight_;
+}
+
+uint64_t ObjectShards::fetches_ahead() const {
+  MutexLock lock(&mu_);
+  return ahead_fetches_;
 }
 
 uint64_t ObjectShards::max_prefetches_in_flight() const {

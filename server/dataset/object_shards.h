@@ -15,6 +15,16 @@
 // registered and never read (an item a job no longer wants) are dropped
 // kWavesKept waves later, freeing what they hold.
 //
+// PrefetchNextWave registers the next wave's ranges while this wave's are
+// read: they are fetched only once every fetch of this wave has started,
+// and within half the bounds (half of object_requests_in_flight, at least
+// one, and half of object_prefetch_bytes, counting every fetch held), so
+// the current wave's GETs never wait behind them. The next wave's Prefetch
+// of a range registered so takes that registration over (its fetch, done,
+// in flight or still queued, moves up with the current wave's) instead of
+// fetching it again. A range it does not name stays registered for the
+// wave it was meant for and is dropped kWavesKept waves after it.
+//
 // Access: the set keeps the credentials admitted for it, the lister's and
 // those of every later VerifyObjects (a job's open, or its refresh: every
 // shard HEADed with them, each the listed version), at most kMaxAdmitted,
@@ -94,6 +104,7 @@ class ObjectShards final : public ShardSource::Storage {
   Status VerifyObjects(const objectstore::Access& access, bool* changed,
                        ListingStop* stop) override;
   void Prefetch(std::span<const ShardExtent> extents) override;
+  void PrefetchNextWave(std::span<const ShardExtent> extents) override;
   // Adds `access` as the newest (the same credentials admitted before are
   // moved up) and wakes the reads waiting for credentials: VerifyObjects
   // after its HEADs, or a caller by its own rule (a listing made with the
@@ -116,6 +127,8 @@ class ObjectShards final : public ShardSource::Storage {
 
   // For tests: prefetch GETs now in flight, and the most ever in flight.
   uint64_t prefetches_in_flight() const;
+  // GETs started for a next wave's ranges (PrefetchNextWave) since the start.
+  uint64_t fetches_ahead() const;
   uint64_t max_prefetches_in_flight() const;
 
  private:
@@ -137,13 +150,20 @@ class ObjectShards final : public ShardSource::Storage {
     uint64_t generation = 0;  // of the credentials its GET was signed with
     uint64_t begin = 0;
     uint64_t end = 0;
-    uint64_t wave = 0;
     uint32_t claims = 0;  // registered ranges not yet read
+    bool ahead = false;   // queued for the next wave only (queued_ahead_)
     bool started = false;
     bool done = false;
     Result<std::vector<uint8_t>> bytes = Status::Internal("not fetched");
   };
   using FetchPtr = std::shared_ptr<Fetch>;
+  // One registered range: the wave it is for (dropped kWavesKept waves
+  // after it unread), and whether only PrefetchNextWave named it so far.
+  struct Claim {
+    FetchPtr fetch;
+    uint64_t wave = 0;
+    bool ahead = false;
+  };
 
   // The newest credentials not refused; none when every one was.
   std::optional<Signed> CurrentLocked() const REQUIRES(mu_);
@@ -163,8 +183,19 @@ class ObjectShards final : public ShardSource::Storage {
   void Start(const FetchPtr& fetch, const Signed& credentials);
 
   void Finished(const FetchPtr& fetch, Result<std::vector<uint8_t>> bytes);
-  // Queued fetches the bounds now allow, marked started.
+  // Queued fetches the bounds now allow, marked started: the current
+  // wave's first, then the next wave's within half the bounds.
   std::vector<FetchPtr> TakeStartable() REQUIRES(mu_);
+  // Registers `extents` for `wave`, coalesced into new fetches queued on
+  // `queue`; with `ahead`, as the next wave's. Ranges the current wave
+  // registers that the next wave's call registered already take those
+  // registrations over.
+  void RegisterLocked(std::span<const ShardExtent> extents, uint64_t wave, bool ahead)
+      REQUIRES(mu_);
+  // Drops the registrations kWavesKept waves old and never read.
+  void DropStaleLocked() REQUIRES(mu_);
+  // Marks `fetch` started and counts it against the bounds.
+  void MarkStartedLocked(const FetchPtr& fetch) REQUIRES(mu_);
   // One claim of `fetch` is given up (read or dropped).
   void Unclaim(const FetchPtr& fetch) REQUIRES(mu_);
   // The error of a GET of `shard`, in the source's words; marks the storage
@@ -191,8 +222,10 @@ class ObjectShards final : public ShardSource::Storage {
   std::vector<Admitted> admitted_ GUARDED_BY(mu_);  // oldest first
   uint64_t next_generation_ GUARDED_BY(mu_) = 1;
   // Registered ranges (one entry per claim) and the fetch serving each.
-  std::multimap<ShardExtent, FetchPtr> claims_ GUARDED_BY(mu_);
-  std::deque<FetchPtr> queued_ GUARDED_BY(mu_);
+  std::multimap<ShardExtent, Claim> claims_ GUARDED_BY(mu_);
+  std::deque<FetchPtr> queued_ GUARDED_BY(mu_);        // the current wave's, in order
+  std::deque<FetchPtr> queued_ahead_ GUARDED_BY(mu_);  // the next wave's
+  uint64_t ahead_fetches_ GUARDED_BY(mu_) = 0;         // started for the next wave
   uint64_t wave_ GUARDED_BY(mu_) = 0;
   uint64_t in_flight_ GUARDED_BY(mu_) = 0;
   uint64_t max_in_flight_seen_ GUARDED_BY(mu_) = 0;

@@ -1141,8 +1141,7 @@ std::optional<ShardSource::Extent> ShardSource::JointExtent(ItemId id) const {
   return Extent{begin, end - begin};
 }
 
-void ShardSource::Prefetch(std::span<const ItemId> ids) const {
-  // Exactly the ranges Read (without fields) or ReadWithFields will ask for.
+std::vector<ShardExtent> ShardSource::ReadExtents(std::span<const ItemId> ids) const {
   std::vector<ShardExtent> extents;
   extents.reserve(ids.size());
   const size_t count = field_names_.size();
@@ -1160,7 +1159,15 @@ void ShardSource::Prefetch(std::span<const ItemId> ids) const {
     }
     extents.push_back({item.shard, item.offset, item.size});
   }
-  storage_->Prefetch(extents);
+  return extents;
+}
+
+void ShardSource::Prefetch(std::span<const ItemId> ids) const {
+  storage_->Prefetch(ReadExtents(ids));
+}
+
+void ShardSource::PrefetchNextWave(std::span<const ItemId> ids) const {
+  storage_->PrefetchNextWave(ReadExtents(ids));
 }
 
 Result<std::vector<uint8_t>> ShardSource::ReadWithFields(ItemId id,

@@ -104,6 +104,9 @@ class ShardSource::Storage {
   // The reads ahead that will ask for `extents`, started now (DatasetSource::
   // Prefetch); nothing where reads are cheap.
   virtual void Prefetch(std::span<const ShardExtent> /*extents*/) {}
+  // The reads the next wave will ask for, fetched ahead behind the current
+  // wave's (DatasetSource::PrefetchNextWave); nothing where reads are cheap.
+  virtual void PrefetchNextWave(std::span<const ShardExtent> /*extents*/) {}
   // What names shard `shard` in the content fingerprint, and in the resume
   // key (`copy`: what a copy keeps; `versions`: the times or versions apart).
   virtual void AddFingerprint(uint32_t shard, ContentFingerprintBuilder& fingerprint) const = 0;

@@ -722,8 +722,15 @@ std::vector<ItemTask> Scheduler::PlanSubstitutes(std::vector<std::unique_ptr<Slo
 }
 
 bool Scheduler::Wanted(const SlotPlan& plan) const {
+  // A job that could not go on (EndUnservableJob) wants no batch planned
+  // before it ended, however soon after its last one.
   auto it = jobs_.find(plan.job->id);
-  return it != jobs_.end() && it->second.generation == plan.generation;
+  return it != jobs_.end() && it->second.generation == plan.generation && it->second.failure.ok();
+}
+
+bool Scheduler::ReadsObjects(std::span<const ItemTask> tasks) {
+  return std::any_of(tasks.begin(), tasks.end(),
+                     [](const ItemTask& task) { return task.dataset().reads_objects(); });
 }
 
 void Scheduler::Publish(SlotPlan& plan) {
@@ -756,12 +763,17 @@ void Scheduler::Publish(SlotPlan& plan) {
 }
 
 void Scheduler::Loop() {
+  // The wave planned while the one before it was prepared (ReadsObjects).
+  std::vector<std::unique_ptr<SlotPlan>> next_plans;
+  std::vector<ItemTask> next_tasks;
   while (true) {
-    std::vector<std::unique_ptr<SlotPlan>> plans;
-    std::vector<ItemTask> tasks;
+    std::vector<std::unique_ptr<SlotPlan>> plans = std::move(next_plans);
+    std::vector<ItemTask> tasks = std::move(next_tasks);
+    next_plans.clear();
+    next_tasks.clear();
     {
       MutexLock lock(&mu_);
-      while (!stop_) {
+      while (plans.empty() && !stop_) {
         dirty_ = false;
         if (PlanWave(&plans, &tasks)) break;
         auto wait = std::chrono::duration_cast<Clock::duration>(kIdleWait);
@@ -778,9 +790,16 @@ void Scheduler::Loop() {
         for (auto& plan : plans) plan->job->ring->Unclaim(plan->slot);
         return;
       }
+      // The next wave is planned now, when a job can take it, so that the
+      // pipeline fetches its objects while it prepares this one: a GET's
+      // round trip then hides behind the decodes. The waves are planned by
+      // the same steps in the same order, so what each job receives keeps
+      // every property it had; only the gate sees the rings a wave sooner,
+      // which local reads have no use for.
+      if (options_.plan_next_wave && ReadsObjects(tasks)) PlanWave(&next_plans, &next_tasks);
     }
     const auto start = Clock::now();
-    pipeline_->Run(tasks);
+    pipeline_->RunBeforeNext(tasks, next_tasks);
     // A sample that failed is replaced by a substitute, so every batch holds
     // what its position in the epoch promises; unless the dataset changed
     // under the job, or nothing could replace it: then the job ends, with

@@ -3,7 +3,8 @@
 // bytes in files; the index cache spares the pass; members are read by
 // ranged GETs naming the listed ETag, a changed object is DataLoss;
 // prefetched waves keep a bounded number of GETs in flight and coalesce
-// neighbouring members; refused credentials get nothing, and a job with
+// neighbouring members, and a next wave's GETs start behind the current
+// wave's, within half the bounds; refused credentials get nothing, and a job with
 // other credentials HEADs every shard before it is served; expired
 // credentials give way to others admitted, or to a refresh a read waits for.
 #include "server/dataset/object_shards.h"
@@ -360,6 +361,107 @@ TEST_F(ObjectShardsTest, AStoreErrorDuringAPrefetchIsTheReadsError) {
   EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
   EXPECT_FALSE((*source)->stale());
   EXPECT_TRUE((*source)->Read(1).ok());  // on demand now
+}
+
+// Ten shards of four samples: item s * 4 + i is sample i of shard s, and
+// one item from each of several shards cannot be coalesced.
+std::vector<std::string> TenShards(InMemoryObjectStore& store) {
+  std::vector<std::string> urls;
+  for (int s = 0; s < 10; ++s) {
+    const std::string key = "many/shard-" + std::to_string(s) + ".tar";
+    store.Put("bucket", key, Shard(s, 4));
+    urls.push_back("s3://bucket/" + key);
+  }
+  return urls;
+}
+
+TEST_F(ObjectShardsTest, TheNextWavesGetsStartBehindThisWavesAndWithinHalfTheBound) {
+  urls_ = TenShards(*store_);
+  options_.object_requests_in_flight = 4;
+  auto source = Open();
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  // Sample 1 of shards 0-4 now, sample 3 of shards 5-9 next: the GET log
+  // tells them apart by offset.
+  std::vector<ItemId> now, next;
+  for (ItemId s = 0; s < 5; ++s) now.push_back(s * 4 + 1);
+  for (ItemId s = 5; s < 10; ++s) next.push_back(s * 4 + 3);
+  ASSERT_TRUE((*source)->Read(1).ok());  // learns sample 1's range
+  const uint64_t sample1 = store_->get_ranges().back().first;
+  const size_t gets_before = store_->get_ranges().size();
+
+  store_->Hold();
+  (*source)->Prefetch(now);
+  (*source)->PrefetchNextWave(next);
+  store_->WaitForInFlight(4);
+  // This wave's fifth GET waits for a free request, and the next wave's
+  // behind it: all four in flight are this wave's.
+  auto ranges = store_->get_ranges();
+  ASSERT_EQ(ranges.size() - gets_before, 4u);
+  for (size_t g = gets_before; g < ranges.size(); ++g) EXPECT_EQ(ranges[g].first, sample1);
+  store_->Release();
+  for (ItemId id : now) ASSERT_TRUE((*source)->Read(id).ok());
+  // The next wave's own Prefetch takes over what was fetched ahead: no
+  // range is fetched twice, and every read was served by a prefetch.
+  (*source)->Prefetch(next);
+  for (ItemId id : next) {
+    auto bytes = (*source)->Read(id);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    const std::string expected = "image of s" + std::to_string(id / 4) + "_3";
+    EXPECT_EQ(std::string(bytes->begin(), bytes->begin() + expected.size()), expected);
+  }
+  ranges = store_->get_ranges();
+  ASSERT_EQ(ranges.size() - gets_before, 10u);
+  for (size_t g = gets_before; g < gets_before + 5; ++g) EXPECT_EQ(ranges[g].first, sample1);
+  for (size_t g = gets_before + 5; g < ranges.size(); ++g) EXPECT_NE(ranges[g].first, sample1);
+  EXPECT_EQ((*source)->object_reads().on_demand, 1u);  // Read(1) above
+  EXPECT_EQ((*source)->object_reads().prefetched, 10u);
+}
+
+TEST_F(ObjectShardsTest, TheNextWaveLeavesHalfTheRequestsToAWaveRegisteredAfterIt) {
+  urls_ = TenShards(*store_);
+  options_.object_requests_in_flight = 4;
+  auto source = Open();
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const uint64_t gets_before = store_->counters().gets.load();
+  std::vector<ItemId> next, now;
+  for (ItemId s = 0; s < 5; ++s) next.push_back(s * 4 + 3);
+  for (ItemId s = 5; s < 10; ++s) now.push_back(s * 4 + 1);
+  store_->Hold();
+  // Alone, the next wave's fetches take half the requests...
+  (*source)->PrefetchNextWave(next);
+  store_->WaitForInFlight(2);
+  EXPECT_EQ(store_->counters().gets.load() - gets_before, 2u);
+  // ...and a wave that needs its items now gets the other half at once.
+  (*source)->Prefetch(now);
+  store_->WaitForInFlight(4);
+  EXPECT_EQ(store_->counters().gets.load() - gets_before, 4u);
+  store_->Release();
+  for (ItemId id : now) ASSERT_TRUE((*source)->Read(id).ok());
+  (*source)->Prefetch(next);
+  for (ItemId id : next) ASSERT_TRUE((*source)->Read(id).ok());
+  EXPECT_EQ(store_->counters().gets.load() - gets_before, 10u);
+  EXPECT_EQ((*source)->object_reads().on_demand, 0u);
+  EXPECT_LE(store_->max_in_flight(), 4u);
+}
+
+TEST_F(ObjectShardsTest, ANextWavesRangeNoWaveReadsIsDroppedAfterKWavesKept) {
+  urls_ = TenShards(*store_);
+  auto source = Open();
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const std::vector<ItemId> next = {2, 6};  // two shards: two GETs
+  (*source)->PrefetchNextWave(next);
+  store_->WaitForInFlight(0);
+  const uint64_t gets = store_->counters().gets.load();
+  // The wave it was meant for, and kWavesKept after it, keep it...
+  for (uint64_t w = 0; w <= ObjectShards::kWavesKept; ++w) (*source)->Prefetch({});
+  ASSERT_TRUE((*source)->Read(2).ok());
+  EXPECT_EQ(store_->counters().gets.load(), gets);  // served by its fetch
+  // ...the wave after drops it: a read of it is a GET of its own.
+  (*source)->Prefetch({});
+  ASSERT_TRUE((*source)->Read(6).ok());
+  EXPECT_EQ(store_->counters().gets.load(), gets + 1);
+  EXPECT_EQ((*source)->object_reads().prefetched, 1u);
+  EXPECT_EQ((*source)->object_reads().on_demand, 1u);
 }
 
 // What prefetching buys when each GET takes a round trip: two reader

@@ -52,6 +52,12 @@
 // field record is not kept there: its columns come from the listing, which
 // the fingerprint does not cover.
 //
+// Items that must come from a dataset of objects are prefetched before the
+// wave is prepared (Dataset::Prefetch), and, when the scheduler hands the
+// next wave over with it (RunBeforeNext), the next wave's behind them
+// (Dataset::PrefetchNextWave), so that their round trips pass while this
+// wave decodes.
+//
 // A failure is recorded per slot position; a read that failed because the
 // dataset changed under its listing, or its object store stayed
 // unreachable (NoSubstituteReason), is marked so, since the scheduler ends
@@ -139,16 +145,29 @@ class ItemPipeline final : public ItemPreparer {
   // The items that must come from a dataset of objects are prefetched then
   // (Dataset::Prefetch), so their requests are in flight together.
   void Run(std::span<ItemTask> tasks) override;
+  // Run(tasks), with the items of `next` that must come from a dataset of
+  // objects, and that this wave does not read itself, fetched behind this
+  // wave's (Dataset::PrefetchNextWave): the next wave's Run finds them
+  // fetched or in flight.
+  void RunBeforeNext(std::span<ItemTask> tasks, std::span<const ItemTask> next) override;
 
   const PipelineCounters& counters() const { return counters_; }
   PipelineSnapshot Snapshot() const;
   uint32_t threads() const { return threads_; }
 
  private:
-  // RunOne inside a boundary that turns any exception into a failed sample.
   // Starts the storage reads of the wave's items that must come from a
   // dataset of objects (Dataset::Prefetch).
   void PrefetchFromStorage(std::span<const ItemTask> tasks);
+  // The same for the next wave's `next` (Dataset::PrefetchNextWave), but
+  // for the items of `tasks` too: those reach a tier before the next wave.
+  void PrefetchNextFromStorage(std::span<const ItemTask> tasks, std::span<const ItemTask> next);
+  // Whether `task`'s item is one a dataset of objects must fetch: no tier
+  // holds it (`decoded_entry`: the decoded tier's, looked up already).
+  bool MustFetch(const ItemTask& task, bool decoded_held) const;
+  // Prepares the tasks on the arena.
+  void PrepareAll(std::span<ItemTask> tasks);
+  // RunOne inside a boundary that turns any exception into a failed sample.
   void RunOneGuarded(ItemTask& task);
   void RunOne(ItemTask& task);
   // What Prepare made of an item. Its pixels are in exactly one of

@@ -139,6 +139,8 @@ class Dataset {
   }
   // See DatasetSource::Prefetch.
   void Prefetch(std::span<const ItemId> ids) const { source_->Prefetch(ids); }
+  // See DatasetSource::PrefetchNextWave.
+  void PrefetchNextWave(std::span<const ItemId> ids) const { source_->PrefetchNextWave(ids); }
   // Whether the items are objects in S3-compatible storage, whose reads
   // are worth prefetching.
   bool reads_objects() const { return object_counters() != nullptr; }

@@ -156,6 +156,13 @@ class DatasetSource {
   // Read then waits for its item's bytes; items not named here are read on
   // demand. Nothing for sources read from local storage.
   virtual void Prefetch(std::span<const ItemId> /*ids*/) const {}
+  // The items the next wave will read from storage, while this one is
+  // prepared: a source of objects fetches them with what its bounds leave
+  // over once this wave's fetches are started, and the next wave's
+  // Prefetch of the same items finds them fetched or in flight instead of
+  // starting them. Items never prefetched by a wave are dropped as
+  // Prefetch's are. Nothing for sources read from local storage.
+  virtual void PrefetchNextWave(std::span<const ItemId> /*ids*/) const {}
   // The counts of the store a source of objects reads from; null for
   // others.
   virtual const objectstore::ObjectStoreCounters* object_counters() const { return nullptr; }

@@ -37,7 +37,8 @@
 // and marks the source stale, as a changed file does. Prefetch starts the
 // GETs of a wave's items ahead of their reads, a bounded number in flight
 // (ShardOptions::object_requests_in_flight, object_prefetch_bytes), members
-// close together in one shard fetched by one GET. Every request carries the
+// close together in one shard fetched by one GET; PrefetchNextWave the next
+// wave's behind them, within half those bounds. Every request carries the
 // Access of a job whose credentials HEADed every shard (VerifyObjects).
 //
 // Member names are never used as file-system paths.
@@ -70,6 +71,7 @@ namespace galley {
 
 struct ShardListing;  // shard_storage.h
 struct ShardOrigin;
+struct ShardExtent;  // shard_storage.h
 
 struct ShardOptions {
   // Extension of the image member; "" picks the first of jpg, jpeg, png,
@@ -224,6 +226,8 @@ class ShardSource final : public DatasetSource {
                        ListingStop* stop) const override;
   // Objects: starts the GETs of `ids`' members (DatasetSource::Prefetch).
   void Prefetch(std::span<const ItemId> ids) const override;
+  // Objects: the same for the next wave's (DatasetSource::PrefetchNextWave).
+  void PrefetchNextWave(std::span<const ItemId> ids) const override;
   // The object store's counts, or null for files.
   const objectstore::ObjectStoreCounters* object_counters() const override;
   // Objects: how the reads were served; zeros for files.
@@ -261,6 +265,9 @@ class ShardSource final : public DatasetSource {
   // The one range ReadWithFields reads item `id`'s image and fields in,
   // when they lie close enough together; nullopt: read one by one.
   std::optional<Extent> JointExtent(ItemId id) const;
+  // Exactly the ranges Read (without fields) or ReadWithFields will ask
+  // for `ids`, for Prefetch and PrefetchNextWave.
+  std::vector<ShardExtent> ReadExtents(std::span<const ItemId> ids) const;
 
   // Fills `out` with the bytes at `offset` of shard `shard`, checked to
   // come from the listed version of the shard. The caller bounds `out` by

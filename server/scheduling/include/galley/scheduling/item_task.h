@@ -116,6 +116,13 @@ class ItemPreparer {
  public:
   virtual ~ItemPreparer() = default;
   virtual void Run(std::span<ItemTask> tasks) = 0;
+  // Run(tasks), knowing that `next` is the wave planned after them: a
+  // preparer whose reads wait on the network may start reading the next
+  // wave's items while it prepares these. The scheduler passes a next wave
+  // only when one of its wave's datasets reads objects.
+  virtual void RunBeforeNext(std::span<ItemTask> tasks, std::span<const ItemTask> /*next*/) {
+    Run(tasks);
+  }
 };
 
 }  // namespace galley

@@ -5,7 +5,12 @@
 // batches are full (a job without a free slot is masked), runs the wave's
 // items through its ItemPreparer, the daemon's ItemPipeline (read + decode
 // once per item, one transform per receiving job) and publishes the slots.
-// It sleeps on a condition variable when no job can take a batch.
+// It sleeps on a condition variable when no job can take a batch. When a
+// wave reads a dataset of objects, the next wave is planned before it is
+// prepared and handed over with it (ItemPreparer::RunBeforeNext), so the
+// next wave's GETs are in flight while this one decodes
+// (SchedulerOptions::plan_next_wave); the waves are the same, in the same
+// order, only planned sooner.
 //
 // The Scheduler hears of jobs from their owner, the JobManager, as a
 // JobLifecycleObserver: a job opened (OnJobOpened: it joins its dataset's
@@ -137,6 +142,12 @@ struct SchedulerOptions {
   // drew ahead, and that lag returns every epoch). false only to measure
   // the difference.
   bool draw_across_epochs = true;
+  // Whether a wave that reads a dataset of objects is prepared with the
+  // next wave already planned, so that the pipeline fetches the next
+  // wave's objects while it prepares this one
+  // (ItemPreparer::RunBeforeNext). A wave of local datasets never is.
+  // false only to measure the difference.
+  bool plan_next_wave = true;
 
   // galleyd fills these from its options (SchedulerOptionsFor, daemon.h).
 };
@@ -284,9 +295,12 @@ class Scheduler final : public JobLifecycleObserver {
   // epoch), out of the sampler and into the next epoch.
   void AdvancePast(Production& p, SlotPlan& plan) REQUIRES(mu_);
   void Publish(SlotPlan& plan) REQUIRES(mu_);
-  // Whether a prepared plan is still wanted: its job is open and has not
-  // sought since the plan was made.
+  // Whether a prepared plan is still wanted: its job is open, has not
+  // sought since the plan was made and can go on.
   bool Wanted(const SlotPlan& plan) const REQUIRES(mu_);
+  // Whether a wave's tasks read a dataset of objects: then the scheduler
+  // plans the next wave before preparing it (ItemPreparer::RunBeforeNext).
+  static bool ReadsObjects(std::span<const ItemTask> tasks);
   // Counts `batches` of `job` as prepared and never taken by its consumer.
   void CountUnread(ServedJob& job, uint64_t batches) REQUIRES(mu_);
   // Replaces the samples of `plans` that failed by substitutes and returns
