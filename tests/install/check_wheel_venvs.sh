@@ -1,20 +1,19 @@
 #!/usr/bin/env bash
 # Each wheel in a fresh venv of the CPython it is for (its cp3X tag; from
-# pyenv, ~/.pyenv/versions/3.X.*, or python3.X on PATH): pip installs it
+# pyenv, $PYENV_ROOT or ~/.pyenv, or python3.X on PATH: scripts/cpython.sh): pip installs it
 # offline, `import galley` loads the extension, and the bundled galleyctl
 # runs. Prints the install time of each.
 #
 #   tests/install/check_wheel_venvs.sh WHEEL...
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/cpython.sh"
 WORK="$(mktemp -d -t galley-venvs.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 for wheel in "$@"; do
   name="$(basename "$wheel")"
   tag="$(grep -o -- '-cp3[0-9]*-' <<<"$name" | head -1 | tr -d '-')"
   version="3.${tag#cp3}"
-  python="$(ls -d "$HOME"/.pyenv/versions/"$version".*/bin/python3 2>/dev/null | sort -V | tail -1)"
-  if [[ -z "$python" ]]; then python="$(command -v "python$version" || true)"; fi
-  if [[ -z "$python" ]]; then
+  if ! python="$(cpython_for "$version")"; then
     echo "check_wheel_venvs: no CPython $version for $name" >&2
     exit 1
   fi
