@@ -158,6 +158,27 @@ def identity(image):
     return image
 
 
+def thread_states(pid):
+    """The scheduler state (R, S, D, T...) of each thread of process pid."""
+    states = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                states.append(stat.read().rsplit(")", 1)[1].split()[0])
+        except FileNotFoundError:  # a thread that ended meanwhile
+            pass
+    return states
+
+
+def wait_until_stopped(pid):
+    """Returns once every thread of pid is stopped (state T); the bound only
+    stops a hang."""
+    deadline = time.monotonic() + 60
+    while any(state != "T" for state in thread_states(pid)):
+        assert time.monotonic() < deadline, f"galleyd's threads did not stop: {thread_states(pid)}"
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize("workers", [0, 2], ids=["galleyd-only", "workers"])
 def test_a_stopped_galleyd_times_out_with_torchs_words(tmp_path, workers):
     """The daemon-side wait: galleyd stopped (SIGSTOP) mid-epoch prepares
@@ -178,6 +199,10 @@ def test_a_stopped_galleyd_times_out_with_torchs_words(tmp_path, workers):
         next(batches)
         os.kill(own.proc.pid, signal.SIGSTOP)
         stopped = True
+        # The stop is done once every thread of galleyd has stopped; a thread
+        # that was runnable takes the signal only when it next runs, which on
+        # a loaded machine may be later than this loop's first reads.
+        wait_until_stopped(own.proc.pid)
         # Counted, so that a loop that ends without the timeout says how far
         # it got (a short epoch would be a lost batch, not a slow daemon).
         received = []
@@ -188,8 +213,8 @@ def test_a_stopped_galleyd_times_out_with_torchs_words(tmp_path, workers):
             for batch in batches:
                 received.append(batch[1].tolist())
             pytest.fail(f"with galleyd stopped the loop ended after {len(received)} more "
-                        f"batches ({received}) without timing out; state "
-                        f"{open(f'/proc/{own.proc.pid}/stat').read().split()[2]}")
+                        f"batches ({received}) without timing out; its threads' states "
+                        f"{thread_states(own.proc.pid)}")
         assert isinstance(raised.value, galley.Timeout)
         os.kill(own.proc.pid, signal.SIGCONT)
         stopped = False
