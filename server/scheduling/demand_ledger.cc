@@ -7,7 +7,58 @@ namespace galley {
 void DemandLedger::Enter(JobId job, uint32_t dataset_index, size_t dataset_size,
                          std::span<const ItemId> items, std::span<const ItemId> repeats) {
   if (tracker_ == nullptr) return;
-  Leave(job);
+  if (deferring_) {
+    deferred_.push_back(Change{.kind = Change::Kind::kEnter,
+                               .job = job,
+                               .dataset_index = dataset_index,
+                               .dataset_size = dataset_size,
+                               .items = {items.begin(), items.end()},
+                               .repeats = {repeats.begin(), repeats.end()}});
+    return;
+  }
+  EnterNow(job, dataset_index, dataset_size, items, repeats);
+}
+
+void DemandLedger::Consume(JobId job, ItemId item) {
+  if (tracker_ == nullptr) return;
+  if (deferring_) {
+    deferred_.push_back(Change{.kind = Change::Kind::kConsume, .job = job, .item = item});
+    return;
+  }
+  ConsumeNow(job, item);
+}
+
+void DemandLedger::Leave(JobId job) {
+  if (tracker_ == nullptr) return;
+  if (deferring_) {
+    deferred_.push_back(Change{.kind = Change::Kind::kLeave, .job = job});
+    return;
+  }
+  LeaveNow(job);
+}
+
+void DemandLedger::ApplyDeferred() {
+  deferring_ = false;
+  for (const Change& change : deferred_) {
+    switch (change.kind) {
+      case Change::Kind::kEnter:
+        EnterNow(change.job, change.dataset_index, change.dataset_size, change.items,
+                 change.repeats);
+        break;
+      case Change::Kind::kConsume:
+        ConsumeNow(change.job, change.item);
+        break;
+      case Change::Kind::kLeave:
+        LeaveNow(change.job);
+        break;
+    }
+  }
+  deferred_.clear();
+}
+
+void DemandLedger::EnterNow(JobId job, uint32_t dataset_index, size_t dataset_size,
+                            std::span<const ItemId> items, std::span<const ItemId> repeats) {
+  LeaveNow(job);
   if (items.empty()) return;
   JobDemand& demand = jobs_[job];
   demand.dataset_index = dataset_index;
@@ -28,7 +79,7 @@ void DemandLedger::Enter(JobId job, uint32_t dataset_index, size_t dataset_size,
   tracker_->AddDemand(keys);
 }
 
-void DemandLedger::Consume(JobId job, ItemId item) {
+void DemandLedger::ConsumeNow(JobId job, ItemId item) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;
   JobDemand& demand = it->second;
@@ -42,7 +93,7 @@ void DemandLedger::Consume(JobId job, ItemId item) {
   tracker_->ConsumeDemand(cache::MakeKey(demand.dataset_index, item));
 }
 
-void DemandLedger::Leave(JobId job) {
+void DemandLedger::LeaveNow(JobId job) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;
   const JobDemand& demand = it->second;

@@ -795,8 +795,13 @@ void Scheduler::Loop() {
       // round trip then hides behind the decodes. The waves are planned by
       // the same steps in the same order, so what each job receives keeps
       // every property it had; only the gate sees the rings a wave sooner,
-      // which local reads have no use for.
-      if (options_.plan_next_wave && ReadsObjects(tasks)) PlanWave(&next_plans, &next_tasks);
+      // which local reads have no use for. The next wave's demand changes
+      // wait until this wave is prepared (DemandLedger::Defer), so that the
+      // tiers keep what it reads for the next one.
+      if (options_.plan_next_wave && ReadsObjects(tasks)) {
+        ledger_.Defer();
+        PlanWave(&next_plans, &next_tasks);
+      }
     }
     const auto start = Clock::now();
     pipeline_->RunBeforeNext(tasks, next_tasks);
@@ -819,6 +824,7 @@ void Scheduler::Loop() {
       // published (the batch is then not published) or counts it in the
       // ring.
       MutexLock lock(&mu_);
+      ledger_.ApplyDeferred();
       for (auto& plan : plans) {
         plan->job->counters.produce_ns += ns / plans.size();
         if (!plan->unservable.empty()) {

@@ -105,6 +105,43 @@ TEST_F(DemandLedgerTest, EnteringAgainFirstDropsWhatTheLastEpochStillNeeded) {
   EXPECT_EQ(ledger_.Outstanding(1), 0u);
 }
 
+TEST_F(DemandLedgerTest, DeferredChangesWaitAndAreMadeInTheOrderAskedFor) {
+  ledger_.Enter(1, kDataset, kDatasetSize, std::vector<ItemId>{1, 2, 3});
+  ledger_.Defer();
+  // The next wave's: job 1 receives 1 and leaves (its epoch's end), then
+  // enters another epoch; job 2 enters and receives 6.
+  ledger_.Consume(1, 1);
+  ledger_.Leave(1);
+  ledger_.Enter(1, kDataset, kDatasetSize, std::vector<ItemId>{3, 4});
+  ledger_.Enter(2, kDataset, kDatasetSize, std::vector<ItemId>{5, 6});
+  ledger_.Consume(2, 6);
+  // Until then the tiers see the demand as it was.
+  EXPECT_EQ(DemandOf(1), 1u);
+  EXPECT_EQ(DemandOf(2), 1u);
+  EXPECT_EQ(DemandOf(3), 1u);
+  EXPECT_EQ(DemandOf(4), 0u);
+  EXPECT_EQ(DemandOf(5), 0u);
+  EXPECT_EQ(ledger_.Outstanding(1), 3u);
+  EXPECT_EQ(ledger_.Outstanding(2), 0u);
+
+  ledger_.ApplyDeferred();
+  EXPECT_EQ(DemandOf(1), 0u);
+  EXPECT_EQ(DemandOf(2), 0u);
+  EXPECT_EQ(DemandOf(3), 1u);
+  EXPECT_EQ(DemandOf(4), 1u);
+  EXPECT_EQ(DemandOf(5), 1u);
+  EXPECT_EQ(DemandOf(6), 0u);
+  EXPECT_EQ(tracker_.TotalDemand(), 3u);
+  EXPECT_EQ(ledger_.Outstanding(1), 2u);
+  EXPECT_EQ(ledger_.Outstanding(2), 1u);
+
+  // The deferral ended: changes are made at once again.
+  ledger_.Consume(1, 4);
+  EXPECT_EQ(DemandOf(4), 0u);
+  ledger_.ApplyDeferred();  // nothing queued
+  EXPECT_EQ(tracker_.TotalDemand(), 2u);
+}
+
 TEST(DemandLedgerWithoutCacheTest, RecordsNothing) {
   DemandLedger ledger(nullptr);
   ledger.Enter(1, kDataset, kDatasetSize, std::vector<ItemId>{1, 2});

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -15,11 +16,13 @@
 #include <mutex>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "galley/cache/tiered_cache.h"
 #include "galley/daemon/item_pipeline.h"
 #include "galley/dataset/dataset.h"
 #include "galley/scheduling/scheduler.h"
@@ -209,15 +212,27 @@ TEST(WaveAheadTest, WithARoundTripPerGetTheNextWavesFetchesHideBehindTheDecodes)
       quick, quick_wait, one_wave, one_wave_wait, ahead, ahead_wait);
 }
 
-// Records what the scheduler hands its preparer, and prepares nothing (each
-// sample stays as the ring had it).
+// Records what the scheduler hands its preparer, and, given the cache's
+// demand, the least demand any of the next wave's items has while a wave is
+// prepared; prepares nothing (each sample stays as the ring had it).
 class RecordingPreparer final : public ItemPreparer {
  public:
+  explicit RecordingPreparer(const cache::DemandTracker* demand = nullptr) : demand_(demand) {}
   void Run(std::span<ItemTask> tasks) override { RunBeforeNext(tasks, {}); }
   void RunBeforeNext(std::span<ItemTask> /*tasks*/, std::span<const ItemTask> next) override {
     std::lock_guard<std::mutex> lock(mu_);
     waves_++;
     if (!next.empty()) waves_with_next_++;
+    if (demand_ == nullptr) return;
+    for (const ItemTask& task : next) {
+      const uint32_t demand =
+          demand_->Demand(cache::MakeKey(task.job_plan->dataset_index, task.item));
+      least_next_demand_ = std::min(least_next_demand_.value_or(demand), demand);
+    }
+  }
+  std::optional<uint32_t> least_next_demand() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return least_next_demand_;
   }
   uint64_t waves() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -229,10 +244,55 @@ class RecordingPreparer final : public ItemPreparer {
   }
 
  private:
+  const cache::DemandTracker* const demand_;
   mutable std::mutex mu_;
   uint64_t waves_ = 0;
   uint64_t waves_with_next_ = 0;
+  std::optional<uint32_t> least_next_demand_;
 };
+
+// One job over `dataset` until its ring is full (one epoch), prepared by
+// `preparer`, then closed.
+void ServeTheRing(std::shared_ptr<const Dataset> dataset, ItemPreparer* preparer,
+                  cache::TieredCache* cache = nullptr) {
+  Scheduler scheduler(SchedulerOptions{}, preparer, cache);
+  auto job = MakeJob(std::move(dataset));
+  ASSERT_TRUE(scheduler.OnJobOpened(job).ok());
+  scheduler.OnConsumerReady(job->id);
+  scheduler.Start();
+  ASSERT_TRUE(WaitForBatches(*job, kSlots));
+  scheduler.OnJobClosed(job->id);
+  scheduler.Stop();
+}
+
+// The tiers rank what a wave reads by the demand left after it: an item the
+// next wave reads for a job must still count that job's demand while this
+// wave is prepared, or a tier declines it (demand 0) when this wave offers
+// it for another job, and the next wave fetches it again. One job, each
+// item once an epoch: every item of a next wave is needed once then.
+TEST(WaveAheadTest, TheNextWavesItemsKeepTheirDemandWhileThisWaveIsPrepared) {
+  auto store = std::make_shared<InMemoryObjectStore>();
+  store->Allow("bucket", "alice");
+  for (ItemId i = 0; i < kItems; ++i) {
+    store->Put("bucket", "d/c" + std::to_string(i % kClasses) + "/" + std::to_string(i) + ".jpg",
+               Jpeg(static_cast<int>(i)));
+  }
+  auto dataset = Dataset::OpenObjectFolder("s3://bucket/d/", store, AccessFor("alice"), {}, {});
+  ASSERT_TRUE(dataset.ok()) << dataset.status().ToString();
+  cache::CacheOptions cache_options;
+  cache_options.cache_bytes = 1 << 20;
+  cache_options.decoded_arena = false;
+  auto cache = cache::TieredCache::Create(cache_options);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+
+  RecordingPreparer preparer(&(*cache)->demand());
+  ASSERT_NO_FATAL_FAILURE(ServeTheRing(*dataset, &preparer, cache->get()));
+  EXPECT_EQ(preparer.waves_with_next(), uint64_t{kSlots - 1});
+  ASSERT_TRUE(preparer.least_next_demand().has_value());
+  EXPECT_EQ(*preparer.least_next_demand(), 1u);
+  // Closed: every demand the job had is gone.
+  EXPECT_EQ((*cache)->demand().TotalDemand(), 0u);
+}
 
 TEST(WaveAheadTest, ALocalDatasetsWavesArePreparedWithoutANextWave) {
   testing::ScratchDir dir("galley-wave-ahead");
@@ -251,14 +311,7 @@ TEST(WaveAheadTest, ALocalDatasetsWavesArePreparedWithoutANextWave) {
   ASSERT_FALSE((*dataset)->reads_objects());
 
   RecordingPreparer preparer;
-  Scheduler scheduler(SchedulerOptions{}, &preparer);
-  auto job = MakeJob(*dataset);
-  ASSERT_TRUE(scheduler.OnJobOpened(job).ok());
-  scheduler.OnConsumerReady(job->id);
-  scheduler.Start();
-  ASSERT_TRUE(WaitForBatches(*job, kSlots));
-  scheduler.OnJobClosed(job->id);
-  scheduler.Stop();
+  ASSERT_NO_FATAL_FAILURE(ServeTheRing(*dataset, &preparer));
   EXPECT_EQ(preparer.waves(), uint64_t{kSlots});
   EXPECT_EQ(preparer.waves_with_next(), 0u);
 }

@@ -12,6 +12,14 @@
 // that Leave drops exactly those, an item the epoch holds twice counted
 // twice, and a Consume the job had no demand for changes nothing.
 //
+// While the scheduler prepares one wave with the next one planned already
+// (SchedulerOptions::plan_next_wave), the next wave's changes wait (Defer,
+// then ApplyDeferred once the wave is prepared): the tiers then rank this
+// wave's items by the demand they had when it was planned, as without the
+// plan-ahead. Had the next wave's deliveries counted at once, an item this
+// wave reads for one job and the next one for another would have been
+// offered with no demand left and declined, and fetched again.
+//
 // Cache keys are cache::MakeKey(dataset_index, item), dataset_index being
 // the job's DatasetRegistry number (JobPlan::dataset_index).
 //
@@ -53,10 +61,36 @@ class DemandLedger {
   // job the ledger does not know.
   void Leave(JobId job);
 
-  // Copies of items `job` still needs this epoch (0 for a job not in it).
+  // From now until ApplyDeferred, Enter, Consume and Leave are queued, not
+  // made. Idempotent.
+  void Defer() { deferring_ = true; }
+  // Makes the queued changes, in the order they were asked for, and ends
+  // the deferral.
+  void ApplyDeferred();
+
+  // Copies of items `job` still needs this epoch (0 for a job not in it),
+  // deferred changes not counted.
   uint64_t Outstanding(JobId job) const;
 
  private:
+  // A change asked for while deferring.
+  struct Change {
+    enum class Kind { kEnter, kConsume, kLeave };
+    Kind kind;
+    JobId job;
+    ItemId item = 0;  // kConsume
+    // kEnter:
+    uint32_t dataset_index = 0;
+    size_t dataset_size = 0;
+    std::vector<ItemId> items;
+    std::vector<ItemId> repeats;
+  };
+
+  void EnterNow(JobId job, uint32_t dataset_index, size_t dataset_size,
+                std::span<const ItemId> items, std::span<const ItemId> repeats);
+  void ConsumeNow(JobId job, ItemId item);
+  void LeaveNow(JobId job);
+
   struct JobDemand {
     uint32_t dataset_index = 0;
     // Indexed by item id: the job still needs the item; the rare item the
@@ -68,6 +102,8 @@ class DemandLedger {
 
   cache::DemandTracker* const tracker_;
   std::unordered_map<JobId, JobDemand> jobs_;  // the jobs with demand
+  bool deferring_ = false;
+  std::vector<Change> deferred_;
 };
 
 }  // namespace galley
