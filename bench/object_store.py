@@ -150,18 +150,26 @@ class CountingProxy:
         for writer in (up_w, client_w):
             writer.close()
 
-    @staticmethod
-    async def _copy(reader, writer, n):
+    async def _copy(self, reader, writer, n, counted):
+        """Forwards n bytes; `counted` of them are body bytes of a response,
+        added to the counts as they pass, so that a response its client cut
+        short (a stream closed once it had what it needed) still counts
+        what the store sent of it."""
         while n > 0:
             data = await reader.read(min(n, 1 << 18))
             if not data:
                 raise ConnectionError("peer closed inside a body")
             writer.write(data)
+            if counted > 0:
+                part = min(counted, len(data))
+                self._add(body_bytes=part, response_bytes=part)
+                counted -= part
             await writer.drain()
             n -= len(data)
 
-    async def _body(self, reader, writer, headers):
-        """Forwards one message body; returns its length."""
+    async def _body(self, reader, writer, headers, response=False):
+        """Forwards one message body; returns its length. A response's body
+        bytes are counted as they pass (_copy)."""
         if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
             total = 0
             while True:
@@ -175,10 +183,10 @@ class CountingProxy:
                         if line == b"\r\n":
                             await writer.drain()
                             return total
-                await self._copy(reader, writer, size + 2)
+                await self._copy(reader, writer, size + 2, size if response else 0)
                 total += size
         n = int(headers.get(b"content-length", b"0"))
-        await self._copy(reader, writer, n)
+        await self._copy(reader, writer, n, n if response else 0)
         return n
 
     @staticmethod
@@ -226,12 +234,10 @@ class CountingProxy:
                 if 100 <= status < 200:
                     continue
                 method = methods.popleft() if methods else b"GET"
-                if method == b"HEAD" or status in (204, 304):
-                    body = 0
-                else:
-                    body = await self._body(reader, client, headers)
+                if method != b"HEAD" and status not in (204, 304):
+                    await self._body(reader, client, headers, response=True)
                 await client.drain()
-                self._add(responses=1, body_bytes=body, response_bytes=len(head) + body)
+                self._add(responses=1, response_bytes=len(head))
         except (asyncio.IncompleteReadError, ConnectionError):
             return
 
