@@ -26,7 +26,9 @@
 // sampler for that epoch, each item leaves it as it is placed in one of the
 // job's batches (while the wave is planned, so before the pipeline offers
 // the item to a tier), and the rest when the job leaves the epoch, at its
-// end or early (seek, close, a job that cannot go on). An "ods" group asks the
+// end or early (seek, close, a job that cannot go on); a next wave planned
+// ahead makes its changes once the wave before it is prepared
+// (DemandLedger::Defer). An "ods" group asks the
 // cache, while a wave is planned, whether an item is in the encoded or
 // decoded tier, and each job's epoch is registered with its spec's
 // ods_fraction.
