@@ -148,6 +148,9 @@ std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset) {
     const ObjectReadCounts reads = shards->object_reads();
     s.prefetched_reads = reads.prefetched;
     s.on_demand_reads = reads.on_demand;
+    s.gets = reads.gets;
+    s.bytes = reads.bytes;
+    s.verify_heads = reads.verify_heads;
   }
   return s;
 }

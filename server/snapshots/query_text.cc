@@ -109,17 +109,22 @@ std::string NodeStoreText(const json& store) {
          std::to_string(Count(store, "in_flight")) + " in flight";
 }
 
+// "this set's reads: ..., by N GETs of B" of a dataset of objects' own
+// counts (a shard set's or a folder's); `what` names the dataset.
+std::string ObjectReadsText(const json& counts, const std::string& what) {
+  return "this " + what + "'s reads: " + std::to_string(Count(counts, "prefetched_reads")) +
+         " prefetched, " + std::to_string(Count(counts, "on_demand_reads")) + " on demand, by " +
+         std::to_string(Count(counts, "gets")) + " GETs of " + ByteSizeText(Count(counts, "bytes"));
+}
+
 // The lines of a prefix folder's or a manifest of objects' own counts.
 std::string ObjectFolderLines(const json& objects) {
   const bool manifest = Text(objects, "kind") == "manifest";
-  std::string line =
-      "    this " + std::string(manifest ? "manifest" : "prefix") +
-      "'s reads: " + std::to_string(Count(objects, "prefetched_reads")) + " prefetched, " +
-      std::to_string(Count(objects, "on_demand_reads")) + " on demand, by " +
-      std::to_string(Count(objects, "gets")) + " GETs of " + ByteSizeText(Count(objects, "bytes")) +
-      "; " + std::to_string(Count(objects, "listings")) + " listing(s) of " +
-      std::to_string(Count(objects, "prefixes")) + " prefix(es), " +
-      std::to_string(Count(objects, "verify_heads")) + " HEADs to admit other access keys";
+  std::string line = "    " + ObjectReadsText(objects, manifest ? "manifest" : "prefix") + "; " +
+                     std::to_string(Count(objects, "listings")) + " listing(s) of " +
+                     std::to_string(Count(objects, "prefixes")) + " prefix(es), " +
+                     std::to_string(Count(objects, "verify_heads")) +
+                     " HEADs to admit other access keys";
   if (manifest)
     line += ", " + std::to_string(Count(objects, "manifest_heads")) + " of the manifest";
   line += "\n";
@@ -169,9 +174,9 @@ std::string DatasetLine(const json& dataset) {
   }
   for (const std::string& fault : faults) line += "    " + fault + "\n";
   if (auto store = shards->find("object_store"); store != shards->end() && store->is_object()) {
-    line += "    " + NodeStoreText(*store) +
-            "; this set's reads: " + std::to_string(Count(*shards, "prefetched_reads")) +
-            " prefetched, " + std::to_string(Count(*shards, "on_demand_reads")) + " on demand\n";
+    line += "    " + ObjectReadsText(*shards, "set") + "; " +
+            std::to_string(Count(*shards, "verify_heads")) +
+            " HEADs to admit other access keys\n    " + NodeStoreText(*store) + "\n";
   }
   return line;
 }

@@ -100,6 +100,9 @@ void to_json(json& out, const ShardSetSnapshot& s) {
     out["object_store"] = *s.object_store;
     out["prefetched_reads"] = s.prefetched_reads;
     out["on_demand_reads"] = s.on_demand_reads;
+    out["gets"] = s.gets;
+    out["bytes"] = s.bytes;
+    out["verify_heads"] = s.verify_heads;
   }
 }
 

@@ -200,6 +200,11 @@ def test_two_jobs_share_the_fetches(daemon, aws_env, s3):
     # One streaming pass per shard, then about one GET per item.
     assert store["heads"] == 2 * SHARDS  # the listing's, then the second job's
     assert store["gets"] <= SHARDS + 16 + 1.25 * SHARDS * PER_SHARD, store
+    # The set's own count: its members' GETs, not the listing's streams; the
+    # second job's HEADs admitted it.
+    assert entry["gets"] == store["gets"] - SHARDS - store["retries"], (entry, store)
+    assert 0 < entry["bytes"] < store["bytes"], (entry, store)
+    assert entry["verify_heads"] == SHARDS, entry
 
 
 def test_a_refused_credential_is_access_denied_and_gets_nothing(daemon, aws_env, monkeypatch):
@@ -231,6 +236,7 @@ def test_galleyctl_shows_the_store_counts_and_never_the_credentials(daemon, aws_
                           capture_output=True, text=True, check=True).stdout
     assert "s3://galley/in/train-000000.tar .. train-000002.tar" in text, text
     assert "object store (the node's):" in text and " GETs, " in text, text
+    assert "this set's reads: " in text and " HEADs to admit other access keys" in text, text
     listed = json.loads(subprocess.run(
         [str(galleyctl), "--socket", daemon.socket, "datasets", "--json"],
         capture_output=True, text=True, check=True).stdout)

@@ -201,6 +201,11 @@ ShardSetSnapshot Shards(Numbers& n, bool objects) {
   if (objects) s.object_store = ObjectStore(n);
   s.prefetched_reads = n.U();
   s.on_demand_reads = n.U();
+  // Added later: numbers of their own, so that those drawn after them stay.
+  Numbers later(9100);
+  s.gets = later.U();
+  s.bytes = later.U();
+  s.verify_heads = later.U();
   return s;
 }
 

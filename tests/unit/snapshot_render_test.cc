@@ -823,9 +823,9 @@ TEST(QueryTextTest, DatasetsSummaryGivesEachDatasetOneLine) {
   EXPECT_NE(full.find("\n    fingerprint: ab\n"), std::string::npos);
 }
 
-// A prefix folder and a manifest of objects: their own reads and requests on
-// a line, then the node's store counts; the JSON carries every count and no
-// credential.
+// A prefix folder, a manifest of objects and a shard set in a bucket: their
+// own reads and requests on a line, then the node's store counts; the JSON
+// carries every count and no credential.
 TEST(QueryTextTest, DatasetsSummaryShowsWhatAFolderOfObjectsAskedTheStoreFor) {
   ObjectFolderSnapshot prefix;
   prefix.kind = "prefix";
@@ -847,25 +847,49 @@ TEST(QueryTextTest, DatasetsSummaryShowsWhatAFolderOfObjectsAskedTheStoreFor) {
                         std::nullopt, prefix});
   s.datasets.push_back({"s3://galley/train.csv", "s3://galley/train.csv", 2, 22, 3, 3 << 20, 5.0, 1,
                         "ef", std::nullopt, manifest});
+  ShardSetSnapshot shards;
+  shards.shards = 3;
+  shards.samples = 120;
+  shards.object_store = prefix.object_store;
+  shards.prefetched_reads = 118;
+  shards.on_demand_reads = 16;
+  shards.gets = 110;
+  shards.bytes = 700 << 10;
+  shards.verify_heads = 3;
+  s.datasets.push_back({"shards\ns3://galley/in/train-000000.tar",
+                        "s3://galley/in/train-000000.tar", 3, 120, 5, 540 << 10, 5.0, 1, "01",
+                        shards});
   const json reply = s;
-  EXPECT_EQ(DatasetsSummary(reply),
-            "datasets: 2\n"
-            "  s3://galley/imgs/: 22 objects, 3 classes, 3.0 MiB, listed 5 s ago\n"
-            "    this prefix's reads: 20 prefetched, 2 on demand, by 22 GETs of 3.0 MiB; 3 "
-            "listing(s) of 1 prefix(es), 22 HEADs to admit other access keys\n"
-            "    object store (the node's): 40 GETs, 5.0 MiB, 1 retries, 4 LIST pages, 0 in "
-            "flight\n"
-            "  s3://galley/train.csv: 22 objects, 3 classes, 3.0 MiB, listed 5 s ago\n"
-            "    this manifest's reads: 20 prefetched, 2 on demand, by 22 GETs of 3.0 MiB; 3 "
-            "listing(s) of 2 prefix(es), 0 HEADs to admit other access keys, 2 of the manifest\n"
-            "    object store (the node's): 40 GETs, 5.0 MiB, 1 retries, 4 LIST pages, 0 in "
-            "flight\n"
-            "sampler groups: 0\n");
+  EXPECT_EQ(
+      DatasetsSummary(reply),
+      "datasets: 3\n"
+      "  s3://galley/imgs/: 22 objects, 3 classes, 3.0 MiB, listed 5 s ago\n"
+      "    this prefix's reads: 20 prefetched, 2 on demand, by 22 GETs of 3.0 MiB; 3 "
+      "listing(s) of 1 prefix(es), 22 HEADs to admit other access keys\n"
+      "    object store (the node's): 40 GETs, 5.0 MiB, 1 retries, 4 LIST pages, 0 in "
+      "flight\n"
+      "  s3://galley/train.csv: 22 objects, 3 classes, 3.0 MiB, listed 5 s ago\n"
+      "    this manifest's reads: 20 prefetched, 2 on demand, by 22 GETs of 3.0 MiB; 3 "
+      "listing(s) of 2 prefix(es), 0 HEADs to admit other access keys, 2 of the manifest\n"
+      "    object store (the node's): 40 GETs, 5.0 MiB, 1 retries, 4 LIST pages, 0 in "
+      "flight\n"
+      "  s3://galley/in/train-000000.tar: 3 shards, 120 items, 5 classes, 540.0 KiB, listed 5 "
+      "s ago\n"
+      "    this set's reads: 118 prefetched, 16 on demand, by 110 GETs of 700.0 KiB; 3 HEADs "
+      "to admit other access keys\n"
+      "    object store (the node's): 40 GETs, 5.0 MiB, 1 retries, 4 LIST pages, 0 in "
+      "flight\n"
+      "sampler groups: 0\n");
   const json& objects = reply["datasets"][0]["objects"];
   EXPECT_EQ(objects["kind"], "prefix");
   EXPECT_EQ(objects["gets"], 22);
   EXPECT_EQ(objects["object_store"]["lists"], 4);
   EXPECT_TRUE(reply["datasets"][0]["shards"].is_null());
+  const json& set = reply["datasets"][2]["shards"];
+  EXPECT_EQ(set["gets"], 110);
+  EXPECT_EQ(set["bytes"], 700 << 10);
+  EXPECT_EQ(set["verify_heads"], 3);
+  EXPECT_EQ(set["object_store"]["gets"], 40);
 }
 
 // A reply without the keys a summary reads (an older daemon's) prints what

@@ -219,9 +219,14 @@ struct ShardSetSnapshot {
   // Shards kept as objects: the store's counts; absent for files.
   std::optional<ObjectStoreSnapshot> object_store;
   // Shards kept as objects: this set's reads served by a prefetch, and
-  // those that made a GET of their own.
+  // those that made a GET of their own; the GETs it started (its members'
+  // ranges, not its listing's streams) and their body bytes; the HEADs
+  // that admitted other access keys to it.
   uint64_t prefetched_reads = 0;
   uint64_t on_demand_reads = 0;
+  uint64_t gets = 0;
+  uint64_t bytes = 0;
+  uint64_t verify_heads = 0;
 };
 
 // A dataset of one image per object (an s3:// prefix read as an
