@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <string_view>
 #include <utility>
 
 #include "galley/daemon/memory_setup.h"
@@ -219,14 +220,19 @@ cache::Plan CachePlanner::ReplanNow() {
       const Result<DatasetSample>& sample = taken.sample;
       if (sample.ok()) {
         info.sample = *sample;
-        info.sample_source = taken.kept ? "disk cache" : "storage";
+        info.sample_source = taken.source;
+        if (key->reads_objects()) {
+          RememberLocked(*key, info.reader->spec.max_resolution, *sample);
+        }
         spdlog::info(
             "cache planner: dataset {}: {} items, {:.0f} B mean, inflation {:.2f}, read {:.3g} "
             "MB/s{}",
             info.reader->dataset->root().string(), sample->items, sample->mean_encoded_bytes,
             sample->inflation,
             sample->read_seconds > 0 ? sample->bytes_read / sample->read_seconds / 1e6 : 0.0,
-            taken.kept ? " (its sample kept in the disk cache, nothing read)" : "");
+            std::string_view(taken.source) == "storage"
+                ? ""
+                : fmt::format(" (its sample kept in {}, nothing read)", taken.source));
       } else {
         info.sample_error = sample.status().ToString();
         spdlog::warn("cache planner: cannot sample {}: {}", info.reader->dataset->root().string(),
@@ -273,19 +279,44 @@ cache::Plan CachePlanner::ReplanNow() {
   return plan;
 }
 
+namespace {
+
+// A kept sample, with the item count and mean size of the dataset's listing.
+DatasetSample WithListingSizes(DatasetSample sample, const Dataset& dataset) {
+  sample.items = dataset.size();
+  sample.mean_encoded_bytes =
+      dataset.size() > 0 ? double(dataset.total_bytes()) / double(dataset.size()) : 0.0;
+  return sample;
+}
+
+}  // namespace
+
+void CachePlanner::RememberLocked(const Dataset& dataset, uint32_t max_resolution,
+                                  const DatasetSample& sample) {
+  const ContentFingerprint& fingerprint = dataset.content_fingerprint();
+  const SampleKey key{fingerprint.high, fingerprint.low, max_resolution};
+  if (!remembered_.insert_or_assign(key, sample).second) return;  // known: kept in its place
+  remembered_order_.push_back(key);
+  if (remembered_order_.size() > kRememberedSamples) {
+    remembered_.erase(remembered_order_.front());
+    remembered_order_.pop_front();
+  }
+}
+
 CachePlanner::TakenSample CachePlanner::Sample(const Dataset& dataset,
                                                uint32_t max_resolution) const {
   // Only a dataset of objects: its sample costs GETs of the store, while a
   // local one's costs a few reads of files that sampling again keeps current.
-  if (samples_ == nullptr || !dataset.reads_objects()) {
-    return {SampleDataset(dataset, max_resolution)};
-  }
+  if (!dataset.reads_objects()) return {SampleDataset(dataset, max_resolution)};
   const ContentFingerprint& fingerprint = dataset.content_fingerprint();
+  {
+    MutexLock lock(&mu_);
+    auto found = remembered_.find({fingerprint.high, fingerprint.low, max_resolution});
+    if (found != remembered_.end()) return {WithListingSizes(found->second, dataset), "memory"};
+  }
+  if (samples_ == nullptr) return {SampleDataset(dataset, max_resolution)};
   if (std::optional<DatasetSample> kept = samples_->Load(fingerprint, max_resolution)) {
-    kept->items = dataset.size();
-    kept->mean_encoded_bytes =
-        dataset.size() > 0 ? double(dataset.total_bytes()) / double(dataset.size()) : 0.0;
-    return {*kept, true};
+    return {WithListingSizes(*kept, dataset), "disk cache"};
   }
   TakenSample taken{SampleDataset(dataset, max_resolution)};
   if (taken.sample.ok()) {

@@ -429,6 +429,15 @@ def test_a_restarted_galleyd_serves_an_epoch_from_its_disk_tier_without_a_get(tm
         assert reads["prefetched_reads"] == 0 and reads["on_demand_reads"] == 0, reads
         assert store["heads"] == SHARDS, store
         assert store["gets"] == 0 and store["bytes"] == 0, store
+        # A later job, once the planner has forgotten the set with its last
+        # job: it plans from the sample it remembers, and reads nothing.
+        while any(d["root"].startswith("s3://") for d in again.query("plan")["datasets"]):
+            time.sleep(0.01)
+        served, planned = epoch_seen_by_the_planner(again)
+        assert served == SHARDS * PER_SHARD
+        assert planned["sample_source"] == "memory", planned
+        store = again.query("status")["object_store"]
+        assert store["gets"] == 0 and store["bytes"] == 0, store
     finally:
         stop_daemon(again)
 

@@ -12,6 +12,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "galley/cache/disk_tier.h"
@@ -201,6 +202,56 @@ TEST_F(PlannerSampleStoreTest, AnotherMaxResolutionOrADamagedSampleReadsTheStore
   EXPECT_FALSE(fs::is_symlink(kept));
   EXPECT_EQ(samples.Stats().damaged, 3u);
   EXPECT_EQ(Plan(dataset, &samples).gets, 0u);
+}
+
+// Without a disk tier: a planner remembers the sample of a dataset of
+// objects after its last job has closed, so a later job's open reads
+// nothing; a changed object (another fingerprint) or another
+// max_resolution is sampled again.
+TEST_F(PlannerSampleStoreTest, APlannerRemembersASampleAfterItsJobsHaveClosed) {
+  CachePlanner planner(cache_.get(), node_, 2, PlannerOverrides{}, nullptr, PipelineTimer(),
+                       nullptr);
+  JobId next_job = 1;
+  // A job over a new listing of the prefix, planned, then closed: the GETs
+  // its plan made and what the planner showed of it.
+  auto plan_and_close = [&](uint32_t max_resolution) {
+    std::shared_ptr<const Dataset> listing = OpenPrefix();
+    EXPECT_NE(listing, nullptr);
+    const uint64_t gets = store_->counters().gets.load();
+    const JobId job = next_job++;
+    planner.RecordJob(job, Job(listing, max_resolution));
+    planner.ReplanNow();
+    const PlanSnapshot snapshot = planner.Snapshot();
+    planner.OnJobClosed(job);
+    EXPECT_EQ(snapshot.datasets.size(), 1u);
+    PlanDatasetSnapshot shown =
+        snapshot.datasets.empty() ? PlanDatasetSnapshot{} : snapshot.datasets[0];
+    return std::make_pair(store_->counters().gets.load() - gets, shown);
+  };
+  const auto [first_gets, first] = plan_and_close(0);
+  EXPECT_EQ(first_gets, 16u);
+  EXPECT_EQ(first.sample_source, "storage");
+  EXPECT_TRUE(planner.Snapshot().datasets.empty());
+
+  const auto [again_gets, again] = plan_and_close(0);
+  EXPECT_EQ(again_gets, 0u);
+  ASSERT_TRUE(again.sampled) << again.error;
+  EXPECT_EQ(again.sample_source, "memory");
+  EXPECT_DOUBLE_EQ(again.storage_bytes_per_s, first.storage_bytes_per_s);
+  EXPECT_EQ(again.files_sampled, first.files_sampled);
+
+  EXPECT_EQ(plan_and_close(16).first, 16u);  // its own inflation
+  EXPECT_EQ(plan_and_close(16).first, 0u);
+
+  // An object rewritten: the listing's ETag and size differ.
+  cv::Mat image(40, 72, CV_8UC3, cv::Scalar(10, 200, 30));
+  std::vector<uchar> jpeg;
+  ASSERT_TRUE(cv::imencode(".jpg", image, jpeg));
+  server_.Put("data", "imgs/c0/0.jpg", std::string(jpeg.begin(), jpeg.end()));
+  const auto [changed_gets, changed] = plan_and_close(0);
+  EXPECT_EQ(changed_gets, 16u);
+  EXPECT_EQ(changed.sample_source, "storage");
+  EXPECT_EQ(plan_and_close(0).first, 0u);
 }
 
 TEST_F(PlannerSampleStoreTest, ALocalDatasetIsSampledEveryTime) {

@@ -6,10 +6,11 @@
 //   * the node, measured once at start (MeasureNode): decode+augment and
 //     augment-only rates per core, memory copy bandwidth;
 //   * the datasets, sampled the first time a job opens one (SampleDataset):
-//     storage read rate, item count, mean encoded size, inflation. With a
-//     disk tier, a dataset of objects is sampled once per content: its
-//     sample is kept in the tier's folder (DatasetSampleStore) and a
-//     restarted galleyd takes it from there, reading nothing from the store;
+//     storage read rate, item count, mean encoded size, inflation. A dataset
+//     of objects is sampled once per content: the planner remembers its
+//     sample after its jobs have closed (a later job's open reads nothing
+//     from the store) and, with a disk tier, keeps it in the tier's folder
+//     (DatasetSampleStore), where a restarted galleyd takes it from;
 //   * the remote tier, when there is one: B_cache and its capacity probed at
 //     start, B_NIC from the link speed; the plan also chooses the form it
 //     holds and sets it as the tier's write form;
@@ -35,12 +36,14 @@
 #define GALLEY_SERVER_DAEMON_CACHE_PLANNER_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "galley/cache/partition_planner.h"
@@ -144,18 +147,30 @@ class CachePlanner final : public JobLifecycleObserver {
     std::shared_ptr<const JobPlan> reader;
     std::optional<DatasetSample> sample;  // empty until sampled, or when sampling failed
     std::string sample_error;
-    std::string sample_source;  // "storage", or "disk cache" for a kept sample
+    // "storage"; for a sample read from neither: "disk cache" (the sample
+    // store's) or "memory" (this galleyd's, from an earlier job).
+    std::string sample_source;
   };
   struct TakenSample {
     Result<DatasetSample> sample;
-    bool kept = false;  // from the sample store, not read from storage
+    const char* source = "storage";  // as DatasetInfo::sample_source
   };
+  // A sample of a dataset of objects: its content fingerprint (high, low)
+  // and the max_resolution it was taken at.
+  using SampleKey = std::tuple<uint64_t, uint64_t, uint32_t>;
+  // The most samples of datasets of objects remembered (about 100 bytes
+  // each); the oldest is forgotten first.
+  static constexpr size_t kRememberedSamples = 1024;
 
-  // The sample of `dataset` at `max_resolution`: the one the sample store
-  // keeps for a dataset of objects, with the dataset's own item count and
-  // mean size, else SampleDataset's, which the store then keeps. Reads
-  // files; called without mu_.
-  TakenSample Sample(const Dataset& dataset, uint32_t max_resolution) const;
+  // The sample of `dataset` at `max_resolution`: for a dataset of objects
+  // the one remembered, else the one the sample store keeps, each with the
+  // dataset's own item count and mean size; else SampleDataset's, which the
+  // store then keeps. Reads files; called without mu_.
+  TakenSample Sample(const Dataset& dataset, uint32_t max_resolution) const EXCLUDES(mu_);
+  // Remembers a sample of a dataset of objects that SampleDataset or the
+  // sample store gave.
+  void RememberLocked(const Dataset& dataset, uint32_t max_resolution, const DatasetSample& sample)
+      REQUIRES(mu_);
 
   void Loop() EXCLUDES(mu_);
   cache::PlannerInputs InputsLocked() const REQUIRES(mu_);
@@ -178,6 +193,10 @@ class CachePlanner final : public JobLifecycleObserver {
   bool pending_ GUARDED_BY(mu_) = false;
   std::map<const Dataset*, DatasetInfo> datasets_ GUARDED_BY(mu_);
   std::map<JobId, std::shared_ptr<const JobPlan>> jobs_ GUARDED_BY(mu_);
+  // Samples of datasets of objects taken by this galleyd, kept after their
+  // jobs have closed; remembered_order_ oldest first.
+  std::map<SampleKey, DatasetSample> remembered_ GUARDED_BY(mu_);
+  std::deque<SampleKey> remembered_order_ GUARDED_BY(mu_);
   // Augment items/s per core by pipeline signature; 0 when it failed.
   std::map<std::string, double> pipeline_rates_ GUARDED_BY(mu_);
   std::optional<cache::Plan> plan_ GUARDED_BY(mu_);   // last applied

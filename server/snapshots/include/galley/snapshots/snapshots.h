@@ -446,9 +446,11 @@ struct PlanDatasetSnapshot {
   double storage_bytes_per_s = 0;
   // When not:
   std::string error;
-  // When sampled: "storage" (read now), or "disk cache" (a dataset of
-  // objects whose sample a galleyd before this one kept in the disk tier's
-  // folder; its storage rate is the store's as measured then).
+  // When sampled: "storage" (read for this dataset's jobs), "memory" (a
+  // dataset of objects this galleyd sampled for jobs that have closed
+  // since) or "disk cache" (one whose sample a galleyd before this one kept
+  // in the disk tier's folder); a kept sample's storage rate is the store's
+  // as measured then.
   std::string sample_source;
 };
 
