@@ -27,7 +27,7 @@ target_include_directories(galley_client_as PRIVATE ${PROJECT_SOURCE_DIR})
 if(GALLEY_REMOTE_TIER)
   galley_add_test(remote_tier_test
     SOURCES integration/remote_tier_test.cc integration/memcached_cluster.cc
-            integration/galleyd_process.cc integration/other_user.cc
+            integration/galleyd_process.cc integration/other_user.cc integration/metadata_clone.cc
     LIBS galley_client galley_opencv PkgConfig::LibMemcached OpenSSL::Crypto galley_xxhash
     LABEL integration)
   target_compile_definitions(remote_tier_test PRIVATE GALLEYD_PATH="$<TARGET_FILE:galleyd>")

@@ -22,6 +22,7 @@
 
 #include "galley/client.h"
 #include "tests/integration/galleyd_process.h"
+#include "tests/integration/metadata_clone.h"
 #include "tests/integration/other_user.h"
 
 namespace galley {
@@ -35,7 +36,7 @@ using testing::TempDir;
 constexpr const char* kTransform = R"({"ops":[{"op":"Resize","size":[32,32]}]})";
 constexpr int kItems = 30;
 
-using Samples = std::map<uint64_t, std::vector<uint8_t>>;
+using Samples = testing::SamplesById;
 
 class DiskTierTest : public ::testing::Test {
  protected:
@@ -257,19 +258,8 @@ TEST_F(DiskTierTest, ASecondGalleydOnTheSameFolderIsRefused) {
 // for them, and they cannot open the tier's folder either.
 TEST_F(DiskTierTest, AMetadataCloneOfAnotherUsersFilesGetsNoneOfTheirPixels) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as a second user";
-  fs::permissions(tmp_.path(), fs::perms(0755));
-  std::vector<std::string> relative;
-  for (const auto& entry : fs::recursive_directory_iterator(data_)) {
-    fs::permissions(entry.path(), fs::perms(entry.is_directory() ? 0755 : 0600));
-    if (entry.is_regular_file()) relative.push_back(fs::relative(entry.path(), data_).string());
-  }
+  const std::vector<std::string> relative = testing::MakeFilesPrivate(tmp_.path(), data_);
   ASSERT_EQ(relative.size(), size_t{kItems});
-  const fs::path clone = tmp_.path() / "clone";
-  fs::create_directories(clone);
-  ASSERT_EQ(::chown(clone.c_str(), testing::kNobodyUid, testing::kNobodyGid), 0);
-  std::vector<uint8_t> grey;
-  ASSERT_TRUE(cv::imencode(".jpg", cv::Mat(8, 8, CV_8UC3, cv::Scalar::all(128)), grey));
-
   Samples private_samples;
   {
     auto daemon = Start(true, {"--socket-mode", "0666"});
@@ -278,53 +268,20 @@ TEST_F(DiskTierTest, AMetadataCloneOfAnotherUsersFilesGetsNoneOfTheirPixels) {
   }
   auto daemon = Start(true, {"--socket-mode", "0666"});
   ASSERT_TRUE(WaitForIndex(*daemon));
-  const testing::Outcome attack =
-      testing::RunAs(testing::kNobodyUid, testing::kNobodyGid, {}, [&]() -> Status {
-        if (::open((disk_ / "entries-v1").c_str(), O_RDONLY | O_DIRECTORY) >= 0) {
-          return Status::Internal("the disk tier's folder is open to another user");
-        }
-        for (const std::string& name : relative) {
-          struct stat info {};
-          if (::stat((data_ / name).c_str(), &info) != 0) return Status::Internal("stat " + name);
-          const fs::path path = clone / name;
-          fs::create_directories(path.parent_path());
-          if (static_cast<size_t>(info.st_size) < grey.size()) return Status::Internal("small");
-          std::vector<uint8_t> bytes = grey;
-          bytes.resize(static_cast<size_t>(info.st_size), 0);  // after the JPEG's end
-          std::ofstream(path, std::ios::binary)
-              .write(reinterpret_cast<const char*>(bytes.data()),
-                     static_cast<std::streamsize>(bytes.size()));
-          const struct timespec times[2] = {info.st_atim, info.st_mtim};
-          if (::utimensat(AT_FDCWD, path.c_str(), times, 0) != 0) {
-            return Status::Internal("utimensat " + path.string());
-          }
-        }
-        ClientOptions options;
-        options.socket_path = daemon->socket();
-        options.request_timeout = 30s;
-        GALLEY_ASSIGN_OR_RETURN(auto client, Client::Connect(options));
-        GALLEY_ASSIGN_OR_RETURN(auto job, client.OpenJob(EpochSpec(clone)));
-        size_t served = 0, private_pixels = 0, grey_pixels = 0;
-        while (true) {
-          GALLEY_ASSIGN_OR_RETURN(auto batch, job.Next(30s));
-          const size_t sample_bytes = batch.data_bytes() / batch.size();
-          const auto* data = static_cast<const uint8_t*>(batch.data());
-          for (size_t i = 0; i < batch.size(); ++i) {
-            const std::vector<uint8_t> sample(data + i * sample_bytes,
-                                              data + (i + 1) * sample_bytes);
-            ++served;
-            if (private_samples.at(batch.item_ids()[i]) == sample) ++private_pixels;
-            const bool flat = std::all_of(sample.begin(), sample.end(), [&](uint8_t v) {
-              return std::abs(int{v} - int{sample[0]}) <= 2;
-            });
-            if (flat) ++grey_pixels;
-          }
-          if (batch.last_in_epoch()) break;
-        }
-        return Status(StatusCode::kOk, std::to_string(served) + " " +
-                                           std::to_string(private_pixels) + " " +
-                                           std::to_string(grey_pixels));
-      });
+  const fs::path clone = tmp_.path() / "clone";
+  const testing::Outcome attack = testing::ReadAMetadataCloneAsNobody(
+      {.data = data_,
+       .relative = relative,
+       .clone = clone,
+       .socket = daemon->socket(),
+       .spec = EpochSpec(clone),
+       .private_samples = &private_samples,
+       .first = [&]() -> Status {
+         if (::open((disk_ / "entries-v1").c_str(), O_RDONLY | O_DIRECTORY) >= 0) {
+           return Status::Internal("the disk tier's folder is open to another user");
+         }
+         return Status::Ok();
+       }});
   ASSERT_EQ(attack.code, 0) << attack.message;
   // served, the private set's pixels, the clone's own grey
   EXPECT_EQ(attack.message, std::to_string(kItems) + " 0 " + std::to_string(kItems));

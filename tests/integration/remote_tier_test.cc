@@ -27,6 +27,7 @@
 #include "galley/client.h"
 #include "tests/integration/galleyd_process.h"
 #include "tests/integration/memcached_cluster.h"
+#include "tests/integration/metadata_clone.h"
 #include "tests/integration/other_user.h"
 
 namespace galley {
@@ -45,7 +46,7 @@ constexpr const char* kMacKey = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822
 constexpr const char* kTransform = R"({"ops":[{"op":"Resize","size":[32,32]}]})";
 constexpr int kItems = 30;
 
-using Samples = std::map<uint64_t, std::vector<uint8_t>>;
+using Samples = testing::SamplesById;
 
 class RemoteTierTest : public ::testing::Test {
  protected:
@@ -526,73 +527,23 @@ TEST_F(RemoteTierTest, AValueForgedWithoutTheDeploymentsKeyIsCorruptAndReadFromS
 // private set at its own path still shares it.
 TEST_F(RemoteTierTest, AMetadataCloneOfAnotherUsersFilesGetsNoneOfTheirPixels) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as a second user";
-  namespace fs = std::filesystem;
-  fs::permissions(tmp_.path(), fs::perms(0755));
-  std::vector<std::string> relative;
-  for (const auto& entry : fs::recursive_directory_iterator(data_)) {
-    fs::permissions(entry.path(), fs::perms(entry.is_directory() ? 0755 : 0600));
-    if (entry.is_regular_file()) relative.push_back(fs::relative(entry.path(), data_).string());
-  }
+  const std::vector<std::string> relative = testing::MakeFilesPrivate(tmp_.path(), data_);
   ASSERT_EQ(relative.size(), size_t{kItems});
-  // The other user's folder under the allowed root, and the image they
-  // fill every clone with: a grey 8x8 JPEG, smaller than any private one.
-  const fs::path clone = tmp_.path() / "clone";
-  fs::create_directories(clone);
-  ASSERT_EQ(::chown(clone.c_str(), testing::kNobodyUid, testing::kNobodyGid), 0);
-  std::vector<uint8_t> grey;
-  ASSERT_TRUE(cv::imencode(".jpg", cv::Mat(8, 8, CV_8UC3, cv::Scalar::all(128)), grey));
-
   auto node1 =
       StartNode("node1", "64MiB", {"--remote-cache-form", "decoded", "--socket-mode", "0666"});
   const Samples private_samples = RunEpoch(*node1);
   ASSERT_TRUE(WaitForWrites(*node1, kItems));
   auto node2 =
       StartNode("node2", "64MiB", {"--remote-cache-form", "decoded", "--socket-mode", "0666"});
-
+  // The other user's folder under the allowed root.
+  const std::filesystem::path clone = tmp_.path() / "clone";
   const testing::Outcome attack =
-      testing::RunAs(testing::kNobodyUid, testing::kNobodyGid, {}, [&]() -> Status {
-        for (const std::string& name : relative) {
-          struct stat info {};
-          if (::stat((data_ / name).c_str(), &info) != 0) return Status::Internal("stat " + name);
-          const fs::path path = clone / name;
-          fs::create_directories(path.parent_path());
-          if (static_cast<size_t>(info.st_size) < grey.size()) return Status::Internal("small");
-          std::vector<uint8_t> bytes = grey;
-          bytes.resize(static_cast<size_t>(info.st_size), 0);  // after the JPEG's end
-          std::ofstream(path, std::ios::binary)
-              .write(reinterpret_cast<const char*>(bytes.data()),
-                     static_cast<std::streamsize>(bytes.size()));
-          const struct timespec times[2] = {info.st_atim, info.st_mtim};
-          if (::utimensat(AT_FDCWD, path.c_str(), times, 0) != 0) {
-            return Status::Internal("utimensat " + path.string());
-          }
-        }
-        ClientOptions options;
-        options.socket_path = node2->socket();
-        options.request_timeout = 30s;
-        GALLEY_ASSIGN_OR_RETURN(auto client, Client::Connect(options));
-        GALLEY_ASSIGN_OR_RETURN(auto job, client.OpenJob(EpochSpec(clone)));
-        size_t served = 0, private_pixels = 0, grey_pixels = 0;
-        while (true) {
-          GALLEY_ASSIGN_OR_RETURN(auto batch, job.Next(30s));
-          const size_t sample_bytes = batch.data_bytes() / batch.size();
-          const auto* data = static_cast<const uint8_t*>(batch.data());
-          for (size_t i = 0; i < batch.size(); ++i) {
-            const std::vector<uint8_t> sample(data + i * sample_bytes,
-                                              data + (i + 1) * sample_bytes);
-            ++served;
-            if (private_samples.at(batch.item_ids()[i]) == sample) ++private_pixels;
-            const bool flat = std::all_of(sample.begin(), sample.end(), [&](uint8_t v) {
-              return std::abs(int{v} - int{sample[0]}) <= 2;
-            });
-            if (flat) ++grey_pixels;
-          }
-          if (batch.last_in_epoch()) break;
-        }
-        return Status(StatusCode::kOk, std::to_string(served) + " " +
-                                           std::to_string(private_pixels) + " " +
-                                           std::to_string(grey_pixels));
-      });
+      testing::ReadAMetadataCloneAsNobody({.data = data_,
+                                           .relative = relative,
+                                           .clone = clone,
+                                           .socket = node2->socket(),
+                                           .spec = EpochSpec(clone),
+                                           .private_samples = &private_samples});
   ASSERT_EQ(attack.code, 0) << attack.message;
   // served, the private set's pixels, the clone's own grey
   EXPECT_EQ(attack.message, std::to_string(kItems) + " 0 " + std::to_string(kItems));
