@@ -330,6 +330,25 @@ def check_the_folder_counts(daemon, s3, monkeypatch):
         assert secret not in shown
 
 
+def assert_resumes_exactly_once(make, stop_after, side, items):
+    """A loader from make() stopped after `stop_after` samples (side x side)
+    and its state_dict() loaded into a second one: the two serve the epoch of
+    `items` samples exactly once between them."""
+    first, seen = make(), []
+    for images, _labels, ids in first.iter_with_ids():
+        assert images.shape[1:] == (3, side, side)
+        seen += ids.tolist()
+        if len(seen) == stop_after:
+            state = first.state_dict()
+            break
+    first.close()
+    second = make()
+    second.load_state_dict(state)
+    rest = [i for _x, _y, ids in second.iter_with_ids() for i in ids.tolist()]
+    second.close()
+    assert sorted(seen + rest) == list(range(items))  # the epoch, once
+
+
 def test_a_saved_state_resumes_the_epoch_exactly_once_at_max_resolution(daemon, aws_env):
     import galley
     from galley import transforms as T
@@ -339,19 +358,7 @@ def test_a_saved_state_resumes_the_epoch_exactly_once_at_max_resolution(daemon, 
                                  max_resolution=32, transform=T.CenterCrop(24),
                                  socket=daemon.socket)
 
-    first, seen = make(), []
-    for images, _labels, ids in first.iter_with_ids():
-        assert images.shape[1:] == (3, 24, 24)
-        seen += ids.tolist()
-        if len(seen) == 48:
-            state = first.state_dict()
-            break
-    first.close()
-    second = make()
-    second.load_state_dict(state)
-    rest = [i for _x, _y, ids in second.iter_with_ids() for i in ids.tolist()]
-    second.close()
-    assert sorted(seen + rest) == list(range(SHARDS * PER_SHARD))  # the epoch, once
+    assert_resumes_exactly_once(make, stop_after=48, side=24, items=SHARDS * PER_SHARD)
 
 
 def test_a_restarted_galleyd_lists_the_shards_from_its_index_cache(tmp_path, s3, aws_env):
@@ -478,19 +485,7 @@ def test_a_saved_state_resumes_an_epoch_over_a_prefix_exactly_once_at_max_resolu
                                  epochs=1, max_resolution=16, transform=T.CenterCrop(8),
                                  socket=daemon.socket)
 
-    first, seen = make(), []
-    for images, _labels, ids in first.iter_with_ids():
-        assert images.shape[1:] == (3, 8, 8)
-        seen += ids.tolist()
-        if len(seen) == 8:
-            state = first.state_dict()
-            break
-    first.close()
-    second = make()
-    second.load_state_dict(state)
-    rest = [i for _x, _y, ids in second.iter_with_ids() for i in ids.tolist()]
-    second.close()
-    assert sorted(seen + rest) == list(range(FOLDER_IMAGES))  # the epoch, once
+    assert_resumes_exactly_once(make, stop_after=8, side=8, items=FOLDER_IMAGES)
 
 
 def test_an_epoch_over_a_prefix_is_exactly_once_and_two_jobs_share_the_gets(daemon, aws_env):

@@ -27,6 +27,7 @@
 #include "galley/remote/remote_cache.h"
 #include "galley/scheduling/scheduler.h"
 #include "galley/scheduling/served_job.h"
+#include "tests/unit/served_job_for_test.h"
 #include "wire/segment_layout.h"
 
 namespace galley {
@@ -76,35 +77,15 @@ class DaemonCacheTest : public ::testing::Test {
   std::shared_ptr<ServedJob> MakeJob(uint64_t id, uint64_t seed, uint32_t batch_size,
                                      uint32_t prefetch, uint32_t max_resolution = 0,
                                      const char* ops = nullptr) {
-    auto plan = std::make_shared<JobPlan>();
-    plan->spec.dataset = root_.string();
-    plan->spec.batch_size = batch_size;
-    plan->spec.prefetch = prefetch;
-    plan->spec.seed = seed;
-    plan->spec.max_resolution = max_resolution;
-    plan->dataset = dataset_;
-    plan->policy = "dsa";
-    for (ItemId i = 0; i < kItems; ++i) plan->subset.push_back(i);
-    plan->epoch_size = kItems;
-    auto pipeline = image::TransformPipeline::FromJson(nlohmann::json::parse(
-        ops != nullptr
-            ? ops
-            : R"({"ops": [{"op": "RandomResizedCrop", "size": 32}, {"op": "RandomHorizontalFlip"}]})"));
-    EXPECT_TRUE(pipeline.ok()) << pipeline.status().ToString();
-    plan->pipeline = std::make_shared<const image::TransformPipeline>(std::move(pipeline).value());
-    plan->augmentation_signature = AugmentationSignature(*plan->pipeline, seed);
-    auto geometry = wire::ComputeGeometry(prefetch, batch_size, plan->pipeline->sample_bytes());
-    EXPECT_TRUE(geometry.ok());
-    plan->geometry = *geometry;
-    TensorShape shape;
-    shape.height = shape.width = 32;
-    plan->shape = shape;
-    auto ring = BatchRing::Create(*geometry, shape, ::getuid());
-    EXPECT_TRUE(ring.ok()) << ring.status().ToString();
-    auto job = std::make_shared<ServedJob>(std::move(plan));
-    job->id = id;
-    job->ring = std::move(ring).value();
-    return job;
+    testing::ServedJobOptions options{.id = id,
+                                      .seed = seed,
+                                      .batch_size = batch_size,
+                                      .slots = prefetch,
+                                      .max_resolution = max_resolution};
+    options.ops = ops != nullptr ? ops
+                                 : R"({"ops": [{"op": "RandomResizedCrop", "size": 32}, )"
+                                   R"({"op": "RandomHorizontalFlip"}]})";
+    return testing::MakeServedJob(dataset_, options);
   }
 
   // Prepares every item once for `job` in `epoch`, as one wave with one

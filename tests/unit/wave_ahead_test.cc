@@ -29,6 +29,7 @@
 #include "galley/scheduling/served_job.h"
 #include "tests/unit/objectstore/in_memory_object_store.h"
 #include "tests/unit/objectstore/object_test_support.h"
+#include "tests/unit/served_job_for_test.h"
 #include "wire/segment_layout.h"
 
 namespace galley {
@@ -58,33 +59,11 @@ std::vector<uint8_t> Jpeg(int seed, int height = 40, int width = 48) {
 // batches.
 std::shared_ptr<ServedJob> MakeJob(std::shared_ptr<const Dataset> dataset, uint32_t batch = kBatch,
                                    uint32_t slots = kSlots) {
-  const ItemId items = dataset->size();
-  auto plan = std::make_shared<JobPlan>();
-  plan->spec.dataset = dataset->root().string();
-  plan->spec.batch_size = batch;
-  plan->spec.prefetch = slots;
-  plan->spec.seed = 11;
-  plan->dataset = std::move(dataset);
-  plan->policy = "dsa";
-  for (ItemId i = 0; i < items; ++i) plan->subset.push_back(i);
-  plan->epoch_size = items;
-  auto pipeline = image::TransformPipeline::FromJson(
-      nlohmann::json::parse(R"({"ops": [{"op": "RandomResizedCrop", "size": 16}]})"));
-  EXPECT_TRUE(pipeline.ok()) << pipeline.status().ToString();
-  plan->pipeline = std::make_shared<const image::TransformPipeline>(std::move(pipeline).value());
-  plan->augmentation_signature = AugmentationSignature(*plan->pipeline, plan->spec.seed);
-  auto geometry = wire::ComputeGeometry(slots, batch, plan->pipeline->sample_bytes());
-  EXPECT_TRUE(geometry.ok());
-  plan->geometry = *geometry;
-  TensorShape shape;
-  shape.height = shape.width = 16;
-  plan->shape = shape;
-  auto ring = BatchRing::Create(*geometry, shape, ::getuid());
-  EXPECT_TRUE(ring.ok()) << ring.status().ToString();
-  auto job = std::make_shared<ServedJob>(std::move(plan));
-  job->id = 1;
-  job->ring = std::move(ring).value();
-  return job;
+  return testing::MakeServedJob(std::move(dataset),
+                                {.batch_size = batch,
+                                 .slots = slots,
+                                 .ops = R"({"ops": [{"op": "RandomResizedCrop", "size": 16}]})",
+                                 .side = 16});
 }
 
 // Polls the job's batch counter; false after a minute (a hang, not a
