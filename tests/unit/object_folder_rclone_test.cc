@@ -33,11 +33,9 @@ TEST(ObjectFolderRcloneTest, ListsEveryPageAndReadsEachObjectOnceAsTheSameTreeOn
   server.Put("data", "folder/README.txt", "beside the class folders");
   const Status started = server.Start();
   ASSERT_TRUE(started.ok()) << started.ToString();
-  objectstore::S3ClientOptions client;
-  client.allowed_endpoints = {server.url()};
-  auto opened = objectstore::OpenS3Client(client);
+  auto opened = server.OpenClient();
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  std::shared_ptr<objectstore::ObjectStore> store = std::move(*opened);
+  std::shared_ptr<objectstore::ObjectStore> store = *opened;
 
   ShardOptions options;
   options.object_requests_in_flight = 16;

@@ -47,11 +47,9 @@ class PlannerSampleStoreTest : public ::testing::Test {
     }
     const Status started = server_.Start();
     ASSERT_TRUE(started.ok()) << started.ToString();
-    objectstore::S3ClientOptions client;
-    client.allowed_endpoints = {server_.url()};
-    auto opened = objectstore::OpenS3Client(client);
+    auto opened = server_.OpenClient();
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-    store_ = std::move(*opened);
+    store_ = *opened;
 
     cache::CacheOptions options;
     options.cache_bytes = uint64_t{1} << 20;

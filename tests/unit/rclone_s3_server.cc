@@ -13,6 +13,9 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <utility>
+
+#include "galley/objectstore/s3_client.h"
 
 namespace galley::testing {
 
@@ -166,6 +169,14 @@ std::string RcloneS3Server::Log() const {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+Result<std::shared_ptr<objectstore::ObjectStore>> RcloneS3Server::OpenClient() const {
+  objectstore::S3ClientOptions options;
+  options.allowed_endpoints = {url()};
+  GALLEY_ASSIGN_OR_RETURN(std::unique_ptr<objectstore::ObjectStore> store,
+                          objectstore::OpenS3Client(options));
+  return std::shared_ptr<objectstore::ObjectStore>(std::move(store));
 }
 
 }  // namespace galley::testing

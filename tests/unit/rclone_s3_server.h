@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,6 +54,10 @@ class RcloneS3Server {
   // Starts rclone on a port of its own; `extra_args` go to `rclone serve s3`.
   // Not OK when rclone cannot be found or run.
   Status Start(const std::vector<std::string>& extra_args = {});
+
+  // A client of the node's S3 client kind whose allowlist names this
+  // server, for a test's datasets of objects; after Start().
+  Result<std::shared_ptr<objectstore::ObjectStore>> OpenClient() const;
 
   uint16_t port() const { return port_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
