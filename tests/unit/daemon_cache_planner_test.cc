@@ -21,6 +21,7 @@
 #include "galley/daemon/daemon_options.h"
 #include "galley/daemon/node_probe.h"
 #include "galley/image/transforms.h"
+#include "tests/unit/planner_test_support.h"
 #include "tests/unit/tar_writer.h"
 
 namespace galley {
@@ -121,14 +122,9 @@ class CachePlannerTest : public ::testing::Test {
     ASSERT_TRUE(dataset.ok()) << dataset.status().ToString();
     dataset_ = *dataset;
 
-    cache::CacheOptions options;
-    options.cache_bytes = uint64_t{1} << 20;
-    auto cache = cache::TieredCache::Create(options);
-    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
-    cache_ = std::move(cache).value();
-    node_.decode_augment_per_core_per_s = 200;
-    node_.augment_per_core_per_s = 1500;
-    node_.memory_bytes_per_s = 5e9;
+    cache_ = testing::SmallCache();
+    ASSERT_NE(cache_, nullptr);
+    node_ = testing::FixedNode();
   }
 
   // The plan of a job over the whole dataset whose samples the augmented

@@ -21,6 +21,7 @@
 #include "galley/daemon/dataset_sample_store.h"
 #include "galley/dataset/dataset.h"
 #include "galley/objectstore/s3_client.h"
+#include "tests/unit/planner_test_support.h"
 #include "tests/unit/rclone_s3_server.h"
 
 namespace galley {
@@ -51,14 +52,9 @@ class PlannerSampleStoreTest : public ::testing::Test {
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     store_ = *opened;
 
-    cache::CacheOptions options;
-    options.cache_bytes = uint64_t{1} << 20;
-    auto cache = cache::TieredCache::Create(options);
-    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
-    cache_ = std::move(cache).value();
-    node_.decode_augment_per_core_per_s = 200;
-    node_.augment_per_core_per_s = 1500;
-    node_.memory_bytes_per_s = 5e9;
+    cache_ = testing::SmallCache();
+    ASSERT_NE(cache_, nullptr);
+    node_ = testing::FixedNode();
 
     cache::DiskTierOptions disk;
     disk.dir = scratch_ / "disk";
