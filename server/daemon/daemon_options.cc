@@ -621,6 +621,10 @@ const std::vector<Key>& Keys() {
                         "bytes each S3 dataset's prefetched members may hold, in flight or "
                         "fetched and not yet read",
                         &DaemonOptions::s3_prefetch_bytes, 1 << 20, false));
+    k.push_back(SizeKey("s3_listing_keep_bytes", "--s3-listing-keep-bytes",
+                        "bytes of the shards an S3 shard set's listing streams that the set "
+                        "keeps for its first reads (0 keeps none)",
+                        &DaemonOptions::s3_listing_keep_bytes, 0, false));
     k.push_back(IntegerKey("max_open_shards", "--max-open-shards",
                            "open shard descriptors kept per dataset",
                            &DaemonOptions::max_open_shards, 1, 65536, false));

@@ -80,6 +80,7 @@ DatasetRegistryOptions DatasetRegistryOptions::From(const DaemonOptions& options
   o.share_object_folders_across_keys = options.s3_folder_sharing != "per_key";
   o.shards.object_requests_in_flight = options.s3_requests_in_flight;
   o.shards.object_prefetch_bytes = options.s3_prefetch_bytes;
+  o.shards.object_listing_keep_bytes = options.s3_listing_keep_bytes;
   o.shards.object_refresh_wait = std::chrono::milliseconds(options.s3_refresh_wait_ms);
   // tar_index_dir "" is the user's cache folder, "none" no index cache.
   if (options.tar_index_dir == "none") return o;

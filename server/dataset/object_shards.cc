@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <numeric>
 #include <thread>
 
 #include "galley/dataset/tar_index.h"
@@ -31,7 +32,7 @@ Status Naming(const os::S3Url& url, const Status& status) {
 
 Result<ShardListing> ListObjectShard(os::ObjectStore& store, const os::Access& access,
                                      const os::S3Url& url, const ShardOptions& options,
-                                     bool use_cache) {
+                                     bool use_cache, std::atomic<uint64_t>* keep_budget) {
   auto info = store.Head(access, url.bucket, url.key);
   if (!info.ok()) return Naming(url, info.status());
   ShardListing listing;
@@ -48,12 +49,22 @@ Result<ShardListing> ListObjectShard(os::ObjectStore& store, const os::Access& a
     return listing;
   }
   // One pass over the object; the labels' payloads are taken as they pass,
-  // so the listing needs no GET after it.
+  // so the listing needs no GET after it. The whole object is kept for the
+  // set's first reads while the budget has room for it.
+  bool keep = false;
+  if (keep_budget != nullptr) {
+    uint64_t left = keep_budget->load();
+    while (left >= info->size && !keep)
+      keep = keep_budget->compare_exchange_weak(left, left - info->size);
+  }
+  std::vector<uint8_t> kept;
+  if (keep) kept.reserve(info->size);
   TarStreamLister lister(info->size, KeepsInlinePayload);
   Status feed_error = Status::Ok();
   bool complete = false;
   const Status streamed =
       store.Stream(access, url.bucket, url.key, info->etag, [&](std::span<const uint8_t> chunk) {
+        if (keep) kept.insert(kept.end(), chunk.begin(), chunk.end());
         feed_error = lister.Feed(chunk);
         if (!feed_error.ok()) return feed_error;
         if (lister.done()) {
@@ -64,11 +75,20 @@ Result<ShardListing> ListObjectShard(os::ObjectStore& store, const os::Access& a
         }
         return Status::Ok();
       });
+  const bool listed = feed_error.ok() && (streamed.ok() || complete);
+  if (keep && (!listed || kept.size() > info->size)) {
+    *keep_budget += info->size;  // nothing kept: the budget goes back
+    keep = false;
+  }
   if (!feed_error.ok()) return Naming(url, feed_error);
   if (!streamed.ok() && !complete) return Naming(url, streamed);
   auto tar = std::move(lister).Finish(&listing.inline_payloads);
-  if (!tar.ok()) return Naming(url, tar.status());
+  if (!tar.ok()) {
+    if (keep) *keep_budget += info->size;
+    return Naming(url, tar.status());
+  }
   listing.tar = std::move(*tar);
+  if (keep) origin.streamed = std::make_shared<const std::vector<uint8_t>>(std::move(kept));
   GlobalShardIndexCounters().scanned++;
   if (use_cache)
     StoreCachedListing(options.index_cache_dir, listing, options.index_cache_max_bytes);
@@ -97,10 +117,12 @@ Result<std::unique_ptr<ShardSource>> ShardSource::OpenObjects(
   }
   const bool use_cache =
       !options.index_cache_dir.empty() && PrepareIndexCacheDir(options.index_cache_dir);
-  return Build(
+  std::atomic<uint64_t> keep_budget{options.object_listing_keep_bytes};
+  ObjectShards* objects = nullptr;
+  auto source = Build(
       names, options,
       [&](size_t i, ShardStats*) {
-        return ListObjectShard(*store, access, parsed[i], options, use_cache);
+        return ListObjectShard(*store, access, parsed[i], options, use_cache, &keep_budget);
       },
       [&](std::vector<ShardOrigin> origins) -> std::unique_ptr<Storage> {
         std::vector<ObjectShards::Shard> shards;
@@ -108,8 +130,23 @@ Result<std::unique_ptr<ShardSource>> ShardSource::OpenObjects(
         for (size_t s = 0; s < origins.size(); ++s) {
           shards.push_back({parsed[s], origins[s].identity.size, origins[s].etag});
         }
-        return std::make_unique<ObjectShards>(store, access, std::move(shards), options);
+        auto made = std::make_unique<ObjectShards>(store, access, std::move(shards), options);
+        for (size_t s = 0; s < origins.size(); ++s) {
+          if (origins[s].streamed != nullptr) {
+            made->KeepListed(static_cast<uint32_t>(s), std::move(origins[s].streamed));
+          }
+        }
+        objects = made.get();
+        return made;
       });
+  if (source.ok() && objects != nullptr) {
+    // The ranges the items read, so that each kept shard goes once its
+    // items have read it.
+    std::vector<ItemId> every((*source)->size());
+    std::iota(every.begin(), every.end(), ItemId{0});
+    objects->ExpectListedReads((*source)->ReadExtents(every));
+  }
+  return source;
 }
 
 ObjectShards::ObjectShards(std::shared_ptr<os::ObjectStore> store, const os::Access& access,
@@ -123,6 +160,32 @@ ObjectShards::ObjectShards(std::shared_ptr<os::ObjectStore> store, const os::Acc
       heads_in_flight_(std::max<uint32_t>(1, heads_in_flight)),
       refresh_wait_(options.object_refresh_wait),
       admitted_{Admitted{0, access, false}} {}
+
+void ObjectShards::KeepListed(uint32_t shard, std::shared_ptr<const std::vector<uint8_t>> bytes) {
+  if (shard >= shards_.size() || bytes == nullptr) return;
+  MutexLock lock(&mu_);
+  listed_[shard] = Listed{std::move(bytes), {}};
+}
+
+void ObjectShards::ExpectListedReads(std::span<const ShardExtent> extents) {
+  MutexLock lock(&mu_);
+  for (const ShardExtent& e : extents) {
+    if (auto it = listed_.find(e.shard); it != listed_.end()) it->second.unread.insert(e.offset);
+  }
+  std::erase_if(listed_, [](const auto& entry) { return entry.second.unread.empty(); });
+}
+
+uint64_t ObjectShards::listed_bytes() const {
+  MutexLock lock(&mu_);
+  uint64_t bytes = 0;
+  for (const auto& [shard, listed] : listed_) bytes += listed.bytes->size();
+  return bytes;
+}
+
+bool ObjectShards::ListedLocked(const ShardExtent& extent) const {
+  auto it = listed_.find(extent.shard);
+  return it != listed_.end() && extent.offset + extent.size <= it->second.bytes->size();
+}
 
 ObjectShards::~ObjectShards() {
   // The store calls back exactly once per GET: wait for those in flight,
@@ -223,6 +286,25 @@ Status ObjectShards::ReadError(uint32_t shard, const Status& status) {
 }
 
 Status ObjectShards::ReadInto(uint32_t shard, uint64_t offset, std::span<uint8_t> out) {
+  std::shared_ptr<const std::vector<uint8_t>> listed;
+  {
+    MutexLock lock(&mu_);
+    if (ListedLocked(ShardExtent{shard, offset, out.size()})) {
+      // The listing's bytes, as streamed: the listed version.
+      auto it = listed_.find(shard);
+      listed = it->second.bytes;
+      it->second.unread.erase(offset);
+      if (it->second.unread.empty()) listed_.erase(it);
+    }
+  }
+  if (listed == nullptr) return ReadFromStorage(shard, offset, out);
+  std::memcpy(out.data(), listed->data() + offset, out.size());
+  listed_reads_++;
+  prefetched_reads_++;
+  return Status::Ok();
+}
+
+Status ObjectShards::ReadFromStorage(uint32_t shard, uint64_t offset, std::span<uint8_t> out) {
   FetchPtr fetch;
   bool start_now = false;
   Signed signing;
@@ -387,6 +469,7 @@ void ObjectShards::RegisterLocked(std::span<const ShardExtent> extents, uint64_t
   FetchPtr current;
   for (const ShardExtent& e : sorted) {
     if (e.size == 0 || e.shard >= shards_.size()) continue;
+    if (ListedLocked(e)) continue;  // its read takes the listing's bytes
     if (!ahead) {
       // Named by the last wave for this one: its fetch serves it, and
       // moves up with this wave's if it still waits its turn.

@@ -15,6 +15,12 @@
 // registered and never read (an item a job no longer wants) are dropped
 // kWavesKept waves later, freeing what they hold.
 //
+// The shards a listing streamed and kept (KeepListed) serve their items'
+// first reads from those bytes: neither a read nor a prefetch of a range
+// in them fetches it again, and a shard's bytes go once every range its
+// items read (ExpectListedReads) was read once. So a set's first epoch
+// after its listing does not fetch what the listing already did.
+//
 // PrefetchNextWave registers the next wave's ranges while this wave's are
 // read: they are fetched only once every fetch of this wave has started,
 // and within half the bounds (half of object_requests_in_flight, at least
@@ -50,6 +56,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,11 +68,13 @@ namespace galley {
 
 // HEADs `url` with `access` and lists it: from the index cache (keyed by
 // endpoint, URL, size and ETag) when it holds this version, else by one
-// streaming GET, storing the result. Errors name the URL.
+// streaming GET, storing the result. A streamed object no larger than
+// what `keep_budget` has left is kept whole in the listing's
+// origin.streamed, its size taken from the budget. Errors name the URL.
 Result<ShardListing> ListObjectShard(objectstore::ObjectStore& store,
                                      const objectstore::Access& access,
                                      const objectstore::S3Url& url, const ShardOptions& options,
-                                     bool use_cache);
+                                     bool use_cache, std::atomic<uint64_t>* keep_budget = nullptr);
 
 class ObjectShards final : public ShardSource::Storage {
  public:
@@ -95,6 +104,8 @@ class ObjectShards final : public ShardSource::Storage {
   ObjectShards& operator=(const ObjectShards&) = delete;
 
   Status ReadInto(uint32_t shard, uint64_t offset, std::span<uint8_t> out) override;
+  // ReadInto, past the listing's kept bytes.
+  Status ReadFromStorage(uint32_t shard, uint64_t offset, std::span<uint8_t> out) override;
   bool changed() const override { return changed_.load(); }
   // Files only: nothing to check against a local user.
   Status Verify(AccessChecker* checker, const std::vector<bool>& holds_served,
@@ -124,6 +135,16 @@ class ObjectShards final : public ShardSource::Storage {
     return {prefetched_reads_.load(), on_demand_reads_.load(), gets_.load(), bytes_.load(),
             verify_heads_.load()};
   }
+
+  // `shard`'s bytes as its listing streamed them, kept for its first reads;
+  // before any read.
+  void KeepListed(uint32_t shard, std::shared_ptr<const std::vector<uint8_t>> bytes) EXCLUDES(mu_);
+  // The ranges the set's items read (each item's image and fields): a kept
+  // shard goes once each of its ranges was read; one none reads goes now.
+  void ExpectListedReads(std::span<const ShardExtent> extents) EXCLUDES(mu_);
+  // For tests: reads served by kept listing bytes, and the bytes kept now.
+  uint64_t listed_reads() const { return listed_reads_.load(); }
+  uint64_t listed_bytes() const EXCLUDES(mu_);
 
   // For tests: prefetch GETs now in flight, and the most ever in flight.
   uint64_t prefetches_in_flight() const;
@@ -192,6 +213,8 @@ class ObjectShards final : public ShardSource::Storage {
   // registrations over.
   void RegisterLocked(std::span<const ShardExtent> extents, uint64_t wave, bool ahead)
       REQUIRES(mu_);
+  // Whether kept listing bytes hold `extent` for a first read.
+  bool ListedLocked(const ShardExtent& extent) const REQUIRES(mu_);
   // Drops the registrations kWavesKept waves old and never read.
   void DropStaleLocked() REQUIRES(mu_);
   // Marks `fetch` started and counts it against the bounds.
@@ -214,6 +237,7 @@ class ObjectShards final : public ShardSource::Storage {
   std::atomic<uint64_t> gets_{0};
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> verify_heads_{0};
+  std::atomic<uint64_t> listed_reads_{0};
   const std::chrono::milliseconds refresh_wait_;
 
   mutable Mutex mu_;
@@ -230,6 +254,13 @@ class ObjectShards final : public ShardSource::Storage {
   uint64_t in_flight_ GUARDED_BY(mu_) = 0;
   uint64_t max_in_flight_seen_ GUARDED_BY(mu_) = 0;
   uint64_t held_bytes_ GUARDED_BY(mu_) = 0;  // fetches started and not released
+  // A shard's bytes its listing kept, and the offsets of the ranges its
+  // items read that no read has taken yet.
+  struct Listed {
+    std::shared_ptr<const std::vector<uint8_t>> bytes;
+    std::set<uint64_t> unread;
+  };
+  std::map<uint32_t, Listed> listed_ GUARDED_BY(mu_);
 };
 
 }  // namespace galley

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,6 +46,10 @@ struct ShardOrigin {
   // What the index cache is keyed by with `identity`: the path, or the
   // endpoint, URL and ETag.
   std::string cache_key;
+  // An object's bytes as its listing streamed them, when the set keeps
+  // them for its first reads (ShardOptions::object_listing_keep_bytes);
+  // null otherwise.
+  std::shared_ptr<const std::vector<uint8_t>> streamed;
 };
 
 // A shard's listing plus the payloads of its label members: what the index
@@ -88,6 +93,11 @@ class ShardSource::Storage {
   // the listed version: DataLoss when the shard changed (changed() is then
   // true).
   virtual Status ReadInto(uint32_t shard, uint64_t offset, std::span<uint8_t> out) = 0;
+  // ReadInto from the storage itself, never from bytes kept in memory (a
+  // listing's): what ReadHead measures the storage's read rate by.
+  virtual Status ReadFromStorage(uint32_t shard, uint64_t offset, std::span<uint8_t> out) {
+    return ReadInto(shard, offset, out);
+  }
   virtual bool changed() const = 0;
   // Gives back what is kept between reads (descriptors).
   virtual void Release() {}

@@ -182,8 +182,9 @@ def test_a_store_killed_and_restarted_mid_epoch_costs_retries_not_items(tmp_path
                                                                        aws_env):
     # Retries enough that the store is back long before they run out: the
     # test restarts it as soon as galleyd is seen retrying.
+    # The set keeps none of its listing's bytes: every read goes to the store.
     daemon = start_daemon(tmp_path, "--allowed-s3-endpoint", store.url, "--s3-retries", "20",
-                          "--s3-retry-cap-ms", "1000")
+                          "--s3-retry-cap-ms", "1000", "--s3-listing-keep-bytes", "0")
     try:
         loader, batches, seen = started_epoch(daemon, 2, on_error="raise")
         before = store_counts(daemon)
@@ -234,8 +235,9 @@ def test_a_store_left_down_ends_the_job_naming_it_while_a_local_job_is_served(
     local = tmp_path / "local"
     write_folder(local, classes=2, per_class=10, sizes=(8, 12), seed=2)
     # One retry, at most 50 ms apart: a read of the dead store fails at once.
+    # The set keeps none of its listing's bytes: every read goes to the store.
     daemon = start_daemon(tmp_path, "--allowed-s3-endpoint", store.url, "--s3-retries", "1",
-                          "--s3-retry-cap-ms", "50")
+                          "--s3-retry-cap-ms", "50", "--s3-listing-keep-bytes", "0")
     try:
         assert sorted(read_local_epoch(daemon, local)) == list(range(20))
         loader, batches, seen = started_epoch(daemon, 3)

@@ -12,10 +12,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -139,6 +141,77 @@ TEST_F(ObjectShardsTest, FingerprintsNameEndpointObjectsAndVersionsNeverCredenti
   EXPECT_NE((*alice)->content_fingerprint(), (*other)->content_fingerprint());
   // A copy elsewhere keeps names and sizes: the same resume key.
   EXPECT_EQ((*alice)->resume_key().content, (*other)->resume_key().content);
+}
+
+// The listing streams every shard; a set that keeps those bytes
+// (object_listing_keep_bytes) serves its first epoch from them, prefetched
+// waves included, with no GET after the streams. Each item's image and
+// fields are the shard's own bytes.
+TEST_F(ObjectShardsTest, AKeptListingServesTheFirstReadsWithoutAGet) {
+  options_.object_listing_keep_bytes = uint64_t{1} << 20;
+  options_.fields = {"txt"};
+  auto source = Open();
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(store_->streams(), 3u);
+  // The cache planner's sample reads the store, whose rate it measures.
+  const uint64_t before_head = store_->counters().gets.load();
+  uint64_t item_bytes = 0;
+  ASSERT_TRUE((*source)->ReadHead(3, 64, &item_bytes).ok());
+  EXPECT_EQ(store_->counters().gets.load(), before_head + 1);
+  const uint64_t gets = store_->counters().gets.load();
+  const uint64_t bytes = store_->counters().bytes.load();
+  for (ItemId first = 0; first < 60; first += 20) {
+    std::vector<ItemId> wave(20);
+    std::iota(wave.begin(), wave.end(), first);
+    (*source)->Prefetch(wave);
+    for (ItemId id : wave) {
+      std::vector<uint8_t> record;
+      auto image = (*source)->ReadWithFields(id, &record);
+      ASSERT_TRUE(image.ok()) << image.status().ToString();
+      const std::string key = "s" + std::to_string(id / 20) + "_" + std::to_string(id % 20);
+      EXPECT_EQ(std::string(image->begin(), image->begin() + 9 + key.size()), "image of " + key);
+      const std::string caption = "caption " + key;
+      EXPECT_NE(std::search(record.begin(), record.end(), caption.begin(), caption.end()),
+                record.end());
+    }
+  }
+  EXPECT_EQ(store_->counters().gets.load(), gets);
+  EXPECT_EQ(store_->counters().bytes.load(), bytes);
+  EXPECT_EQ((*source)->object_reads().on_demand, 1u);  // the head
+  // Every item read once: the shards' bytes are gone, and reads GET again.
+  const uint64_t gets_after = store_->counters().gets.load();
+  ASSERT_TRUE((*source)->Read(5).ok());
+  EXPECT_EQ(store_->counters().gets.load(), gets_after + 1);
+}
+
+// A budget smaller than the set keeps whole shards while it has room: here
+// one of the three, whose items read no GET; the others' items are fetched.
+TEST_F(ObjectShardsTest, AListingKeepsWholeShardsWithinItsBudget) {
+  options_.index_cache_dir.clear();
+  options_.object_listing_keep_bytes = Shard(0, 20).size() + 100;
+  auto source = Open();
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const uint64_t gets = store_->counters().gets.load();
+  uint64_t shards_fetched = 0;
+  for (ItemId shard = 0; shard < 3; ++shard) {
+    const uint64_t before = store_->counters().gets.load();
+    for (ItemId i = 0; i < 20; ++i) ASSERT_TRUE((*source)->Read(shard * 20 + i).ok());
+    shards_fetched += store_->counters().gets.load() > before ? 1 : 0;
+  }
+  EXPECT_EQ(shards_fetched, 2u);
+  EXPECT_EQ(store_->counters().gets.load() - gets, 40u);  // one GET per item of the two
+}
+
+// A listing from the index cache streams nothing, so keeps nothing.
+TEST_F(ObjectShardsTest, AListingFromTheIndexCacheKeepsNothing) {
+  ASSERT_TRUE(Open().ok());
+  options_.object_listing_keep_bytes = uint64_t{1} << 20;
+  auto source = Open();
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(store_->streams(), 3u);  // the first listing's only
+  const uint64_t gets = store_->counters().gets.load();
+  ASSERT_TRUE((*source)->Read(7).ok());
+  EXPECT_EQ(store_->counters().gets.load(), gets + 1);
 }
 
 TEST_F(ObjectShardsTest, MembersAreReadByRangedGetsNamingTheListedETag) {

@@ -177,6 +177,9 @@ struct DaemonOptions {
   uint32_t s3_retry_cap_ms = 5000;
   uint32_t s3_requests_in_flight = 64;
   uint64_t s3_prefetch_bytes = uint64_t{256} << 20;
+  // Bytes of the shards an S3 shard set's listing streams that the set
+  // keeps for their first reads (ShardOptions::object_listing_keep_bytes).
+  uint64_t s3_listing_keep_bytes = uint64_t{256} << 20;
   uint32_t max_open_shards = 128;
   uint32_t max_open_shards_total = 0;
   // Manifests (docs/datasets.md): the longest line galleyd reads, the header

@@ -106,6 +106,11 @@ struct ShardOptions {
   // not yet read may hold (at least one request's worth is always allowed).
   uint32_t object_requests_in_flight = 64;
   uint64_t object_prefetch_bytes = uint64_t{256} << 20;
+  // Objects only: the bytes of the shards a listing streams that the set
+  // keeps, whole shards in listing order, so that their first reads fetch
+  // nothing again (each shard's kept until every item read it once); 0
+  // keeps none (galleyd's s3_listing_keep_bytes).
+  uint64_t object_listing_keep_bytes = 0;
   // Objects only: how long a read the store refused because its
   // credentials expired (IsCredentialRefusal) waits for credentials no
   // refusal has struck yet, admitted by a job's open or refresh.
