@@ -151,6 +151,8 @@ std::optional<ShardSetSnapshot> SnapshotShards(const Dataset& dataset) {
     s.gets = reads.gets;
     s.bytes = reads.bytes;
     s.verify_heads = reads.verify_heads;
+    s.listing_reads = reads.listing_reads;
+    s.listing_kept_bytes = reads.listing_kept_bytes;
   }
   return s;
 }

@@ -132,8 +132,8 @@ class ObjectShards final : public ShardSource::Storage {
     return &store_->counters();
   }
   ObjectReadCounts object_reads() const override {
-    return {prefetched_reads_.load(), on_demand_reads_.load(), gets_.load(), bytes_.load(),
-            verify_heads_.load()};
+    return {prefetched_reads_.load(), on_demand_reads_.load(), gets_.load(),  bytes_.load(),
+            verify_heads_.load(),     listed_reads_.load(),    listed_bytes()};
   }
 
   // `shard`'s bytes as its listing streamed them, kept for its first reads;

@@ -175,8 +175,10 @@ std::string DatasetLine(const json& dataset) {
   for (const std::string& fault : faults) line += "    " + fault + "\n";
   if (auto store = shards->find("object_store"); store != shards->end() && store->is_object()) {
     line += "    " + ObjectReadsText(*shards, "set") + "; " +
-            std::to_string(Count(*shards, "verify_heads")) +
-            " HEADs to admit other access keys\n    " + NodeStoreText(*store) + "\n";
+            std::to_string(Count(*shards, "verify_heads")) + " HEADs to admit other access keys; " +
+            std::to_string(Count(*shards, "listing_reads")) + " read from its listing's bytes, " +
+            ByteSizeText(Count(*shards, "listing_kept_bytes")) + " of them kept\n    " +
+            NodeStoreText(*store) + "\n";
   }
   return line;
 }

@@ -103,6 +103,8 @@ void to_json(json& out, const ShardSetSnapshot& s) {
     out["gets"] = s.gets;
     out["bytes"] = s.bytes;
     out["verify_heads"] = s.verify_heads;
+    out["listing_reads"] = s.listing_reads;
+    out["listing_kept_bytes"] = s.listing_kept_bytes;
   }
 }
 

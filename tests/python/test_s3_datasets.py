@@ -203,6 +203,8 @@ def test_two_jobs_share_the_fetches(daemon, aws_env, s3):
     # The set's own count: its members' GETs, not the listing's streams; the
     # second job's HEADs admitted it.
     assert entry["gets"] == entry["on_demand_reads"], entry
+    assert entry["listing_reads"] == entry["prefetched_reads"], entry
+    assert entry["listing_kept_bytes"] == 0, entry  # each item read: every shard let go
     assert store["bytes"] - entry["bytes"] <= s3["bytes"], (entry, store)
     assert entry["verify_heads"] == SHARDS, entry
 

@@ -153,6 +153,7 @@ TEST_F(ObjectShardsTest, AKeptListingServesTheFirstReadsWithoutAGet) {
   auto source = Open();
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_EQ(store_->streams(), 3u);
+  EXPECT_EQ((*source)->object_reads().listing_kept_bytes, store_->counters().bytes.load());
   // The cache planner's sample reads the store, whose rate it measures.
   const uint64_t before_head = store_->counters().gets.load();
   uint64_t item_bytes = 0;
@@ -178,6 +179,8 @@ TEST_F(ObjectShardsTest, AKeptListingServesTheFirstReadsWithoutAGet) {
   EXPECT_EQ(store_->counters().gets.load(), gets);
   EXPECT_EQ(store_->counters().bytes.load(), bytes);
   EXPECT_EQ((*source)->object_reads().on_demand, 1u);  // the head
+  EXPECT_EQ((*source)->object_reads().listing_reads, 60u);
+  EXPECT_EQ((*source)->object_reads().listing_kept_bytes, 0u);  // every item has read its shard
   // Every item read once: the shards' bytes are gone, and reads GET again.
   const uint64_t gets_after = store_->counters().gets.load();
   ASSERT_TRUE((*source)->Read(5).ok());

@@ -206,6 +206,8 @@ ShardSetSnapshot Shards(Numbers& n, bool objects) {
   s.gets = later.U();
   s.bytes = later.U();
   s.verify_heads = later.U();
+  s.listing_reads = later.U();
+  s.listing_kept_bytes = later.U();
   return s;
 }
 

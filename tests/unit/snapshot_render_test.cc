@@ -856,6 +856,8 @@ TEST(QueryTextTest, DatasetsSummaryShowsWhatAFolderOfObjectsAskedTheStoreFor) {
   shards.gets = 110;
   shards.bytes = 700 << 10;
   shards.verify_heads = 3;
+  shards.listing_reads = 100;
+  shards.listing_kept_bytes = 64 << 10;
   s.datasets.push_back({"shards\ns3://galley/in/train-000000.tar",
                         "s3://galley/in/train-000000.tar", 3, 120, 5, 540 << 10, 5.0, 1, "01",
                         shards});
@@ -876,7 +878,7 @@ TEST(QueryTextTest, DatasetsSummaryShowsWhatAFolderOfObjectsAskedTheStoreFor) {
       "  s3://galley/in/train-000000.tar: 3 shards, 120 items, 5 classes, 540.0 KiB, listed 5 "
       "s ago\n"
       "    this set's reads: 118 prefetched, 16 on demand, by 110 GETs of 700.0 KiB; 3 HEADs "
-      "to admit other access keys\n"
+      "to admit other access keys; 100 read from its listing's bytes, 64.0 KiB of them kept\n"
       "    object store (the node's): 40 GETs, 5.0 MiB, 1 retries, 4 LIST pages, 0 in "
       "flight\n"
       "sampler groups: 0\n");
@@ -889,6 +891,8 @@ TEST(QueryTextTest, DatasetsSummaryShowsWhatAFolderOfObjectsAskedTheStoreFor) {
   EXPECT_EQ(set["gets"], 110);
   EXPECT_EQ(set["bytes"], 700 << 10);
   EXPECT_EQ(set["verify_heads"], 3);
+  EXPECT_EQ(set["listing_reads"], 100);
+  EXPECT_EQ(set["listing_kept_bytes"], 64 << 10);
   EXPECT_EQ(set["object_store"]["gets"], 40);
 }
 

@@ -31,11 +31,13 @@ namespace galley {
 // the store did to answer (its retries and LIST pages are the store's
 // counts, ObjectStoreCounters, node-wide).
 struct ObjectReadCounts {
-  uint64_t prefetched = 0;    // reads served from a GET Prefetch started
-  uint64_t on_demand = 0;     // reads that each made a GET of their own
-  uint64_t gets = 0;          // GETs the set started (prefetches and reads on demand)
-  uint64_t bytes = 0;         // body bytes those GETs received
-  uint64_t verify_heads = 0;  // HEADs VerifyObjects sent to admit other credentials
+  uint64_t prefetched = 0;          // reads served from a GET Prefetch started
+  uint64_t on_demand = 0;           // reads that each made a GET of their own
+  uint64_t gets = 0;                // GETs the set started (prefetches and reads on demand)
+  uint64_t bytes = 0;               // body bytes those GETs received
+  uint64_t verify_heads = 0;        // HEADs VerifyObjects sent to admit other credentials
+  uint64_t listing_reads = 0;       // reads served by the bytes the listing streamed and kept
+  uint64_t listing_kept_bytes = 0;  // those bytes kept now
 };
 
 // A dataset of one image per object (an s3:// prefix read as an

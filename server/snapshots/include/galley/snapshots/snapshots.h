@@ -227,6 +227,10 @@ struct ShardSetSnapshot {
   uint64_t gets = 0;
   uint64_t bytes = 0;
   uint64_t verify_heads = 0;
+  // Reads served by the bytes the set's listing streamed and kept, and the
+  // bytes kept now (ShardOptions::object_listing_keep_bytes).
+  uint64_t listing_reads = 0;
+  uint64_t listing_kept_bytes = 0;
 };
 
 // A dataset of one image per object (an s3:// prefix read as an
